@@ -1,0 +1,65 @@
+"""Cloud Functions entry points. Each one parses the request, calls the shared library, returns.
+
+Imports of heavy modules happen inside the handlers so that each function's
+cold start pays only for what it uses (the Slack ingress never loads google-genai).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import flask
+import functions_framework
+
+# Locally and in the deploy zip, ``shared`` sits beside or above this file.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+for _path in (_HERE, os.path.dirname(_HERE)):
+    if os.path.isdir(os.path.join(_path, "shared")) and _path not in sys.path:
+        sys.path.insert(0, _path)
+
+from shared import config, logs  # noqa: E402 - needs the path set up above
+
+Response = tuple[dict[str, Any], int]
+
+
+def _headers(request: flask.Request) -> dict[str, str]:
+    """Request headers with lower-case names, the form the shared library looks them up in."""
+    return {name.lower(): value for name, value in request.headers.items()}
+
+
+def _body(request: flask.Request, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of the body, so an oversized one is detected without reading it all."""
+    return request.stream.read(limit + 1)
+
+
+@functions_framework.http
+def slack_events(request: flask.Request) -> Response:
+    """Slack Events API: signed JSON events and the url_verification handshake."""
+    logs.setup(config.settings().log_level)
+    from shared import ingress
+
+    if request.method != "POST":
+        return {"error": "POST only"}, 405
+    if (request.content_length or 0) > ingress.MAX_BODY_BYTES:
+        return {"error": "body too large"}, 413
+    return ingress.handle_events(_body(request, ingress.MAX_BODY_BYTES), _headers(request))
+
+
+@functions_framework.http
+def agent_session(request: flask.Request) -> Response:
+    """Cloud Tasks target: runs one agent session named in the JSON body."""
+    logs.setup(config.settings().log_level)
+    from shared import worker
+
+    if request.method != "POST":
+        return {"error": "POST only"}, 405
+    return worker.handle_task(_body(request, worker.MAX_TASK_BODY_BYTES), _headers(request))
+
+
+@functions_framework.http
+def sweep(request: flask.Request) -> Response:
+    """Cloud Scheduler target: the daily sweep of stale questions and silent sessions."""
+    logs.setup(config.settings().log_level)
+    return {"error": "the sweep is not implemented yet"}, 501

@@ -1,0 +1,145 @@
+"""Child processes of the local stack: each in its own process group, stopped by its own pid.
+
+A server started here may spawn children of its own (gcloud starts a JVM,
+gunicorn forks a worker), so every process gets a new session and is stopped
+by signalling its whole group: nothing is ever killed by name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class StackError(RuntimeError):
+    """A piece of the local stack is missing or did not come up; the message says which and what to do."""
+
+
+def free_port() -> int:
+    """A loopback port that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Proc:
+    """One running child, its log file, and how to stop it."""
+
+    name: str
+    argv: Sequence[str]
+    log_path: Path
+    env: Mapping[str, str]
+    cwd: Path
+    popen: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def pid(self) -> int:
+        assert self.popen is not None, f"{self.name} was not started"
+        return self.popen.pid
+
+    def start(self) -> Proc:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            log.write(f"\n--- {time.strftime('%Y-%m-%dT%H:%M:%S')} starting: {' '.join(self.argv)}\n".encode())
+            log.flush()
+            self.popen = subprocess.Popen(
+                list(self.argv),
+                cwd=self.cwd,
+                env=dict(self.env),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        return self
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM the process group, then SIGKILL what is left after ``timeout``."""
+        if self.popen is None:
+            return
+        stop_group(self.popen.pid, timeout=timeout, reap=self.popen.poll)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.popen.wait(timeout=5)
+        self.popen = None
+
+    def kill(self) -> None:
+        """SIGKILL the whole group at once: a crash, not a shutdown."""
+        if self.popen is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.popen.pid, signal.SIGKILL)
+            self.popen.wait()
+            self.popen = None
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stop_group(pgid: int, *, timeout: float = 10.0, reap: Callable[[], object] | None = None) -> None:
+    """Stop the process group led by ``pgid``: SIGTERM, a grace period, then SIGKILL.
+
+    ``reap`` (the leader's ``Popen.poll``) collects the leader once it exits, so
+    a zombie leader does not keep the group looking alive.
+    """
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if reap is not None:
+            reap()
+        if not group_alive(pgid):
+            return
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)
+    if reap is not None:
+        reap()
+
+
+def wait_until(check: Callable[[], bool], *, proc: Proc, what: str, timeout: float) -> None:
+    """Poll ``check`` until it is true; fail early, with the log tail, if ``proc`` dies."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not proc.alive():
+            raise StackError(f"{proc.name} exited while starting ({what}). Log {proc.log_path}:\n{proc.log_tail()}")
+        with contextlib.suppress(Exception):
+            if check():
+                return
+        time.sleep(0.1)
+    raise StackError(
+        f"{proc.name} was not ready after {timeout:.0f}s ({what}). Log {proc.log_path}:\n{proc.log_tail()}"
+    )
+
+
+def http_answers(url: str) -> bool:
+    """True once something answers HTTP at ``url``, whatever the status."""
+    try:
+        with urllib.request.urlopen(url, timeout=1):  # noqa: S310 - loopback URL built by the stack
+            return True
+    except urllib.error.HTTPError:
+        return True

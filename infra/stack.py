@@ -1,0 +1,342 @@
+"""The local stack: real emulators, the functions under functions-framework, and the fakes.
+
+``Stack`` is the one entry point that ``make dev``, the tests and the tools
+share. It starts the Firestore emulator (gcloud), the Cloud Tasks emulator (its
+own virtual environment, because it pins protobuf<5), the fake Slack Web API,
+the Gemini stub and every function, each on a free loopback port; waits until
+each answers; writes ``.local/stack.json`` with every URL; and stops every
+process it started, by pid, when it is closed or the interpreter exits.
+
+    python -m infra.stack up     # run until Ctrl-C
+    python -m infra.stack down   # stop what a previous run left behind
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import contextlib
+import json
+import os
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from infra.procs import Proc, StackError, free_port, group_alive, http_answers, stop_group, wait_until
+
+ROOT = Path(__file__).resolve().parent.parent
+LOCAL = ROOT / ".local"
+STACK_FILE = LOCAL / "stack.json"
+TASKS_VENV = ROOT / ".venv-tasks"
+
+PROJECT = "local-project"
+QUEUE = f"projects/{PROJECT}/locations/us-central1/queues/agent-sessions"
+SIGNING_SECRET = "local-signing-secret"  # noqa: S105 - a fixed secret for the local fakes only
+BOT_TOKEN = "xoxb-local-bot-token"  # noqa: S105
+BOT_USER_ID = "U0LOCALBOT"
+TEAM_ID = "T0LOCAL"
+APP_ID = "A0LOCALAPP"
+OPERATOR_ID = "U0OPERATOR"
+GEMINI_KEY = "local-gemini-key"
+
+FUNCTIONS = ("slack_events", "agent_session", "sweep")
+
+
+def preflight() -> Path:
+    """Check the machine has what the emulators need; returns the gcloud SDK root."""
+    gcloud = shutil.which("gcloud")
+    if gcloud is None:
+        raise StackError(
+            "gcloud is not installed: the Firestore emulator comes with the Google Cloud CLI. "
+            "Install it from https://cloud.google.com/sdk/docs/install, then run "
+            "`gcloud components install cloud-firestore-emulator`."
+        )
+    if shutil.which("java") is None:
+        raise StackError(
+            "java is not installed: the Firestore emulator needs a Java 11+ runtime. "
+            "Install one, e.g. `apt-get install openjdk-17-jre-headless`."
+        )
+    sdk_root = Path(os.path.realpath(gcloud)).parent.parent
+    if not (sdk_root / "platform" / "cloud-firestore-emulator").is_dir():
+        raise StackError(
+            "the gcloud Firestore emulator component is missing: run "
+            "`gcloud components install cloud-firestore-emulator` "
+            "(or `apt-get install google-cloud-cli-firestore-emulator`)."
+        )
+    if not (TASKS_VENV / "bin" / "gcloud-tasks-emulator").exists():
+        raise StackError(f"the Cloud Tasks emulator is not installed in {TASKS_VENV}: run `make .venv-tasks`.")
+    return sdk_root
+
+
+@dataclass
+class Stack:
+    """Every process of the local stack, and the URLs and environment that reach them."""
+
+    with_functions: tuple[str, ...] = FUNCTIONS
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+    demo_model: bool = False
+    procs: dict[str, Proc] = field(default_factory=dict)
+    ports: dict[str, int] = field(default_factory=dict)
+    wrote_stack_file: bool = False
+
+    # --- addresses -------------------------------------------------------------------------
+    def url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.ports[name]}"
+
+    @property
+    def firestore_host(self) -> str:
+        return f"127.0.0.1:{self.ports['firestore']}"
+
+    @property
+    def tasks_host(self) -> str:
+        return f"127.0.0.1:{self.ports['tasks']}"
+
+    def function_url(self, name: str) -> str:
+        return self.url(name) + "/"
+
+    def product_env(self) -> dict[str, str]:
+        """The environment every function runs with; tests use it to reach the same Firestore."""
+        env = {
+            "GOOGLE_CLOUD_PROJECT": PROJECT,
+            "FIRESTORE_EMULATOR_HOST": self.firestore_host,
+            "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+            "SLACK_BOT_TOKEN": BOT_TOKEN,
+            "SLACK_API_BASE_URL": self.url("fake_slack") + "/api/",
+            "OPERATOR_USER_IDS": OPERATOR_ID,
+            "TASKS_QUEUE": QUEUE,
+            "TASKS_TARGET_URL": self.function_url("agent_session"),
+            "TASKS_EMULATOR_HOST": self.tasks_host,
+            "GEMINI_API_KEY": GEMINI_KEY,
+            "GOOGLE_GEMINI_BASE_URL": self.url("fake_gemini"),
+        }
+        env.update(self.extra_env)
+        return env
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "project": PROJECT,
+            "queue": QUEUE,
+            "firestore": self.firestore_host,
+            "tasks": self.tasks_host,
+            "fake_slack": self.url("fake_slack"),
+            "fake_gemini": self.url("fake_gemini"),
+            "functions": {name: self.function_url(name) for name in self.with_functions},
+            "bot_user_id": BOT_USER_ID,
+            "operator_user_id": OPERATOR_ID,
+            "signing_secret": SIGNING_SECRET,
+            "env": self.product_env(),
+            "pids": {name: proc.pid for name, proc in self.procs.items() if proc.alive()},
+        }
+
+    # --- lifecycle -------------------------------------------------------------------------
+    def start(self) -> Stack:
+        sdk_root = preflight()
+        stop_leftovers()
+        for name in ("firestore", "tasks", "fake_slack", "fake_gemini", *self.with_functions):
+            self.ports[name] = free_port()
+        atexit.register(self.stop)
+        try:
+            self._start_firestore(sdk_root)
+            self._start_tasks()
+            self._start_fakes()
+            for name in self.with_functions:
+                self.start_function(name)
+        except BaseException:
+            self.stop()
+            raise
+        LOCAL.mkdir(exist_ok=True)
+        STACK_FILE.write_text(json.dumps(self.info(), indent=2))
+        self.wrote_stack_file = True
+        return self
+
+    def stop(self) -> None:
+        """Stop every process, newest first; safe to call twice."""
+        for name in reversed(list(self.procs)):
+            self.procs.pop(name).stop()
+        if self.wrote_stack_file:
+            STACK_FILE.unlink(missing_ok=True)
+            self.wrote_stack_file = False
+
+    def _spawn(self, name: str, argv: list[str], env: Mapping[str, str] | None = None) -> Proc:
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "TASKS_", "FIRESTORE_"))}
+        proc = Proc(
+            name=name,
+            argv=argv,
+            log_path=LOCAL / "logs" / f"{name}.log",
+            env={**base, "PYTHONUNBUFFERED": "1", **(env or {})},
+            cwd=ROOT,
+        )
+        self.procs[name] = proc.start()
+        return proc
+
+    def _start_firestore(self, sdk_root: Path) -> None:
+        gcloud = str(sdk_root / "bin" / "gcloud")
+        proc = self._spawn(
+            "firestore",
+            [gcloud, "emulators", "firestore", "start", f"--host-port={self.firestore_host}", "--quiet"],
+            {"CLOUDSDK_CORE_DISABLE_PROMPTS": "1"},
+        )
+        wait_until(lambda: http_answers(self.url("firestore")), proc=proc, what="HTTP on its port", timeout=90)
+
+    def _start_tasks(self) -> None:
+        proc = self._spawn(
+            "tasks",
+            [
+                str(TASKS_VENV / "bin" / "gcloud-tasks-emulator"),
+                "start",
+                f"--port={self.ports['tasks']}",
+                f"--default-queue={QUEUE}",
+            ],
+            {"PYTHONWARNINGS": "ignore"},
+        )
+        wait_until(self._queue_exists, proc=proc, what=f"queue {QUEUE}", timeout=60)
+
+    def _queue_exists(self) -> bool:
+        import grpc
+        from google.cloud import tasks_v2
+        from google.cloud.tasks_v2.services.cloud_tasks.transports import CloudTasksGrpcTransport
+
+        channel = grpc.insecure_channel(self.tasks_host)
+        try:
+            client = tasks_v2.CloudTasksClient(transport=CloudTasksGrpcTransport(channel=channel))
+            return bool(client.get_queue(name=QUEUE, timeout=1).name)
+        finally:
+            channel.close()
+
+    def _start_fakes(self) -> None:
+        slack = self._spawn(
+            "fake_slack",
+            [
+                sys.executable,
+                "-m",
+                "infra.fakeslack",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.ports["fake_slack"]),
+                "--bot-token",
+                BOT_TOKEN,
+                "--signing-secret",
+                SIGNING_SECRET,
+                "--bot-user-id",
+                BOT_USER_ID,
+                "--team-id",
+                TEAM_ID,
+                "--app-id",
+                APP_ID,
+                "--events-url",
+                self.function_url("slack_events") if "slack_events" in self.with_functions else "",
+            ],
+        )
+        gemini_args = [
+            sys.executable,
+            "-m",
+            "infra.fakegemini",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.ports["fake_gemini"]),
+            "--api-key",
+            GEMINI_KEY,
+        ]
+        gemini = self._spawn("fake_gemini", gemini_args + (["--demo"] if self.demo_model else []))
+        wait_until(lambda: http_answers(self.url("fake_slack") + "/_fake/calls"), proc=slack, what="HTTP", timeout=30)
+        wait_until(
+            lambda: http_answers(self.url("fake_gemini") + "/_stub/requests"), proc=gemini, what="HTTP", timeout=30
+        )
+
+    def start_function(self, name: str) -> Proc:
+        """Serve one entry point of functions/main.py with functions-framework on its port."""
+        env = {**self.product_env(), "PYTHONPATH": str(ROOT)}
+        proc = self._spawn(
+            name,
+            [
+                sys.executable,
+                "-m",
+                "functions_framework",
+                "--source",
+                str(ROOT / "functions" / "main.py"),
+                "--target",
+                name,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.ports[name]),
+            ],
+            env,
+        )
+        wait_until(lambda: http_answers(self.function_url(name)), proc=proc, what="HTTP", timeout=60)
+        return proc
+
+    def kill_function(self, name: str) -> None:
+        """SIGKILL a function's whole process group, as a crashed instance would die."""
+        self.procs.pop(name).kill()
+
+
+def stop_leftovers() -> None:
+    """Stop, by the pids it recorded, whatever an earlier run that was killed left running."""
+    try:
+        info = json.loads(STACK_FILE.read_text())
+    except (FileNotFoundError, ValueError):
+        return
+    for pid in (info.get("pids") or {}).values():
+        if isinstance(pid, int) and group_alive(pid) and _started_here(pid):
+            stop_group(pid, timeout=5)
+    STACK_FILE.unlink(missing_ok=True)
+
+
+def _started_here(pid: int) -> bool:
+    """Guard against a recycled pid: the process must run from this checkout."""
+    try:
+        return os.readlink(f"/proc/{pid}/cwd") == str(ROOT)
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def running(**kwargs: Any) -> Iterator[Stack]:
+    stack = Stack(**kwargs).start()
+    try:
+        yield stack
+    finally:
+        stack.stop()
+
+
+def _raise_exit(signum: int, _frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m infra.stack", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("command", choices=["up", "down"])
+    args = parser.parse_args(argv)
+    if args.command == "down":
+        stop_leftovers()
+        return 0
+    signal.signal(signal.SIGTERM, _raise_exit)
+    try:
+        with running() as stack:
+            print(json.dumps({k: v for k, v in stack.info().items() if k != "env"}, indent=2))
+            print(f"stack is up; logs in {LOCAL / 'logs'}; Ctrl-C stops it", flush=True)
+            while all(proc.alive() for proc in stack.procs.values()):
+                time.sleep(0.5)
+            dead = [name for name, proc in stack.procs.items() if not proc.alive()]
+            print(f"stopping: {', '.join(dead)} exited", file=sys.stderr)
+            return 1
+    except StackError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

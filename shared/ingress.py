@@ -1,0 +1,90 @@
+"""The Slack Events API ingress: verify, de-duplicate, record, enqueue, answer.
+
+Slack wants a 2xx within 3 seconds and retries otherwise, so this path waits
+only on one Firestore commit and one task creation. It never imports
+google-genai: the model runs later, in agent_session.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from slack_sdk.signature import Clock, SignatureVerifier
+
+from shared import config, ids, store, tasks
+from shared.logs import session_context
+from shared.models import Session, SessionKind
+from shared.slack_events import BadEvent, Challenge, Ignore, StartSession, classify
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 1024 * 1024
+
+Reply = tuple[dict[str, Any], int]
+
+
+def verify(body: bytes, headers: Mapping[str, str], clock: Clock | None = None) -> bool:
+    """Slack's signature check, with its 5-minute timestamp window; False for anything malformed."""
+    verifier = SignatureVerifier(config.settings().slack_signing_secret, clock=clock or Clock())
+    try:
+        return verifier.is_valid_request(body, headers)
+    except (ValueError, UnicodeDecodeError):
+        # A non-numeric timestamp or a body that is not UTF-8 cannot carry a valid signature.
+        return False
+
+
+def handle_events(body: bytes, headers: Mapping[str, str]) -> Reply:
+    """Answer one Events API request. ``body`` is at most MAX_BODY_BYTES + 1 bytes as read."""
+    if len(body) > MAX_BODY_BYTES:
+        return {"error": "body too large"}, 413
+    if not verify(body, headers):
+        log.warning("rejected request with a missing or invalid Slack signature")
+        return {"error": "invalid signature"}, 401
+    try:
+        payload = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return {"error": "body is not JSON"}, 400
+    try:
+        outcome = classify(payload)
+    except BadEvent as exc:
+        return {"error": str(exc)}, 400
+
+    if isinstance(outcome, Challenge):
+        return {"challenge": outcome.challenge}, 200
+    if isinstance(outcome, Ignore):
+        log.debug("ignored event", extra={"reason": outcome.reason})
+        return {"ok": True, "ignored": outcome.reason}, 200
+    return _start_session(outcome, retry_num=headers.get("x-slack-retry-num"))
+
+
+def _start_session(start: StartSession, *, retry_num: str | None) -> Reply:
+    session_id = ids.session_for_event(start.event_id)
+    with session_context(session_id):
+        session = Session(
+            session_id=session_id,
+            kind=SessionKind.MENTION,
+            channel=start.channel,
+            thread_ts=start.thread_ts,
+            trigger_ts=start.ts,
+            trigger_user=start.user,
+            text=start.text,
+            event_id=start.event_id,
+            created_at=store.now(),
+        )
+        if not store.start_session_for_event(event_id=start.event_id, event_type=start.event_type, session=session):
+            log.info("duplicate event delivery", extra={"event_id": start.event_id, "retry_num": retry_num})
+            return {"ok": True, "duplicate": True}, 200
+        try:
+            tasks.enqueue_session(session_id)
+        except Exception:
+            # Undo, so Slack's retry of this event starts from scratch instead of being a "duplicate".
+            log.exception("could not enqueue the session task; asking Slack to retry")
+            store.forget_event_session(event_id=start.event_id, session_id=session_id)
+            return {"error": "could not enqueue, retry"}, 503
+        log.info(
+            "session queued", extra={"event_id": start.event_id, "channel": start.channel, "thread_ts": start.thread_ts}
+        )
+        return {"ok": True, "session_id": session_id}, 200

@@ -1,0 +1,63 @@
+"""Fixtures every test tier shares.
+
+The local stack (Firestore emulator, Cloud Tasks emulator, fake Slack, Gemini
+stub and every function under functions-framework) starts once per test
+session and is stopped by pid at the end, also when a test fails or the run is
+interrupted. Tests isolate their data with unique ids rather than sharing
+documents, and the fakes are reset before each test that uses them.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from infra.fakegemini.control import FakeGemini
+from infra.fakeslack.control import FakeSlack
+from infra.stack import Stack
+from shared import config
+from tests.slack import SlackSender
+
+
+@pytest.fixture(scope="session")
+def stack() -> Iterator[Stack]:
+    stack = Stack().start()
+    saved = dict(os.environ)
+    os.environ.update(stack.product_env())
+    config.reset()
+    try:
+        yield stack
+    finally:
+        stack.stop()
+        os.environ.clear()
+        os.environ.update(saved)
+        config.reset()
+
+
+@pytest.fixture
+def fake_slack(stack: Stack) -> FakeSlack:
+    client = FakeSlack(stack.url("fake_slack"))
+    client.reset()
+    return client
+
+
+@pytest.fixture
+def fake_gemini(stack: Stack) -> FakeGemini:
+    client = FakeGemini(stack.url("fake_gemini"))
+    client.reset()
+    return client
+
+
+@pytest.fixture
+def slack(stack: Stack) -> SlackSender:
+    """Sends signed requests to the functions as Slack would."""
+    return SlackSender.for_stack(stack)
+
+
+@pytest.fixture
+def uid() -> str:
+    """A short unique id for this test's channels, events and threads."""
+    return uuid.uuid4().hex[:10].upper()
