@@ -117,8 +117,14 @@ def stop_group(pgid: int, *, timeout: float = 10.0, reap: Callable[[], object] |
         time.sleep(0.1)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGKILL)
-    if reap is not None:
-        reap()
+    # SIGKILL is delivered asynchronously; give the kernel (and init, for orphans) a moment to clear the group.
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        if reap is not None:
+            reap()
+        if not group_alive(pgid):
+            return
+        time.sleep(0.05)
 
 
 def wait_until(check: Callable[[], bool], *, proc: Proc, what: str, timeout: float) -> None:

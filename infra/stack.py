@@ -83,7 +83,12 @@ class Stack:
     demo_model: bool = False
     procs: dict[str, Proc] = field(default_factory=dict)
     ports: dict[str, int] = field(default_factory=dict)
+    stack_file: Path = STACK_FILE
     wrote_stack_file: bool = False
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.stack_file.parent / "logs"
 
     # --- addresses -------------------------------------------------------------------------
     def url(self, name: str) -> str:
@@ -137,7 +142,7 @@ class Stack:
     # --- lifecycle -------------------------------------------------------------------------
     def start(self) -> Stack:
         sdk_root = preflight()
-        stop_leftovers()
+        stop_leftovers(self.stack_file)
         for name in ("firestore", "tasks", "fake_slack", "fake_gemini", *self.with_functions):
             self.ports[name] = free_port()
         atexit.register(self.stop)
@@ -150,8 +155,8 @@ class Stack:
         except BaseException:
             self.stop()
             raise
-        LOCAL.mkdir(exist_ok=True)
-        STACK_FILE.write_text(json.dumps(self.info(), indent=2))
+        self.stack_file.parent.mkdir(parents=True, exist_ok=True)
+        self.stack_file.write_text(json.dumps(self.info(), indent=2))
         self.wrote_stack_file = True
         return self
 
@@ -160,7 +165,7 @@ class Stack:
         for name in reversed(list(self.procs)):
             self.procs.pop(name).stop()
         if self.wrote_stack_file:
-            STACK_FILE.unlink(missing_ok=True)
+            self.stack_file.unlink(missing_ok=True)
             self.wrote_stack_file = False
 
     def _spawn(self, name: str, argv: list[str], env: Mapping[str, str] | None = None) -> Proc:
@@ -168,7 +173,7 @@ class Stack:
         proc = Proc(
             name=name,
             argv=argv,
-            log_path=LOCAL / "logs" / f"{name}.log",
+            log_path=self.logs_dir / f"{name}.log",
             env={**base, "PYTHONUNBUFFERED": "1", **(env or {})},
             cwd=ROOT,
         )
@@ -279,16 +284,16 @@ class Stack:
         self.procs.pop(name).kill()
 
 
-def stop_leftovers() -> None:
+def stop_leftovers(stack_file: Path = STACK_FILE) -> None:
     """Stop, by the pids it recorded, whatever an earlier run that was killed left running."""
     try:
-        info = json.loads(STACK_FILE.read_text())
+        info = json.loads(stack_file.read_text())
     except (FileNotFoundError, ValueError):
         return
     for pid in (info.get("pids") or {}).values():
         if isinstance(pid, int) and group_alive(pid) and _started_here(pid):
             stop_group(pid, timeout=5)
-    STACK_FILE.unlink(missing_ok=True)
+    stack_file.unlink(missing_ok=True)
 
 
 def _started_here(pid: int) -> bool:
@@ -317,15 +322,16 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m infra.stack", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("command", choices=["up", "down"])
+    parser.add_argument("--stack-file", type=Path, default=STACK_FILE, help="where to write the URLs and pids")
     args = parser.parse_args(argv)
     if args.command == "down":
-        stop_leftovers()
+        stop_leftovers(args.stack_file)
         return 0
     signal.signal(signal.SIGTERM, _raise_exit)
     try:
-        with running() as stack:
+        with running(stack_file=args.stack_file) as stack:
             print(json.dumps({k: v for k, v in stack.info().items() if k != "env"}, indent=2))
-            print(f"stack is up; logs in {LOCAL / 'logs'}; Ctrl-C stops it", flush=True)
+            print(f"stack is up; logs in {stack.logs_dir}; Ctrl-C stops it", flush=True)
             while all(proc.alive() for proc in stack.procs.values()):
                 time.sleep(0.5)
             dead = [name for name, proc in stack.procs.items() if not proc.alive()]
