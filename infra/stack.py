@@ -119,6 +119,9 @@ class Stack:
             "TASKS_EMULATOR_HOST": self.tasks_host,
             "GEMINI_API_KEY": GEMINI_KEY,
             "GOOGLE_GEMINI_BASE_URL": self.url("fake_gemini"),
+            "REQUIRE_OIDC": "false",  # the Cloud Tasks emulator sends no OIDC token
+            "GEMINI_MODEL": "gemini-local-stub",
+            "MODEL_RETRY_ATTEMPTS": "3",
         }
         env.update(self.extra_env)
         return env

@@ -28,6 +28,8 @@ ENTRY_POINTS = (SLACK_EVENTS, SLACK_INTERACTIVITY, AGENT_SESSION, SWEEP)
 _SLACK_FACING = frozenset({SLACK_EVENTS, SLACK_INTERACTIVITY})
 _ALL = frozenset(ENTRY_POINTS)
 _ENQUEUERS = _ALL  # ingress enqueues sessions, sessions enqueue retries, the sweep enqueues narrations
+_AGENT = frozenset({AGENT_SESSION})
+_INTERNAL = frozenset({AGENT_SESSION, SWEEP})
 
 
 class ConfigError(RuntimeError):
@@ -97,6 +99,76 @@ VARIABLES: tuple[Variable, ...] = (
         read_by_library=True,
     ),
     Variable("FIRESTORE_DATABASE", "(default)", "Firestore database id.", _ALL),
+    Variable("GEMINI_MODEL", "gemini-3.8-flash", "Gemini model the agent uses (a current Flash model).", _AGENT),
+    Variable("SESSION_MAX_TURNS", "20", "Model turns one session may take before it wraps up.", _AGENT),
+    Variable("SESSION_MAX_TOOL_CALLS", "40", "Tool calls one session may make before it wraps up.", _AGENT),
+    Variable(
+        "SESSION_WALL_SECONDS",
+        "420",
+        "Wall time one session may run before it wraps up; keep it well below the dispatch deadline.",
+        _AGENT,
+    ),
+    Variable(
+        "SESSION_LEASE_SECONDS",
+        "240",
+        "How long a claimed session stays locked without progress before another delivery may take it over.",
+        _AGENT,
+    ),
+    Variable("MODEL_TIMEOUT_SECONDS", "60", "Timeout of one model request.", _AGENT),
+    Variable("MODEL_RETRY_ATTEMPTS", "3", "Attempts per model request (429, 5xx and timeouts are retried).", _AGENT),
+    Variable(
+        "MODEL_CONTEXT_TOKENS",
+        "900000",
+        "Estimated prompt size above which older tool results are shortened before a model call.",
+        _AGENT,
+    ),
+    Variable(
+        "REQUIRE_OIDC",
+        "true",
+        "Verify the Cloud Tasks / Cloud Scheduler OIDC token on agent_session and sweep; 'false' for local runs only.",
+        _INTERNAL,
+    ),
+    Variable(
+        "OIDC_AUDIENCE",
+        "",
+        "Audience expected in OIDC tokens; empty means the function's own URL (TASKS_TARGET_URL for agent_session).",
+        _INTERNAL,
+    ),
+    Variable(
+        "SCHEDULER_SERVICE_ACCOUNT",
+        "",
+        "Service account Cloud Scheduler signs the sweep's OIDC token as.",
+        frozenset({SWEEP}),
+    ),
+    Variable(
+        "GEMINI_API_KEY",
+        "",
+        "Gemini API key; read by google-genai. Unused with Vertex AI.",
+        _AGENT,
+        secret=True,
+        read_by_library=True,
+    ),
+    Variable(
+        "GOOGLE_GENAI_USE_VERTEXAI",
+        "",
+        "'true' to call Gemini through Vertex AI with the function's identity.",
+        _AGENT,
+        read_by_library=True,
+    ),
+    Variable(
+        "GOOGLE_CLOUD_LOCATION",
+        "",
+        "Vertex AI location (e.g. us-central1); read by google-genai.",
+        _AGENT,
+        read_by_library=True,
+    ),
+    Variable(
+        "GOOGLE_GEMINI_BASE_URL",
+        "",
+        "Override of the Gemini API URL (the local stub); read by google-genai.",
+        _AGENT,
+        read_by_library=True,
+    ),
     Variable(
         "FIRESTORE_EMULATOR_HOST",
         "",
@@ -134,6 +206,12 @@ class Settings:
         if not low <= value <= high:
             raise ConfigError(f"{name} must be between {low} and {high}, got {value}")
         return value
+
+    def _bool(self, name: str) -> bool:
+        text = self.raw(name).lower()
+        if text not in {"true", "false", "1", "0", "yes", "no"}:
+            raise ConfigError(f"{name} must be true or false, got {text!r}")
+        return text in {"true", "1", "yes"}
 
     @cached_property
     def slack_signing_secret(self) -> str:
@@ -195,6 +273,56 @@ class Settings:
         if level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
             raise ConfigError(f"LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL, got {level!r}")
         return level
+
+    @cached_property
+    def gemini_model(self) -> str:
+        return self.raw("GEMINI_MODEL")
+
+    @cached_property
+    def session_max_turns(self) -> int:
+        return self._int("SESSION_MAX_TURNS", 1, 200)
+
+    @cached_property
+    def session_max_tool_calls(self) -> int:
+        return self._int("SESSION_MAX_TOOL_CALLS", 0, 1000)
+
+    @cached_property
+    def session_wall_seconds(self) -> int:
+        wall = self._int("SESSION_WALL_SECONDS", 10, 1700)
+        if wall >= self.tasks_dispatch_deadline_seconds:
+            raise ConfigError(
+                f"SESSION_WALL_SECONDS ({wall}) must stay below TASKS_DISPATCH_DEADLINE_SECONDS "
+                f"({self.tasks_dispatch_deadline_seconds}) so a session wraps up before Cloud Tasks gives up on it"
+            )
+        return wall
+
+    @cached_property
+    def session_lease_seconds(self) -> int:
+        return self._int("SESSION_LEASE_SECONDS", 5, 3600)
+
+    @cached_property
+    def model_timeout_seconds(self) -> int:
+        return self._int("MODEL_TIMEOUT_SECONDS", 1, 600)
+
+    @cached_property
+    def model_retry_attempts(self) -> int:
+        return self._int("MODEL_RETRY_ATTEMPTS", 1, 10)
+
+    @cached_property
+    def model_context_tokens(self) -> int:
+        return self._int("MODEL_CONTEXT_TOKENS", 1000, 10_000_000)
+
+    @cached_property
+    def require_oidc(self) -> bool:
+        return self._bool("REQUIRE_OIDC")
+
+    @cached_property
+    def oidc_audience(self) -> str:
+        return self.raw("OIDC_AUDIENCE")
+
+    @cached_property
+    def scheduler_service_account(self) -> str:
+        return self.raw("SCHEDULER_SERVICE_ACCOUNT")
 
     @cached_property
     def google_cloud_project(self) -> str | None:

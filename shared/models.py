@@ -15,6 +15,13 @@ class SessionKind(StrEnum):
     SCHEDULED = "scheduled"
 
 
+class QuestionStatus(StrEnum):
+    OPEN = "open"
+    ANSWERED = "answered"
+    CANCELLED = "cancelled"
+    ABANDONED = "abandoned"
+
+
 class SessionStatus(StrEnum):
     QUEUED = "queued"
     RUNNING = "running"
@@ -51,6 +58,19 @@ class Session:
     tool_calls: int = 0
     closed_loop: bool | None = None
     updated_at: datetime | None = None
+    # The session whose transcript this one continues (itself for a mention); steps live under it.
+    transcript_id: str | None = None
+    next_seq: int = 0
+    worker: str | None = None
+    lease_task: str | None = None
+    lease_attempt: int = 0
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    error: str | None = None
+
+    @property
+    def transcript(self) -> str:
+        return self.transcript_id or self.session_id
 
     def to_doc(self) -> dict[str, Any]:
         doc = asdict(self)
@@ -65,4 +85,64 @@ class Session:
         values = {k: v for k, v in doc.items() if k in known}
         values["kind"] = SessionKind(values["kind"])
         values["status"] = SessionStatus(values["status"])
+        return cls(**values)
+
+
+@dataclass
+class Step:
+    """One durable step of a transcript: ``sessions/{transcript}/steps/{seq}``.
+
+    ``content`` is a google-genai ``Content`` as JSON (None for a step that only
+    records something, like a failure); ``audit`` holds the records the silent-exit
+    gate and narrations read: model turns, tool calls (outward or inward) and posts.
+    """
+
+    seq: int
+    session_id: str
+    kind: str
+    content: dict[str, Any] | None
+    audit: list[dict[str, Any]]
+    at: datetime
+
+    def to_doc(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any]) -> Step:
+        return cls(**{k: doc[k] for k in cls.__dataclass_fields__})
+
+
+@dataclass
+class Question:
+    """A ``questions/{question_id}`` document: one question asked of the operator in a thread."""
+
+    question_id: str
+    session_id: str
+    transcript_id: str
+    channel: str
+    thread_ts: str
+    text: str
+    options: list[str]
+    blocking: bool
+    call_id: str | None
+    asked_at: datetime
+    post_ts: str | None = None
+    status: QuestionStatus = QuestionStatus.OPEN
+    requester: str | None = None
+    reminded_at: datetime | None = None
+    answer: str | None = None
+    answered_by: str | None = None
+    answered_at: datetime | None = None
+    matched_option: str | None = None
+    continuation_id: str | None = None
+
+    def to_doc(self) -> dict[str, Any]:
+        doc = asdict(self)
+        doc["status"] = self.status.value
+        return doc
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any]) -> Question:
+        values = {k: v for k, v in doc.items() if k in cls.__dataclass_fields__}
+        values["status"] = QuestionStatus(values["status"])
         return cls(**values)

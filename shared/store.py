@@ -7,6 +7,7 @@ Collections: ``events`` (Slack de-duplication, with a TTL field), ``sessions``,
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -14,16 +15,38 @@ from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
 from shared import config
-from shared.models import Session
+from shared.models import Question, QuestionStatus, Session, SessionKind, SessionStatus, Step
 
 log = logging.getLogger(__name__)
 
 EVENTS = "events"
+STEPS = "steps"  # subcollection of a session: its transcript and audit log
 SESSIONS = "sessions"
 QUESTIONS = "questions"
 
 # The field Firestore's TTL policy on ``events`` deletes by (declared in Terraform).
 EVENT_EXPIRES_FIELD = "expires_at"
+
+
+@dataclass(frozen=True)
+class Index:
+    """A composite index a query here needs; Terraform must declare each one (checked by a test)."""
+
+    collection: str
+    fields: tuple[tuple[str, str], ...]  # (field path, "ASCENDING" | "DESCENDING"), in order
+
+
+# Every composite index the queries in this module use. Keep it next to the queries it serves.
+INDEXES: tuple[Index, ...] = (
+    # The open question of a thread: answers and button clicks find it with one indexed query.
+    Index(QUESTIONS, (("channel", "ASCENDING"), ("thread_ts", "ASCENDING"), ("status", "ASCENDING"))),
+    # The sweep: open questions by age.
+    Index(QUESTIONS, (("status", "ASCENDING"), ("asked_at", "ASCENDING"))),
+    # The sweep: sessions in a status, oldest first (silent exits, running with a dead lease).
+    Index(SESSIONS, (("status", "ASCENDING"), ("updated_at", "ASCENDING"))),
+    # Messages during a running session: the running session of a thread.
+    Index(SESSIONS, (("channel", "ASCENDING"), ("thread_ts", "ASCENDING"), ("status", "ASCENDING"))),
+)
 
 _client: firestore.Client | None = None
 
@@ -89,3 +112,191 @@ def record_delivery(session_id: str, *, task_name: str, attempt: int) -> int:
     )
     data: dict[str, Any] = ref.get(field_paths=["deliveries"]).to_dict() or {}
     return int(data.get("deliveries", 0))
+
+
+class LeaseLost(RuntimeError):
+    """Another worker took the session over; this one must stop writing."""
+
+
+def _session_ref(session_id: str) -> firestore.DocumentReference:
+    ref: firestore.DocumentReference = db().collection(SESSIONS).document(session_id)
+    return ref
+
+
+def _step_ref(transcript_id: str, seq: int) -> firestore.DocumentReference:
+    ref: firestore.DocumentReference = _session_ref(transcript_id).collection(STEPS).document(f"{seq:06d}")
+    return ref
+
+
+def claim_session(
+    session_id: str, *, worker: str, task: str, attempt: int, lease_seconds: int, at: datetime | None = None
+) -> tuple[Session | None, str]:
+    """Claim a session for this worker in a transaction; returns (session, why) with session None if not ours.
+
+    Claimable: ``queued``; or ``running`` with an expired lease (its worker died);
+    or ``running`` under a lease held by an earlier attempt of this same task,
+    because Cloud Tasks only redelivers a task after that attempt failed.
+    Anything else is a duplicate delivery and is left alone.
+    """
+    ref = _session_ref(session_id)
+    when = at or now()
+
+    @firestore.transactional
+    def claim(transaction: firestore.Transaction) -> tuple[Session | None, str]:
+        snap = ref.get(transaction=transaction)
+        data = snap.to_dict() if snap.exists else None
+        if data is None:
+            return None, "no such session"
+        session = Session.from_doc(data)
+        if session.status == SessionStatus.RUNNING:
+            expired = session.lease_until is None or session.lease_until <= when
+            redelivered = session.lease_task == task and attempt > session.lease_attempt
+            if not (expired or redelivered):
+                return None, "running under a live lease"
+            why = "took over an expired lease" if expired else "took over from a failed attempt of this task"
+        elif session.status == SessionStatus.QUEUED:
+            why = "claimed"
+        else:
+            return None, f"already {session.status.value}"
+        fields = {
+            "status": SessionStatus.RUNNING.value,
+            "worker": worker,
+            "lease_task": task,
+            "lease_attempt": attempt,
+            "lease_until": when + timedelta(seconds=lease_seconds),
+            "started_at": session.started_at or when,
+            "updated_at": when,
+        }
+        transaction.update(ref, fields)
+        for key, value in fields.items():
+            setattr(session, key, value)
+        session.status = SessionStatus.RUNNING
+        return session, why
+
+    result: tuple[Session | None, str] = claim(db().transaction())
+    return result
+
+
+def load_steps(transcript_id: str) -> list[Step]:
+    """Every step of a transcript, in order: one query."""
+    query = _session_ref(transcript_id).collection(STEPS).order_by("seq")
+    return [Step.from_doc(snap.to_dict() or {}) for snap in query.stream()]
+
+
+def commit_step(
+    session: Session, step: Step | None, *, lease_seconds: int, fields: dict[str, Any] | None = None
+) -> None:
+    """Persist one step and the session's progress together, fenced by the lease.
+
+    One transaction: read the session to check this worker still holds it, create
+    the step, and update the session (next sequence number, lease renewal and any
+    other ``fields``, such as a terminal status). A step that already exists (a
+    retried step after a crash) is not rewritten.
+    """
+    ref = _session_ref(session.session_id)
+    when = now()
+    updates: dict[str, Any] = {"updated_at": when, **(fields or {})}
+    if step is not None:
+        updates["next_seq"] = step.seq + 1
+    if updates.get("status", SessionStatus.RUNNING.value) == SessionStatus.RUNNING.value:
+        updates["lease_until"] = when + timedelta(seconds=lease_seconds)
+    else:
+        updates["lease_until"] = None
+
+    @firestore.transactional
+    def write(transaction: firestore.Transaction) -> None:
+        current = ref.get(transaction=transaction, field_paths=["worker", "status"]).to_dict() or {}
+        if current.get("worker") != session.worker or current.get("status") != SessionStatus.RUNNING.value:
+            raise LeaseLost(f"session is now {current.get('status')} under worker {current.get('worker')}")
+        if step is not None:
+            transaction.set(_step_ref(session.transcript, step.seq), step.to_doc())
+        transaction.update(ref, updates)
+
+    write(db().transaction())
+    if step is not None:
+        session.next_seq = step.seq + 1
+    for key in ("status", "closed_loop", "turns", "tool_calls", "error", "question_id"):
+        if key in updates:
+            setattr(session, key, SessionStatus(updates[key]) if key == "status" else updates[key])
+
+
+# --- questions ------------------------------------------------------------------------------
+
+
+def _question_ref(question_id: str) -> firestore.DocumentReference:
+    ref: firestore.DocumentReference = db().collection(QUESTIONS).document(question_id)
+    return ref
+
+
+def create_question(question: Question) -> Question:
+    """Write a question with ``create()``; if a retried step wrote it already, return the stored one."""
+    try:
+        _question_ref(question.question_id).create(question.to_doc())
+    except (gexc.AlreadyExists, gexc.Conflict):
+        stored = get_question(question.question_id)
+        assert stored is not None
+        return stored
+    return question
+
+
+def get_question(question_id: str) -> Question | None:
+    snap = _question_ref(question_id).get()
+    data = snap.to_dict()
+    return Question.from_doc(data) if snap.exists and data is not None else None
+
+
+def continuation_id(question_id: str) -> str:
+    return f"answer-{question_id}"
+
+
+def answer_question(
+    question_id: str, *, answer: str, answered_by: str, matched_option: str | None, trigger_ts: str, text: str
+) -> tuple[Question | None, Session | None]:
+    """In one transaction: the open question becomes answered and its continuation session is created.
+
+    Returns (question, continuation) for the one answer that won; (question, None)
+    when the question was no longer open (someone else answered first);
+    (None, None) if there is no such question.
+    """
+    qref = _question_ref(question_id)
+    when = now()
+
+    @firestore.transactional
+    def answer_it(transaction: firestore.Transaction) -> tuple[Question | None, Session | None]:
+        snap = qref.get(transaction=transaction)
+        data = snap.to_dict() if snap.exists else None
+        if data is None:
+            return None, None
+        question = Question.from_doc(data)
+        if question.status != QuestionStatus.OPEN:
+            return question, None
+        session = Session(
+            session_id=continuation_id(question_id),
+            kind=SessionKind.CONTINUATION,
+            channel=question.channel,
+            thread_ts=question.thread_ts,
+            trigger_ts=trigger_ts,
+            trigger_user=answered_by,
+            text=text,
+            created_at=when,
+            parent_session_id=question.session_id,
+            question_id=question_id,
+            transcript_id=question.transcript_id,
+        )
+        transaction.create(_session_ref(session.session_id), session.to_doc())
+        fields = {
+            "status": QuestionStatus.ANSWERED.value,
+            "answer": answer,
+            "answered_by": answered_by,
+            "answered_at": when,
+            "matched_option": matched_option,
+            "continuation_id": session.session_id,
+        }
+        transaction.update(qref, fields)
+        question.status = QuestionStatus.ANSWERED
+        question.answer, question.answered_by, question.matched_option = answer, answered_by, matched_option
+        question.continuation_id = session.session_id
+        return question, session
+
+    result: tuple[Question | None, Session | None] = answer_it(db().transaction())
+    return result

@@ -1,19 +1,22 @@
-"""The agent_session handler: what happens when Cloud Tasks delivers a session.
+"""The agent_session handler: authenticate the task, claim the session, run it.
 
-For now it records the delivery on the session document, which is what the
-ingress tests observe; the agent loop replaces it.
+Cloud Tasks treats any 2xx as done and anything else as a failure to retry, so:
+a duplicate delivery, a finished session or a malformed task answers 2xx (there
+is nothing to retry); an unexpected crash answers 500 so the task is redelivered
+and the next attempt takes the session over from its stored transcript.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import socket
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from google.api_core import exceptions as gexc
-
-from shared import store
+from shared import auth, config, store
 from shared.logs import session_context
 
 log = logging.getLogger(__name__)
@@ -36,6 +39,10 @@ def parse_task_body(body: bytes) -> str:
 
 
 def handle_task(body: bytes, headers: Mapping[str, str]) -> Reply:
+    settings = config.settings()
+    denied = auth.check(headers, audience=settings.tasks_target_url, service_account=settings.tasks_service_account)
+    if denied:
+        return denied
     if len(body) > MAX_TASK_BODY_BYTES:
         return {"error": "body too large"}, 413
     try:
@@ -44,13 +51,29 @@ def handle_task(body: bytes, headers: Mapping[str, str]) -> Reply:
         # A malformed task will never succeed; 2xx keeps Cloud Tasks from retrying it forever.
         log.error("dropping malformed task", extra={"reason": str(exc)})
         return {"error": str(exc)}, 200
-    task_name = headers.get("x-cloudtasks-taskname", "")
-    attempt = int(headers.get("x-cloudtasks-taskretrycount", "0") or 0)
+    task = headers.get("x-cloudtasks-taskname", "")
+    try:
+        attempt = int(headers.get("x-cloudtasks-taskretrycount", "0") or 0)
+    except ValueError:
+        attempt = 0
     with session_context(session_id):
-        try:
-            count = store.record_delivery(session_id, task_name=task_name, attempt=attempt)
-        except gexc.NotFound:
-            log.error("task names a session that does not exist")
-            return {"error": "no such session"}, 200
-        log.info("session task received", extra={"task": task_name, "deliveries": count})
-        return {"ok": True, "deliveries": count}, 200
+        return _run(session_id, task=task, attempt=attempt)
+
+
+def _run(session_id: str, *, task: str, attempt: int) -> Reply:
+    from shared.agent import Runner
+
+    worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    session, why = store.claim_session(
+        session_id, worker=worker, task=task, attempt=attempt, lease_seconds=config.settings().session_lease_seconds
+    )
+    if session is None:
+        log.info("nothing to do for this delivery", extra={"reason": why, "task": task, "attempt": attempt})
+        return {"ok": True, "skipped": why}, 200
+    log.info("session claimed", extra={"reason": why, "task": task, "attempt": attempt, "kind": session.kind.value})
+    try:
+        status = Runner(session, takeover=why.startswith("took over"), started_at=session.started_at).run()
+    except store.LeaseLost as exc:
+        log.warning("lost the session to another worker; stopping", extra={"reason": str(exc)})
+        return {"ok": True, "skipped": "lease lost"}, 200
+    return {"ok": True, "status": status.value}, 200

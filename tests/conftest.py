@@ -24,7 +24,8 @@ from tests.slack import SlackSender
 
 @pytest.fixture(scope="session")
 def stack() -> Iterator[Stack]:
-    stack = Stack().start()
+    # Small budgets keep the budget tests short; everything else runs with the product's defaults.
+    stack = Stack(extra_env={"SESSION_MAX_TURNS": "6", "SESSION_MAX_TOOL_CALLS": "10"}).start()
     saved = dict(os.environ)
     os.environ.update(stack.product_env())
     config.reset()

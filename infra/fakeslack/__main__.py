@@ -1,0 +1,68 @@
+"""``python -m infra.fakeslack``: serve the fake Slack until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from types import FrameType
+
+from . import make_server
+from .state import FakeSlackConfig
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m infra.fakeslack", description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port; the ready line names it")
+    parser.add_argument("--bot-token", required=True, help="the only token the Web API accepts")
+    parser.add_argument("--signing-secret", required=True, help="signs events and interactivity requests")
+    parser.add_argument("--bot-user-id", default="UBOT")
+    parser.add_argument("--team-id", default="T0001")
+    parser.add_argument("--app-id", default="A0001")
+    parser.add_argument("--events-url", default=None, help="where message/app_mention events are POSTed")
+    parser.add_argument("--interactivity-url", default=None, help="where block_actions payloads are POSTed")
+    parser.add_argument(
+        "--echo-bot-messages",
+        action="store_true",
+        help="also deliver the bot's own posts as message events, as Slack does",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    config = FakeSlackConfig(
+        bot_token=args.bot_token,
+        signing_secret=args.signing_secret,
+        bot_user_id=args.bot_user_id,
+        team_id=args.team_id,
+        app_id=args.app_id,
+        events_url=args.events_url or None,
+        interactivity_url=args.interactivity_url or None,
+        echo_bot_messages=args.echo_bot_messages,
+    )
+    server = make_server(config, args.host, args.port)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+    thread.start()
+    print(f"fakeslack listening on {server.url}", flush=True)
+    while not stop.wait(0.5):  # a timed wait lets the signal handler run promptly
+        pass
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=5)
+    print("fakeslack stopped", file=sys.stderr, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,409 @@
+"""The fake Slack's control API under ``/_fake/``: its endpoints, and ``FakeSlack``, their client.
+
+The endpoints play the people in the workspace (a message typed, a button pressed)
+and let a test look inside (calls received, messages stored, deliveries made) or
+break things on purpose (``fail``). ``server.py`` routes ``/_fake/<name>`` to
+``CONTROL``.
+
+Tests, tools and the chat CLI use the control API only through ``FakeSlack`` over
+HTTP, so they work the same against a server started by the stack runner. Its
+assertions follow bolt-python's mock Web API server ("received N calls to
+chat.postMessage") but poll, because the app under test answers asynchronously
+(through Cloud Tasks), and fail showing what *was* received, which is usually the
+quickest way to see what went wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
+from urllib.parse import urlencode
+
+from .server import Route, chat_post_ephemeral, chat_post_message, chat_update, deliver, deliver_events
+from .state import (
+    MENTION,
+    Failure,
+    Json,
+    SlackError,
+    Workspace,
+    app_mention_event,
+    block_actions_payload,
+    buttons_in,
+    message_event,
+)
+
+T = TypeVar("T")
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+# -- endpoints (run inside the server) --------------------------------------------------
+
+
+def _required(args: Json, *keys: str) -> list[str]:
+    missing = [k for k in keys if not args.get(k)]
+    if missing:
+        raise SlackError(f"missing: {', '.join(missing)}")
+    return [str(args[k]) for k in keys]
+
+
+def ctl_config(ws: Workspace, args: Json) -> Json:
+    allowed = {"events_url", "interactivity_url", "echo_bot_messages"}
+    if unknown := set(args) - allowed:
+        raise SlackError(f"unknown settings: {sorted(unknown)}")
+    config = ws.configure(**args) if args else ws.config
+    return {"ok": True, **config.public(), "base_url": ws.base_url}
+
+
+def ctl_reset(ws: Workspace, args: Json) -> Json:
+    ws.reset()
+    return {"ok": True}
+
+
+def ctl_calls(ws: Workspace, args: Json) -> Json:
+    with ws.lock:
+        calls = [c for c in ws.calls if args.get("method") in (None, c["method"])]
+    for key in ("channel", "thread_ts"):
+        if args.get(key):
+            calls = [c for c in calls if str(c["args"].get(key)) == args[key]]
+    return {"ok": True, "calls": calls}
+
+
+def ctl_messages(ws: Workspace, args: Json) -> Json:
+    (channel,) = _required(args, "channel")
+    with ws.lock:
+        found = ws.thread(channel, args.get("thread_ts") or None)
+        return {"ok": True, "messages": [{**ws.render(m), "channel": m.channel} for m in found]}
+
+
+def ctl_ephemerals(ws: Workspace, args: Json) -> Json:
+    with ws.lock:
+        found = [e for e in ws.ephemerals if args.get("channel") in (None, e["channel"])]
+        return {"ok": True, "ephemerals": [e for e in found if args.get("user") in (None, e["user"])]}
+
+
+def ctl_deliveries(ws: Workspace, args: Json) -> Json:
+    with ws.lock:
+        return {"ok": True, "deliveries": [d for d in ws.deliveries if args.get("kind") in (None, d["kind"])]}
+
+
+def ctl_fail(ws: Workspace, args: Json) -> Json:
+    (method,) = _required(args, "method")
+    status, error = int(args.get("status") or 200), args.get("error")
+    if status == 200 and not error:
+        raise SlackError("give an HTTP status other than 200, an error code, or both")
+    retry_after = args.get("retry_after")
+    if status == 429 and retry_after is None:
+        retry_after = 1
+    retry_after = None if retry_after is None else int(retry_after)
+    ws.add_failure(method, Failure(int(args.get("times", 1)), status, error, retry_after))
+    return {"ok": True}
+
+
+def ctl_user_message(ws: Workspace, args: Json) -> Json:
+    """A person types in Slack: store the message, then deliver what Slack would deliver."""
+    user, channel, text = _required(args, "user", "channel", "text")
+    thread_ts = args.get("thread_ts") or None
+    with ws.lock:
+        if args.get("channel_type") in ("channel", "im"):
+            ws.channel_types[channel] = args["channel_type"]
+        if thread_ts is not None and ws.find(channel, thread_ts) is None:
+            raise SlackError("thread_not_found")
+        message = ws.post_as_user(user, channel, text, thread_ts)
+        events = [message_event(ws, message)]
+        mentioned = {m.group(1) for m in MENTION.finditer(text)}
+        if ws.channel_type(channel) != "im" and ws.config.bot_user_id in mentioned:
+            events.append(app_mention_event(ws, message))
+        rendered = ws.render(message)
+    deliveries = deliver_events(ws, events)  # outside the lock: the app may call back at once
+    return {"ok": True, "ts": message.ts, "channel": channel, "message": rendered, "deliveries": deliveries}
+
+
+def ctl_click(ws: Workspace, args: Json) -> Json:
+    """A person presses a button on a stored message; Slack posts ``block_actions``."""
+    user, channel, message_ts, action_id = _required(args, "user", "channel", "message_ts", "action_id")
+    with ws.lock:
+        message = ws.find(channel, message_ts)
+        if message is None:
+            raise SlackError("message_not_found")
+        button = next((b for b in buttons_in(message.blocks) if b["action_id"] == action_id), {})
+        block_id = args.get("block_id") or button.get("block_id") or "fake"
+        value = args["value"] if "value" in args else button.get("value")
+        label = {"type": "plain_text", "text": button.get("text", ""), "emoji": True}
+        action = {"action_id": action_id, "block_id": block_id, "text": label, "value": value, "type": "button"}
+        action["action_ts"] = f"{time.time():.6f}"
+        key = uuid.uuid4().hex
+        ws.response_urls[key] = {"channel": channel, "message_ts": message_ts, "user": user}
+        payload = block_actions_payload(ws, message, user, action, f"{ws.base_url}/_fake/response_url/{key}")
+        url = ws.config.interactivity_url
+    if not url:
+        return {"ok": True, "status": None, "error": "no interactivity_url configured", "payload": payload}
+    body = urlencode({"payload": json.dumps(payload)})
+    record = deliver(ws, url, body, content_type="application/x-www-form-urlencoded", kind="interactivity")
+    return {"ok": True, "status": record["status"], "error": record["error"], "payload": payload}
+
+
+def ctl_redeliver(ws: Workspace, args: Json) -> Json:
+    """Deliver an earlier event again with ``X-Slack-Retry-Num``, as Slack does after a slow answer."""
+    (event_id,) = _required(args, "event_id")
+    with ws.lock:
+        earlier = [d for d in ws.deliveries if d["event_id"] == event_id]
+    if not earlier:
+        raise SlackError("event_not_found")
+    last = earlier[-1]
+    same = {"content_type": last["content_type"], "kind": last["kind"], "event_id": event_id}
+    record = deliver(ws, last["url"], last["body"], retry_num=last["retry_num"] + 1, **same)
+    return {"ok": True, "status": record["status"], "error": record["error"], "retry_num": record["retry_num"]}
+
+
+def ctl_response_url(ws: Workspace, args: Json) -> Json:
+    """Slack's ``response_url`` for a click: replace, delete, or answer the clicked message."""
+    with ws.lock:
+        target = ws.response_urls.get(args.pop("key", ""))
+        ws.record("response_url", args, 200 if target else 404, {"ok": bool(target)})
+        if target is None:
+            raise SlackError("expired_url")
+        message = ws.find(target["channel"], target["message_ts"])
+        bot_args = {**args, "channel": target["channel"], "ts": target["message_ts"]}
+        if message is not None and args.get("delete_original"):
+            ws.channels[message.channel].remove(message)
+        elif message is not None and args.get("replace_original"):
+            chat_update(ws, bot_args)
+        elif args.get("response_type") == "in_channel":
+            thread = args.get("thread_ts") or (message and (message.thread_ts or message.ts))
+            chat_post_message(ws, {**bot_args, "thread_ts": thread})
+        else:
+            chat_post_ephemeral(ws, {**bot_args, "user": target["user"]})
+    return {"ok": True}
+
+
+CONTROL: dict[tuple[str, str], Route] = {
+    ("GET", "health"): lambda ws, args: {"ok": True},
+    ("GET", "config"): lambda ws, args: ctl_config(ws, {}),
+    ("POST", "config"): ctl_config,
+    ("POST", "reset"): ctl_reset,
+    ("GET", "calls"): ctl_calls,
+    ("GET", "messages"): ctl_messages,
+    ("GET", "ephemerals"): ctl_ephemerals,
+    ("GET", "deliveries"): ctl_deliveries,
+    ("POST", "fail"): ctl_fail,
+    ("POST", "user_message"): ctl_user_message,
+    ("POST", "click"): ctl_click,
+    ("POST", "redeliver"): ctl_redeliver,
+    ("POST", "response_url"): ctl_response_url,
+}
+
+
+# -- client -------------------------------------------------------------------------------
+
+
+class FakeSlackError(RuntimeError):
+    """The control API refused a request (bad arguments, unknown message, ...)."""
+
+
+class FakeSlack:
+    """Drives one fake Slack server through its ``/_fake/`` endpoints."""
+
+    def __init__(self, base_url: str, *, timeout: float = 10.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+
+    # -- transport ------------------------------------------------------------------
+
+    def _request(self, verb: str, name: str, *, query: Json | None = None, body: Json | None = None) -> Json:
+        url = f"{self.base_url}/_fake/{name}"
+        params = {k: v for k, v in (query or {}).items() if v is not None}
+        if params:
+            url += "?" + urlencode(params)
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(  # noqa: S310 - the URL is the fake's loopback address
+            url, data=data, method=verb, headers={"Content-Type": "application/json"}
+        )
+        try:
+            with _NO_PROXY.open(request, timeout=self.timeout) as response:
+                answer: Json = json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode(errors="replace")
+            raise FakeSlackError(f"{verb} /_fake/{name} -> HTTP {exc.code}: {detail}") from exc
+        return answer
+
+    def _get(self, name: str, **query: Any) -> Json:
+        return self._request("GET", name, query=query)
+
+    def _list(self, name: str, **query: Any) -> list[Json]:
+        """The list endpoints answer ``{"ok": true, "<name>": [...]}``."""
+        return list(self._get(name, **query)[name])
+
+    def _post(self, name: str, **body: Any) -> Json:
+        return self._request("POST", name, body={k: v for k, v in body.items() if v is not None})
+
+    # -- state ------------------------------------------------------------------------
+
+    def reset(self) -> None:
+        """Forget all messages, calls, failures and deliveries; restore the startup configuration."""
+        self._post("reset")
+
+    def configure(
+        self,
+        *,
+        events_url: str | None = None,
+        interactivity_url: str | None = None,
+        echo_bot_messages: bool | None = None,
+    ) -> Json:
+        """Change where events go (or whether the bot's posts echo back); returns the configuration."""
+        return self._post(
+            "config", events_url=events_url, interactivity_url=interactivity_url, echo_bot_messages=echo_bot_messages
+        )
+
+    def config(self) -> Json:
+        """Bot user id, team id, app id and the delivery URLs (never the secrets)."""
+        return self._get("config")
+
+    def calls(
+        self, method: str | None = None, *, channel: str | None = None, thread_ts: str | None = None
+    ) -> list[Json]:
+        """Recorded Web API calls, oldest first: ``{method, args, time, status, response}``."""
+        return self._list("calls", method=method, channel=channel, thread_ts=thread_ts)
+
+    def messages(self, channel: str, thread_ts: str | None = None) -> list[Json]:
+        """Stored messages in ts order: a whole channel, or one thread's root and replies."""
+        return self._list("messages", channel=channel, thread_ts=thread_ts)
+
+    def bot_replies(self, channel: str, thread_ts: str) -> list[Json]:
+        """The bot's own posts in a thread."""
+        return [m for m in self.messages(channel, thread_ts) if m.get("bot_id")]
+
+    def ephemerals(self, channel: str | None = None, user: str | None = None) -> list[Json]:
+        """Ephemeral posts (``chat.postEphemeral``), which never appear in ``messages``."""
+        return self._list("ephemerals", channel=channel, user=user)
+
+    def deliveries(self, kind: str | None = None) -> list[Json]:
+        """Every request the fake sent to the app (``kind`` "event" or "interactivity") and its answer."""
+        return self._list("deliveries", kind=kind)
+
+    def reactions(self, channel: str, ts: str) -> list[str]:
+        """Names of the reactions on one message, in the order they were first added."""
+        for message in self.messages(channel):
+            if message["ts"] == ts:
+                return [r["name"] for r in message.get("reactions", [])]
+        raise FakeSlackError(f"no message {ts} in {channel}")
+
+    # -- acting as Slack and its people -------------------------------------------------
+
+    def fail(
+        self,
+        method: str,
+        times: int = 1,
+        *,
+        status: int | None = None,
+        error: str | None = None,
+        retry_after: int | None = None,
+    ) -> None:
+        """Make the next ``times`` calls of ``method`` fail: an HTTP ``status`` and/or an ``error`` body.
+
+        A 429 carries ``Retry-After`` (1 second unless told otherwise), as Slack's do.
+        """
+        self._post("fail", method=method, times=times, status=status, error=error, retry_after=retry_after)
+
+    def user_message(
+        self, user: str, channel: str, text: str, *, thread_ts: str | None = None, channel_type: str | None = None
+    ) -> Json:
+        """A person posts; returns ``{ts, channel, message, deliveries: [{event_id, type, status}]}``."""
+        return self._post(
+            "user_message", user=user, channel=channel, text=text, thread_ts=thread_ts, channel_type=channel_type
+        )
+
+    def click(
+        self,
+        user: str,
+        channel: str,
+        message_ts: str,
+        action_id: str,
+        *,
+        value: str | None = None,
+        block_id: str | None = None,
+    ) -> Json:
+        """A person presses a button; returns ``{status, payload}`` of the ``block_actions`` delivery."""
+        where = {"user": user, "channel": channel, "message_ts": message_ts}
+        return self._post("click", **where, action_id=action_id, value=value, block_id=block_id)
+
+    def redeliver(self, event_id: str) -> Json:
+        """Deliver an event again with ``X-Slack-Retry-Num``, as Slack does when the app was slow."""
+        return self._post("redeliver", event_id=event_id)
+
+    # -- assertions ---------------------------------------------------------------------
+
+    def describe(self, limit: int = 20) -> str:
+        """The last calls, one line each, for assertion messages."""
+        lines = []
+        for call in self.calls()[-limit:]:
+            args = call["args"]
+            where = " ".join(f"{k}={args[k]}" for k in ("channel", "thread_ts", "ts", "name") if k in args)
+            outcome = "ok" if call["response"].get("ok") else call["response"].get("error")
+            text = str(args.get("text", ""))[:60]
+            lines.append(f"  {call['method']} {where} -> {outcome} {text!r}")
+        return "recent Web API calls:\n" + ("\n".join(lines) if lines else "  (none)")
+
+    def assert_calls(
+        self, method: str, count: int, *, channel: str | None = None, thread_ts: str | None = None
+    ) -> list[Json]:
+        """Exactly ``count`` calls of ``method`` (optionally in one channel or thread), right now."""
+        calls = self.calls(method, channel=channel, thread_ts=thread_ts)
+        if len(calls) != count:
+            raise AssertionError(
+                f"expected {count} {method} call(s) (channel={channel}, "
+                f"thread_ts={thread_ts}), got {len(calls)}\n{self.describe()}"
+            )
+        return calls
+
+    def wait_for(
+        self, predicate: Callable[[], T], timeout: float = 10.0, *, interval: float = 0.05, what: str = "condition"
+    ) -> T:
+        """Poll until ``predicate()`` is truthy and return its value; fail with what was received.
+
+        A predicate may also assert: its ``AssertionError`` counts as "not yet" and is
+        shown if time runs out.
+        """
+        deadline = time.monotonic() + timeout
+        last_error = ""
+        while True:
+            try:
+                value = predicate()
+            except AssertionError as exc:
+                value, last_error = None, f"\nlast failure: {exc}"
+            if value:
+                return value
+            if time.monotonic() >= deadline:
+                raise AssertionError(f"{what} not met within {timeout}s{last_error}\n{self.describe()}")
+            time.sleep(interval)
+
+    def wait_for_calls(
+        self,
+        method: str,
+        count: int,
+        *,
+        channel: str | None = None,
+        thread_ts: str | None = None,
+        timeout: float = 10.0,
+    ) -> list[Json]:
+        """Wait until at least ``count`` calls of ``method`` were received; returns them all."""
+
+        def enough() -> list[Json]:
+            calls = self.calls(method, channel=channel, thread_ts=thread_ts)
+            return calls if len(calls) >= count else []
+
+        what = f"{count} {method} call(s) (channel={channel}, thread_ts={thread_ts})"
+        return self.wait_for(enough, timeout, what=what)
+
+    def wait_for_bot_replies(self, channel: str, thread_ts: str, count: int = 1, timeout: float = 10.0) -> list[Json]:
+        """Wait until the bot has posted ``count`` messages in a thread; returns them."""
+
+        def enough() -> list[Json]:
+            replies = self.bot_replies(channel, thread_ts)
+            return replies if len(replies) >= count else []
+
+        return self.wait_for(enough, timeout, what=f"{count} bot replies in {channel}/{thread_ts}")

@@ -1,0 +1,423 @@
+"""The fake Slack workspace: what it holds, and how Slack shows it.
+
+Everything here is plain data guarded by one re-entrant lock, with no I/O, so the
+shapes Slack uses (a message in ``conversations.replies``, an ``event_callback``, a
+``block_actions`` payload) can be read and compared with Slack's documentation in
+one place. ``server.py`` answers the Web API over this data; ``control.py`` lets
+tests drive it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import copy
+import json
+import re
+import secrets
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+Json = dict[str, Any]
+
+MENTION = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
+MAX_BLOCKS = 50
+MAX_TEXT = 40_000
+
+
+class SlackError(Exception):
+    """A Web API error code; Slack reports it as ``{"ok": false, "error": code}``."""
+
+    def __init__(self, code: str) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class FakeSlackConfig:
+    """Who the fake workspace's bot is and where Slack would deliver events."""
+
+    bot_token: str
+    signing_secret: str
+    bot_user_id: str = "UBOT"
+    team_id: str = "T0001"
+    app_id: str = "A0001"
+    bot_id: str = "B0001"
+    events_url: str | None = None
+    interactivity_url: str | None = None
+    echo_bot_messages: bool = False
+    verification_token: str = "fakeslack-verification-token"  # noqa: S105 - a fake's constant
+
+    def public(self) -> Json:
+        """The configuration without its secrets, for ``GET /_fake/config``."""
+        data = asdict(self)
+        del data["bot_token"], data["signing_secret"]
+        return data
+
+
+@dataclass
+class Message:
+    """One stored channel message; ``thread_ts`` is set only on replies."""
+
+    channel: str
+    ts: str
+    user: str
+    text: str
+    blocks: list[Json] | None = None
+    attachments: list[Json] | None = None
+    thread_ts: str | None = None
+    bot_id: str | None = None
+    app_id: str | None = None
+    client_msg_id: str | None = None
+    reactions: list[Json] = field(default_factory=list)
+    edited: Json | None = None
+    metadata: Json | None = None  # chat.postMessage's message metadata: {event_type, event_payload}
+
+
+@dataclass
+class Failure:
+    """An injected failure for the next ``remaining`` calls of one method."""
+
+    remaining: int
+    status: int = 200
+    error: str | None = None
+    retry_after: int | None = None
+
+
+def ts_key(ts: str, error: str = "invalid_ts") -> int:
+    """Orders Slack timestamps ("1700000000.000100") exactly, without floats."""
+    seconds, _, fraction = ts.partition(".")
+    if not seconds.isdigit() or (fraction and not fraction.isdigit()):
+        raise SlackError(error)
+    return int(seconds) * 1_000_000 + int((fraction or "0").ljust(6, "0")[:6])
+
+
+def encode_cursor(ts: str) -> str:
+    """Slack's own cursor shape: base64 of ``next_ts:<digits>``."""
+    return base64.b64encode(f"next_ts:{ts_key(ts)}".encode()).decode()
+
+
+def decode_cursor(cursor: str) -> int:
+    try:
+        raw = base64.b64decode(cursor.encode(), validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError) as exc:
+        raise SlackError("invalid_cursor") from exc
+    prefix, _, digits = raw.partition(":")
+    if prefix != "next_ts" or not digits.isdigit():
+        raise SlackError("invalid_cursor")
+    return int(digits)
+
+
+def rich_text_blocks(text: str) -> list[Json]:
+    """The ``rich_text`` block Slack attaches to a message typed by a person."""
+    elements: list[Json] = []
+    position = 0
+    for match in MENTION.finditer(text):
+        if match.start() > position:
+            elements.append({"type": "text", "text": text[position : match.start()]})
+        elements.append({"type": "user", "user_id": match.group(1)})
+        position = match.end()
+    if position < len(text):
+        elements.append({"type": "text", "text": text[position:]})
+    section = {"type": "rich_text_section", "elements": elements}
+    return [{"type": "rich_text", "block_id": uuid.uuid4().hex[:5], "elements": [section]}]
+
+
+def buttons_in(blocks: list[Json] | None) -> list[Json]:
+    """Every button in a message's blocks, in reading order, with its block_id and label."""
+    found: list[Json] = []
+    for block in blocks or []:
+        elements = block.get("elements") if block.get("type") == "actions" else [block.get("accessory")]
+        for element in elements or []:
+            if isinstance(element, dict) and element.get("type") == "button":
+                label = element.get("text", {}).get("text", "")
+                fields = {k: element.get(k) for k in ("action_id", "value", "style")}
+                found.append({"block_id": block.get("block_id"), "text": label, **fields})
+    return found
+
+
+def opt(args: Json, key: str) -> str | None:
+    value = args.get(key)
+    return None if value is None or value == "" else str(value)
+
+
+def req(args: Json, key: str, error: str) -> str:
+    value = opt(args, key)
+    if value is None:
+        raise SlackError(error)
+    return value
+
+
+def flag(args: Json, key: str) -> bool:
+    value = args.get(key)
+    return value is True or (isinstance(value, str) and value.lower() in ("1", "true"))
+
+
+def json_object(args: Json, key: str, error: str) -> Json | None:
+    """An object argument, sent as a dict (JSON bodies) or a JSON string (form bodies)."""
+    value = args.get(key)
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise SlackError(error) from exc
+    if not isinstance(value, dict):
+        raise SlackError(error)
+    return value
+
+
+def json_list(args: Json, key: str, error: str) -> list[Json] | None:
+    """Block Kit arrives as a list (JSON bodies) or a JSON string (form bodies)."""
+    value = args.get(key)
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise SlackError(error) from exc
+    if not isinstance(value, list) or not all(isinstance(b, dict) for b in value) or len(value) > MAX_BLOCKS:
+        raise SlackError(error)
+    if key == "blocks" and not all("type" in b for b in value):
+        raise SlackError(error)
+    return value
+
+
+class Workspace:
+    """All state of the fake Slack; every access happens under ``lock``."""
+
+    def __init__(self, config: FakeSlackConfig) -> None:
+        self.lock = threading.RLock()
+        self.initial_config = config
+        self.base_url = "http://127.0.0.1"
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every message, user, call and failure; restore the startup config."""
+        with self.lock:
+            self.config = self.initial_config
+            self.channels: dict[str, list[Message]] = {}
+            self.ephemerals: list[Json] = []
+            self.users: dict[str, Json] = {}
+            self.calls: list[Json] = []
+            self.deliveries: list[Json] = []
+            self.failures: dict[str, list[Failure]] = {}
+            self.response_urls: dict[str, Json] = {}
+            self.echoes: list[tuple[Message, Json | None]] = []
+            self.channel_types: dict[str, str] = {}
+            self._last_ts = 0
+
+    def configure(self, **changes: Any) -> FakeSlackConfig:
+        with self.lock:
+            self.config = replace(self.config, **changes)
+            return self.config
+
+    def next_ts(self) -> str:
+        """Unique, increasing timestamps in Slack's format, close to the wall clock."""
+        with self.lock:
+            self._last_ts = max(int(time.time() * 1_000_000), self._last_ts + 1)
+            return f"{self._last_ts // 1_000_000}.{self._last_ts % 1_000_000:06d}"
+
+    # -- users and messages ---------------------------------------------------
+
+    def ensure_user(self, user_id: str) -> Json:
+        """Users exist from the moment they are first mentioned, as in a live workspace."""
+        if user_id[:1] not in ("U", "W"):
+            raise SlackError("user_not_found")
+        with self.lock:
+            if user_id not in self.users:
+                is_bot, team = user_id == self.config.bot_user_id, self.config.team_id
+                name, real = ("fakebot", "Fake Bot") if is_bot else (user_id.lower(), f"User {user_id}")
+                profile = {"display_name": name, "real_name": real, "team": team}
+                flags = {"deleted": False, "is_admin": False, "is_bot": is_bot, "tz": "Etc/UTC"}
+                self.users[user_id] = {"id": user_id, "team_id": team, "name": name, "real_name": real, **flags}
+                self.users[user_id]["profile"] = profile
+            return self.users[user_id]
+
+    def channel_type(self, channel: str) -> str:
+        """As events report it: remembered from the first human message, else guessed from the id."""
+        with self.lock:
+            return self.channel_types.get(channel, "im" if channel.startswith("D") else "channel")
+
+    def channel_name(self, channel: str) -> str:
+        return "directmessage" if channel.startswith("D") else f"fake-{channel.lower()}"
+
+    def find(self, channel: str, ts: str) -> Message | None:
+        with self.lock:
+            return next((m for m in self.channels.get(channel, []) if m.ts == ts), None)
+
+    def replies(self, root: Message) -> list[Message]:
+        with self.lock:
+            return [m for m in self.channels.get(root.channel, []) if m.thread_ts == root.ts]
+
+    def thread(self, channel: str, thread_ts: str | None) -> list[Message]:
+        """A thread's root then its replies, or the whole channel when no thread is named."""
+        with self.lock:
+            messages = list(self.channels.get(channel, []))
+            if thread_ts is None:
+                return messages
+            return [m for m in messages if thread_ts in (m.ts, m.thread_ts)]
+
+    def add_message(self, message: Message) -> Message:
+        with self.lock:
+            if message.thread_ts is not None:
+                root = self.find(message.channel, message.thread_ts)
+                if root is not None and root.thread_ts is not None:
+                    message.thread_ts = root.thread_ts  # a reply to a reply joins the root's thread
+            self.channels.setdefault(message.channel, []).append(message)
+            return message
+
+    def post_as_user(self, user: str, channel: str, text: str, thread_ts: str | None) -> Message:
+        self.ensure_user(user)
+        message = Message(channel, self.next_ts(), user, text, rich_text_blocks(text), thread_ts=thread_ts)
+        message.client_msg_id = str(uuid.uuid4())
+        return self.add_message(message)
+
+    def render(self, message: Message, *, with_metadata: bool = False) -> Json:
+        """A message exactly as Slack's Web API and events show it (metadata only when asked for)."""
+        with self.lock:
+            team = self.config.team_id
+            out: Json = {"type": "message", "user": message.user, "text": message.text, "ts": message.ts}
+            out["team"] = team
+            if message.bot_id is not None:
+                out["bot_id"], out["app_id"] = message.bot_id, message.app_id
+                profile = {"id": message.bot_id, "app_id": message.app_id, "name": "fakebot", "deleted": False}
+                out["bot_profile"] = {**profile, "team_id": team}
+            if message.client_msg_id is not None:
+                out["client_msg_id"] = message.client_msg_id
+            if message.blocks is not None:
+                out["blocks"] = copy.deepcopy(message.blocks)
+            if message.attachments is not None:
+                out["attachments"] = copy.deepcopy(message.attachments)
+            if message.edited is not None:
+                out["edited"] = dict(message.edited)
+            if with_metadata and message.metadata is not None:
+                out["metadata"] = copy.deepcopy(message.metadata)
+            if message.thread_ts is not None:
+                out["thread_ts"] = message.thread_ts
+                root = self.find(message.channel, message.thread_ts)
+                if root is not None:
+                    out["parent_user_id"] = root.user
+            elif replies := self.replies(message):
+                users = list(dict.fromkeys(m.user for m in replies))
+                out.update(thread_ts=message.ts, reply_count=len(replies), latest_reply=replies[-1].ts)
+                out.update(reply_users=users, reply_users_count=len(users), is_locked=False)
+            if message.reactions:
+                out["reactions"] = copy.deepcopy(message.reactions)
+            return out
+
+    # -- failure injection and recording --------------------------------------
+
+    def add_failure(self, method: str, failure: Failure) -> None:
+        with self.lock:
+            self.failures.setdefault(method, []).append(failure)
+
+    def take_failure(self, method: str) -> Failure | None:
+        with self.lock:
+            queue = self.failures.get(method, [])
+            if not queue:
+                return None
+            queue[0].remaining -= 1
+            return queue.pop(0) if queue[0].remaining <= 0 else queue[0]
+
+    def record(self, method: str, args: Json, status: int, response: Json) -> None:
+        with self.lock:
+            self.calls.append(
+                {"method": method, "args": args, "time": time.time(), "status": status, "response": response}
+            )
+
+
+# -- what Slack sends to the app --------------------------------------------------------
+
+_ID_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+
+
+def new_event_id() -> str:
+    return "Ev" + "".join(secrets.choice(_ID_CHARS) for _ in range(10))
+
+
+def envelope(config: FakeSlackConfig, event: Json) -> Json:
+    """The ``event_callback`` wrapper, field for field as Slack's Events API sends it."""
+    context = {"et": event["type"], "tid": config.team_id, "aid": config.app_id, "cid": event["channel"]}
+    encoded = base64.urlsafe_b64encode(json.dumps(context).encode()).decode().rstrip("=")
+    return {
+        "token": config.verification_token,
+        "team_id": config.team_id,
+        "api_app_id": config.app_id,
+        "event": event,
+        "type": "event_callback",
+        "event_id": new_event_id(),
+        "event_time": int(time.time()),
+        "authorizations": [
+            {
+                "enterprise_id": None,
+                "team_id": config.team_id,
+                "user_id": config.bot_user_id,
+                "is_bot": True,
+                "is_enterprise_install": False,
+            }
+        ],
+        "is_ext_shared_channel": False,
+        "event_context": f"4-{encoded}",
+    }
+
+
+def message_event(ws: Workspace, message: Message) -> Json:
+    event = ws.render(message)
+    event.pop("reactions", None)
+    event.update(channel=message.channel, event_ts=message.ts, channel_type=ws.channel_type(message.channel))
+    return event
+
+
+def app_mention_event(ws: Workspace, message: Message) -> Json:
+    event = message_event(ws, message)
+    event["type"] = "app_mention"
+    del event["channel_type"]
+    return event
+
+
+def message_changed_event(ws: Workspace, message: Message, previous: Json) -> Json:
+    """What Slack delivers after ``chat.update``: the new and the previous message, hidden."""
+    edited_ts = (message.edited or {}).get("ts", message.ts)
+    return {
+        "type": "message",
+        "subtype": "message_changed",
+        "message": ws.render(message),
+        "previous_message": previous,
+        "channel": message.channel,
+        "hidden": True,
+        "ts": edited_ts,
+        "event_ts": edited_ts,
+        "channel_type": ws.channel_type(message.channel),
+    }
+
+
+def block_actions_payload(ws: Workspace, message: Message, user: str, action: Json, response_url: str) -> Json:
+    """A ``block_actions`` payload for one button press, as Slack posts it to the interactivity URL."""
+    cfg, profile = ws.config, ws.ensure_user(user)
+    container: Json = {"type": "message", "message_ts": message.ts, "channel_id": message.channel}
+    container["is_ephemeral"] = False
+    if message.thread_ts is not None:
+        container["thread_ts"] = message.thread_ts
+    trigger_id = f"{int(time.time() * 1000)}.{secrets.randbelow(10**10)}.{uuid.uuid4().hex}"
+    return {
+        "type": "block_actions",
+        "user": {"id": user, "username": profile["name"], "name": profile["name"], "team_id": cfg.team_id},
+        "api_app_id": cfg.app_id,
+        "token": cfg.verification_token,
+        "container": container,
+        "trigger_id": trigger_id,
+        "team": {"id": cfg.team_id, "domain": "fake-workspace"},
+        "enterprise": None,
+        "is_enterprise_install": False,
+        "channel": {"id": message.channel, "name": ws.channel_name(message.channel)},
+        "message": ws.render(message),
+        "state": {"values": {}},
+        "response_url": response_url,
+        "actions": [action],
+    }

@@ -1,0 +1,286 @@
+"""The bounded agent loop: model turn → persist → run tools → persist, until an answer, a pause or a budget.
+
+Every step is persisted before the next one starts, so a crash loses at most the
+step in flight and a takeover resumes from the stored transcript. Posts carry a
+key derived from the step that made them; after a crash, the keys Slack already
+has are read once, so a re-run step does not post twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from google.genai import types
+
+from shared import builtin_tools, config, gemini, prompts, slack, store, team_tools, tools
+from shared.models import Session, SessionKind, SessionStatus, Step
+from shared.mrkdwn import to_slack_messages
+from shared.transcript import contents_of, pending_calls, shorten_tool_results, to_json
+
+log = logging.getLogger(__name__)
+
+WORKING, DONE, FAILED = "eyes", "white_check_mark", "warning"
+
+_ = (builtin_tools, team_tools)  # imported for their @tool registrations
+
+
+@dataclass
+class Budget:
+    max_turns: int
+    max_tool_calls: int
+    wall_seconds: float
+    started: float = field(default_factory=time.monotonic)
+
+    def exhausted(self, turns: int, tool_calls: int) -> str | None:
+        """Why the session must wrap up now, or None."""
+        if turns >= self.max_turns:
+            return f"{self.max_turns} model turns"
+        if tool_calls >= self.max_tool_calls:
+            return f"{self.max_tool_calls} tool calls"
+        if time.monotonic() - self.started >= self.wall_seconds:
+            return f"{int(self.wall_seconds)} seconds"
+        return None
+
+
+class Runner:
+    """Runs one claimed session to a terminal state (or a pause)."""
+
+    def __init__(self, session: Session, *, takeover: bool, started_at: datetime | None = None) -> None:
+        settings = config.settings()
+        self.session = session
+        self.takeover = takeover
+        self.lease = settings.session_lease_seconds
+        elapsed = (store.now() - started_at).total_seconds() if started_at else 0.0
+        self.budget = Budget(
+            settings.session_max_turns,
+            settings.session_max_tool_calls,
+            settings.session_wall_seconds,
+            started=time.monotonic() - max(0.0, elapsed),
+        )
+        self.steps: list[Step] = store.load_steps(session.transcript)
+        # After a crash, learn which of this session's posts Slack already has (one thread read).
+        self.posted: dict[str, str] = slack.posted_keys(session.channel, session.thread_ts) if takeover else {}
+        top_level = session.kind in {SessionKind.MENTION, SessionKind.CONTINUATION}
+        self.tools = tools.available(top_level=top_level)
+        self.allowed = {t.name for t in self.tools}
+
+    # --- persistence -----------------------------------------------------------------------
+    def _commit(self, kind: str, content: types.Content | None, audit: list[dict[str, Any]], **fields: Any) -> Step:
+        step = Step(
+            seq=self.session.next_seq,
+            session_id=self.session.session_id,
+            kind=kind,
+            content=to_json(content) if content is not None else None,
+            audit=audit,
+            at=store.now(),
+        )
+        store.commit_step(self.session, step, lease_seconds=self.lease, fields=fields)
+        self.steps.append(step)
+        return step
+
+    def _post(self, text: str, key: str) -> list[str]:
+        """Post ``text`` (Markdown) in the thread as one or more messages; skip parts Slack already has."""
+        stamps = []
+        for i, chunk in enumerate(to_slack_messages(text) or ["(no answer)"]):
+            part_key = f"{key}:{i}"
+            ts = self.posted.get(part_key) or slack.post(
+                self.session.channel, self.session.thread_ts, chunk, key=part_key
+            )
+            self.posted[part_key] = ts
+            stamps.append(ts)
+        return stamps
+
+    def _react_end(self, reaction: str) -> None:
+        slack.unreact(self.session.channel, self.session.trigger_ts, WORKING)
+        slack.react(self.session.channel, self.session.trigger_ts, reaction)
+
+    # --- the loop --------------------------------------------------------------------------
+    def run(self) -> SessionStatus:
+        slack.react(self.session.channel, self.session.trigger_ts, WORKING)
+        if not any(s.session_id == self.session.session_id for s in self.steps):
+            self._start()
+        while True:
+            calls = pending_calls(self.steps)
+            if calls and self._owns_pending():
+                paused = self._run_tools(calls)
+                if paused:
+                    return SessionStatus.PAUSED
+                continue
+            reason = self.budget.exhausted(self.session.turns, self.session.tool_calls)
+            if reason:
+                return self._final_without_tools(prompts.WRAP_UP.format(reason=reason), kind="wrap_up")
+            try:
+                response = self._model_turn(with_tools=True)
+            except gemini.ContextTooLong:
+                return self._final_without_tools(prompts.TOO_LONG, kind="too_long", minimal=True)
+            except gemini.ModelUnavailable as exc:
+                return self._fail(f"the AI model is unavailable right now ({exc})")
+            if response is None:
+                return SessionStatus.DONE
+
+    def _owns_pending(self) -> bool:
+        """Pending calls belong to this session unless they are a paused ask awaiting a continuation."""
+        return self.steps[-1].session_id == self.session.session_id
+
+    def _start(self) -> None:
+        if self.session.kind == SessionKind.CONTINUATION:
+            self._commit("answer", self._answer_content(), [{"type": "answer", "at": store.now()}])
+            return
+        thread = slack.thread_messages(self.session.channel, self.session.thread_ts)
+        text = prompts.thread_prompt(
+            [m for m in thread if m.get("ts") != self.session.trigger_ts],
+            request=self.session.text,
+            requester=self.session.trigger_user,
+            bot_user_id=None,
+        )
+        self._commit("prompt", types.Content(role="user", parts=[types.Part(text=text)]), [])
+
+    def _answer_content(self) -> types.Content:
+        """The operator's answer, as the function response of the pending ask_operator call."""
+        question = store.get_question(self.session.question_id or "")
+        if question is None:
+            raise RuntimeError(f"continuation {self.session.session_id} names no stored question")
+        answer = {"answer": question.answer, "answered_by": question.answered_by}
+        if question.options:
+            answer["matched_option"] = question.matched_option
+            if question.matched_option is None:
+                answer["note"] = "The reply matched none of the options; read it as free text."
+        response = types.FunctionResponse(id=question.call_id, name="ask_operator", response={"result": answer})
+        return types.Content(role="user", parts=[types.Part(function_response=response)])
+
+    def _model_turn(self, *, with_tools: bool) -> types.Content | None:
+        """One model turn, persisted. Returns the content if the loop goes on, None once answered."""
+        history = shorten_tool_results(contents_of(self.steps), config.settings().model_context_tokens)
+        declarations = [t.declaration() for t in self.tools] if with_tools else []
+        response = gemini.generate(history, system=prompts.SYSTEM, tools=declarations)
+        content = _first_content(response)
+        calls = [p.function_call for p in content.parts or [] if p.function_call] if with_tools else []
+        text = "".join(p.text or "" for p in content.parts or [] if p.text and not p.thought)
+        audit = [{"type": "model", "text": tools.short(text), "calls": [c.name for c in calls], "at": store.now()}]
+        if calls:
+            self._commit("model", content, audit, turns=self.session.turns + 1)
+            return content
+        content = types.Content(role="model", parts=[types.Part(text=text)])
+        step = self._commit("model", content, audit, turns=self.session.turns + 1)
+        self._answer(text or _empty_reason(response), step)
+        return None
+
+    def _answer(self, text: str, step: Step) -> SessionStatus:
+        stamps = self._post(text, key=f"{self.session.session_id}:{step.seq}:answer")
+        self._commit(
+            "post",
+            None,
+            [{"type": "post", "ts": stamps[0], "parts": len(stamps), "at": store.now()}],
+            status=SessionStatus.DONE.value,
+            ended_at=store.now(),
+        )
+        self._react_end(DONE)
+        log.info("session done", extra={"turns": self.session.turns, "tool_calls": self.session.tool_calls})
+        return SessionStatus.DONE
+
+    def _run_tools(self, calls: list[types.FunctionCall]) -> bool:
+        """Run the pending calls and persist their responses; True if a blocking ask paused the session."""
+        seq = self.steps[-1].seq
+        parts: list[types.Part] = []
+        audit: list[dict[str, Any]] = []
+        pause = None
+        used = self.session.tool_calls
+        for index, call in enumerate(calls):
+            name = call.name or ""
+            ctx = tools.ToolContext(self.session, seq, index, call.id, self.posted)
+            if used >= self.budget.max_tool_calls:
+                response: dict[str, Any] = {"error": "tool budget exhausted; wrap up without more tools"}
+            else:
+                response = tools.run(name, call.args, ctx, self.allowed)
+                used += 1
+            spec = tools.REGISTRY.get(name)
+            audit.append(
+                {
+                    "type": "tool",
+                    "name": name,
+                    "args": tools.short(call.args),
+                    "result": tools.short(response),
+                    "outward": bool(spec and spec.outward) and "error" not in response,
+                    "posts": ctx.post_ts,
+                    "at": store.now(),
+                }
+            )
+            if ctx.pause is not None:
+                pause = ctx.pause  # no function response: the operator's answer will be it
+                continue
+            parts.append(types.Part(function_response=types.FunctionResponse(id=call.id, name=name, response=response)))
+        content = types.Content(role="user", parts=parts) if parts else None
+        if pause is None:
+            self._commit("tool_results", content, audit, tool_calls=used)
+            return False
+        self._commit(
+            "tool_results",
+            content,
+            audit,
+            tool_calls=used,
+            status=SessionStatus.PAUSED.value,
+            question_id=pause.question_id,
+            ended_at=store.now(),
+        )
+        slack.unreact(self.session.channel, self.session.trigger_ts, WORKING)
+        log.info("session paused for the operator", extra={"question_id": pause.question_id})
+        return True
+
+    def _final_without_tools(self, instruction: str, *, kind: str, minimal: bool = False) -> SessionStatus:
+        """A last turn with no tools (a budget ran out, or the context is too long), and its reply posted."""
+        note = types.Content(role="user", parts=[types.Part(text=instruction)])
+        self._commit(kind, note, [{"type": kind, "at": store.now()}])
+        if minimal:
+            first = [s for s in self.steps if s.kind == "prompt"][:1]
+            history = [*contents_of(first), note]
+        else:
+            history = shorten_tool_results(contents_of(self.steps), config.settings().model_context_tokens)
+        try:
+            response = gemini.generate(history, system=prompts.SYSTEM)
+        except (gemini.ModelUnavailable, gemini.ContextTooLong) as exc:
+            return self._fail(f"the AI model could not produce a final answer ({exc})")
+        content = _first_content(response)
+        text = "".join(p.text or "" for p in content.parts or [] if p.text and not p.thought)
+        step = self._commit(
+            "model",
+            types.Content(role="model", parts=[types.Part(text=text)]),
+            [{"type": "model", "text": tools.short(text), "calls": [], "at": store.now()}],
+            turns=self.session.turns + 1,
+        )
+        return self._answer(text or _empty_reason(response), step)
+
+    def _fail(self, reason: str) -> SessionStatus:
+        """Tell the thread in plain words, persist the failure, and end the session as failed."""
+        log.error("session failed", extra={"reason": reason})
+        stamps = self._post(
+            f"Sorry, I could not finish this: {reason}. Nothing more will happen on its own; "
+            "mention me again to retry.",
+            key=f"{self.session.session_id}:failed",
+        )
+        self._commit(
+            "failed",
+            None,
+            [{"type": "failure", "error": reason, "at": store.now()}, {"type": "post", "ts": stamps[0]}],
+            status=SessionStatus.FAILED.value,
+            error=reason,
+            ended_at=store.now(),
+        )
+        self._react_end(FAILED)
+        return SessionStatus.FAILED
+
+
+def _first_content(response: types.GenerateContentResponse) -> types.Content:
+    candidate = response.candidates[0] if response.candidates else None
+    if candidate is None or candidate.content is None:
+        return types.Content(role="model", parts=[])
+    return candidate.content
+
+
+def _empty_reason(response: types.GenerateContentResponse) -> str:
+    candidate = response.candidates[0] if response.candidates else None
+    reason = candidate.finish_reason if candidate else None
+    return f"I could not produce an answer this time (the model stopped: {reason or 'no candidate'})."

@@ -1,0 +1,93 @@
+"""The Gemini client and one model turn, with google-genai's own retry and function declarations.
+
+google-genai reads its own variables: ``GOOGLE_GENAI_USE_VERTEXAI`` selects
+Vertex AI with the function's identity (and ``GOOGLE_CLOUD_PROJECT`` /
+``GOOGLE_CLOUD_LOCATION``), otherwise ``GEMINI_API_KEY`` is used, and
+``GOOGLE_GEMINI_BASE_URL`` points it at the local stub. Only this module and
+the agent import google-genai; the Slack ingress never does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from google import genai
+from google.genai import errors, types
+
+from shared import config
+
+_client: genai.Client | None = None
+
+# Statuses worth retrying: throttling, timeouts and server-side failures.
+RETRY_STATUSES = [408, 429, 500, 502, 503, 504]
+
+
+class ModelUnavailable(RuntimeError):
+    """The model kept failing after the SDK's retries (an outage, or throttling that did not clear)."""
+
+
+class ContextTooLong(RuntimeError):
+    """The model rejected the request as longer than its context window."""
+
+
+def client() -> genai.Client:
+    """The google-genai client, built on first use, with bounded retries and a per-request timeout."""
+    global _client  # noqa: PLW0603 - lazy global
+    if _client is None:
+        settings = config.settings()
+        _client = genai.Client(
+            http_options=types.HttpOptions(
+                timeout=settings.model_timeout_seconds * 1000,
+                retry_options=types.HttpRetryOptions(
+                    attempts=settings.model_retry_attempts,
+                    initial_delay=1.0,
+                    max_delay=8.0,
+                    http_status_codes=RETRY_STATUSES,
+                ),
+            )
+        )
+    return _client
+
+
+def generate(
+    contents: Sequence[types.Content],
+    *,
+    system: str,
+    tools: Sequence[types.FunctionDeclaration] = (),
+) -> types.GenerateContentResponse:
+    """One model turn; automatic function calling is off because the product runs its own loop."""
+    cfg = types.GenerateContentConfig(
+        system_instruction=system,
+        tools=[types.Tool(function_declarations=list(tools))] if tools else None,
+        automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+        temperature=0.2,
+    )
+    try:
+        return client().models.generate_content(
+            model=config.settings().gemini_model, contents=list(contents), config=cfg
+        )
+    except errors.ClientError as exc:
+        if exc.code == 400 and _is_too_long(exc):
+            raise ContextTooLong(str(exc.message)) from exc
+        if exc.code in RETRY_STATUSES:
+            raise ModelUnavailable(f"{exc.code} {exc.status}: {exc.message}") from exc
+        raise
+    except errors.ServerError as exc:
+        raise ModelUnavailable(f"{exc.code} {exc.status}: {exc.message}") from exc
+    except errors.APIError:
+        raise
+    except Exception as exc:  # httpx timeouts and connection errors, after the SDK's retries
+        if type(exc).__module__.startswith(("httpx", "httpcore")):
+            raise ModelUnavailable(f"{type(exc).__name__}: {exc}") from exc
+        raise
+
+
+def _is_too_long(exc: errors.ClientError) -> bool:
+    text = f"{exc.message} {json.dumps(exc.details, default=str)}".lower()
+    return "token" in text and ("exceed" in text or "too long" in text or "maximum" in text)
+
+
+def estimate_tokens(contents: Sequence[types.Content]) -> int:
+    """A cheap size estimate (about four characters a token), to shorten before the model has to refuse."""
+    return sum(len(content.model_dump_json(exclude_none=True)) for content in contents) // 4

@@ -1,0 +1,127 @@
+"""The one Slack posting path: every message, update, reaction and thread read goes through here.
+
+The ``WebClient`` is built on first use from configuration (so a test or the
+local stack points it at the fake Slack with ``SLACK_API_BASE_URL``), with
+slack-sdk's own retry handlers for rate limits, connection errors and 5xx.
+
+Posts carry a key in Slack message metadata. The product records in Firestore
+which keys a session meant to post; after a crash, ``posted_keys`` reads the
+thread once to learn which of those Slack already has, so no step posts the
+same message twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.builtin_handlers import (
+    ConnectionErrorRetryHandler,
+    RateLimitErrorRetryHandler,
+    ServerErrorRetryHandler,
+)
+from slack_sdk.models.blocks import Block
+
+from shared import config
+
+log = logging.getLogger(__name__)
+
+POST_KEY_EVENT = "agent_post"  # the metadata event_type that marks a post made by a session step
+THREAD_READ_LIMIT = 200  # messages read from a thread at most (a bounded prompt)
+
+_client: WebClient | None = None
+
+
+def client() -> WebClient:
+    """The Slack Web API client, built on first use."""
+    global _client  # noqa: PLW0603 - lazy global, as in the functions-framework samples
+    if _client is None:
+        settings = config.settings()
+        _client = WebClient(
+            token=settings.slack_bot_token,
+            base_url=settings.slack_api_base_url,
+            timeout=10,
+            retry_handlers=[
+                RateLimitErrorRetryHandler(max_retry_count=2),
+                ConnectionErrorRetryHandler(max_retry_count=2),
+                ServerErrorRetryHandler(max_retry_count=2),
+            ],
+        )
+    return _client
+
+
+def post(channel: str, thread_ts: str, text: str, *, key: str, blocks: Sequence[Block] | None = None) -> str:
+    """Post in a thread and return the message ts; ``key`` identifies the post for crash recovery."""
+    response = client().chat_postMessage(
+        channel=channel,
+        thread_ts=thread_ts,
+        text=text,
+        blocks=list(blocks) if blocks else None,
+        metadata={"event_type": POST_KEY_EVENT, "event_payload": {"key": key}},
+        unfurl_links=False,
+    )
+    return str(response["ts"])
+
+
+def update(channel: str, ts: str, text: str, *, blocks: Sequence[Block] | None = None) -> None:
+    client().chat_update(channel=channel, ts=ts, text=text, blocks=list(blocks) if blocks is not None else [])
+
+
+def ephemeral(channel: str, user: str, text: str, *, thread_ts: str | None = None) -> None:
+    client().chat_postEphemeral(channel=channel, user=user, text=text, thread_ts=thread_ts)
+
+
+def react(channel: str, ts: str, name: str) -> bool:
+    """Add a reaction; an existing one is fine. Returns False (logged) if Slack refused."""
+    try:
+        client().reactions_add(channel=channel, timestamp=ts, name=name)
+    except SlackApiError as exc:
+        if exc.response.get("error") == "already_reacted":
+            return True
+        log.warning("could not add reaction", extra={"reaction": name, "error": exc.response.get("error")})
+        return False
+    return True
+
+
+def unreact(channel: str, ts: str, name: str) -> bool:
+    """Remove a reaction; a missing one is fine. Returns False (logged) if Slack refused."""
+    try:
+        client().reactions_remove(channel=channel, timestamp=ts, name=name)
+    except SlackApiError as exc:
+        if exc.response.get("error") == "no_reaction":
+            return True
+        log.warning("could not remove reaction", extra={"reaction": name, "error": exc.response.get("error")})
+        return False
+    return True
+
+
+def thread_messages(channel: str, thread_ts: str, *, limit: int = THREAD_READ_LIMIT) -> list[dict[str, Any]]:
+    """The thread's messages, oldest first, at most ``limit`` (the newest ones if there are more)."""
+    messages: list[dict[str, Any]] = []
+    cursor = None
+    while True:
+        response = client().conversations_replies(
+            channel=channel, ts=thread_ts, limit=min(limit, 200), cursor=cursor, include_all_metadata=True
+        )
+        messages.extend(response.get("messages") or [])
+        cursor = (response.get("response_metadata") or {}).get("next_cursor")
+        if not cursor or not response.get("has_more"):
+            break
+    if len(messages) > limit:
+        messages = messages[:1] + messages[-(limit - 1) :]  # keep the opening message for context
+    return messages
+
+
+def posted_keys(channel: str, thread_ts: str) -> dict[str, str]:
+    """Post keys already in the thread, mapped to their message ts (read once, after a crash)."""
+    found: dict[str, str] = {}
+    for message in thread_messages(channel, thread_ts, limit=1000):
+        metadata = message.get("metadata") or {}
+        if metadata.get("event_type") == POST_KEY_EVENT:
+            key = (metadata.get("event_payload") or {}).get("key")
+            if isinstance(key, str):
+                found[key] = str(message["ts"])
+    return found

@@ -1,0 +1,67 @@
+"""Driving whole conversations through the local stack, as a person in Slack would."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from infra import stack as local
+from infra.fakeslack.control import FakeSlack
+from shared import ids, store
+from shared.models import Question, Session, SessionStatus
+from tests.poll import wait_for
+
+HUMAN = "U0HUMAN"
+
+
+@dataclass
+class Thread:
+    channel: str
+    ts: str
+    session_id: str
+
+
+def mention(fake_slack: FakeSlack, channel: str, text: str, *, user: str = HUMAN) -> Thread:
+    """A person mentions the bot in a new thread; the fake Slack delivers the signed events."""
+    sent = fake_slack.user_message(user, channel, f"<@{local.BOT_USER_ID}> {text}")
+    [delivery] = [d for d in sent["deliveries"] if d["type"] == "app_mention"]
+    assert delivery["status"] == 200, sent
+    return Thread(channel=channel, ts=sent["ts"], session_id=ids.session_for_event(delivery["event_id"]))
+
+
+def session(session_id: str) -> Session | None:
+    return store.get_session(session_id)
+
+
+def wait_status(session_id: str, *statuses: SessionStatus, timeout: float = 30.0) -> Session:
+    def reached() -> Session | None:
+        found = store.get_session(session_id)
+        return found if found and found.status in statuses else None
+
+    return wait_for(reached, timeout=timeout, what=f"session {session_id} to become {statuses}")
+
+
+def open_question(session_id: str) -> Question:
+    found = session(session_id)
+    assert found is not None
+    assert found.question_id, f"session {session_id} has no question"
+    question = store.get_question(found.question_id)
+    assert question is not None
+    return question
+
+
+def function_responses(request: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every functionResponse part in a recorded generateContent request body."""
+    found = []
+    for content in request["body"].get("contents", []):
+        for part in content.get("parts", []):
+            response = part.get("functionResponse") or part.get("function_response")
+            if response:
+                found.append(response)
+    return found
+
+
+def texts(request: dict[str, Any]) -> str:
+    return "\n".join(
+        part.get("text", "") for content in request["body"].get("contents", []) for part in content.get("parts", [])
+    )
