@@ -48,6 +48,19 @@ def slack_events(request: flask.Request) -> Response:
 
 
 @functions_framework.http
+def slack_interactivity(request: flask.Request) -> Response:
+    """Slack interactivity: signed, form-encoded button presses on question posts."""
+    logs.setup(config.settings().log_level)
+    from shared import ingress, interactivity
+
+    if request.method != "POST":
+        return {"error": "POST only"}, 405
+    if (request.content_length or 0) > ingress.MAX_BODY_BYTES:
+        return {"error": "body too large"}, 413
+    return interactivity.handle(_body(request, ingress.MAX_BODY_BYTES), _headers(request))
+
+
+@functions_framework.http
 def agent_session(request: flask.Request) -> Response:
     """Cloud Tasks target: runs one agent session named in the JSON body."""
     logs.setup(config.settings().log_level)

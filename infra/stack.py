@@ -45,7 +45,7 @@ APP_ID = "A0LOCALAPP"
 OPERATOR_ID = "U0OPERATOR"
 GEMINI_KEY = "local-gemini-key"
 
-FUNCTIONS = ("slack_events", "agent_session", "sweep")
+FUNCTIONS = ("slack_events", "slack_interactivity", "agent_session", "sweep")
 
 
 def preflight() -> Path:
@@ -81,6 +81,7 @@ class Stack:
     with_functions: tuple[str, ...] = FUNCTIONS
     extra_env: Mapping[str, str] = field(default_factory=dict)
     demo_model: bool = False
+    real_model: bool = False  # use the real Gemini API (the caller's GEMINI_API_KEY or Vertex AI) instead of the stub
     procs: dict[str, Proc] = field(default_factory=dict)
     ports: dict[str, int] = field(default_factory=dict)
     stack_file: Path = STACK_FILE
@@ -117,12 +118,15 @@ class Stack:
             "TASKS_QUEUE": QUEUE,
             "TASKS_TARGET_URL": self.function_url("agent_session"),
             "TASKS_EMULATOR_HOST": self.tasks_host,
-            "GEMINI_API_KEY": GEMINI_KEY,
-            "GOOGLE_GEMINI_BASE_URL": self.url("fake_gemini"),
             "REQUIRE_OIDC": "false",  # the Cloud Tasks emulator sends no OIDC token
-            "GEMINI_MODEL": "gemini-local-stub",
             "MODEL_RETRY_ATTEMPTS": "3",
         }
+        if not self.real_model:
+            env.update(
+                GEMINI_API_KEY=GEMINI_KEY,
+                GOOGLE_GEMINI_BASE_URL=self.url("fake_gemini"),
+                GEMINI_MODEL="demo-model" if self.demo_model else "gemini-local-stub",
+            )
         env.update(self.extra_env)
         return env
 
@@ -139,6 +143,7 @@ class Stack:
             "operator_user_id": OPERATOR_ID,
             "signing_secret": SIGNING_SECRET,
             "env": self.product_env(),
+            "owner": os.getpid(),
             "pids": {name: proc.pid for name, proc in self.procs.items() if proc.alive()},
         }
 
@@ -240,6 +245,8 @@ class Stack:
                 APP_ID,
                 "--events-url",
                 self.function_url("slack_events") if "slack_events" in self.with_functions else "",
+                "--interactivity-url",
+                self.function_url("slack_interactivity") if "slack_interactivity" in self.with_functions else "",
             ],
         )
         gemini_args = [
@@ -288,15 +295,50 @@ class Stack:
 
 
 def stop_leftovers(stack_file: Path = STACK_FILE) -> None:
-    """Stop, by the pids it recorded, whatever an earlier run that was killed left running."""
+    """Stop, by the pids it recorded, whatever an earlier run that was killed left running.
+
+    If the run that wrote ``stack_file`` is still alive, its stack is in use: refuse
+    rather than pull it from under its owner.
+    """
     try:
         info = json.loads(stack_file.read_text())
     except (FileNotFoundError, ValueError):
         return
+    owner = info.get("owner")
+    if isinstance(owner, int) and owner != os.getpid() and _alive(owner) and _started_here(owner):
+        raise StackError(
+            f"another local stack (pid {owner}) is running with {stack_file}; stop it first "
+            "(Ctrl-C where it runs, or `make down`), or give this one another --stack-file."
+        )
     for pid in (info.get("pids") or {}).values():
         if isinstance(pid, int) and group_alive(pid) and _started_here(pid):
             stop_group(pid, timeout=5)
     stack_file.unlink(missing_ok=True)
+
+
+def stop_stack(stack_file: Path = STACK_FILE) -> None:
+    """``make down``: stop the stack recorded in ``stack_file``, its owner first, then every recorded pid."""
+    try:
+        info = json.loads(stack_file.read_text())
+    except (FileNotFoundError, ValueError):
+        return
+    owner = info.get("owner")
+    if isinstance(owner, int) and owner != os.getpid() and _alive(owner) and _started_here(owner):
+        os.kill(owner, signal.SIGTERM)  # its own shutdown stops its children by pid
+        deadline = time.monotonic() + 20
+        while _alive(owner) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    stop_leftovers(stack_file)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _started_here(pid: int) -> bool:
@@ -328,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stack-file", type=Path, default=STACK_FILE, help="where to write the URLs and pids")
     args = parser.parse_args(argv)
     if args.command == "down":
-        stop_leftovers(args.stack_file)
+        stop_stack(args.stack_file)
         return 0
     signal.signal(signal.SIGTERM, _raise_exit)
     try:

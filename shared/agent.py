@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from google.genai import types
+from slack_sdk.errors import SlackApiError
 
 from shared import builtin_tools, config, gemini, prompts, slack, store, team_tools, tools
 from shared.models import Session, SessionKind, SessionStatus, Step
@@ -62,6 +63,8 @@ class Runner:
             started=time.monotonic() - max(0.0, elapsed),
         )
         self.steps: list[Step] = store.load_steps(session.transcript)
+        # A continuation appends to its parent's transcript: its first step follows the last stored one.
+        session.next_seq = max(session.next_seq, self.steps[-1].seq + 1 if self.steps else 0)
         # After a crash, learn which of this session's posts Slack already has (one thread read).
         self.posted: dict[str, str] = slack.posted_keys(session.channel, session.thread_ts) if takeover else {}
         top_level = session.kind in {SessionKind.MENTION, SessionKind.CONTINUATION}
@@ -130,7 +133,11 @@ class Runner:
         if self.session.kind == SessionKind.CONTINUATION:
             self._commit("answer", self._answer_content(), [{"type": "answer", "at": store.now()}])
             return
-        thread = slack.thread_messages(self.session.channel, self.session.thread_ts)
+        try:
+            thread = slack.thread_messages(self.session.channel, self.session.thread_ts)
+        except SlackApiError as exc:  # e.g. the bot is not in the channel: work from the request alone
+            log.warning("could not read the thread", extra={"error": exc.response.get("error")})
+            thread = []
         text = prompts.thread_prompt(
             [m for m in thread if m.get("ts") != self.session.trigger_ts],
             request=self.session.text,
@@ -254,23 +261,36 @@ class Runner:
         return self._answer(text or _empty_reason(response), step)
 
     def _fail(self, reason: str) -> SessionStatus:
-        """Tell the thread in plain words, persist the failure, and end the session as failed."""
-        log.error("session failed", extra={"reason": reason})
-        stamps = self._post(
-            f"Sorry, I could not finish this: {reason}. Nothing more will happen on its own; "
-            "mention me again to retry.",
-            key=f"{self.session.session_id}:failed",
-        )
-        self._commit(
-            "failed",
-            None,
-            [{"type": "failure", "error": reason, "at": store.now()}, {"type": "post", "ts": stamps[0]}],
-            status=SessionStatus.FAILED.value,
-            error=reason,
-            ended_at=store.now(),
-        )
-        self._react_end(FAILED)
+        fail_session(self.session, reason, self.posted, seq=self.session.next_seq)
         return SessionStatus.FAILED
+
+    @staticmethod
+    def give_up(session: Session, reason: str) -> None:
+        """End a session that keeps crashing as failed, telling the thread; best effort."""
+        try:
+            fail_session(session, reason, slack.posted_keys(session.channel, session.thread_ts), seq=session.next_seq)
+        except Exception:
+            log.exception("could not record the failure of a crashing session")
+
+
+def fail_session(session: Session, reason: str, posted: dict[str, str], *, seq: int) -> None:
+    """Tell the thread in plain words, persist the failure, and end the session as failed."""
+    log.error("session failed", extra={"reason": reason})
+    key = f"{session.session_id}:failed:0"
+    text = f"Sorry, I could not finish this: {reason}. Nothing more will happen on its own; mention me again to retry."
+    ts = posted.get(key) or slack.post(session.channel, session.thread_ts, text, key=key)
+    step = Step(
+        seq=seq,
+        session_id=session.session_id,
+        kind="failed",
+        content=None,
+        audit=[{"type": "failure", "error": reason, "at": store.now()}, {"type": "post", "ts": ts}],
+        at=store.now(),
+    )
+    fields = {"status": SessionStatus.FAILED.value, "error": reason, "ended_at": store.now()}
+    store.commit_step(session, step, lease_seconds=0, fields=fields)
+    slack.unreact(session.channel, session.trigger_ts, WORKING)
+    slack.react(session.channel, session.trigger_ts, FAILED)
 
 
 def _first_content(response: types.GenerateContentResponse) -> types.Content:

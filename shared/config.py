@@ -64,6 +64,12 @@ VARIABLES: tuple[Variable, ...] = (
         _ALL,
     ),
     Variable("OPERATOR_USER_IDS", "", "Comma-separated Slack user ids allowed to answer operator questions.", _ALL),
+    Variable(
+        "ALLOW_REQUESTER_ANSWERS",
+        "false",
+        "'true' lets the person who started a session answer its questions too, besides the operators.",
+        _SLACK_FACING,
+    ),
     Variable("TASKS_QUEUE", None, "Full Cloud Tasks queue path: projects/P/locations/L/queues/Q.", _ENQUEUERS),
     Variable("TASKS_TARGET_URL", None, "URL of the agent_session function that tasks are sent to.", _ENQUEUERS),
     Variable(
@@ -234,6 +240,10 @@ class Settings:
     @cached_property
     def operator_user_ids(self) -> frozenset[str]:
         return frozenset(part.strip() for part in self.raw("OPERATOR_USER_IDS").split(",") if part.strip())
+
+    @cached_property
+    def allow_requester_answers(self) -> bool:
+        return self._bool("ALLOW_REQUESTER_ANSWERS")
 
     @cached_property
     def tasks_queue(self) -> str:

@@ -14,10 +14,10 @@ from typing import Any
 
 from slack_sdk.signature import Clock, SignatureVerifier
 
-from shared import config, ids, store, tasks
+from shared import answers, config, ids, store, tasks
 from shared.logs import session_context
 from shared.models import Session, SessionKind
-from shared.slack_events import BadEvent, Challenge, Ignore, StartSession, classify
+from shared.slack_events import BadEvent, Challenge, Ignore, Message, classify
 
 log = logging.getLogger(__name__)
 
@@ -57,10 +57,35 @@ def handle_events(body: bytes, headers: Mapping[str, str]) -> Reply:
     if isinstance(outcome, Ignore):
         log.debug("ignored event", extra={"reason": outcome.reason})
         return {"ok": True, "ignored": outcome.reason}, 200
-    return _start_session(outcome, retry_num=headers.get("x-slack-retry-num"))
+    return _route(outcome, body=payload, retry_num=headers.get("x-slack-retry-num"))
 
 
-def _start_session(start: StartSession, *, retry_num: str | None) -> Reply:
+def _route(message: Message, *, body: dict[str, Any], retry_num: str | None) -> Reply:
+    """A thread reply may answer the thread's open question; a mention or a DM otherwise starts a session."""
+    if message.in_thread:
+        outcome = answers.answer_reply(
+            channel=message.channel,
+            thread_ts=message.thread_ts,
+            user=message.user,
+            text=message.text,
+            ts=message.ts,
+            bot_user_id=_bot_user_id(body),
+        )
+        if outcome.result != "no_question":
+            return {"ok": True, "answer": outcome.result}, 200
+    if not message.starts_session:
+        return {"ok": True, "ignored": "thread message with no open question"}, 200
+    return _start_session(message, retry_num=retry_num)
+
+
+def _bot_user_id(body: dict[str, Any]) -> str | None:
+    for authorization in body.get("authorizations") or []:
+        if isinstance(authorization, dict) and authorization.get("is_bot") and authorization.get("user_id"):
+            return str(authorization["user_id"])
+    return None
+
+
+def _start_session(start: Message, *, retry_num: str | None) -> Reply:
     session_id = ids.session_for_event(start.event_id)
     with session_context(session_id):
         session = Session(
@@ -82,7 +107,9 @@ def _start_session(start: StartSession, *, retry_num: str | None) -> Reply:
         except Exception:
             # Undo, so Slack's retry of this event starts from scratch instead of being a "duplicate".
             log.exception("could not enqueue the session task; asking Slack to retry")
-            store.forget_event_session(event_id=start.event_id, session_id=session_id)
+            store.forget_event_session(
+                event_id=start.event_id, session_id=session_id, message=store.message_key(start.channel, start.ts)
+            )
             return {"error": "could not enqueue, retry"}, 503
         log.info(
             "session queued", extra={"event_id": start.event_id, "channel": start.channel, "thread_ts": start.thread_ts}

@@ -133,6 +133,7 @@ class Question:
     answer: str | None = None
     answered_by: str | None = None
     answered_at: datetime | None = None
+    answer_ts: str | None = None  # the Slack message (or button click) that answered
     matched_option: str | None = None
     continuation_id: str | None = None
 

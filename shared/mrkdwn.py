@@ -47,6 +47,7 @@ _BARE_URL = re.compile(r"(?:https?://|www\.)[^\s<>]+", re.IGNORECASE)
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _AMPERSAND = re.compile(r"&(?!(?:amp|lt|gt);)")
 _URL_TRAILING = "?!.,:;*_~'\""
+_MAX_PARENTHESES = 32  # CommonMark allows this limit on nesting in a link destination, against quadratic time
 
 
 def to_slack_messages(markdown: str, limit: int = DEFAULT_LIMIT) -> list[str]:
@@ -234,6 +235,7 @@ def _is_punct(char: str) -> bool:
 def _inline(text: str, style: _Style, *, links: bool = True) -> str:
     nodes: list[str | _Delimiter] = []
     pending: list[str] = []
+    brackets = _bracket_pairs(text) if links and "[" in text else None
 
     def atom(rendered: str) -> None:
         if pending:
@@ -247,44 +249,42 @@ def _inline(text: str, style: _Style, *, links: bool = True) -> str:
         if char == "\\" and i + 1 < n and text[i + 1] in _ASCII_PUNCT:
             pending.append(text[i + 1])
             i += 2
-            continue
-        if char == "`":
+        elif found := _atom_at(text, i, style, brackets):
+            atom(found[0])
+            i = found[1]
+        elif char in "`*_~":
             run = _run_length(text, i)
-            close = _closing_backticks(text, i + run, run)
-            if close < 0:
-                pending.append(text[i : i + run])
-                i += run
-                continue
-            span = text[i : close + run]
-            atom(_plain_code(span[run:-run]) if style.plain else span)
-            i = close + run
-            continue
-        if char == "<" and (token := _angle_token(text, i, style)):
-            atom(token[0])
-            i = token[1]
-            continue
-        if links and char in "[!" and (link := _link(text, i, style)):
-            atom(link[0])
-            i = link[1]
-            continue
-        if char in "hHwW" and (i == 0 or not text[i - 1].isalnum()) and (url := _bare_url(text, i)):
-            atom(url if style.plain else _escape(url))
-            i += len(url)
-            continue
-        if char in "*_~":
-            run = _run_length(text, i)
-            if char == "~" and run != 2:
+            if char == "`" or (char == "~" and run != 2):  # backticks that close nothing, or a lone tilde
                 pending.append(text[i : i + run])
             else:
                 atom("")
                 nodes.append(_delimiter(text, i, run))
             i += run
-            continue
-        pending.append(char)
-        i += 1
+        else:
+            pending.append(char)
+            i += 1
     atom("")
     _match_emphasis([node for node in nodes if isinstance(node, _Delimiter)], style)
     return "".join(node if isinstance(node, str) else node.render() for node in nodes)
+
+
+def _atom_at(text: str, i: int, style: _Style, brackets: dict[int, int] | None) -> tuple[str, int] | None:
+    """A construct emphasis cannot look inside (code span, token, link, URL) at ``i``: its rendering and end."""
+    char = text[i]
+    if char == "`":
+        run = _run_length(text, i)
+        close = _closing_backticks(text, i + run, run)
+        if close < 0:
+            return None
+        span = text[i : close + run]
+        return (_plain_code(span[run:-run]) if style.plain else span), close + run
+    if char == "<":
+        return _angle_token(text, i, style)
+    if char in "[!" and brackets is not None:
+        return _link(text, i, style, brackets)
+    if char in "hHwW" and (i == 0 or not text[i - 1].isalnum()) and (url := _bare_url(text, i)):
+        return (url if style.plain else _escape(url)), i + len(url)
+    return None
 
 
 def _run_length(text: str, start: int) -> int:
@@ -324,35 +324,37 @@ def _delimiter(text: str, start: int, run: int) -> _Delimiter:
 
 
 def _match_emphasis(stack: list[_Delimiter], style: _Style) -> None:
-    """CommonMark's "process emphasis": pairs closers with the nearest compatible opener."""
-    current = 0
-    while current < len(stack):
-        closer = stack[current]
-        if not closer.can_close or closer.remaining == 0:
-            current += 1
-            continue
-        found = -1
-        for j in range(current - 1, -1, -1):
-            opener = stack[j]
-            if opener.char != closer.char or not opener.can_open or opener.remaining == 0:
-                continue
-            both = opener.can_close or closer.can_open
-            if both and (opener.length + closer.length) % 3 == 0 and (opener.length % 3 or closer.length % 3):
-                continue
-            found = j
-            break
-        if found < 0:
-            current += 1
-            continue
-        opener = stack[found]
-        use = 2 if opener.remaining >= 2 and closer.remaining >= 2 else 1
-        marker = style.strike if closer.char == "~" else style.strong if use == 2 else style.emphasis
-        opener.remaining -= use
-        closer.remaining -= use
-        opener.opens.append(marker)
-        closer.closes.append(marker)
-        del stack[found + 1 : current]
-        current = found + 1
+    """CommonMark's "process emphasis": pairs each closer with the nearest compatible opener.
+
+    ``bottoms`` remembers, per kind of closer, below which point no opener can match, which keeps
+    a line full of unmatched delimiters from costing quadratic time.
+    """
+    bottoms: dict[tuple[str, bool, int], int] = {}
+    for current, closer in enumerate(stack):
+        while closer.can_close and closer.remaining:
+            key = (closer.char, closer.can_open, closer.length % 3)
+            found = -1
+            for j in range(current - 1, bottoms.get(key, -1), -1):
+                opener = stack[j]
+                if opener.char != closer.char or not opener.can_open or not opener.remaining:
+                    continue
+                both = opener.can_close or closer.can_open
+                if both and (opener.length + closer.length) % 3 == 0 and (opener.length % 3 or closer.length % 3):
+                    continue
+                found = j
+                break
+            if found < 0:
+                bottoms[key] = current - 1
+                break
+            opener = stack[found]
+            use = 2 if opener.remaining >= 2 and closer.remaining >= 2 else 1
+            marker = style.strike if closer.char == "~" else style.strong if use == 2 else style.emphasis
+            opener.remaining -= use
+            closer.remaining -= use
+            opener.opens.append(marker)
+            closer.closes.append(marker)
+            for between in stack[found + 1 : current]:
+                between.can_open = between.can_close = False  # emphasis cannot overlap: these stay literal
 
 
 def _angle_token(text: str, start: int, style: _Style) -> tuple[str, int] | None:
@@ -383,13 +385,13 @@ def _bare_url(text: str, start: int) -> str:
     return url
 
 
-def _link(text: str, start: int, style: _Style) -> tuple[str, int] | None:
+def _link(text: str, start: int, style: _Style, brackets: dict[int, int]) -> tuple[str, int] | None:
     """Parses ``[label](destination "title")`` or its image form at ``start``."""
     image = text[start] == "!"
     if image and not text.startswith("![", start):
         return None
     label_start = start + (2 if image else 1)
-    label_end = _closing_bracket(text, label_start)
+    label_end = brackets.get(label_start - 1, -1)
     if label_end < 0 or not text.startswith("(", label_end + 1):
         return None
     parsed = _destination(text, label_end + 2)
@@ -407,8 +409,11 @@ def _link(text: str, start: int, style: _Style) -> tuple[str, int] | None:
     return (f"<{url}|{label}>" if label else f"<{url}>"), end
 
 
-def _closing_bracket(text: str, start: int) -> int:
-    depth, i = 1, start
+def _bracket_pairs(text: str) -> dict[int, int]:
+    """Each ``[`` mapped to its ``]``, skipping escapes and code spans, in one pass over the line."""
+    pairs: dict[int, int] = {}
+    opened: list[int] = []
+    i = 0
     while i < len(text):
         char = text[i]
         if char == "\\":
@@ -420,13 +425,11 @@ def _closing_bracket(text: str, start: int) -> int:
             i = close + run if close >= 0 else i + run
             continue
         if char == "[":
-            depth += 1
-        elif char == "]":
-            depth -= 1
-            if depth == 0:
-                return i
+            opened.append(i)
+        elif char == "]" and opened:
+            pairs[opened.pop()] = i
         i += 1
-    return -1
+    return pairs
 
 
 def _destination(text: str, start: int) -> tuple[str, int] | None:
@@ -450,6 +453,8 @@ def _destination(text: str, start: int) -> tuple[str, int] | None:
                 continue
             if char == "(":
                 depth += 1
+                if depth > _MAX_PARENTHESES:
+                    return None
             elif char == ")":
                 if depth == 0:
                     break
@@ -524,6 +529,9 @@ def split_message(text: str, limit: int = DEFAULT_LIMIT) -> list[str]:
     start, reopen = 0, False
     while True:
         prefix = _OPEN_FENCE if reopen else ""
+        indentation = len(text) - len(text[start:].lstrip()) - start
+        if indentation > limit // 2:
+            start += indentation  # whitespace that would crowd out the content is trimmed like any at a split
         if len(prefix) + len(text) - start <= limit:
             chunks.append(prefix + text[start:])
             return chunks

@@ -29,8 +29,8 @@ class Ignore:
 
 
 @dataclass(frozen=True)
-class StartSession:
-    """A mention or a direct message: someone asked the bot for something."""
+class Message:
+    """A person's message that concerns the bot: a mention, a direct message, or a reply in a thread."""
 
     event_id: str
     event_type: str
@@ -39,9 +39,22 @@ class StartSession:
     ts: str
     user: str
     text: str
+    direct: bool  # a DM: every message is for the bot
+
+    @property
+    def mention(self) -> bool:
+        return self.event_type == "app_mention"
+
+    @property
+    def in_thread(self) -> bool:
+        return self.thread_ts != self.ts
+
+    @property
+    def starts_session(self) -> bool:
+        return self.mention or self.direct
 
 
-Outcome = Challenge | Ignore | StartSession
+Outcome = Challenge | Ignore | Message
 
 
 def _text_field(obj: dict[str, Any], key: str, where: str) -> str:
@@ -87,18 +100,18 @@ def classify(body: Any) -> Outcome:
     why = _own_or_bot(body, event)
     if why:
         return Ignore(why)
-    if event_type == "message" and event.get("channel_type") != "im":
-        # Channel messages reach us only for threads; routing them is the answers path's job.
-        return Ignore("channel message without a mention")
-
     ts = _text_field(event, "ts", "event")
     thread_ts = event.get("thread_ts") or ts
     if not isinstance(thread_ts, str):
         raise BadEvent("event.thread_ts is not a string")
+    direct = event_type == "message" and event.get("channel_type") == "im"
+    if event_type == "message" and not direct and thread_ts == ts:
+        # A top-level channel message without a mention is not for the bot (its mention twin is).
+        return Ignore("channel message without a mention")
     text = event.get("text", "")
     if not isinstance(text, str):
         raise BadEvent("event.text is not a string")
-    return StartSession(
+    return Message(
         event_id=event_id,
         event_type=event_type,
         channel=_text_field(event, "channel", "event"),
@@ -106,4 +119,5 @@ def classify(body: Any) -> Outcome:
         ts=ts,
         user=_text_field(event, "user", "event"),
         text=text,
+        direct=direct,
     )

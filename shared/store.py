@@ -13,6 +13,7 @@ from typing import Any
 
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
+from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared import config
 from shared.models import Question, QuestionStatus, Session, SessionKind, SessionStatus, Step
@@ -71,17 +72,11 @@ def start_session_for_event(*, event_id: str, event_type: str, session: Session)
     (a Slack retry, or a concurrent duplicate delivery) the whole commit fails
     and nothing changes. Returns True only for the one delivery that won.
     """
-    expires = session.created_at + timedelta(hours=config.settings().event_ttl_hours)
+    record = _event_record(event_type, session.session_id, session.created_at)
     batch = db().batch()
-    batch.create(
-        db().collection(EVENTS).document(event_id),
-        {
-            "type": event_type,
-            "session_id": session.session_id,
-            "received_at": session.created_at,
-            EVENT_EXPIRES_FIELD: expires,
-        },
-    )
+    batch.create(db().collection(EVENTS).document(event_id), record)
+    # The same message can arrive as two events (app_mention and its message twin): it acts once.
+    batch.create(db().collection(EVENTS).document(message_key(session.channel, session.trigger_ts)), record)
     batch.create(db().collection(SESSIONS).document(session.session_id), session.to_doc())
     try:
         batch.commit()
@@ -90,10 +85,21 @@ def start_session_for_event(*, event_id: str, event_type: str, session: Session)
     return True
 
 
-def forget_event_session(*, event_id: str, session_id: str) -> None:
+def message_key(channel: str, ts: str) -> str:
+    """The de-duplication record of one Slack message (or button press), whatever events carried it."""
+    return f"msg-{channel}-{ts}"
+
+
+def _event_record(kind: str, session_id: str, at: datetime) -> dict[str, Any]:
+    expires = at + timedelta(hours=config.settings().event_ttl_hours)
+    return {"type": kind, "session_id": session_id, "received_at": at, EVENT_EXPIRES_FIELD: expires}
+
+
+def forget_event_session(*, event_id: str, session_id: str, message: str) -> None:
     """Undo ``start_session_for_event`` when the task could not be enqueued, so Slack's retry starts clean."""
     batch = db().batch()
     batch.delete(db().collection(EVENTS).document(event_id))
+    batch.delete(db().collection(EVENTS).document(message))
     batch.delete(db().collection(SESSIONS).document(session_id))
     batch.commit()
 
@@ -189,9 +195,9 @@ def commit_step(
     """Persist one step and the session's progress together, fenced by the lease.
 
     One transaction: read the session to check this worker still holds it, create
-    the step, and update the session (next sequence number, lease renewal and any
-    other ``fields``, such as a terminal status). A step that already exists (a
-    retried step after a crash) is not rewritten.
+    the step with ``create()`` (a step is never overwritten), and update the session
+    (next sequence number, lease renewal and any other ``fields``, such as a
+    terminal status).
     """
     ref = _session_ref(session.session_id)
     when = now()
@@ -209,7 +215,7 @@ def commit_step(
         if current.get("worker") != session.worker or current.get("status") != SessionStatus.RUNNING.value:
             raise LeaseLost(f"session is now {current.get('status')} under worker {current.get('worker')}")
         if step is not None:
-            transaction.set(_step_ref(session.transcript, step.seq), step.to_doc())
+            transaction.create(_step_ref(session.transcript, step.seq), step.to_doc())
         transaction.update(ref, updates)
 
     write(db().transaction())
@@ -243,6 +249,21 @@ def get_question(question_id: str) -> Question | None:
     snap = _question_ref(question_id).get()
     data = snap.to_dict()
     return Question.from_doc(data) if snap.exists and data is not None else None
+
+
+def open_question_in_thread(channel: str, thread_ts: str) -> Question | None:
+    """The thread's open question, with one indexed query (channel, thread_ts, status)."""
+    query = (
+        db()
+        .collection(QUESTIONS)
+        .where(filter=FieldFilter("channel", "==", channel))
+        .where(filter=FieldFilter("thread_ts", "==", thread_ts))
+        .where(filter=FieldFilter("status", "==", QuestionStatus.OPEN.value))
+        .limit(1)
+    )
+    for snap in query.stream():
+        return Question.from_doc(snap.to_dict() or {})
+    return None
 
 
 def continuation_id(question_id: str) -> str:
@@ -284,18 +305,24 @@ def answer_question(
             transcript_id=question.transcript_id,
         )
         transaction.create(_session_ref(session.session_id), session.to_doc())
+        # Claims the answering message, so its app_mention twin cannot start a session of its own.
+        transaction.set(
+            db().collection(EVENTS).document(message_key(question.channel, trigger_ts)),
+            _event_record("answer", session.session_id, when),
+        )
         fields = {
             "status": QuestionStatus.ANSWERED.value,
             "answer": answer,
             "answered_by": answered_by,
             "answered_at": when,
             "matched_option": matched_option,
+            "answer_ts": trigger_ts,
             "continuation_id": session.session_id,
         }
         transaction.update(qref, fields)
         question.status = QuestionStatus.ANSWERED
         question.answer, question.answered_by, question.matched_option = answer, answered_by, matched_option
-        question.continuation_id = session.session_id
+        question.continuation_id, question.answer_ts = session.session_id, trigger_ts
         return question, session
 
     result: tuple[Question | None, Session | None] = answer_it(db().transaction())

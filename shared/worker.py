@@ -22,6 +22,7 @@ from shared.logs import session_context
 log = logging.getLogger(__name__)
 
 MAX_TASK_BODY_BYTES = 64 * 1024
+GIVE_UP_AFTER_ATTEMPTS = 3  # a session that crashes this often is failed, and the thread told, not retried forever
 
 Reply = tuple[dict[str, Any], int]
 
@@ -76,4 +77,12 @@ def _run(session_id: str, *, task: str, attempt: int) -> Reply:
     except store.LeaseLost as exc:
         log.warning("lost the session to another worker; stopping", extra={"reason": str(exc)})
         return {"ok": True, "skipped": "lease lost"}, 200
+    except Exception as exc:
+        if attempt + 1 < GIVE_UP_AFTER_ATTEMPTS:
+            # Probably transient (Slack or Firestore hiccup): Cloud Tasks redelivers and the next attempt resumes.
+            log.exception("session attempt crashed; asking Cloud Tasks to retry", extra={"attempt": attempt})
+            return {"error": "session attempt failed, retry"}, 500
+        log.exception("session crashed on every attempt; giving up", extra={"attempt": attempt})
+        Runner.give_up(session, f"an internal error ({type(exc).__name__})")
+        return {"ok": True, "status": "failed"}, 200
     return {"ok": True, "status": status.value}, 200

@@ -23,7 +23,8 @@ class Thread:
 
 def mention(fake_slack: FakeSlack, channel: str, text: str, *, user: str = HUMAN) -> Thread:
     """A person mentions the bot in a new thread; the fake Slack delivers the signed events."""
-    sent = fake_slack.user_message(user, channel, f"<@{local.BOT_USER_ID}> {text}")
+    # The channel id (unique per test) is in the text, so the test's scripted replies match only this thread.
+    sent = fake_slack.user_message(user, channel, f"<@{local.BOT_USER_ID}> {text} [{channel}]")
     [delivery] = [d for d in sent["deliveries"] if d["type"] == "app_mention"]
     assert delivery["status"] == 200, sent
     return Thread(channel=channel, ts=sent["ts"], session_id=ids.session_for_event(delivery["event_id"]))

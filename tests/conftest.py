@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
 from infra.fakegemini.control import FakeGemini
 from infra.fakeslack.control import FakeSlack
-from infra.stack import Stack
+from infra.stack import LOCAL, Stack
 from shared import config
 from tests.slack import SlackSender
 
@@ -25,7 +26,11 @@ from tests.slack import SlackSender
 @pytest.fixture(scope="session")
 def stack() -> Iterator[Stack]:
     # Small budgets keep the budget tests short; everything else runs with the product's defaults.
-    stack = Stack(extra_env={"SESSION_MAX_TURNS": "6", "SESSION_MAX_TOOL_CALLS": "10"}).start()
+    # Its own stack file and logs, so a `make dev` stack of the same checkout is left alone.
+    stack = Stack(
+        extra_env={"SESSION_MAX_TURNS": "6", "SESSION_MAX_TOOL_CALLS": "10"},
+        stack_file=LOCAL / "test" / "stack.json",
+    ).start()
     saved = dict(os.environ)
     os.environ.update(stack.product_env())
     config.reset()
@@ -50,6 +55,19 @@ def fake_gemini(stack: Stack) -> FakeGemini:
     client = FakeGemini(stack.url("fake_gemini"))
     client.reset()
     return client
+
+
+@pytest.fixture
+def script(fake_gemini: FakeGemini, uid: str) -> Callable[..., int]:
+    """Queue Gemini stub replies that only this test's conversations (those that mention ``uid``) receive.
+
+    A session left over from an earlier test can then never consume this test's replies.
+    """
+
+    def add(*items: dict[str, Any]) -> int:
+        return fake_gemini.script(*(FakeGemini.matching(uid, item) for item in items))
+
+    return add
 
 
 @pytest.fixture

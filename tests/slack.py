@@ -37,8 +37,9 @@ def event_callback(event: dict[str, Any], *, event_id: str) -> dict[str, Any]:
 
 
 def mention(
-    *, channel: str, ts: str, user: str = "U0HUMAN", text: str = "hello", thread_ts: str | None = None
+    *, channel: str, ts: str, user: str = "U0HUMAN", text: str | None = None, thread_ts: str | None = None
 ) -> dict[str, Any]:
+    text = f"hello from {channel}" if text is None else text
     event: dict[str, Any] = {
         "type": "app_mention",
         "user": user,

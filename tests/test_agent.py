@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from tests.poll import wait_for
 
 pytestmark = pytest.mark.stack
 G = FakeGemini
+Script = Callable[..., int]
 
 
 def reaction_calls(fake_slack: FakeSlack, ts: str) -> list[str]:
@@ -42,9 +44,9 @@ def answer(question_id: str, text: str, *, option: str | None = None) -> str:
 
 
 def test_mention_gets_a_final_reply_with_reactions_in_order(
-    fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
 ) -> None:
-    fake_gemini.script(G.text("Hello **there**. See [the docs](https://example.com/a_b)."))
+    script(G.text("Hello **there**. See [the docs](https://example.com/a_b)."))
     thread = mention(fake_slack, f"C{uid}", "say hello")
     done = wait_status(thread.session_id, SessionStatus.DONE)
     [reply] = fake_slack.bot_replies(thread.channel, thread.ts)
@@ -58,9 +60,11 @@ def test_mention_gets_a_final_reply_with_reactions_in_order(
     assert {"ask_operator", "post_update", "read_thread", "fetch_url"} <= declared
 
 
-def test_long_answers_are_split_into_several_messages(fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str) -> None:
+def test_long_answers_are_split_into_several_messages(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
     paragraphs = "\n\n".join(f"Paragraph {i}: " + "word " * 150 for i in range(12))
-    fake_gemini.script(G.text(paragraphs))
+    script(G.text(paragraphs))
     thread = mention(fake_slack, f"C{uid}", "write a lot")
     wait_status(thread.session_id, SessionStatus.DONE)
     replies = fake_slack.bot_replies(thread.channel, thread.ts)
@@ -69,8 +73,10 @@ def test_long_answers_are_split_into_several_messages(fake_slack: FakeSlack, fak
     assert "Paragraph 11" in replies[-1]["text"]
 
 
-def test_ask_operator_pauses_and_the_answer_resumes(fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str) -> None:
-    fake_gemini.script(G.call("ask_operator", question="sqlite or postgres?", options=["sqlite", "postgres"]))
+def test_ask_operator_pauses_and_the_answer_resumes(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    script(G.call("ask_operator", question="sqlite or postgres?", options=["sqlite", "postgres"]))
     thread = mention(fake_slack, f"C{uid}", "set up the database")
     paused = wait_status(thread.session_id, SessionStatus.PAUSED)
 
@@ -87,7 +93,7 @@ def test_ask_operator_pauses_and_the_answer_resumes(fake_slack: FakeSlack, fake_
     assert fake_slack.reactions(thread.channel, post["ts"]) == ["speech_balloon"]
     assert reaction_calls(fake_slack, thread.ts) == ["+eyes", "-eyes"]
 
-    fake_gemini.script(G.text("Going with postgres."))
+    script(G.text("Going with postgres."))
     continuation = answer(question.question_id, "postgres", option="postgres")
     wait_status(continuation, SessionStatus.DONE)
     assert fake_slack.bot_replies(thread.channel, thread.ts)[-1]["text"] == "Going with postgres."
@@ -101,17 +107,17 @@ def test_ask_operator_pauses_and_the_answer_resumes(fake_slack: FakeSlack, fake_
     assert model_turns[-1]["parts"][0]["functionCall"]["id"] == response["id"]
 
 
-def test_ask_answer_ask_answer_done(fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str) -> None:
-    fake_gemini.script(G.call("ask_operator", question="Which region?"))
+def test_ask_answer_ask_answer_done(script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str) -> None:
+    script(G.call("ask_operator", question="Which region?"))
     thread = mention(fake_slack, f"C{uid}", "deploy it")
     first = open_question(wait_status(thread.session_id, SessionStatus.PAUSED).session_id)
 
-    fake_gemini.script(G.call("ask_operator", question="May I restart prod?", options=["yes", "no"]))
+    script(G.call("ask_operator", question="May I restart prod?", options=["yes", "no"]))
     second_session = answer(first.question_id, "europe-west1")
     second = open_question(wait_status(second_session, SessionStatus.PAUSED).session_id)
     assert second.question_id != first.question_id
 
-    fake_gemini.script(G.text("Deployed to europe-west1 and restarted."))
+    script(G.text("Deployed to europe-west1 and restarted."))
     third_session = answer(second.question_id, "yes", option="yes")
     wait_status(third_session, SessionStatus.DONE)
 
@@ -126,9 +132,9 @@ def test_ask_answer_ask_answer_done(fake_slack: FakeSlack, fake_gemini: FakeGemi
 
 
 def test_a_duplicate_task_delivery_does_nothing(
-    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+    script: Script, stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
 ) -> None:
-    fake_gemini.script(G.text("done once"))
+    script(G.text("done once"))
     thread = mention(fake_slack, f"C{uid}", "once please")
     wait_status(thread.session_id, SessionStatus.DONE)
     tasks.enqueue_session(thread.session_id, attempt="duplicate")
@@ -170,9 +176,9 @@ def test_a_live_lease_is_not_taken_by_another_task(fake_slack: FakeSlack, uid: s
 
 
 def test_a_killed_worker_is_taken_over_without_posting_twice(
-    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+    script: Script, stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
 ) -> None:
-    fake_gemini.script(
+    script(
         G.call("post_update", text="Working on it."),
         G.delayed(30, G.text("this answer is lost with the killed worker")),
         G.text("All done after the restart."),
@@ -189,9 +195,9 @@ def test_a_killed_worker_is_taken_over_without_posting_twice(
 
 
 def test_tools_forever_ends_with_a_wrap_up_inside_the_budget(
-    fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
 ) -> None:
-    fake_gemini.script(*[G.call("read_thread", limit=5) for _ in range(6)], G.text("Summary: I read a lot."))
+    script(*[G.call("read_thread", limit=5) for _ in range(6)], G.text("Summary: I read a lot."))
     thread = mention(fake_slack, f"C{uid}", "loop forever")
     done = wait_status(thread.session_id, SessionStatus.DONE)
     assert fake_slack.bot_replies(thread.channel, thread.ts)[-1]["text"] == "Summary: I read a lot."
@@ -203,17 +209,21 @@ def test_tools_forever_ends_with_a_wrap_up_inside_the_budget(
     assert done.tool_calls == 6
 
 
-def test_a_429_or_503_then_success_gives_one_session(fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str) -> None:
-    fake_gemini.script(G.error(503, "UNAVAILABLE", "overloaded", times=1), G.error(429, "RESOURCE_EXHAUSTED", "slow"))
-    fake_gemini.script(G.text("made it"))
+def test_a_429_or_503_then_success_gives_one_session(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    script(G.error(503, "UNAVAILABLE", "overloaded", times=1), G.error(429, "RESOURCE_EXHAUSTED", "slow"))
+    script(G.text("made it"))
     thread = mention(fake_slack, f"C{uid}", "try hard")
     wait_status(thread.session_id, SessionStatus.DONE)
     assert [r["text"] for r in fake_slack.bot_replies(thread.channel, thread.ts)] == ["made it"]
     assert len(fake_gemini.requests()) == 3
 
 
-def test_a_model_that_stays_down_fails_and_says_so(fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str) -> None:
-    fake_gemini.script(G.error(503, "UNAVAILABLE", "the model is down", times=20))
+def test_a_model_that_stays_down_fails_and_says_so(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    script(G.error(503, "UNAVAILABLE", "the model is down", times=20))
     thread = mention(fake_slack, f"C{uid}", "anyone there?")
     failed = wait_status(thread.session_id, SessionStatus.FAILED)
     [reply] = fake_slack.bot_replies(thread.channel, thread.ts)
@@ -235,9 +245,9 @@ def test_a_model_that_stays_down_fails_and_says_so(fake_slack: FakeSlack, fake_g
     ],
 )
 def test_bad_calls_go_back_to_the_model_as_errors(
-    fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, call: dict[str, Any], error: str
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, call: dict[str, Any], error: str
 ) -> None:
-    fake_gemini.script(call, G.text("ok, I recovered"))
+    script(call, G.text("ok, I recovered"))
     thread = mention(fake_slack, f"C{uid}", "break a tool")
     wait_status(thread.session_id, SessionStatus.DONE)
     [response] = function_responses(fake_gemini.requests()[1])
@@ -246,11 +256,11 @@ def test_bad_calls_go_back_to_the_model_as_errors(
 
 
 def test_the_stored_transcript_round_trips_into_content(
-    fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
 ) -> None:
     from shared.transcript import contents_of
 
-    fake_gemini.script(G.call("read_thread", limit=3), G.text("read it"))
+    script(G.call("read_thread", limit=3), G.text("read it"))
     thread = mention(fake_slack, f"C{uid}", "read the thread")
     wait_status(thread.session_id, SessionStatus.DONE)
     contents = contents_of(store.load_steps(thread.session_id))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ import requests
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from infra import stack as local
+from infra.fakegemini.control import FakeGemini
 from shared import ids, store
 from tests.poll import wait_for
 from tests.slack import SlackSender, event_callback, mention, message
@@ -28,9 +30,35 @@ def event_doc_exists(event_id: str) -> bool:
     return bool(store.db().collection(store.EVENTS).document(event_id).get().exists)
 
 
+LOGS = local.LOCAL / "test" / "logs"
+
+
 def deliveries(event_id: str) -> int:
-    doc = session_doc(event_id) or {}
-    return int(doc.get("deliveries", 0))
+    """How many task deliveries of this event's session reached agent_session (from its JSON log lines)."""
+    session_id = ids.session_for_event(event_id)
+    count = 0
+    for line in (LOGS / "agent_session.log").read_text().splitlines():
+        if session_id in line and line.startswith("{"):
+            entry = json.loads(line)
+            if entry.get("session_id") == session_id and entry.get("message") in {
+                "session claimed",
+                "nothing to do for this delivery",
+            }:
+                count += 1
+    return count
+
+
+@pytest.fixture(autouse=True)
+def quick_agent(script: Callable[..., int], uid: str) -> Iterator[None]:
+    """Sessions these tests start get an immediate answer, and are finished before the next test."""
+    script(FakeGemini.text("ok"), FakeGemini.text("ok"))
+    yield
+
+    def settled() -> bool:
+        query = store.db().collection(store.SESSIONS).where(filter=FieldFilter("channel", "in", [f"C{uid}", f"D{uid}"]))
+        return all((s.to_dict() or {}).get("status") not in {"queued", "running"} for s in query.stream())
+
+    wait_for(settled, timeout=30, what="this test's sessions to finish")
 
 
 def assert_nothing_created(event_id: str) -> None:
@@ -101,7 +129,9 @@ def test_three_concurrent_deliveries_make_one_session_and_one_task(slack: SlackS
     assert sorted(r.status_code for r in results) == [200, 200, 200]
     assert sum(1 for r in results if r.json().get("session_id")) == 1
     assert sum(1 for r in results if r.json().get("duplicate")) == 2
-    sessions = list(store.db().collection(store.SESSIONS).where(filter=FieldFilter("event_id", "==", event_id)).stream())
+    sessions = list(
+        store.db().collection(store.SESSIONS).where(filter=FieldFilter("event_id", "==", event_id)).stream()
+    )
     assert len(sessions) == 1
     wait_for(lambda: deliveries(event_id) >= 1, what="the task to reach agent_session")
     time.sleep(1.5)  # the emulator dispatches every 0.1 s: a second task would have arrived by now
@@ -271,7 +301,7 @@ def test_ingress_logs_are_json_lines_with_severity_and_session(slack: SlackSende
     event_id = f"Ev{uid}"
     assert slack.send_event(mention(channel=f"C{uid}", ts="1700000001.000100"), event_id=event_id).ok
     session_id = ids.session_for_event(event_id)
-    log_file = local.LOCAL / "logs" / "slack_events.log"
+    log_file = LOGS / "slack_events.log"
 
     def queued_line() -> dict[str, Any] | None:
         for line in log_file.read_text().splitlines():

@@ -85,7 +85,7 @@ def test_a_process_that_ignores_sigterm_is_killed(tmp_path: Path) -> None:
 
 def test_stack_file_lists_every_piece(stack: stack.Stack) -> None:
     info = json.loads(stack.STACK_FILE.read_text()) if False else json.loads(stack_file().read_text())
-    assert set(info["functions"]) == {"slack_events", "agent_session", "sweep"}
+    assert set(info["functions"]) == {"slack_events", "slack_interactivity", "agent_session", "sweep"}
     for key in ("firestore", "tasks", "fake_slack", "fake_gemini"):
         assert info[key]
     for pid in info["pids"].values():
@@ -115,7 +115,7 @@ def test_an_interrupted_run_leaves_nothing_behind(tmp_path: Path) -> None:
             assert time.monotonic() < deadline, "the stack did not come up"
             time.sleep(0.2)
         pids = json.loads((tmp_path / "s.json").read_text())["pids"]
-        assert len(pids) == 7
+        assert len(pids) == 8
         os.kill(runner.pid, signal.SIGINT)
         runner.wait(timeout=60)
         assert not any(procs.group_alive(pid) for pid in pids.values())

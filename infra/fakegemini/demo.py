@@ -100,6 +100,12 @@ def answer_text(response: object) -> str:
     return json.dumps(response, ensure_ascii=False)
 
 
+def request_of(text: str) -> str:
+    """The request itself, when the product framed it with the thread ("...working on now:\n<request>")."""
+    marker = "working on now:\n"
+    return text.split(marker, 1)[1] if marker in text else text
+
+
 def _text(text: str) -> dict[str, Any]:
     return {"text": text}
 
@@ -129,6 +135,6 @@ def demo_item(body: Mapping[str, Any]) -> dict[str, Any]:
             f'{PREFIX} Summary: {turns} message(s) so far; the latest says: "{_clip(user_text, 200)}". {DISCLAIMER}'
         )
     if role == "user" and isinstance(part.get("text"), str) and ASK_TOOL in tools and not has_asked(body):
-        question = f"{PREFIX} Which option should I use for: {_clip(str(part['text']), 80)}?"
+        question = f"{PREFIX} Which option should I use for: {_clip(request_of(str(part['text'])), 80)}?"
         return {"function_calls": [{"name": ASK_TOOL, "args": {"question": question, "options": list(DEMO_OPTIONS)}}]}
-    return _text(f'{PREFIX} I read your message: "{_clip(user_text, 200)}". {DISCLAIMER}')
+    return _text(f'{PREFIX} I read your message: "{_clip(request_of(user_text), 200)}". {DISCLAIMER}')

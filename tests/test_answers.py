@@ -1,0 +1,203 @@
+"""Answers through Slack: thread replies and buttons resume the session exactly once, and only from operators."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import pytest
+from google.cloud.firestore_v1.base_query import FieldFilter
+
+from infra import stack as local
+from infra.fakegemini.control import FakeGemini
+from infra.fakeslack.control import FakeSlack
+from shared import store
+from shared.answers import match_option
+from shared.models import QuestionStatus, SessionStatus
+from tests.agent_helpers import Thread, function_responses, mention, open_question, wait_status
+from tests.poll import wait_for
+
+pytestmark = pytest.mark.stack
+G = FakeGemini
+Script = Callable[..., int]
+OPERATOR = local.OPERATOR_ID
+
+OPTIONS = ["sqlite", "postgres", "postgres with replicas"]
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        ("2", "postgres"),
+        ("(2)", "postgres"),
+        ("2.", "postgres"),
+        ("  3 ", "postgres with replicas"),
+        ("SQLite", "sqlite"),
+        ("Postgres", "postgres"),
+        ("replicas", "postgres with replicas"),
+        ("4", None),
+        ("0", None),
+        ("post", None),  # in two labels: ambiguous
+        ("mysql please", None),
+    ],
+)
+def test_text_replies_match_options(reply: str, expected: str | None) -> None:
+    assert match_option(reply, OPTIONS) == expected
+
+
+def ask(script: Script, fake_slack: FakeSlack, uid: str, *, options: list[str] | None = None) -> Thread:
+    args = {"question": "Which database?"} | ({"options": options} if options else {})
+    script(G.call("ask_operator", **args))
+    thread = mention(fake_slack, f"C{uid}", "set up storage")
+    wait_status(thread.session_id, SessionStatus.PAUSED)
+    return thread
+
+
+def test_an_operator_reply_resumes_the_session(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    thread = ask(script, fake_slack, uid, options=OPTIONS)
+    question = open_question(thread.session_id)
+    script(G.text("Using postgres."))
+    reply = fake_slack.user_message(OPERATOR, thread.channel, "2", thread_ts=thread.ts)
+    assert [d["status"] for d in reply["deliveries"]] == [200]
+    answered = store.get_question(question.question_id)
+    assert answered is not None
+    assert answered.status == QuestionStatus.ANSWERED
+    assert answered.matched_option == "postgres"
+    assert answered.answered_by == OPERATOR
+    wait_status(store.continuation_id(question.question_id), SessionStatus.DONE)
+    assert fake_slack.bot_replies(thread.channel, thread.ts)[-1]["text"] == "Using postgres."
+    assert "speech_balloon" not in fake_slack.reactions(thread.channel, question.post_ts or "")
+    assert "white_check_mark" in fake_slack.reactions(thread.channel, reply["ts"])
+    [response] = function_responses(fake_gemini.requests()[-1])
+    assert response["response"]["result"] == {"answer": "2", "answered_by": OPERATOR, "matched_option": "postgres"}
+
+
+def test_an_unmatched_reply_goes_to_the_model_as_free_text(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    thread = ask(script, fake_slack, uid, options=OPTIONS)
+    question = open_question(thread.session_id)
+    script(G.text("Understood."))
+    fake_slack.user_message(OPERATOR, thread.channel, "post", thread_ts=thread.ts)
+    wait_status(store.continuation_id(question.question_id), SessionStatus.DONE)
+    [response] = function_responses(fake_gemini.requests()[-1])
+    result = response["response"]["result"]
+    assert result["answer"] == "post"
+    assert result["matched_option"] is None
+    assert "free text" in result["note"]
+
+
+def test_a_mention_in_the_thread_answers_without_the_mention(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    thread = ask(script, fake_slack, uid)
+    question = open_question(thread.session_id)
+    script(G.text("ok"))
+    sent = fake_slack.user_message(OPERATOR, thread.channel, f"<@{local.BOT_USER_ID}> use sqlite", thread_ts=thread.ts)
+    assert sorted(d["type"] for d in sent["deliveries"]) == ["app_mention", "message"]
+    wait_status(store.continuation_id(question.question_id), SessionStatus.DONE)
+    assert store.get_question(question.question_id).answer == "use sqlite"  # type: ignore[union-attr]
+    assert fake_slack.ephemerals(thread.channel) == []  # the twin event is the same answer, not a loser
+    [response] = function_responses(fake_gemini.requests()[-1])
+    assert response["response"]["result"]["answer"] == "use sqlite"
+
+
+def test_a_non_operator_gets_an_ephemeral_note_and_nothing_changes(
+    script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    thread = ask(script, fake_slack, uid)
+    question = open_question(thread.session_id)
+    fake_slack.user_message("U0STRANGER", thread.channel, "sqlite!", thread_ts=thread.ts)
+    [note] = fake_slack.ephemerals(thread.channel, user="U0STRANGER")
+    assert "Only the operators" in note["text"]
+    assert store.get_question(question.question_id).status == QuestionStatus.OPEN  # type: ignore[union-attr]
+    assert store.get_session(store.continuation_id(question.question_id)) is None
+
+
+def test_racing_replies_make_exactly_one_continuation(script: Script, fake_slack: FakeSlack, uid: str) -> None:
+    thread = ask(script, fake_slack, uid)
+    question = open_question(thread.session_id)
+    script(G.text("done"))
+    barrier = threading.Barrier(3)
+    results: list[dict[str, object]] = []
+
+    def reply(text: str) -> None:
+        barrier.wait()
+        results.append(fake_slack.user_message(OPERATOR, thread.channel, text, thread_ts=thread.ts))
+
+    threads = [threading.Thread(target=reply, args=(t,)) for t in ("sqlite", "postgres", "either")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wait_status(store.continuation_id(question.question_id), SessionStatus.DONE)
+    notes = fake_slack.ephemerals(thread.channel, user=OPERATOR)
+    assert len(notes) == 2
+    assert all("already answered" in n["text"] for n in notes)
+    query = store.db().collection(store.SESSIONS).where(filter=FieldFilter("question_id", "==", question.question_id))
+    continuations = [s for s in query.stream() if (s.to_dict() or {}).get("kind") == "continuation"]
+    assert len(continuations) == 1
+
+
+def test_a_button_press_answers_and_updates_the_question(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    thread = ask(script, fake_slack, uid, options=OPTIONS)
+    question = open_question(thread.session_id)
+    script(G.text("Going with replicas."))
+    clicked = fake_slack.click(
+        OPERATOR, thread.channel, question.post_ts or "", "answer_3", value=f"{question.question_id}|3"
+    )
+    assert clicked["status"] == 200
+    wait_status(store.continuation_id(question.question_id), SessionStatus.DONE)
+    post = next(m for m in fake_slack.messages(thread.channel, thread.ts) if m["ts"] == question.post_ts)
+    assert post["text"].startswith(f":white_check_mark: <@{OPERATOR}> chose: *postgres with replicas*")
+    assert not post.get("blocks")
+    [response] = function_responses(fake_gemini.requests()[-1])
+    assert response["response"]["result"]["matched_option"] == "postgres with replicas"
+
+
+@pytest.mark.parametrize("value", ["q-nope|1", "{qid}|9", "{qid}", "garbage"])
+def test_tampered_or_stale_button_values_change_nothing(
+    script: Script, fake_slack: FakeSlack, uid: str, value: str
+) -> None:
+    thread = ask(script, fake_slack, uid, options=OPTIONS)
+    question = open_question(thread.session_id)
+    forged = value.format(qid=question.question_id)
+    clicked = fake_slack.click(OPERATOR, thread.channel, question.post_ts or "", "answer_1", value=forged)
+    assert clicked["status"] == 200
+    assert store.get_question(question.question_id).status == QuestionStatus.OPEN  # type: ignore[union-attr]
+    [note] = fake_slack.ephemerals(thread.channel, user=OPERATOR)
+    assert "nothing changed" in note["text"]
+
+
+def test_a_click_on_an_answered_question_gets_a_note(script: Script, fake_slack: FakeSlack, uid: str) -> None:
+    thread = ask(script, fake_slack, uid, options=OPTIONS)
+    question = open_question(thread.session_id)
+    script(G.text("ok"))
+    fake_slack.user_message(OPERATOR, thread.channel, "1", thread_ts=thread.ts)
+    wait_status(store.continuation_id(question.question_id), SessionStatus.DONE)
+    fake_slack.click(OPERATOR, thread.channel, question.post_ts or "", "answer_2", value=f"{question.question_id}|2")
+    notes = wait_for(lambda: fake_slack.ephemerals(thread.channel, user=OPERATOR), what="an ephemeral note")
+    assert "already answered" in notes[-1]["text"]
+    assert store.get_question(question.question_id).matched_option == "sqlite"  # type: ignore[union-attr]
+
+
+def test_end_to_end_mention_ask_reply_continue_answer(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    script(
+        G.call("ask_operator", question="May I restart prod?", options=["yes", "no"]),
+        G.call("post_update", text="Restarting now."),
+        G.text("Restarted prod; all green."),
+    )
+    thread = mention(fake_slack, f"C{uid}", "prod looks stuck")
+    wait_status(thread.session_id, SessionStatus.PAUSED)
+    fake_slack.user_message(OPERATOR, thread.channel, "yes", thread_ts=thread.ts)
+    question = open_question(thread.session_id)
+    wait_status(store.continuation_id(question.question_id), SessionStatus.DONE)
+    texts = [m["text"] for m in fake_slack.bot_replies(thread.channel, thread.ts)]
+    assert "May I restart prod?" in texts[0]
+    assert texts[1:] == ["Restarting now.", "Restarted prod; all green."]
