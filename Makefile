@@ -44,8 +44,51 @@ lint: $(VENV)/.installed  ## ruff lint and format check
 typecheck: $(VENV)/.installed  ## mypy, strict
 	$(VENV)/bin/mypy
 
-test: install lint typecheck  ## install, lint, type-check, start the emulators and run every test
+test: install deploy-install lint typecheck deploy-check  ## install, lint, type-check, start the emulators and run every test
 	$(PY) -m pytest
 
 clean:  ## remove virtual environments and local stack state
 	rm -rf $(VENV) $(TASKS_VENV) .local .pytest_cache .mypy_cache .ruff_cache
+
+# ---- Deploy (README "Deploy"): the source zip, the offline Terraform checks, apply, the Slack manifest ----
+DEPLOY_VENV := .venv-deploy
+TF := terraform -chdir=terraform
+
+.PHONY: deploy-install deploy-check package apply slack-manifest restart destroy deploy-clean
+
+# checkov and the provider schema clash with .venv's pins, so they get their own environment.
+$(DEPLOY_VENV)/.installed: requirements-deploy.txt
+	$(PYTHON) -m venv $(DEPLOY_VENV)
+	echo '*' > $(DEPLOY_VENV)/.gitignore
+	$(DEPLOY_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(DEPLOY_VENV)/bin/python -m pip install --quiet -r requirements-deploy.txt
+	touch $@
+
+deploy-install: $(VENV)/.installed $(DEPLOY_VENV)/.installed  ## install the deploy checks' tools (.venv-deploy)
+
+deploy-check: deploy-install  ## offline deploy checks: terraform fmt, checkov, mypy of deploy/ (make test also runs tests/deploy)
+	@command -v terraform >/dev/null || { echo "terraform is not installed: https://developer.hashicorp.com/terraform/install"; exit 1; }
+	$(TF) fmt -check -diff -recursive
+	$(DEPLOY_VENV)/bin/checkov --config-file terraform/.checkov.yaml
+	$(VENV)/bin/mypy deploy tests/deploy
+
+package: $(VENV)/.installed  ## build build/function-source.zip, the source every function deploys from
+	$(PY) -m deploy.package
+
+apply: package  ## build the zip, then terraform init and apply (needs terraform/terraform.tfvars and gcloud auth)
+	$(TF) init
+	$(TF) apply
+
+slack-manifest: $(VENV)/.installed  ## write build/slack-manifest.yaml with the deployed URLs (OUTPUTS=saved.json skips terraform)
+	@mkdir -p build
+	$(if $(OUTPUTS),,$(TF) output -json > build/terraform-outputs.json)
+	$(PY) -m deploy.manifest --outputs $(or $(OUTPUTS),build/terraform-outputs.json) --out build/slack-manifest.yaml
+
+restart: $(VENV)/.installed  ## start a new revision of every function, so instances re-read their secrets
+	$(PY) -m deploy.restart
+
+destroy:  ## terraform destroy (first set firestore.deletion_protection = false and apply)
+	$(TF) destroy
+
+deploy-clean:  ## remove .venv-deploy and build/
+	rm -rf $(DEPLOY_VENV) build

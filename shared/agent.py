@@ -122,6 +122,16 @@ class Runner:
                 return self._final_without_tools(prompts.TOO_LONG, kind="too_long", minimal=True)
             except gemini.ModelUnavailable as exc:
                 return self._fail(f"the AI model is unavailable right now ({exc})")
+            except gemini.MalformedResponse as exc:
+                # Tell the model what was wrong, as it would hear a bad tool call, and let it try again.
+                note = f"Your last reply could not be read ({exc}). Function call arguments must be a JSON object."
+                self._commit(
+                    "malformed",
+                    types.Content(role="user", parts=[types.Part(text=note)]),
+                    [{"type": "model", "error": str(exc), "calls": [], "at": store.now()}],
+                    turns=self.session.turns + 1,
+                )
+                continue
             if response is None:
                 return SessionStatus.DONE
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+import pydantic
 from google import genai
 from google.genai import errors, types
 
@@ -29,6 +30,10 @@ class ModelUnavailable(RuntimeError):
 
 class ContextTooLong(RuntimeError):
     """The model rejected the request as longer than its context window."""
+
+
+class MalformedResponse(RuntimeError):
+    """The model's reply could not be read (for example function-call arguments that are not an object)."""
 
 
 def client() -> genai.Client:
@@ -77,10 +82,18 @@ def generate(
         raise ModelUnavailable(f"{exc.code} {exc.status}: {exc.message}") from exc
     except errors.APIError:
         raise
+    except pydantic.ValidationError as exc:
+        raise MalformedResponse(_first_error(exc)) from exc
     except Exception as exc:  # httpx timeouts and connection errors, after the SDK's retries
         if type(exc).__module__.startswith(("httpx", "httpcore")):
             raise ModelUnavailable(f"{type(exc).__name__}: {exc}") from exc
         raise
+
+
+def _first_error(exc: pydantic.ValidationError) -> str:
+    error = exc.errors()[0] if exc.errors() else {"loc": (), "msg": str(exc)}
+    where = ".".join(str(part) for part in error["loc"])
+    return f"{where}: {error['msg']}" if where else str(error["msg"])
 
 
 def _is_too_long(exc: errors.ClientError) -> bool:

@@ -267,3 +267,52 @@ def test_the_stored_transcript_round_trips_into_content(
     assert [c.role for c in contents] == ["user", "model", "user", "model"]
     assert contents[1].parts[0].function_call.name == "read_thread"  # type: ignore[index,union-attr]
     assert contents[2].parts[0].function_response.name == "read_thread"  # type: ignore[index,union-attr]
+
+
+def test_malformed_function_call_arguments_go_back_to_the_model(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    malformed = {
+        "candidates": [
+            {
+                "content": {"role": "model", "parts": [{"functionCall": {"name": "read_thread", "args": "lots"}}]},
+                "finishReason": "STOP",
+            }
+        ]
+    }
+    script(G.raw(malformed), G.text("recovered from a bad reply"))
+    thread = mention(fake_slack, f"C{uid}", "send garbage")
+    wait_status(thread.session_id, SessionStatus.DONE)
+    assert fake_slack.bot_replies(thread.channel, thread.ts)[-1]["text"] == "recovered from a bad reply"
+    assert "could not be read" in texts(fake_gemini.requests()[-1])
+
+
+def test_a_context_the_model_rejects_falls_back_to_one_reply_without_tools(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    script(G.call("read_thread", limit=5), G.context_overflow(), G.text("A short answer from what I know."))
+    thread = mention(fake_slack, f"C{uid}", "summarise everything")
+    wait_status(thread.session_id, SessionStatus.DONE)
+    assert fake_slack.bot_replies(thread.channel, thread.ts)[-1]["text"] == "A short answer from what I know."
+    last = fake_gemini.requests()[-1]
+    assert "tools" not in last["body"]
+    assert "too long" in texts(last)
+    assert function_responses(last) == []  # only the request and the instruction are sent
+
+
+def test_older_tool_results_are_shortened_first() -> None:
+    from google.genai import types
+
+    from shared.transcript import SHORTENED, shorten_tool_results
+
+    def result(n: int) -> types.Content:
+        response = types.FunctionResponse(id=f"c{n}", name="fetch_url", response={"result": "x" * 4000})
+        return types.Content(role="user", parts=[types.Part(function_response=response)])
+
+    contents = [result(n) for n in range(5)]
+    shortened = shorten_tool_results(contents, limit_tokens=2500)
+    responses = [c.parts[0].function_response.response for c in shortened]  # type: ignore[index,union-attr]
+    assert responses[0] == {"result": SHORTENED}
+    assert responses[-1] == {"result": "x" * 4000}  # the latest turn stays whole
+    assert responses.count({"result": SHORTENED}) < 4  # it stops as soon as the estimate fits
+    assert contents[0].parts[0].function_response.response == {"result": "x" * 4000}  # type: ignore[index,union-attr]

@@ -1,0 +1,85 @@
+"""Fill the Slack app manifest's request URLs in from ``terraform output -json``.
+
+``slack/manifest.yaml`` declares the app (scopes, events, interactivity, bot
+user) with placeholder URLs; this writes a copy with the deployed function URLs
+(``events_url``, ``interactivity_url``), ready to paste into Slack's "Create
+New App -> From an app manifest". It needs only the outputs as JSON, so it
+works offline from a saved file:
+
+    terraform -chdir=terraform output -json > build/terraform-outputs.json
+    python -m deploy.manifest --outputs build/terraform-outputs.json --out build/slack-manifest.yaml
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+TEMPLATE = ROOT / "slack" / "manifest.yaml"
+
+# Where each Terraform output goes in the manifest.
+URL_OUTPUTS: dict[str, tuple[str, ...]] = {
+    "events_url": ("settings", "event_subscriptions", "request_url"),
+    "interactivity_url": ("settings", "interactivity", "request_url"),
+}
+
+
+class ManifestError(ValueError):
+    """The outputs lack a URL the manifest needs, or it is not an https URL."""
+
+
+def output_values(outputs: dict[str, Any]) -> dict[str, Any]:
+    """``terraform output -json`` wraps each value as {"value": ..., "type": ..., "sensitive": ...}."""
+    return {
+        name: item["value"] if isinstance(item, dict) and "value" in item else item for name, item in outputs.items()
+    }
+
+
+def fill(manifest: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``manifest`` with every request URL set from ``outputs``."""
+    values = output_values(outputs)
+    filled: dict[str, Any] = json.loads(json.dumps(manifest))  # a deep copy of plain data
+    for output, path in URL_OUTPUTS.items():
+        url = values.get(output)
+        if not isinstance(url, str) or not url.startswith("https://"):
+            raise ManifestError(f"terraform output {output!r} must be an https URL, got {url!r}")
+        node = filled
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = url
+    return filled
+
+
+def render(outputs: dict[str, Any], template: Path = TEMPLATE) -> str:
+    manifest = yaml.safe_load(template.read_text())
+    return yaml.safe_dump(fill(manifest, outputs), sort_keys=False, allow_unicode=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Write the Slack app manifest with the deployed URLs.")
+    parser.add_argument("--outputs", type=Path, required=True, help="`terraform output -json` saved to a file")
+    parser.add_argument("--template", type=Path, default=TEMPLATE)
+    parser.add_argument("--out", type=Path, help="where to write the manifest (default: stdout)")
+    args = parser.parse_args(argv)
+    try:
+        text = render(json.loads(args.outputs.read_text()), args.template)
+    except ManifestError as exc:
+        print(f"error: {exc} (has `terraform apply` run?)", file=sys.stderr)
+        return 1
+    if args.out is None:
+        sys.stdout.write(text)
+    else:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text)
+        print(f"wrote {args.out}: paste it into https://api.slack.com/apps -> Create New App -> From an app manifest")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,111 @@
+# Identities, one per function, each with only what its function does.
+
+resource "google_service_account" "function" {
+  for_each = local.functions
+
+  account_id   = "${var.name_prefix}-${each.value.short_name}"
+  display_name = "${local.function_names[each.key]} function"
+  description  = "Runtime identity of the ${each.key} function."
+
+  depends_on = [google_project_service.enabled]
+}
+
+# Cloud Tasks signs its OIDC tokens to agent_session as this account.
+resource "google_service_account" "tasks_invoker" {
+  account_id   = "${var.name_prefix}-tasks"
+  display_name = "${var.name_prefix} Cloud Tasks invoker"
+  description  = "Identity in the OIDC tokens Cloud Tasks sends to agent_session."
+
+  depends_on = [google_project_service.enabled]
+}
+
+# Cloud Scheduler signs its OIDC tokens to sweep as this account.
+resource "google_service_account" "scheduler" {
+  account_id   = "${var.name_prefix}-scheduler"
+  display_name = "${var.name_prefix} Cloud Scheduler invoker"
+  description  = "Identity in the OIDC tokens Cloud Scheduler sends to sweep."
+
+  depends_on = [google_project_service.enabled]
+}
+
+# Cloud Build builds the function images as this account instead of a default one.
+resource "google_service_account" "build" {
+  account_id   = "${var.name_prefix}-build"
+  display_name = "${var.name_prefix} function builds"
+  description  = "Identity Cloud Build uses to build the function images."
+
+  depends_on = [google_project_service.enabled]
+}
+
+# Firestore grants are project-wide: every function reads and writes the product's state.
+resource "google_project_iam_member" "firestore_user" {
+  for_each = local.functions
+
+  project = var.project_id
+  role    = "roles/datastore.user"
+  member  = "serviceAccount:${google_service_account.function[each.key].email}"
+}
+
+# Only where the model is called, and only when it is called through Vertex AI.
+resource "google_project_iam_member" "vertex_ai_user" {
+  for_each = { for key, fn in local.functions : key => fn if fn.calls_model && var.gemini.use_vertex_ai }
+
+  project = var.project_id
+  role    = "roles/aiplatform.user"
+  member  = "serviceAccount:${google_service_account.function[each.key].email}"
+}
+
+# Every function enqueues: the ingress starts sessions, sessions continue themselves, the sweep
+# enqueues narrations. Enqueuing a task with an OIDC token acts as the tasks invoker account.
+resource "google_cloud_tasks_queue_iam_member" "enqueuer" {
+  for_each = local.functions
+
+  project  = var.project_id
+  location = var.region
+  name     = google_cloud_tasks_queue.sessions.name
+  role     = "roles/cloudtasks.enqueuer"
+  member   = "serviceAccount:${google_service_account.function[each.key].email}"
+}
+
+resource "google_service_account_iam_member" "tasks_act_as" {
+  for_each = local.functions
+
+  service_account_id = google_service_account.tasks_invoker.name
+  role               = "roles/iam.serviceAccountUser"
+  member             = "serviceAccount:${google_service_account.function[each.key].email}"
+}
+
+# Each function reads only the secrets it is given.
+resource "google_secret_manager_secret_iam_member" "access" {
+  for_each = merge([
+    for key, fn in local.functions : {
+      for name in fn.secrets : "${key}/${name}" => { function = key, secret = name }
+    }
+  ]...)
+
+  project   = var.project_id
+  secret_id = google_secret_manager_secret.this[each.value.secret].secret_id
+  role      = "roles/secretmanager.secretAccessor"
+  member    = "serviceAccount:${google_service_account.function[each.value.function].email}"
+}
+
+# The build account: write build logs, read the source zip, push the image.
+resource "google_project_iam_member" "build" {
+  project = var.project_id
+  role    = "roles/logging.logWriter"
+  member  = "serviceAccount:${google_service_account.build.email}"
+}
+
+resource "google_storage_bucket_iam_member" "build_source_reader" {
+  bucket = google_storage_bucket.source.name
+  role   = "roles/storage.objectViewer"
+  member = "serviceAccount:${google_service_account.build.email}"
+}
+
+resource "google_artifact_registry_repository_iam_member" "build_writer" {
+  project    = var.project_id
+  location   = var.region
+  repository = google_artifact_registry_repository.functions.name
+  role       = "roles/artifactregistry.writer"
+  member     = "serviceAccount:${google_service_account.build.email}"
+}

@@ -1,0 +1,108 @@
+# What is deployed: one Cloud Function per entry point in functions/main.py.
+#
+# Adding an entry point is one more entry in local.functions.
+# tests/deploy/test_terraform.py cross-checks this table against the code: every entry
+# point exists, and every variable shared/config.py requires reaches the function.
+locals {
+  functions = {
+    slack_events = {
+      description = "Slack Events API: verifies, de-duplicates, enqueues, answers within 3 s."
+      short_name  = "events"
+      invoker     = "public" # Slack cannot send OIDC tokens; every request is verified by its Slack signature.
+      timeout     = 60
+      memory      = "512Mi"
+      cpu         = "1"
+      concurrency = 20
+      max         = 20
+      environment = ["common", "tasks", "slack"]
+      secrets     = ["SLACK_SIGNING_SECRET", "SLACK_BOT_TOKEN"]
+      calls_model = false
+    }
+    slack_interactivity = {
+      description = "Slack interactivity: signed button clicks on question posts, the same answer path as replies."
+      short_name  = "interact"
+      invoker     = "public"
+      timeout     = 60
+      memory      = "512Mi"
+      cpu         = "1"
+      concurrency = 20
+      max         = 10
+      environment = ["common", "tasks", "slack"]
+      secrets     = ["SLACK_SIGNING_SECRET", "SLACK_BOT_TOKEN"]
+      calls_model = false
+    }
+    agent_session = {
+      description = "Runs one bounded agent session per Cloud Task (OIDC only)."
+      short_name  = "session"
+      invoker     = "tasks"
+      # Cloud Tasks waits dispatch_deadline_seconds for the answer; the function may run as long, no longer.
+      timeout     = var.tasks.dispatch_deadline_seconds
+      memory      = "1Gi"
+      cpu         = "1"
+      concurrency = 1
+      max         = 20
+      environment = concat(["common", "tasks"], var.gemini.use_vertex_ai ? ["vertex_ai"] : [])
+      secrets     = concat(["SLACK_BOT_TOKEN"], var.gemini.use_vertex_ai ? [] : ["GEMINI_API_KEY"])
+      calls_model = true
+    }
+    sweep = {
+      description = "Daily sweep of stale questions and silent sessions (Cloud Scheduler, OIDC only)."
+      short_name  = "sweep"
+      invoker     = "scheduler"
+      timeout     = 540
+      memory      = "512Mi"
+      cpu         = "1"
+      concurrency = 1
+      max         = 1
+      environment = ["common", "tasks", "scheduler"]
+      secrets     = ["SLACK_BOT_TOKEN"]
+      calls_model = false
+    }
+  }
+
+  function_names = { for key in keys(local.functions) : key => "${var.name_prefix}-${replace(key, "_", "-")}" }
+
+  # A gen2 function's URL is known before it exists. agent_session enqueues its own follow-up
+  # tasks, so its URL cannot come from the resource itself; a postcondition checks the two agree.
+  function_urls = { for key, name in local.function_names : key => "https://${var.region}-${var.project_id}.cloudfunctions.net/${name}" }
+
+  # Non-secret environment, in groups a function opts into. Names and meanings: shared/config.py.
+  environment_groups = {
+    common = {
+      GOOGLE_CLOUD_PROJECT = var.project_id
+      FIRESTORE_DATABASE   = google_firestore_database.main.name
+      LOG_LEVEL            = var.log_level
+      OPERATOR_USER_IDS    = join(",", var.operator_user_ids)
+    }
+    tasks = {
+      TASKS_QUEUE                     = google_cloud_tasks_queue.sessions.id
+      TASKS_TARGET_URL                = local.function_urls["agent_session"]
+      TASKS_SERVICE_ACCOUNT           = google_service_account.tasks_invoker.email
+      TASKS_DISPATCH_DEADLINE_SECONDS = tostring(var.tasks.dispatch_deadline_seconds)
+    }
+    slack = {
+      EVENT_TTL_HOURS = tostring(var.event_ttl_hours)
+    }
+    # sweep accepts only Cloud Scheduler's token, for its own URL (shared/auth.py).
+    scheduler = {
+      SCHEDULER_SERVICE_ACCOUNT = google_service_account.scheduler.email
+      OIDC_AUDIENCE             = local.function_urls["sweep"]
+    }
+    # google-genai's own variables: Vertex AI with the function's identity.
+    vertex_ai = {
+      GOOGLE_GENAI_USE_VERTEXAI = "true"
+      GOOGLE_CLOUD_LOCATION     = var.gemini.location
+    }
+  }
+
+  # Secret environment variables: name -> Secret Manager secret id.
+  secrets = merge(
+    {
+      SLACK_SIGNING_SECRET = "${var.name_prefix}-slack-signing-secret"
+      SLACK_BOT_TOKEN      = "${var.name_prefix}-slack-bot-token"
+    },
+    var.gemini.use_vertex_ai ? {} : { GEMINI_API_KEY = "${var.name_prefix}-gemini-api-key" },
+  )
+
+  labels = merge(var.labels, { app = var.name_prefix, managed-by = "terraform" })
+}

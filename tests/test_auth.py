@@ -1,0 +1,146 @@
+"""OIDC on the internal entry points: google-auth verification against certificates served on loopback."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import NameOID
+from google.auth import crypt, jwt
+
+from shared import auth, config
+
+AUDIENCE = "https://agent-session.example.run.app/"
+INVOKER = "tasks-invoker@project.iam.gserviceaccount.com"
+
+
+@pytest.fixture(scope="module")
+def keys() -> tuple[rsa.RSAPrivateKey, bytes]:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test-google-certs")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(1)
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .sign(key, hashes.SHA256())
+    )
+    return key, cert.public_bytes(serialization.Encoding.PEM)
+
+
+@pytest.fixture(scope="module")
+def certs_url(keys: tuple[rsa.RSAPrivateKey, bytes]) -> Iterator[str]:
+    """Serves {kid: PEM certificate}, the shape of Google's oauth2/v1/certs."""
+    body = json.dumps({"test-kid": keys[1].decode()}).encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/certs"
+    server.shutdown()
+    server.server_close()
+
+
+def token(keys: tuple[rsa.RSAPrivateKey, bytes], **overrides: Any) -> str:
+    pem = keys[0].private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    signer = crypt.RSASigner.from_string(pem, key_id="test-kid")  # type: ignore[no-untyped-call]
+    now = int(time.time())
+    claims = {"iss": "https://accounts.google.com", "aud": AUDIENCE, "email": INVOKER, "email_verified": True,
+              "iat": now, "exp": now + 600, "sub": "1234"} | overrides  # fmt: skip
+    return jwt.encode(signer, claims).decode()  # type: ignore[no-untyped-call,no-any-return]
+
+
+def headers(value: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {value}"}
+
+
+def test_a_valid_token_for_the_invoker_passes(keys: tuple[rsa.RSAPrivateKey, bytes], certs_url: str) -> None:
+    email = auth.verify(headers(token(keys)), audience=AUDIENCE, service_account=INVOKER, certs_url=certs_url)
+    assert email == INVOKER
+
+
+@pytest.mark.parametrize(
+    ("request_headers", "error"),
+    [
+        ({}, auth.Unauthorized),
+        ({"authorization": "Basic abc"}, auth.Unauthorized),
+        ({"authorization": "Bearer not-a-jwt"}, auth.Unauthorized),
+    ],
+)
+def test_missing_or_garbled_tokens_are_401(
+    certs_url: str, request_headers: dict[str, str], error: type[Exception]
+) -> None:
+    with pytest.raises(error):
+        auth.verify(request_headers, audience=AUDIENCE, service_account=INVOKER, certs_url=certs_url)
+
+
+@pytest.mark.parametrize(
+    ("claims", "error"),
+    [
+        ({"aud": "https://someone-else.run.app/"}, auth.Unauthorized),
+        ({"exp": int(time.time()) - 3600, "iat": int(time.time()) - 7200}, auth.Unauthorized),
+        ({"email": "attacker@evil.iam.gserviceaccount.com"}, auth.Forbidden),
+        ({"email_verified": False}, auth.Forbidden),
+    ],
+)
+def test_wrong_audience_expiry_or_caller_is_refused(
+    keys: tuple[rsa.RSAPrivateKey, bytes], certs_url: str, claims: dict[str, Any], error: type[Exception]
+) -> None:
+    with pytest.raises(error):
+        auth.verify(headers(token(keys, **claims)), audience=AUDIENCE, service_account=INVOKER, certs_url=certs_url)
+
+
+def test_a_token_signed_by_another_key_is_refused(certs_url: str) -> None:
+    other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    forged = token((other, b""))
+    with pytest.raises(auth.Unauthorized):
+        auth.verify(headers(forged), audience=AUDIENCE, service_account=INVOKER, certs_url=certs_url)
+
+
+def test_agent_session_without_a_token_is_401_when_oidc_is_required(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The deployed behaviour, through functions-framework's app: no token, no session."""
+    import functions_framework
+
+    from infra.stack import ROOT
+
+    for name, value in {
+        "REQUIRE_OIDC": "true",
+        "TASKS_SERVICE_ACCOUNT": INVOKER,
+        "TASKS_TARGET_URL": AUDIENCE,
+        "SLACK_BOT_TOKEN": "xoxb-x",
+    }.items():
+        monkeypatch.setenv(name, value)
+    config.reset()
+    try:
+        app = functions_framework.create_app("agent_session", str(ROOT / "functions" / "main.py"))  # type: ignore[no-untyped-call]
+        client = app.test_client()
+        response = client.post("/", json={"session_id": "ev-anything"})
+        assert response.status_code == 401
+        response = client.post("/", json={"session_id": "ev-anything"}, headers={"Authorization": "Bearer junk"})
+        assert response.status_code == 401
+    finally:
+        config.reset()
