@@ -70,9 +70,17 @@ class Runner:
         top_level = session.kind in {SessionKind.MENTION, SessionKind.CONTINUATION}
         self.tools = tools.available(top_level=top_level)
         self.allowed = {t.name for t in self.tools}
+        self.notes: list[dict[str, Any]] = list(session.notes)  # queued for the next model turn
 
     # --- persistence -----------------------------------------------------------------------
-    def _commit(self, kind: str, content: types.Content | None, audit: list[dict[str, Any]], **fields: Any) -> Step:
+    def _commit(
+        self,
+        kind: str,
+        content: types.Content | None,
+        audit: list[dict[str, Any]],
+        consumed: list[dict[str, Any]] | None = None,
+        **fields: Any,
+    ) -> Step:
         step = Step(
             seq=self.session.next_seq,
             session_id=self.session.session_id,
@@ -81,8 +89,9 @@ class Runner:
             audit=audit,
             at=store.now(),
         )
-        store.commit_step(self.session, step, lease_seconds=self.lease, fields=fields)
+        notes = store.commit_step(self.session, step, lease_seconds=self.lease, fields=fields, consumed_notes=consumed)
         self.steps.append(step)
+        self.notes = notes
         return step
 
     def _post(self, text: str, key: str) -> list[str]:
@@ -113,6 +122,8 @@ class Runner:
                 if paused:
                     return SessionStatus.PAUSED
                 continue
+            if self.notes:
+                self._fold_notes()
             reason = self.budget.exhausted(self.session.turns, self.session.tool_calls)
             if reason:
                 return self._final_without_tools(prompts.WRAP_UP.format(reason=reason), kind="wrap_up")
@@ -134,6 +145,22 @@ class Runner:
                 continue
             if response is None:
                 return SessionStatus.DONE
+
+    def _fold_notes(self) -> None:
+        """Hand the model what arrived while it worked: answers to its non-blocking questions, thread messages."""
+        lines = []
+        for note in self.notes:
+            if note.get("kind") == "answer":
+                lines.append(
+                    f"The operator <@{note.get('user')}> answered your question {note.get('question')!r}: "
+                    f"{note.get('text')}"
+                )
+            else:
+                lines.append(f"<@{note.get('user')}> wrote in the thread while you worked: {note.get('text')}")
+        text = "Notes that arrived while you were working:\n" + "\n".join(f"- {line}" for line in lines)
+        consumed = list(self.notes)
+        audit = [{"type": "notes", "count": len(consumed), "at": store.now()}]
+        self._commit("notes", types.Content(role="user", parts=[types.Part(text=text)]), audit, consumed=consumed)
 
     def _owns_pending(self) -> bool:
         """Pending calls belong to this session unless they are a paused ask awaiting a continuation."""
@@ -161,6 +188,12 @@ class Runner:
         question = store.get_question(self.session.question_id or "")
         if question is None:
             raise RuntimeError(f"continuation {self.session.session_id} names no stored question")
+        if not question.blocking:  # the asker had finished: the answer arrives as news, not as a call's result
+            text = (
+                f"The operator <@{question.answered_by}> answered your earlier question {question.text!r}: "
+                f"{question.answer}"
+            )
+            return types.Content(role="user", parts=[types.Part(text=text)])
         answer = {"answer": question.answer, "answered_by": question.answered_by}
         if question.options:
             answer["matched_option"] = question.matched_option
@@ -183,18 +216,19 @@ class Runner:
             return content
         content = types.Content(role="model", parts=[types.Part(text=text)])
         step = self._commit("model", content, audit, turns=self.session.turns + 1)
-        self._answer(text or _empty_reason(response), step)
+        if self._answer(text or _empty_reason(response), step) == SessionStatus.RUNNING:
+            return content  # notes arrived as it finished: go on
         return None
 
     def _answer(self, text: str, step: Step) -> SessionStatus:
         stamps = self._post(text, key=f"{self.session.session_id}:{step.seq}:answer")
-        self._commit(
-            "post",
-            None,
-            [{"type": "post", "ts": stamps[0], "parts": len(stamps), "at": store.now()}],
-            status=SessionStatus.DONE.value,
-            ended_at=store.now(),
-        )
+        audit = [{"type": "post", "ts": stamps[0], "parts": len(stamps), "at": store.now()}]
+        try:
+            self._commit("post", None, audit, status=SessionStatus.DONE.value, ended_at=store.now())
+        except store.NotesPending as pending:
+            self._commit("post", None, audit)  # the post is recorded; the notes are read next turn
+            self.notes = pending.notes
+            return SessionStatus.RUNNING
         self._react_end(DONE)
         log.info("session done", extra={"turns": self.session.turns, "tool_calls": self.session.tool_calls})
         return SessionStatus.DONE
@@ -205,6 +239,7 @@ class Runner:
         parts: list[types.Part] = []
         audit: list[dict[str, Any]] = []
         pause = None
+        pause_call = calls[0]
         used = self.session.tool_calls
         for index, call in enumerate(calls):
             name = call.name or ""
@@ -227,9 +262,12 @@ class Runner:
                 }
             )
             if ctx.pause is not None:
-                pause = ctx.pause  # no function response: the operator's answer will be it
+                if pause is not None:  # a second blocking ask in one turn cancelled the first
+                    cancelled = {"result": {"status": "cancelled", "note": "A newer question replaced this one."}}
+                    parts.append(_response(pause_call, cancelled))
+                pause, pause_call = ctx.pause, call  # no function response: the operator's answer will be it
                 continue
-            parts.append(types.Part(function_response=types.FunctionResponse(id=call.id, name=name, response=response)))
+            parts.append(_response(call, response))
         content = types.Content(role="user", parts=parts) if parts else None
         if pause is None:
             self._commit("tool_results", content, audit, tool_calls=used)
@@ -301,6 +339,10 @@ def fail_session(session: Session, reason: str, posted: dict[str, str], *, seq: 
     store.commit_step(session, step, lease_seconds=0, fields=fields)
     slack.unreact(session.channel, session.trigger_ts, WORKING)
     slack.react(session.channel, session.trigger_ts, FAILED)
+
+
+def _response(call: types.FunctionCall, response: dict[str, Any]) -> types.Part:
+    return types.Part(function_response=types.FunctionResponse(id=call.id, name=call.name, response=response))
 
 
 def _first_content(response: types.GenerateContentResponse) -> types.Content:

@@ -56,7 +56,7 @@ def may_answer(user: str, question: Question) -> bool:
 class Outcome:
     """What happened to one answer attempt, for the HTTP reply and the tests."""
 
-    result: str  # "answered", "duplicate", "already_answered", "not_allowed", "no_question"
+    result: str  # "answered", "noted", "duplicate", "already_answered", "not_allowed", "no_question"
     question_id: str | None = None
     continuation_id: str | None = None
 
@@ -80,25 +80,36 @@ def answer(question: Question, *, user: str, text: str, answer_ts: str, label: s
         log.info("answer refused: not an operator", extra={"question_id": question.question_id, "user": user})
         return Outcome("not_allowed", question.question_id)
     matched = label if label is not None else match_option(text, question.options)
-    stored, continuation = store.answer_question(
+    result = store.answer_question(
         question.question_id, answer=text, answered_by=user, matched_option=matched, trigger_ts=answer_ts, text=text
     )
+    stored, continuation = result.question, result.continuation
     if stored is None:
         return Outcome("no_question")
+    if result.noted:
+        _acknowledge(stored, answer_ts)
+        log.info("answer queued as a note for the running session", extra={"question_id": stored.question_id})
+        return Outcome("noted", stored.question_id, stored.session_id)
     if continuation is None:
-        if stored.answer_ts == answer_ts and stored.continuation_id:
+        if stored.answer_ts == answer_ts:
             # The same message again (a Slack retry, or its app_mention twin): make sure the work is queued.
-            tasks.enqueue_session(stored.continuation_id)
+            if stored.continuation_id and stored.continuation_id != stored.session_id:
+                tasks.enqueue_session(stored.continuation_id)
             return Outcome("duplicate", stored.question_id, stored.continuation_id)
         slack.ephemeral(stored.channel, user, closed_note(stored), thread_ts=stored.thread_ts)
         return Outcome("already_answered", stored.question_id)
     tasks.enqueue_session(continuation.session_id)
-    if stored.post_ts:
-        slack.unreact(stored.channel, stored.post_ts, QUESTION_REACTION)  # not fatal if it fails
-    if not answer_ts.startswith("click-"):  # a button press has no message to react to
-        slack.react(stored.channel, answer_ts, ANSWERED_REACTION)
+    _acknowledge(stored, answer_ts)
     log.info("question answered", extra={"question_id": stored.question_id, "continuation": continuation.session_id})
     return Outcome("answered", stored.question_id, continuation.session_id)
+
+
+def _acknowledge(question: Question, answer_ts: str) -> None:
+    """💬 off the question, ✅ on the answer; neither is fatal if Slack refuses."""
+    if question.post_ts:
+        slack.unreact(question.channel, question.post_ts, QUESTION_REACTION)
+    if not answer_ts.startswith("click-"):  # a button press has no message to react to
+        slack.react(question.channel, answer_ts, ANSWERED_REACTION)
 
 
 def closed_note(question: Question) -> str:
@@ -109,7 +120,7 @@ def closed_note(question: Question) -> str:
 
 def answer_reply(*, channel: str, thread_ts: str, user: str, text: str, ts: str, bot_user_id: str | None) -> Outcome:
     """A message in a thread: an answer if the thread has an open question."""
-    question = store.open_question_in_thread(channel, thread_ts)
-    if question is None:
+    questions = store.open_questions_in_thread(channel, thread_ts)
+    if not questions:
         return Outcome("no_question")
-    return answer(question, user=user, text=strip_mention(text, bot_user_id), answer_ts=ts)
+    return answer(questions[0], user=user, text=strip_mention(text, bot_user_id), answer_ts=ts)

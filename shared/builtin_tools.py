@@ -11,7 +11,7 @@ from typing import Any
 from slack_sdk.models.blocks import ActionsBlock, ButtonElement, MarkdownTextObject, SectionBlock
 
 from shared import slack, store
-from shared.models import Question
+from shared.models import Question, QuestionStatus
 from shared.tools import ToolError, context, tool
 
 MAX_OPTIONS = 10  # buttons per question; Slack allows 25 per actions block, people read far fewer
@@ -50,6 +50,18 @@ def question_id_for(session_id: str, seq: int, call_index: int) -> str:
     return f"q-{session_id}-{seq}-{call_index}"
 
 
+def cancel_older_questions(channel: str, thread_ts: str, *, keep: str) -> None:
+    """One open blocking question per thread: a new one cancels the older ones, and their posts say so."""
+    for older in store.open_questions_in_thread(channel, thread_ts):
+        if older.question_id == keep or not older.blocking:
+            continue
+        if store.close_question(older.question_id, QuestionStatus.CANCELLED) and older.post_ts:
+            slack.update(
+                channel, older.post_ts, f":no_entry_sign: ~{older.text}~\n_Cancelled: a newer question replaces it._"
+            )
+            slack.unreact(channel, older.post_ts, QUESTION_REACTION)
+
+
 @tool(outward=False, top_level_only=True, posts=True)
 def ask_operator(question: str, options: list[str] | None = None, blocking: bool = True) -> dict[str, Any]:
     """Ask the human operator a question in the Slack thread.
@@ -74,6 +86,8 @@ def ask_operator(question: str, options: list[str] | None = None, blocking: bool
         raise ToolError("the question is empty")
     session = ctx.session
     qid = question_id_for(session.session_id, ctx.seq, ctx.call_index)
+    if blocking:
+        cancel_older_questions(session.channel, session.thread_ts, keep=qid)
     key = ctx.post_key(":question")
     post_ts = ctx.posted.get(key) or slack.post(
         session.channel, session.thread_ts, question_text(question, choices), key=key,

@@ -73,9 +73,28 @@ def _route(message: Message, *, body: dict[str, Any], retry_num: str | None) -> 
         )
         if outcome.result != "no_question":
             return {"ok": True, "answer": outcome.result}, 200
+        running = store.running_session_in_thread(message.channel, message.thread_ts)
+        if running is not None:
+            return _steer(message, running.session_id)
     if not message.starts_session:
-        return {"ok": True, "ignored": "thread message with no open question"}, 200
+        return {"ok": True, "ignored": "thread message with no open question and no running session"}, 200
     return _start_session(message, retry_num=retry_num)
+
+
+def _steer(message: Message, session_id: str) -> Reply:
+    """A message while the thread's session runs: a note it reads at its next turn, not a second session."""
+    with session_context(session_id):
+        if not store.claim_message(message.channel, message.ts, kind="note", session_id=session_id):
+            return {"ok": True, "duplicate": True}, 200
+        note = {"kind": "steer", "text": message.text, "user": message.user, "ts": message.ts}
+        if store.add_note(session_id, note):
+            log.info("message queued as a note for the running session", extra={"ts": message.ts})
+            return {"ok": True, "noted": session_id}, 200
+    # The session ended in between: the message is handled like any other.
+    store.forget_message(message.channel, message.ts)
+    if message.starts_session:
+        return _start_session(message, retry_num=None)
+    return {"ok": True, "ignored": "the thread's session ended"}, 200
 
 
 def _bot_user_id(body: dict[str, Any]) -> str | None:

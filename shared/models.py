@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -67,6 +67,8 @@ class Session:
     started_at: datetime | None = None
     ended_at: datetime | None = None
     error: str | None = None
+    # Notes queued while the session runs: answers to its non-blocking questions, messages in its thread.
+    notes: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def transcript(self) -> str:

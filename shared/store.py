@@ -90,6 +90,19 @@ def message_key(channel: str, ts: str) -> str:
     return f"msg-{channel}-{ts}"
 
 
+def claim_message(channel: str, ts: str, *, kind: str, session_id: str) -> bool:
+    """Record that a message was acted on, with ``create()``; False if an earlier event already did."""
+    try:
+        db().collection(EVENTS).document(message_key(channel, ts)).create(_event_record(kind, session_id, now()))
+    except (gexc.AlreadyExists, gexc.Conflict):
+        return False
+    return True
+
+
+def forget_message(channel: str, ts: str) -> None:
+    db().collection(EVENTS).document(message_key(channel, ts)).delete()
+
+
 def _event_record(kind: str, session_id: str, at: datetime) -> dict[str, Any]:
     expires = at + timedelta(hours=config.settings().event_ttl_hours)
     return {"type": kind, "session_id": session_id, "received_at": at, EVENT_EXPIRES_FIELD: expires}
@@ -189,41 +202,93 @@ def load_steps(transcript_id: str) -> list[Step]:
     return [Step.from_doc(snap.to_dict() or {}) for snap in query.stream()]
 
 
+class NotesPending(RuntimeError):
+    """Notes reached a session just as it tried to end; it must read them first."""
+
+    def __init__(self, notes: list[dict[str, Any]]) -> None:
+        super().__init__(f"{len(notes)} note(s) arrived")
+        self.notes = notes
+
+
 def commit_step(
-    session: Session, step: Step | None, *, lease_seconds: int, fields: dict[str, Any] | None = None
-) -> None:
+    session: Session,
+    step: Step | None,
+    *,
+    lease_seconds: int,
+    fields: dict[str, Any] | None = None,
+    consumed_notes: list[dict[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
     """Persist one step and the session's progress together, fenced by the lease.
 
     One transaction: read the session to check this worker still holds it, create
     the step with ``create()`` (a step is never overwritten), and update the session
     (next sequence number, lease renewal and any other ``fields``, such as a
-    terminal status).
+    terminal status). The same read returns the session's pending notes (answers
+    to non-blocking questions, messages sent during the run), so checking for them
+    costs no extra read; ``consumed_notes`` are removed. A terminal status is not
+    written while notes are pending: ``NotesPending`` is raised instead.
     """
     ref = _session_ref(session.session_id)
     when = now()
     updates: dict[str, Any] = {"updated_at": when, **(fields or {})}
     if step is not None:
         updates["next_seq"] = step.seq + 1
-    if updates.get("status", SessionStatus.RUNNING.value) == SessionStatus.RUNNING.value:
-        updates["lease_until"] = when + timedelta(seconds=lease_seconds)
-    else:
-        updates["lease_until"] = None
+    ending = updates.get("status", SessionStatus.RUNNING.value) != SessionStatus.RUNNING.value
+    updates["lease_until"] = None if ending else when + timedelta(seconds=lease_seconds)
+    if consumed_notes:
+        updates["notes"] = firestore.ArrayRemove(consumed_notes)
 
     @firestore.transactional
-    def write(transaction: firestore.Transaction) -> None:
-        current = ref.get(transaction=transaction, field_paths=["worker", "status"]).to_dict() or {}
+    def write(transaction: firestore.Transaction) -> list[dict[str, Any]]:
+        current = ref.get(transaction=transaction, field_paths=["worker", "status", "notes"]).to_dict() or {}
         if current.get("worker") != session.worker or current.get("status") != SessionStatus.RUNNING.value:
             raise LeaseLost(f"session is now {current.get('status')} under worker {current.get('worker')}")
+        pending = [n for n in current.get("notes") or [] if n not in (consumed_notes or [])]
+        if ending and pending and updates.get("status") != SessionStatus.FAILED.value:
+            raise NotesPending(pending)
         if step is not None:
             transaction.create(_step_ref(session.transcript, step.seq), step.to_doc())
         transaction.update(ref, updates)
+        return pending
 
-    write(db().transaction())
+    pending: list[dict[str, Any]] = write(db().transaction())
     if step is not None:
         session.next_seq = step.seq + 1
     for key in ("status", "closed_loop", "turns", "tool_calls", "error", "question_id"):
         if key in updates:
             setattr(session, key, SessionStatus(updates[key]) if key == "status" else updates[key])
+    return pending
+
+
+def running_session_in_thread(channel: str, thread_ts: str) -> Session | None:
+    """The thread's running session, if any, with one indexed query (channel, thread_ts, status)."""
+    query = (
+        db()
+        .collection(SESSIONS)
+        .where(filter=FieldFilter("channel", "==", channel))
+        .where(filter=FieldFilter("thread_ts", "==", thread_ts))
+        .where(filter=FieldFilter("status", "==", SessionStatus.RUNNING.value))
+        .limit(1)
+    )
+    for snap in query.stream():
+        return Session.from_doc(snap.to_dict() or {})
+    return None
+
+
+def add_note(session_id: str, note: dict[str, Any]) -> bool:
+    """Queue a note for a running session, in a transaction; False if it is no longer running."""
+    ref = _session_ref(session_id)
+
+    @firestore.transactional
+    def add(transaction: firestore.Transaction) -> bool:
+        current = ref.get(transaction=transaction, field_paths=["status"]).to_dict() or {}
+        if current.get("status") != SessionStatus.RUNNING.value:
+            return False
+        transaction.update(ref, {"notes": firestore.ArrayUnion([note])})
+        return True
+
+    added: bool = add(db().transaction())
+    return added
 
 
 # --- questions ------------------------------------------------------------------------------
@@ -251,19 +316,43 @@ def get_question(question_id: str) -> Question | None:
     return Question.from_doc(data) if snap.exists and data is not None else None
 
 
-def open_question_in_thread(channel: str, thread_ts: str) -> Question | None:
-    """The thread's open question, with one indexed query (channel, thread_ts, status)."""
+def open_questions_in_thread(channel: str, thread_ts: str) -> list[Question]:
+    """The thread's open questions, newest first, with one indexed query (channel, thread_ts, status)."""
     query = (
         db()
         .collection(QUESTIONS)
         .where(filter=FieldFilter("channel", "==", channel))
         .where(filter=FieldFilter("thread_ts", "==", thread_ts))
         .where(filter=FieldFilter("status", "==", QuestionStatus.OPEN.value))
-        .limit(1)
+        .limit(20)
     )
-    for snap in query.stream():
-        return Question.from_doc(snap.to_dict() or {})
-    return None
+    questions = [Question.from_doc(snap.to_dict() or {}) for snap in query.stream()]
+    return sorted(questions, key=lambda q: q.asked_at, reverse=True)
+
+
+def close_question(question_id: str, status: QuestionStatus) -> bool:
+    """Move an open question to ``status`` (cancelled, abandoned) in a transaction; False if it was not open."""
+    ref = _question_ref(question_id)
+
+    @firestore.transactional
+    def close(transaction: firestore.Transaction) -> bool:
+        current = ref.get(transaction=transaction, field_paths=["status"]).to_dict() or {}
+        if current.get("status") != QuestionStatus.OPEN.value:
+            return False
+        transaction.update(ref, {"status": status.value, "closed_at": now()})
+        return True
+
+    closed: bool = close(db().transaction())
+    return closed
+
+
+@dataclass(frozen=True)
+class Answered:
+    """What one answer attempt did."""
+
+    question: Question | None  # None: there is no such question
+    continuation: Session | None = None  # the continuation session this answer created, if it won
+    noted: bool = False  # it won, and went to the still-running asker as a note instead
 
 
 def continuation_id(question_id: str) -> str:
@@ -272,25 +361,44 @@ def continuation_id(question_id: str) -> str:
 
 def answer_question(
     question_id: str, *, answer: str, answered_by: str, matched_option: str | None, trigger_ts: str, text: str
-) -> tuple[Question | None, Session | None]:
+) -> Answered:
     """In one transaction: the open question becomes answered and its continuation session is created.
 
-    Returns (question, continuation) for the one answer that won; (question, None)
-    when the question was no longer open (someone else answered first);
-    (None, None) if there is no such question.
+    Exactly one answer wins. A non-blocking question whose session still runs gets
+    no continuation: the answer is queued on that session as a note instead.
     """
     qref = _question_ref(question_id)
     when = now()
 
     @firestore.transactional
-    def answer_it(transaction: firestore.Transaction) -> tuple[Question | None, Session | None]:
+    def answer_it(transaction: firestore.Transaction) -> Answered:
         snap = qref.get(transaction=transaction)
         data = snap.to_dict() if snap.exists else None
         if data is None:
-            return None, None
+            return Answered(None)
         question = Question.from_doc(data)
         if question.status != QuestionStatus.OPEN:
-            return question, None
+            return Answered(question)
+        fields = {
+            "status": QuestionStatus.ANSWERED.value,
+            "answer": answer,
+            "answered_by": answered_by,
+            "answered_at": when,
+            "matched_option": matched_option,
+            "answer_ts": trigger_ts,
+        }
+        if not question.blocking:
+            asker = _session_ref(question.session_id)
+            status = (asker.get(transaction=transaction, field_paths=["status"]).to_dict() or {}).get("status")
+            if status == SessionStatus.RUNNING.value:
+                # The asker is still working: the answer reaches it as a note at its next turn.
+                note = {"kind": "answer", "question_id": question_id, "question": question.text, "text": answer,
+                        "user": answered_by, "ts": trigger_ts, "matched_option": matched_option}  # fmt: skip
+                transaction.update(asker, {"notes": firestore.ArrayUnion([note])})
+                transaction.update(qref, {**fields, "continuation_id": question.session_id})
+                question.status, question.answer, question.answer_ts = QuestionStatus.ANSWERED, answer, trigger_ts
+                question.continuation_id = question.session_id
+                return Answered(question, noted=True)
         session = Session(
             session_id=continuation_id(question_id),
             kind=SessionKind.CONTINUATION,
@@ -310,20 +418,11 @@ def answer_question(
             db().collection(EVENTS).document(message_key(question.channel, trigger_ts)),
             _event_record("answer", session.session_id, when),
         )
-        fields = {
-            "status": QuestionStatus.ANSWERED.value,
-            "answer": answer,
-            "answered_by": answered_by,
-            "answered_at": when,
-            "matched_option": matched_option,
-            "answer_ts": trigger_ts,
-            "continuation_id": session.session_id,
-        }
-        transaction.update(qref, fields)
+        transaction.update(qref, {**fields, "continuation_id": session.session_id})
         question.status = QuestionStatus.ANSWERED
         question.answer, question.answered_by, question.matched_option = answer, answered_by, matched_option
         question.continuation_id, question.answer_ts = session.session_id, trigger_ts
-        return question, session
+        return Answered(question, session)
 
-    result: tuple[Question | None, Session | None] = answer_it(db().transaction())
+    result: Answered = answer_it(db().transaction())
     return result

@@ -34,10 +34,10 @@ def reaction_calls(fake_slack: FakeSlack, ts: str) -> list[str]:
 
 def answer(question_id: str, text: str, *, option: str | None = None) -> str:
     """An operator's answer, as the answers path records it: the question closes, a continuation is queued."""
-    question, continuation = store.answer_question(
+    result = store.answer_question(
         question_id, answer=text, answered_by=local.OPERATOR_ID, matched_option=option, trigger_ts="1.0", text=text
     )
-    assert question is not None
+    continuation = result.continuation
     assert continuation is not None
     tasks.enqueue_session(continuation.session_id)
     return continuation.session_id

@@ -14,7 +14,7 @@ from infra.fakeslack.control import FakeSlack
 from shared import store
 from shared.answers import match_option
 from shared.models import QuestionStatus, SessionStatus
-from tests.agent_helpers import Thread, function_responses, mention, open_question, wait_status
+from tests.agent_helpers import Thread, function_responses, mention, open_question, texts, wait_status
 from tests.poll import wait_for
 
 pytestmark = pytest.mark.stack
@@ -201,3 +201,74 @@ def test_end_to_end_mention_ask_reply_continue_answer(
     texts = [m["text"] for m in fake_slack.bot_replies(thread.channel, thread.ts)]
     assert "May I restart prod?" in texts[0]
     assert texts[1:] == ["Restarting now.", "Restarted prod; all green."]
+
+
+def test_a_message_during_a_running_session_is_a_note_not_a_second_session(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    script(G.delayed(3, G.call("read_thread", limit=2)), G.text("Done, and I saw your note."))
+    thread = mention(fake_slack, f"C{uid}", "a slow job")
+    fake_gemini.wait_for_requests(1, timeout=20)  # the session is inside its first (slow) model call
+    sent = fake_slack.user_message(
+        "U0HUMAN", thread.channel, f"<@{local.BOT_USER_ID}> use the staging db", thread_ts=thread.ts
+    )
+    assert [d["status"] for d in sent["deliveries"]] == [200, 200]
+    wait_status(thread.session_id, SessionStatus.DONE)
+    sessions = store.db().collection(store.SESSIONS).where(filter=FieldFilter("channel", "==", thread.channel))
+    assert [s.id for s in sessions.stream()] == [thread.session_id]
+    last = fake_gemini.requests()[-1]
+    assert "wrote in the thread while you worked" in texts(last)
+    assert texts(last).count("use the staging db") == 1  # the app_mention and message twins make one note
+
+
+def test_a_non_blocking_answer_is_folded_in_while_the_session_runs(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    script(
+        G.call("ask_operator", question="Prefer tabs?", blocking=False),
+        G.delayed(4, G.call("read_thread", limit=2)),
+        G.text("Formatted with tabs."),
+    )
+    thread = mention(fake_slack, f"C{uid}", "format the code")
+    question = wait_for(lambda: store.open_questions_in_thread(thread.channel, thread.ts), what="the question")[0]
+    assert not question.blocking
+    fake_slack.user_message(OPERATOR, thread.channel, "yes, tabs", thread_ts=thread.ts)
+    done = wait_status(thread.session_id, SessionStatus.DONE)
+    assert store.get_session(store.continuation_id(question.question_id)) is None
+    assert "The operator <@U0OPERATOR> answered your question 'Prefer tabs?': yes, tabs" in texts(
+        fake_gemini.requests()[-1]
+    )
+    assert done.notes == []
+
+
+def test_a_non_blocking_answer_after_the_session_ended_starts_a_continuation(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    script(G.call("ask_operator", question="Ship on Friday?", blocking=False), G.text("Prepared the release."))
+    thread = mention(fake_slack, f"C{uid}", "prepare the release")
+    wait_status(thread.session_id, SessionStatus.DONE)
+    question = store.open_questions_in_thread(thread.channel, thread.ts)[0]
+    script(G.text("Noted: shipping Monday instead."))
+    fake_slack.user_message(OPERATOR, thread.channel, "no, Monday", thread_ts=thread.ts)
+    wait_status(store.continuation_id(question.question_id), SessionStatus.DONE)
+    assert "answered your earlier question 'Ship on Friday?': no, Monday" in texts(fake_gemini.requests()[-1])
+    assert fake_slack.bot_replies(thread.channel, thread.ts)[-1]["text"] == "Noted: shipping Monday instead."
+
+
+def test_a_newer_blocking_question_cancels_the_older_one(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    script(G.calls(("ask_operator", {"question": "First question?"}), ("ask_operator", {"question": "Second?"})))
+    thread = mention(fake_slack, f"C{uid}", "ask twice")
+    wait_status(thread.session_id, SessionStatus.PAUSED)
+    [open_one] = store.open_questions_in_thread(thread.channel, thread.ts)
+    assert open_one.text == "Second?"
+    first = next(m for m in fake_slack.bot_replies(thread.channel, thread.ts) if "First question?" in m["text"])
+    assert "Cancelled" in first["text"]
+    assert "speech_balloon" not in fake_slack.reactions(thread.channel, first["ts"])
+    script(G.text("ok"))
+    fake_slack.user_message(OPERATOR, thread.channel, "answer to the second", thread_ts=thread.ts)
+    wait_status(store.continuation_id(open_one.question_id), SessionStatus.DONE)
+    results = [r["response"]["result"] for r in function_responses(fake_gemini.requests()[-1])]
+    assert results[0]["status"] == "cancelled"
+    assert results[1]["answer"] == "answer to the second"

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from infra import procs, stack
+from infra import procs
+from infra import stack as local
 from infra.procs import Proc, StackError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,13 +33,13 @@ def _path_without(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, keep: list[st
 def test_missing_gcloud_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     _path_without(monkeypatch, tmp_path, keep=["java"])
     with pytest.raises(StackError, match=r"gcloud is not installed.*cloud-firestore-emulator"):
-        stack.preflight()
+        local.preflight()
 
 
 def test_missing_java_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     _path_without(monkeypatch, tmp_path, keep=["gcloud"])
     with pytest.raises(StackError, match=r"java is not installed"):
-        stack.preflight()
+        local.preflight()
 
 
 def test_missing_firestore_component_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -50,7 +51,7 @@ def test_missing_firestore_component_is_named(monkeypatch: pytest.MonkeyPatch, t
     (fake_sdk / "bin" / "java").symlink_to(java)
     monkeypatch.setenv("PATH", str(fake_sdk / "bin"))
     with pytest.raises(StackError, match=r"Firestore emulator component is missing.*gcloud components install"):
-        stack.preflight()
+        local.preflight()
 
 
 def test_a_stopped_proc_leaves_no_process_in_its_group(tmp_path: Path) -> None:
@@ -83,17 +84,13 @@ def test_a_process_that_ignores_sigterm_is_killed(tmp_path: Path) -> None:
     assert not procs.group_alive(pgid)
 
 
-def test_stack_file_lists_every_piece(stack: stack.Stack) -> None:
-    info = json.loads(stack.STACK_FILE.read_text()) if False else json.loads(stack_file().read_text())
+def test_stack_file_lists_every_piece(stack: local.Stack) -> None:
+    info = json.loads(stack.stack_file.read_text())
     assert set(info["functions"]) == {"slack_events", "slack_interactivity", "agent_session", "sweep"}
     for key in ("firestore", "tasks", "fake_slack", "fake_gemini"):
         assert info[key]
     for pid in info["pids"].values():
         assert procs.group_alive(pid)
-
-
-def stack_file() -> Path:
-    return stack.STACK_FILE
 
 
 def test_an_interrupted_run_leaves_nothing_behind(tmp_path: Path) -> None:
