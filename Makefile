@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 TASKS_VENV := .venv-tasks
 
-.PHONY: install dev stack down chat test lint typecheck clean help
+.PHONY: install dev stack down chat sweep admin test lint typecheck clean help
 
 help:  ## list the targets
 	@grep -E '^[a-z.-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -36,6 +36,12 @@ down: $(VENV)/.installed  ## stop, by pid, anything a killed stack left running
 
 chat: $(VENV)/.installed  ## chat with a stack started by `make stack` in another terminal
 	$(PY) -m infra.chat
+
+sweep: $(VENV)/.installed  ## run the daily sweep now on the running local stack (NOW=2030-01-01T00:00:00+00:00 moves its clock)
+	$(PY) -m infra.admin sweep $(if $(NOW),--now $(NOW))
+
+admin: $(VENV)/.installed  ## list open questions and stuck sessions (local stack, or GOOGLE_CLOUD_PROJECT with ADC)
+	$(PY) -m infra.admin list
 
 lint: $(VENV)/.installed  ## ruff lint and format check
 	$(VENV)/bin/ruff check .

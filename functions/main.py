@@ -75,4 +75,8 @@ def agent_session(request: flask.Request) -> Response:
 def sweep(request: flask.Request) -> Response:
     """Cloud Scheduler target: the daily sweep of stale questions and silent sessions."""
     logs.setup(config.settings().log_level)
-    return {"error": "the sweep is not implemented yet"}, 501
+    from shared import sweep as daily
+
+    if request.method != "POST":
+        return {"error": "POST only"}, 405
+    return daily.handle(_body(request, 64 * 1024), _headers(request))

@@ -163,10 +163,15 @@ class Stack:
         except BaseException:
             self.stop()
             raise
-        self.stack_file.parent.mkdir(parents=True, exist_ok=True)
-        self.stack_file.write_text(json.dumps(self.info(), indent=2))
         self.wrote_stack_file = True
+        self._record()
         return self
+
+    def _record(self) -> None:
+        """Keep the stack file true to what runs (a restarted function has a new pid)."""
+        if self.wrote_stack_file:
+            self.stack_file.parent.mkdir(parents=True, exist_ok=True)
+            self.stack_file.write_text(json.dumps(self.info(), indent=2))
 
     def stop(self) -> None:
         """Stop every process, newest first; safe to call twice."""
@@ -287,11 +292,13 @@ class Stack:
             env,
         )
         wait_until(lambda: http_answers(self.function_url(name)), proc=proc, what="HTTP", timeout=60)
+        self._record()
         return proc
 
     def kill_function(self, name: str) -> None:
         """SIGKILL a function's whole process group, as a crashed instance would die."""
         self.procs.pop(name).kill()
+        self._record()
 
 
 def stop_leftovers(stack_file: Path = STACK_FILE) -> None:

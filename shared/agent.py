@@ -8,6 +8,7 @@ has are read once, so a re-run step does not post twice.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from typing import Any
 from google.genai import types
 from slack_sdk.errors import SlackApiError
 
-from shared import builtin_tools, config, gemini, prompts, slack, store, team_tools, tools
+from shared import builtin_tools, config, followup, gate, gemini, prompts, slack, store, team_tools, tools
 from shared.models import Session, SessionKind, SessionStatus, Step
 from shared.mrkdwn import to_slack_messages
 from shared.transcript import contents_of, pending_calls, shorten_tool_results, to_json
@@ -68,7 +69,8 @@ class Runner:
         # After a crash, learn which of this session's posts Slack already has (one thread read).
         self.posted: dict[str, str] = slack.posted_keys(session.channel, session.thread_ts) if takeover else {}
         top_level = session.kind in {SessionKind.MENTION, SessionKind.CONTINUATION}
-        self.tools = tools.available(top_level=top_level)
+        # A narration reports from the audit log only: it gets no tools.
+        self.tools = [] if session.kind == SessionKind.RETRY else tools.available(top_level=top_level)
         self.allowed = {t.name for t in self.tools}
         self.notes: list[dict[str, Any]] = list(session.notes)  # queued for the next model turn
 
@@ -167,6 +169,10 @@ class Runner:
         return self.steps[-1].session_id == self.session.session_id
 
     def _start(self) -> None:
+        # Failure narration wins over resumption (seed 000): a retry never resumes a pending ask.
+        if self.session.kind == SessionKind.RETRY:
+            self._commit("prompt", self._narration_prompt(), [])
+            return
         if self.session.kind == SessionKind.CONTINUATION:
             self._commit("answer", self._answer_content(), [{"type": "answer", "at": store.now()}])
             return
@@ -182,6 +188,16 @@ class Runner:
             bot_user_id=None,
         )
         self._commit("prompt", types.Content(role="user", parts=[types.Part(text=text)]), [])
+
+    def _narration_prompt(self) -> types.Content:
+        """The audit log of the silent session, the ground truth a narration reports from."""
+        parent = store.get_session(self.session.parent_session_id or "")
+        records = store.audit_of(parent) if parent else []
+        lines = [json.dumps(r, default=str, ensure_ascii=False) for r in records] or ["(no records)"]
+        text = prompts.NARRATE.format(
+            request=self.session.text, reason=self.session.retry_reason or "unknown", audit="\n".join(lines)
+        )
+        return types.Content(role="user", parts=[types.Part(text=text)])
 
     def _answer_content(self) -> types.Content:
         """The operator's answer, as the function response of the pending ask_operator call."""
@@ -216,22 +232,33 @@ class Runner:
             return content
         content = types.Content(role="model", parts=[types.Part(text=text)])
         step = self._commit("model", content, audit, turns=self.session.turns + 1)
-        if self._answer(text or _empty_reason(response), step) == SessionStatus.RUNNING:
+        if self._answer(text, step) == SessionStatus.RUNNING:
             return content  # notes arrived as it finished: go on
         return None
 
     def _answer(self, text: str, step: Step) -> SessionStatus:
-        stamps = self._post(text, key=f"{self.session.session_id}:{step.seq}:answer")
-        audit = [{"type": "post", "ts": stamps[0], "parts": len(stamps), "at": store.now()}]
+        audit: list[dict[str, Any]] = []
+        if text.strip():
+            stamps = self._post(text, key=f"{self.session.session_id}:{step.seq}:answer")
+            audit = [{"type": "post", "ts": stamps[0], "parts": len(stamps), "at": store.now()}]
+        own = [entry for s in self.steps if s.session_id == self.session.session_id for entry in s.audit]
+        closed = gate.closed_loop(own + audit)
+        status = SessionStatus.DONE if closed else SessionStatus.SILENT_EXIT
         try:
-            self._commit("post", None, audit, status=SessionStatus.DONE.value, ended_at=store.now())
+            self._commit("end", None, audit, status=status.value, closed_loop=closed, ended_at=store.now())
         except store.NotesPending as pending:
-            self._commit("post", None, audit)  # the post is recorded; the notes are read next turn
+            self._commit("end", None, audit)  # any post is recorded; the notes are read next turn
             self.notes = pending.notes
             return SessionStatus.RUNNING
-        self._react_end(DONE)
-        log.info("session done", extra={"turns": self.session.turns, "tool_calls": self.session.tool_calls})
-        return SessionStatus.DONE
+        if closed:
+            self._react_end(DONE)
+            followup.narrated(self.session)
+            log.info("session done", extra={"turns": self.session.turns, "tool_calls": self.session.tool_calls})
+            return SessionStatus.DONE
+        slack.unreact(self.session.channel, self.session.trigger_ts, WORKING)
+        log.warning("session ended without reporting back", extra={"turns": self.session.turns})
+        followup.after_silent_exit(self.session, reason="the session ended without reporting back")
+        return SessionStatus.SILENT_EXIT
 
     def _run_tools(self, calls: list[types.FunctionCall]) -> bool:
         """Run the pending calls and persist their responses; True if a blocking ask paused the session."""
@@ -306,7 +333,7 @@ class Runner:
             [{"type": "model", "text": tools.short(text), "calls": [], "at": store.now()}],
             turns=self.session.turns + 1,
         )
-        return self._answer(text or _empty_reason(response), step)
+        return self._answer(text, step)
 
     def _fail(self, reason: str) -> SessionStatus:
         fail_session(self.session, reason, self.posted, seq=self.session.next_seq)
@@ -350,9 +377,3 @@ def _first_content(response: types.GenerateContentResponse) -> types.Content:
     if candidate is None or candidate.content is None:
         return types.Content(role="model", parts=[])
     return candidate.content
-
-
-def _empty_reason(response: types.GenerateContentResponse) -> str:
-    candidate = response.candidates[0] if response.candidates else None
-    reason = candidate.finish_reason if candidate else None
-    return f"I could not produce an answer this time (the model stopped: {reason or 'no candidate'})."

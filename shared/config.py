@@ -65,6 +65,26 @@ VARIABLES: tuple[Variable, ...] = (
     ),
     Variable("OPERATOR_USER_IDS", "", "Comma-separated Slack user ids allowed to answer operator questions.", _ALL),
     Variable(
+        "OPERATOR_CHANNEL",
+        "",
+        "Slack channel id where operator alerts also go (unreported work that could not be narrated).",
+        _INTERNAL,
+    ),
+    Variable("QUESTION_REMIND_HOURS", "24", "Age at which an open question gets its one reminder.", frozenset({SWEEP})),
+    Variable(
+        "QUESTION_ABANDON_HOURS",
+        "48",
+        "Further time after the reminder age at which a still-open question is abandoned.",
+        frozenset({SWEEP}),
+    ),
+    Variable(
+        "STALE_LEASE_MINUTES",
+        "60",
+        "How long past its lease a running session must be before the sweep treats its worker as dead.",
+        frozenset({SWEEP}),
+    ),
+    Variable("SWEEP_PAGE_SIZE", "200", "Documents the sweep reads per page of each query.", frozenset({SWEEP})),
+    Variable(
         "ALLOW_REQUESTER_ANSWERS",
         "false",
         "'true' lets the person who started a session answer its questions too, besides the operators.",
@@ -240,6 +260,26 @@ class Settings:
     @cached_property
     def operator_user_ids(self) -> frozenset[str]:
         return frozenset(part.strip() for part in self.raw("OPERATOR_USER_IDS").split(",") if part.strip())
+
+    @cached_property
+    def operator_channel(self) -> str:
+        return self.raw("OPERATOR_CHANNEL")
+
+    @cached_property
+    def question_remind_hours(self) -> int:
+        return self._int("QUESTION_REMIND_HOURS", 1, 24 * 30)
+
+    @cached_property
+    def question_abandon_hours(self) -> int:
+        return self._int("QUESTION_ABANDON_HOURS", 1, 24 * 90)
+
+    @cached_property
+    def stale_lease_minutes(self) -> int:
+        return self._int("STALE_LEASE_MINUTES", 1, 24 * 60)
+
+    @cached_property
+    def sweep_page_size(self) -> int:
+        return self._int("SWEEP_PAGE_SIZE", 10, 1000)
 
     @cached_property
     def allow_requester_answers(self) -> bool:

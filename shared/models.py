@@ -69,6 +69,9 @@ class Session:
     error: str | None = None
     # Notes queued while the session runs: answers to its non-blocking questions, messages in its thread.
     notes: list[dict[str, Any]] = field(default_factory=list)
+    # A silent exit is followed up once: narrated by a retry, or escalated to the operators.
+    followed_up: bool = False
+    retry_reason: str | None = None
 
     @property
     def transcript(self) -> str:

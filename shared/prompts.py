@@ -27,6 +27,19 @@ WRAP_UP = (
     "for the thread: what was done, what is left, and what the requester could do next."
 )
 
+NARRATE = """\
+An earlier session in this Slack thread did work but never reported back ({reason}).
+The request it was working on:
+{request}
+
+Its audit log, one JSON record per model turn, tool call and post, oldest first. This is the ground truth;
+do not trust anything else about what was done:
+{audit}
+
+Write ONE short message for the thread: what was done (only what the log shows), what the outcome was, and
+what is left. Do not call any tool. If the log shows nothing was done, say so plainly.
+"""
+
 TOO_LONG = (
     "The conversation became too long for the model's context window. Do not call any tool. Reply briefly "
     "with the best answer you can give from what you know, and say that the history was too long to use in full."

@@ -53,8 +53,8 @@ def client() -> WebClient:
     return _client
 
 
-def post(channel: str, thread_ts: str, text: str, *, key: str, blocks: Sequence[Block] | None = None) -> str:
-    """Post in a thread and return the message ts; ``key`` identifies the post for crash recovery."""
+def post(channel: str, thread_ts: str | None, text: str, *, key: str, blocks: Sequence[Block] | None = None) -> str:
+    """Post in a thread (or the channel, with no ``thread_ts``); returns the ts. ``key`` marks it for recovery."""
     response = client().chat_postMessage(
         channel=channel,
         thread_ts=thread_ts,

@@ -7,6 +7,7 @@ Collections: ``events`` (Slack de-duplication, with a TTL field), ``sessions``,
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -43,8 +44,12 @@ INDEXES: tuple[Index, ...] = (
     Index(QUESTIONS, (("channel", "ASCENDING"), ("thread_ts", "ASCENDING"), ("status", "ASCENDING"))),
     # The sweep: open questions by age.
     Index(QUESTIONS, (("status", "ASCENDING"), ("asked_at", "ASCENDING"))),
-    # The sweep: sessions in a status, oldest first (silent exits, running with a dead lease).
+    # The sweep: sessions queued too long (their task was never created), oldest first.
     Index(SESSIONS, (("status", "ASCENDING"), ("updated_at", "ASCENDING"))),
+    # The sweep: silent exits not yet narrated or escalated.
+    Index(SESSIONS, (("status", "ASCENDING"), ("followed_up", "ASCENDING"), ("updated_at", "ASCENDING"))),
+    # The sweep: running sessions whose lease expired long ago (their task ran out of retries).
+    Index(SESSIONS, (("status", "ASCENDING"), ("lease_until", "ASCENDING"))),
     # Messages during a running session: the running session of a thread.
     Index(SESSIONS, (("channel", "ASCENDING"), ("thread_ts", "ASCENDING"), ("status", "ASCENDING"))),
 )
@@ -426,3 +431,124 @@ def answer_question(
 
     result: Answered = answer_it(db().transaction())
     return result
+
+
+# --- follow-ups and the sweep ----------------------------------------------------------------
+
+
+def retry_id(session_id: str) -> str:
+    return f"retry-{session_id}"
+
+
+def create_retry(session: Session, *, reason: str) -> Session:
+    """The narration retry of a silent session, created once (``create()``); a second call returns the first."""
+    retry = Session(
+        session_id=retry_id(session.session_id),
+        kind=SessionKind.RETRY,
+        channel=session.channel,
+        thread_ts=session.thread_ts,
+        trigger_ts=session.trigger_ts,
+        trigger_user=session.trigger_user,
+        text=session.text,
+        created_at=now(),
+        parent_session_id=session.session_id,
+        retry_reason=reason,
+    )
+    try:
+        _session_ref(retry.session_id).create(retry.to_doc())
+    except (gexc.AlreadyExists, gexc.Conflict):
+        stored = get_session(retry.session_id)
+        assert stored is not None
+        return stored
+    return retry
+
+
+def mark_followed_up(session_id: str) -> None:
+    try:
+        _session_ref(session_id).update({"followed_up": True, "updated_at": now()})
+    except gexc.NotFound:
+        log.warning("cannot mark a missing session as followed up", extra={"followed": session_id})
+
+
+def audit_of(session: Session) -> list[dict[str, Any]]:
+    """The audit records ``session`` wrote, in order: the ground truth of what it did."""
+    return [entry for step in load_steps(session.transcript) if step.session_id == session.session_id
+            for entry in step.audit]  # fmt: skip
+
+
+def _stale(collection: str, filters: list[tuple[str, str, Any]], order: str, cutoff: datetime,
+           page_size: int) -> Iterator[Any]:  # fmt: skip
+    """Documents matching ``filters`` whose ``order`` field is at or before ``cutoff``, oldest first, by pages.
+
+    An indexed query on equality fields and a time: it reads only stale documents, however large the
+    collection grows.
+    """
+    query: Any = db().collection(collection)
+    for field_path, op, value in filters:
+        query = query.where(filter=FieldFilter(field_path, op, value))
+    query = query.where(filter=FieldFilter(order, "<=", cutoff)).order_by(order).limit(page_size)
+    last = None
+    while True:
+        page = list((query.start_after(last) if last is not None else query).stream())
+        yield from page
+        if len(page) < page_size:
+            return
+        last = page[-1]
+
+
+def stale_questions(cutoff: datetime, *, page_size: int) -> Iterator[Question]:
+    """Open questions asked at or before ``cutoff``."""
+    for snap in _stale(QUESTIONS, [("status", "==", QuestionStatus.OPEN.value)], "asked_at", cutoff, page_size):
+        yield Question.from_doc(snap.to_dict() or {})
+
+
+def stale_sessions(status: SessionStatus, field_path: str, cutoff: datetime, *, page_size: int,
+                   not_followed_up: bool = False) -> Iterator[Session]:  # fmt: skip
+    """Sessions in ``status`` whose ``field_path`` time is at or before ``cutoff``."""
+    filters: list[tuple[str, str, Any]] = [("status", "==", status.value)]
+    if not_followed_up:
+        filters.append(("followed_up", "==", False))
+    for snap in _stale(SESSIONS, filters, field_path, cutoff, page_size):
+        yield Session.from_doc(snap.to_dict() or {})
+
+
+def mark_reminded(question_id: str, at: datetime) -> bool:
+    """Record the one reminder of an open question; False if it was already reminded or is not open."""
+    ref = _question_ref(question_id)
+
+    @firestore.transactional
+    def mark(transaction: firestore.Transaction) -> bool:
+        current = ref.get(transaction=transaction, field_paths=["status", "reminded_at"]).to_dict() or {}
+        if current.get("status") != QuestionStatus.OPEN.value or current.get("reminded_at") is not None:
+            return False
+        transaction.update(ref, {"reminded_at": at})
+        return True
+
+    marked: bool = mark(db().transaction())
+    return marked
+
+
+def end_session(session_id: str, *, expect: SessionStatus, status: SessionStatus, cutoff: datetime | None = None,
+                **fields: Any) -> Session | None:  # fmt: skip
+    """Move a session from ``expect`` to ``status`` in a transaction (for a running one: only if its lease
+    expired before ``cutoff``); returns it, or None if it changed meanwhile."""
+    ref = _session_ref(session_id)
+
+    @firestore.transactional
+    def end(transaction: firestore.Transaction) -> Session | None:
+        snap = ref.get(transaction=transaction)
+        data = snap.to_dict() if snap.exists else None
+        if data is None:
+            return None
+        session = Session.from_doc(data)
+        if session.status != expect:
+            return None
+        if cutoff is not None and (session.lease_until is None or session.lease_until > cutoff):
+            return None
+        updates = {"status": status.value, "lease_until": None, "ended_at": now(), "updated_at": now(), **fields}
+        transaction.update(ref, updates)
+        session.status = status
+        return session
+
+    ended: Session | None = end(db().transaction())
+    return ended

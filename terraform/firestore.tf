@@ -77,6 +77,42 @@ resource "google_firestore_index" "sessions_by_age" {
   }
 }
 
+# The sweep: silent exits not yet narrated or escalated, oldest first.
+resource "google_firestore_index" "silent_exits_to_follow_up" {
+  database    = google_firestore_database.main.name
+  collection  = "sessions"
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "status"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "followed_up"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "updated_at"
+    order      = "ASCENDING"
+  }
+}
+
+# The sweep: running sessions whose lease expired long ago.
+resource "google_firestore_index" "sessions_by_lease" {
+  database    = google_firestore_database.main.name
+  collection  = "sessions"
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "status"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "lease_until"
+    order      = "ASCENDING"
+  }
+}
+
 # Messages during a running session: the running session of a thread.
 resource "google_firestore_index" "sessions_in_thread" {
   database    = google_firestore_database.main.name

@@ -28,7 +28,7 @@ def stack() -> Iterator[Stack]:
     # Small budgets keep the budget tests short; everything else runs with the product's defaults.
     # Its own stack file and logs, so a `make dev` stack of the same checkout is left alone.
     stack = Stack(
-        extra_env={"SESSION_MAX_TURNS": "6", "SESSION_MAX_TOOL_CALLS": "10"},
+        extra_env={"SESSION_MAX_TURNS": "6", "SESSION_MAX_TOOL_CALLS": "10", "OPERATOR_CHANNEL": "C0OPERATORS"},
         stack_file=LOCAL / "test" / "stack.json",
     ).start()
     saved = dict(os.environ)

@@ -144,3 +144,23 @@ def test_agent_session_without_a_token_is_401_when_oidc_is_required(monkeypatch:
         assert response.status_code == 401
     finally:
         config.reset()
+
+
+def test_the_sweep_without_a_token_is_401_when_oidc_is_required(monkeypatch: pytest.MonkeyPatch) -> None:
+    import functions_framework
+
+    from infra.stack import ROOT
+
+    for name, value in {
+        "REQUIRE_OIDC": "true",
+        "SCHEDULER_SERVICE_ACCOUNT": "scheduler@project.iam.gserviceaccount.com",
+        "OIDC_AUDIENCE": "https://sweep.example/",
+    }.items():
+        monkeypatch.setenv(name, value)
+    config.reset()
+    try:
+        app = functions_framework.create_app("sweep", str(ROOT / "functions" / "main.py"))  # type: ignore[no-untyped-call]
+        response = app.test_client().post("/", json={"now": "2030-01-01T00:00:00+00:00"})
+        assert response.status_code == 401
+    finally:
+        config.reset()

@@ -1,0 +1,253 @@
+"""The silent-exit follow-ups and the daily sweep, through the real functions on the emulators.
+
+The clock is injected: question and lease times are written into the documents, or the sweep is given a
+``now``; nothing sleeps for a day.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+import requests
+
+from infra import stack as local
+from infra.fakegemini.control import FakeGemini
+from infra.fakeslack.control import FakeSlack
+from infra.stack import Stack
+from shared import store, tasks
+from shared.models import QuestionStatus, Session, SessionKind, SessionStatus, Step
+from tests.agent_helpers import Thread, mention, open_question, texts, wait_status
+from tests.poll import wait_for
+
+pytestmark = pytest.mark.stack
+G = FakeGemini
+Script = Callable[..., int]
+OPERATOR = local.OPERATOR_ID
+
+
+def sweep(stack: Stack, now: datetime | None = None) -> dict[str, Any]:
+    body = {"now": now.isoformat()} if now else {}
+    response = requests.post(stack.function_url("sweep"), json=body, timeout=60)
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+@pytest.fixture
+def empty_db(stack: Stack) -> None:
+    """The sweep reads the whole database: these tests start from an empty one (the emulator's reset endpoint)."""
+    url = f"http://{stack.firestore_host}/emulator/v1/projects/{local.PROJECT}/databases/(default)/documents"
+    assert requests.delete(url, timeout=30).status_code == 200
+
+
+def paused_with_question(script: Script, fake_slack: FakeSlack, channel: str, question: str) -> Thread:
+    script(G.call("ask_operator", question=question, options=["yes", "no"]))
+    thread = mention(fake_slack, channel, f"please decide {question}")
+    wait_status(thread.session_id, SessionStatus.PAUSED)
+    return thread
+
+
+def age_question(question_id: str, hours: float) -> datetime:
+    asked = store.now() - timedelta(hours=hours)
+    store.db().collection(store.QUESTIONS).document(question_id).update({"asked_at": asked})
+    return asked
+
+
+def test_questions_aged_23_25_and_73_hours(
+    stack: Stack, empty_db: None, script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    threads = {
+        hours: paused_with_question(script, fake_slack, f"C{uid}{hours}", f"q{hours}?") for hours in (23, 25, 73)
+    }
+    questions = {hours: open_question(t.session_id) for hours, t in threads.items()}
+    for hours, question in questions.items():
+        age_question(question.question_id, hours)
+
+    summary = sweep(stack)
+    assert (summary["reminded"], summary["abandoned"], summary["questions_read"]) == (1, 1, 2)
+
+    young = store.get_question(questions[23].question_id)
+    assert young is not None
+    assert (young.status, young.reminded_at) == (QuestionStatus.OPEN, None)
+    assert len(fake_slack.bot_replies(threads[23].channel, threads[23].ts)) == 1  # only the question itself
+
+    reminded = store.get_question(questions[25].question_id)
+    assert reminded is not None
+    assert reminded.status == QuestionStatus.OPEN
+    assert reminded.reminded_at is not None
+    reminder = fake_slack.bot_replies(threads[25].channel, threads[25].ts)[-1]["text"]
+    assert f"<@{OPERATOR}>" in reminder
+    assert "q25?" in reminder
+
+    gone = store.get_question(questions[73].question_id)
+    assert gone is not None
+    assert gone.status == QuestionStatus.ABANDONED
+    replies = fake_slack.bot_replies(threads[73].channel, threads[73].ts)
+    post = next(m for m in replies if m["ts"] == gone.post_ts)
+    assert "Abandoned" in post["text"]
+    assert "speech_balloon" not in fake_slack.reactions(threads[73].channel, post["ts"])
+    assert "mention me in this thread" in replies[-1]["text"]
+    assert store.get_session(threads[73].session_id).status == SessionStatus.ABANDONED  # type: ignore[union-attr]
+
+    posts_before = len(fake_slack.calls("chat.postMessage"))
+    again = sweep(stack)
+    assert (again["reminded"], again["abandoned"], again["narrated"], again["escalated"]) == (0, 0, 0, 0)
+    assert len(fake_slack.calls("chat.postMessage")) == posts_before
+
+
+def test_the_sweep_reads_only_stale_documents(stack: Stack, empty_db: None, fake_slack: FakeSlack, uid: str) -> None:
+    now = store.now()
+    batch = store.db().batch()
+    for n in range(3000):
+        fresh = {"question_id": f"fresh-{n}", "status": "open", "asked_at": now - timedelta(hours=1),
+                 "channel": f"C{uid}", "thread_ts": f"{n}.0"}  # fmt: skip
+        batch.set(store.db().collection(store.QUESTIONS).document(f"fresh-{n}"), fresh)
+        done = Session(session_id=f"done-{uid}-{n}", kind=SessionKind.MENTION, channel=f"C{uid}", thread_ts=f"{n}.0",
+                       trigger_ts=f"{n}.0", trigger_user="U1", text="x", created_at=now - timedelta(days=30),
+                       status=SessionStatus.DONE)  # fmt: skip
+        batch.set(store.db().collection(store.SESSIONS).document(done.session_id), done.to_doc())
+        if n % 200 == 199:
+            batch.commit()
+            batch = store.db().batch()
+    batch.commit()
+    for n in range(5):
+        stale = {"question_id": f"stale-{n}", "status": "open", "asked_at": now - timedelta(hours=30),
+                 "channel": f"C{uid}", "thread_ts": f"stale{n}", "text": "old?", "options": [], "blocking": True,
+                 "session_id": f"s-{n}", "transcript_id": f"s-{n}", "call_id": None}  # fmt: skip
+        store.db().collection(store.QUESTIONS).document(f"stale-{n}").set(stale)
+
+    summary = sweep(stack)
+    assert summary["questions_read"] == 5
+    assert summary["sessions_read"] == 0
+    assert summary["reminded"] == 5
+
+
+def dead_session(uid: str, *, kind: SessionKind = SessionKind.MENTION, audit: list[dict[str, Any]]) -> Session:
+    """A session whose worker died long ago, leaving an audit log of outward work and no report."""
+    channel = f"C{uid}"
+    session = Session(
+        session_id=f"dead-{uid}", kind=kind, channel=channel, thread_ts="1700000000.000100",
+        trigger_ts="1700000000.000100", trigger_user="U0HUMAN", text=f"deploy the service [{channel}]",
+        created_at=store.now() - timedelta(hours=5), status=SessionStatus.RUNNING, worker="gone",
+        lease_until=store.now() - timedelta(hours=3),
+        parent_session_id="ev-original" if kind == SessionKind.RETRY else None,
+    )  # fmt: skip
+    store.db().collection(store.SESSIONS).document(session.session_id).set(session.to_doc())
+    step = Step(seq=0, session_id=session.session_id, kind="tool_results", content=None, audit=audit, at=store.now())
+    store.db().collection(store.SESSIONS).document(session.session_id).collection(store.STEPS).document("000000").set(
+        step.to_doc()
+    )
+    return session
+
+
+WORK: list[dict[str, Any]] = [
+    {"type": "model", "text": "", "calls": ["fetch_url"]},
+    {"type": "tool", "name": "fetch_url", "args": '{"url": "https://status.example.com"}',
+     "result": '{"result": {"status": 200}}', "outward": True, "posts": []},
+]  # fmt: skip
+
+
+def test_a_dead_worker_is_narrated_from_its_audit_log(
+    stack: Stack, empty_db: None, script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    session = dead_session(uid, audit=WORK)
+    script(G.text("I checked https://status.example.com (HTTP 200) but never reported back. Nothing else was done."))
+    summary = sweep(stack)
+    assert summary["narrated"] == 1
+    wait_status(store.retry_id(session.session_id), SessionStatus.DONE)
+    [reply] = fake_slack.bot_replies(session.channel, session.thread_ts)
+    assert "status.example.com" in reply["text"]
+    request = fake_gemini.requests()[-1]
+    assert "status.example.com" in texts(request)  # the narration was given the audit log
+    assert "tools" not in request["body"]
+    dead = store.get_session(session.session_id)
+    assert dead is not None
+    assert (dead.status, dead.followed_up) == (SessionStatus.SILENT_EXIT, True)
+    assert sweep(stack)["narrated"] == 0
+
+
+def test_a_dead_retry_alerts_the_operators_instead_of_retrying(
+    stack: Stack, empty_db: None, fake_slack: FakeSlack, uid: str
+) -> None:
+    session = dead_session(uid, kind=SessionKind.RETRY, audit=WORK)
+    summary = sweep(stack)
+    assert (summary["escalated"], summary["narrated"]) == (1, 0)
+    [alert] = fake_slack.bot_replies(session.channel, session.thread_ts)
+    assert alert["text"].startswith(f":warning: <@{OPERATOR}>")
+    assert any("could not be narrated" in m["text"] for m in fake_slack.messages("C0OPERATORS"))
+    assert store.get_session(store.retry_id(session.session_id)) is None
+    assert sweep(stack)["escalated"] == 0
+
+
+def test_a_silent_session_is_narrated_at_once(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    script(G.call("read_thread", limit=1), G.text(""), G.text("Summary: I read the thread and found nothing to do."))
+    thread = mention(fake_slack, f"C{uid}", "look around")
+    silent = wait_status(thread.session_id, SessionStatus.SILENT_EXIT)
+    assert silent.closed_loop is False
+    wait_status(store.retry_id(thread.session_id), SessionStatus.DONE)
+    assert fake_slack.bot_replies(thread.channel, thread.ts)[-1]["text"].startswith("Summary:")
+    assert "read_thread" in texts(fake_gemini.requests()[-1])
+    assert store.get_session(thread.session_id).followed_up  # type: ignore[union-attr]
+
+
+def test_a_retry_that_is_itself_silent_raises_an_alert(script: Script, fake_slack: FakeSlack, uid: str) -> None:
+    script(G.text(""), G.text(""))
+    thread = mention(fake_slack, f"C{uid}", "say nothing")
+    wait_status(store.retry_id(thread.session_id), SessionStatus.SILENT_EXIT)
+    alert = wait_for(lambda: fake_slack.bot_replies(thread.channel, thread.ts), what="the alert")[-1]
+    assert f"<@{OPERATOR}>" in alert["text"]
+    assert store.get_session(store.retry_id(store.retry_id(thread.session_id))) is None
+
+
+def test_narration_wins_over_resumption(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    thread = paused_with_question(script, fake_slack, f"C{uid}", "continue?")
+    question = open_question(thread.session_id)
+    paused = store.get_session(thread.session_id)
+    assert paused is not None
+    retry = store.create_retry(paused, reason="test")
+    store.db().collection(store.SESSIONS).document(retry.session_id).update({"question_id": question.question_id})
+    script(G.text("Narrated, not resumed."))
+    tasks.enqueue_session(retry.session_id)
+    wait_status(retry.session_id, SessionStatus.DONE)
+    request = fake_gemini.requests()[-1]
+    assert "never reported back" in texts(request)
+    assert "functionResponse" not in json.dumps(request["body"])
+    assert store.get_question(question.question_id).status == QuestionStatus.OPEN  # type: ignore[union-attr]
+
+
+def test_a_session_whose_task_was_never_created_is_requeued(
+    stack: Stack, empty_db: None, script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    queued = Session(
+        session_id=f"lost-{uid}", kind=SessionKind.MENTION, channel=f"C{uid}", thread_ts="1.0", trigger_ts="1.0",
+        trigger_user="U0HUMAN", text=f"hello [C{uid}]", created_at=store.now() - timedelta(hours=1),
+    )  # fmt: skip
+    doc = queued.to_doc() | {"updated_at": store.now() - timedelta(hours=1)}
+    store.db().collection(store.SESSIONS).document(queued.session_id).set(doc)
+    script(G.text("Sorry for the wait."))
+    assert sweep(stack)["requeued"] == 1
+    wait_status(queued.session_id, SessionStatus.DONE)
+
+
+def test_the_admin_cli_lists_open_questions_and_runs_the_sweep(
+    stack: Stack, empty_db: None, script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    import subprocess
+    import sys
+
+    thread = paused_with_question(script, fake_slack, f"C{uid}", "which cloud?")
+    run = [sys.executable, "-m", "infra.admin", "--stack-file", str(stack.stack_file)]
+    listed = subprocess.run([*run, "list"], capture_output=True, text=True, timeout=60, check=True, cwd=local.ROOT)
+    assert "which cloud?" in listed.stdout
+    assert thread.session_id in listed.stdout  # the paused session waits for an operator
+    later = (store.now() + timedelta(hours=25)).isoformat()
+    swept = subprocess.run([*run, "sweep", "--now", later], capture_output=True, text=True, timeout=60, check=True,
+                           cwd=local.ROOT)  # fmt: skip
+    assert json.loads(swept.stdout)["reminded"] == 1
