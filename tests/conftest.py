@@ -18,7 +18,7 @@ import pytest
 
 from infra.fakegemini.control import FakeGemini
 from infra.fakeslack.control import FakeSlack
-from infra.stack import LOCAL, Stack
+from infra.stack import LOCAL, OPERATOR_ID, Stack
 from shared import config
 from tests.slack import SlackSender
 
@@ -28,7 +28,12 @@ def stack() -> Iterator[Stack]:
     # Small budgets keep the budget tests short; everything else runs with the product's defaults.
     # Its own stack file and logs, so a `make dev` stack of the same checkout is left alone.
     stack = Stack(
-        extra_env={"SESSION_MAX_TURNS": "6", "SESSION_MAX_TOOL_CALLS": "10", "OPERATOR_CHANNEL": "C0OPERATORS"},
+        extra_env={
+            "SESSION_MAX_TURNS": "6",
+            "SESSION_MAX_TOOL_CALLS": "10",
+            "OPERATOR_CHANNEL": "C0OPERATORS",
+            "OPERATOR_USER_IDS": f"{OPERATOR_ID},U0OPERATOR2",
+        },
         stack_file=LOCAL / "test" / "stack.json",
     ).start()
     saved = dict(os.environ)

@@ -272,3 +272,44 @@ def test_a_newer_blocking_question_cancels_the_older_one(
     results = [r["response"]["result"] for r in function_responses(fake_gemini.requests()[-1])]
     assert results[0]["status"] == "cancelled"
     assert results[1]["answer"] == "answer to the second"
+
+
+def test_two_operators_a_button_and_a_slack_retry_race_to_one_continuation(
+    script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    thread = ask(script, fake_slack, uid, options=OPTIONS)
+    question = open_question(thread.session_id)
+    script(G.text("done"))
+    barrier = threading.Barrier(3)
+    sent: dict[str, dict[str, object]] = {}
+
+    def reply(user: str, text: str) -> None:
+        barrier.wait()
+        sent[user] = fake_slack.user_message(user, thread.channel, text, thread_ts=thread.ts)
+
+    def click() -> None:
+        barrier.wait()
+        fake_slack.click(
+            OPERATOR, thread.channel, question.post_ts or "", "answer_1", value=f"{question.question_id}|1"
+        )
+
+    racers = [
+        threading.Thread(target=reply, args=(OPERATOR, "2")),
+        threading.Thread(target=reply, args=("U0OPERATOR2", "3")),
+        threading.Thread(target=click),
+    ]
+    for racer in racers:
+        racer.start()
+    for racer in racers:
+        racer.join()
+    for delivery in (d for message in sent.values() for d in message["deliveries"]):  # type: ignore[attr-defined]
+        fake_slack.redeliver(delivery["event_id"])  # Slack retries every answer event too
+    wait_status(store.continuation_id(question.question_id), SessionStatus.DONE)
+    query = store.db().collection(store.SESSIONS).where(filter=FieldFilter("question_id", "==", question.question_id))
+    assert len([s for s in query.stream() if (s.to_dict() or {}).get("kind") == "continuation"]) == 1
+    losers = fake_slack.ephemerals(thread.channel)
+    assert len(losers) == 2
+    assert all("already answered" in note["text"] for note in losers)
+    answered = store.get_question(question.question_id)
+    assert answered is not None
+    assert answered.matched_option in OPTIONS
