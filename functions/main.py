@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import flask
@@ -34,49 +35,43 @@ def _body(request: flask.Request, limit: int) -> bytes:
     return request.stream.read(limit + 1)
 
 
+def _serve(request: flask.Request, handler: Callable[[bytes, dict[str, str]], Response], limit: int) -> Response:
+    """What every entry point does first: JSON logs, POST only, a bounded body, lower-cased headers."""
+    logs.setup(config.settings().log_level)
+    if request.method != "POST":
+        return {"error": "POST only"}, 405
+    if (request.content_length or 0) > limit:
+        return {"error": "body too large"}, 413
+    return handler(_body(request, limit), _headers(request))
+
+
 @functions_framework.http
 def slack_events(request: flask.Request) -> Response:
     """Slack Events API: signed JSON events and the url_verification handshake."""
-    logs.setup(config.settings().log_level)
     from shared import ingress
 
-    if request.method != "POST":
-        return {"error": "POST only"}, 405
-    if (request.content_length or 0) > ingress.MAX_BODY_BYTES:
-        return {"error": "body too large"}, 413
-    return ingress.handle_events(_body(request, ingress.MAX_BODY_BYTES), _headers(request))
+    return _serve(request, ingress.handle_events, ingress.MAX_BODY_BYTES)
 
 
 @functions_framework.http
 def slack_interactivity(request: flask.Request) -> Response:
     """Slack interactivity: signed, form-encoded button presses on question posts."""
-    logs.setup(config.settings().log_level)
     from shared import ingress, interactivity
 
-    if request.method != "POST":
-        return {"error": "POST only"}, 405
-    if (request.content_length or 0) > ingress.MAX_BODY_BYTES:
-        return {"error": "body too large"}, 413
-    return interactivity.handle(_body(request, ingress.MAX_BODY_BYTES), _headers(request))
+    return _serve(request, interactivity.handle, ingress.MAX_BODY_BYTES)
 
 
 @functions_framework.http
 def agent_session(request: flask.Request) -> Response:
     """Cloud Tasks target: runs one agent session named in the JSON body."""
-    logs.setup(config.settings().log_level)
     from shared import worker
 
-    if request.method != "POST":
-        return {"error": "POST only"}, 405
-    return worker.handle_task(_body(request, worker.MAX_TASK_BODY_BYTES), _headers(request))
+    return _serve(request, worker.handle_task, worker.MAX_TASK_BODY_BYTES)
 
 
 @functions_framework.http
 def sweep(request: flask.Request) -> Response:
     """Cloud Scheduler target: the daily sweep of stale questions and silent sessions."""
-    logs.setup(config.settings().log_level)
     from shared import sweep as daily
 
-    if request.method != "POST":
-        return {"error": "POST only"}, 405
-    return daily.handle(_body(request, 64 * 1024), _headers(request))
+    return _serve(request, daily.handle, daily.MAX_BODY_BYTES)

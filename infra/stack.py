@@ -301,18 +301,25 @@ class Stack:
         self._record()
 
 
+def _live_owner(stack_file: Path) -> tuple[dict[str, Any], int | None]:
+    """What ``stack_file`` records, and the pid of the run that owns it if that run is still alive."""
+    try:
+        info: dict[str, Any] = json.loads(stack_file.read_text())
+    except (FileNotFoundError, ValueError):
+        return {}, None
+    owner = info.get("owner")
+    alive = isinstance(owner, int) and owner != os.getpid() and _alive(owner) and _started_here(owner)
+    return info, owner if alive else None
+
+
 def stop_leftovers(stack_file: Path = STACK_FILE) -> None:
     """Stop, by the pids it recorded, whatever an earlier run that was killed left running.
 
     If the run that wrote ``stack_file`` is still alive, its stack is in use: refuse
     rather than pull it from under its owner.
     """
-    try:
-        info = json.loads(stack_file.read_text())
-    except (FileNotFoundError, ValueError):
-        return
-    owner = info.get("owner")
-    if isinstance(owner, int) and owner != os.getpid() and _alive(owner) and _started_here(owner):
+    info, owner = _live_owner(stack_file)
+    if owner is not None:
         raise StackError(
             f"another local stack (pid {owner}) is running with {stack_file}; stop it first "
             "(Ctrl-C where it runs, or `make down`), or give this one another --stack-file."
@@ -325,12 +332,8 @@ def stop_leftovers(stack_file: Path = STACK_FILE) -> None:
 
 def stop_stack(stack_file: Path = STACK_FILE) -> None:
     """``make down``: stop the stack recorded in ``stack_file``, its owner first, then every recorded pid."""
-    try:
-        info = json.loads(stack_file.read_text())
-    except (FileNotFoundError, ValueError):
-        return
-    owner = info.get("owner")
-    if isinstance(owner, int) and owner != os.getpid() and _alive(owner) and _started_here(owner):
+    _, owner = _live_owner(stack_file)
+    if owner is not None:
         os.kill(owner, signal.SIGTERM)  # its own shutdown stops its children by pid
         deadline = time.monotonic() + 20
         while _alive(owner) and time.monotonic() < deadline:

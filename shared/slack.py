@@ -13,7 +13,7 @@ same message twice.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from slack_sdk import WebClient
@@ -75,25 +75,22 @@ def ephemeral(channel: str, user: str, text: str, *, thread_ts: str | None = Non
 
 
 def react(channel: str, ts: str, name: str) -> bool:
-    """Add a reaction; an existing one is fine. Returns False (logged) if Slack refused."""
-    try:
-        client().reactions_add(channel=channel, timestamp=ts, name=name)
-    except SlackApiError as exc:
-        if exc.response.get("error") == "already_reacted":
-            return True
-        log.warning("could not add reaction", extra={"reaction": name, "error": exc.response.get("error")})
-        return False
-    return True
+    """Add a reaction; one already there is fine. False (logged) if Slack refused: reactions are never fatal."""
+    return _reaction(client().reactions_add, channel, ts, name, fine="already_reacted")
 
 
 def unreact(channel: str, ts: str, name: str) -> bool:
-    """Remove a reaction; a missing one is fine. Returns False (logged) if Slack refused."""
+    """Remove a reaction; a missing one is fine. False (logged) if Slack refused."""
+    return _reaction(client().reactions_remove, channel, ts, name, fine="no_reaction")
+
+
+def _reaction(method: Callable[..., Any], channel: str, ts: str, name: str, *, fine: str) -> bool:
     try:
-        client().reactions_remove(channel=channel, timestamp=ts, name=name)
+        method(channel=channel, timestamp=ts, name=name)
     except SlackApiError as exc:
-        if exc.response.get("error") == "no_reaction":
+        if exc.response.get("error") == fine:
             return True
-        log.warning("could not remove reaction", extra={"reaction": name, "error": exc.response.get("error")})
+        log.warning("reaction refused", extra={"reaction": name, "error": exc.response.get("error")})
         return False
     return True
 

@@ -267,17 +267,22 @@ def commit_step(
 
 def running_session_in_thread(channel: str, thread_ts: str) -> Session | None:
     """The thread's running session, if any, with one indexed query (channel, thread_ts, status)."""
+    for doc in _in_thread(SESSIONS, channel, thread_ts, SessionStatus.RUNNING.value, limit=1):
+        return Session.from_doc(doc)
+    return None
+
+
+def _in_thread(collection: str, channel: str, thread_ts: str, status: str, *, limit: int) -> list[dict[str, Any]]:
+    """Documents of one thread in one status: an indexed query on (channel, thread_ts, status)."""
     query = (
         db()
-        .collection(SESSIONS)
+        .collection(collection)
         .where(filter=FieldFilter("channel", "==", channel))
         .where(filter=FieldFilter("thread_ts", "==", thread_ts))
-        .where(filter=FieldFilter("status", "==", SessionStatus.RUNNING.value))
-        .limit(1)
+        .where(filter=FieldFilter("status", "==", status))
+        .limit(limit)
     )
-    for snap in query.stream():
-        return Session.from_doc(snap.to_dict() or {})
-    return None
+    return [snap.to_dict() or {} for snap in query.stream()]
 
 
 def add_note(session_id: str, note: dict[str, Any]) -> bool:
@@ -323,16 +328,8 @@ def get_question(question_id: str) -> Question | None:
 
 def open_questions_in_thread(channel: str, thread_ts: str) -> list[Question]:
     """The thread's open questions, newest first, with one indexed query (channel, thread_ts, status)."""
-    query = (
-        db()
-        .collection(QUESTIONS)
-        .where(filter=FieldFilter("channel", "==", channel))
-        .where(filter=FieldFilter("thread_ts", "==", thread_ts))
-        .where(filter=FieldFilter("status", "==", QuestionStatus.OPEN.value))
-        .limit(20)
-    )
-    questions = [Question.from_doc(snap.to_dict() or {}) for snap in query.stream()]
-    return sorted(questions, key=lambda q: q.asked_at, reverse=True)
+    docs = _in_thread(QUESTIONS, channel, thread_ts, QuestionStatus.OPEN.value, limit=20)
+    return sorted((Question.from_doc(doc) for doc in docs), key=lambda q: q.asked_at, reverse=True)
 
 
 def close_question(question_id: str, status: QuestionStatus) -> bool:

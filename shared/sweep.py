@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 
 QUESTION_REACTION = "speech_balloon"
 QUEUED_GRACE = timedelta(minutes=15)
+MAX_BODY_BYTES = 64 * 1024
 
 
 def run(now: datetime | None = None) -> dict[str, Any]:

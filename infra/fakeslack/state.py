@@ -156,31 +156,31 @@ def flag(args: Json, key: str) -> bool:
     return value is True or (isinstance(value, str) and value.lower() in ("1", "true"))
 
 
-def json_object(args: Json, key: str, error: str) -> Json | None:
-    """An object argument, sent as a dict (JSON bodies) or a JSON string (form bodies)."""
+def _json_arg(args: Json, key: str, error: str) -> Any:
+    """An argument sent as a value (JSON bodies) or as a JSON string (form bodies); None when absent."""
     value = args.get(key)
     if value is None or value == "":
         return None
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            return json.loads(value)
         except ValueError as exc:
             raise SlackError(error) from exc
-    if not isinstance(value, dict):
+    return value
+
+
+def json_object(args: Json, key: str, error: str) -> Json | None:
+    value = _json_arg(args, key, error)
+    if value is not None and not isinstance(value, dict):
         raise SlackError(error)
     return value
 
 
 def json_list(args: Json, key: str, error: str) -> list[Json] | None:
     """Block Kit arrives as a list (JSON bodies) or a JSON string (form bodies)."""
-    value = args.get(key)
-    if value is None or value == "":
+    value = _json_arg(args, key, error)
+    if value is None:
         return None
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError as exc:
-            raise SlackError(error) from exc
     if not isinstance(value, list) or not all(isinstance(b, dict) for b in value) or len(value) > MAX_BLOCKS:
         raise SlackError(error)
     if key == "blocks" and not all("type" in b for b in value):
