@@ -61,7 +61,7 @@ def setup(level: str = "INFO") -> None:
     root.handlers[:] = [handler]
     root.setLevel(level)
     # The HTTP client libraries are chatty at INFO and say nothing we need per request.
-    for noisy in ("urllib3", "httpx", "httpcore", "google_genai.models", "slack_sdk.web.base_client"):
+    for noisy in ("urllib3", "httpx", "httpx2", "httpcore", "google_genai.models", "slack_sdk.web.base_client"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     _configured = True
 

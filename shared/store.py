@@ -366,8 +366,9 @@ def answer_question(
 ) -> Answered:
     """In one transaction: the open question becomes answered and its continuation session is created.
 
-    Exactly one answer wins. A non-blocking question whose session still runs gets
-    no continuation: the answer is queued on that session as a note instead.
+    Exactly one answer wins. A non-blocking question whose session still runs (or is
+    paused on another question) gets no continuation: the answer is queued on that
+    session as a note, and a paused session's notes move to its continuation.
     """
     qref = _question_ref(question_id)
     when = now()
@@ -389,18 +390,19 @@ def answer_question(
             "matched_option": matched_option,
             "answer_ts": trigger_ts,
         }
-        if not question.blocking:
-            asker = _session_ref(question.session_id)
-            status = (asker.get(transaction=transaction, field_paths=["status"]).to_dict() or {}).get("status")
-            if status == SessionStatus.RUNNING.value:
-                # The asker is still working: the answer reaches it as a note at its next turn.
-                note = {"kind": "answer", "question_id": question_id, "question": question.text, "text": answer,
-                        "user": answered_by, "ts": trigger_ts, "matched_option": matched_option}  # fmt: skip
-                transaction.update(asker, {"notes": firestore.ArrayUnion([note])})
-                transaction.update(qref, {**fields, "continuation_id": question.session_id})
-                question.status, question.answer, question.answer_ts = QuestionStatus.ANSWERED, answer, trigger_ts
-                question.continuation_id = question.session_id
-                return Answered(question, noted=True)
+        asker = _session_ref(question.session_id)
+        current = asker.get(transaction=transaction, field_paths=["status", "notes"]).to_dict() or {}
+        status, waiting_notes = current.get("status"), list(current.get("notes") or [])
+        if not question.blocking and status in {SessionStatus.RUNNING.value, SessionStatus.PAUSED.value}:
+            # The asker is still working, or paused on another question: the answer waits as a note
+            # for its next turn (a paused asker's notes move to its continuation, below).
+            note = {"kind": "answer", "question_id": question_id, "question": question.text, "text": answer,
+                    "user": answered_by, "ts": trigger_ts, "matched_option": matched_option}  # fmt: skip
+            transaction.update(asker, {"notes": firestore.ArrayUnion([note])})
+            transaction.update(qref, {**fields, "continuation_id": question.session_id})
+            question.status, question.answer, question.answer_ts = QuestionStatus.ANSWERED, answer, trigger_ts
+            question.continuation_id = question.session_id
+            return Answered(question, noted=True)
         session = Session(
             session_id=continuation_id(question_id),
             kind=SessionKind.CONTINUATION,
@@ -413,8 +415,11 @@ def answer_question(
             parent_session_id=question.session_id,
             question_id=question_id,
             transcript_id=question.transcript_id,
+            notes=waiting_notes if status == SessionStatus.PAUSED.value else [],
         )
         transaction.create(_session_ref(session.session_id), session.to_doc())
+        if session.notes:
+            transaction.update(asker, {"notes": []})
         # Claims the answering message, so its app_mention twin cannot start a session of its own.
         transaction.set(
             db().collection(EVENTS).document(message_key(question.channel, trigger_ts)),

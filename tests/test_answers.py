@@ -313,3 +313,26 @@ def test_two_operators_a_button_and_a_slack_retry_race_to_one_continuation(
     answered = store.get_question(question.question_id)
     assert answered is not None
     assert answered.matched_option in OPTIONS
+
+
+def test_a_non_blocking_answer_while_paused_waits_for_the_continuation(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    script(
+        G.calls(
+            ("ask_operator", {"question": "Dark mode?", "options": ["yes", "no"], "blocking": False}),
+            ("ask_operator", {"question": "Which release?"}),
+        )
+    )
+    thread = mention(fake_slack, f"C{uid}", "ship the ui")
+    wait_status(thread.session_id, SessionStatus.PAUSED)
+    by_text = {q.text: q for q in store.open_questions_in_thread(thread.channel, thread.ts)}
+    dark, release = by_text["Dark mode?"], by_text["Which release?"]
+    fake_slack.click(OPERATOR, thread.channel, dark.post_ts or "", "answer_1", value=f"{dark.question_id}|1")
+    assert store.get_session(store.continuation_id(dark.question_id)) is None  # no second continuation
+    script(G.text("Shipping 2.0 with dark mode."))
+    fake_slack.user_message(OPERATOR, thread.channel, "2.0", thread_ts=thread.ts)
+    wait_status(store.continuation_id(release.question_id), SessionStatus.DONE)
+    last = fake_gemini.requests()[-1]
+    assert "answered your question 'Dark mode?': yes" in texts(last)
+    assert [r["response"]["result"].get("answer") for r in function_responses(last)][-1] == "2.0"
