@@ -11,7 +11,7 @@ from typing import Any
 from slack_sdk.models.blocks import ActionsBlock, ButtonElement, MarkdownTextObject, SectionBlock
 
 from shared import slack, store
-from shared.models import Question, QuestionStatus
+from shared.models import Question, QuestionStatus, SessionStatus
 from shared.tools import ToolError, context, tool
 
 MAX_OPTIONS = 10  # buttons per question; Slack allows 25 per actions block, people read far fewer
@@ -50,16 +50,22 @@ def question_id_for(session_id: str, seq: int, call_index: int) -> str:
     return f"q-{session_id}-{seq}-{call_index}"
 
 
-def cancel_older_questions(channel: str, thread_ts: str, *, keep: str) -> None:
-    """One open blocking question per thread: a new one cancels the older ones, and their posts say so."""
+def cancel_older_questions(channel: str, thread_ts: str, *, keep: str, asker: str) -> None:
+    """One open blocking question per thread: a new one cancels the older ones, and their posts say so.
+
+    A paused session other than ``asker`` that waited on a cancelled question can never resume: it is closed.
+    """
     for older in store.open_questions_in_thread(channel, thread_ts):
         if older.question_id == keep or not older.blocking:
             continue
-        if store.close_question(older.question_id, QuestionStatus.CANCELLED) and older.post_ts:
-            slack.update(
-                channel, older.post_ts, f":no_entry_sign: ~{older.text}~\n_Cancelled: a newer question replaces it._"
-            )
+        if not store.close_question(older.question_id, QuestionStatus.CANCELLED):
+            continue
+        if older.post_ts:
+            text = f":no_entry_sign: ~{older.text}~\n_Cancelled: a newer question replaces it._"
+            slack.update(channel, older.post_ts, text)
             slack.unreact(channel, older.post_ts, QUESTION_REACTION)
+        if older.session_id != asker:
+            store.end_session(older.session_id, expect=SessionStatus.PAUSED, status=SessionStatus.ABANDONED)
 
 
 @tool(outward=False, top_level_only=True, posts=True)
@@ -87,7 +93,7 @@ def ask_operator(question: str, options: list[str] | None = None, blocking: bool
     session = ctx.session
     qid = question_id_for(session.session_id, ctx.seq, ctx.call_index)
     if blocking:
-        cancel_older_questions(session.channel, session.thread_ts, keep=qid)
+        cancel_older_questions(session.channel, session.thread_ts, keep=qid, asker=session.session_id)
     key = ctx.post_key(":question")
     post_ts = ctx.posted.get(key) or slack.post(
         session.channel, session.thread_ts, question_text(question, choices), key=key,
