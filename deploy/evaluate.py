@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -77,6 +78,25 @@ def _set(values: Any) -> list[Any]:
     return sorted(set(values), key=str)
 
 
+def _regex(pattern: str, text: str) -> Any:
+    """Terraform's ``regex``: the first match (its groups when it has any); an error when nothing matches.
+
+    Python's ``re`` stands in for RE2; the patterns used in validations are in their common subset.
+    """
+    match = re.search(pattern, text)
+    if match is None:
+        raise EvalError(f"regex {pattern!r} does not match {text!r}")
+    if match.groupdict():
+        return match.groupdict()
+    return list(match.groups()) if match.groups() else match.group(0)
+
+
+def _all_bools(values: Any, combine: Callable[[Any], bool]) -> bool:
+    if not all(isinstance(value, bool) for value in values):
+        raise EvalError(f"alltrue/anytrue of non-booleans {values!r}")
+    return combine(values)
+
+
 FUNCTIONS: dict[str, Callable[..., Any]] = {
     "merge": _merge,
     "concat": _concat,
@@ -97,6 +117,12 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "lower": lambda text: text.lower(),
     "base64encode": lambda text: base64.b64encode(text.encode()).decode(),
     "jsonencode": lambda value: json.dumps(value, separators=(",", ":")),
+    "regex": _regex,
+    "alltrue": lambda values: _all_bools(values, all),
+    "anytrue": lambda values: _all_bools(values, any),
+    "startswith": lambda text, prefix: text.startswith(prefix),
+    "endswith": lambda text, suffix: text.endswith(suffix),
+    "setintersection": lambda first, *rest: _set(set(first).intersection(*map(set, rest))),
 }
 
 
@@ -153,6 +179,21 @@ class Evaluator:
             args = attr_node[3]
             filled[key] = self.node(args[1], {}) if len(args) > 1 else None
         return filled
+
+    def failed_validations(self) -> list[str]:
+        """The error message of every ``validation`` block whose condition is false for these values.
+
+        A condition that cannot be decided offline (it depends on something unknown) is not a failure.
+        """
+        failures: list[str] = []
+        for name, block in self.module.variables.items():
+            for validation in block.body.get("validation", []):
+                condition = self.value(validation["condition"], {})
+                if condition is False:
+                    failures.append(f"var.{name}: {self.value(validation['error_message'], {})}")
+                elif not isinstance(condition, (bool, Unknown)):
+                    raise EvalError(f"var.{name}: a validation condition gave {condition!r}, not a bool")
+        return failures
 
     def local(self, name: str) -> Any:
         if name not in self._locals:
@@ -301,6 +342,12 @@ class Evaluator:
                     continue
                 return result
             raise EvalError(f"no argument of {source} evaluates")
+        if name == "can":
+            try:
+                result = self.node(arg_nodes[0], scope)
+            except (EvalError, KeyError, IndexError, TypeError):
+                return False
+            return Unknown(source) if _contains_unknown(result) else True
         function = FUNCTIONS.get(name)
         if function is None:
             return Unknown(source)

@@ -120,6 +120,12 @@ resource "google_cloudfunctions2_function" "this" {
   }
 
   lifecycle {
+    # agent_session's timeout is the dispatch deadline; the session must wrap up before either ends
+    # (shared/config.py refuses SESSION_WALL_SECONDS >= TASKS_DISPATCH_DEADLINE_SECONDS at run time).
+    precondition {
+      condition     = var.session.wall_seconds < var.tasks.dispatch_deadline_seconds
+      error_message = "session.wall_seconds must be below tasks.dispatch_deadline_seconds (agent_session's timeout), or every session would fail its configuration check."
+    }
     postcondition {
       condition     = self.url == local.function_urls[each.key]
       error_message = "The function's URL is not the one TASKS_TARGET_URL and the Slack manifest were given (local.function_urls)."
@@ -132,6 +138,7 @@ resource "google_cloudfunctions2_function" "this" {
     google_secret_manager_secret_iam_member.access,
     google_secret_manager_secret_version.placeholder,
     google_project_iam_member.build,
+    google_project_iam_member.build_gcf_sources_reader,
     google_storage_bucket_iam_member.build_source_reader,
     google_artifact_registry_repository_iam_member.build_writer,
   ]

@@ -96,6 +96,21 @@ resource "google_project_iam_member" "build" {
   member  = "serviceAccount:${google_service_account.build.email}"
 }
 
+# Cloud Functions copies the source zip into its own gcf-v2-sources-<project number>-<region> bucket
+# (created on the first deploy) and the build fetches it from there, so reading our bucket is not
+# enough. Object reads are granted on that bucket only, by name, through an IAM condition.
+resource "google_project_iam_member" "build_gcf_sources_reader" {
+  project = var.project_id
+  role    = "roles/storage.objectViewer"
+  member  = "serviceAccount:${google_service_account.build.email}"
+
+  condition {
+    title       = "gcf-v2-sources only"
+    description = "The bucket Cloud Functions copies function sources into before a build."
+    expression  = "resource.name.startsWith(\"projects/_/buckets/gcf-v2-sources-\")"
+  }
+}
+
 resource "google_storage_bucket_iam_member" "build_source_reader" {
   bucket = google_storage_bucket.source.name
   role   = "roles/storage.objectViewer"

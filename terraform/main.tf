@@ -40,8 +40,9 @@ locals {
       memory      = "1Gi"
       cpu         = "1"
       concurrency = 1
-      max         = 20
-      environment = concat(["common", "tasks"], var.gemini.use_vertex_ai ? ["vertex_ai"] : [])
+      # One session per instance, as many instances as Cloud Tasks may dispatch at once.
+      max         = var.tasks.max_concurrent_dispatches
+      environment = concat(["common", "tasks", "internal", "agent"], var.gemini.use_vertex_ai ? ["vertex_ai"] : [])
       secrets     = concat(["SLACK_BOT_TOKEN"], var.gemini.use_vertex_ai ? [] : ["GEMINI_API_KEY"])
       calls_model = true
     }
@@ -54,7 +55,7 @@ locals {
       cpu         = "1"
       concurrency = 1
       max         = 1
-      environment = ["common", "tasks", "scheduler"]
+      environment = ["common", "tasks", "internal", "sweep"]
       secrets     = ["SLACK_BOT_TOKEN"]
       calls_model = false
     }
@@ -81,12 +82,34 @@ locals {
       TASKS_DISPATCH_DEADLINE_SECONDS = tostring(var.tasks.dispatch_deadline_seconds)
     }
     slack = {
-      EVENT_TTL_HOURS = tostring(var.event_ttl_hours)
+      EVENT_TTL_HOURS         = tostring(var.event_ttl_hours)
+      ALLOW_REQUESTER_ANSWERS = tostring(var.allow_requester_answers)
     }
-    # sweep accepts only Cloud Scheduler's token, for its own URL (shared/auth.py).
-    scheduler = {
+    # agent_session and sweep: OIDC checked in the code too, never switched off in the cloud;
+    # alerts about unreported work also go to the operator channel, when there is one.
+    internal = merge(
+      { REQUIRE_OIDC = "true" },
+      var.operator_channel == "" ? {} : { OPERATOR_CHANNEL = var.operator_channel },
+    )
+    # agent_session accepts only the tasks invoker's token for TASKS_TARGET_URL (shared/worker.py):
+    # both come from the "tasks" group, the same values the enqueuers put in each task.
+    agent = merge(
+      {
+        SESSION_WALL_SECONDS   = tostring(var.session.wall_seconds)
+        SESSION_MAX_TURNS      = tostring(var.session.max_turns)
+        SESSION_MAX_TOOL_CALLS = tostring(var.session.max_tool_calls)
+      },
+      var.gemini.model == null ? {} : { GEMINI_MODEL = var.gemini.model },
+    )
+    # sweep accepts only Cloud Scheduler's token, for its own URL (shared/sweep.py, shared/auth.py):
+    # the same account and audience as the scheduler job's oidc_token.
+    sweep = {
       SCHEDULER_SERVICE_ACCOUNT = google_service_account.scheduler.email
       OIDC_AUDIENCE             = local.function_urls["sweep"]
+      QUESTION_REMIND_HOURS     = tostring(var.sweep.question_remind_hours)
+      QUESTION_ABANDON_HOURS    = tostring(var.sweep.question_abandon_hours)
+      STALE_LEASE_MINUTES       = tostring(var.sweep.stale_lease_minutes)
+      SWEEP_PAGE_SIZE           = tostring(var.sweep.page_size)
     }
     # google-genai's own variables: Vertex AI with the function's identity.
     vertex_ai = {

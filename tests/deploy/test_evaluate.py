@@ -90,3 +90,54 @@ def test_instances_expand_for_each_and_dynamic_blocks(evaluator: Evaluator) -> N
 def test_an_unknown_local_is_an_error_not_a_guess(evaluator: Evaluator) -> None:
     with pytest.raises(EvalError, match="no local value"):
         evaluator.expression("local.missing")
+
+
+VALIDATED = """
+variable "ids" {
+  type        = list(string)
+  description = "i"
+  default     = ["U1"]
+
+  validation {
+    condition     = alltrue([for id in var.ids : can(regex("^U[0-9]+$", id))])
+    error_message = "ids must look like U123."
+  }
+}
+
+variable "env" {
+  type        = map(string)
+  description = "e"
+  default     = {}
+
+  validation {
+    condition = (
+      length(setintersection(keys(var.env), ["SECRET"])) == 0 &&
+      !anytrue([for k in keys(var.env) : endswith(k, "_HOST")])
+    )
+    error_message = "env must not set SECRET or *_HOST."
+  }
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("values", "failures"),
+    [
+        ({}, []),
+        ({"ids": ["U1", "bob"]}, ["var.ids: ids must look like U123."]),
+        ({"env": {"SECRET": "x"}}, ["var.env: env must not set SECRET or *_HOST."]),
+        ({"env": {"DB_HOST": "x"}}, ["var.env: env must not set SECRET or *_HOST."]),
+        ({"env": {"OTHER": "x"}}, []),
+    ],
+)
+def test_validations_are_evaluated_like_terraform(
+    tmp_path: Path, values: dict[str, object], failures: list[str]
+) -> None:
+    (tmp_path / "variables.tf").write_text(VALIDATED)
+    assert Module.load(tmp_path).evaluator(values).failed_validations() == failures
+
+
+def test_can_is_unknown_when_its_argument_is(evaluator: Evaluator) -> None:
+    assert evaluator.expression('can(regex("^a", "abc"))') is True
+    assert evaluator.expression('can(regex("^b", "abc"))') is False
+    assert isinstance(evaluator.expression("can(google_service_account.x.email)"), Unknown)

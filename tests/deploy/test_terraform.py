@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from deploy import package
 from deploy.evaluate import Evaluator, Unknown, instances
 from deploy.terraform import Block, Module, body_items
-from shared import config, store
+from shared import config, store, worker
 from tests.deploy.conftest import ROOT, TERRAFORM, TFVARS
 
 FUNCTION = ("google_cloudfunctions2_function", "this")
@@ -203,6 +207,120 @@ def test_emulators_and_local_switches_stay_off_in_the_cloud(module: Module, eval
         assert "SLACK_API_BASE_URL" not in function.environment, "the cloud talks to the real Slack"
 
 
+def test_the_internal_functions_verify_their_one_caller(module: Module, evaluator: Evaluator) -> None:
+    """agent_session accepts Cloud Tasks' token for the URL the tasks are sent to; sweep Cloud Scheduler's for its own.
+
+    shared/auth.py checks the audience (OIDC_AUDIENCE, else the URL the caller was given) and the
+    signing account; both must be exactly what the caller puts in its token.
+    """
+    functions = deployed(module, evaluator)
+    readers = next(variable.used_by for variable in config.VARIABLES if variable.name == "REQUIRE_OIDC")
+    for key in readers:
+        assert functions[key].environment.get("REQUIRE_OIDC") == "true", f"{key} must set REQUIRE_OIDC=true"
+    agent = functions[config.AGENT_SESSION].environment
+    # The audience agent_session expects is the one shared/tasks.py signs for: TASKS_TARGET_URL.
+    assert agent.get("OIDC_AUDIENCE", agent["TASKS_TARGET_URL"]) == agent["TASKS_TARGET_URL"]
+    assert agent["TASKS_TARGET_URL"] == evaluator.local("function_urls")[config.AGENT_SESSION]
+    assert agent["TASKS_SERVICE_ACCOUNT"] == Unknown("google_service_account.tasks_invoker.email")
+    assert "SCHEDULER_SERVICE_ACCOUNT" not in agent
+
+
+# A setting a user would want to change -> (the tfvars that change it, the value it must then have).
+TUNED: dict[str, Any] = {
+    "operator_user_ids": ["U0AAA", "U0BBB"],
+    "operator_channel": "C0OPS",
+    "allow_requester_answers": True,
+    "event_ttl_hours": 24,
+    "gemini": {"model": "gemini-test-model"},
+    "session": {"wall_seconds": 300, "max_turns": 9, "max_tool_calls": 12},
+    "sweep": {"question_remind_hours": 12, "question_abandon_hours": 36, "stale_lease_minutes": 90, "page_size": 50},
+    "log_level": "DEBUG",
+}
+TUNED_ENVIRONMENT = {
+    "OPERATOR_USER_IDS": "U0AAA,U0BBB",
+    "OPERATOR_CHANNEL": "C0OPS",
+    "ALLOW_REQUESTER_ANSWERS": "true",
+    "EVENT_TTL_HOURS": "24",
+    "GEMINI_MODEL": "gemini-test-model",
+    "SESSION_WALL_SECONDS": "300",
+    "SESSION_MAX_TURNS": "9",
+    "SESSION_MAX_TOOL_CALLS": "12",
+    "QUESTION_REMIND_HOURS": "12",
+    "QUESTION_ABANDON_HOURS": "36",
+    "STALE_LEASE_MINUTES": "90",
+    "SWEEP_PAGE_SIZE": "50",
+    "LOG_LEVEL": "DEBUG",
+}
+
+
+def test_the_settings_a_user_tunes_are_terraform_variables(module: Module) -> None:
+    """Each reaches exactly the functions that read it (config.VARIABLES used_by), with the value given."""
+    tuned = module.evaluator({**TFVARS, **TUNED})
+    assert tuned.failed_validations() == []
+    readers = {variable.name: variable.used_by for variable in config.VARIABLES}
+    for key, function in deployed(module, tuned).items():
+        for name, value in TUNED_ENVIRONMENT.items():
+            if key in readers[name]:
+                assert function.environment.get(name) == value, f"{key}: {name}"
+            else:
+                assert name not in function.environment, f"{key} does not read {name}"
+
+
+def test_terraform_defaults_are_the_code_defaults(module: Module, evaluator: Evaluator) -> None:
+    """Left alone, every setting Terraform passes has the value the code would use without it."""
+    variables = {variable.name: variable for variable in config.VARIABLES}
+    left_out_when_default = {"GEMINI_MODEL", "OPERATOR_CHANNEL"}  # unset means the code's default
+    for key, function in deployed(module, evaluator).items():
+        for name in TUNED_ENVIRONMENT:
+            if key not in variables[name].used_by:
+                continue
+            if name in left_out_when_default and name not in function.environment:
+                continue
+            assert function.environment.get(name) == variables[name].default, f"{key}: {name}"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "REQUIRE_OIDC",
+        "OIDC_AUDIENCE",
+        "SCHEDULER_SERVICE_ACCOUNT",
+        "SLACK_API_BASE_URL",
+        "GOOGLE_GEMINI_BASE_URL",
+        "FIRESTORE_EMULATOR_HOST",
+        "TASKS_EMULATOR_HOST",
+        "SLACK_BOT_TOKEN",
+        "SLACK_SIGNING_SECRET",
+        "GEMINI_API_KEY",
+        *TUNED_ENVIRONMENT,
+    ],
+)
+def test_extra_environment_cannot_override_what_terraform_decides(module: Module, name: str) -> None:
+    assert module.evaluator({**TFVARS, "extra_environment": {name: "x"}}).failed_validations()
+
+
+def test_extra_environment_refuses_everything_terraform_sets(module: Module, evaluator: Evaluator) -> None:
+    managed = {name for function in deployed(module, evaluator).values() for name in function.environment}
+    managed |= {name for function in deployed(module, evaluator).values() for name in function.secrets}
+    for name in sorted(managed):
+        assert module.evaluator({**TFVARS, "extra_environment": {name: "x"}}).failed_validations(), name
+    assert (
+        module.evaluator({**TFVARS, "extra_environment": {"SESSION_LEASE_SECONDS": "300"}}).failed_validations() == []
+    )
+
+
+def test_every_validation_and_precondition_holds_for_the_defaults(module: Module, evaluator: Evaluator) -> None:
+    assert evaluator.failed_validations() == []
+    checked = 0
+    for block in module.of_kind("resource"):
+        for key, body in instances(evaluator, block).items():
+            for lifecycle in body.get("lifecycle", []):
+                for precondition in lifecycle.get("precondition", []):
+                    checked += 1
+                    assert precondition["condition"] is True, f"{block.address}[{key}]: {precondition['error_message']}"
+    assert checked, "expected the preconditions on the queue and the functions"
+
+
 def test_gemini_is_reached_one_way(module: Module, evaluator: Evaluator) -> None:
     vertex = evaluator.variables["gemini"]["use_vertex_ai"]
     for key, function in deployed(module, evaluator).items():
@@ -244,6 +362,144 @@ def test_every_query_has_its_composite_index(module: Module, evaluator: Evaluato
     assert len(declared) == len(set(declared)), "an index is declared twice"
 
 
+@dataclass
+class _Query:
+    """One Firestore query as the code builds it: collection, filters, order."""
+
+    collection: str
+    filters: tuple[tuple[str, str], ...] = ()  # (field, operator)
+    order: tuple[str, ...] = ()
+    runs: list[_Query] = field(default_factory=list, repr=False, compare=False)
+
+    def where(self, *, filter: Any) -> _Query:
+        return _Query(self.collection, (*self.filters, (filter.field_path, filter.op_string)), self.order, self.runs)
+
+    def order_by(self, field_path: str, **_: Any) -> _Query:
+        return _Query(self.collection, self.filters, (*self.order, field_path), self.runs)
+
+    def limit(self, _: int) -> _Query:
+        return self
+
+    def start_after(self, _: Any) -> _Query:
+        return self
+
+    def stream(self) -> Iterator[Any]:
+        self.runs.append(self)
+        return iter(())
+
+    def needs(self) -> store.Index | None:
+        """The composite index this query needs; None when single-field indexes serve it."""
+        equalities = [name for name, op in self.filters if op == "=="]
+        ranges = {name for name, op in self.filters if op != "=="}
+        assert len(ranges | set(self.order)) <= 1, f"one range or order field per query: {self}"
+        tail = [*(ranges | set(self.order))]
+        if len(equalities) + len(tail) < 2 or (not equalities and len(tail) == 1):
+            return None
+        return store.Index(self.collection, tuple((name, "ASCENDING") for name in [*equalities, *tail]))
+
+
+class _RecordingClient:
+    def __init__(self) -> None:
+        self.runs: list[_Query] = []
+
+    def collection(self, name: str) -> _Query:
+        return _Query(name, runs=self.runs)
+
+
+def queries_the_code_runs(monkeypatch: pytest.MonkeyPatch) -> list[_Query]:
+    """Every collection query, run the way the product and the admin tool run them, against a recorder."""
+    from infra import admin
+    from shared import sweep
+
+    client = _RecordingClient()
+    monkeypatch.setattr(store, "_client", client)
+    now = datetime(2030, 1, 1, tzinfo=UTC)
+    sweep.run(now)
+    admin.listing(now)
+    store.running_session_in_thread("C1", "1.0")
+    store.open_questions_in_thread("C1", "1.0")
+    return client.runs
+
+
+# The functions in shared/store.py that run a collection query; each is exercised above.
+QUERYING = {"_in_thread", "_stale", "running_session_in_thread", "open_questions_in_thread", "stale_questions",
+            "stale_sessions"}  # fmt: skip
+
+
+def test_every_query_function_in_the_store_is_exercised() -> None:
+    tree = ast.parse((ROOT / "shared" / "store.py").read_text())
+    querying = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef):
+            source = ast.unparse(node)
+            if ".where(" in source or re.search(r"\b(_stale|_in_thread)\(", source):
+                querying.add(node.name)
+    assert querying <= QUERYING, (
+        f"new queries in shared/store.py: run them in queries_the_code_runs: {querying - QUERYING}"
+    )
+
+
+def unserved(runs: list[_Query], declared: set[store.Index]) -> list[_Query]:
+    """The queries no declared index serves: equality fields in any order, then the range or order field."""
+    missing: list[_Query] = []
+    for run in runs:
+        needed = run.needs()
+        if needed is None:
+            continue
+        fields = [name for name, _ in needed.fields]
+        ordered = bool(run.order or any(op != "==" for _, op in run.filters))
+        if not any(
+            index.collection == needed.collection
+            and all(direction == "ASCENDING" for _, direction in index.fields)
+            and (
+                [name for name, _ in index.fields][-1:] == fields[-1:]
+                and {name for name, _ in index.fields[:-1]} == set(fields[:-1])
+                if ordered
+                else {name for name, _ in index.fields} == set(fields)
+            )
+            for index in declared
+        ):
+            missing.append(run)
+    return missing
+
+
+def declared_indexes(module: Module, evaluator: Evaluator) -> set[store.Index]:
+    return {
+        _index(body)
+        for block in module.resources("google_firestore_index")
+        for body in instances(evaluator, block).values()
+    }
+
+
+def test_every_query_the_code_runs_has_a_declared_index(
+    module: Module, evaluator: Evaluator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Compare the queries themselves, not only store.INDEXES: the filters and order each one really uses."""
+    runs = queries_the_code_runs(monkeypatch)
+    shapes = {(run.collection, run.filters, run.order) for run in runs}
+    # The sweep's queries as the design describes them (shared/sweep.py): if these change, look again.
+    assert ("sessions", (("status", "=="), ("followed_up", "=="), ("updated_at", "<=")), ("updated_at",)) in shapes
+    assert ("sessions", (("status", "=="), ("lease_until", "<=")), ("lease_until",)) in shapes
+    assert ("sessions", (("status", "=="), ("updated_at", "<=")), ("updated_at",)) in shapes
+    assert ("questions", (("status", "=="), ("asked_at", "<=")), ("asked_at",)) in shapes
+    for collection in (store.SESSIONS, store.QUESTIONS):
+        in_thread = ((("channel", "=="), ("thread_ts", "=="), ("status", "==")), ())
+        assert (collection, *in_thread) in shapes
+    assert unserved(runs, declared_indexes(module, evaluator)) == []
+
+
+def test_a_dropped_index_is_caught(module: Module, evaluator: Evaluator, monkeypatch: pytest.MonkeyPatch) -> None:
+    runs = queries_the_code_runs(monkeypatch)
+    declared = declared_indexes(module, evaluator)
+    silent = store.Index(
+        store.SESSIONS, (("status", "ASCENDING"), ("followed_up", "ASCENDING"), ("updated_at", "ASCENDING"))
+    )
+    assert silent in declared
+    missing = unserved(runs, declared - {silent})
+    assert missing
+    assert all(("followed_up", "==") in run.filters for run in missing)
+
+
 def test_event_records_expire_by_ttl(module: Module, evaluator: Evaluator) -> None:
     ttl = [
         body
@@ -273,6 +529,50 @@ def test_the_queue_has_explicit_retries_and_rate_limits(module: Module, evaluato
     assert {"max_attempts", "max_retry_duration", "min_backoff", "max_backoff", "max_doublings"} <= set(retry)
     (rates,) = queue["rate_limits"]
     assert {"max_dispatches_per_second", "max_concurrent_dispatches"} <= set(rates)
+
+
+def _seconds(duration: str) -> float:
+    assert duration.endswith("s"), duration
+    return float(duration[:-1])
+
+
+def retry_intervals(retries: int, low: float, high: float, doublings: int) -> list[float]:
+    """Cloud Tasks' waits before each retry: min_backoff doubled max_doublings times, then linear, capped."""
+    waits: list[float] = []
+    wait = low
+    for number in range(retries):
+        waits.append(min(wait, high))
+        wait = wait * 2 if number < doublings else wait + low * 2**doublings
+    return waits
+
+
+def test_retry_intervals_follow_the_cloud_tasks_example() -> None:
+    # RetryConfig docs: min 10s, max 300s, 3 doublings -> 10, 20, 40, 80, 160, 240, 300, 300.
+    assert retry_intervals(8, 10, 300, 3) == [10, 20, 40, 80, 160, 240, 300, 300]
+
+
+def test_the_queue_retries_fit_the_worker_and_the_sweep(module: Module, evaluator: Evaluator) -> None:
+    (queue,) = planned(module, evaluator, "google_cloud_tasks_queue", "sessions").values()
+    (retry,) = queue["retry_config"]
+    attempts = retry["max_attempts"]
+    # agent_session fails the session itself on its GIVE_UP_AFTER_ATTEMPTS-th crashed attempt (and tells the
+    # thread); fewer queue attempts would never let it, unlimited ones (-1) would never stop.
+    assert worker.GIVE_UP_AFTER_ATTEMPTS <= attempts <= 10
+    # Cloud Tasks stops only when both limits are reached: the duration must run out before the attempts do.
+    waits = retry_intervals(attempts - 1, _seconds(retry["min_backoff"]), _seconds(retry["max_backoff"]),
+                            retry["max_doublings"])  # fmt: skip
+    assert _seconds(retry["max_retry_duration"]) <= sum(waits), "max_retry_duration would outlast max_attempts"
+    # The sweep takes a running session for dead STALE_LEASE_MINUTES after its lease expired; by then no
+    # further attempt may be coming: the longest wait between attempts is a whole dispatch deadline + max backoff.
+    functions = deployed(module, evaluator)
+    stale = int(functions[config.SWEEP].environment["STALE_LEASE_MINUTES"]) * 60
+    deadline = int(functions[config.AGENT_SESSION].environment["TASKS_DISPATCH_DEADLINE_SECONDS"])
+    assert deadline + _seconds(retry["max_backoff"]) < stale
+    # One instance per session, and as many as Cloud Tasks dispatches at once: no 429s that eat attempts.
+    (rates,) = queue["rate_limits"]
+    agent = functions[config.AGENT_SESSION]
+    assert agent.service["max_instance_request_concurrency"] == 1
+    assert agent.service["max_instance_count"] >= rates["max_concurrent_dispatches"]
 
 
 def test_tasks_go_to_agent_session_as_its_invoker(module: Module, evaluator: Evaluator) -> None:
