@@ -98,3 +98,13 @@ destroy:  ## terraform destroy (first set firestore.deletion_protection = false 
 
 deploy-clean:  ## remove .venv-deploy and build/
 	rm -rf $(DEPLOY_VENV) build
+
+# ---- Benchmarks (BENCHMARKS.md): slack-bolt, the peer the ingress is measured against, is benchmark-only ----
+.PHONY: bench
+
+$(VENV)/.bench-installed: $(VENV)/.installed bench/requirements.txt
+	$(PY) -m pip install --quiet -r bench/requirements.txt
+	touch $@
+
+bench: install $(VENV)/.bench-installed  ## run the benchmarks on a stack of their own; writes BENCHMARKS.md and bench/results.json
+	$(PY) -m bench.run

@@ -63,7 +63,9 @@ class Runner:
             settings.session_wall_seconds,
             started=time.monotonic() - max(0.0, elapsed),
         )
-        self.steps: list[Step] = store.load_steps(session.transcript)
+        # A mention on its first claim has no steps yet (next_seq moves with every step): skip the query.
+        fresh = session.kind == SessionKind.MENTION and not takeover and session.next_seq == 0
+        self.steps: list[Step] = [] if fresh else store.load_steps(session.transcript)
         # A continuation appends to its parent's transcript: its first step follows the last stored one.
         session.next_seq = max(session.next_seq, self.steps[-1].seq + 1 if self.steps else 0)
         # After a crash, learn which of this session's posts Slack already has (one thread read).

@@ -1,0 +1,190 @@
+"""Figure 5: the agent loop's own cost per turn, persistence included, as the transcript grows to 40 turns.
+
+A session runs in this process through the agent_session handler (claim, then the
+``Runner``), against the Gemini stub on loopback (its replies are scripted and
+answered at once, so the model costs only the round trip) and the Firestore
+emulator. The model calls a no-op tool 40 times, then answers. A turn is the time
+from one model call to the next: the model round trip, persisting the model step,
+running the tool, persisting the tool step, and building the next request. Bytes
+written per turn are the serialized Commit requests of that turn, seen on the wire
+by the counting client. The session is run three times; each turn's figure is
+the median of the three.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import json
+import os
+import pstats
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from bench.cost import Rig
+from bench.figures import Section, at_most, info, median, prose, table
+from bench.harness import Bench
+from bench.profiles import Part, shares
+from infra.fakegemini.control import FakeGemini
+from shared import config, gemini, tools
+from shared.models import SessionStatus
+
+TURNS = 40
+RUNS = 3
+BYTES_GROWTH_LIMIT = 1.1  # late turns may write at most 10% more than early ones
+
+
+def bench_noop(note: str = "") -> dict[str, str]:
+    """Do nothing and return at once.
+
+    Args:
+        note: Ignored.
+    """
+    return {"ok": "done"}
+
+
+@contextmanager
+def loop_settings() -> Iterator[None]:
+    """Budgets that let 40 tool turns run, and the no-op tool registered, for the duration only."""
+    saved = {k: os.environ.get(k) for k in ("SESSION_MAX_TURNS", "SESSION_MAX_TOOL_CALLS")}
+    os.environ.update(SESSION_MAX_TURNS=str(TURNS + 5), SESSION_MAX_TOOL_CALLS=str(TURNS + 5))
+    config.reset()
+    tools.tool(outward=False)(bench_noop)
+    try:
+        yield
+    finally:
+        tools.REGISTRY.pop("bench_noop", None)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        config.reset()
+
+
+@contextmanager
+def model_calls() -> Iterator[list[float]]:
+    """The moments (perf_counter) the agent called the model, in order."""
+    calls: list[float] = []
+    original = gemini.generate
+
+    def generate(*args: Any, **kwargs: Any) -> Any:
+        calls.append(time.perf_counter())
+        return original(*args, **kwargs)
+
+    gemini.generate = generate
+    try:
+        yield calls
+    finally:
+        gemini.generate = original
+
+
+def one_session(rig: Rig, profiler: cProfile.Profile | None = None) -> tuple[list[float], list[int]]:
+    """A 40-turn session; returns ms per turn and bytes committed per turn, turn 1 first."""
+    session_id = rig.start("call the tool forty times")
+    rig.script(*[FakeGemini.call("bench_noop", note=f"turn {n}") for n in range(TURNS)], FakeGemini.text("Done."))
+    rig.counter.reset()
+    with model_calls() as calls:
+        if profiler is None:
+            rig.deliver(session_id)
+        else:
+            profiler.runcall(rig.deliver, session_id)
+    rig.expect(session_id, SessionStatus.DONE)
+    assert len(calls) == TURNS + 1, f"{len(calls)} model calls"
+    commits = rig.counter.commits
+    ms = [(calls[n + 1] - calls[n]) * 1000 for n in range(TURNS)]
+    written = [sum(c.size for c in commits if calls[n] <= c.at < calls[n + 1]) for n in range(TURNS)]
+    return ms, written
+
+
+def model_request_bytes(rig: Rig) -> list[int]:
+    """The size of each generateContent request body the stub received in the last session, in order."""
+    bodies = [r["body"] for r in rig.gemini.requests() if rig.uid in json.dumps(r["body"])]
+    return [len(json.dumps(body)) for body in bodies[-(TURNS + 1) :]]
+
+
+def declaration_ms(repeats: int = 20) -> float:
+    """What building every tool's declaration costs, as ``Runner._model_turn`` does on every turn (median ms)."""
+    available = tools.available(top_level=True)
+    samples = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        for t in available:
+            t.declaration()
+        samples.append((time.perf_counter() - started) * 1000)
+    return median(samples)
+
+
+def run(bench: Bench) -> Section:
+    section = Section("5. Agent loop overhead")
+    rig = Rig(bench.stack)
+    rig.gemini.reset()
+    per_turn: list[list[float]] = []
+    per_turn_bytes: list[list[int]] = []
+    with loop_settings(), rig.installed():
+        one_session(rig)  # warm-up: clients, caches
+        for _ in range(RUNS):
+            ms, written = one_session(rig)
+            per_turn.append(ms)
+            per_turn_bytes.append(written)
+        request_bytes = model_request_bytes(rig)
+        profiler = cProfile.Profile()
+        one_session(rig, profiler)
+    declarations = declaration_ms()
+    turn_ms = [median([run[n] for run in per_turn]) for n in range(TURNS)]
+    turn_bytes = [median([float(run[n]) for run in per_turn_bytes]) for n in range(TURNS)]
+    early_ms, late_ms = median(turn_ms[:5]), median(turn_ms[-5:])
+    early_bytes, late_bytes = median(turn_bytes[:5]), median(turn_bytes[-5:])
+    section.add(
+        info("agent_turn_ms_median", median(turn_ms), "ms"),
+        info("agent_turn_ms_turns_1_to_5", early_ms, "ms"),
+        info("agent_turn_ms_turns_36_to_40", late_ms, "ms"),
+        info("agent_turn_ms_growth", late_ms / early_ms, "ratio"),
+        info("agent_turn_write_bytes_turns_1_to_5", early_bytes, "bytes"),
+        info("agent_turn_write_bytes_turns_36_to_40", late_bytes, "bytes"),
+        at_most("agent_turn_write_bytes_growth", late_bytes / early_bytes, "ratio", BYTES_GROWTH_LIMIT),
+        info("agent_turn_model_request_bytes_growth", request_bytes[TURNS - 1] / request_bytes[0], "ratio"),
+        info("agent_turn_tool_declarations_ms", declarations, "ms"),
+    )
+    if declarations >= 0.5:  # fixed once (declarations are cached per process): report it if it comes back
+        share = declarations / median(turn_ms)
+        section.findings.append(
+            "`Runner._model_turn` (`shared/agent.py`) spends time on the tools' Gemini declarations every model "
+            f"turn: {declarations:.1f} ms per turn, {share:.0%} of a median turn. A declaration depends only on the "
+            "function and on `GOOGLE_GENAI_USE_VERTEXAI`: check that `shared.tools._declaration` still caches it."
+        )
+    rows = [
+        (n + 1, turn_ms[n], turn_bytes[n], request_bytes[n] if n < len(request_bytes) else None)
+        for n in (0, 1, 4, 9, 19, 29, 39)
+    ]
+    stats = pstats.Stats(profiler, stream=io.StringIO())
+    total, parts = shares(
+        stats,
+        Part("session", "shared/worker.py", "handle_task"),
+        [
+            Part("the model call (google-genai to the stub and back)", "shared/gemini.py", "generate"),
+            Part("persisting steps (`store.commit_step`, one transaction each)", "shared/store.py", "commit_step"),
+            Part("tool declarations, rebuilt every turn", "shared/tools.py", "declaration"),
+            Part("the history, rebuilt every turn (`contents_of`)", "shared/transcript.py", "contents_of"),
+            Part("running the tool", "shared/tools.py", "run"),
+        ],
+    )
+    section.say(
+        *prose(__doc__),
+        table(["turn", "ms (median of 3)", "bytes written", "bytes sent to the model"], rows),
+        f"Where a 40-turn session's time goes (cProfile, one session, {total * 1000:.0f} ms under the profiler, "
+        "which slows pure-Python work more than waiting):",
+        table(["part", "ms", "share"], [(label, seconds * 1000, f"{share:.0%}") for label, seconds, share in parts]),
+        "Each step is its own document (`sessions/{id}/steps/{seq}`), written with the session's progress in one "
+        "transaction, so a turn writes the same few documents whatever the transcript's length: the bytes written "
+        "per turn stay flat. What grows is the request sent to the model, which carries the whole transcript on "
+        "every turn, as any stateless model API requires: it is "
+        f"{request_bytes[TURNS - 1] / request_bytes[0]:.1f} times larger at turn 40 than at turn 1. The per-turn "
+        f"time grows with it, from {early_ms:.0f} ms (turns 1 to 5) to {late_ms:.0f} ms (turns 36 to 40): "
+        "google-genai serialises, and the stub parses, a longer request, and the history is rebuilt from the "
+        "stored steps every turn. Linear in the transcript, bounded by the session's turn budget, and far below "
+        "a real model's latency; the Firestore part of a turn does not grow.",
+    )
+    return section

@@ -1,0 +1,414 @@
+"""Firestore cost of the product's paths, counted on the wire: the budget table and the test that enforces it.
+
+Each scenario runs the product's own code in this process (the ingress handler,
+the agent_session handler, the sweep) with ``shared.store._client`` replaced by
+a ``CountingClient`` on a Firestore database of its own, so nothing else that
+runs against the emulator is counted. Cloud Tasks is the real emulator, but the
+tasks it is handed go to a no-op sink instead of agent_session: every session
+is run here, where it is counted, and exactly once. Gemini is the stub, scripted
+per scenario; Slack is the fake.
+
+A figure is the cost of one thing, measured as a difference where it has to be:
+``agent_turn`` is a session with two tool turns minus the same session with one;
+a swept item is a sweep over two such items minus a sweep over one (so the
+query's minimum charge of one read for an empty page is not counted as the
+item's). The numbers the product must stay within live in ``bench/budget.json``;
+``tests/test_firestore_budget.py`` enforces them and ``BENCHMARKS.md`` prints them.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import grpc
+from slack_sdk import WebClient
+
+from bench import events
+from bench.figures import Figure, Section, prose, table
+from bench.firestore_ops import CountingClient, OpCounter, Ops, wipe
+from bench.harness import Bench
+from infra import stack as local
+from infra.fakegemini.control import FakeGemini
+from shared import ingress, store, tasks, worker
+from shared.models import Question, Session, SessionKind, SessionStatus
+
+BUDGET_FILE = Path(__file__).with_name("budget.json")
+
+# What each figure is, in the words the budget table uses; the keys are the figures' names.
+FIGURES: dict[str, str] = {
+    "mention": "a mention at ingress: verify, de-duplicate, create the session, enqueue",
+    "session_one_turn": "agent_session for a mention answered in one model turn: claim, prompt, turn, post, end",
+    "agent_turn": "one more model turn with a tool call (model step and tool step, each persisted)",
+    "ask": "agent_session for a mention whose first turn asks a blocking question: claim to paused",
+    "answer": "the operator's reply at ingress: answer lookup, answer + continuation in one transaction",
+    "continuation": "agent_session for the continuation, answered in one model turn: claim to done",
+    "ask_answer_continuation": "the whole cycle: ask + answer + continuation",
+    "sweep_empty": "a sweep that finds nothing (its four indexed queries, one empty page each)",
+    "sweep_reminded_question": "one more open question older than 24h in a sweep: reminded",
+    "sweep_abandoned_question": "one more open question past the abandon age in a sweep: abandoned, session closed",
+    "sweep_dead_session": "one more running session with a long-dead lease in a sweep: silent exit, narration queued",
+}
+BILLED = ("reads", "writes", "queries")
+
+
+def load_budget() -> dict[str, dict[str, int]]:
+    budget: dict[str, dict[str, int]] = json.loads(BUDGET_FILE.read_text())
+    return budget
+
+
+def over_budget(measured: dict[str, Ops], budget: dict[str, dict[str, int]]) -> list[str]:
+    """Every figure whose count exceeds its budget, or that has no budget; empty when all fit."""
+    problems = []
+    for name, ops in measured.items():
+        allowed = budget.get(name)
+        if allowed is None:
+            problems.append(f"{name}: no budget in {BUDGET_FILE.name} (measured {ops.billed()})")
+            continue
+        for kind in BILLED:
+            if getattr(ops, kind) > allowed[kind]:
+                problems.append(f"{name}: {getattr(ops, kind)} {kind} > budget {allowed[kind]}")
+    return problems
+
+
+def _short_id() -> str:
+    return uuid.uuid4().hex[:8].upper()
+
+
+class TaskCount(grpc.UnaryUnaryClientInterceptor):  # type: ignore[misc]
+    """Counts the tasks created through a Cloud Tasks channel, so a caller can wait until all were delivered."""
+
+    def __init__(self) -> None:
+        self.created = 0
+
+    def intercept_unary_unary(
+        self, continuation: Callable[[Any, Any], Any], details: grpc.ClientCallDetails, request: Any
+    ) -> Any:
+        method = details.method.decode() if isinstance(details.method, bytes) else str(details.method)
+        if method.endswith("/CreateTask"):
+            self.created += 1
+        return continuation(details, request)
+
+
+@dataclass
+class Rig:
+    """The product's store pointed at a counted database of its own on the emulator of ``stack``."""
+
+    stack: local.Stack
+    database: str = field(default_factory=lambda: f"cost-{_short_id().lower()}")
+    counter: OpCounter = field(default_factory=OpCounter)
+    created_tasks: TaskCount = field(default_factory=TaskCount)
+    client: CountingClient = field(init=False)
+    uid: str = field(default_factory=_short_id)
+    _ts: int = 0
+
+    def __post_init__(self) -> None:
+        self.client = CountingClient(counter=self.counter, project=local.PROJECT, database=self.database)
+        self.gemini = FakeGemini(self.stack.url("fake_gemini"))
+        self.slack = WebClient(token=local.BOT_TOKEN, base_url=self.stack.url("fake_slack") + "/api/")
+
+    @contextmanager
+    def installed(self) -> Iterator[Rig]:
+        """``shared.store`` uses the counted client inside, and ``shared.tasks`` one that counts created tasks.
+
+        The database is wiped on the way out.
+        """
+        from google.cloud import tasks_v2
+        from google.cloud.tasks_v2.services.cloud_tasks.transports import CloudTasksGrpcTransport
+
+        channel = grpc.intercept_channel(grpc.insecure_channel(self.stack.tasks_host), self.created_tasks)
+        saved = store._client, tasks._client
+        store._client = self.client
+        tasks._client = tasks_v2.CloudTasksClient(transport=CloudTasksGrpcTransport(channel=channel))
+        try:
+            yield self
+        finally:
+            store._client, tasks._client = saved
+            channel.close()
+            self.wipe()
+
+    def wipe(self) -> None:
+        """Delete every document of this rig's database."""
+        wipe(self.stack.firestore_host, local.PROJECT, self.database)
+
+    # --- the pieces a scenario is made of ----------------------------------------------------------
+    def measure(self, work: Callable[[], object]) -> Ops:
+        return self.counter.measure(work)
+
+    def script(self, *items: dict[str, Any]) -> None:
+        """Gemini stub replies that only this rig's conversations receive."""
+        self.gemini.script(*(FakeGemini.matching(self.uid, item) for item in items))
+
+    def new_thread(self, text: str) -> tuple[str, str]:
+        """A channel and the ts of a message that starts a thread in the fake Slack."""
+        channel = f"C{self.uid}{self._next()}"
+        posted = self.slack.chat_postMessage(channel=channel, text=text)
+        return channel, str(posted["ts"])
+
+    def _next(self) -> int:
+        self._ts += 1
+        return self._ts
+
+    def mention(self, text: str = "what is the status?") -> tuple[bytes, dict[str, str]]:
+        """A signed app_mention that starts a new thread, ready for the ingress."""
+        text = f"{text} [{self.uid}]"
+        channel, ts = self.new_thread(text)
+        event = events.app_mention(channel=channel, ts=ts, text=text)
+        return events.signed(event, event_id=f"Ev{self.uid}{self._next()}")
+
+    def reply(self, session_id: str, text: str, *, user: str = local.OPERATOR_ID) -> tuple[bytes, dict[str, str]]:
+        """A person's signed reply in the session's thread, ready for the ingress."""
+        session = self.session(session_id)
+        ts = str(self.slack.chat_postMessage(channel=session.channel, thread_ts=session.thread_ts, text=text)["ts"])
+        event = events.thread_reply(channel=session.channel, ts=ts, thread_ts=session.thread_ts, text=text, user=user)
+        return events.signed(event, event_id=f"Ev{self.uid}{self._next()}")
+
+    @staticmethod
+    def ingress(request: tuple[bytes, dict[str, str]], into: dict[str, Any]) -> None:
+        """The ingress handler, as slack_events calls it; its reply lands in ``into``."""
+        reply, status = ingress.handle_events(*request)
+        assert status == 200, reply
+        into.update(reply)
+
+    @staticmethod
+    def deliver(session_id: str) -> None:
+        """The agent_session handler for one task delivery, as the function calls it."""
+        reply, status = worker.handle_task(json.dumps({"session_id": session_id}).encode(), {})
+        assert status == 200, reply
+
+    def expect(self, session_id: str, status: SessionStatus) -> None:
+        found = self.session(session_id).status
+        assert found == status, f"session {session_id} is {found}, expected {status}"
+
+    def session(self, session_id: str) -> Session:
+        found = store.get_session(session_id)
+        assert found is not None, session_id
+        return found
+
+    def start(self, text: str = "what is the status?") -> str:
+        """A mention through the ingress, uncounted; returns the session it queued."""
+        reply: dict[str, Any] = {}
+        self.ingress(self.mention(text), reply)
+        return str(reply["session_id"])
+
+    def sweep(self, at: datetime) -> dict[str, Any]:
+        from shared import sweep
+
+        return sweep.run(at)
+
+
+# --- the scenarios ---------------------------------------------------------------------------------
+
+
+def mention_and_one_turn(rig: Rig) -> dict[str, Ops]:
+    request, reply = rig.mention(), dict[str, Any]()
+    ops = {"mention": rig.measure(lambda: rig.ingress(request, reply))}
+    session_id = str(reply["session_id"])
+    rig.script(FakeGemini.text("All green."))
+    ops["session_one_turn"] = rig.measure(lambda: rig.deliver(session_id))
+    rig.expect(session_id, SessionStatus.DONE)
+    return ops
+
+
+def agent_turn(rig: Rig) -> dict[str, Ops]:
+    """One tool turn more costs the difference between these two sessions."""
+    cost = []
+    for tool_turns in (1, 2):
+        session_id = rig.start("read the thread, then answer")
+        rig.script(*[FakeGemini.call("read_thread", limit=5)] * tool_turns, FakeGemini.text("Done."))
+        cost.append(rig.measure(functools.partial(rig.deliver, session_id)))
+        rig.expect(session_id, SessionStatus.DONE)
+    return {"agent_turn": cost[1] - cost[0]}
+
+
+def ask_answer_continuation(rig: Rig) -> dict[str, Ops]:
+    session_id = rig.start("set up the database")
+    rig.script(FakeGemini.call("ask_operator", question="sqlite or postgres?", options=["sqlite", "postgres"]))
+    ops = {"ask": rig.measure(lambda: rig.deliver(session_id))}
+    rig.expect(session_id, SessionStatus.PAUSED)
+    question_id = rig.session(session_id).question_id
+    assert question_id, "the session paused without a question"
+    rig.script(FakeGemini.text("Going with postgres."))
+    request, reply = rig.reply(session_id, "2"), dict[str, Any]()
+    ops["answer"] = rig.measure(lambda: rig.ingress(request, reply))
+    assert reply.get("answer") == "answered", reply
+    continuation = store.continuation_id(question_id)
+    ops["continuation"] = rig.measure(lambda: rig.deliver(continuation))
+    rig.expect(continuation, SessionStatus.DONE)
+    ops["ask_answer_continuation"] = ops["ask"] + ops["answer"] + ops["continuation"]
+    return ops
+
+
+def _stale_question(rig: Rig, at: datetime, age: timedelta, n: int) -> None:
+    """An open blocking question asked ``age`` ago, its session paused, as a real ask leaves them."""
+    channel, ts = rig.new_thread(f"old request {n} [{rig.uid}]")
+    session = Session(
+        session_id=f"old-{rig.uid}-{n}",
+        kind=SessionKind.MENTION,
+        channel=channel,
+        thread_ts=ts,
+        trigger_ts=ts,
+        trigger_user="U0HUMAN",
+        text="old request",
+        created_at=at - age,
+        status=SessionStatus.PAUSED,
+    )
+    post_ts = str(rig.slack.chat_postMessage(channel=channel, thread_ts=ts, text="which one?")["ts"])
+    question = Question(
+        question_id=f"q-old-{rig.uid}-{n}",
+        session_id=session.session_id,
+        transcript_id=session.session_id,
+        channel=channel,
+        thread_ts=ts,
+        text="which one?",
+        options=[],
+        blocking=True,
+        call_id=f"call-{n}",
+        asked_at=at - age,
+        post_ts=post_ts,
+        requester="U0HUMAN",
+    )
+    session.question_id = question.question_id
+    db = store.db()
+    batch = db.batch()
+    batch.set(db.collection(store.SESSIONS).document(session.session_id), session.to_doc())
+    batch.set(db.collection(store.QUESTIONS).document(question.question_id), question.to_doc())
+    batch.commit()
+
+
+def _dead_session(rig: Rig, at: datetime, n: int) -> None:
+    """A running session whose worker died two hours ago and whose task ran out of retries."""
+    channel, ts = rig.new_thread(f"dead request {n} [{rig.uid}]")
+    session = Session(
+        session_id=f"dead-{rig.uid}-{n}",
+        kind=SessionKind.MENTION,
+        channel=channel,
+        thread_ts=ts,
+        trigger_ts=ts,
+        trigger_user="U0HUMAN",
+        text="dead request",
+        created_at=at - timedelta(hours=3),
+        status=SessionStatus.RUNNING,
+        lease_until=at - timedelta(hours=2),
+        worker="gone",
+        updated_at=at - timedelta(hours=2),
+    )
+    store.db().collection(store.SESSIONS).document(session.session_id).set(session.to_doc())
+
+
+def sweep_items(rig: Rig) -> dict[str, Ops]:
+    """The sweep's fixed cost, and what one more stale item of each kind adds to it."""
+    at = store.now()
+    makers: dict[str, Callable[[int], None]] = {
+        "sweep_reminded_question": lambda n: _stale_question(rig, at, timedelta(hours=30), n),
+        "sweep_abandoned_question": lambda n: _stale_question(rig, at, timedelta(hours=100), n),
+        "sweep_dead_session": lambda n: _dead_session(rig, at, n),
+    }
+    rig.wipe()
+    ops = {"sweep_empty": rig.measure(lambda: rig.sweep(at))}
+    for name, make in makers.items():
+        cost = []
+        for count in (1, 2):
+            rig.wipe()
+            for n in range(count):
+                make(n)
+            cost.append(rig.measure(lambda: rig.sweep(at)))
+        ops[name] = cost[1] - cost[0]
+    return ops
+
+
+SCENARIOS: tuple[Callable[[Rig], dict[str, Ops]], ...] = (
+    mention_and_one_turn,
+    agent_turn,
+    ask_answer_continuation,
+    sweep_items,
+)
+
+
+def measure_all(rig: Rig) -> dict[str, Ops]:
+    """Every figure, in the order of ``FIGURES``."""
+    measured: dict[str, Ops] = {}
+    with rig.installed():
+        for scenario in SCENARIOS:
+            measured.update(scenario(rig))
+    return {name: measured[name] for name in FIGURES if name in measured}
+
+
+def run(bench: Bench) -> Section:
+    """Figure 3 for ``make bench``: every count next to its budget, and the RPCs behind each."""
+    section = Section("3. Firestore cost")
+    budget = load_budget()
+    measured = measure_all(Rig(bench.stack))
+    again = measure_all(Rig(bench.stack))
+    stable = all(again[name].billed() == ops.billed() for name, ops in measured.items())
+    rows = []
+    for name, ops in measured.items():
+        allowed = budget.get(name, {})
+        for kind in BILLED:
+            value = getattr(ops, kind)
+            limit = allowed.get(kind)
+            met = None if limit is None else value <= limit
+            section.add(Figure(f"firestore_{name}_{kind}", value, kind, None if limit is None else f"<= {limit}", met))
+        fits = all(getattr(ops, k) <= allowed.get(k, -1) for k in BILLED)
+        budget_text = "/".join(str(allowed.get(k, "—")) for k in BILLED)
+        rows.append((f"`{name}`", FIGURES[name], ops.reads, ops.writes, ops.queries, budget_text, fits))
+    counts = [f for f in section.figures if f.met is not None]
+    in_budget = sum(1 for f in counts if f.met)
+    total = len(counts)
+    section.glance = [
+        Figure("firestore_counts_within_budget", in_budget, f"of {total}", f"= {total}", in_budget == total),
+        Figure("firestore_counts_stable_across_two_runs", float(stable), "bool", ">= 1", stable),
+    ]
+    section.add(*section.glance)
+    section.figure_table = False
+    traces = [
+        (f"`{name}`", ", ".join(_compact(ops.trace)) or "(a difference of two runs; see above)")
+        for name, ops in measured.items()
+        if name in {"mention", "session_one_turn", "ask", "answer", "continuation", "sweep_empty"}
+    ]
+    first = _compact(measured["session_one_turn"].trace)[1:2] if "session_one_turn" in measured else []
+    if first == ["query 1r"]:
+        section.findings.append(
+            "Every session starts with `store.load_steps` (in `Runner.__init__`): one query, billed one read even "
+            "when empty. A mention's first claim (kind `mention`, claimed from `queued`, not a takeover, "
+            "`next_seq == 0`) cannot have steps yet, so skipping the query there saves 1 query and 1 read per "
+            f"mention session (`session_one_turn` would go from {measured['session_one_turn'].reads} to "
+            f"{measured['session_one_turn'].reads - 1} reads and from 1 to 0 queries; lower `bench/budget.json` with "
+            "it). Continuations, retries and takeovers still need it."
+        )
+    section.say(
+        *prose(__doc__),
+        table(["figure", "what", "reads", "writes", "queries", "budget r/w/q", "within"], rows),
+        f"Measured twice in this run; the counts were {'identical' if stable else '**not identical**'}. "
+        "The RPCs behind the figures measured directly: `txn(get 1r, commit 2w)` is a transaction that reads one "
+        "document and commits two writes; `commit Nw` a commit outside a transaction (a batch, or a `create()`); "
+        "`query Nr` a query that returned N documents (billed at least one read); `get Nr` a plain read.",
+        table(["figure", "RPCs in order"], traces),
+    )
+    return section
+
+
+def _compact(trace: tuple[str, ...]) -> list[str]:
+    """``BeginTransaction, BatchGetDocuments 1r, Commit 2w`` as ``txn(get 1r, commit 2w)``, for reading."""
+    short = [
+        t.replace("BatchGetDocuments", "get").replace("RunQuery", "query").replace("Commit", "commit") for t in trace
+    ]
+    out: list[str] = []
+    i = 0
+    while i < len(short):
+        end = next((j for j in range(i + 1, len(short)) if short[j].startswith(("commit", "Rollback"))), None)
+        inner = short[i + 1 : end] if end is not None else []
+        if short[i] == "BeginTransaction" and end is not None and all(x.startswith(("get", "query")) for x in inner):
+            out.append(f"txn({', '.join([*inner, short[end]])})")
+            i = end + 1
+        else:
+            out.append(short[i])
+            i += 1
+    return out

@@ -1,0 +1,114 @@
+"""What a benchmark reports: figures with a target, grouped in sections, and the statistics behind them."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One measured number; ``met`` is None when the figure has no target (context, not a goal)."""
+
+    name: str
+    value: float
+    unit: str
+    target: str | None = None
+    met: bool | None = None
+
+    def record(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def at_most(name: str, value: float, unit: str, limit: float) -> Figure:
+    return Figure(name, value, unit, f"<= {limit:g}", value <= limit)
+
+
+def below(name: str, value: float, unit: str, limit: float) -> Figure:
+    return Figure(name, value, unit, f"< {limit:g}", value < limit)
+
+
+def info(name: str, value: float, unit: str) -> Figure:
+    return Figure(name, value, unit)
+
+
+@dataclass
+class Section:
+    """One figure of the issue: its numbers, and the Markdown that says how they were taken and what they mean."""
+
+    title: str
+    figures: list[Figure] = field(default_factory=list)
+    body: list[str] = field(default_factory=list)  # Markdown paragraphs and tables, in order
+    seconds: float = 0.0  # how long it took to measure
+    # The figures the summary table shows (default: those with a target); the section's own table may be left out
+    # when its body already shows every number (the Firestore budget table does).
+    glance: list[Figure] | None = None
+    figure_table: bool = True
+    findings: list[str] = field(default_factory=list)  # fixable causes in the product, for its owners
+
+    def targets(self) -> list[Figure]:
+        return self.glance if self.glance is not None else [f for f in self.figures if f.target is not None]
+
+    def add(self, *figures: Figure) -> None:
+        self.figures.extend(figures)
+
+    def say(self, *paragraphs: str) -> None:
+        self.body.extend(paragraphs)
+
+
+def percentile(samples: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0..100), interpolated between the closest ranks."""
+    ordered = sorted(samples)
+    if not ordered:
+        return math.nan
+    rank = (len(ordered) - 1) * q / 100
+    low, high = math.floor(rank), math.ceil(rank)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def median(samples: Sequence[float]) -> float:
+    return statistics.median(samples) if samples else math.nan
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A Markdown table; floats are shown with three significant figures or more."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(fmt(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def fmt(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return {True: "yes", False: "**no**", None: "—"}[value]
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "—"
+        if abs(value) >= 100:
+            return f"{value:,.0f}"
+        if abs(value) >= 10:
+            return f"{value:.1f}"
+        return f"{value:.3f}" if abs(value) >= 0.01 else f"{value:.2g}"
+    return str(value)
+
+
+def prose(doc: str | None) -> list[str]:
+    """A module docstring after its summary line, as Markdown paragraphs (wrapped lines joined, bullets kept)."""
+    paragraphs = []
+    for block in (doc or "").split("\n\n")[1:]:
+        lines = [line.strip() for line in block.strip().splitlines()]
+        if lines and lines[0].startswith("- "):
+            items: list[str] = []
+            for line in lines:
+                if line.startswith("- ") or not items:
+                    items.append(line)
+                else:
+                    items[-1] += " " + line
+            paragraphs.append("\n".join(items))
+        elif lines:
+            paragraphs.append(" ".join(lines))
+    return paragraphs

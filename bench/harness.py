@@ -1,0 +1,152 @@
+"""The benchmark stack: the local stack of ``infra/stack.py`` with its own stack file, a task sink, and Bolt.
+
+Only ``slack_events`` runs under functions-framework, beside the Bolt app (the
+peer of figure 1), both with the product's environment. ``TASKS_TARGET_URL``
+points at a no-op sink (``bench/sink.py``) rather than at agent_session: the
+Cloud Tasks emulator delivers every task it is given, one after another, and an
+agent session per delivery would load the machine while latency is measured.
+The sessions the other figures need are run in the benchmark's own process,
+where they are timed and counted.
+
+Every process is started in its own session and stopped by its pid; the pids of
+the sink and of Bolt are recorded beside the stack file, so a run that was
+killed outright is cleaned up by the next one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from infra.procs import Proc, free_port, group_alive, http_answers, stop_group, wait_until
+from infra.stack import LOCAL, ROOT, Stack
+from shared import config
+
+BENCH_DIR = LOCAL / "bench"
+STACK_FILE = BENCH_DIR / "stack.json"
+PIDS_FILE = BENCH_DIR / "pids.json"
+
+
+def function_argv(source: Path | str, target: str, port: int) -> list[str]:
+    """functions-framework serving ``target`` of ``source`` on a loopback port, as the stack serves ours."""
+    return [
+        sys.executable,
+        "-m",
+        "functions_framework",
+        "--source",
+        str(source),
+        "--target",
+        target,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
+
+
+@dataclass
+class Bench:
+    """The running benchmark stack."""
+
+    stack: Stack = field(init=False)
+    procs: dict[str, Proc] = field(default_factory=dict)
+    ports: dict[str, int] = field(default_factory=dict)
+
+    def url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.ports[name]}/"
+
+    @property
+    def ours_url(self) -> str:
+        return self.stack.function_url("slack_events")
+
+    @property
+    def bolt_url(self) -> str:
+        return self.url("bolt")
+
+    def sink_count(self) -> int:
+        """How many task deliveries the sink has answered."""
+        with urllib.request.urlopen(self.url("sink") + "_count", timeout=10) as response:  # noqa: S310 - loopback
+            return int(response.read())
+
+    def wait_for_deliveries(self, count: int, timeout: float = 120) -> int:
+        """Wait until the sink has answered ``count`` deliveries (the emulator sends them one by one)."""
+        deadline = time.monotonic() + timeout
+        while (seen := self.sink_count()) < count and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return seen
+
+    def start(self) -> Bench:
+        stop_leftovers()
+        BENCH_DIR.mkdir(parents=True, exist_ok=True)
+        try:
+            self.ports["sink"] = free_port()
+            sink = self.spawn("sink", [sys.executable, "-m", "bench.sink", "--port", str(self.ports["sink"])])
+            wait_until(lambda: http_answers(self.url("sink") + "_count"), proc=sink, what="HTTP", timeout=30)
+            self.stack = Stack(
+                with_functions=("slack_events",),
+                # product_env() names agent_session's URL; here it is the sink's.
+                ports={"agent_session": self.ports["sink"]},
+                extra_env={"TASKS_TARGET_URL": self.url("sink")},
+                stack_file=STACK_FILE,
+            ).start()
+            self.ports["bolt"] = free_port()
+            bolt = self.spawn(
+                "bolt",
+                function_argv(ROOT / "bench" / "bolt_app.py", "slack_events", self.ports["bolt"]),
+                self.function_env(),
+            )
+            wait_until(lambda: http_answers(self.bolt_url), proc=bolt, what="HTTP", timeout=60)
+        except BaseException:
+            self.stop()
+            raise
+        os.environ.update(self.stack.product_env())
+        config.reset()
+        return self
+
+    def function_env(self) -> dict[str, str]:
+        """The environment functions run with on this stack (the stack's own, with the checkout importable)."""
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "TASKS_", "FIRESTORE_"))}
+        return {**base, **self.stack.product_env(), "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+
+    def spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> Proc:
+        proc = Proc(
+            name=name, argv=argv, log_path=BENCH_DIR / "logs" / f"{name}.log", env=env or dict(os.environ), cwd=ROOT
+        )
+        self.procs[name] = proc.start()
+        PIDS_FILE.write_text(json.dumps({n: p.pid for n, p in self.procs.items() if p.alive()}))
+        return proc
+
+    def stop(self) -> None:
+        """Stop everything this run started, by pid; safe to call twice."""
+        for name in ("bolt", "sink"):
+            proc = self.procs.pop(name, None)
+            if proc is not None:
+                proc.stop()
+        with contextlib.suppress(AttributeError):
+            self.stack.stop()
+        PIDS_FILE.unlink(missing_ok=True)
+
+
+def stop_leftovers() -> None:
+    """Stop, by recorded pid, the sink and Bolt of a run that was killed (the stack cleans up its own)."""
+    try:
+        pids = json.loads(PIDS_FILE.read_text())
+    except (FileNotFoundError, ValueError):
+        return
+    for pid in pids.values():
+        if isinstance(pid, int) and group_alive(pid) and _started_here(pid):
+            stop_group(pid, timeout=5)
+    PIDS_FILE.unlink(missing_ok=True)
+
+
+def _started_here(pid: int) -> bool:
+    try:
+        return os.readlink(f"/proc/{pid}/cwd") == str(ROOT)
+    except OSError:
+        return False

@@ -1,0 +1,93 @@
+"""Run the benchmarks against a local stack of their own and write ``BENCHMARKS.md`` and ``bench/results.json``.
+
+python -m bench.run                       # everything (``make bench``)
+python -m bench.run --only ingress,cost   # some figures; written under .local/bench/ instead
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from types import FrameType
+
+from bench import agent_loop, coldstart, cost, ingress, report, scale
+from bench.figures import Section
+from bench.harness import BENCH_DIR, Bench
+from infra.procs import StackError
+from infra.stack import ROOT
+from shared import logs
+
+# In the order they run: the ingress first, while the emulator holds little; the large writes last.
+FIGURES: dict[str, Callable[[Bench], Section]] = {
+    "ingress": ingress.run,
+    "coldstart": coldstart.run,
+    "cost": cost.run,
+    "agent": agent_loop.run,
+    "scale": scale.run,
+}
+
+
+def _raise_exit(signum: int, _frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
+
+
+def quiet_product_logs() -> None:
+    """The product code run in this process logs to a file, not over the progress lines."""
+    logs.setup("INFO")
+    handler = logging.getLogger().handlers[0]
+    assert isinstance(handler, logging.StreamHandler)
+    BENCH_DIR.joinpath("logs").mkdir(parents=True, exist_ok=True)
+    handler.setStream(BENCH_DIR.joinpath("logs", "bench-process.log").open("a"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__)
+    parser.add_argument("--only", help=f"comma-separated subset of: {', '.join(FIGURES)}")
+    args = parser.parse_args(argv)
+    chosen = [name.strip() for name in args.only.split(",")] if args.only else list(FIGURES)
+    unknown = set(chosen) - set(FIGURES)
+    if unknown:
+        parser.error(f"unknown figures: {', '.join(sorted(unknown))}")
+    signal.signal(signal.SIGTERM, _raise_exit)
+    quiet_product_logs()
+    started = time.monotonic()
+    load_at_start = list(os.getloadavg())
+    bench = Bench()
+    atexit.register(bench.stop)
+    sections: list[Section] = []
+    try:
+        print("starting the benchmark stack (logs in .local/bench/logs/)", flush=True)
+        bench.start()
+        for name in chosen:
+            print(f"measuring {name} ...", flush=True)
+            began = time.monotonic()
+            section = FIGURES[name](bench)
+            section.seconds = time.monotonic() - began
+            sections.append(section)
+            for figure in section.targets():
+                if figure.target is not None:
+                    verdict = "met" if figure.met else "MISSED"
+                    print(f"  {figure.name} = {figure.value:.3g} {figure.unit} (target {figure.target}: {verdict})")
+    except StackError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        bench.stop()
+    sections.sort(key=lambda s: s.title)
+    full = not args.only
+    markdown = ROOT / "BENCHMARKS.md" if full else BENCH_DIR / "BENCHMARKS.partial.md"
+    results = ROOT / "bench" / "results.json" if full else BENCH_DIR / "results.partial.json"
+    runtime = time.monotonic() - started
+    report.write(sections, runtime=runtime, load_at_start=load_at_start, markdown=markdown, results=results)
+    print(f"wrote {markdown.relative_to(ROOT)} and {results.relative_to(ROOT)} in {time.monotonic() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,437 @@
+"""Figure 4: does the answer lookup, and the sweep, stay as fast when the database grows?
+
+Each size gets a Firestore database of its own on the emulator (named databases),
+so the small and the large one exist at the same time and are measured in turns,
+repetition by repetition: drift on this shared machine falls on both. Documents
+are written with batched writes of 500. Beside each, the seed design's approach
+(seed 000): a sessions ledger, one JSON line per session, that a lookup reads from
+the first line to the last, filtering as it goes, at the same sizes.
+
+- Answer lookup: ``store.open_questions_in_thread`` for a thread with one open
+  question, among 100 and among 100,000 question documents (a third of them open,
+  each in a thread of its own).
+- Sweep: ``sweep.run`` with 10 stale items (open questions asked 30 hours ago, each
+  with its paused session, which the sweep reminds) among 100 and among 50,000
+  documents (the rest: answered questions and finished sessions, half and half).
+  Between repetitions the 10 questions are made un-reminded again, outside the clock.
+
+Every client counts its operations (``bench/firestore_ops.py``), so the documents
+each lookup and each sweep read, what Firestore bills, are reported too.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+from bench.figures import Section, at_most, info, median, prose, table
+from bench.firestore_ops import CountingClient, OpCounter, wipe
+from bench.harness import BENCH_DIR, Bench
+from bench.profiles import Part, profile, shares
+from infra import stack as local
+from shared import store
+from shared.models import Question, QuestionStatus, Session, SessionKind, SessionStatus
+
+T = TypeVar("T")
+
+LOOKUP_SIZES = (100, 100_000)
+SWEEP_SIZES = (100, 50_000)
+STALE = 10
+LOOKUP_REPS = 9
+SWEEP_REPS = 5
+LOOKUP_LIMIT = 1.2
+SWEEP_LIMIT = 1.5
+BATCH = 500
+TARGET_CHANNEL, TARGET_THREAD = "CTARGET", "1600000000.999999"
+
+
+@dataclass
+class Db:
+    """One named database on the emulator, with a counting client."""
+
+    name: str
+    size: int
+    counter: OpCounter = field(default_factory=OpCounter)
+    client: CountingClient = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.client = CountingClient(counter=self.counter, project=local.PROJECT, database=self.name)
+
+    @contextmanager
+    def current(self) -> Iterator[Db]:
+        saved = store._client
+        store._client = self.client
+        try:
+            yield self
+        finally:
+            store._client = saved
+
+
+def write_all(db: Db, docs: Iterator[tuple[str, str, dict[str, Any]]]) -> float:
+    """Write ``(collection, id, data)`` in batches of 500, four batches at a time; returns the seconds it took."""
+    client = db.client
+
+    def commit(chunk: list[tuple[str, str, dict[str, Any]]]) -> None:
+        batch = client.batch()
+        for collection, doc_id, data in chunk:
+            batch.set(client.collection(collection).document(doc_id), data)
+        batch.commit()
+
+    def chunks() -> Iterator[list[tuple[str, str, dict[str, Any]]]]:
+        chunk: list[tuple[str, str, dict[str, Any]]] = []
+        for doc in docs:
+            chunk.append(doc)
+            if len(chunk) == BATCH:
+                yield chunk
+                chunk = []
+        if chunk:
+            yield chunk
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(4) as pool:
+        for _ in pool.map(commit, chunks()):
+            pass
+    return time.perf_counter() - started
+
+
+def question(n: int, *, channel: str, thread_ts: str, status: QuestionStatus, asked_at: datetime) -> Question:
+    return Question(
+        question_id=f"q-{n}",
+        session_id=f"s-{n}",
+        transcript_id=f"s-{n}",
+        channel=channel,
+        thread_ts=thread_ts,
+        text=f"Question {n}: sqlite or postgres?",
+        options=["sqlite", "postgres"],
+        blocking=True,
+        call_id=f"call-{n}",
+        asked_at=asked_at,
+        post_ts=f"{1700000000 + n}.000200",
+        status=status,
+        requester="U0HUMAN",
+        answer="postgres" if status == QuestionStatus.ANSWERED else None,
+    )
+
+
+def session(n: int, *, status: SessionStatus, at: datetime, question_id: str | None = None) -> Session:
+    return Session(
+        session_id=f"s-{n}",
+        kind=SessionKind.MENTION,
+        channel=f"C{n % 50}",
+        thread_ts=f"{1700000000 + n}.000100",
+        trigger_ts=f"{1700000000 + n}.000100",
+        trigger_user="U0HUMAN",
+        text=f"request {n}",
+        created_at=at,
+        status=status,
+        question_id=question_id,
+        updated_at=at,
+        ended_at=None if status == SessionStatus.PAUSED else at,
+        turns=3,
+    )
+
+
+# --- the seed's ledger ------------------------------------------------------------------------------
+
+
+def write_ledger(path: Path, size: int, *, stale: int, now: float) -> None:
+    """A sessions.jsonl as seed 000 keeps it: one entry per session, ``ask_operator_called`` on those that asked."""
+    with path.open("w") as out:
+        for n in range(size):
+            target = n == size // 2  # the thread the lookup looks for
+            asked = n % 3 == 0 or n < stale or target
+            start = now - 30 * 3600 if n < stale else now - 3600
+            thread_ts = TARGET_THREAD if target else f"{1700000000 + n}.000100"
+            entry = {
+                "session_id": f"s-{n}",
+                "channel": TARGET_CHANNEL if target else f"C{n % 50}",
+                "thread_ts": thread_ts,
+                "ts_start": f"{start:.6f}",
+                "ts_end": f"{start + 40:.6f}",
+                "status": "paused" if asked else "done",
+                "ask_operator_called": asked,
+                "answered": asked and not (n < stale or target) and n % 2 == 0,
+                "turns": 3,
+                "tool_calls": 2,
+                "input_tokens": 1234,
+                "output_tokens": 321,
+            }
+            out.write(json.dumps(entry) + "\n")
+
+
+def ledger_lookup(path: Path, thread_ts: str, question_post_ts: str) -> str | None:
+    """Seed 000's ``_lookup_paused_session_id``: every line read, filtered, the most recent match kept."""
+    best: dict[str, Any] | None = None
+    with path.open() as ledger:
+        for line in ledger:
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if entry.get("thread_ts") != thread_ts or not entry.get("ask_operator_called"):
+                continue
+            if float(entry["ts_start"]) >= float(question_post_ts):
+                continue
+            if best is None or float(entry["ts_start"]) > float(best["ts_start"]):
+                best = entry
+    return None if best is None else str(best["session_id"])
+
+
+def ledger_sweep(path: Path, now: float) -> list[str]:
+    """The same ledger swept for paused sessions whose question waited more than 24 hours."""
+    stale = []
+    with path.open() as ledger:
+        for line in ledger:
+            entry = json.loads(line)
+            if entry["ask_operator_called"] and not entry["answered"] and float(entry["ts_start"]) < now - 24 * 3600:
+                stale.append(entry["session_id"])
+    return stale
+
+
+# --- answer lookup ------------------------------------------------------------------------------------
+
+
+def lookup_docs(size: int, at: datetime) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    for n in range(size):
+        if n == size // 2:
+            doc = question(n, channel=TARGET_CHANNEL, thread_ts=TARGET_THREAD, status=QuestionStatus.OPEN, asked_at=at)
+        else:
+            status = QuestionStatus.OPEN if n % 3 == 0 else QuestionStatus.ANSWERED
+            doc = question(n, channel=f"C{n % 50}", thread_ts=f"{1700000000 + n}.000100", status=status, asked_at=at)
+        yield store.QUESTIONS, doc.question_id, doc.to_doc()
+
+
+@dataclass
+class Timing:
+    ms: list[float] = field(default_factory=list)
+    reads: list[int] = field(default_factory=list)
+
+
+def timed(db: Db | None, work: Callable[[], T], into: Timing) -> T:
+    """``work()``, its time and (with a counted ``db``) the documents it read added to ``into``."""
+    before = db.counter.snapshot().reads if db else 0
+    started = time.perf_counter()
+    result = work()
+    into.ms.append((time.perf_counter() - started) * 1000)
+    if db:
+        into.reads.append(db.counter.snapshot().reads - before)
+    return result
+
+
+def answer_lookup(bench: Bench, section: Section) -> None:
+    at = store.now()
+    dbs = [Db(f"lookup-{size}", size) for size in LOOKUP_SIZES]
+    ledgers = {size: BENCH_DIR / f"ledger-{size}.jsonl" for size in LOOKUP_SIZES}
+    written = {}
+    for db in dbs:
+        wipe(bench.stack.firestore_host, local.PROJECT, db.name)
+        written[db.size] = write_all(db, lookup_docs(db.size, at))
+        write_ledger(ledgers[db.size], db.size, stale=0, now=time.time())
+    firestore = {db.size: Timing() for db in dbs}
+    points = {db.size: Timing() for db in dbs}
+    ledger = {size: Timing() for size in LOOKUP_SIZES}
+    expected = f"q-{LOOKUP_SIZES[0] // 2}"
+    for _ in range(LOOKUP_REPS):
+        for db in dbs:
+            with db.current():
+                lookup = functools.partial(store.open_questions_in_thread, TARGET_CHANNEL, TARGET_THREAD)
+                found = timed(db, lookup, firestore[db.size])
+                assert [q.question_id for q in found] == [f"q-{db.size // 2}"], found
+                timed(db, functools.partial(store.get_question, expected), points[db.size])
+            scan = functools.partial(ledger_lookup, ledgers[db.size], TARGET_THREAD, "1800000000.0")
+            assert timed(None, scan, ledger[db.size]) == f"s-{db.size // 2}"
+    small, large = LOOKUP_SIZES
+    ratio = median(firestore[large].ms) / median(firestore[small].ms)
+    ledger_ratio = median(ledger[large].ms) / median(ledger[small].ms)
+    section.add(
+        info(f"answer_lookup_{small}_docs", median(firestore[small].ms), "ms"),
+        info(f"answer_lookup_{large}_docs", median(firestore[large].ms), "ms"),
+        at_most("answer_lookup_ratio", ratio, "ratio", LOOKUP_LIMIT),
+        info(
+            "answer_lookup_documents_read_ratio",
+            median(firestore[large].reads) / median(firestore[small].reads),
+            "ratio",
+        ),
+        info(f"ledger_lookup_{small}_lines", median(ledger[small].ms), "ms"),
+        info(f"ledger_lookup_{large}_lines", median(ledger[large].ms), "ms"),
+        info("ledger_lookup_ratio", ledger_ratio, "ratio"),
+        info("answer_lookup_point_read_ratio", median(points[large].ms) / median(points[small].ms), "ratio"),
+    )
+    with dbs[1].current():
+        stats = profile(lambda: store.open_questions_in_thread(TARGET_CHANNEL, TARGET_THREAD))
+    total, parts = shares(
+        stats,
+        Part("lookup", "shared/store.py", "open_questions_in_thread"),
+        [Part("waiting for the emulator's RunQuery stream", "bench/firestore_ops.py", "__next__")],
+    )
+    per_thousand = (median(firestore[large].ms) - median(firestore[small].ms)) / (large - small) * 1000
+    header = ["approach", f"{small:,} docs ms", f"{large:,} docs ms", "ratio", "docs read", f"docs read at {large:,}"]
+    header[4] = f"docs read at {small:,}"
+    rows = []
+    for label, timing in (
+        ("`store.open_questions_in_thread` (indexed query)", firestore),
+        ("point read of that question by id (control)", points),
+    ):
+        small_ms, large_ms = median(timing[small].ms), median(timing[large].ms)
+        rows.append(
+            (label, small_ms, large_ms, large_ms / small_ms, median(timing[small].reads), median(timing[large].reads))
+        )
+    rows.append(
+        (
+            "seed 000: scan of `sessions.jsonl`",
+            median(ledger[small].ms),
+            median(ledger[large].ms),
+            ledger_ratio,
+            small,
+            large,
+        )
+    )
+    section.say(
+        f"**Answer lookup** (median of {LOOKUP_REPS} turns each; writing took {written[small]:.1f} s for {small:,} "
+        f"and {written[large]:.0f} s for {large:,} documents; the ledger rows count lines read):",
+        table(header, rows),
+        f"Profile of one lookup at {large:,} documents (cProfile, client side): {total * 1000:.0f} ms in the lookup, "
+        f"{parts[0][2]:.0%} of it waiting for the emulator's RunQuery stream to yield its one document. Each "
+        f"1,000 documents more in the collection added {per_thousand:.1f} ms to the query, while the point read "
+        "stayed flat and the documents read (what Firestore bills) stayed at one.",
+    )
+    if ratio > LOOKUP_LIMIT:
+        section.say(
+            f"**Missed: `answer_lookup_ratio` is {ratio:.0f}** (target <= {LOOKUP_LIMIT}). The profile explains it: "
+            "the time is the emulator's, and it grows with the number of documents in the collection, not with the "
+            "result. The Firestore emulator does not build indexes; it answers a query by scanning the collection "
+            "(a point read, which needs no index, stays flat beside it). In production the query is served from "
+            "the composite index on (channel, thread_ts, status) that `shared/store.py` declares and "
+            "`terraform/firestore.tf` creates, and Firestore's query time depends on the size of the result set, "
+            "not of the collection. What Firestore bills is measured here and is flat: one document read per "
+            "lookup at both sizes. The ledger scan of seed 000, by contrast, reads every line at both sizes and "
+            f"grows {ledger_ratio:.0f}-fold. No product change can make the emulator use an index; a per-thread "
+            "pointer document read by id would be flat even here, at the price of a second write on every ask and "
+            "answer, and it is not worth it for production, where the indexed query is already flat. Not changed."
+        )
+
+
+# --- sweep ----------------------------------------------------------------------------------------
+
+
+def sweep_docs(size: int, at: datetime) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    old = at - timedelta(hours=30)
+    for n in range(STALE):
+        q = question(
+            n, channel=f"C{n % 50}", thread_ts=f"{1700000000 + n}.000100", status=QuestionStatus.OPEN, asked_at=old
+        )
+        yield store.QUESTIONS, q.question_id, q.to_doc()
+        s = session(n, status=SessionStatus.PAUSED, at=old, question_id=q.question_id)
+        yield store.SESSIONS, s.session_id, s.to_doc()
+    for n in range(STALE, STALE + (size - 2 * STALE) // 2):
+        q = question(
+            n, channel=f"C{n % 50}", thread_ts=f"{1700000000 + n}.000100", status=QuestionStatus.ANSWERED, asked_at=old
+        )
+        yield store.QUESTIONS, q.question_id, q.to_doc()
+    for n in range(STALE + (size - 2 * STALE) // 2, size - STALE):
+        s = session(n, status=SessionStatus.DONE, at=old)
+        yield store.SESSIONS, s.session_id, s.to_doc()
+
+
+def unremind(db: Db) -> None:
+    batch = db.client.batch()
+    for n in range(STALE):
+        batch.update(db.client.collection(store.QUESTIONS).document(f"q-{n}"), {"reminded_at": None})
+    batch.commit()
+
+
+def sweep_at_scale(bench: Bench, section: Section) -> None:
+    from shared import sweep
+
+    at = store.now()
+    dbs = [Db(f"sweep-{size}", size) for size in SWEEP_SIZES]
+    ledgers = {size: BENCH_DIR / f"sweep-ledger-{size}.jsonl" for size in SWEEP_SIZES}
+    for db in dbs:
+        wipe(bench.stack.firestore_host, local.PROJECT, db.name)
+        write_all(db, sweep_docs(db.size, at))
+        write_ledger(ledgers[db.size], db.size, stale=STALE, now=time.time())
+    runs = {db.size: Timing() for db in dbs}
+    ledger = {size: Timing() for size in SWEEP_SIZES}
+    for _ in range(SWEEP_REPS):
+        for db in dbs:
+            with db.current():
+                unremind(db)
+                summary = timed(db, functools.partial(sweep.run, at), runs[db.size])
+                assert summary.get("reminded") == STALE, summary
+            found = timed(None, functools.partial(ledger_sweep, ledgers[db.size], time.time()), ledger[db.size])
+            assert len(found) == STALE, len(found)
+    with dbs[-1].current():
+        unremind(dbs[-1])
+        stats = profile(functools.partial(sweep.run, at))
+    sweep_total, ((_, waiting, _),) = shares(
+        stats,
+        Part("sweep", "shared/sweep.py", "run"),
+        [Part("waiting for the emulator's RunQuery streams", "bench/firestore_ops.py", "__next__")],
+    )
+    small, large = SWEEP_SIZES
+    ratio = median(runs[large].ms) / median(runs[small].ms)
+    ledger_ratio = median(ledger[large].ms) / median(ledger[small].ms)
+    section.add(
+        info(f"sweep_{STALE}_stale_among_{small}", median(runs[small].ms), "ms"),
+        info(f"sweep_{STALE}_stale_among_{large}", median(runs[large].ms), "ms"),
+        at_most("sweep_ratio", ratio, "ratio", SWEEP_LIMIT),
+        info("sweep_documents_read_ratio", median(runs[large].reads) / median(runs[small].reads), "ratio"),
+        info(f"ledger_sweep_{small}_lines", median(ledger[small].ms), "ms"),
+        info(f"ledger_sweep_{large}_lines", median(ledger[large].ms), "ms"),
+        info("ledger_sweep_ratio", ledger_ratio, "ratio"),
+    )
+    header = ["approach", f"{small:,} docs ms", f"{large:,} docs ms", "ratio"]
+    header += [f"docs read at {small:,}", f"docs read at {large:,}"]
+    small_ms, large_ms = median(runs[small].ms), median(runs[large].ms)
+    rows = [
+        (
+            "`sweep.run` (indexed, paged queries)",
+            small_ms,
+            large_ms,
+            ratio,
+            median(runs[small].reads),
+            median(runs[large].reads),
+        ),
+        (
+            "seed 000: scan of `sessions.jsonl`",
+            median(ledger[small].ms),
+            median(ledger[large].ms),
+            ledger_ratio,
+            small,
+            large,
+        ),
+    ]
+    section.say(f"**Sweep** with {STALE} stale items (median of {SWEEP_REPS} turns each):", table(header, rows))
+    if ratio > SWEEP_LIMIT:
+        section.say(
+            f"**Missed: `sweep_ratio` is {ratio:.1f}** (target <= {SWEEP_LIMIT}). The same cause as the answer "
+            "lookup's: the sweep runs four indexed queries (open questions by age, silent exits, dead leases, "
+            "queued sessions), each one page here, and the emulator answers each by scanning its collection. "
+            f"Profiled at {large:,} documents (cProfile, client side), the sweep took {sweep_total * 1000:.0f} ms, "
+            f"{waiting * 1000:.0f} ms of it waiting for those four queries' streams; the rest, "
+            f"{(sweep_total - waiting) * 1000:.0f} ms, is the {STALE} reminders (a transaction and a Slack post "
+            f"each), about what the whole sweep takes at {small:,} documents. The "
+            f"documents the sweep read were the same at both sizes ({median(runs[small].reads):.0f}: the "
+            f"{STALE} stale questions, three empty pages, and one transactional read per reminder), so what it "
+            "costs, and what it would take in production, grows with the stale items, not with the database."
+        )
+
+
+def run(bench: Bench) -> Section:
+    section = Section("4. Scale")
+    section.say(*prose(__doc__))
+    try:
+        answer_lookup(bench, section)
+        sweep_at_scale(bench, section)
+    finally:
+        for ledger in BENCH_DIR.glob("*ledger-*.jsonl"):
+            ledger.unlink()
+    return section

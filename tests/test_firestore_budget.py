@@ -1,0 +1,62 @@
+"""The Firestore budget: reads, writes and queries per mention, agent turn, ask → answer → continuation, swept item.
+
+The product's own code runs in this process (the ingress handler, the agent_session
+handler, the sweep) against the emulator, with a client whose gRPC channel counts
+every operation (``bench/firestore_ops.py``) on a database of its own. The numbers
+are in ``bench/budget.json``, the same file ``BENCHMARKS.md``'s budget table is
+printed from: a change that costs more fails here until the budget is raised on
+purpose.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from bench import cost
+from bench.firestore_ops import Ops
+from bench.sink import Sink
+from infra.fakegemini.control import FakeGemini
+from infra.stack import Stack
+from shared import config
+from tests.poll import wait_for
+
+pytestmark = pytest.mark.stack
+
+
+@pytest.fixture
+def rig(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Iterator[cost.Rig]:
+    """Counted Firestore; tasks go to a sink, so every session runs here, once, where it is counted."""
+    FakeGemini(stack.url("fake_gemini")).reset()
+    with Sink() as sink:
+        monkeypatch.setenv("TASKS_TARGET_URL", sink.url)
+        config.reset()
+        rig = cost.Rig(stack)
+        try:
+            with rig.installed():
+                yield rig
+            # Close the sink only once the emulator has delivered every task, or it would retry them.
+            wait_for(lambda: sink.count >= rig.created_tasks.created, timeout=60, what="the tasks to reach the sink")
+        finally:
+            monkeypatch.undo()
+            config.reset()
+
+
+def test_every_figure_has_a_budget_and_a_description() -> None:
+    assert set(cost.load_budget()) == set(cost.FIGURES)
+    for figure, allowed in cost.load_budget().items():
+        assert set(allowed) == set(cost.BILLED), figure
+
+
+def test_firestore_operations_stay_within_the_budget(rig: cost.Rig) -> None:
+    measured: dict[str, Ops] = {}
+    for scenario in cost.SCENARIOS:
+        measured.update(scenario(rig))
+    assert set(measured) == set(cost.FIGURES)
+    table = "\n".join(f"  {name}: {ops.billed()}" for name, ops in measured.items())
+    problems = cost.over_budget(measured, cost.load_budget())
+    assert not problems, "over budget:\n  " + "\n  ".join(problems) + f"\nmeasured:\n{table}"
+    # A count is stable: the same path twice costs the same.
+    again = cost.mention_and_one_turn(rig)
+    assert {k: v.billed() for k, v in again.items()} == {k: measured[k].billed() for k in again}
