@@ -21,9 +21,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench import events
 from bench.figures import Section, at_most, info, median, table
 from bench.harness import BENCH_DIR, Bench, function_argv
+from infra import slack_payloads as events
 from infra.procs import Proc, free_port
 from infra.stack import ROOT
 
@@ -49,7 +49,7 @@ def _request(kind: str) -> tuple[str, bytes | None, dict[str, str]]:
         return "GET", None, {}
     stamp = time.time()
     body, headers = events.signed(
-        events.app_mention(channel="CCOLD", ts=f"{stamp:.6f}", text="cold start"), event_id=f"EvCold{time.time_ns()}"
+        events.mention(channel="CCOLD", ts=f"{stamp:.6f}", text="cold start"), event_id=f"EvCold{time.time_ns()}"
     )
     return "POST", body, headers
 
@@ -98,7 +98,7 @@ def import_path(bench: Bench) -> dict[str, Any]:
     from bench.ingress_path import MARKER
 
     body, headers = events.signed(
-        events.app_mention(channel="CCOLDPATH", ts=f"{time.time():.6f}", text="cold"),
+        events.mention(channel="CCOLDPATH", ts=f"{time.time():.6f}", text="cold"),
         event_id=f"EvPath{time.time_ns()}",
     )
     done = subprocess.run(

@@ -31,10 +31,10 @@ from typing import Any
 import grpc
 from slack_sdk import WebClient
 
-from bench import events
 from bench.figures import Figure, Section, prose, table
 from bench.firestore_ops import CountingClient, OpCounter, Ops, wipe
 from bench.harness import Bench
+from infra import slack_payloads as events
 from infra import stack as local
 from infra.fakegemini.control import FakeGemini
 from shared import ingress, store, tasks, worker
@@ -160,14 +160,14 @@ class Rig:
         """A signed app_mention that starts a new thread, ready for the ingress."""
         text = f"{text} [{self.uid}]"
         channel, ts = self.new_thread(text)
-        event = events.app_mention(channel=channel, ts=ts, text=text)
+        event = events.mention(channel=channel, ts=ts, text=text)
         return events.signed(event, event_id=f"Ev{self.uid}{self._next()}")
 
     def reply(self, session_id: str, text: str, *, user: str = local.OPERATOR_ID) -> tuple[bytes, dict[str, str]]:
         """A person's signed reply in the session's thread, ready for the ingress."""
         session = self.session(session_id)
         ts = str(self.slack.chat_postMessage(channel=session.channel, thread_ts=session.thread_ts, text=text)["ts"])
-        event = events.thread_reply(channel=session.channel, ts=ts, thread_ts=session.thread_ts, text=text, user=user)
+        event = events.message(channel=session.channel, ts=ts, thread_ts=session.thread_ts, text=text, user=user)
         return events.signed(event, event_id=f"Ev{self.uid}{self._next()}")
 
     @staticmethod

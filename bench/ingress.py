@@ -27,10 +27,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from bench import events
 from bench.figures import Section, at_most, below, info, percentile, prose, table
 from bench.harness import Bench
 from bench.profiles import Part, shares
+from infra import slack_payloads as events
 from infra.stack import ROOT
 
 Request = tuple[bytes, dict[str, str]]
@@ -69,7 +69,7 @@ def mentions(count: int) -> list[Request]:
     base = int(time.time())
     return [
         events.signed(
-            events.app_mention(channel=f"CB{tag}", ts=f"{base}.{i:06d}", text="status please"),
+            events.mention(channel=f"CB{tag}", ts=f"{base}.{i:06d}", text="status please"),
             event_id=f"Ev{tag}{i:05d}",
         )
         for i in range(count)
