@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
+from datetime import timedelta
 
 from shared import config, slack, store, tasks
 from shared.models import Question, QuestionStatus
@@ -20,6 +21,8 @@ log = logging.getLogger(__name__)
 
 ANSWERED_REACTION = "white_check_mark"
 QUESTION_REACTION = "speech_balloon"
+
+RACE_WINDOW = timedelta(seconds=15)  # an operator reply this soon after an answer lost the race to it
 
 _NUMBER = re.compile(r"^\(?\s*(\d{1,3})\s*[.)]?$")
 
@@ -96,12 +99,18 @@ def answer(question: Question, *, user: str, text: str, answer_ts: str, label: s
             if stored.continuation_id and stored.continuation_id != stored.session_id:
                 tasks.enqueue_session(stored.continuation_id)
             return Outcome("duplicate", stored.question_id, stored.continuation_id)
-        slack.ephemeral(stored.channel, user, closed_note(stored), thread_ts=stored.thread_ts)
+        _tell_loser(stored.channel, stored.thread_ts, user, answer_ts, closed_note(stored))
         return Outcome("already_answered", stored.question_id)
     tasks.enqueue_session(continuation.session_id)
     _acknowledge(stored, answer_ts)
     log.info("question answered", extra={"question_id": stored.question_id, "continuation": continuation.session_id})
     return Outcome("answered", stored.question_id, continuation.session_id)
+
+
+def _tell_loser(channel: str, thread_ts: str, user: str, ts: str, text: str) -> None:
+    """One ephemeral note per losing message, however often Slack retries its event."""
+    if store.claim_message(channel, ts, kind="lost_answer", session_id=""):
+        slack.ephemeral(channel, user, text, thread_ts=thread_ts)
 
 
 def _acknowledge(question: Question, answer_ts: str) -> None:
@@ -120,7 +129,14 @@ def closed_note(question: Question) -> str:
 
 def answer_reply(*, channel: str, thread_ts: str, user: str, text: str, ts: str, bot_user_id: str | None) -> Outcome:
     """A message in a thread: an answer if the thread has an open question."""
-    questions = store.open_questions_in_thread(channel, thread_ts)
-    if not questions:
-        return Outcome("no_question")
-    return answer(questions[0], user=user, text=strip_mention(text, bot_user_id), answer_ts=ts)
+    thread = store.thread_questions(channel, thread_ts)
+    if thread.open:
+        return answer(thread.open[0], user=user, text=strip_mention(text, bot_user_id), answer_ts=ts)
+    last = thread.last_answer
+    if last and last.get("ts") == ts:
+        return Outcome("duplicate", str(last["question_id"]))  # the answer itself, again (its app_mention twin)
+    if last and user in config.settings().operator_user_ids and store.now() - last["at"] < RACE_WINDOW:
+        # It lost a race it could not see: the question closed while this reply was on its way.
+        _tell_loser(channel, thread_ts, user, ts, f"This question was already answered by <@{last['by']}>.")
+        return Outcome("already_answered", str(last["question_id"]))
+    return Outcome("no_question")

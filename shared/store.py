@@ -22,6 +22,7 @@ from shared.models import Question, QuestionStatus, Session, SessionKind, Sessio
 log = logging.getLogger(__name__)
 
 EVENTS = "events"
+THREADS = "threads"  # per Slack thread: the ids of its open questions, so an answer finds them by id
 STEPS = "steps"  # subcollection of a session: its transcript and audit log
 SESSIONS = "sessions"
 QUESTIONS = "questions"
@@ -40,8 +41,6 @@ class Index:
 
 # Every composite index the queries in this module use. Keep it next to the queries it serves.
 INDEXES: tuple[Index, ...] = (
-    # The open question of a thread: answers and button clicks find it with one indexed query.
-    Index(QUESTIONS, (("channel", "ASCENDING"), ("thread_ts", "ASCENDING"), ("status", "ASCENDING"))),
     # The sweep: open questions by age.
     Index(QUESTIONS, (("status", "ASCENDING"), ("asked_at", "ASCENDING"))),
     # The sweep: sessions queued too long (their task was never created), oldest first.
@@ -309,10 +308,35 @@ def _question_ref(question_id: str) -> firestore.DocumentReference:
     return ref
 
 
+def _thread_ref(channel: str, thread_ts: str) -> firestore.DocumentReference:
+    ref: firestore.DocumentReference = db().collection(THREADS).document(f"{channel}-{thread_ts}")
+    return ref
+
+
+def _unlist(
+    question: Question, answered_by: str | None = None, answer_ts: str | None = None
+) -> tuple[firestore.DocumentReference, dict[str, Any]]:
+    """The write that takes a question off its thread's list of open questions (and says who answered it)."""
+    fields: dict[str, Any] = {"open_question_ids": firestore.ArrayRemove([question.question_id])}
+    if answered_by is not None:
+        fields["last_answer"] = {"question_id": question.question_id, "by": answered_by, "ts": answer_ts, "at": now()}
+    return _thread_ref(question.channel, question.thread_ts), fields
+
+
 def create_question(question: Question) -> Question:
-    """Write a question with ``create()``; if a retried step wrote it already, return the stored one."""
+    """Write a question with ``create()``, listed on its thread in the same commit.
+
+    A retried step that wrote it already gets the stored one back.
+    """
+    batch = db().batch()
+    batch.create(_question_ref(question.question_id), question.to_doc())
+    batch.set(
+        _thread_ref(question.channel, question.thread_ts),
+        {"open_question_ids": firestore.ArrayUnion([question.question_id])},
+        merge=True,
+    )
     try:
-        _question_ref(question.question_id).create(question.to_doc())
+        batch.commit()
     except (gexc.AlreadyExists, gexc.Conflict):
         stored = get_question(question.question_id)
         assert stored is not None
@@ -326,10 +350,32 @@ def get_question(question_id: str) -> Question | None:
     return Question.from_doc(data) if snap.exists and data is not None else None
 
 
+@dataclass(frozen=True)
+class ThreadQuestions:
+    """What a thread has open, and the last answer it got (to tell a late racer who won)."""
+
+    open: list[Question]
+    last_answer: dict[str, Any] | None
+
+
+def thread_questions(channel: str, thread_ts: str) -> ThreadQuestions:
+    """The thread's open questions, newest first: a point read of the thread, then of its open questions.
+
+    Point reads cost the same however many questions the database holds; the list on the thread
+    changes in the same commit or transaction as every question's status.
+    """
+    thread = _thread_ref(channel, thread_ts).get().to_dict() or {}
+    ids = thread.get("open_question_ids") or []
+    questions = []
+    if ids:
+        snaps = db().get_all([_question_ref(question_id) for question_id in ids])
+        questions = [Question.from_doc(snap.to_dict() or {}) for snap in snaps if snap.exists]
+    open_ones = sorted((q for q in questions if q.status == QuestionStatus.OPEN), key=lambda q: q.asked_at)
+    return ThreadQuestions(open_ones[::-1], thread.get("last_answer"))
+
+
 def open_questions_in_thread(channel: str, thread_ts: str) -> list[Question]:
-    """The thread's open questions, newest first, with one indexed query (channel, thread_ts, status)."""
-    docs = _in_thread(QUESTIONS, channel, thread_ts, QuestionStatus.OPEN.value, limit=20)
-    return sorted((Question.from_doc(doc) for doc in docs), key=lambda q: q.asked_at, reverse=True)
+    return thread_questions(channel, thread_ts).open
 
 
 def close_question(question_id: str, status: QuestionStatus) -> bool:
@@ -338,10 +384,12 @@ def close_question(question_id: str, status: QuestionStatus) -> bool:
 
     @firestore.transactional
     def close(transaction: firestore.Transaction) -> bool:
-        current = ref.get(transaction=transaction, field_paths=["status"]).to_dict() or {}
+        current = ref.get(transaction=transaction, field_paths=["status", "channel", "thread_ts"]).to_dict() or {}
         if current.get("status") != QuestionStatus.OPEN.value:
             return False
         transaction.update(ref, {"status": status.value, "closed_at": now()})
+        thread = _thread_ref(current["channel"], current["thread_ts"])
+        transaction.set(thread, {"open_question_ids": firestore.ArrayRemove([question_id])}, merge=True)
         return True
 
     closed: bool = close(db().transaction())
@@ -400,6 +448,7 @@ def answer_question(
                     "user": answered_by, "ts": trigger_ts, "matched_option": matched_option}  # fmt: skip
             transaction.update(asker, {"notes": firestore.ArrayUnion([note])})
             transaction.update(qref, {**fields, "continuation_id": question.session_id})
+            transaction.set(*_unlist(question, answered_by, trigger_ts), merge=True)
             question.status, question.answer, question.answer_ts = QuestionStatus.ANSWERED, answer, trigger_ts
             question.continuation_id = question.session_id
             return Answered(question, noted=True)
@@ -426,6 +475,7 @@ def answer_question(
             _event_record("answer", session.session_id, when),
         )
         transaction.update(qref, {**fields, "continuation_id": session.session_id})
+        transaction.set(*_unlist(question, answered_by, trigger_ts), merge=True)
         question.status = QuestionStatus.ANSWERED
         question.answer, question.answered_by, question.matched_option = answer, answered_by, matched_option
         question.continuation_id, question.answer_ts = session.session_id, trigger_ts

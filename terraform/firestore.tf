@@ -25,26 +25,6 @@ resource "google_firestore_field" "event_ttl" {
   index_config {}
 }
 
-# Answers and button clicks: the open question of a thread.
-resource "google_firestore_index" "questions_in_thread" {
-  database    = google_firestore_database.main.name
-  collection  = "questions"
-  query_scope = "COLLECTION"
-
-  fields {
-    field_path = "channel"
-    order      = "ASCENDING"
-  }
-  fields {
-    field_path = "thread_ts"
-    order      = "ASCENDING"
-  }
-  fields {
-    field_path = "status"
-    order      = "ASCENDING"
-  }
-}
-
 # The sweep: open questions by age.
 resource "google_firestore_index" "questions_by_age" {
   database    = google_firestore_database.main.name
