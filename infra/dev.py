@@ -16,7 +16,7 @@ from pathlib import Path
 
 from infra import chat
 from infra.procs import StackError
-from infra.stack import OPERATOR_ID, STACK_FILE, running
+from infra.stack import OPERATOR_ID, STACK_FILE, exit_cleanly_on_signals, running
 
 CHAT_USER = "U0HUMAN"
 
@@ -30,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m infra.dev", description=__doc__.splitlines()[0])
     parser.add_argument("--stack-file", type=Path, default=STACK_FILE, help="where the stack records URLs and pids")
     args = parser.parse_args(argv)
+    exit_cleanly_on_signals()
     real = has_real_model()
     if real:
         print("Using the real Gemini model (GEMINI_API_KEY or Vertex AI found in the environment).")

@@ -372,6 +372,13 @@ def _raise_exit(signum: int, _frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)
 
 
+def exit_cleanly_on_signals() -> None:
+    """Turn SIGTERM and SIGHUP (``timeout``, a closed terminal, CI) into SystemExit, so ``finally`` blocks and
+    atexit stop the stack; by default those signals end Python at once and leave every child running."""
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _raise_exit)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m infra.stack", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -382,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "down":
         stop_stack(args.stack_file)
         return 0
-    signal.signal(signal.SIGTERM, _raise_exit)
+    exit_cleanly_on_signals()
     try:
         with running(stack_file=args.stack_file) as stack:
             print(json.dumps({k: v for k, v in stack.info().items() if k != "env"}, indent=2))

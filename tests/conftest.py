@@ -10,8 +10,10 @@ documents, and the fakes are reset before each test that uses them.
 from __future__ import annotations
 
 import os
+import signal
 import uuid
 from collections.abc import Callable, Iterator
+from types import FrameType
 from typing import Any
 
 import pytest
@@ -21,6 +23,16 @@ from infra.fakeslack.control import FakeSlack
 from infra.stack import LOCAL, OPERATOR_ID, Stack
 from shared import config
 from tests.slack import SlackSender
+
+
+def _interrupt(signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A SIGTERM or SIGHUP (a CI timeout, `timeout`) stops the run like Ctrl-C: teardown still stops the stack."""
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _interrupt)
 
 
 @pytest.fixture(scope="session")

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+
+import pytest
 
 from infra import procs
 
@@ -63,6 +66,35 @@ def test_a_terminal_conversation_with_an_ask_and_an_answer(tmp_path: Path) -> No
         dev.stdin.close()
         dev.wait(timeout=60)
         assert not any(procs.group_alive(pid) for pid in pids)
+    finally:
+        procs.stop_group(dev.pid, timeout=10, reap=dev.poll)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_make_dev_stopped_by_a_signal_leaves_nothing_running(tmp_path: Path, signum: int) -> None:
+    """`timeout`, a closed terminal or CI stop `make dev` with a signal, not Ctrl-C: the stack must stop too."""
+    stack_file = tmp_path / "stack.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "TASKS_", "FIRESTORE_", "GEMINI_"))}
+    dev = subprocess.Popen(
+        [sys.executable, "-m", "infra.dev", "--stack-file", str(stack_file)],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not stack_file.exists():
+            assert dev.poll() is None, "make dev exited before its stack came up"
+            assert time.monotonic() < deadline, "the stack did not come up"
+            time.sleep(0.2)
+        pids = procs_of_stack(stack_file)
+        os.kill(dev.pid, signum)
+        dev.wait(timeout=60)
+        assert not any(procs.group_alive(pid) for pid in pids)
+        assert not stack_file.exists()
     finally:
         procs.stop_group(dev.pid, timeout=10, reap=dev.poll)
 
