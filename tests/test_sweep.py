@@ -124,6 +124,22 @@ def test_the_sweep_reads_only_stale_documents(stack: Stack, empty_db: None, fake
     assert summary["sessions_read"] == 0
     assert summary["reminded"] == 5
 
+    # Counted on the wire by a gRPC interceptor on the real client: a second, in-process sweep reads
+    # the 5 stale questions, one empty page of each other query, and nothing of the 6,000 fresh documents.
+    from bench.firestore_ops import CountingClient, OpCounter
+    from shared import sweep as daily
+
+    counter = OpCounter()
+    counted = CountingClient(counter=counter, project=local.PROJECT)
+    saved, store._client = store._client, counted
+    try:
+        again = counter.measure(daily.run)
+    finally:
+        store._client = saved
+    assert again.queries == 4
+    assert again.reads == 5 + 3  # 5 stale questions (already reminded: no writes), 3 empty pages
+    assert again.writes == 0
+
 
 def dead_session(uid: str, *, kind: SessionKind = SessionKind.MENTION, audit: list[dict[str, Any]]) -> Session:
     """A session whose worker died long ago, leaving an audit log of outward work and no report."""
