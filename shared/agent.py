@@ -83,6 +83,7 @@ class Runner:
         content: types.Content | None,
         audit: list[dict[str, Any]],
         consumed: list[dict[str, Any]] | None = None,
+        wait_for_notes: bool = True,
         **fields: Any,
     ) -> Step:
         step = Step(
@@ -93,7 +94,14 @@ class Runner:
             audit=audit,
             at=store.now(),
         )
-        notes = store.commit_step(self.session, step, lease_seconds=self.lease, fields=fields, consumed_notes=consumed)
+        notes = store.commit_step(
+            self.session,
+            step,
+            lease_seconds=self.lease,
+            fields=fields,
+            consumed_notes=consumed,
+            wait_for_notes=wait_for_notes,
+        )
         self.steps.append(step)
         self.notes = notes
         return step
@@ -238,7 +246,8 @@ class Runner:
             return content  # notes arrived as it finished: go on
         return None
 
-    def _answer(self, text: str, step: Step) -> SessionStatus:
+    def _answer(self, text: str, step: Step, *, last: bool = False) -> SessionStatus:
+        """Post the answer and end the session; notes that arrived meanwhile keep it going, unless ``last``."""
         audit: list[dict[str, Any]] = []
         if text.strip():
             stamps = self._post(text, key=f"{self.session.session_id}:{step.seq}:answer")
@@ -247,7 +256,17 @@ class Runner:
         closed = gate.closed_loop(own + audit)
         status = SessionStatus.DONE if closed else SessionStatus.SILENT_EXIT
         try:
-            self._commit("end", None, audit, status=status.value, closed_loop=closed, ended_at=store.now())
+            self._commit(
+                "end",
+                None,
+                audit,
+                wait_for_notes=not last,
+                status=status.value,
+                closed_loop=closed,
+                ended_at=store.now(),
+            )
+            if last and self.notes:
+                log.warning("session ended at its budget with unread notes", extra={"notes": len(self.notes)})
         except store.NotesPending as pending:
             self._commit("end", None, audit)  # any post is recorded; the notes are read next turn
             self.notes = pending.notes
@@ -335,7 +354,7 @@ class Runner:
             [{"type": "model", "text": tools.short(text), "calls": [], "at": store.now()}],
             turns=self.session.turns + 1,
         )
-        return self._answer(text, step)
+        return self._answer(text, step, last=True)
 
     def _fail(self, reason: str) -> SessionStatus:
         fail_session(self.session, reason, self.posted, seq=self.session.next_seq)

@@ -221,6 +221,7 @@ def commit_step(
     lease_seconds: int,
     fields: dict[str, Any] | None = None,
     consumed_notes: list[dict[str, Any]] | None = None,
+    wait_for_notes: bool = True,
 ) -> list[dict[str, Any]]:
     """Persist one step and the session's progress together, fenced by the lease.
 
@@ -230,7 +231,8 @@ def commit_step(
     terminal status). The same read returns the session's pending notes (answers
     to non-blocking questions, messages sent during the run), so checking for them
     costs no extra read; ``consumed_notes`` are removed. A terminal status is not
-    written while notes are pending: ``NotesPending`` is raised instead.
+    written while notes are pending: ``NotesPending`` is raised instead, unless the
+    session may not go on (``wait_for_notes=False``: its budget is spent).
     """
     ref = _session_ref(session.session_id)
     when = now()
@@ -248,7 +250,7 @@ def commit_step(
         if current.get("worker") != session.worker or current.get("status") != SessionStatus.RUNNING.value:
             raise LeaseLost(f"session is now {current.get('status')} under worker {current.get('worker')}")
         pending = [n for n in current.get("notes") or [] if n not in (consumed_notes or [])]
-        if ending and pending and updates.get("status") != SessionStatus.FAILED.value:
+        if ending and pending and wait_for_notes and updates.get("status") != SessionStatus.FAILED.value:
             raise NotesPending(pending)
         if step is not None:
             transaction.create(_step_ref(session.transcript, step.seq), step.to_doc())
