@@ -6,6 +6,7 @@ cold start pays only for what it uses (the Slack ingress never loads google-gena
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -35,43 +36,74 @@ def _body(request: flask.Request, limit: int) -> bytes:
     return request.stream.read(limit + 1)
 
 
-def _serve(request: flask.Request, handler: Callable[[bytes, dict[str, str]], Response], limit: int) -> Response:
-    """What every entry point does first: JSON logs, POST only, a bounded body, lower-cased headers."""
-    logs.setup(config.settings().log_level)
-    if request.method != "POST":
-        return {"error": "POST only"}, 405
-    if (request.content_length or 0) > limit:
-        return {"error": "body too large"}, 413
-    return handler(_body(request, limit), _headers(request))
+def _serve(
+    request: flask.Request, entry_point: str, handler: Callable[[bytes, dict[str, str]], Response], limit: int
+) -> Response:
+    """What every entry point does first: JSON logs, its secrets checked, POST only, a bounded body, lower-cased
+    headers. A configuration error, found here or by the handler, is one ERROR line and a 500 naming the variable."""
+    try:
+        logs.setup(config.settings().log_level)
+    except config.ConfigError as exc:
+        logs.setup()
+        return _misconfigured(exc)
+    try:
+        _check_secrets(entry_point)
+        if request.method != "POST":
+            return {"error": "POST only"}, 405
+        if (request.content_length or 0) > limit:
+            return {"error": "body too large"}, 413
+        return handler(_body(request, limit), _headers(request))
+    except config.ConfigError as exc:
+        return _misconfigured(exc)
+
+
+def _check_secrets(entry_point: str) -> None:
+    """ConfigError while a secret ``entry_point`` uses holds Terraform's placeholder or a malformed value, before
+    anything is read or stored: every request is refused until it is set. An unset one is named at its first use
+    (the url_verification handshake needs no bot token)."""
+    for var in config.secrets_for(entry_point):
+        try:
+            var.read(config.settings())
+        except config.NotSet:
+            continue
+
+
+def _misconfigured(exc: config.ConfigError) -> Response:
+    """The 500 for a configuration error: the variable and its fix in the log, never a value in the reply."""
+    variable = exc.variable or "configuration"
+    logging.getLogger("functions.main").error(
+        "refusing the request: %s is not set up", variable, extra={"variable": variable, "fix": str(exc)}
+    )
+    return {"error": f"server misconfigured: {variable} is not set up"}, 500
 
 
 @functions_framework.http
 def slack_events(request: flask.Request) -> Response:
     """Slack Events API: signed JSON events and the url_verification handshake."""
-    from shared import ingress
+    from shared.handlers import slack_events as handler
 
-    return _serve(request, ingress.handle_events, ingress.MAX_BODY_BYTES)
+    return _serve(request, config.SLACK_EVENTS, handler.handle, handler.MAX_BODY_BYTES)
 
 
 @functions_framework.http
 def slack_interactivity(request: flask.Request) -> Response:
     """Slack interactivity: signed, form-encoded button presses on question posts."""
-    from shared import ingress, interactivity
+    from shared.handlers import slack_interactivity as handler
 
-    return _serve(request, interactivity.handle, ingress.MAX_BODY_BYTES)
+    return _serve(request, config.SLACK_INTERACTIVITY, handler.handle, handler.MAX_BODY_BYTES)
 
 
 @functions_framework.http
 def agent_session(request: flask.Request) -> Response:
     """Cloud Tasks target: runs one agent session named in the JSON body."""
-    from shared import worker
+    from shared.handlers import agent_session as handler
 
-    return _serve(request, worker.handle_task, worker.MAX_TASK_BODY_BYTES)
+    return _serve(request, config.AGENT_SESSION, handler.handle, handler.MAX_TASK_BODY_BYTES)
 
 
 @functions_framework.http
 def sweep(request: flask.Request) -> Response:
     """Cloud Scheduler target: the daily sweep of stale questions and silent sessions."""
-    from shared import sweep as daily
+    from shared.handlers import sweep as handler
 
-    return _serve(request, daily.handle, daily.MAX_BODY_BYTES)
+    return _serve(request, config.SWEEP, handler.handle, handler.MAX_BODY_BYTES)

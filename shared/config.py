@@ -1,23 +1,26 @@
-"""The one place that reads configuration.
+"""The one place that reads configuration: every variable declared once, with its parser, help and users.
 
-Every variable the product reads is declared in ``VARIABLES`` with its default,
-what it is for and which entry points need it. The declaration is data so that
-the README and the Terraform can be checked against it by tests, and values are
-read lazily: importing this module reads nothing, and a missing or malformed
-variable raises ``ConfigError`` naming it the first time it is used.
+Each variable is one ``Var`` on ``Settings``: the declaration (name, default, help text, the entry points that use
+it, whether it is secret, whether a library reads it itself) and the typed, validated, cached attribute in one.
+``VARIABLES`` lists them all, so the README and the Terraform are checked against them by tests. Values are read
+lazily: importing this module reads nothing, and a missing or malformed variable raises ``ConfigError`` naming it
+the first time it is used. A secret still holding Terraform's placeholder (``unset: …``) is refused, naming its
+Secret Manager secret and the command that sets it.
 
-google-genai and the Firestore client read their own variables
-(``GEMINI_API_KEY``, ``GOOGLE_GENAI_USE_VERTEXAI``, ``GOOGLE_CLOUD_LOCATION``,
-``GOOGLE_GEMINI_BASE_URL``, ``FIRESTORE_EMULATOR_HOST``); they are listed here
-for documentation and the deploy checks, and read by the libraries themselves.
+google-genai and the Firestore client read their own variables (``GEMINI_API_KEY``, ``GOOGLE_GENAI_USE_VERTEXAI``,
+``GOOGLE_CLOUD_LOCATION``, ``GOOGLE_GEMINI_BASE_URL``, ``FIRESTORE_EMULATOR_HOST``); they are declared here for
+the documentation and the deploy checks.
 """
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass
-from functools import cached_property
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, TypeVar, overload
+
+from shared.errors import ProductError
 
 SLACK_EVENTS = "slack_events"
 SLACK_INTERACTIVITY = "slack_interactivity"
@@ -30,181 +33,229 @@ _ALL = frozenset(ENTRY_POINTS)
 _ENQUEUERS = _ALL  # ingress enqueues sessions, sessions enqueue retries, the sweep enqueues narrations
 _AGENT = frozenset({AGENT_SESSION})
 _INTERNAL = frozenset({AGENT_SESSION, SWEEP})
+_SWEEP = frozenset({SWEEP})
+
+PLACEHOLDER = "unset:"  # how Terraform's placeholder secret versions begin (terraform/secrets.tf)
+# The whole placeholder text, which names its own secret: terraform/secrets.tf's secret_data.
+_PLACEHOLDER_TEXT = re.compile(r"unset: add the real value with gcloud secrets versions add ([a-z][a-z0-9-]{0,254})")
+
+T = TypeVar("T")
 
 
-class ConfigError(RuntimeError):
-    """A configuration variable is missing or malformed; the message names it."""
+class ConfigError(ProductError):
+    """A configuration variable is missing or malformed; the message names it, and so does ``variable``."""
+
+    def __init__(self, message: str, *, variable: str | None = None) -> None:
+        super().__init__(message)
+        self.variable = variable
 
 
-@dataclass(frozen=True)
-class Variable:
-    """One environment variable: ``default`` None means it must be set."""
-
-    name: str
-    default: str | None
-    help: str
-    used_by: frozenset[str]
-    secret: bool = False
-    read_by_library: bool = False
+class NotSet(ConfigError):
+    """A required variable is unset (or empty)."""
 
 
-VARIABLES: tuple[Variable, ...] = (
-    Variable(
-        "SLACK_SIGNING_SECRET",
-        None,
-        "Slack app signing secret; every public request is verified with it.",
-        _SLACK_FACING,
-        secret=True,
-    ),
-    Variable("SLACK_BOT_TOKEN", None, "Slack bot token (xoxb-...) used for every Web API call.", _ALL, secret=True),
-    Variable(
-        "SLACK_API_BASE_URL",
-        "https://slack.com/api/",
-        "Slack Web API base URL; point it at the local fake Slack for development and tests.",
-        _ALL,
-    ),
-    Variable("OPERATOR_USER_IDS", "", "Comma-separated Slack user ids allowed to answer operator questions.", _ALL),
-    Variable(
-        "OPERATOR_CHANNEL",
-        "",
-        "Slack channel id where operator alerts also go (unreported work that could not be narrated).",
-        _INTERNAL,
-    ),
-    Variable("QUESTION_REMIND_HOURS", "24", "Age at which an open question gets its one reminder.", frozenset({SWEEP})),
-    Variable(
-        "QUESTION_ABANDON_HOURS",
-        "48",
-        "Further time after the reminder age at which a still-open question is abandoned.",
-        frozenset({SWEEP}),
-    ),
-    Variable(
-        "STALE_LEASE_MINUTES",
-        "60",
-        "How long past its lease a running session must be before the sweep treats its worker as dead.",
-        frozenset({SWEEP}),
-    ),
-    Variable("SWEEP_PAGE_SIZE", "200", "Documents the sweep reads per page of each query.", frozenset({SWEEP})),
-    Variable(
-        "ALLOW_REQUESTER_ANSWERS",
-        "false",
-        "'true' lets the person who started a session answer its questions too, besides the operators.",
-        _SLACK_FACING,
-    ),
-    Variable("TASKS_QUEUE", None, "Full Cloud Tasks queue path: projects/P/locations/L/queues/Q.", _ENQUEUERS),
-    Variable("TASKS_TARGET_URL", None, "URL of the agent_session function that tasks are sent to.", _ENQUEUERS),
-    Variable(
-        "TASKS_SERVICE_ACCOUNT",
-        "",
-        "Service account email Cloud Tasks signs OIDC tokens as; empty sends no token (local runs).",
-        _ENQUEUERS,
-    ),
-    Variable(
-        "TASKS_DISPATCH_DEADLINE_SECONDS",
-        "900",
-        "How long Cloud Tasks waits for agent_session (15..1800); keep it above the session wall budget.",
-        _ENQUEUERS,
-    ),
-    Variable(
-        "TASKS_EMULATOR_HOST",
-        "",
-        "host:port of a Cloud Tasks emulator; when set, tasks go there over an insecure channel.",
-        _ENQUEUERS,
-    ),
-    Variable(
-        "EVENT_TTL_HOURS",
-        "72",
-        "How long Slack event de-duplication records are kept before Firestore's TTL deletes them.",
-        _SLACK_FACING,
-    ),
-    Variable("LOG_LEVEL", "INFO", "Python log level for the JSON logs.", _ALL),
-    Variable(
-        "GOOGLE_CLOUD_PROJECT",
-        "",
-        "Project for Firestore (and Vertex AI); empty lets the client infer it from the runtime.",
-        _ALL,
-        read_by_library=True,
-    ),
-    Variable("FIRESTORE_DATABASE", "(default)", "Firestore database id.", _ALL),
-    Variable("GEMINI_MODEL", "gemini-3.8-flash", "Gemini model the agent uses (a current Flash model).", _AGENT),
-    Variable("SESSION_MAX_TURNS", "20", "Model turns one session may take before it wraps up.", _AGENT),
-    Variable("SESSION_MAX_TOOL_CALLS", "40", "Tool calls one session may make before it wraps up.", _AGENT),
-    Variable(
-        "SESSION_WALL_SECONDS",
-        "420",
-        "Wall time one session may run before it wraps up; keep it well below the dispatch deadline.",
-        _AGENT,
-    ),
-    Variable(
-        "SESSION_LEASE_SECONDS",
-        "240",
-        "How long a claimed session stays locked without progress before another delivery may take it over.",
-        _AGENT,
-    ),
-    Variable("MODEL_TIMEOUT_SECONDS", "60", "Timeout of one model request.", _AGENT),
-    Variable("MODEL_RETRY_ATTEMPTS", "3", "Attempts per model request (429, 5xx and timeouts are retried).", _AGENT),
-    Variable(
-        "MODEL_CONTEXT_TOKENS",
-        "900000",
-        "Estimated prompt size above which older tool results are shortened before a model call.",
-        _AGENT,
-    ),
-    Variable(
-        "REQUIRE_OIDC",
-        "true",
-        "Verify the Cloud Tasks / Cloud Scheduler OIDC token on agent_session and sweep; 'false' for local runs only.",
-        _INTERNAL,
-    ),
-    Variable(
-        "OIDC_AUDIENCE",
-        "",
-        "Audience expected in OIDC tokens; empty means the function's own URL (TASKS_TARGET_URL for agent_session).",
-        _INTERNAL,
-    ),
-    Variable(
-        "SCHEDULER_SERVICE_ACCOUNT",
-        "",
-        "Service account Cloud Scheduler signs the sweep's OIDC token as.",
-        frozenset({SWEEP}),
-    ),
-    Variable(
-        "GEMINI_API_KEY",
-        "",
-        "Gemini API key; read by google-genai. Unused with Vertex AI.",
-        _AGENT,
-        secret=True,
-        read_by_library=True,
-    ),
-    Variable(
-        "GOOGLE_GENAI_USE_VERTEXAI",
-        "",
-        "'true' to call Gemini through Vertex AI with the function's identity.",
-        _AGENT,
-        read_by_library=True,
-    ),
-    Variable(
-        "GOOGLE_CLOUD_LOCATION",
-        "",
-        "Vertex AI location (e.g. us-central1); read by google-genai.",
-        _AGENT,
-        read_by_library=True,
-    ),
-    Variable(
-        "GOOGLE_GEMINI_BASE_URL",
-        "",
-        "Override of the Gemini API URL (the local stub); read by google-genai.",
-        _AGENT,
-        read_by_library=True,
-    ),
-    Variable(
-        "FIRESTORE_EMULATOR_HOST",
-        "",
-        "host:port of the Firestore emulator; read by the Firestore client itself.",
-        _ALL,
-        read_by_library=True,
-    ),
-)
+class PlaceholderSecret(ConfigError):
+    """A secret still holds Terraform's placeholder text: the entry point refuses every request until it is set."""
 
-_BY_NAME: dict[str, Variable] = {v.name: v for v in VARIABLES}
+
+class Var(Generic[T]):
+    """One environment variable, declared once: ``default`` None means it must be set.
+
+    As a class attribute of ``Settings`` it is also the typed value: ``settings().session_max_turns`` reads
+    ``SESSION_MAX_TURNS`` on first use, parses and checks it, and caches it on that ``Settings``. The attribute is
+    the variable's name in lower case (checked when the class is built).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        default: str | None,
+        help: str,
+        used_by: frozenset[str],
+        parse: Callable[[str, str], T],
+        *,
+        secret: bool = False,
+        read_by_library: bool = False,
+        check: Callable[[Settings, T], None] | None = None,
+    ) -> None:
+        self.name = name
+        self.default = default
+        self.help = help
+        self.used_by = used_by
+        self.parse = parse
+        self.secret = secret
+        self.read_by_library = read_by_library
+        self.check = check  # a rule across variables, run when this one is first read
+
+    def __set_name__(self, owner: type, attribute: str) -> None:
+        if attribute != self.name.lower():
+            raise TypeError(f"{owner.__name__}.{attribute} declares {self.name}; name it {self.name.lower()}")
+
+    @property
+    def secret_suffix(self) -> str:
+        """What follows the prefix in the id of the Secret Manager secret a secret variable comes from (terraform/
+        main.tf's ``local.secrets``: ``SLACK_BOT_TOKEN = "${var.name_prefix}-slack-bot-token"``)."""
+        return self.name.lower().replace("_", "-")
+
+    @property
+    def secret_id(self) -> str:
+        """That secret's id with the prefix left as ``<name_prefix>``, for messages."""
+        return f"<name_prefix>-{self.secret_suffix}"
+
+    @overload
+    def __get__(self, settings: None, owner: type) -> Var[T]: ...
+
+    @overload
+    def __get__(self, settings: Settings, owner: type) -> T: ...
+
+    def __get__(self, settings: Settings | None, owner: type) -> Var[T] | T:
+        if settings is None:
+            return self
+        return self.read(settings)
+
+    def read(self, settings: Settings) -> T:
+        """The parsed, checked value in ``settings`` (cached there), or ConfigError naming this variable."""
+        if self.name not in settings._values:
+            raw = settings.raw(self.name)
+            try:
+                parsed = self.parse(self.name, raw)
+                if self.check is not None:
+                    self.check(settings, parsed)
+            except ConfigError as exc:
+                if self.secret and raw in str(exc):  # a secret's value never reaches a message or a log
+                    message = str(exc).replace(repr(raw), "<redacted>")
+                    if raw in message:
+                        message = f"{self.name} is malformed (its value is a secret and not shown)"
+                    raise ConfigError(message, variable=self.name) from None
+                exc.variable = exc.variable or self.name
+                raise
+            settings._values[self.name] = parsed
+        value: T = settings._values[self.name]
+        return value
+
+    def __repr__(self) -> str:
+        return f"Var({self.name!r})"
+
+
+# --- parsers: (name, raw text) -> value, raising ConfigError that names the variable -----------------------
+
+
+def text(_name: str, value: str) -> str:
+    return value
+
+
+def optional(_name: str, value: str) -> str | None:
+    return value or None
+
+
+def integer(low: int, high: int) -> Callable[[str, str], int]:
+    def parse(name: str, value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            raise ConfigError(f"{name} must be an integer, got {value!r}") from None
+        if not low <= number <= high:
+            raise ConfigError(f"{name} must be between {low} and {high}, got {number}")
+        return number
+
+    return parse
+
+
+def boolean(name: str, value: str) -> bool:
+    lowered = value.lower()
+    if lowered not in {"true", "false", "1", "0", "yes", "no"}:
+        raise ConfigError(f"{name} must be true or false, got {value!r}")
+    return lowered in {"true", "1", "yes"}
+
+
+def url(name: str, value: str) -> str:
+    if not value.startswith(("http://", "https://")):
+        raise ConfigError(f"{name} must be an http(s) URL, got {value!r}")
+    return value
+
+
+def base_url(name: str, value: str) -> str:
+    checked = url(name, value)
+    return checked if checked.endswith("/") else checked + "/"
+
+
+def id_list(_name: str, value: str) -> frozenset[str]:
+    return frozenset(part.strip() for part in value.split(",") if part.strip())
+
+
+def slack_token(name: str, value: str) -> str:
+    if not value.startswith("xox"):
+        raise ConfigError(f"{name} must be a Slack token starting with 'xox'")
+    return value
+
+
+def queue_path(name: str, value: str) -> str:
+    parts = value.split("/")
+    if len(parts) != 6 or parts[0::2] != ["projects", "locations", "queues"] or not all(parts[1::2]):
+        raise ConfigError(f"{name} must look like projects/P/locations/L/queues/Q, got {value!r}")
+    return value
+
+
+TIERS = ("safe", "approve", "deny")
+
+
+def tier_map(name: str, value: str) -> dict[str, str]:
+    """A JSON object of tool name (or glob, like ``mcp.tickets.*``) to tier."""
+    try:
+        parsed = json.loads(value or "{}")
+    except ValueError as exc:
+        raise ConfigError(f"{name} must be a JSON object of tool name to tier: {exc}") from None
+    if not isinstance(parsed, dict):
+        raise ConfigError(f"{name} must be a JSON object of tool name to tier, got {type(parsed).__name__}")
+    for tool, tier in parsed.items():
+        if tier not in TIERS:
+            raise ConfigError(f"{name}: tool {tool!r} has tier {tier!r}; a tier is one of {', '.join(TIERS)}")
+    return {str(tool): str(tier) for tool, tier in parsed.items()}
+
+
+def price_map(name: str, value: str) -> dict[str, float]:
+    """US dollars per million tokens, by kind (prompt, cached, output, thinking)."""
+    try:
+        parsed = json.loads(value)
+        prices = {str(kind): float(price) for kind, price in parsed.items()}
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise ConfigError(f"{name} must be a JSON object of token kind to dollars per million tokens: {exc}") from None
+    return prices
+
+
+def level(name: str, value: str) -> str:
+    level = value.upper()
+    if level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
+        raise ConfigError(f"{name} must be DEBUG, INFO, WARNING, ERROR or CRITICAL, got {level!r}")
+    return level
+
+
+def _placeholder_fix(var: Var[Any], value: str) -> str:
+    """What to do about a secret holding the placeholder. The placeholder is public text (terraform/secrets.tf) and
+    names its own secret; any other ``unset:`` text gets the secret's id as Terraform forms it."""
+    named = _PLACEHOLDER_TEXT.fullmatch(value)
+    if named:
+        secret = named.group(1)
+        where = f"Secret Manager secret {secret}"
+    else:
+        secret = var.secret_id
+        where = (
+            f'Secret Manager secret {secret} (Terraform names it "${{var.name_prefix}}-{var.secret_suffix}"; '
+            "`terraform -chdir=terraform output secret_ids` lists the ids)"
+        )
+    return (
+        f"{var.name} still holds Terraform's placeholder, not the real value: put it in its {where} with "
+        f'`printf %s "$VALUE" | gcloud secrets versions add {secret} --data-file=-`, then run `make restart` '
+        "(README, Deploy, step 5)."
+    )
+
+
+def _below_deadline(settings: Settings, wall: int) -> None:
+    if wall >= settings.tasks_dispatch_deadline_seconds:
+        raise ConfigError(
+            f"SESSION_WALL_SECONDS ({wall}) must stay below TASKS_DISPATCH_DEADLINE_SECONDS "
+            f"({settings.tasks_dispatch_deadline_seconds}) so a session wraps up before Cloud Tasks gives up on it"
+        )
 
 
 class Settings:
@@ -212,176 +263,198 @@ class Settings:
 
     def __init__(self, environ: Mapping[str, str] | None = None) -> None:
         self._environ = os.environ if environ is None else environ
+        self._values: dict[str, Any] = {}
 
     def raw(self, name: str) -> str:
-        """The value of a declared variable, its default, or ConfigError if it is required and unset."""
-        var = _BY_NAME[name]
+        """The value of a declared variable, its default, or ConfigError if it is required and unset (or a secret
+        still holding Terraform's placeholder)."""
+        var = BY_NAME[name]
         value = self._environ.get(name, "").strip()
+        if var.secret and value.startswith(PLACEHOLDER):
+            raise PlaceholderSecret(_placeholder_fix(var, value), variable=name)
         if value:
             return value
         if var.default is None:
-            raise ConfigError(f"{name} is not set: {var.help}")
+            raise NotSet(f"{name} is not set: {var.help}", variable=name)
         return var.default
 
-    def _int(self, name: str, low: int, high: int) -> int:
-        text = self.raw(name)
-        try:
-            value = int(text)
-        except ValueError:
-            raise ConfigError(f"{name} must be an integer, got {text!r}") from None
-        if not low <= value <= high:
-            raise ConfigError(f"{name} must be between {low} and {high}, got {value}")
-        return value
+    # --- Slack ---
+    slack_signing_secret = Var(
+        "SLACK_SIGNING_SECRET", None, "Slack app signing secret; every public request is verified with it.",
+        _SLACK_FACING, text, secret=True,
+    )  # fmt: skip
+    slack_bot_token = Var(
+        "SLACK_BOT_TOKEN", None, "Slack bot token (xoxb-...) used for every Web API call.", _ALL, slack_token,
+        secret=True,
+    )  # fmt: skip
+    slack_api_base_url = Var(
+        "SLACK_API_BASE_URL", "https://slack.com/api/",
+        "Slack Web API base URL; point it at the local fake Slack for development and tests.", _ALL, base_url,
+    )  # fmt: skip
+    operator_user_ids = Var(
+        "OPERATOR_USER_IDS", "", "Comma-separated Slack user ids allowed to answer operator questions.", _ALL, id_list
+    )
+    operator_channel = Var(
+        "OPERATOR_CHANNEL", "",
+        "Slack channel id where operator alerts also go (unreported work that could not be narrated).", _INTERNAL,
+        text,
+    )  # fmt: skip
+    question_mentions_operators = Var(
+        "QUESTION_MENTIONS_OPERATORS", "true",
+        "'true' mentions the operators in every question post, so they are notified when it is asked.", _AGENT,
+        boolean,
+    )  # fmt: skip
+    # --- the sweep ---
+    question_remind_hours = Var(
+        "QUESTION_REMIND_HOURS", "24", "Age at which an open question gets its one reminder.", _SWEEP,
+        integer(1, 24 * 30),
+    )  # fmt: skip
+    question_abandon_hours = Var(
+        "QUESTION_ABANDON_HOURS", "48",
+        "Further time after the reminder age at which a still-open question is abandoned.", _SWEEP,
+        integer(1, 24 * 90),
+    )  # fmt: skip
+    stale_lease_minutes = Var(
+        "STALE_LEASE_MINUTES", "60",
+        "How long past its lease a running session must be before the sweep treats its worker as dead.", _SWEEP,
+        integer(1, 24 * 60),
+    )  # fmt: skip
+    sweep_page_size = Var(
+        "SWEEP_PAGE_SIZE", "200", "Documents the sweep reads per page of each query.", _SWEEP, integer(10, 1000)
+    )
+    allow_requester_approvals = Var(
+        "ALLOW_REQUESTER_APPROVALS", "false",
+        "'true' lets the person who started a session approve or deny its risky calls too, besides the operators.",
+        _SLACK_FACING, boolean,
+    )  # fmt: skip
+    tool_tiers = Var(
+        "TOOL_TIERS", "{}",
+        'JSON object of tool name (or glob, e.g. "mcp.tickets.*") to tier: safe, approve or deny; wins over the '
+        "tool's own tier.",
+        _AGENT, tier_map,
+    )  # fmt: skip
+    allow_requester_answers = Var(
+        "ALLOW_REQUESTER_ANSWERS", "false",
+        "'true' lets the person who started a session answer its questions too, besides the operators.",
+        _SLACK_FACING, boolean,
+    )  # fmt: skip
+    # --- Cloud Tasks ---
+    tasks_queue = Var(
+        "TASKS_QUEUE", None, "Full Cloud Tasks queue path: projects/P/locations/L/queues/Q.", _ENQUEUERS, queue_path
+    )
+    tasks_target_url = Var(
+        "TASKS_TARGET_URL", None, "URL of the agent_session function that tasks are sent to.", _ENQUEUERS, url
+    )
+    tasks_service_account = Var(
+        "TASKS_SERVICE_ACCOUNT", "",
+        "Service account email Cloud Tasks signs OIDC tokens as; empty sends no token (local runs).", _ENQUEUERS,
+        text,
+    )  # fmt: skip
+    tasks_dispatch_deadline_seconds = Var(
+        "TASKS_DISPATCH_DEADLINE_SECONDS", "900",
+        "How long Cloud Tasks waits for agent_session (15..1800); keep it above the session wall budget.",
+        _ENQUEUERS, integer(15, 1800),
+    )  # fmt: skip
+    tasks_emulator_host = Var(
+        "TASKS_EMULATOR_HOST", "",
+        "host:port of a Cloud Tasks emulator; when set, tasks go there over an insecure channel.", _ENQUEUERS, text,
+    )  # fmt: skip
+    event_ttl_hours = Var(
+        "EVENT_TTL_HOURS", "72",
+        "How long Slack event de-duplication records are kept before Firestore's TTL deletes them.", _SLACK_FACING,
+        integer(1, 24 * 365),
+    )  # fmt: skip
+    log_level = Var("LOG_LEVEL", "INFO", "Python log level for the JSON logs.", _ALL, level)
+    # --- Firestore ---
+    google_cloud_project = Var(
+        "GOOGLE_CLOUD_PROJECT", "",
+        "Project for Firestore (and Vertex AI); empty lets the client infer it from the runtime.", _ALL, optional,
+        read_by_library=True,
+    )  # fmt: skip
+    firestore_database = Var("FIRESTORE_DATABASE", "(default)", "Firestore database id.", _ALL, text)
+    # --- the agent ---
+    gemini_model = Var(
+        "GEMINI_MODEL", "gemini-3.8-flash", "Gemini model the agent uses (a current Flash model).", _AGENT, text
+    )
+    session_max_turns = Var(
+        "SESSION_MAX_TURNS", "20", "Model turns one session may take before it wraps up.", _AGENT, integer(1, 200)
+    )
+    session_max_tool_calls = Var(
+        "SESSION_MAX_TOOL_CALLS", "40", "Tool calls one session may make before it wraps up.", _AGENT,
+        integer(0, 1000),
+    )  # fmt: skip
+    session_wall_seconds = Var(
+        "SESSION_WALL_SECONDS", "420",
+        "Wall time one session may run before it wraps up; keep it well below the dispatch deadline.", _AGENT,
+        integer(10, 1700), check=_below_deadline,
+    )  # fmt: skip
+    session_lease_seconds = Var(
+        "SESSION_LEASE_SECONDS", "240",
+        "How long a claimed session stays locked without progress before another delivery may take it over.",
+        _AGENT, integer(5, 3600),
+    )  # fmt: skip
+    fetch_max_per_session = Var(
+        "FETCH_MAX_PER_SESSION", "10", "fetch_url calls one session may make (egress is bounded).", _AGENT,
+        integer(0, 1000),
+    )  # fmt: skip
+    model_timeout_seconds = Var("MODEL_TIMEOUT_SECONDS", "60", "Timeout of one model request.", _AGENT, integer(1, 600))
+    model_retry_attempts = Var(
+        "MODEL_RETRY_ATTEMPTS", "3", "Attempts per model request (429, 5xx and timeouts are retried).", _AGENT,
+        integer(1, 10),
+    )  # fmt: skip
+    model_context_tokens = Var(
+        "MODEL_CONTEXT_TOKENS", "900000",
+        "Estimated prompt size above which older tool results are shortened before a model call.", _AGENT,
+        integer(1000, 10_000_000),
+    )  # fmt: skip
+    token_prices = Var(
+        "TOKEN_PRICES", '{"prompt": 0.30, "cached": 0.03, "output": 2.50, "thinking": 2.50}',
+        "US dollars per million tokens by kind, for the cost estimates of `make admin usage` (the model's list price).",
+        frozenset(), price_map,
+    )  # fmt: skip
+    # --- OIDC ---
+    require_oidc = Var(
+        "REQUIRE_OIDC", "true",
+        "Verify the Cloud Tasks / Cloud Scheduler OIDC token on agent_session and sweep; 'false' for local runs only.",
+        _INTERNAL, boolean,
+    )  # fmt: skip
+    oidc_audience = Var(
+        "OIDC_AUDIENCE", "",
+        "Audience expected in OIDC tokens; empty means the function's own URL (TASKS_TARGET_URL for agent_session).",
+        _INTERNAL, text,
+    )  # fmt: skip
+    scheduler_service_account = Var(
+        "SCHEDULER_SERVICE_ACCOUNT", "", "Service account Cloud Scheduler signs the sweep's OIDC token as.", _SWEEP,
+        text,
+    )  # fmt: skip
+    # --- read by the libraries themselves ---
+    gemini_api_key = Var(
+        "GEMINI_API_KEY", "", "Gemini API key; read by google-genai. Unused with Vertex AI.", _AGENT, text,
+        secret=True, read_by_library=True,
+    )  # fmt: skip
+    google_genai_use_vertexai = Var(
+        "GOOGLE_GENAI_USE_VERTEXAI", "", "'true' to call Gemini through Vertex AI with the function's identity.",
+        _AGENT, text, read_by_library=True,
+    )  # fmt: skip
+    google_cloud_location = Var(
+        "GOOGLE_CLOUD_LOCATION", "", "Vertex AI location (e.g. us-central1); read by google-genai.", _AGENT, text,
+        read_by_library=True,
+    )  # fmt: skip
+    google_gemini_base_url = Var(
+        "GOOGLE_GEMINI_BASE_URL", "", "Override of the Gemini API URL (the local stub); read by google-genai.",
+        _AGENT, text, read_by_library=True,
+    )  # fmt: skip
+    firestore_emulator_host = Var(
+        "FIRESTORE_EMULATOR_HOST", "", "host:port of the Firestore emulator; read by the Firestore client itself.",
+        _ALL, text, read_by_library=True,
+    )  # fmt: skip
 
-    def _bool(self, name: str) -> bool:
-        text = self.raw(name).lower()
-        if text not in {"true", "false", "1", "0", "yes", "no"}:
-            raise ConfigError(f"{name} must be true or false, got {text!r}")
-        return text in {"true", "1", "yes"}
 
-    @cached_property
-    def slack_signing_secret(self) -> str:
-        return self.raw("SLACK_SIGNING_SECRET")
-
-    @cached_property
-    def slack_bot_token(self) -> str:
-        token = self.raw("SLACK_BOT_TOKEN")
-        if not token.startswith("xox"):
-            raise ConfigError("SLACK_BOT_TOKEN must be a Slack token starting with 'xox'")
-        return token
-
-    @cached_property
-    def slack_api_base_url(self) -> str:
-        url = self.raw("SLACK_API_BASE_URL")
-        if not url.startswith(("http://", "https://")):
-            raise ConfigError(f"SLACK_API_BASE_URL must be an http(s) URL, got {url!r}")
-        return url if url.endswith("/") else url + "/"
-
-    @cached_property
-    def operator_user_ids(self) -> frozenset[str]:
-        return frozenset(part.strip() for part in self.raw("OPERATOR_USER_IDS").split(",") if part.strip())
-
-    @cached_property
-    def operator_channel(self) -> str:
-        return self.raw("OPERATOR_CHANNEL")
-
-    @cached_property
-    def question_remind_hours(self) -> int:
-        return self._int("QUESTION_REMIND_HOURS", 1, 24 * 30)
-
-    @cached_property
-    def question_abandon_hours(self) -> int:
-        return self._int("QUESTION_ABANDON_HOURS", 1, 24 * 90)
-
-    @cached_property
-    def stale_lease_minutes(self) -> int:
-        return self._int("STALE_LEASE_MINUTES", 1, 24 * 60)
-
-    @cached_property
-    def sweep_page_size(self) -> int:
-        return self._int("SWEEP_PAGE_SIZE", 10, 1000)
-
-    @cached_property
-    def allow_requester_answers(self) -> bool:
-        return self._bool("ALLOW_REQUESTER_ANSWERS")
-
-    @cached_property
-    def tasks_queue(self) -> str:
-        path = self.raw("TASKS_QUEUE")
-        parts = path.split("/")
-        if len(parts) != 6 or parts[0::2] != ["projects", "locations", "queues"] or not all(parts[1::2]):
-            raise ConfigError(f"TASKS_QUEUE must look like projects/P/locations/L/queues/Q, got {path!r}")
-        return path
-
-    @cached_property
-    def tasks_target_url(self) -> str:
-        url = self.raw("TASKS_TARGET_URL")
-        if not url.startswith(("http://", "https://")):
-            raise ConfigError(f"TASKS_TARGET_URL must be an http(s) URL, got {url!r}")
-        return url
-
-    @cached_property
-    def tasks_service_account(self) -> str:
-        return self.raw("TASKS_SERVICE_ACCOUNT")
-
-    @cached_property
-    def tasks_dispatch_deadline_seconds(self) -> int:
-        # Cloud Tasks accepts 15 seconds to 30 minutes for HTTP targets.
-        return self._int("TASKS_DISPATCH_DEADLINE_SECONDS", 15, 1800)
-
-    @cached_property
-    def tasks_emulator_host(self) -> str:
-        return self.raw("TASKS_EMULATOR_HOST")
-
-    @cached_property
-    def event_ttl_hours(self) -> int:
-        return self._int("EVENT_TTL_HOURS", 1, 24 * 365)
-
-    @cached_property
-    def log_level(self) -> str:
-        level = self.raw("LOG_LEVEL").upper()
-        if level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
-            raise ConfigError(f"LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL, got {level!r}")
-        return level
-
-    @cached_property
-    def gemini_model(self) -> str:
-        return self.raw("GEMINI_MODEL")
-
-    @cached_property
-    def session_max_turns(self) -> int:
-        return self._int("SESSION_MAX_TURNS", 1, 200)
-
-    @cached_property
-    def session_max_tool_calls(self) -> int:
-        return self._int("SESSION_MAX_TOOL_CALLS", 0, 1000)
-
-    @cached_property
-    def session_wall_seconds(self) -> int:
-        wall = self._int("SESSION_WALL_SECONDS", 10, 1700)
-        if wall >= self.tasks_dispatch_deadline_seconds:
-            raise ConfigError(
-                f"SESSION_WALL_SECONDS ({wall}) must stay below TASKS_DISPATCH_DEADLINE_SECONDS "
-                f"({self.tasks_dispatch_deadline_seconds}) so a session wraps up before Cloud Tasks gives up on it"
-            )
-        return wall
-
-    @cached_property
-    def session_lease_seconds(self) -> int:
-        return self._int("SESSION_LEASE_SECONDS", 5, 3600)
-
-    @cached_property
-    def model_timeout_seconds(self) -> int:
-        return self._int("MODEL_TIMEOUT_SECONDS", 1, 600)
-
-    @cached_property
-    def model_retry_attempts(self) -> int:
-        return self._int("MODEL_RETRY_ATTEMPTS", 1, 10)
-
-    @cached_property
-    def model_context_tokens(self) -> int:
-        return self._int("MODEL_CONTEXT_TOKENS", 1000, 10_000_000)
-
-    @cached_property
-    def require_oidc(self) -> bool:
-        return self._bool("REQUIRE_OIDC")
-
-    @cached_property
-    def oidc_audience(self) -> str:
-        return self.raw("OIDC_AUDIENCE")
-
-    @cached_property
-    def scheduler_service_account(self) -> str:
-        return self.raw("SCHEDULER_SERVICE_ACCOUNT")
-
-    @cached_property
-    def google_cloud_project(self) -> str | None:
-        return self.raw("GOOGLE_CLOUD_PROJECT") or None
-
-    @cached_property
-    def firestore_database(self) -> str:
-        return self.raw("FIRESTORE_DATABASE")
-
+VARIABLES: tuple[Var[Any], ...] = tuple(v for v in vars(Settings).values() if isinstance(v, Var))
+BY_NAME: dict[str, Var[Any]] = {v.name: v for v in VARIABLES}
+if len(BY_NAME) != len(VARIABLES):
+    _names = [v.name for v in VARIABLES]
+    raise TypeError(f"declared more than once: {sorted({name for name in _names if _names.count(name) > 1})}")
 
 _settings: Settings | None = None
 
@@ -400,6 +473,12 @@ def reset() -> None:
     _settings = None
 
 
-def required_for(entry_point: str) -> list[Variable]:
+def required_for(entry_point: str) -> list[Var[Any]]:
     """Variables without a default that ``entry_point`` needs; the deploy must set them."""
     return [v for v in VARIABLES if entry_point in v.used_by and v.default is None]
+
+
+def secrets_for(entry_point: str) -> list[Var[Any]]:
+    """The secrets ``entry_point`` uses, checked before it serves anything: those it reads itself, and those a
+    library reads (``GEMINI_API_KEY``), since the placeholder is no key whoever reads it."""
+    return [v for v in VARIABLES if entry_point in v.used_by and v.secret]

@@ -11,13 +11,22 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import re
 import sys
-from collections.abc import Iterator
+import uuid
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
+from shared import config
+
 _session_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("session_id", default=None)
+_trace: contextvars.ContextVar[str | None] = contextvars.ContextVar("trace", default=None)
+
+TRACE_FIELD = "logging.googleapis.com/trace"  # Cloud Logging groups a request's lines by it
+_W3C = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$")
+_CLOUD = re.compile(r"^([0-9a-fA-F]{32})(?:/|$)")
 
 # Python level names that differ from Cloud Logging's LogSeverity names.
 _SEVERITY = {"WARNING": "WARNING", "CRITICAL": "CRITICAL", "FATAL": "CRITICAL"}
@@ -39,6 +48,10 @@ class JsonFormatter(logging.Formatter):
         session_id = getattr(record, "session_id", None) or _session_id.get()
         if session_id:
             entry["session_id"] = session_id
+        trace = _trace.get()
+        if trace:
+            project = config.settings().google_cloud_project
+            entry[TRACE_FIELD] = f"projects/{project}/traces/{trace}" if project else trace
         for key, value in record.__dict__.items():
             if key not in _STANDARD and key not in entry:
                 entry[key] = value
@@ -67,14 +80,36 @@ def setup(level: str = "INFO") -> None:
 
 
 @contextmanager
-def session_context(session_id: str | None) -> Iterator[None]:
-    """Every log line written inside carries ``session_id``."""
+def session_context(session_id: str | None, *, trace: str | None = None) -> Iterator[None]:
+    """Every log line written inside carries ``session_id`` (and ``trace``, when given, in Cloud Logging's trace
+    field; tasks created inside carry it on, so a session's lines are one filter in the Logs Explorer)."""
     token = _session_id.set(session_id)
+    trace_token = _trace.set(trace or _trace.get())
     try:
         yield
     finally:
+        _trace.reset(trace_token)
         _session_id.reset(token)
 
 
-def current_session_id() -> str | None:
-    return _session_id.get()
+def current_trace() -> str | None:
+    return _trace.get()
+
+
+def trace_from(headers: Mapping[str, str]) -> str | None:
+    """The trace id of an incoming request: W3C ``traceparent`` (Cloud Tasks passes on what we set), else Google's
+    ``x-cloud-trace-context``."""
+    parent = _W3C.match(headers.get("traceparent", "").strip().lower())
+    if parent:
+        return parent.group(1)
+    cloud = _CLOUD.match(headers.get("x-cloud-trace-context", "").strip())
+    return cloud.group(1).lower() if cloud else None
+
+
+def new_trace() -> str:
+    return uuid.uuid4().hex
+
+
+def traceparent(trace: str) -> str:
+    """A W3C ``traceparent`` header for an outgoing request in ``trace`` (a fresh span id)."""
+    return f"00-{trace}-{uuid.uuid4().hex[:16]}-01"

@@ -1,0 +1,74 @@
+"""What happens after a silent exit: a narration retry, or, for a retry that was itself silent, an operator alert.
+
+Retries never spawn retries, so a failing narration cannot loop: it escalates to a person instead.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from shared import config
+from shared.slack import blocks
+from shared.slack import client as slack
+from shared.state import sessions, tasks
+from shared.state.firestore import now
+from shared.state.models import Note, NoteKind, Session, SessionKind, mention_session, retry_session
+
+log = logging.getLogger(__name__)
+
+
+def after_silent_exit(session: Session, *, reason: str) -> str:
+    """Start the narration of ``session``, or alert the operators if it may not have one; returns the action."""
+    if session.kind == SessionKind.RETRY:
+        alert(session, reason=reason)
+        return "escalated"
+    retry = sessions.create_session(retry_session(session, reason=reason, at=now()))
+    tasks.enqueue_session(retry.session_id)
+    log.info("narration retry queued", extra={"retry": retry.session_id, "reason": reason})
+    return "narrated"
+
+
+def alert(session: Session, *, reason: str) -> None:
+    """Tell the operators, in the thread and in the operator channel if one is set, that work went unreported."""
+    settings = config.settings()
+    mentions = blocks.operator_mentions(settings.operator_user_ids)
+    original = session.narrated_session_id if session.kind == SessionKind.RETRY else session.session_id
+    text = (
+        f":warning: {mentions}: a session in this thread did work but never reported back, and it could not be "
+        f"narrated automatically ({reason}). Please check session `{original}`."
+    )
+    key = f"{session.session_id}:alert"
+    slack.post(session.channel, session.thread_ts, text, key=key)
+    if settings.operator_channel:
+        link = f"thread {session.thread_ts} in <#{session.channel}>"
+        slack.post(settings.operator_channel, None, f"{text} ({link})", key=f"{key}:channel")
+    sessions.mark_followed_up(session.session_id)
+    if original and original != session.session_id:
+        sessions.mark_followed_up(original)
+    log.warning("operators alerted about an unreported session", extra={"reason": reason})
+
+
+def narrated(session: Session) -> None:
+    """A narration that closed its loop settles the session it narrated."""
+    if session.kind == SessionKind.RETRY and session.narrated_session_id:
+        sessions.mark_followed_up(session.narrated_session_id)
+
+
+def start_for_unread(session: Session, notes: list[Note]) -> None:
+    """A mention that reached a session as a note in its last moments (it then ended at its budget, or failed)
+    is not dropped: it starts a session of its own, once (its id comes from the message)."""
+    for note in notes:
+        if note.kind != NoteKind.STEER or not note.starts_session:
+            continue
+        unread = mention_session(
+            event_id=f"note-{session.channel}-{note.ts}",
+            channel=session.channel,
+            thread_ts=session.thread_ts,
+            ts=note.ts,
+            user=note.user,
+            text=note.text,
+            at=now(),
+        )
+        started = sessions.create_session(unread)
+        tasks.enqueue_session(started.session_id)
+        log.info("an unread mention starts its own session", extra={"started": started.session_id})

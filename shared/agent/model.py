@@ -1,0 +1,123 @@
+"""The Gemini client and one model turn, with google-genai's own retry and function declarations.
+
+google-genai reads its own variables: ``GOOGLE_GENAI_USE_VERTEXAI`` selects
+Vertex AI with the function's identity (and ``GOOGLE_CLOUD_PROJECT`` /
+``GOOGLE_CLOUD_LOCATION``), otherwise ``GEMINI_API_KEY`` is used, and
+``GOOGLE_GEMINI_BASE_URL`` points it at the local stub. Only this module and
+the agent import google-genai; the Slack ingress never does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import pydantic
+from google import genai
+from google.genai import errors, types
+
+from shared import config, deps
+from shared.errors import ProductError, Unavailable
+
+# Statuses worth retrying: throttling, timeouts and server-side failures.
+RETRY_STATUSES = [408, 429, 500, 502, 503, 504]
+
+
+class ModelUnavailable(Unavailable):
+    """The model kept failing after the SDK's retries (an outage, or throttling that did not clear)."""
+
+
+class ContextTooLong(ProductError):
+    """The model rejected the request as longer than its context window."""
+
+
+class MalformedResponse(ProductError):
+    """The model's reply could not be read (for example function-call arguments that are not an object)."""
+
+
+def client() -> genai.Client:
+    """The google-genai client, built on first use (kept in ``shared.deps``), with bounded retries and a timeout."""
+    instance = deps.get()
+    if instance.model is None:
+        settings = config.settings()
+        instance.model = genai.Client(
+            http_options=types.HttpOptions(
+                timeout=settings.model_timeout_seconds * 1000,
+                retry_options=types.HttpRetryOptions(
+                    attempts=settings.model_retry_attempts,
+                    initial_delay=1.0,
+                    max_delay=8.0,
+                    http_status_codes=RETRY_STATUSES,
+                ),
+            )
+        )
+    built: genai.Client = instance.model
+    return built
+
+
+def generate(
+    contents: Sequence[types.Content],
+    *,
+    system: str,
+    tools: Sequence[types.FunctionDeclaration] = (),
+) -> types.GenerateContentResponse:
+    """One model turn; automatic function calling is off because the product runs its own loop."""
+    cfg = types.GenerateContentConfig(
+        system_instruction=system,
+        tools=[types.Tool(function_declarations=list(tools))] if tools else None,
+        automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+        temperature=0.2,
+    )
+    try:
+        return client().models.generate_content(
+            model=config.settings().gemini_model, contents=list(contents), config=cfg
+        )
+    except errors.ClientError as exc:
+        if exc.code == 400 and _is_too_long(exc):
+            raise ContextTooLong(str(exc.message)) from exc
+        if exc.code in RETRY_STATUSES:
+            raise ModelUnavailable(f"{exc.code} {exc.status}: {exc.message}") from exc
+        raise
+    except errors.ServerError as exc:
+        raise ModelUnavailable(f"{exc.code} {exc.status}: {exc.message}") from exc
+    except errors.APIError:
+        raise
+    except pydantic.ValidationError as exc:
+        raise MalformedResponse(_first_error(exc)) from exc
+    except Exception as exc:  # httpx timeouts and connection errors, after the SDK's retries
+        if type(exc).__module__.startswith(("httpx", "httpcore")):
+            raise ModelUnavailable(f"{type(exc).__name__}: {exc}") from exc
+        raise
+
+
+TOKEN_KINDS = ("prompt", "cached", "output", "thinking")
+
+
+def usage(response: types.GenerateContentResponse) -> dict[str, int]:
+    """What one model turn cost, from the response's ``usage_metadata``: prompt (cached among them), output and
+    thinking tokens."""
+    meta = response.usage_metadata
+    if meta is None:
+        return dict.fromkeys(TOKEN_KINDS, 0)
+    return {
+        "prompt": meta.prompt_token_count or 0,
+        "cached": meta.cached_content_token_count or 0,
+        "output": meta.candidates_token_count or 0,
+        "thinking": meta.thoughts_token_count or 0,
+    }
+
+
+def _first_error(exc: pydantic.ValidationError) -> str:
+    error = exc.errors()[0] if exc.errors() else {"loc": (), "msg": str(exc)}
+    where = ".".join(str(part) for part in error["loc"])
+    return f"{where}: {error['msg']}" if where else str(error["msg"])
+
+
+def _is_too_long(exc: errors.ClientError) -> bool:
+    text = f"{exc.message} {json.dumps(exc.details, default=str)}".lower()
+    return "token" in text and ("exceed" in text or "too long" in text or "maximum" in text)
+
+
+def estimate_tokens(contents: Sequence[types.Content]) -> int:
+    """A cheap size estimate (about four characters a token), to shorten before the model has to refuse."""
+    return sum(len(content.model_dump_json(exclude_none=True)) for content in contents) // 4

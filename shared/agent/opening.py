@@ -1,0 +1,78 @@
+"""How a session opens its turn of the transcript: the thread and request for a mention, the operator's answer
+for a continuation, the silent session's audit log for a narration.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from google.genai import types
+from slack_sdk.errors import SlackApiError
+
+from shared.agent import prompts
+from shared.agent.transcript import pending_calls
+from shared.errors import ProductError
+from shared.limits import MAX_REQUEST_CHARS, capped
+from shared.slack import client as slack
+from shared.state import questions as stored
+from shared.state import sessions, steps
+from shared.state.firestore import now
+from shared.state.models import Audit, AuditType, Question, Session, SessionKind, Step, StepKind
+
+log = logging.getLogger(__name__)
+
+
+class MissingQuestion(ProductError):
+    """A continuation names a question that is not stored."""
+
+
+def opening_content(session: Session, transcript: list[Step]) -> tuple[StepKind, types.Content, list[Audit]]:
+    """The first step this session writes: what it starts from."""
+    # Failure narration wins over resumption (seed 000): a retry never resumes a pending ask.
+    if session.kind == SessionKind.RETRY:
+        return StepKind.PROMPT, _narration(session), []
+    if session.kind == SessionKind.CONTINUATION:
+        question = stored.get_question(session.question_id or "")
+        if question is None:
+            raise MissingQuestion(f"continuation {session.session_id} names no stored question")
+        return StepKind.ANSWER, answer_content(question, transcript), [Audit(AuditType.ANSWER, now())]
+    try:
+        thread = slack.thread_messages(session.channel, session.thread_ts)
+    except SlackApiError as exc:  # e.g. the bot is not in the channel: work from the request alone
+        log.warning("could not read the thread", extra={"error": exc.response.get("error")})
+        thread = []
+    text = prompts.thread_prompt(
+        [m for m in thread if m.get("ts") != session.trigger_ts], request=session.text, requester=session.trigger_user
+    )
+    return StepKind.PROMPT, _user(text), []
+
+
+def answer_content(question: Question, transcript: list[Step]) -> types.Content:
+    """The operator's answer: the function response of the pending call that asked, or news if the asker had
+    finished (a non-blocking question)."""
+    if not question.blocking:
+        return _user(prompts.late_answer(question))
+    answer = {"answer": question.answer, "answered_by": question.answered_by}
+    if question.options:
+        answer["matched_option"] = question.matched_option
+        if question.matched_option is None:
+            answer["note"] = "The reply matched none of the options; read it as free text."
+    names = {call.id: call.name for call in pending_calls(transcript)}
+    name = names.get(question.call_id) or "ask_operator"
+    response = types.FunctionResponse(id=question.call_id, name=name, response={"result": answer})
+    return types.Content(role="user", parts=[types.Part(function_response=response)])
+
+
+def _narration(session: Session) -> types.Content:
+    """The audit log of the silent session, the ground truth a narration reports from."""
+    silent = sessions.get_session(session.narrated_session_id or "")
+    records = steps.audit_of(silent) if silent else []
+    lines = [json.dumps(r.to_doc(), default=str, ensure_ascii=False) for r in records] or ["(no records)"]
+    request = prompts.as_data(text=capped(session.text, MAX_REQUEST_CHARS))
+    text = prompts.NARRATE.format(request=request, reason=session.retry_reason or "unknown", audit="\n".join(lines))
+    return _user(text)
+
+
+def _user(text: str) -> types.Content:
+    return types.Content(role="user", parts=[types.Part(text=text)])

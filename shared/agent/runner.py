@@ -1,0 +1,328 @@
+"""The bounded agent loop: model turn → persist → run tools → persist, until an answer, a pause or a budget.
+
+Every step is persisted before the next one starts, so a crash loses at most the step in flight and a takeover
+resumes from the stored transcript. Posts carry a key derived from the step that made them; after a crash the
+thread surface reads the keys Slack already has, so a re-run step does not post twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from datetime import datetime
+from typing import Any
+
+from google.genai import types
+
+from shared import config, deps
+from shared.agent import followup, gate, prompts
+from shared.agent import model as gemini
+from shared.agent.budget import Budget
+from shared.agent.opening import opening_content
+from shared.agent.tool_turn import ToolTurns
+from shared.agent.tools import toolset
+from shared.agent.tools.base import short
+from shared.agent.transcript import contents_of, pending_calls, shorten_tool_results, to_json
+from shared.limits import TOO_LARGE_REQUEST_CHARS
+from shared.slack.surface import ThreadSurface
+from shared.state import ids, steps
+from shared.state.firestore import now
+from shared.state.models import Audit, AuditType, Note, NoteKind, Session, SessionKind, SessionStatus, Step, StepKind
+
+log = logging.getLogger(__name__)
+
+
+class Runner(ToolTurns):
+    """Runs one claimed session to a terminal state (or a pause)."""
+
+    def __init__(self, session: Session, *, takeover: bool, started_at: datetime | None = None) -> None:
+        settings = config.settings()
+        self.session = session
+        self.takeover = takeover
+        self.lease = settings.session_lease_seconds
+        elapsed = (now() - started_at).total_seconds() if started_at else 0.0
+        self.budget = Budget(
+            settings.session_max_turns,
+            settings.session_max_tool_calls,
+            settings.session_wall_seconds,
+            started=time.monotonic() - max(0.0, elapsed),
+        )
+        # A mention on its first claim has no steps yet (next_seq moves with every step): skip the query.
+        fresh = session.kind == SessionKind.MENTION and not takeover and session.next_seq == 0
+        self.steps: list[Step] = [] if fresh else steps.load_steps(session.transcript)
+        # A continuation appends to its asker's transcript: its first step follows the last stored one.
+        session.next_seq = max(session.next_seq, self.steps[-1].seq + 1 if self.steps else 0)
+        self.surface = ThreadSurface(session.channel, session.thread_ts, session.trigger_ts)
+        if takeover:
+            self.surface.recover()
+        self.tools = (deps.get().tools or toolset.for_session)(session)
+        # Calls made so far, by tool (the policy bounds some of them per session).
+        self.used = Counter(
+            entry.name for s in self.steps if s.session_id == session.session_id for entry in s.audit
+            if entry.type == AuditType.TOOL and entry.name
+        )  # fmt: skip
+        self.notes: list[Note] = list(session.notes)  # queued for the next model turn
+        self.committed = time.monotonic()  # the claim took the lease just now
+
+    # --- persistence -----------------------------------------------------------------------
+    def _commit(
+        self,
+        kind: StepKind,
+        content: types.Content | None,
+        audit: list[Audit],
+        *,
+        consumed: list[Note] | None = None,
+        wait_for_notes: bool = True,
+        pausing_on: str | None = None,
+        pausing_on_all: list[str] | None = None,
+        **fields: Any,
+    ) -> Step:
+        step = Step(
+            seq=self.session.next_seq,
+            session_id=self.session.session_id,
+            kind=kind,
+            content=to_json(content) if content is not None else None,
+            audit=audit,
+            at=now(),
+        )
+        self.notes = steps.commit_step(
+            self.session,
+            step,
+            lease_seconds=self.lease,
+            fields=fields,
+            consumed_notes=consumed,
+            wait_for_notes=wait_for_notes,
+            pausing_on=pausing_on,
+            pausing_on_all=pausing_on_all,
+        )
+        self.steps.append(step)
+        self.committed = time.monotonic()
+        return step
+
+    def _keep_lease(self) -> None:
+        """Renew the lease during a long turn (a slow tool, several slow calls), so no takeover starts meanwhile."""
+        if time.monotonic() - self.committed > self.lease / 3:
+            self.notes = steps.commit_step(self.session, None, lease_seconds=self.lease)
+            self.committed = time.monotonic()
+
+    # --- the loop --------------------------------------------------------------------------
+    def run(self) -> SessionStatus:
+        self.surface.working()
+        if not any(s.session_id == self.session.session_id for s in self.steps):
+            refused = self._open()
+            if refused is not None:
+                return refused
+        resumed = self._unposted_answer()
+        if resumed is not None:
+            return resumed
+        while True:
+            calls = pending_calls(self.steps)
+            if calls and self._owns_pending():
+                if self._run_tools(calls):
+                    return SessionStatus.PAUSED
+                continue
+            if self.notes:
+                self._fold_notes()
+            reason = self.budget.exhausted(self.session.turns, self.session.tool_calls)
+            if reason:
+                return self._final_without_tools(prompts.WRAP_UP.format(reason=reason), kind=StepKind.WRAP_UP)
+            try:
+                response = self._model_turn()
+            except gemini.ContextTooLong:
+                return self._final_without_tools(prompts.TOO_LONG, kind=StepKind.TOO_LONG, minimal=True)
+            except gemini.ModelUnavailable as exc:
+                return self._fail("the AI model is unavailable right now", detail=str(exc))
+            except gemini.MalformedResponse as exc:
+                # Tell the model what was wrong, as it would hear a bad tool call, and let it try again.
+                note = f"Your last reply could not be read ({exc}). Function call arguments must be a JSON object."
+                self._commit(
+                    StepKind.MALFORMED,
+                    types.Content(role="user", parts=[types.Part(text=note)]),
+                    [Audit(AuditType.MODEL, now(), error=str(exc), calls=[])],
+                    turns=self.session.turns + 1,
+                )
+                continue
+            if response is None:
+                return SessionStatus.DONE
+
+    def _open(self) -> SessionStatus | None:
+        """The session's first step; a status if that already ends it (an input too large to use)."""
+        if len(self.session.text) > TOO_LARGE_REQUEST_CHARS:
+            return self._reply_without_model(prompts.too_large_reply(len(self.session.text)))
+        if self.session.approval_ids:  # a turn's risky calls were decided: run the approved ones
+            self._resume_approvals(self.session.approval_ids)
+        else:
+            kind, content, audit = opening_content(self.session, self.steps)
+            self._commit(kind, content, audit)
+        return None
+
+    def _reply_without_model(self, text: str) -> SessionStatus:
+        """A reply the product writes itself (an input too large to use), recorded as the session's answer."""
+        note = f"[the request was not used: {len(self.session.text):,} characters]"
+        self._commit(StepKind.PROMPT, types.Content(role="user", parts=[types.Part(text=note)]), [])
+        step = self._commit(
+            StepKind.MODEL,
+            types.Content(role="model", parts=[types.Part(text=text)]),
+            [Audit(AuditType.MODEL, now(), text=short(text), calls=[])],
+        )
+        return self._answer(text, step, last=True)
+
+    def _unposted_answer(self) -> SessionStatus | None:
+        """After a crash between an answer's model turn and the end of the session: post that answer (its key makes
+        a post Slack already has a no-op) and end, instead of asking the model for a second one."""
+        last = self.steps[-1] if self.steps else None
+        if last is None or last.session_id != self.session.session_id or last.kind != StepKind.MODEL:
+            return None
+        content = contents_of([last])[0] if last.content else None
+        if content is None or any(p.function_call for p in content.parts or []):
+            return None
+        final = len(self.steps) > 1 and self.steps[-2].kind in {StepKind.WRAP_UP, StepKind.TOO_LONG}
+        status = self._answer(_text_of(content), last, last=final)
+        return None if status == SessionStatus.RUNNING else status
+
+    def _fold_notes(self) -> None:
+        """Hand the model what arrived while it worked: answers to its non-blocking questions, thread messages.
+        (Decisions on approvals are the product's own bookkeeping: consumed, not shown.)"""
+        consumed = list(self.notes)
+        readable = [n for n in consumed if n.kind != NoteKind.DECISION]
+        audit = [Audit(AuditType.NOTES, now(), count=len(readable))]
+        content = (
+            types.Content(role="user", parts=[types.Part(text=prompts.notes_text(readable))]) if readable else None
+        )
+        self._commit(StepKind.NOTES, content, audit, consumed=consumed)
+
+    def _owns_pending(self) -> bool:
+        """Pending calls belong to this session unless they are a paused ask awaiting a continuation."""
+        return self.steps[-1].session_id == self.session.session_id
+
+    def _model_turn(self) -> types.Content | None:
+        """One model turn, persisted. Returns the content if the loop goes on, None once answered."""
+        history = shorten_tool_results(contents_of(self.steps), config.settings().model_context_tokens)
+        response = gemini.generate(history, system=prompts.SYSTEM, tools=self.tools.declarations())
+        content = _first_content(response)
+        calls = [p.function_call for p in content.parts or [] if p.function_call]
+        text = _text_of(content)
+        spent = gemini.usage(response)
+        audit = [Audit(AuditType.MODEL, now(), text=short(text), calls=[c.name or "" for c in calls], tokens=spent)]
+        totals = self._tokens_after(spent)
+        if calls:
+            self._commit(StepKind.MODEL, content, audit, turns=self.session.turns + 1, tokens=totals)
+            return content
+        content = types.Content(role="model", parts=[types.Part(text=text)])
+        step = self._commit(StepKind.MODEL, content, audit, turns=self.session.turns + 1, tokens=totals)
+        if self._answer(text, step) == SessionStatus.RUNNING:
+            return content  # notes arrived as it finished: go on
+        return None
+
+    def _tokens_after(self, spent: dict[str, int]) -> dict[str, int]:
+        """The session's running token totals with one more turn (written with that turn's step)."""
+        return {kind: self.session.tokens.get(kind, 0) + spent.get(kind, 0) for kind in gemini.TOKEN_KINDS}
+
+    def _answer(self, text: str, step: Step, *, last: bool = False) -> SessionStatus:
+        """Post the answer and end the session; notes that arrived meanwhile keep it going, unless ``last``."""
+        audit: list[Audit] = []
+        if text.strip():
+            stamps = self.surface.post_markdown(text, key=ids.post_key(self.session.session_id, step.seq, "answer"))
+            audit = [Audit(AuditType.POST, now(), ts=stamps[0], parts=len(stamps))]
+        own = [entry for s in self.steps if s.session_id == self.session.session_id for entry in s.audit]
+        closed = gate.closed_loop(own + audit)
+        status = SessionStatus.DONE if closed else SessionStatus.SILENT_EXIT
+        try:
+            self._commit(
+                StepKind.END,
+                None,
+                audit,
+                wait_for_notes=not last,
+                status=status.value,
+                closed_loop=closed,
+                ended_at=now(),
+            )
+            if last and self.notes:
+                log.warning("session ended at its budget with unread notes", extra={"notes": len(self.notes)})
+                followup.start_for_unread(self.session, self.notes)
+        except steps.NotesPending as pending:
+            self._commit(StepKind.END, None, audit)  # any post is recorded; the notes are read next turn
+            self.notes = pending.notes
+            return SessionStatus.RUNNING
+        if closed:
+            self.surface.done()
+            followup.narrated(self.session)
+            log.info("session done", extra={"turns": self.session.turns, "tool_calls": self.session.tool_calls})
+            return SessionStatus.DONE
+        self.surface.silent()
+        log.warning("session ended without reporting back", extra={"turns": self.session.turns})
+        followup.after_silent_exit(self.session, reason="the session ended without reporting back")
+        return SessionStatus.SILENT_EXIT
+
+    def _final_without_tools(self, instruction: str, *, kind: StepKind, minimal: bool = False) -> SessionStatus:
+        """A last turn with no tools (a budget ran out, or the context is too long), and its reply posted."""
+        note = types.Content(role="user", parts=[types.Part(text=instruction)])
+        self._commit(kind, note, [Audit(AuditType(kind.value), now())])
+        if minimal:
+            first = [s for s in self.steps if s.kind == StepKind.PROMPT][:1]
+            history = [*contents_of(first), note]
+        else:
+            history = shorten_tool_results(contents_of(self.steps), config.settings().model_context_tokens)
+        try:
+            response = gemini.generate(history, system=prompts.SYSTEM)
+        except (gemini.ModelUnavailable, gemini.ContextTooLong) as exc:
+            return self._fail("the AI model could not produce a final answer", detail=str(exc))
+        text = _text_of(_first_content(response))
+        spent = gemini.usage(response)
+        step = self._commit(
+            StepKind.MODEL,
+            types.Content(role="model", parts=[types.Part(text=text)]),
+            [Audit(AuditType.MODEL, now(), text=short(text), calls=[], tokens=spent)],
+            turns=self.session.turns + 1,
+            tokens=self._tokens_after(spent),
+        )
+        return self._answer(text, step, last=True)
+
+    def _fail(self, reason: str, *, detail: str) -> SessionStatus:
+        fail_session(self.session, reason, self.surface, detail=detail)
+        return SessionStatus.FAILED
+
+
+def fail_session(session: Session, reason: str, surface: ThreadSurface, *, detail: str) -> None:
+    """Tell the thread in plain words what happened and what to do (the details stay in the logs and the session's
+    record), persist the failure, and end the session as failed. Messages that reached it unread are not lost."""
+    log.error("session failed", extra={"reason": reason, "detail": detail})
+    text = (
+        f"Sorry, I could not finish this: {reason}. Nothing more will happen on its own. Mention me again in this "
+        "thread to try again; if it keeps failing, an operator can look up what went wrong."
+    )
+    ts = surface.post(text, key=f"{session.session_id}:failed:0")
+    step = Step(
+        seq=session.next_seq,
+        session_id=session.session_id,
+        kind=StepKind.FAILED,
+        content=None,
+        audit=[Audit(AuditType.FAILURE, now(), error=reason), Audit(AuditType.POST, now(), ts=ts)],
+        at=now(),
+    )
+    fields = {"status": SessionStatus.FAILED.value, "error": f"{reason}: {detail}", "ended_at": now()}
+    unread = steps.commit_step(session, step, lease_seconds=0, fields=fields)
+    surface.failed()
+    followup.start_for_unread(session, unread)
+
+
+def give_up(session: Session, reason: str) -> None:
+    """End a session that keeps crashing as failed, telling the thread; best effort."""
+    try:
+        surface = ThreadSurface(session.channel, session.thread_ts, session.trigger_ts)
+        surface.recover()
+        fail_session(session, "an internal error stopped me", surface, detail=reason)
+    except Exception:
+        log.exception("could not record the failure of a crashing session")
+
+
+def _first_content(response: types.GenerateContentResponse) -> types.Content:
+    candidate = response.candidates[0] if response.candidates else None
+    if candidate is None or candidate.content is None:
+        return types.Content(role="model", parts=[])
+    return candidate.content
+
+
+def _text_of(content: types.Content) -> str:
+    return "".join(p.text or "" for p in content.parts or [] if p.text and not p.thought)

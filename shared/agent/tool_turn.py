@@ -1,0 +1,261 @@
+"""One turn's tool calls: tiers, the ledger, the pause for a question or for approvals, and the resumption of a
+turn whose risky calls were decided.
+
+``ToolTurns`` is the part of the ``Runner`` that runs calls; it relies on the runner's session, steps, toolset,
+surface and commit.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from typing import Any
+
+from google.genai import types
+
+from shared import config
+from shared.agent import prompts
+from shared.agent.budget import Budget
+from shared.agent.opening import answer_content
+from shared.agent.tools import policy
+from shared.agent.tools.base import Outcome, Suspend, Tier, ToolContext, short
+from shared.agent.tools.toolset import Toolset
+from shared.agent.transcript import contents_of, pending_calls
+from shared.asks import approvals
+from shared.limits import MAX_STEP_CHARS, MAX_TOOL_RESULT_CHARS, capped
+from shared.slack import blocks
+from shared.slack.surface import ThreadSurface
+from shared.state import approvals as stored_approvals
+from shared.state import ledger, steps
+from shared.state import questions as stored
+from shared.state.firestore import now
+from shared.state.models import (
+    Approval,
+    ApprovalStatus,
+    Audit,
+    AuditType,
+    Note,
+    Session,
+    SessionStatus,
+    Step,
+    StepKind,
+)
+
+log = logging.getLogger(__name__)
+
+Held = tuple[int, str | None, str, dict[str, Any]]  # (call index, call id, tool, arguments)
+
+
+class ToolTurns:
+    session: Session
+    steps: list[Step]
+    tools: Toolset
+    surface: ThreadSurface
+    budget: Budget
+    used: Counter[str]
+    takeover: bool
+
+    def _commit(self, kind: StepKind, content: types.Content | None, audit: list[Audit], **kw: Any) -> Step:
+        raise NotImplementedError
+
+    def _keep_lease(self) -> None:
+        raise NotImplementedError
+
+    # --- a turn's calls ----------------------------------------------------------------------------------------
+    def _run_tools(self, calls: list[types.FunctionCall]) -> bool:
+        """Run the pending calls and persist their responses; True if the session paused (a blocking question, or
+        risky calls waiting for approval)."""
+        seq = self.steps[-1].seq
+        parts: list[types.Part] = []
+        audit: list[Audit] = []
+        pause: Suspend | None = None
+        pause_call = calls[0]
+        used = self.session.tool_calls
+        per_call = min(MAX_TOOL_RESULT_CHARS, MAX_STEP_CHARS // max(1, len(calls)))  # a step stays well under 1 MiB
+        # A takeover may re-run a turn whose calls partly ran: the ledger says which.
+        recorded = ledger.entries(self.session, seq, len(calls)) if self._replaying() else {}
+        held = self._held(calls, seq)
+        for index, call in enumerate(calls):
+            name = call.name or ""
+            if any(h[0] == index for h in held):
+                continue  # waits for an operator's decision: no response yet
+            ctx = self._context(seq, index, call)
+            outcome: dict[str, Any] | Suspend
+            self._keep_lease()
+            if held and name == "ask_operator":
+                outcome = {"error": "ask_operator cannot wait in the same turn as calls awaiting approval; ask again "
+                           "after they are decided"}  # fmt: skip
+            elif used >= self.budget.max_tool_calls:
+                outcome = {"error": "tool budget exhausted; wrap up without more tools"}
+            elif self.budget.time_left() <= 0:
+                outcome = {"error": "out of time: this call was not made; wrap up without more tools"}
+            else:
+                outcome = self._call(name, call, ctx, recorded.get(index))
+                used += 1
+                self.used[name] += 1
+            response = outcome.response if isinstance(outcome, Suspend) else capped_response(outcome, per_call)
+            audit.append(self._tool_audit(name, call, response, ctx))
+            if isinstance(outcome, Suspend):
+                if pause is not None:  # a second blocking ask in one turn cancelled the first
+                    cancelled = {"result": {"status": "cancelled", "note": "A newer question replaces this one."}}
+                    parts.append(_response(pause_call, cancelled))
+                pause, pause_call = outcome, call  # no function response: the operator's answer will be it
+                continue
+            parts.append(_response(call, response))
+        content = types.Content(role="user", parts=parts) if parts else None
+        if held:
+            return self._pause_for_approvals(seq, held, content, audit, used)
+        if pause is None:
+            self._commit(StepKind.TOOL_RESULTS, content, audit, tool_calls=used)
+            return False
+        return self._pause_for_question(pause, content, audit, used)
+
+    def _context(self, seq: int, index: int, call: types.FunctionCall, caller: str = "") -> ToolContext:
+        return ToolContext(self.session, seq, index, call.id, self.surface, used=self.used,
+                           thread_text=self._thread_text(), caller_id=caller)  # fmt: skip
+
+    def _thread_text(self) -> str:
+        """What the thread said when the transcript opened (its first prompt), for the policy's host rule."""
+        first = next((s for s in self.steps if s.kind == StepKind.PROMPT and s.content), None)
+        return _text_of(contents_of([first])[0]) if first else ""
+
+    def _held(self, calls: list[types.FunctionCall], seq: int) -> list[Held]:
+        """The calls whose tier is ``approve``: they run only after an operator approves each exact call."""
+        held: list[Held] = []
+        for index, call in enumerate(calls):
+            spec = self.tools.get(call.name or "")
+            args = dict(call.args or {})
+            if spec is not None and policy.call_tier(spec, args, self._context(seq, index, call)) == Tier.APPROVE:
+                held.append((index, call.id, spec.name, args))
+        return held
+
+    def _tool_audit(self, name: str, call: types.FunctionCall, response: dict[str, Any], ctx: ToolContext) -> Audit:
+        spec = self.tools.get(name)
+        # A failed outward call is outward work too: the requester still expects to hear how it went.
+        return Audit(AuditType.TOOL, now(), name=name, args=short(call.args), result=short(response),
+                     outward=bool(spec and spec.outward), posts=ctx.post_ts)  # fmt: skip
+
+    def _pause_for_question(self, pause: Suspend, content: types.Content | None, audit: list[Audit], used: int) -> bool:
+        question_id = pause.question.question_id
+        try:
+            self._commit(StepKind.TOOL_RESULTS, content, audit, tool_calls=used, pausing_on=question_id,
+                         status=SessionStatus.PAUSED.value, question_id=question_id, ended_at=now())  # fmt: skip
+        except steps.AnsweredMeanwhile as meanwhile:
+            # Answered while this turn ran: the answer is the pending call's response, and the session goes on.
+            self._commit(StepKind.TOOL_RESULTS, content, audit, tool_calls=used)
+            answered = stored.get_question(question_id) or pause.question
+            answer = answer_content(answered, self.steps)
+            self._commit(StepKind.ANSWER, answer, [Audit(AuditType.ANSWER, now())], consumed=[meanwhile.note])
+            log.info("question answered before the session paused; going on", extra={"question_id": question_id})
+            return False
+        self.surface.paused()
+        log.info("session paused for the operator", extra={"question_id": question_id})
+        return True
+
+    def _pause_for_approvals(self, seq: int, held: list[Held], content: types.Content | None, audit: list[Audit],
+                             used: int) -> bool:  # fmt: skip
+        """Record the held calls and post their cards, then pause, unless every one was decided meanwhile."""
+        requested = approvals.request(self.session, seq, held, self.surface)
+        approval_ids = [a.approval_id for a in requested]
+        try:
+            self._commit(StepKind.TOOL_RESULTS, content, audit, tool_calls=used, pausing_on_all=approval_ids,
+                         status=SessionStatus.PAUSED.value, approval_ids=approval_ids, ended_at=now())  # fmt: skip
+        except steps.AnsweredMeanwhile as meanwhile:
+            self._commit(StepKind.TOOL_RESULTS, content, audit, tool_calls=used)
+            self._resume_approvals(approval_ids, consumed=meanwhile.notes)
+            return False
+        self.surface.paused()
+        log.info("session paused for approvals", extra={"approvals": approval_ids})
+        return True
+
+    def _resume_approvals(self, approval_ids: list[str], *, consumed: list[Note] | None = None) -> None:
+        """The decided calls of one turn: each approved one runs once through the ledger, with exactly the shown
+        arguments; a denied or expired one gets an error response. One step holds them all."""
+        decided = sorted(stored_approvals.get_approvals(approval_ids), key=lambda a: a.call_index)
+        pending = {call.id: call for call in pending_calls(self.steps)}
+        seq = decided[0].seq if decided else self.steps[-1].seq
+        recorded = ledger.entries(self.session, seq, max((a.call_index for a in decided), default=-1) + 1)
+        parts: list[types.Part] = []
+        audit: list[Audit] = []
+        for approval in decided:
+            call = pending.get(approval.call_id)
+            audit.append(Audit(AuditType.APPROVAL, now(), name=approval.tool, args=approval.digest,
+                               result=approval.status.value, text=approval.decided_by))  # fmt: skip
+            if call is None:
+                continue  # its response is already in the transcript (a re-run after a crash)
+            response = self._decided_response(approval, call, seq, recorded.get(approval.call_index))
+            audit.append(self._tool_audit(approval.tool, call, response, self._context(seq, approval.call_index, call)))
+            parts.append(_response(call, response))
+        content = types.Content(role="user", parts=parts) if parts else None
+        self._commit(StepKind.ANSWER, content, audit, consumed=consumed or [])
+
+    def _decided_response(self, approval: Approval, call: types.FunctionCall, seq: int,
+                          entry: ledger.Entry | None) -> dict[str, Any]:  # fmt: skip
+        if approval.status == ApprovalStatus.DENIED:
+            reason = approval.reason or "no reason given"
+            return {"error": f"denied by <@{approval.decided_by}>: {reason}. It did not run; another call needs its "
+                             "own approval."}  # fmt: skip
+        if approval.status != ApprovalStatus.APPROVED:
+            return {"error": f"the approval {approval.status.value}; the call did not run"}
+        # Bound to the exact call: the same tool, the same canonical arguments, still pending in this transcript.
+        args = dict(call.args or {})
+        if call.name != approval.tool or approvals.digest(approval.tool, approvals.canonical(args)) != approval.digest:
+            approvals.update_card(approval, ":no_entry_sign: not run: the pending call is not the one approved")
+            return {"error": "not run: the pending call is not the call that was approved"}
+        ctx = self._context(seq, approval.call_index, call, caller=approval.session_id)
+        outcome = self._call(approval.tool, call, ctx, entry)
+        response = outcome.response if isinstance(outcome, Suspend) else capped_response(outcome, MAX_TOOL_RESULT_CHARS)
+        summary = short(response.get("result", response.get("error", "")), 200)
+        mark = ":warning:" if "error" in response else ":white_check_mark:"
+        approvals.update_card(approval, f"{mark} approved by <@{approval.decided_by}>: {summary}")
+        return response
+
+    def _replaying(self) -> bool:
+        """True once per run, for the first turn a takeover runs tools for (the one the dead worker was in)."""
+        replaying, self.takeover = self.takeover, False
+        return replaying
+
+    def _call(self, name: str, call: types.FunctionCall, ctx: ToolContext, entry: ledger.Entry | None) -> Outcome:
+        """One call, through the ledger when its tool is outward or not idempotent (flow 8)."""
+        spec = self.tools.get(name)
+        if spec is None or not (spec.outward or not spec.idempotent):
+            return self.tools.run(name, call.args, ctx)
+        if entry is not None and entry.status == ledger.CallStatus.DONE and entry.response is not None:
+            return entry.response  # it ran to the end before the crash: its response stands
+        if entry is not None and not spec.idempotent:
+            self._tell_outcome_unknown(name, call, ctx)
+            return {"error": prompts.OUTCOME_UNKNOWN}
+        if entry is None:
+            ledger.start(self.session, seq=ctx.seq, index=ctx.call_index, key=ctx.idempotency_key, name=name,
+                         args=short(call.args, 2000))  # fmt: skip
+        outcome = self.tools.run(name, call.args, ctx)  # an idempotent call re-runs with the same key
+        if not isinstance(outcome, Suspend):
+            ledger.done(self.session, seq=ctx.seq, index=ctx.call_index, response=outcome)
+        return outcome
+
+    def _tell_outcome_unknown(self, name: str, call: types.FunctionCall, ctx: ToolContext) -> None:
+        operators = blocks.operator_mentions(config.settings().operator_user_ids)
+        text = (
+            f":warning: {operators}: I was restarted while `{name}` was running, and I cannot tell whether it "
+            f"happened, so I did not run it again. Its arguments: `{short(call.args, 500)}`. Please check."
+        )
+        self.surface.post(text, key=ctx.post_key(":unknown"))
+        log.warning("a started call's outcome is unknown; not run again", extra={"tool": name})
+
+
+def capped_response(response: dict[str, Any], limit: int) -> dict[str, Any]:
+    """A function response as stored and sent: one larger than ``limit`` characters is cut, saying so."""
+    text = json.dumps(response, ensure_ascii=False, default=str)
+    if len(text) <= limit:
+        return response
+    key = "error" if "error" in response else "result"
+    return {key: capped(text, limit)}
+
+
+def _response(call: types.FunctionCall, response: dict[str, Any]) -> types.Part:
+    return types.Part(function_response=types.FunctionResponse(id=call.id, name=call.name, response=response))
+
+
+def _text_of(content: types.Content) -> str:
+    return "".join(p.text or "" for p in content.parts or [] if p.text and not p.thought)

@@ -1,0 +1,129 @@
+"""The ``Tool`` protocol: what every tool the model may call offers, and what a call may return.
+
+A tool has a name, a Gemini declaration, two facts the silent-exit gate needs (``outward``: the requester expects
+a report after it runs; ``posts``: a successful call leaves a message in the thread), ``idempotent`` (calling it
+twice with the same idempotency key does what calling it once does; the ledger re-runs only such tools after a
+crash) and ``top_level_only`` (only a session that talks to the thread may use it). ``run`` returns the function
+response (``{"result": ...}`` or ``{"error": ...}``) or a ``Suspend``: the session pauses, and what it waits for
+will become the response.
+Function tools (``shared.agent.tools.function``) implement it from typed Python callables; an MCP toolset can
+implement the same protocol.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol
+
+from google.genai import types
+
+from shared.errors import ProductError
+from shared.slack.surface import ThreadSurface
+from shared.state import ids
+from shared.state.models import Question, Session
+
+
+class Tier(StrEnum):
+    """Seed 002's execution tiers, made durable: what a call needs before it runs."""
+
+    SAFE = "safe"  # runs at once
+    APPROVE = "approve"  # runs only after an operator approves that exact call
+    DENY = "deny"  # never offered to the model
+
+
+class ToolError(ProductError):
+    """A tool's own refusal, sent back to the model as an error it can act on."""
+
+
+@dataclass(frozen=True)
+class Suspend:
+    """A tool's answer "not now": the session pauses until ``question`` is answered, whose answer is the
+    function response; ``response`` is what the audit log records for the call meanwhile."""
+
+    question: Question
+    response: dict[str, Any]
+
+
+Response = dict[str, Any]
+Outcome = Response | Suspend
+
+
+@dataclass
+class ToolContext:
+    """What a tool may know about the call it serves; nothing of it is in the tool's signature, so the model
+    cannot forge it."""
+
+    session: Session
+    seq: int  # the step of the model turn that asked for the call
+    call_index: int
+    call_id: str | None
+    surface: ThreadSurface
+    used: Mapping[str, int] = field(default_factory=dict)  # calls this session made so far, by tool name
+    thread_text: str = ""  # what the thread said when the session opened (the policy reads hosts from it)
+    caller_id: str = ""  # the session whose model turn made the call (a resumed approval runs in a continuation)
+    post_ts: list[str] = field(default_factory=list)  # messages this call posted
+
+    def post_key(self, suffix: str = "") -> str:
+        return ids.post_key(self.session.session_id, self.seq, f"{self.call_index}{suffix}")
+
+    @property
+    def caller(self) -> str:
+        """The session whose model turn made this call (an approved call runs later, in a continuation)."""
+        return self.caller_id or self.session.session_id
+
+    @property
+    def idempotency_key(self) -> str:
+        """Stable for this call across every re-run after a crash: pass it to a backend that de-duplicates by it."""
+        return ids.call_key(self.caller, self.seq, self.call_index)
+
+
+class Tool(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def outward(self) -> bool: ...
+
+    @property
+    def posts(self) -> bool: ...
+
+    @property
+    def idempotent(self) -> bool: ...
+
+    @property
+    def tier(self) -> Tier: ...
+
+    @property
+    def top_level_only(self) -> bool: ...
+
+    def declaration(self) -> types.FunctionDeclaration: ...
+
+    def run(self, args: dict[str, Any], ctx: ToolContext) -> Outcome: ...
+
+
+_context: contextvars.ContextVar[ToolContext] = contextvars.ContextVar("tool_context")
+
+
+def context() -> ToolContext:
+    """The call being served; only valid inside a tool."""
+    return _context.get()
+
+
+@contextmanager
+def serving(ctx: ToolContext) -> Iterator[ToolContext]:
+    token = _context.set(ctx)
+    try:
+        yield ctx
+    finally:
+        _context.reset(token)
+
+
+def short(value: Any, limit: int = 300) -> str:
+    """A short, JSON-ish rendering for the audit log."""
+    text = value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,65 @@
+"""A session's toolset: the tools it may use, their declarations, and how a call is dispatched.
+
+Built per session, not filled by import side effects: the built-in tools and the team's own tools, minus what the
+session may not use (a narration gets none; ``top_level_only`` tools only for a session that talks to the thread).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from google.genai import types
+
+from shared.agent.tools import builtin, policy, team
+from shared.agent.tools.base import Outcome, Tier, Tool, ToolContext
+from shared.agent.tools.function import tools_in
+from shared.state.models import Session, SessionKind
+
+
+class Toolset:
+    def __init__(self, tools: Sequence[Tool]) -> None:
+        self._tools = {t.name: t for t in tools}
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._tools
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    @property
+    def tools(self) -> list[Tool]:
+        return list(self._tools.values())
+
+    def declarations(self) -> list[types.FunctionDeclaration]:
+        return [t.declaration() for t in self._tools.values()]
+
+    def run(self, name: str, args: Any, ctx: ToolContext) -> Outcome:
+        """One call's outcome; an unknown name or arguments that are not an object go back to the model."""
+        found = self._tools.get(name)
+        if found is None:
+            return {"error": f"unknown tool {name!r}; available tools: {', '.join(sorted(self._tools))}"}
+        if args is None:
+            args = {}
+        if not isinstance(args, dict):
+            return {"error": f"arguments for {name} must be a JSON object, got {type(args).__name__}"}
+        refused = policy.refusal(name, args, ctx)
+        if refused is not None:
+            return {"error": refused}
+        return found.run(args, ctx)
+
+
+def all_tools() -> list[Tool]:
+    return [*tools_in(builtin), *tools_in(team)]
+
+
+def for_session(session: Session) -> Toolset:
+    """A narration reports from the audit log only: no tools. A ``deny`` tool is never offered to the model."""
+    if session.kind == SessionKind.RETRY:
+        return Toolset([])
+    usable = [t for t in all_tools() if session.top_level or not t.top_level_only]
+    return Toolset([t for t in usable if policy.static_tier(t) != Tier.DENY])

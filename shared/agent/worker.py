@@ -1,0 +1,75 @@
+"""What one delivery of a session's task does: claim the session, run it, and say what Cloud Tasks should do.
+
+Cloud Tasks treats any 2xx as done and anything else as a failure to retry, so a duplicate delivery or a finished
+session is done; an unexpected crash asks for a retry so the next attempt takes the session over from its stored
+transcript, until it has crashed too often and is failed with the thread told.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import uuid
+from dataclasses import dataclass
+
+from shared import config
+from shared.logs import current_trace, session_context
+from shared.state import sessions, steps
+from shared.state.models import Session
+from shared.state.sessions import Claim, ClaimResult
+
+log = logging.getLogger(__name__)
+
+GIVE_UP_AFTER_ATTEMPTS = 3  # a session that crashes this often is failed, and the thread told, not retried forever
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What a delivery achieved: ``retry`` asks Cloud Tasks to deliver again."""
+
+    retry: bool
+    detail: dict[str, str]
+
+
+def run_delivery(session_id: str, *, task: str, attempt: int) -> Delivery:
+
+    worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    claim = sessions.claim_session(
+        session_id, worker=worker, task=task, attempt=attempt, lease_seconds=config.settings().session_lease_seconds
+    )
+    with session_context(session_id, trace=claim.trace_id or current_trace()):
+        return _after_claim(claim, task=task, attempt=attempt)
+
+
+def _after_claim(claim: Claim, *, task: str, attempt: int) -> Delivery:
+    session = claim.session
+    if claim.result == ClaimResult.TRANSCRIPT_BUSY:
+        # Its asker has not stopped yet: Cloud Tasks delivers again after a backoff.
+        log.info("transcript still being written; asking for a later delivery", extra={"task": task})
+        return Delivery(True, {"error": claim.result.value})
+    reason = f"already {claim.status.value}" if claim.status else claim.result.value
+    if session is None:
+        log.info("nothing to do for this delivery", extra={"reason": reason, "task": task, "attempt": attempt})
+        return Delivery(False, {"skipped": reason})
+    return _run(session, claim.result.takeover, reason, task=task, attempt=attempt)
+
+
+def _run(session: Session, takeover: bool, reason: str, *, task: str, attempt: int) -> Delivery:
+    from shared.agent.runner import Runner, give_up
+
+    log.info("session claimed", extra={"reason": reason, "task": task, "attempt": attempt, "kind": session.kind.value})
+    try:
+        status = Runner(session, takeover=takeover, started_at=session.started_at).run()
+    except steps.LeaseLost as exc:
+        log.warning("lost the session to another worker; stopping", extra={"reason": str(exc)})
+        return Delivery(False, {"skipped": "lease lost"})
+    except Exception as exc:
+        if attempt + 1 < GIVE_UP_AFTER_ATTEMPTS:
+            # Probably transient (Slack or Firestore hiccup): Cloud Tasks redelivers and the next attempt resumes.
+            log.exception("session attempt crashed; asking Cloud Tasks to retry", extra={"attempt": attempt})
+            return Delivery(True, {"error": "session attempt failed, retry"})
+        log.exception("session crashed on every attempt; giving up", extra={"attempt": attempt})
+        give_up(session, f"{type(exc).__name__}: {exc}")
+        return Delivery(False, {"status": "failed"})
+    return Delivery(False, {"status": status.value})

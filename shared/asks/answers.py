@@ -1,0 +1,235 @@
+"""Answers: a thread reply or a button press from an operator resumes the asking session, exactly once.
+
+A thread's open questions are found by point reads (``threads/`` lists them); a button names its question, which
+is trusted only once found open in the very channel and message pressed. The answer and what it causes (the
+continuation session, or a note for a still-running asker) are written in one Firestore transaction, so racing
+answers (two operators, a Slack retry, a button press with a text reply) make exactly one; the losers hear that
+the question was already answered.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from datetime import timedelta
+from enum import StrEnum
+
+from shared import config
+from shared.asks import questions
+from shared.limits import MAX_MESSAGE_CHARS, capped
+from shared.logs import session_context
+from shared.slack import blocks
+from shared.slack import client as slack
+from shared.slack.actions import ButtonPress
+from shared.slack.surface import Reaction
+from shared.state import events, ids, sessions, tasks
+from shared.state import questions as stored
+from shared.state.firestore import now
+from shared.state.models import Note, NoteKind, Question, QuestionStatus, SessionStatus, continuation_session
+from shared.state.questions import AnswerRecord, Asker, Resolution
+
+log = logging.getLogger(__name__)
+
+RACE_WINDOW = timedelta(seconds=15)  # an operator reply this soon after an answer lost the race to it
+
+_NUMBER = re.compile(r"^\(?\s*(\d{1,3})\s*[.)]?$")
+
+
+class AnswerOutcome(StrEnum):
+    """What one answer attempt did (the HTTP reply carries it, and the tests read it)."""
+
+    ANSWERED = "answered"  # it won: a continuation was created
+    NOTED = "noted"  # it won: the still-running asker reads it as a note
+    DUPLICATE = "duplicate"  # the same message or press again
+    ALREADY_ANSWERED = "already_answered"  # another answer won
+    NOT_ALLOWED = "not_allowed"  # not an operator
+    NO_QUESTION = "no_question"  # nothing open to answer
+    NOT_OPEN = "not_open"  # a button on a question no longer open
+
+
+@dataclass(frozen=True)
+class Outcome:
+    result: AnswerOutcome
+    question_id: str | None = None
+    continuation_id: str | None = None
+
+
+def match_option(reply: str, options: list[str]) -> str | None:
+    """The option a reply picks: by number (``2``, ``(2)``, ``2.``), exact label, or a unique substring.
+
+    None means no option matched (out of range, ambiguous, or free text); the reply then goes to the model as
+    free text, marked unmatched.
+    """
+    text = reply.strip()
+    if not options or not text:
+        return None
+    number = _NUMBER.match(text)
+    if number:
+        index = int(number.group(1))
+        return options[index - 1] if 1 <= index <= len(options) else None
+    folded = text.casefold()
+    for option in options:
+        if option.casefold() == folded:
+            return option
+    containing = [option for option in options if folded in option.casefold()]
+    return containing[0] if len(containing) == 1 else None
+
+
+def may_answer(user: str, question: Question) -> bool:
+    settings = config.settings()
+    if user in settings.operator_user_ids:
+        return True
+    return settings.allow_requester_answers and user == question.requester
+
+
+def decide(record: AnswerRecord, question: Question, asker: Asker) -> Resolution:
+    """The answer goes to the asker as a note while it still runs (it reads a blocking answer as the response of
+    the call it was about to pause on), or while it is paused on another question (a non-blocking answer);
+    otherwise a continuation resumes the transcript, taking over a paused asker's pending notes."""
+    still_running = asker.status == SessionStatus.RUNNING
+    if still_running or (not question.blocking and asker.status == SessionStatus.PAUSED):
+        note = Note(
+            kind=NoteKind.ANSWER,
+            text=record.answer,
+            user=record.answered_by,
+            ts=record.answer_ts,
+            question_id=question.question_id,
+            question=question.text,
+            matched_option=record.matched_option,
+        )
+        return Resolution(note=note)
+    continuation = continuation_session(
+        question, answer_ts=record.answer_ts, user=record.answered_by, text=record.text, at=now(),
+        trace_id=asker.trace_id,
+    )  # fmt: skip
+    if asker.status == SessionStatus.PAUSED:
+        continuation.notes = list(asker.notes)
+    return Resolution(continuation=continuation)
+
+
+def answer(question: Question, *, user: str, text: str, answer_ts: str, label: str | None = None,
+           pressed: bool = False) -> Outcome:  # fmt: skip
+    """Record ``user``'s answer to ``question`` (a reply's text, or a button's label) and resume the session."""
+    if not may_answer(user, question):
+        slack.ephemeral(
+            question.channel,
+            user,
+            "Only the operators can answer this question; your message was not taken as an answer.",
+            thread_ts=question.thread_ts,
+        )
+        log.info("answer refused: not an operator", extra={"question_id": question.question_id, "user": user})
+        return Outcome(AnswerOutcome.NOT_ALLOWED, question.question_id)
+    text = capped(text, MAX_MESSAGE_CHARS)  # stored with the question and handed to the model
+    matched = label if label is not None else match_option(text, question.options)
+    record = AnswerRecord(
+        answer=text, answered_by=user, matched_option=matched, answer_ts=answer_ts, text=text, pressed=pressed
+    )
+    result = stored.answer_question(question.question_id, record, lambda q, a: decide(record, q, a))
+    found, continuation = result.question, result.continuation
+    if found is None:
+        return Outcome(AnswerOutcome.NO_QUESTION)
+    if result.repeated:
+        # Already acted on: make sure what it caused is queued (a continuation whose task was never created).
+        acted = events.message_record(found.channel, answer_ts) or {}
+        _requeue_if_queued(str(acted.get("session_id") or ""))
+        log.info("this message already answered a question", extra={"question_id": found.question_id})
+        return Outcome(AnswerOutcome.DUPLICATE, found.question_id)
+    if result.noted:
+        _acknowledge(found, answer_ts, pressed=pressed)
+        log.info("answer queued as a note for the running session", extra={"question_id": found.question_id})
+        return Outcome(AnswerOutcome.NOTED, found.question_id, found.session_id)
+    if continuation is None:
+        if found.answer_ts == answer_ts:
+            # The same message again (a Slack retry, or its app_mention twin): make sure the work is queued.
+            if found.continuation_id and found.continuation_id != found.session_id:
+                _requeue_if_queued(found.continuation_id)
+            return Outcome(AnswerOutcome.DUPLICATE, found.question_id, found.continuation_id)
+        _tell_loser(found.channel, found.thread_ts, user, answer_ts, closed_note(found))
+        return Outcome(AnswerOutcome.ALREADY_ANSWERED, found.question_id)
+    with session_context(continuation.session_id, trace=continuation.trace_id):
+        tasks.enqueue_session(continuation.session_id)
+    _acknowledge(found, answer_ts, pressed=pressed)
+    log.info("question answered", extra={"question_id": found.question_id, "continuation": continuation.session_id})
+    return Outcome(AnswerOutcome.ANSWERED, found.question_id, continuation.session_id)
+
+
+def _requeue_if_queued(session_id: str) -> None:
+    """Create the task of a session that never ran again (task names are fixed, so this is idempotent)."""
+    session = sessions.get_session(session_id) if session_id else None
+    if session is not None and session.status == SessionStatus.QUEUED:
+        tasks.enqueue_session(session_id)
+
+
+def _tell_loser(channel: str, thread_ts: str, user: str, ts: str, text: str) -> None:
+    """One ephemeral note per losing message, however often Slack retries its event."""
+    if events.claim_message(channel, ts, kind="lost_answer", session_id=""):
+        slack.ephemeral(channel, user, text, thread_ts=thread_ts)
+
+
+def _acknowledge(question: Question, answer_ts: str, *, pressed: bool) -> None:
+    """The question looks answered: its post shows the answer without buttons and loses 💬; the answering message
+    gets ✅ (a button press has none). A post not recorded yet is updated by its asker once it is."""
+    if question.post_ts:
+        slack.unreact(question.channel, question.post_ts, Reaction.QUESTION)
+        slack.update(question.channel, question.post_ts, questions.answered_text(question))
+    if not pressed:
+        slack.react(question.channel, answer_ts, Reaction.ANSWERED)
+
+
+def closed_note(question: Question) -> str:
+    if question.status == QuestionStatus.ANSWERED:
+        return f"This question was already answered by <@{question.answered_by}>."
+    return f"This question is {question.status.value}; there is nothing to answer now."
+
+
+def strip_mention(text: str, bot_user_id: str | None) -> str:
+    """An app_mention in a question's thread is an answer too, without the mention itself."""
+    if bot_user_id:
+        text = text.replace(f"<@{bot_user_id}>", "")
+    return text.strip()
+
+
+def answer_reply(*, channel: str, thread_ts: str, user: str, text: str, ts: str, bot_user_id: str | None,
+                 thread: stored.ThreadQuestions | None = None) -> Outcome:  # fmt: skip
+    """A message in a thread: an answer if the thread has an open question (``thread``: already read)."""
+    thread = thread or stored.thread_questions(channel, thread_ts)
+    if thread.open:
+        return answer(thread.open[0], user=user, text=strip_mention(text, bot_user_id), answer_ts=ts)
+    last = thread.last_answer
+    if last and last.get("ts") == ts:
+        return Outcome(AnswerOutcome.DUPLICATE, str(last["question_id"]))  # the answer itself, again
+    if last and user in config.settings().operator_user_ids and now() - last["at"] < RACE_WINDOW:
+        # It lost a race it could not see: the question closed while this reply was on its way.
+        _tell_loser(channel, thread_ts, user, ts, f"This question was already answered by <@{last['by']}>.")
+        return Outcome(AnswerOutcome.ALREADY_ANSWERED, str(last["question_id"]))
+    return Outcome(AnswerOutcome.NO_QUESTION)
+
+
+def answer_press(press: ButtonPress) -> Outcome:
+    """A button press on a question post: valid only for an option of that question, on that very message."""
+    parsed = blocks.parse_question_value(press.value)
+    question = stored.get_question(parsed[0]) if parsed else None
+    # A question posted a moment ago may not have its post recorded yet: then the press must come from its thread.
+    on_its_post = question is not None and (
+        question.post_ts == press.message_ts or (question.post_ts is None and press.thread_ts == question.thread_ts)
+    )
+    valid = (
+        parsed is not None
+        and question is not None
+        and question.channel == press.channel
+        and on_its_post
+        and 1 <= parsed[1] <= len(question.options)
+    )
+    if parsed is None or question is None or not valid:
+        log.warning("button value matches no question of this message", extra={"value": press.value[:100]})
+        slack.ephemeral(
+            press.channel, press.user, "That button does not belong to an open question here; nothing changed."
+        )
+        return Outcome(AnswerOutcome.NO_QUESTION)
+    if question.status != QuestionStatus.OPEN:
+        slack.ephemeral(press.channel, press.user, closed_note(question), thread_ts=question.thread_ts)
+        return Outcome(AnswerOutcome.NOT_OPEN, question.question_id)
+    label = question.options[parsed[1] - 1]
+    return answer(question, user=press.user, text=label, answer_ts=ids.press_key(press.action_ts), label=label,
+                  pressed=True)  # fmt: skip

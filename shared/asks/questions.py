@@ -1,0 +1,120 @@
+"""Questions to the operator: ask one, cancel older ones, remind about one, abandon one.
+
+One open blocking question per thread: a new one cancels the older ones, and a paused session that waited on a
+cancelled question is closed. The sweep reminds once and then abandons.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from slack_sdk.errors import SlackApiError
+
+from shared import config
+from shared.slack import blocks
+from shared.slack import client as slack
+from shared.slack.surface import Reaction, ThreadSurface
+from shared.state import ids, sessions
+from shared.state import questions as stored
+from shared.state.firestore import now
+from shared.state.models import Question, QuestionStatus, Session, SessionStatus
+
+log = logging.getLogger(__name__)
+
+
+def ask(session: Session, *, seq: int, call_index: int, call_id: str | None, question: str, options: list[str],
+        blocking: bool, surface: ThreadSurface) -> Question:  # fmt: skip
+    """Record ``question`` open, then post it in the session's thread, then note the post on the record.
+
+    The record exists before anyone can see the question, so a reply or a button press that comes at once answers
+    it. A retried step finds what it did before (the same id, the same post key).
+    """
+    qid = ids.question_id(session.session_id, seq, call_index)
+    if blocking:
+        cancel_older(session.channel, session.thread_ts, keep=qid, asker=session.session_id)
+    asked = stored.create_question(
+        Question(
+            question_id=qid,
+            session_id=session.session_id,
+            transcript_id=session.transcript,
+            channel=session.channel,
+            thread_ts=session.thread_ts,
+            text=question,
+            options=options,
+            blocking=blocking,
+            call_id=call_id,
+            asked_at=now(),
+            requester=session.trigger_user,
+        )
+    )
+    settings = config.settings()
+    operators = settings.operator_user_ids if settings.question_mentions_operators else None
+    post_ts = asked.post_ts or surface.post(
+        blocks.question_text(question, options, operators=operators),
+        key=ids.post_key(session.session_id, seq, f"{call_index}:question"),
+        blocks=blocks.question_blocks(qid, question, options, operators=operators),
+    )
+    asked = stored.set_post_ts(qid, post_ts) if asked.post_ts is None else asked
+    if asked.status == QuestionStatus.OPEN:
+        surface.react(post_ts, Reaction.QUESTION)  # the question stands even if this fails
+    elif asked.status == QuestionStatus.ANSWERED:  # answered before its post was recorded
+        slack.update(session.channel, post_ts, answered_text(asked))
+    return asked
+
+
+def answered_text(question: Question) -> str:
+    """What an answered question's post says instead of its buttons."""
+    return blocks.answered_text(
+        question.answered_by or "", question.answer or "", question.text, pressed=question.answer_pressed
+    )
+
+
+def cancel_older(channel: str, thread_ts: str, *, keep: str, asker: str) -> None:
+    """Cancel the thread's other open blocking questions, say so on their posts, close sessions left waiting."""
+    for older in stored.thread_questions(channel, thread_ts).open:
+        if older.question_id == keep or not older.blocking:
+            continue
+        if not stored.close_question(older.question_id, QuestionStatus.CANCELLED):
+            continue
+        if older.post_ts:
+            slack.update(channel, older.post_ts, blocks.cancelled_text(older.text))
+            slack.unreact(channel, older.post_ts, Reaction.QUESTION)
+        if older.session_id != asker:
+            sessions.end_session(older.session_id, expect=SessionStatus.PAUSED, status=SessionStatus.ABANDONED)
+
+
+def remind(question: Question, at: datetime) -> bool:
+    """The one reminder of a question left open too long, mentioning the operators; False if already done.
+
+    Marked as sent only once the post succeeded: a failed post is tried again by the next sweep.
+    """
+    if question.reminded_at is not None or question.status != QuestionStatus.OPEN:
+        return False
+    operators = blocks.operator_mentions(config.settings().operator_user_ids)
+    hours = int((at - question.asked_at).total_seconds() // 3600)
+    text = f":alarm_clock: {operators}: this question has waited {hours} hours for an answer:\n>{question.text}"
+    slack.post(question.channel, question.thread_ts, text, key=f"{question.question_id}:reminder")
+    return stored.mark_reminded(question.question_id, at)
+
+
+def abandon(question: Question, at: datetime) -> bool:
+    """Stop waiting for a question: 💬 off, the post updated, the thread told, the paused session closed."""
+    if not stored.close_question(question.question_id, QuestionStatus.ABANDONED):
+        return False
+    hours = int((at - question.asked_at).total_seconds() // 3600)
+    if question.post_ts:
+        slack.unreact(question.channel, question.post_ts, Reaction.QUESTION)
+        try:
+            slack.update(question.channel, question.post_ts, blocks.abandoned_text(question.text, hours))
+        except SlackApiError as exc:  # the thread is told below either way
+            log.warning("could not update the abandoned question", extra={"error": exc.response.get("error")})
+    slack.post(
+        question.channel,
+        question.thread_ts,
+        f"Nobody answered this question for {hours} hours, so I have stopped waiting. "
+        "To start again, mention me in this thread with what you would like.",
+        key=f"{question.question_id}:abandoned",
+    )
+    sessions.end_session(question.session_id, expect=SessionStatus.PAUSED, status=SessionStatus.ABANDONED)
+    return True

@@ -1,0 +1,56 @@
+"""The ``agent_session`` entry point: Cloud Tasks' OIDC token checked, the task parsed, one delivery run.
+
+A malformed task answers 2xx (it would never succeed, so there is nothing to retry); a crash answers 500 so
+Cloud Tasks redelivers and the next attempt takes the session over.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+
+from shared import config
+from shared.agent.worker import run_delivery
+from shared.handlers.common import INTERNAL_MAX_BODY_BYTES, Reply, too_large
+from shared.logs import session_context, trace_from
+from shared.state import oidc
+
+log = logging.getLogger(__name__)
+
+MAX_TASK_BODY_BYTES = INTERNAL_MAX_BODY_BYTES
+
+
+def parse_task_body(body: bytes) -> str:
+    """The session id a task names; ValueError for anything else."""
+    try:
+        payload = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise ValueError("body is not JSON") from None
+    session_id = payload.get("session_id") if isinstance(payload, dict) else None
+    if not isinstance(session_id, str) or not session_id:
+        raise ValueError("body.session_id is missing")
+    return session_id
+
+
+def handle(body: bytes, headers: Mapping[str, str]) -> Reply:
+    settings = config.settings()
+    denied = oidc.check(headers, audience=settings.tasks_target_url, service_account=settings.tasks_service_account)
+    if denied:
+        return denied
+    refused = too_large(body, MAX_TASK_BODY_BYTES)
+    if refused:
+        return refused
+    try:
+        session_id = parse_task_body(body)
+    except ValueError as exc:
+        log.error("dropping malformed task", extra={"reason": str(exc)})
+        return {"error": str(exc)}, 200
+    task = headers.get("x-cloudtasks-taskname", "")
+    try:
+        attempt = int(headers.get("x-cloudtasks-taskretrycount", "0") or 0)
+    except ValueError:
+        attempt = 0
+    with session_context(session_id, trace=trace_from(headers)):
+        delivery = run_delivery(session_id, task=task, attempt=attempt)
+    return {"ok": not delivery.retry, **delivery.detail}, 500 if delivery.retry else 200

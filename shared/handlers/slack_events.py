@@ -1,0 +1,56 @@
+"""The ``slack_events`` entry point: verify, classify, route, answer well inside Slack's 3 seconds.
+
+It waits only on Firestore and one task creation, and never imports google-genai: the model runs later, in
+``agent_session``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from shared.agent import intake
+from shared.handlers.common import SLACK_MAX_BODY_BYTES, Reply, too_large
+from shared.logs import new_trace, session_context, trace_from
+from shared.slack.events import BadEvent, Challenge, Ignore, classify
+from shared.slack.verify import verify
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = SLACK_MAX_BODY_BYTES
+
+
+def handle(body: bytes, headers: Mapping[str, str]) -> Reply:
+    """Answer one Events API request. ``body`` is at most MAX_BODY_BYTES + 1 bytes as read."""
+    refused = too_large(body, MAX_BODY_BYTES)
+    if refused:
+        return refused
+    if not verify(body, headers):
+        log.warning("rejected request with a missing or invalid Slack signature")
+        return {"error": "invalid signature"}, 401
+    try:
+        payload = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return {"error": "body is not JSON"}, 400
+    try:
+        outcome = classify(payload)
+    except BadEvent as exc:
+        return {"error": str(exc)}, 400
+    if isinstance(outcome, Challenge):
+        return {"challenge": outcome.challenge}, 200
+    if isinstance(outcome, Ignore):
+        log.debug("ignored event", extra={"reason": outcome.reason})
+        return {"ok": True, "ignored": outcome.reason}, 200
+    # One trace per session, from here on: the request's own (Cloud Run's header), or a new one.
+    with session_context(None, trace=trace_from(headers) or new_trace()):
+        routed = intake.route(outcome, bot_user_id=_bot_user_id(payload), retry_num=headers.get("x-slack-retry-num"))
+    return routed.detail, 503 if routed.retry else 200
+
+
+def _bot_user_id(body: dict[str, Any]) -> str | None:
+    for authorization in body.get("authorizations") or []:
+        if isinstance(authorization, dict) and authorization.get("is_bot") and authorization.get("user_id"):
+            return str(authorization["user_id"])
+    return None

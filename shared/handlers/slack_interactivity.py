@@ -1,0 +1,34 @@
+"""The ``slack_interactivity`` entry point: signed, form-encoded button presses (``block_actions``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from shared.asks import answers, approvals
+from shared.handlers.common import SLACK_MAX_BODY_BYTES, Reply, too_large
+from shared.logs import new_trace, session_context, trace_from
+from shared.slack import blocks
+from shared.slack.actions import BadPayload, button_press, parse_payload
+from shared.slack.verify import verify
+
+MAX_BODY_BYTES = SLACK_MAX_BODY_BYTES
+
+
+def handle(body: bytes, headers: Mapping[str, str]) -> Reply:
+    refused = too_large(body, MAX_BODY_BYTES)
+    if refused:
+        return refused
+    if not verify(body, headers):
+        return {"error": "invalid signature"}, 401
+    try:
+        payload = parse_payload(body)
+        if payload.get("type") != "block_actions":
+            return {"ok": True, "ignored": f"payload type {payload.get('type')!r}"}, 200
+        press = button_press(payload)
+    except BadPayload as exc:
+        return {"error": str(exc)}, 400
+    with session_context(None, trace=trace_from(headers) or new_trace()):
+        if press.action_id in {blocks.APPROVE_ACTION, blocks.DENY_ACTION}:
+            return {"ok": True, "decision": approvals.decide_press(press).value}, 200
+        outcome = answers.answer_press(press)
+    return {"ok": True, "answer": outcome.result.value}, 200

@@ -1,0 +1,21 @@
+"""Size limits on untrusted text, and how text is cut to them: stated, so the model and the reader know.
+
+Thread messages, notes, answers, requests and tool results come from people and sites the product does not
+trust; each is capped before it is stored or shown to the model, so a step always fits in a Firestore document.
+"""
+
+from __future__ import annotations
+
+MAX_MESSAGE_CHARS = 4_000  # one thread message, note or answer
+MAX_REQUEST_CHARS = 20_000  # the request that started the session, as the model sees it
+MAX_THREAD_CHARS = 120_000  # the whole thread section of the opening prompt (newest messages kept)
+TOO_LARGE_REQUEST_CHARS = 200_000  # a request longer than this is not used at all: the requester is told
+MAX_TOOL_RESULT_CHARS = 40_000  # one tool result, as stored in its step and sent to the model
+MAX_STEP_CHARS = 400_000  # all the tool results of one step: Firestore's limit is 1 MiB per document
+
+
+def capped(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, saying so."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]} [truncated, {len(text):,} characters]"

@@ -1,0 +1,74 @@
+"""Slack interactivity payloads, parsed into typed values without side effects.
+
+Slack sends interactivity form-encoded, with the JSON in a ``payload`` field, signed like events. A button press
+(``block_actions``) becomes a ``ButtonPress``; its value is only a claim until a use case checks it against what
+the product stored.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs
+
+from shared.errors import Refused
+
+
+class BadPayload(Refused):
+    """The interactivity request is malformed; the message is the short reason sent back with the 400."""
+
+
+@dataclass(frozen=True)
+class ButtonPress:
+    """One press of a button on a message the bot posted."""
+
+    user: str
+    channel: str
+    message_ts: str  # the message the button is on
+    thread_ts: str | None  # the thread that message is in, if any
+    action_id: str
+    value: str
+    action_ts: str  # unique per press: a retry of the same press carries the same one
+
+
+def parse_payload(body: bytes) -> dict[str, Any]:
+    """The ``payload`` JSON object of a form-encoded interactivity request."""
+    try:
+        form = parse_qs(body.decode("utf-8"), strict_parsing=True)
+    except (UnicodeDecodeError, ValueError):
+        raise BadPayload("body is not form-encoded") from None
+    raw = form.get("payload")
+    if not raw:
+        raise BadPayload("body has no payload field")
+    try:
+        payload = json.loads(raw[0])
+    except ValueError:
+        raise BadPayload("payload is not JSON") from None
+    if not isinstance(payload, dict):
+        raise BadPayload("payload is not a JSON object")
+    return payload
+
+
+def button_press(payload: dict[str, Any]) -> ButtonPress:
+    """The press a ``block_actions`` payload carries."""
+    try:
+        action = payload["actions"][0]
+        container = payload.get("container") or {}
+        return ButtonPress(
+            user=str(payload["user"]["id"]),
+            channel=str(container.get("channel_id") or payload["channel"]["id"]),
+            message_ts=str(container["message_ts"]),
+            thread_ts=_thread_of(payload, container),
+            action_id=str(action.get("action_id") or ""),
+            value=str(action.get("value") or ""),
+            action_ts=str(action.get("action_ts") or payload.get("trigger_id") or ""),
+        )
+    except (KeyError, TypeError, IndexError, AttributeError) as exc:
+        raise BadPayload(f"malformed block_actions payload: {exc}") from None
+
+
+def _thread_of(payload: dict[str, Any], container: dict[str, Any]) -> str | None:
+    message = payload.get("message") if isinstance(payload.get("message"), dict) else {}
+    thread = container.get("thread_ts") or (message or {}).get("thread_ts")
+    return str(thread) if thread else None

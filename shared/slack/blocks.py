@@ -1,0 +1,144 @@
+"""Block Kit builders and the texts of the product's own posts: questions now, approval cards later.
+
+Every message that has blocks also has a plain ``text``: Slack shows it in notifications and where blocks do not
+render.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slack_sdk.models.blocks import ActionsBlock, ButtonElement, MarkdownTextObject, SectionBlock
+
+MAX_OPTIONS = 10  # buttons per question; Slack allows 25 per actions block, people read far fewer
+
+
+def question_value(question_id: str, option: int) -> str:
+    """A button's value: the question it answers and the option's number (checked against the store on press)."""
+    return f"{question_id}|{option}"
+
+
+def parse_question_value(value: str) -> tuple[str, int] | None:
+    """``(question_id, option number)`` from a button value; None if it is not of that form."""
+    question_id, _, number = value.rpartition("|")
+    if not question_id or not number.isdigit():
+        return None
+    return question_id, int(number)
+
+
+def question_text(question: str, options: list[str], *, operators: frozenset[str] | None = None) -> str:
+    """The plain-text form of a question: the notification text, and the fallback where blocks do not render.
+
+    With ``operators`` it mentions them, so they are notified when it is asked.
+    """
+    who = f"{operator_mentions(operators)}: " if operators else ""
+    lines = [f":speech_balloon: {who}*Question for the operator:* {question}"]
+    lines += [f"{i}. {option}" for i, option in enumerate(options, start=1)]
+    if options:
+        lines.append("Reply in this thread with the number or the option, or press a button.")
+    else:
+        lines.append("Reply in this thread to answer.")
+    return "\n".join(lines)
+
+
+def question_blocks(
+    question_id: str, question: str, options: list[str], *, operators: frozenset[str] | None = None
+) -> list[Any]:
+    """Block Kit for a question: the text, and one button per option whose value names the question."""
+    who = f"{operator_mentions(operators)}: " if operators else ""
+    blocks: list[Any] = [SectionBlock(text=MarkdownTextObject(text=f":speech_balloon: {who}*Question:* {question}"))]
+    if options:
+        blocks.append(
+            ActionsBlock(
+                block_id=f"question:{question_id}",
+                elements=[
+                    ButtonElement(text=option[:75], action_id=f"answer_{i}", value=question_value(question_id, i))
+                    for i, option in enumerate(options, start=1)
+                ],
+            )
+        )
+    return blocks
+
+
+def answered_text(user: str, answer: str, question: str, *, pressed: bool) -> str:
+    """A question post once answered, by a button or a reply: the buttons go, the answer stays."""
+    if pressed:
+        return f":white_check_mark: <@{user}> chose: *{answer}*\n_{question}_"
+    return f":white_check_mark: <@{user}> answered: {answer}\n_{question}_"
+
+
+def cancelled_text(question: str) -> str:
+    return f":no_entry_sign: ~{question}~\n_Cancelled: a newer question replaces it._"
+
+
+def abandoned_text(question: str, hours: int) -> str:
+    return f":hourglass: ~{question}~\n_Abandoned after {hours} hours._"
+
+
+def operator_mentions(operators: frozenset[str]) -> str:
+    """The operators as Slack mentions, or "Operators" when none are configured."""
+    return " ".join(f"<@{user}>" for user in sorted(operators)) or "Operators"
+
+
+# --- approval cards ----------------------------------------------------------------------------------
+
+APPROVE_ACTION = "approval_approve"
+DENY_ACTION = "approval_deny"
+
+
+def approval_value(approval_id: str, digest: str) -> str:
+    """An approval button's value: the approval it decides and the digest of the call it was shown for."""
+    return f"{approval_id}|{digest}"
+
+
+def parse_approval_value(value: str) -> tuple[str, str] | None:
+    approval_id, _, digest = value.rpartition("|")
+    return (approval_id, digest) if approval_id and digest else None
+
+
+def folded(canonical_args: str, limit: int = 200) -> str:
+    """Arguments for people: long values folded, the whole still one line of JSON."""
+    return (
+        canonical_args
+        if len(canonical_args) <= limit
+        else f"{canonical_args[:limit]}… (+{len(canonical_args) - limit} characters)"
+    )
+
+
+def approval_text(tool: str, canonical_args: str, digest: str, *, requested_by: str | None, label: str | None,
+                  operators: frozenset[str]) -> str:  # fmt: skip
+    """The plain-text form of an approval card (notifications, and where blocks do not render)."""
+    who = f" for <@{requested_by}>'s request" if requested_by else ""
+    about = f" ({label})" if label else ""
+    return (
+        f":lock: {operator_mentions(operators)}: approval needed{who}{about}: `{tool}` with `{folded(canonical_args)}` "
+        f"(digest `{digest}`). Press Approve or Deny, or reply in this thread to deny with a reason."
+    )
+
+
+def approval_blocks(approval_id: str, tool: str, canonical_args: str, digest: str, *, requested_by: str | None,
+                    label: str | None, operators: frozenset[str]) -> list[Any]:  # fmt: skip
+    """An approval card: what would run, exactly, and the two buttons bound to it."""
+    who = f"Requested by <@{requested_by}>" if requested_by else "Requested by the session"
+    lines = [
+        f":lock: {operator_mentions(operators)}: *approval needed*" + (f" — {label}" if label else ""),
+        f"*Tool:* `{tool}`",
+        f"*Arguments:* ```{folded(canonical_args, 1500)}```",
+        f"*Digest:* `{digest}` · {who}",
+    ]
+    value = approval_value(approval_id, digest)
+    return [
+        SectionBlock(text=MarkdownTextObject(text="\n".join(lines))),
+        ActionsBlock(
+            block_id=f"approval:{approval_id}",
+            elements=[
+                ButtonElement(text="Approve", action_id=APPROVE_ACTION, value=value, style="primary"),
+                ButtonElement(text="Deny", action_id=DENY_ACTION, value=value, style="danger"),
+            ],
+        ),
+    ]
+
+
+def decided_card(tool: str, canonical_args: str, digest: str, verdict: str) -> str:
+    """An approval card once decided: the buttons go, the call and the verdict stay."""
+    return f"{verdict}\n`{tool}` with `{folded(canonical_args)}` (digest `{digest}`)"

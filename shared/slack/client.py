@@ -1,0 +1,123 @@
+"""The one Slack posting path: every message, update, reaction and thread read goes through here.
+
+The ``WebClient`` is built on first use from configuration (so a test or the
+local stack points it at the fake Slack with ``SLACK_API_BASE_URL``), with
+slack-sdk's own retry handlers for rate limits, connection errors and 5xx.
+
+Posts carry a key in Slack message metadata. The product records in Firestore
+which keys a session meant to post; after a crash, ``posted_keys`` reads the
+thread once to learn which of those Slack already has, so no step posts the
+same message twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+from slack_sdk.models.blocks import Block
+
+from shared import deps
+from shared.slack.safety import neutralise, neutralise_blocks
+
+log = logging.getLogger(__name__)
+
+POST_KEY_EVENT = "agent_post"  # the metadata event_type that marks a post made by a session step
+THREAD_READ_LIMIT = 200  # messages read from a thread at most (a bounded prompt)
+
+
+def client() -> WebClient:
+    """The Slack Web API client (built once per instance by ``shared.deps``, with slack-sdk's retry handlers)."""
+    return deps.slack()
+
+
+def post(channel: str, thread_ts: str | None, text: str, *, key: str, blocks: Sequence[Block] | None = None) -> str:
+    """Post in a thread (or the channel, with no ``thread_ts``); returns the ts. ``key`` marks it for recovery.
+
+    Like every post here: no broadcast or user-group ping, and no unfurling (an injected link cannot make Slack
+    fetch an attacker's URL with data in it).
+    """
+    response = client().chat_postMessage(
+        channel=channel,
+        thread_ts=thread_ts,
+        text=neutralise(text),
+        blocks=neutralise_blocks(blocks) if blocks else None,
+        metadata={"event_type": POST_KEY_EVENT, "event_payload": {"key": key}},
+        unfurl_links=False,
+        unfurl_media=False,
+        link_names=False,
+    )
+    return str(response["ts"])
+
+
+def update(channel: str, ts: str, text: str, *, blocks: Sequence[Block] | None = None) -> None:
+    # chat.update's parse defaults to "client" (postMessage's to "none"): "none" renders an edit as its post was.
+    # Slack's chat.update takes no unfurl arguments.
+    client().chat_update(
+        channel=channel,
+        ts=ts,
+        text=neutralise(text),
+        blocks=neutralise_blocks(blocks or []),
+        link_names=False,
+        parse="none",
+    )
+
+
+def ephemeral(channel: str, user: str, text: str, *, thread_ts: str | None = None) -> None:
+    # Slack's chat.postEphemeral takes no unfurl arguments.
+    client().chat_postEphemeral(
+        channel=channel, user=user, text=neutralise(text), thread_ts=thread_ts, link_names=False
+    )
+
+
+def react(channel: str, ts: str, name: str) -> bool:
+    """Add a reaction; one already there is fine. False (logged) if Slack refused: reactions are never fatal."""
+    return _reaction(client().reactions_add, channel, ts, name, fine="already_reacted")
+
+
+def unreact(channel: str, ts: str, name: str) -> bool:
+    """Remove a reaction; a missing one is fine. False (logged) if Slack refused."""
+    return _reaction(client().reactions_remove, channel, ts, name, fine="no_reaction")
+
+
+def _reaction(method: Callable[..., Any], channel: str, ts: str, name: str, *, fine: str) -> bool:
+    try:
+        method(channel=channel, timestamp=ts, name=name)
+    except SlackApiError as exc:
+        if exc.response.get("error") == fine:
+            return True
+        log.warning("reaction refused", extra={"reaction": name, "error": exc.response.get("error")})
+        return False
+    return True
+
+
+def thread_messages(channel: str, thread_ts: str, *, limit: int = THREAD_READ_LIMIT) -> list[dict[str, Any]]:
+    """The thread's messages, oldest first, at most ``limit`` (the newest ones if there are more)."""
+    messages: list[dict[str, Any]] = []
+    cursor = None
+    while True:
+        response = client().conversations_replies(
+            channel=channel, ts=thread_ts, limit=min(limit, 200), cursor=cursor, include_all_metadata=True
+        )
+        messages.extend(response.get("messages") or [])
+        cursor = (response.get("response_metadata") or {}).get("next_cursor")
+        if not cursor or not response.get("has_more"):
+            break
+    if len(messages) > limit:
+        messages = messages[:1] + messages[-(limit - 1) :]  # keep the opening message for context
+    return messages
+
+
+def posted_keys(channel: str, thread_ts: str) -> dict[str, str]:
+    """Post keys already in the thread, mapped to their message ts (read once, after a crash)."""
+    found: dict[str, str] = {}
+    for message in thread_messages(channel, thread_ts, limit=1000):
+        metadata = message.get("metadata") or {}
+        if metadata.get("event_type") == POST_KEY_EVENT:
+            key = (metadata.get("event_payload") or {}).get("key")
+            if isinstance(key, str):
+                found[key] = str(message["ts"])
+    return found

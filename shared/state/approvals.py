@@ -1,0 +1,156 @@
+"""Approvals: ``approvals/{id}``, listed on their thread's document while pending (point reads, like questions).
+
+A decision is one transaction: the approval must be pending; it becomes approved, denied or expired; the deciding
+message or press is claimed with ``create()``; and if it was the last undecided call of its turn, what the caller
+decided (a continuation for a paused session, a note for one still running) is written with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from google.cloud import firestore
+
+from shared.state import events, ids
+from shared.state.firestore import ALREADY_EXISTS, APPROVALS, db, event_ref, now, session_ref, thread_ref
+from shared.state.models import Approval, ApprovalStatus, Note, Session, SessionStatus
+
+
+def _ref(approval_id: str) -> firestore.DocumentReference:
+    ref: firestore.DocumentReference = db().collection(APPROVALS).document(approval_id)
+    return ref
+
+
+def create_approvals(approvals: list[Approval]) -> list[Approval]:
+    """Write a turn's approvals with ``create()``, listed on their thread in the same commit; a retried step gets
+    the stored ones back."""
+    if not approvals:
+        return []
+    batch = db().batch()
+    for approval in approvals:
+        batch.create(_ref(approval.approval_id), approval.to_doc())
+    first = approvals[0]
+    batch.set(
+        thread_ref(first.channel, first.thread_ts),
+        {"open_approval_ids": firestore.ArrayUnion([a.approval_id for a in approvals])},
+        merge=True,
+    )
+    try:
+        batch.commit()
+    except ALREADY_EXISTS:
+        return [stored for a in approvals if (stored := get_approval(a.approval_id)) is not None]
+    return approvals
+
+
+def get_approval(approval_id: str) -> Approval | None:
+    snap = _ref(approval_id).get()
+    data = snap.to_dict()
+    return Approval.from_doc(data) if snap.exists and data is not None else None
+
+
+def get_approvals(approval_ids: list[str]) -> list[Approval]:
+    """Approvals by id, in the order asked (point reads)."""
+    if not approval_ids:
+        return []
+    snaps = {snap.id: snap for snap in db().get_all([_ref(a) for a in approval_ids])}
+    return [Approval.from_doc(snaps[a].to_dict() or {}) for a in approval_ids if a in snaps and snaps[a].exists]
+
+
+def set_card_ts(approval_id: str, card_ts: str) -> None:
+    _ref(approval_id).update({"card_ts": card_ts})
+
+
+def pending(approval_ids: list[str]) -> list[Approval]:
+    """The pending ones of these approvals (a thread's list, read with its questions: no read when it is empty)."""
+    return [a for a in get_approvals(approval_ids) if a.status == ApprovalStatus.PENDING]
+
+
+@dataclass(frozen=True)
+class Decision:
+    status: ApprovalStatus
+    by: str
+    reason: str | None
+    ts: str  # the press or message that decided (claimed once)
+
+
+@dataclass(frozen=True)
+class Decided:
+    approval: Approval | None  # None: no such approval
+    won: bool = False  # this decision was the one recorded
+    continuation: Session | None = None  # the turn is fully decided and its paused session resumes
+    repeated: bool = False  # this press or message already decided something
+
+
+Resume = Callable[[Approval, SessionStatus | None, str | None], Session | Note | None]  # approval, asker, trace
+
+
+def decide(approval_id: str, decision: Decision, resume: Resume) -> Decided:
+    """Record one decision, exactly once; if it completes its turn, write what ``resume`` chose for the asker."""
+    ref = _ref(approval_id)
+    when = now()
+
+    @firestore.transactional
+    def run(transaction: firestore.Transaction) -> Decided:
+        snap = ref.get(transaction=transaction)
+        data = snap.to_dict() if snap.exists else None
+        if data is None:
+            return Decided(None)
+        approval = Approval.from_doc(data)
+        if approval.status != ApprovalStatus.PENDING:
+            return Decided(approval)
+        others = [a for a in approval.turn_ids if a != approval_id]
+        siblings = [Approval.from_doc(s.to_dict() or {}) for s in (_ref(a).get(transaction=transaction)
+                                                                   for a in others) if s.exists]  # fmt: skip
+        asker_ref = session_ref(approval.session_id)
+        asker = asker_ref.get(transaction=transaction, field_paths=["status", "trace_id"]).to_dict() or {}
+        status = SessionStatus(asker["status"]) if asker.get("status") else None
+        fields: dict[str, Any] = {
+            "status": decision.status.value,
+            "decided_by": decision.by,
+            "decided_at": when,
+            "reason": decision.reason,
+            "decision_ts": decision.ts,
+        }
+        approval = Approval.from_doc({**approval.to_doc(), **fields})
+        complete = all(s.status != ApprovalStatus.PENDING for s in siblings)
+        outcome = resume(approval, status, asker.get("trace_id")) if complete else None
+        continuation = outcome if isinstance(outcome, Session) else None
+        if continuation is not None:
+            fields["continuation_id"] = continuation.session_id
+            transaction.create(session_ref(continuation.session_id), continuation.to_doc())
+            transaction.update(asker_ref, {"status": SessionStatus.RESUMED.value, "notes": []})
+        elif isinstance(outcome, Note):  # still running: it finds the decisions at its pause
+            transaction.update(asker_ref, {"notes": firestore.ArrayUnion([outcome.to_doc()])})
+        transaction.create(event_ref(ids.message_key(approval.channel, decision.ts)),
+                           events.record("decision", approval.session_id, when))  # fmt: skip
+        transaction.update(ref, fields)
+        transaction.set(
+            thread_ref(approval.channel, approval.thread_ts),
+            {"open_approval_ids": firestore.ArrayRemove([approval_id])},
+            merge=True,
+        )
+        return Decided(approval, won=True, continuation=continuation)
+
+    try:
+        result: Decided = run(db().transaction())
+    except ALREADY_EXISTS:
+        return Decided(get_approval(approval_id), repeated=True)
+    return result
+
+
+def mark_reminded(approval_id: str, at: datetime) -> bool:
+    ref = _ref(approval_id)
+
+    @firestore.transactional
+    def mark(transaction: firestore.Transaction) -> bool:
+        current = ref.get(transaction=transaction, field_paths=["status", "reminded_at"]).to_dict() or {}
+        if current.get("status") != ApprovalStatus.PENDING.value or current.get("reminded_at") is not None:
+            return False
+        transaction.update(ref, {"reminded_at": at})
+        return True
+
+    marked: bool = mark(db().transaction())
+    return marked

@@ -1,0 +1,61 @@
+"""The Firestore base every aggregate module builds on: the client, the clock, collection names, references.
+
+Collections: ``events`` (Slack de-duplication, with a TTL field), ``sessions`` (with their ``steps``),
+``questions``, ``threads`` (per Slack thread: its open questions). The client comes from ``shared.deps``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from google.api_core import exceptions as gexc
+from google.cloud import firestore
+
+from shared import deps
+from shared.state import ids
+
+EVENTS = "events"
+THREADS = "threads"
+STEPS = "steps"  # subcollection of a session: its transcript and audit log
+SESSIONS = "sessions"
+QUESTIONS = "questions"
+APPROVALS = "approvals"
+
+# The field Firestore's TTL policy on ``events`` deletes by (declared in Terraform).
+EVENT_EXPIRES_FIELD = "expires_at"
+
+# What a ``create()`` of an existing document raises (the emulator and production differ).
+ALREADY_EXISTS = (gexc.AlreadyExists, gexc.Conflict)
+
+
+def db() -> firestore.Client:
+    return deps.firestore()
+
+
+def now() -> datetime:
+    return deps.now()
+
+
+def session_ref(session_id: str) -> firestore.DocumentReference:
+    ref: firestore.DocumentReference = db().collection(SESSIONS).document(session_id)
+    return ref
+
+
+def step_ref(transcript_id: str, seq: int) -> firestore.DocumentReference:
+    ref: firestore.DocumentReference = session_ref(transcript_id).collection(STEPS).document(ids.step_doc(seq))
+    return ref
+
+
+def question_ref(question_id: str) -> firestore.DocumentReference:
+    ref: firestore.DocumentReference = db().collection(QUESTIONS).document(question_id)
+    return ref
+
+
+def thread_ref(channel: str, thread_ts: str) -> firestore.DocumentReference:
+    ref: firestore.DocumentReference = db().collection(THREADS).document(ids.thread_doc(channel, thread_ts))
+    return ref
+
+
+def event_ref(event_id: str) -> firestore.DocumentReference:
+    ref: firestore.DocumentReference = db().collection(EVENTS).document(event_id)
+    return ref

@@ -1,0 +1,86 @@
+"""Every deterministic id: each retry of the same cause lands on the same document, task name or post key.
+
+Slack retries an event with the same ``event_id``; a continuation is caused by one question; a question by one
+call of one step. Deriving ids from the cause is what makes every write idempotent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+_SAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def _clean(text: str) -> str:
+    """Keep only characters valid in both Firestore document ids and Cloud Tasks task ids."""
+    return _SAFE.sub("_", text)[:200]
+
+
+def session_for_event(event_id: str) -> str:
+    return f"ev-{_clean(event_id)}"
+
+
+def continuation_id(question_id: str) -> str:
+    return f"answer-{question_id}"
+
+
+def retry_id(session_id: str) -> str:
+    return f"retry-{session_id}"
+
+
+def question_id(session_id: str, seq: int, call_index: int) -> str:
+    """Derived from the step that asked, so a retried step finds the question it already wrote."""
+    return f"q-{session_id}-{seq}-{call_index}"
+
+
+def approval_id(session_id: str, seq: int, call_index: int) -> str:
+    """Derived from the call it asks about, so a retried step finds the approval it already wrote."""
+    return f"a-{session_id}-{seq}-{call_index}"
+
+
+def resume_id(session_id: str, seq: int) -> str:
+    """The continuation that resumes one turn's decided approvals."""
+    return f"resume-{session_id}-{seq}"
+
+
+def message_key(channel: str, ts: str) -> str:
+    """The de-duplication record of one Slack message (or button press), whatever events carried it."""
+    return f"msg-{channel}-{ts}"
+
+
+def press_key(action_ts: str) -> str:
+    """Stands for the message a button press does not have: unique per press, the same on Slack's retries."""
+    return f"press-{action_ts}"
+
+
+def thread_doc(channel: str, thread_ts: str) -> str:
+    """The ``threads/`` document of one Slack thread."""
+    return f"{channel}-{thread_ts}"
+
+
+def step_doc(seq: int) -> str:
+    """A step's document id: zero-padded, so ids sort like sequence numbers."""
+    return f"{seq:06d}"
+
+
+def post_key(session_id: str, seq: int, suffix: str) -> str:
+    """The Slack metadata key of a post made by step ``seq`` of a session (``suffix`` names the post)."""
+    return f"{session_id}:{seq}:{suffix}"
+
+
+def call_key(session_id: str, seq: int, call_index: int) -> str:
+    """The idempotency key of one tool call: the same for every re-run of that call, after any crash."""
+    return f"call-{session_id}-{seq}-{call_index}"
+
+
+def call_doc(seq: int, call_index: int) -> str:
+    """A ledger entry's document id: the step and the call's place in it."""
+    return f"{seq:06d}-{call_index:02d}"
+
+
+def task_id(session_id: str, attempt: str = "") -> str:
+    """A task id for a session; a short hash prefix spreads names across Cloud Tasks' key space."""
+    base = f"{session_id}-{attempt}" if attempt else session_id
+    prefix = hashlib.sha256(base.encode()).hexdigest()[:8]
+    return f"{prefix}-{_clean(base)}"

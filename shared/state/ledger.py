@@ -1,0 +1,89 @@
+"""The tool-call ledger (flow 8): a call of an outward or non-idempotent tool is recorded ``started`` before it runs
+and ``done`` after, each in its own commit fenced by the session's lease.
+
+``sessions/{transcript}/calls/{seq}-{index}``. After a takeover the runner reads the entries of the turn it
+re-runs: a ``done`` call is not run again (its stored response is reused); a ``started`` one may or may not have
+happened, and only an idempotent tool is called again (with the same idempotency key).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from google.cloud import firestore
+
+from shared.state import ids
+from shared.state.firestore import db, now, session_ref
+from shared.state.models import Session, SessionStatus
+from shared.state.steps import LeaseLost
+
+CALLS = "calls"  # subcollection of a transcript's first session
+MAX_STORED_RESPONSE = 100_000  # characters of a call's response kept in the ledger
+
+
+class CallStatus(StrEnum):
+    STARTED = "started"
+    DONE = "done"
+
+
+@dataclass(frozen=True)
+class Entry:
+    key: str
+    name: str
+    status: CallStatus
+    response: dict[str, Any] | None = None
+
+
+def _ref(session: Session, seq: int, index: int) -> firestore.DocumentReference:
+    ref: firestore.DocumentReference = (
+        session_ref(session.transcript).collection(CALLS).document(ids.call_doc(seq, index))
+    )
+    return ref
+
+
+def entries(session: Session, seq: int, count: int) -> dict[int, Entry]:
+    """The ledger entries of the calls ``0..count-1`` of step ``seq``, by call index (point reads)."""
+    if count == 0:
+        return {}
+    found: dict[int, Entry] = {}
+    for snap in db().get_all([_ref(session, seq, index) for index in range(count)]):
+        data = snap.to_dict() if snap.exists else None
+        if data is None:
+            continue
+        response = json.loads(data["response"]) if data.get("response") else None
+        found[int(data["index"])] = Entry(data["key"], data["name"], CallStatus(data["status"]), response)
+    return found
+
+
+def _fenced(session: Session, write: Any) -> None:
+    """Run ``write(transaction)`` only while this worker still holds the session."""
+    ref = session_ref(session.session_id)
+
+    @firestore.transactional
+    def run(transaction: firestore.Transaction) -> None:
+        current = ref.get(transaction=transaction, field_paths=["worker", "status"]).to_dict() or {}
+        if current.get("worker") != session.worker or current.get("status") != SessionStatus.RUNNING.value:
+            raise LeaseLost(f"session is now {current.get('status')} under worker {current.get('worker')}")
+        write(transaction)
+
+    run(db().transaction())
+
+
+def start(session: Session, *, seq: int, index: int, key: str, name: str, args: str) -> None:
+    """Record that the call is about to run (``create()``: a call starts once)."""
+    doc = {"key": key, "name": name, "args": args, "seq": seq, "index": index, "status": CallStatus.STARTED.value,
+           "session_id": session.session_id, "started_at": now()}  # fmt: skip
+    _fenced(session, lambda transaction: transaction.create(_ref(session, seq, index), doc))
+
+
+def done(session: Session, *, seq: int, index: int, response: dict[str, Any]) -> None:
+    """Record the call's response."""
+    text = json.dumps(response, default=str, ensure_ascii=False)
+    if len(text) > MAX_STORED_RESPONSE:
+        shortened = {"result": text[:MAX_STORED_RESPONSE], "note": f"[truncated, {len(text):,} characters]"}
+        text = json.dumps(shortened, ensure_ascii=False)
+    fields = {"status": CallStatus.DONE.value, "response": text, "done_at": now()}
+    _fenced(session, lambda transaction: transaction.update(_ref(session, seq, index), fields))

@@ -1,0 +1,414 @@
+"""The shapes of what is stored in Firestore, named once so every module spells them the same.
+
+Every stored shape is a dataclass with ``to_doc`` / ``from_doc``; every closed set of values is an enum. The
+factories at the end build each kind of session, so a session is never assembled field by field elsewhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, ClassVar, Self
+
+from shared.state import ids
+
+
+class SessionKind(StrEnum):
+    MENTION = "mention"
+    CONTINUATION = "continuation"
+    RETRY = "retry"
+
+
+class QuestionStatus(StrEnum):
+    OPEN = "open"
+    ANSWERED = "answered"
+    CANCELLED = "cancelled"
+    ABANDONED = "abandoned"
+
+
+class ApprovalStatus(StrEnum):
+    PENDING = "pending"
+    APPROVED = "approved"
+    DENIED = "denied"
+    EXPIRED = "expired"
+
+
+class SessionStatus(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    PAUSED = "paused"
+    RESUMED = "resumed"  # paused, then answered: its continuation carries on
+    DONE = "done"
+    FAILED = "failed"
+    SILENT_EXIT = "silent_exit"
+    ABANDONED = "abandoned"
+
+
+class StepKind(StrEnum):
+    """What a stored step records."""
+
+    PROMPT = "prompt"  # the opening user turn (thread and request, or a narration's audit log)
+    ANSWER = "answer"  # a continuation's opening: the operator's answer
+    MODEL = "model"  # a model turn
+    TOOL_RESULTS = "tool_results"  # the function responses of a turn's calls
+    NOTES = "notes"  # notes folded in between turns
+    MALFORMED = "malformed"  # a model reply that could not be read, and what the model was told
+    WRAP_UP = "wrap_up"  # a budget ran out: the instruction to summarise
+    TOO_LONG = "too_long"  # the context overflowed: the instruction to answer briefly
+    END = "end"  # the session ended (its posts recorded)
+    FAILED = "failed"  # the session failed (its failure post recorded)
+
+
+class AuditType(StrEnum):
+    APPROVAL = "approval"  # an operator's decision on a risky call: name, args (its digest), result, text (who)
+    MODEL = "model"
+    TOOL = "tool"
+    POST = "post"
+    NOTES = "notes"
+    ANSWER = "answer"
+    FAILURE = "failure"
+    WRAP_UP = "wrap_up"
+    TOO_LONG = "too_long"
+
+
+def _doc(obj: Any) -> dict[str, Any]:
+    """A dataclass as a Firestore map without empty optional fields (so equal records compare equal)."""
+    return {key: value for key, value in asdict(obj).items() if value is not None}
+
+
+def _known(cls: type, doc: dict[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in fields(cls)}
+    return {key: value for key, value in doc.items() if key in names}
+
+
+class Stored:
+    """A dataclass stored as a Firestore map: its enum fields as their values, unknown keys ignored on reading."""
+
+    ENUMS: ClassVar[dict[str, type[StrEnum]]] = {}
+    DROP_EMPTY: ClassVar[bool] = False  # leave out None fields (so equal records compare equal)
+
+    def to_doc(self) -> dict[str, Any]:
+        doc = _doc(self) if self.DROP_EMPTY else asdict(self)  # type: ignore[call-overload]
+        for name in self.ENUMS:
+            if doc.get(name) is not None:
+                doc[name] = doc[name].value
+        return doc
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any]) -> Self:
+        values = _known(cls, doc)
+        for name, enum in cls.ENUMS.items():
+            if values.get(name) is not None:
+                values[name] = enum(values[name])
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class Audit(Stored):
+    """One audit record: what the silent-exit gate, narrations and the admin read as the ground truth."""
+
+    ENUMS: ClassVar[dict[str, type[StrEnum]]] = {"type": AuditType}
+    DROP_EMPTY: ClassVar[bool] = True
+
+    type: AuditType
+    at: datetime
+    text: str | None = None  # model: its text, shortened
+    calls: list[str] | None = None  # model: the tools it called
+    error: str | None = None  # model (malformed) or failure: what went wrong
+    name: str | None = None  # tool: its name
+    args: str | None = None  # tool: its arguments, shortened
+    result: str | None = None  # tool: its response, shortened
+    outward: bool | None = None  # tool: the requester expects a report after it
+    posts: list[str] | None = None  # tool: the messages it posted
+    ts: str | None = None  # post: the first message's ts
+    parts: int | None = None  # post: how many messages
+    count: int | None = None  # notes: how many were folded in
+    tokens: dict[str, int] | None = None  # model: what the turn cost (prompt, cached, output, thinking)
+
+
+class NoteKind(StrEnum):
+    ANSWER = "answer"  # an operator's answer to a non-blocking question of a running session
+    DECISION = "decision"  # an approval of the running session's turn was decided before it paused
+    STEER = "steer"  # a message written in the thread while the session worked
+
+
+@dataclass(frozen=True)
+class Note(Stored):
+    """Something that reached a running session between its turns; it is read at the next turn."""
+
+    ENUMS: ClassVar[dict[str, type[StrEnum]]] = {"kind": NoteKind}
+    DROP_EMPTY: ClassVar[bool] = True
+
+    kind: NoteKind
+    text: str
+    user: str  # the Slack user id from the signed event: the real speaker
+    ts: str
+    question_id: str | None = None
+    question: str | None = None
+    matched_option: str | None = None
+    starts_session: bool | None = None  # a mention or a DM: if its session ends unread, it starts one of its own
+
+
+@dataclass
+class Session:
+    """A ``sessions/{session_id}`` document: one bounded run of the agent in one Slack thread."""
+
+    session_id: str
+    kind: SessionKind
+    channel: str
+    thread_ts: str
+    trigger_ts: str
+    trigger_user: str
+    text: str
+    created_at: datetime
+    status: SessionStatus = SessionStatus.QUEUED
+    event_id: str | None = None
+    asker_session_id: str | None = None  # a continuation: the session that asked the question it answers
+    narrated_session_id: str | None = None  # a retry: the silent session it narrates
+    question_id: str | None = None
+    approval_ids: list[str] = field(default_factory=list)  # paused on these calls' approvals; a continuation runs them
+    lease_until: datetime | None = None
+    turns: int = 0
+    tool_calls: int = 0
+    tokens: dict[str, int] = field(default_factory=dict)  # running totals of every model turn: prompt, cached, ...
+    closed_loop: bool | None = None
+    updated_at: datetime | None = None
+    # The session whose transcript this one continues (itself for a mention); steps live under it.
+    transcript_id: str | None = None
+    # On a transcript's first session only: the one session that may write its steps now. A continuation takes
+    # it over when it is claimed, and only from an asker that has stopped.
+    transcript_writer: str | None = None
+    next_seq: int = 0
+    worker: str | None = None
+    lease_task: str | None = None
+    lease_attempt: int = 0
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    error: str | None = None
+    # Notes queued while the session runs: answers to its non-blocking questions, messages in its thread.
+    notes: list[Note] = field(default_factory=list)
+    # A silent exit is followed up once: narrated by a retry, or escalated to the operators.
+    followed_up: bool = False
+    retry_reason: str | None = None
+    trace_id: str | None = None  # one trace for a session and every session that continues it (Cloud Logging)
+
+    @property
+    def transcript(self) -> str:
+        return self.transcript_id or self.session_id
+
+    @property
+    def top_level(self) -> bool:
+        """Talks to the thread itself (not a narration)."""
+        return self.kind in {SessionKind.MENTION, SessionKind.CONTINUATION}
+
+    def to_doc(self) -> dict[str, Any]:
+        doc = asdict(self)
+        doc["kind"] = self.kind.value
+        doc["status"] = self.status.value
+        doc["notes"] = [note.to_doc() for note in self.notes]
+        doc["updated_at"] = self.updated_at or self.created_at
+        return doc
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any]) -> Session:
+        values = _known(cls, doc)
+        values["kind"] = SessionKind(values["kind"])
+        values["status"] = SessionStatus(values["status"])
+        values["notes"] = [Note.from_doc(note) for note in values.get("notes") or []]
+        return cls(**values)
+
+    def apply(self, updates: dict[str, Any]) -> None:
+        """Bring this copy in line with what a commit wrote: every stored field, whatever its name.
+
+        Firestore transforms (ArrayRemove, Increment) have no value of their own here and are skipped; the
+        caller refreshes those fields from what its transaction read.
+        """
+        names = {f.name for f in fields(self)}
+        for key, value in updates.items():
+            if key not in names or type(value).__module__.startswith("google.cloud"):
+                continue
+            if key == "status":
+                setattr(self, key, SessionStatus(value))
+            elif key == "notes":
+                setattr(self, key, [Note.from_doc(n) if isinstance(n, dict) else n for n in value])
+            else:
+                setattr(self, key, value)
+
+
+@dataclass
+class Step:
+    """One durable step of a transcript: ``sessions/{transcript}/steps/{seq}``.
+
+    ``content`` is a google-genai ``Content`` as JSON (None for a step that only records something, like a
+    failure); ``audit`` holds the records the silent-exit gate and narrations read.
+    """
+
+    seq: int
+    session_id: str
+    kind: StepKind
+    content: dict[str, Any] | None
+    audit: list[Audit]
+    at: datetime
+
+    def to_doc(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "session_id": self.session_id,
+            "kind": self.kind.value,
+            "content": self.content,
+            "audit": [entry.to_doc() for entry in self.audit],
+            "at": self.at,
+        }
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any]) -> Step:
+        return cls(
+            seq=doc["seq"],
+            session_id=doc["session_id"],
+            kind=StepKind(doc["kind"]),
+            content=doc.get("content"),
+            audit=[Audit.from_doc(entry) for entry in doc.get("audit") or []],
+            at=doc["at"],
+        )
+
+
+@dataclass
+class Question(Stored):
+    """A ``questions/{question_id}`` document: one question asked of the operator in a thread."""
+
+    ENUMS: ClassVar[dict[str, type[StrEnum]]] = {"status": QuestionStatus}
+
+    question_id: str
+    session_id: str
+    transcript_id: str
+    channel: str
+    thread_ts: str
+    text: str
+    options: list[str]
+    blocking: bool
+    call_id: str | None
+    asked_at: datetime
+    post_ts: str | None = None
+    status: QuestionStatus = QuestionStatus.OPEN
+    requester: str | None = None
+    reminded_at: datetime | None = None
+    answer: str | None = None
+    answered_by: str | None = None
+    answered_at: datetime | None = None
+    answer_ts: str | None = None  # the Slack message (or button press) that answered
+    answer_pressed: bool = False  # answered with a button (``answer`` is then the option's label)
+    matched_option: str | None = None
+    continuation_id: str | None = None
+
+
+@dataclass
+class Approval(Stored):
+    """An ``approvals/{approval_id}`` document: one risky call waiting for an operator's decision.
+
+    ``digest`` binds it to the exact call (tool name and canonical arguments): an approval can only ever run
+    the call it was shown for.
+    """
+
+    ENUMS: ClassVar[dict[str, type[StrEnum]]] = {"status": ApprovalStatus}
+
+    approval_id: str
+    session_id: str  # the session whose model turn made the call
+    transcript_id: str
+    channel: str
+    thread_ts: str
+    seq: int  # the step of that model turn
+    call_index: int
+    call_id: str | None
+    tool: str
+    args: str  # canonical JSON: sorted keys
+    digest: str
+    turn_ids: list[str]  # every approval of that turn: the session resumes once all are decided
+    asked_at: datetime
+    requested_by: str | None = None
+    label: str | None = None  # what the card says about who asks (a child's task, later)
+    card_ts: str | None = None
+    status: ApprovalStatus = ApprovalStatus.PENDING
+    reminded_at: datetime | None = None
+    decided_by: str | None = None
+    decided_at: datetime | None = None
+    reason: str | None = None
+    decision_ts: str | None = None  # the press or message that decided
+    continuation_id: str | None = None
+
+
+# --- one factory per kind of session ------------------------------------------------------------
+
+
+def mention_session(
+    *, event_id: str, channel: str, thread_ts: str, ts: str, user: str, text: str, at: datetime,
+    trace_id: str | None = None,
+) -> Session:  # fmt: skip
+    """The session a mention (or a DM) starts; its id is derived from the Slack event."""
+    return Session(
+        session_id=ids.session_for_event(event_id),
+        kind=SessionKind.MENTION,
+        channel=channel,
+        thread_ts=thread_ts,
+        trigger_ts=ts,
+        trigger_user=user,
+        text=text,
+        event_id=event_id,
+        created_at=at,
+        transcript_writer=ids.session_for_event(event_id),
+        trace_id=trace_id,
+    )
+
+
+def continuation_session(question: Question, *, answer_ts: str, user: str, text: str, at: datetime,
+                         trace_id: str | None = None) -> Session:  # fmt: skip
+    """The session an answer resumes: it continues the asker's transcript from the pending call."""
+    return Session(
+        session_id=ids.continuation_id(question.question_id),
+        kind=SessionKind.CONTINUATION,
+        channel=question.channel,
+        thread_ts=question.thread_ts,
+        trigger_ts=answer_ts,
+        trigger_user=user,
+        text=text,
+        created_at=at,
+        asker_session_id=question.session_id,
+        question_id=question.question_id,
+        transcript_id=question.transcript_id,
+        trace_id=trace_id,
+    )
+
+
+def approvals_continuation(approval: Approval, *, user: str, at: datetime, trace_id: str | None = None) -> Session:
+    """The session that resumes a turn once all its risky calls are decided: it runs the approved ones."""
+    return Session(
+        session_id=ids.resume_id(approval.session_id, approval.seq),
+        kind=SessionKind.CONTINUATION,
+        channel=approval.channel,
+        thread_ts=approval.thread_ts,
+        trigger_ts=approval.decision_ts or approval.thread_ts,
+        trigger_user=user,
+        text=f"decisions on {len(approval.turn_ids)} call(s)",
+        created_at=at,
+        asker_session_id=approval.session_id,
+        approval_ids=list(approval.turn_ids),
+        transcript_id=approval.transcript_id,
+        trace_id=trace_id,
+    )
+
+
+def retry_session(silent: Session, *, reason: str, at: datetime) -> Session:
+    """The narration retry of a silent session: it reports from the audit log only."""
+    return Session(
+        session_id=ids.retry_id(silent.session_id),
+        kind=SessionKind.RETRY,
+        channel=silent.channel,
+        thread_ts=silent.thread_ts,
+        trigger_ts=silent.trigger_ts,
+        trigger_user=silent.trigger_user,
+        text=silent.text,
+        created_at=at,
+        narrated_session_id=silent.session_id,
+        retry_reason=reason,
+        trace_id=silent.trace_id,
+    )

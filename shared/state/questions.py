@@ -1,0 +1,229 @@
+"""Questions and threads: ``questions/{id}`` and ``threads/{channel}-{thread_ts}``.
+
+A thread document lists the ids of its open questions and is changed in the same commit or transaction as every
+question's status, so an answer finds a thread's open questions with point reads, whatever the database's size.
+Answering is one transaction whose product rule (a note or a continuation) the caller decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from google.cloud import firestore
+
+from shared.state import events, ids
+from shared.state.firestore import ALREADY_EXISTS, db, event_ref, now, question_ref, session_ref, thread_ref
+from shared.state.models import Note, Question, QuestionStatus, Session, SessionStatus
+
+
+def create_question(question: Question) -> Question:
+    """Write a question with ``create()``, listed on its thread in the same commit.
+
+    A retried step that wrote it already gets the stored one back.
+    """
+    batch = db().batch()
+    batch.create(question_ref(question.question_id), question.to_doc())
+    batch.set(
+        thread_ref(question.channel, question.thread_ts),
+        {"open_question_ids": firestore.ArrayUnion([question.question_id])},
+        merge=True,
+    )
+    try:
+        batch.commit()
+    except ALREADY_EXISTS:
+        stored = get_question(question.question_id)
+        assert stored is not None
+        return stored
+    return question
+
+
+def set_post_ts(question_id: str, post_ts: str) -> Question:
+    """Record the question's post once it is visible; returns the question as it stands (it may be answered)."""
+    ref = question_ref(question_id)
+
+    @firestore.transactional
+    def record(transaction: firestore.Transaction) -> Question:
+        question = Question.from_doc(ref.get(transaction=transaction).to_dict() or {})
+        if question.post_ts is None:
+            transaction.update(ref, {"post_ts": post_ts})
+            question.post_ts = post_ts
+        return question
+
+    recorded: Question = record(db().transaction())
+    return recorded
+
+
+def get_question(question_id: str) -> Question | None:
+    snap = question_ref(question_id).get()
+    data = snap.to_dict()
+    return Question.from_doc(data) if snap.exists and data is not None else None
+
+
+@dataclass(frozen=True)
+class ThreadQuestions:
+    """What a thread has open, and the last answer it got (to tell a late racer who won)."""
+
+    open: list[Question]
+    last_answer: dict[str, Any] | None
+    open_approval_ids: list[str] = field(default_factory=list)  # read with the same document
+
+
+def thread_questions(channel: str, thread_ts: str) -> ThreadQuestions:
+    """The thread's open questions, newest first: a point read of the thread, then of its open questions."""
+    thread = thread_ref(channel, thread_ts).get().to_dict() or {}
+    question_ids = thread.get("open_question_ids") or []
+    questions = []
+    if question_ids:
+        snaps = db().get_all([question_ref(question_id) for question_id in question_ids])
+        questions = [Question.from_doc(snap.to_dict() or {}) for snap in snaps if snap.exists]
+    open_ones = sorted((q for q in questions if q.status == QuestionStatus.OPEN), key=lambda q: q.asked_at)
+    return ThreadQuestions(open_ones[::-1], thread.get("last_answer"), list(thread.get("open_approval_ids") or []))
+
+
+def _unlist(question: Question, answered_by: str | None = None,
+            answer_ts: str | None = None) -> tuple[firestore.DocumentReference, dict[str, Any]]:  # fmt: skip
+    """The write that takes a question off its thread's list of open questions (and says who answered it)."""
+    fields: dict[str, Any] = {"open_question_ids": firestore.ArrayRemove([question.question_id])}
+    if answered_by is not None:
+        fields["last_answer"] = {"question_id": question.question_id, "by": answered_by, "ts": answer_ts, "at": now()}
+    return thread_ref(question.channel, question.thread_ts), fields
+
+
+def close_question(question_id: str, status: QuestionStatus) -> bool:
+    """Move an open question to ``status`` (cancelled, abandoned) in a transaction; False if it was not open."""
+    ref = question_ref(question_id)
+
+    @firestore.transactional
+    def close(transaction: firestore.Transaction) -> bool:
+        current = ref.get(transaction=transaction, field_paths=["status", "channel", "thread_ts"]).to_dict() or {}
+        if current.get("status") != QuestionStatus.OPEN.value:
+            return False
+        transaction.update(ref, {"status": status.value, "closed_at": now()})
+        thread = thread_ref(current["channel"], current["thread_ts"])
+        transaction.set(thread, {"open_question_ids": firestore.ArrayRemove([question_id])}, merge=True)
+        return True
+
+    closed: bool = close(db().transaction())
+    return closed
+
+
+def mark_reminded(question_id: str, at: datetime) -> bool:
+    """Record the one reminder of an open question; False if it was already reminded or is not open."""
+    ref = question_ref(question_id)
+
+    @firestore.transactional
+    def mark(transaction: firestore.Transaction) -> bool:
+        current = ref.get(transaction=transaction, field_paths=["status", "reminded_at"]).to_dict() or {}
+        if current.get("status") != QuestionStatus.OPEN.value or current.get("reminded_at") is not None:
+            return False
+        transaction.update(ref, {"reminded_at": at})
+        return True
+
+    marked: bool = mark(db().transaction())
+    return marked
+
+
+# --- answering --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AnswerRecord:
+    """One person's answer to one question, as it arrived."""
+
+    answer: str
+    answered_by: str
+    matched_option: str | None
+    answer_ts: str  # the message (or button press) that answered
+    text: str  # what the continuation records as its trigger text
+    pressed: bool = False  # a button press, not a reply
+
+
+@dataclass(frozen=True)
+class Asker:
+    """The asking session as the answer transaction read it."""
+
+    status: SessionStatus | None
+    notes: list[Note] = field(default_factory=list)
+    trace_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What the caller decided an answer does: a note for the asker, or a continuation session."""
+
+    note: Note | None = None
+    continuation: Session | None = None
+
+
+@dataclass(frozen=True)
+class Answered:
+    """What one answer attempt did."""
+
+    question: Question | None  # None: there is no such question
+    continuation: Session | None = None  # the continuation session this answer created, if it won
+    noted: bool = False  # it won, and went to the still-running asker as a note instead
+    repeated: bool = False  # this message (or press) already answered a question: it answers nothing more
+
+
+def answer_question(question_id: str, record: AnswerRecord,
+                    decide: Callable[[Question, Asker], Resolution]) -> Answered:  # fmt: skip
+    """In one transaction: the open question becomes answered, and what ``decide`` chose is written with it.
+
+    Exactly one answer wins, and one message answers at most one question: the answering message is claimed with
+    ``create()`` in the same transaction, so its other events (a Slack retry, its ``app_mention`` twin) answer
+    nothing more, whichever question is open when they arrive. A continuation is created with ``create()``; a
+    paused asker becomes ``resumed``, its pending notes moving to the continuation.
+    """
+    qref = question_ref(question_id)
+    when = now()
+
+    @firestore.transactional
+    def answer_it(transaction: firestore.Transaction) -> Answered:
+        snap = qref.get(transaction=transaction)
+        data = snap.to_dict() if snap.exists else None
+        if data is None:
+            return Answered(None)
+        question = Question.from_doc(data)
+        if question.status != QuestionStatus.OPEN:
+            return Answered(question)
+        asker_ref = session_ref(question.session_id)
+        current = asker_ref.get(transaction=transaction, field_paths=["status", "notes", "trace_id"]).to_dict() or {}
+        status = SessionStatus(current["status"]) if current.get("status") else None
+        asker = Asker(status, [Note.from_doc(n) for n in current.get("notes") or []], current.get("trace_id"))
+        resolution = decide(question, asker)
+        target = resolution.continuation.session_id if resolution.continuation else question.session_id
+        fields = {
+            "status": QuestionStatus.ANSWERED.value,
+            "answer": record.answer,
+            "answered_by": record.answered_by,
+            "answered_at": when,
+            "matched_option": record.matched_option,
+            "answer_ts": record.answer_ts,
+            "answer_pressed": record.pressed,
+            "continuation_id": target,
+        }
+        if resolution.note is not None:
+            transaction.update(asker_ref, {"notes": firestore.ArrayUnion([resolution.note.to_doc()])})
+        if resolution.continuation is not None:
+            transaction.create(session_ref(target), resolution.continuation.to_doc())
+            if asker.status == SessionStatus.PAUSED:  # no longer waiting: its continuation carries on
+                transaction.update(asker_ref, {"status": SessionStatus.RESUMED.value, "notes": []})
+        # The answering message is claimed with create(): one message answers at most one question, whatever
+        # carried it (a Slack retry, its app_mention twin) and whichever question is open when it arrives again.
+        transaction.create(
+            event_ref(ids.message_key(question.channel, record.answer_ts)),
+            events.record("answer", target, when),
+        )
+        transaction.update(qref, fields)
+        transaction.set(*_unlist(question, record.answered_by, record.answer_ts), merge=True)
+        question = Question.from_doc({**question.to_doc(), **fields})
+        return Answered(question, resolution.continuation, noted=resolution.note is not None)
+
+    try:
+        result: Answered = answer_it(db().transaction())
+    except ALREADY_EXISTS:
+        return Answered(get_question(question_id), repeated=True)
+    return result

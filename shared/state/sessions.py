@@ -1,0 +1,198 @@
+"""Sessions and their lease: create, claim, end, queue a note, find a thread's running session.
+
+A session is claimed in a transaction that takes a lease; every later write of its worker is fenced by that
+lease (``shared.state.steps.commit_step``). A claim's outcome is a ``ClaimResult``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from google.api_core import exceptions as gexc
+from google.cloud import firestore
+from google.cloud.firestore_v1.base_query import FieldFilter
+
+from shared.state.firestore import ALREADY_EXISTS, SESSIONS, db, now, session_ref
+from shared.state.models import Note, Session, SessionStatus
+
+log = logging.getLogger(__name__)
+
+
+def get_session(session_id: str) -> Session | None:
+    snap = session_ref(session_id).get()
+    data = snap.to_dict()
+    return Session.from_doc(data) if snap.exists and data is not None else None
+
+
+def create_session(session: Session) -> Session:
+    """Create ``session`` once (``create()``); a second call with the same id returns the stored one."""
+    try:
+        session_ref(session.session_id).create(session.to_doc())
+    except ALREADY_EXISTS:
+        stored = get_session(session.session_id)
+        assert stored is not None
+        return stored
+    return session
+
+
+class ClaimResult(StrEnum):
+    """What one delivery of a session's task found."""
+
+    CLAIMED = "claimed"  # it was queued: this worker runs it
+    TOOK_OVER_EXPIRED = "took over an expired lease"  # its worker died
+    TOOK_OVER_RETRY = "took over from a failed attempt of this task"  # Cloud Tasks redelivered after a failure
+    NO_SESSION = "no such session"
+    LIVE_LEASE = "running under a live lease"  # a duplicate delivery while another worker runs it
+    TRANSCRIPT_BUSY = "its transcript is still being written by another session"  # retry later
+    FINISHED = "already finished"  # done, failed, paused...: nothing to do
+
+    @property
+    def takeover(self) -> bool:
+        return self in {ClaimResult.TOOK_OVER_EXPIRED, ClaimResult.TOOK_OVER_RETRY}
+
+
+@dataclass(frozen=True)
+class Claim:
+    result: ClaimResult
+    session: Session | None  # set when this worker now holds the session
+    status: SessionStatus | None = None  # the status found, when it was not claimable
+    trace_id: str | None = None  # the session's trace, claimable or not (its logs stay one filter)
+
+
+def claim_session(
+    session_id: str, *, worker: str, task: str, attempt: int, lease_seconds: int, at: datetime | None = None
+) -> Claim:
+    """Claim a session for this worker in a transaction.
+
+    Claimable: ``queued``; or ``running`` with an expired lease (its worker died); or ``running`` under a lease
+    held by an earlier attempt of this same task, because Cloud Tasks only redelivers a task after that attempt
+    failed. Anything else is a duplicate delivery and is left alone.
+    """
+    ref = session_ref(session_id)
+    when = at or now()
+
+    @firestore.transactional
+    def claim(transaction: firestore.Transaction) -> Claim:
+        snap = ref.get(transaction=transaction)
+        data = snap.to_dict() if snap.exists else None
+        if data is None:
+            return Claim(ClaimResult.NO_SESSION, None)
+        session = Session.from_doc(data)
+        if session.status == SessionStatus.RUNNING:
+            expired = session.lease_until is None or session.lease_until <= when
+            redelivered = session.lease_task == task and attempt > session.lease_attempt
+            if not (expired or redelivered):
+                return Claim(ClaimResult.LIVE_LEASE, None, trace_id=session.trace_id)
+            result = ClaimResult.TOOK_OVER_EXPIRED if expired else ClaimResult.TOOK_OVER_RETRY
+        elif session.status == SessionStatus.QUEUED:
+            result = ClaimResult.CLAIMED
+        else:
+            return Claim(ClaimResult.FINISHED, None, session.status, session.trace_id)
+        if session.transcript != session.session_id and not _take_transcript(transaction, session, when):
+            return Claim(ClaimResult.TRANSCRIPT_BUSY, None, trace_id=session.trace_id)
+        fields = {
+            "status": SessionStatus.RUNNING.value,
+            "worker": worker,
+            "lease_task": task,
+            "lease_attempt": attempt,
+            "lease_until": when + timedelta(seconds=lease_seconds),
+            "started_at": session.started_at or when,
+            "updated_at": when,
+        }
+        transaction.update(ref, fields)
+        session.apply(fields)
+        return Claim(result, session, trace_id=session.trace_id)
+
+    claimed: Claim = claim(db().transaction())
+    return claimed
+
+
+def _take_transcript(transaction: firestore.Transaction, session: Session, when: datetime) -> bool:
+    """Make ``session`` the one writer of the transcript it continues, unless its writer still runs.
+
+    Two sessions can never write one transcript: every step commit checks the writer (``commit_step``).
+    """
+    root_ref = session_ref(session.transcript)
+    fields = ["transcript_writer", "status", "lease_until"]
+    root = root_ref.get(transaction=transaction, field_paths=fields).to_dict() or {}
+    writer = root.get("transcript_writer") or session.transcript
+    if writer == session.session_id:
+        return True
+    current = (
+        root
+        if writer == session.transcript
+        else session_ref(writer).get(transaction=transaction, field_paths=["status", "lease_until"]).to_dict() or {}
+    )
+    lease = current.get("lease_until")
+    if current.get("status") == SessionStatus.RUNNING.value and lease is not None and lease > when:
+        return False
+    transaction.update(root_ref, {"transcript_writer": session.session_id})
+    return True
+
+
+def end_session(session_id: str, *, expect: SessionStatus, status: SessionStatus, cutoff: datetime | None = None,
+                **fields: Any) -> Session | None:  # fmt: skip
+    """Move a session from ``expect`` to ``status`` in a transaction (for a running one: only if its lease
+    expired before ``cutoff``); returns it, or None if it changed meanwhile."""
+    ref = session_ref(session_id)
+
+    @firestore.transactional
+    def end(transaction: firestore.Transaction) -> Session | None:
+        snap = ref.get(transaction=transaction)
+        data = snap.to_dict() if snap.exists else None
+        if data is None:
+            return None
+        session = Session.from_doc(data)
+        if session.status != expect:
+            return None
+        if cutoff is not None and (session.lease_until is None or session.lease_until > cutoff):
+            return None
+        updates = {"status": status.value, "lease_until": None, "ended_at": now(), "updated_at": now(), **fields}
+        transaction.update(ref, updates)
+        session.apply(updates)
+        return session
+
+    ended: Session | None = end(db().transaction())
+    return ended
+
+
+def add_note(session_id: str, note: Note) -> bool:
+    """Queue a note for a running session, in a transaction; False if it is no longer running."""
+    ref = session_ref(session_id)
+
+    @firestore.transactional
+    def add(transaction: firestore.Transaction) -> bool:
+        current = ref.get(transaction=transaction, field_paths=["status"]).to_dict() or {}
+        if current.get("status") != SessionStatus.RUNNING.value:
+            return False
+        transaction.update(ref, {"notes": firestore.ArrayUnion([note.to_doc()])})
+        return True
+
+    added: bool = add(db().transaction())
+    return added
+
+
+def running_session_in_thread(channel: str, thread_ts: str) -> Session | None:
+    """The thread's running session, if any, with one indexed query (channel, thread_ts, status)."""
+    query = (
+        db()
+        .collection(SESSIONS)
+        .where(filter=FieldFilter("channel", "==", channel))
+        .where(filter=FieldFilter("thread_ts", "==", thread_ts))
+        .where(filter=FieldFilter("status", "==", SessionStatus.RUNNING.value))
+        .limit(1)
+    )
+    for snap in query.stream():
+        return Session.from_doc(snap.to_dict() or {})
+    return None
+
+
+def mark_followed_up(session_id: str) -> None:
+    try:
+        session_ref(session_id).update({"followed_up": True, "updated_at": now()})
+    except gexc.NotFound:
+        log.warning("cannot mark a missing session as followed up", extra={"followed": session_id})

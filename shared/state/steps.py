@@ -1,0 +1,125 @@
+"""A transcript's steps and a running session's notes: every step is written in one transaction with the
+session's progress, fenced by its lease.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from google.cloud import firestore
+
+from shared.errors import ProductError
+from shared.state.firestore import STEPS, db, now, session_ref, step_ref
+from shared.state.models import Audit, Note, Session, SessionStatus, Step
+
+
+class LeaseLost(ProductError):
+    """Another worker took the session over; this one must stop writing."""
+
+
+class NotesPending(ProductError):
+    """Notes reached a session just as it tried to end; it must read them first."""
+
+    def __init__(self, notes: list[Note]) -> None:
+        super().__init__(f"{len(notes)} note(s) arrived")
+        self.notes = notes
+
+
+# Terminal statuses a session may not take while notes are pending: it reads them first.
+_WAITS_FOR_NOTES = frozenset({SessionStatus.DONE.value, SessionStatus.SILENT_EXIT.value})
+
+
+class AnsweredMeanwhile(ProductError):
+    """What a session was about to pause on (a question, or every approval of its turn) was answered or decided
+    while it ran: it carries on in place."""
+
+    def __init__(self, notes: list[Note]) -> None:
+        super().__init__(f"{', '.join(str(n.question_id) for n in notes)} answered while the session ran")
+        self.notes = notes
+        self.note = notes[0]
+
+
+def load_steps(transcript_id: str) -> list[Step]:
+    """Every step of a transcript, in order: one query."""
+    query = session_ref(transcript_id).collection(STEPS).order_by("seq")
+    return [Step.from_doc(snap.to_dict() or {}) for snap in query.stream()]
+
+
+def audit_of(session: Session) -> list[Audit]:
+    """The audit records ``session`` wrote, in order: the ground truth of what it did."""
+    return [entry for step in load_steps(session.transcript) if step.session_id == session.session_id
+            for entry in step.audit]  # fmt: skip
+
+
+def commit_step(
+    session: Session,
+    step: Step | None,
+    *,
+    lease_seconds: int,
+    fields: dict[str, Any] | None = None,
+    consumed_notes: list[Note] | None = None,
+    wait_for_notes: bool = True,
+    pausing_on: str | None = None,
+    pausing_on_all: list[str] | None = None,
+) -> list[Note]:
+    """Persist one step and the session's progress together, fenced by the lease; returns the pending notes.
+
+    One transaction: read the session to check this worker still holds it, create the step with ``create()``
+    (a step is never overwritten), and update the session (next sequence number, lease renewal and any other
+    ``fields``, such as a terminal status). The same read returns the session's pending notes, so checking for
+    them costs no extra read; ``consumed_notes`` are removed. A terminal status is not written while notes are
+    pending: ``NotesPending`` is raised instead, unless the session may not go on (``wait_for_notes=False``).
+    A pause on ``pausing_on`` whose answer is already among the notes, or on ``pausing_on_all`` (a turn's approvals)
+    whose completing decision is, raises ``AnsweredMeanwhile``, writing nothing.
+    """
+    ref = session_ref(session.session_id)
+    when = now()
+    updates: dict[str, Any] = {"updated_at": when, **(fields or {})}
+    if step is not None:
+        updates["next_seq"] = step.seq + 1
+    ending = updates.get("status", SessionStatus.RUNNING.value) != SessionStatus.RUNNING.value
+    updates["lease_until"] = None if ending else when + timedelta(seconds=lease_seconds)
+    consumed = [note.to_doc() for note in consumed_notes or []]
+    if consumed:
+        updates["notes"] = firestore.ArrayRemove(consumed)
+
+    continuing = session.transcript != session.session_id
+    root_ref = session_ref(session.transcript)
+
+    @firestore.transactional
+    def write(transaction: firestore.Transaction) -> list[Note]:
+        fields = ["worker", "status", "notes", "transcript_writer"]
+        current = ref.get(transaction=transaction, field_paths=fields).to_dict() or {}
+        if current.get("worker") != session.worker or current.get("status") != SessionStatus.RUNNING.value:
+            raise LeaseLost(f"session is now {current.get('status')} under worker {current.get('worker')}")
+        # Only the transcript's writer may add to it (a continuation becomes the writer when it is claimed).
+        root = (
+            root_ref.get(transaction=transaction, field_paths=["transcript_writer"]).to_dict()
+            if continuing
+            else current
+        )
+        writer = (root or {}).get("transcript_writer")
+        if writer not in (None, session.session_id):
+            raise LeaseLost(f"session {writer} writes this transcript now")
+        pending = [Note.from_doc(n) for n in current.get("notes") or [] if n not in consumed]
+        # A pause is never blocked by notes: they move to the continuation. Only an ending waits for them.
+        if ending and pending and wait_for_notes and updates.get("status") in _WAITS_FOR_NOTES:
+            raise NotesPending(pending)
+        # An answer to the question it pauses on reached it first: no pause (decided with the answer's transaction).
+        answered = [n for n in pending if pausing_on is not None and n.question_id == pausing_on]
+        if answered:
+            raise AnsweredMeanwhile(answered[:1])
+        # A decision note is written only when the last call of its turn was decided: one means all are.
+        decided = [n for n in pending if pausing_on_all and n.question_id in pausing_on_all]
+        if decided:
+            raise AnsweredMeanwhile(decided)
+        if step is not None:
+            transaction.create(step_ref(session.transcript, step.seq), step.to_doc())
+        transaction.update(ref, updates)
+        return pending
+
+    pending: list[Note] = write(db().transaction())
+    session.apply(updates)
+    session.notes = pending
+    return pending
