@@ -7,6 +7,11 @@ the Gemini stub and every function, each on a free loopback port; waits until
 each answers; writes ``.local/stack.json`` with every URL; and stops every
 process it started, by pid, when it is closed or the interpreter exits.
 
+With ``parallel_tasks=True`` (``TASKS_DELIVERY=parallel`` for ``make dev`` and
+``make stack``) it also starts the dispatcher (``infra/dispatch``): the emulator
+dispatches every task to it, and it delivers them to agent_session as Cloud
+Tasks does (in parallel, its headers, retried with backoff, a deadline).
+
     python -m infra.stack up     # run until Ctrl-C
     python -m infra.stack down   # stop what a previous run left behind
 """
@@ -46,6 +51,15 @@ OPERATOR_ID = "U0OPERATOR"
 GEMINI_KEY = "local-gemini-key"
 
 FUNCTIONS = ("slack_events", "slack_interactivity", "agent_session", "sweep")
+TASKS_DELIVERY = "TASKS_DELIVERY"  # serial (the emulator delivers itself) or parallel (through the dispatcher)
+
+
+def parallel_tasks_from_env() -> bool:
+    """What ``TASKS_DELIVERY`` asks ``make dev`` and ``make stack`` for: serial (the default) or parallel."""
+    value = os.environ.get(TASKS_DELIVERY, "").strip().lower() or "serial"
+    if value not in ("serial", "parallel"):
+        raise StackError(f"{TASKS_DELIVERY} must be 'serial' or 'parallel', not {value!r}")
+    return value == "parallel"
 
 
 def preflight() -> Path:
@@ -82,6 +96,9 @@ class Stack:
     extra_env: Mapping[str, str] = field(default_factory=dict)
     demo_model: bool = False
     real_model: bool = False  # use the real Gemini API (the caller's GEMINI_API_KEY or Vertex AI) instead of the stub
+    # Tasks go from the emulator to the dispatcher, which delivers them to agent_session as Cloud Tasks does.
+    parallel_tasks: bool = False
+    dispatch_args: tuple[str, ...] = ()  # more `python -m infra.dispatch` flags (--deadline, --max-attempts, ...)
     procs: dict[str, Proc] = field(default_factory=dict)
     ports: dict[str, int] = field(default_factory=dict)
     stack_file: Path = STACK_FILE
@@ -104,10 +121,13 @@ class Stack:
         return f"127.0.0.1:{self.ports['tasks']}"
 
     def function_url(self, name: str) -> str:
-        return self.url(name) + "/"
+        """The URL a function of this stack serves on; a stack started without it has none (empty)."""
+        return self.url(name) + "/" if name in self.ports else ""
 
     def product_env(self) -> dict[str, str]:
         """The environment every function runs with; tests use it to reach the same Firestore."""
+        # With parallel tasks the emulator dispatches to the dispatcher, which delivers to agent_session.
+        tasks_target = self.url("dispatch") + "/" if self.parallel_tasks else self.function_url("agent_session")
         env = {
             "GOOGLE_CLOUD_PROJECT": PROJECT,
             "FIRESTORE_EMULATOR_HOST": self.firestore_host,
@@ -116,7 +136,7 @@ class Stack:
             "SLACK_API_BASE_URL": self.url("fake_slack") + "/api/",
             "OPERATOR_USER_IDS": OPERATOR_ID,
             "TASKS_QUEUE": QUEUE,
-            "TASKS_TARGET_URL": self.function_url("agent_session"),
+            "TASKS_TARGET_URL": tasks_target,
             "TASKS_EMULATOR_HOST": self.tasks_host,
             "REQUIRE_OIDC": "false",  # the Cloud Tasks emulator sends no OIDC token
             "MODEL_RETRY_ATTEMPTS": "3",
@@ -138,6 +158,7 @@ class Stack:
             "tasks": self.tasks_host,
             "fake_slack": self.url("fake_slack"),
             "fake_gemini": self.url("fake_gemini"),
+            **({"dispatch": self.url("dispatch")} if self.parallel_tasks else {}),
             "functions": {name: self.function_url(name) for name in self.with_functions},
             "bot_user_id": BOT_USER_ID,
             "operator_user_id": OPERATOR_ID,
@@ -150,14 +171,19 @@ class Stack:
     # --- lifecycle -------------------------------------------------------------------------
     def start(self) -> Stack:
         sdk_root = preflight()
+        if self.parallel_tasks and "agent_session" not in self.with_functions:
+            raise StackError("parallel_tasks delivers tasks to agent_session: the stack must serve it")
         stop_leftovers(self.stack_file)
-        for name in ("firestore", "tasks", "fake_slack", "fake_gemini", *self.with_functions):
+        dispatch = ("dispatch",) if self.parallel_tasks else ()
+        for name in ("firestore", "tasks", "fake_slack", "fake_gemini", *dispatch, *self.with_functions):
             self.ports[name] = free_port()
         atexit.register(self.stop)
         try:
             self._start_firestore(sdk_root)
             self._start_tasks()
             self._start_fakes()
+            if self.parallel_tasks:
+                self._start_dispatch()
             for name in self.with_functions:
                 self.start_function(name)
         except BaseException:
@@ -271,6 +297,33 @@ class Stack:
             lambda: http_answers(self.url("fake_gemini") + "/_stub/requests"), proc=gemini, what="HTTP", timeout=30
         )
 
+    def _start_dispatch(self) -> None:
+        """The dispatcher, delivering to agent_session with the dispatch deadline the product gives its tasks."""
+        from shared.config import Settings
+
+        deadline_var = Settings.tasks_dispatch_deadline_seconds
+        deadline = self.product_env().get(deadline_var.name) or deadline_var.default or "900"
+        proc = self._spawn(
+            "dispatch",
+            [
+                sys.executable,
+                "-m",
+                "infra.dispatch",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.ports["dispatch"]),
+                "--target",
+                self.function_url("agent_session"),
+                "--queue",
+                QUEUE.rsplit("/", 1)[-1],
+                "--deadline",
+                deadline,
+                *self.dispatch_args,
+            ],
+        )
+        wait_until(lambda: http_answers(self.url("dispatch") + "/health"), proc=proc, what="HTTP", timeout=30)
+
     def start_function(self, name: str) -> Proc:
         """Serve one entry point of functions/main.py with functions-framework on its port."""
         env = {**self.product_env(), "PYTHONPATH": str(ROOT)}
@@ -361,6 +414,9 @@ def _started_here(pid: int) -> bool:
 
 @contextlib.contextmanager
 def running(**kwargs: Any) -> Iterator[Stack]:
+    """A started stack, stopped on the way out; ``TASKS_DELIVERY`` decides ``parallel_tasks`` unless given."""
+    if "parallel_tasks" not in kwargs:
+        kwargs["parallel_tasks"] = parallel_tasks_from_env()
     stack = Stack(**kwargs).start()
     try:
         yield stack

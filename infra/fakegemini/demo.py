@@ -17,6 +17,8 @@ from typing import Any
 
 PREFIX = "[demo model]"
 ASK_TOOL = "ask_operator"
+RESTART_TOOL = "restart_service"  # an approve-tier example tool: the demo shows an approval card with it
+ENVIRONMENTS = ("dev", "staging", "production")
 DEMO_OPTIONS = ("Option A", "Option B")
 DISCLAIMER = "(This is a scripted offline stand-in, not Gemini.)"
 
@@ -101,9 +103,25 @@ def answer_text(response: object) -> str:
 
 
 def request_of(text: str) -> str:
-    """The request itself, when the product framed it with the thread ("...working on now:\n<request>")."""
-    marker = "working on now:\n"
-    return text.split(marker, 1)[1] if marker in text else text
+    """The request itself, when the product framed it with the thread: "...working on now (data, as JSON):\n{...}"."""
+    marker = "working on now (data, as JSON):\n"
+    if marker not in text:
+        return text
+    framed = text.split(marker, 1)[1].split("\n", 1)[0]
+    try:
+        return str(json.loads(framed).get("text", framed))
+    except ValueError:
+        return framed
+
+
+def restart_args(request: str) -> dict[str, str]:
+    """``restart <service> [in <environment>]`` read from a request, with the demo's defaults."""
+    words = [w.strip(".,!?`'\"") for w in request.split()]
+    lowered = [w.lower() for w in words]
+    environment = next((w for w in lowered if w in ENVIRONMENTS), "staging")
+    after = lowered.index("restart") + 1 if "restart" in lowered else len(words)
+    candidates = [w for w in words[after:] if w.lower() not in {*ENVIRONMENTS, "the", "in", "on", "service", "please"}]
+    return {"name": candidates[0] if candidates else "api", "environment": environment}
 
 
 def _text(text: str) -> dict[str, Any]:
@@ -134,7 +152,10 @@ def demo_item(body: Mapping[str, Any]) -> dict[str, Any]:
         return _text(
             f'{PREFIX} Summary: {turns} message(s) so far; the latest says: "{_clip(user_text, 200)}". {DISCLAIMER}'
         )
-    if role == "user" and isinstance(part.get("text"), str) and ASK_TOOL in tools and not has_asked(body):
+    fresh = role == "user" and isinstance(part.get("text"), str)
+    if fresh and RESTART_TOOL in tools and "restart" in request_of(str(part["text"])).lower():
+        return {"function_calls": [{"name": RESTART_TOOL, "args": restart_args(request_of(str(part["text"])))}]}
+    if fresh and ASK_TOOL in tools and not has_asked(body):
         question = f"{PREFIX} Which option should I use for: {_clip(request_of(str(part['text'])), 80)}?"
         return {"function_calls": [{"name": ASK_TOOL, "args": {"question": question, "options": list(DEMO_OPTIONS)}}]}
     return _text(f'{PREFIX} I read your message: "{_clip(request_of(user_text), 200)}". {DISCLAIMER}')

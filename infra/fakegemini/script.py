@@ -373,5 +373,8 @@ class Script:
     def _store(self, entry: Mapping[str, Any], reply: Reply) -> None:
         self._seq += 1
         record = json.loads(json.dumps(dict(entry)))
-        record.update(seq=self._seq, reply={"status": reply.status, "source": reply.source})
+        journal: dict[str, Any] = {"status": reply.status, "source": reply.source}
+        if isinstance(reply.body, dict) and "usageMetadata" in reply.body:
+            journal["usage"] = reply.body["usageMetadata"]  # what the model reported it cost
+        record.update(seq=self._seq, reply=journal)
         self._records.append(record)

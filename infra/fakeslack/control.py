@@ -27,6 +27,7 @@ from urllib.parse import urlencode
 from .server import Route, chat_post_ephemeral, chat_post_message, chat_update, deliver, deliver_events
 from .state import (
     MENTION,
+    Delay,
     Failure,
     Json,
     SlackError,
@@ -101,6 +102,12 @@ def ctl_fail(ws: Workspace, args: Json) -> Json:
         retry_after = 1
     retry_after = None if retry_after is None else int(retry_after)
     ws.add_failure(method, Failure(int(args.get("times", 1)), status, error, retry_after))
+    return {"ok": True}
+
+
+def ctl_slow(ws: Workspace, args: Json) -> Json:
+    (method,) = _required(args, "method")
+    ws.add_delay(method, Delay(float(args.get("seconds", 1.0)), int(args.get("times", 1)), args.get("match")))
     return {"ok": True}
 
 
@@ -191,6 +198,7 @@ CONTROL: dict[tuple[str, str], Route] = {
     ("GET", "ephemerals"): ctl_ephemerals,
     ("GET", "deliveries"): ctl_deliveries,
     ("POST", "fail"): ctl_fail,
+    ("POST", "slow"): ctl_slow,
     ("POST", "user_message"): ctl_user_message,
     ("POST", "click"): ctl_click,
     ("POST", "redeliver"): ctl_redeliver,
@@ -308,6 +316,11 @@ class FakeSlack:
         A 429 carries ``Retry-After`` (1 second unless told otherwise), as Slack's do.
         """
         self._post("fail", method=method, times=times, status=status, error=error, retry_after=retry_after)
+
+    def slow(self, method: str, seconds: float, times: int = 1, *, match: str | None = None) -> None:
+        """Answer the next ``times`` calls of ``method`` (whose arguments contain ``match``) ``seconds`` late; each
+        takes effect at once, as a slow Slack does."""
+        self._post("slow", method=method, seconds=seconds, times=times, match=match)
 
     def user_message(
         self, user: str, channel: str, text: str, *, thread_ts: str | None = None, channel_type: str | None = None

@@ -87,6 +87,15 @@ class Failure:
     retry_after: int | None = None
 
 
+@dataclass
+class Delay:
+    """A slow answer for the next ``remaining`` calls of one method whose arguments contain ``match``."""
+
+    seconds: float
+    remaining: int
+    match: str | None = None
+
+
 def ts_key(ts: str, error: str = "invalid_ts") -> int:
     """Orders Slack timestamps ("1700000000.000100") exactly, without floats."""
     seconds, _, fraction = ts.partition(".")
@@ -207,6 +216,7 @@ class Workspace:
             self.calls: list[Json] = []
             self.deliveries: list[Json] = []
             self.failures: dict[str, list[Failure]] = {}
+            self.delays: dict[str, list[Delay]] = {}
             self.response_urls: dict[str, Json] = {}
             self.echoes: list[tuple[Message, Json | None]] = []
             self.channel_types: dict[str, str] = {}
@@ -324,6 +334,23 @@ class Workspace:
                 return None
             queue[0].remaining -= 1
             return queue.pop(0) if queue[0].remaining <= 0 else queue[0]
+
+    def add_delay(self, method: str, delay: Delay) -> None:
+        with self.lock:
+            self.delays.setdefault(method, []).append(delay)
+
+    def take_delay(self, method: str, args: Json) -> float:
+        """Seconds to hold this answer to ``method`` (its effect is already visible), or 0."""
+        with self.lock:
+            queue = self.delays.get(method, [])
+            text = json.dumps(args, default=str)
+            for delay in queue:
+                if delay.match is None or delay.match in text:
+                    delay.remaining -= 1
+                    if delay.remaining <= 0:
+                        queue.remove(delay)
+                    return delay.seconds
+            return 0.0
 
     def record(self, method: str, args: Json, status: int, response: Json) -> None:
         with self.lock:

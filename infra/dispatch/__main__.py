@@ -1,0 +1,107 @@
+"""``python -m infra.dispatch --target URL``: deliver tasks to URL as Cloud Tasks does, until SIGTERM or SIGINT.
+
+The ready line goes to stdout only once the socket is bound and the signal handlers are in place, so whoever
+starts it (a test, the local stack) can wait for that line, read the port from it when ``--port 0`` was asked
+for, and stop it cleanly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+from collections.abc import Sequence
+from types import FrameType
+
+from .engine import Policy
+from .server import DispatchServer
+
+DEFAULT_PORT = 8093
+READY_PREFIX = "dispatch listening on "
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    defaults = Policy()
+    parser = argparse.ArgumentParser(
+        prog="python -m infra.dispatch",
+        description=(
+            "Deliver tasks the Cloud Tasks emulator dispatches here to --target the way Cloud Tasks does: "
+            "in parallel, with its headers, retried with backoff (loopback only)."
+        ),
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"port to bind, 0 for any free one (default: {DEFAULT_PORT})"
+    )
+    parser.add_argument("--target", required=True, help="the URL tasks are delivered to (agent_session)")
+    parser.add_argument(
+        "--queue", default="default", help="queue name for a task that arrives without X-CloudTasks-QueueName"
+    )
+    parser.add_argument(
+        "--max-concurrent",
+        type=int,
+        default=defaults.max_concurrent,
+        help=f"attempts of one queue in flight at once (default: {defaults.max_concurrent})",
+    )
+    parser.add_argument(
+        "--max-attempts",
+        type=int,
+        default=defaults.max_attempts,
+        help=f"attempts per delivery, the first included; 0 for unlimited (default: {defaults.max_attempts})",
+    )
+    parser.add_argument(
+        "--min-backoff", type=float, default=defaults.min_backoff, help="seconds before the first retry"
+    )
+    parser.add_argument(
+        "--max-backoff", type=float, default=defaults.max_backoff, help="the longest wait between two attempts"
+    )
+    parser.add_argument(
+        "--max-doublings",
+        type=int,
+        default=defaults.max_doublings,
+        help="times the wait doubles before it grows linearly",
+    )
+    parser.add_argument(
+        "--deadline",
+        type=float,
+        default=defaults.deadline,
+        help=f"seconds one attempt is waited for, like dispatch_deadline (default: {defaults.deadline:g})",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    policy = Policy(
+        max_concurrent=args.max_concurrent,
+        max_attempts=args.max_attempts,
+        min_backoff=args.min_backoff,
+        max_backoff=args.max_backoff,
+        max_doublings=args.max_doublings,
+        deadline=args.deadline,
+    )
+    server = DispatchServer((args.host, args.port), target=args.target, policy=policy, queue=args.queue)
+    stop = threading.Event()
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        # shutdown() waits for serve_forever, so the handler only flags; main() stops it.
+        stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    worker = threading.Thread(target=server.serve_forever, name="dispatch", daemon=True)
+    worker.start()
+    server.log_json({"event": "start", "url": server.url, "target": args.target, "policy": policy.public()})
+    print(f"{READY_PREFIX}{server.url}", flush=True)
+    try:
+        stop.wait()
+    finally:
+        server.shutdown()
+        server.server_close()
+        worker.join(timeout=5)
+        server.log_json({"event": "stop", "url": server.url})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
