@@ -472,3 +472,8 @@ def expand(evaluator: Evaluator, body: Mapping[str, Any], scope: Mapping[str, An
         else:
             result[key] = evaluator.value(value, scope)
     return result
+
+
+def evaluator(module: Module, values: Mapping[str, Any] | None = None) -> Evaluator:
+    """An evaluator of ``module`` with the variables' defaults, overridden by ``values`` (like a tfvars file)."""
+    return Evaluator(module, dict(values or {}))

@@ -10,13 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import hcl2
 from hcl2.utils import SerializationOptions
-
-if TYPE_CHECKING:
-    from deploy.evaluate import Evaluator
 
 META_KEYS = frozenset({"__is_block__", "__start_line__", "__end_line__", "__comments__", "__inline_comments__"})
 
@@ -115,9 +112,3 @@ class Module:
     @property
     def variables(self) -> dict[str, Block]:
         return {block.labels[0]: block for block in self.of_kind("variable")}
-
-    def evaluator(self, values: Mapping[str, Any] | None = None) -> Evaluator:
-        """An evaluator with the variables' defaults, overridden by ``values`` (like a tfvars file)."""
-        from deploy.evaluate import Evaluator
-
-        return Evaluator(self, dict(values or {}))

@@ -42,6 +42,22 @@ resource "google_firestore_index" "questions_by_age" {
 }
 
 # The sweep: sessions in a status, oldest first.
+# The sweep: pending approvals by age.
+resource "google_firestore_index" "approvals_by_age" {
+  database    = google_firestore_database.main.name
+  collection  = "approvals"
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "status"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "asked_at"
+    order      = "ASCENDING"
+  }
+}
+
 resource "google_firestore_index" "sessions_by_age" {
   database    = google_firestore_database.main.name
   collection  = "sessions"

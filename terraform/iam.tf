@@ -37,13 +37,19 @@ resource "google_service_account" "build" {
   depends_on = [google_project_service.enabled]
 }
 
-# Firestore grants are project-wide: every function reads and writes the product's state.
+# Every function reads and writes the product's state, and only in the product's own database (an IAM condition).
 resource "google_project_iam_member" "firestore_user" {
   for_each = local.functions
 
   project = var.project_id
   role    = "roles/datastore.user"
   member  = "serviceAccount:${google_service_account.function[each.key].email}"
+
+  condition {
+    title       = "product-database-only"
+    description = "Only the product's Firestore database."
+    expression  = "resource.name == \"projects/${var.project_id}/databases/${google_firestore_database.main.name}\""
+  }
 }
 
 # Only where the model is called, and only when it is called through Vertex AI.

@@ -82,8 +82,9 @@ locals {
       TASKS_DISPATCH_DEADLINE_SECONDS = tostring(var.tasks.dispatch_deadline_seconds)
     }
     slack = {
-      EVENT_TTL_HOURS         = tostring(var.event_ttl_hours)
-      ALLOW_REQUESTER_ANSWERS = tostring(var.allow_requester_answers)
+      EVENT_TTL_HOURS           = tostring(var.event_ttl_hours)
+      ALLOW_REQUESTER_ANSWERS   = tostring(var.allow_requester_answers)
+      ALLOW_REQUESTER_APPROVALS = tostring(var.allow_requester_approvals)
     }
     # agent_session and sweep: OIDC checked in the code too, never switched off in the cloud;
     # alerts about unreported work also go to the operator channel, when there is one.
@@ -98,6 +99,8 @@ locals {
         SESSION_WALL_SECONDS   = tostring(var.session.wall_seconds)
         SESSION_MAX_TURNS      = tostring(var.session.max_turns)
         SESSION_MAX_TOOL_CALLS = tostring(var.session.max_tool_calls)
+        TOOL_TIERS             = jsonencode(var.tool_tiers)
+        FETCH_MAX_PER_SESSION  = tostring(var.session.max_fetches)
       },
       var.gemini.model == null ? {} : { GEMINI_MODEL = var.gemini.model },
     )

@@ -48,6 +48,23 @@ variable "allow_requester_answers" {
   default     = false
 }
 
+variable "allow_requester_approvals" {
+  type        = bool
+  description = "Let the person who started a session approve or deny its risky calls too, besides the operators (ALLOW_REQUESTER_APPROVALS)."
+  default     = false
+}
+
+variable "tool_tiers" {
+  type        = map(string)
+  description = "Tool name (or glob, e.g. \"mcp.tickets.*\") to tier: safe, approve or deny; wins over the tool's own tier (TOOL_TIERS)."
+  default     = {}
+
+  validation {
+    condition     = alltrue([for tier in values(var.tool_tiers) : contains(["safe", "approve", "deny"], tier)])
+    error_message = "tool_tiers: every tier is safe, approve or deny (the values shared/config.py accepts)."
+  }
+}
+
 variable "source_archive" {
   type        = string
   description = "Path of the function source zip built by `make package`; null means build/function-source.zip in the repo."
@@ -91,15 +108,17 @@ variable "session" {
     wall_seconds   = optional(number, 420)
     max_turns      = optional(number, 20)
     max_tool_calls = optional(number, 40)
+    max_fetches    = optional(number, 10)
   })
-  description = "Budgets of one agent session (SESSION_WALL_SECONDS, SESSION_MAX_TURNS, SESSION_MAX_TOOL_CALLS). The wall budget must end well before tasks.dispatch_deadline_seconds, which is also agent_session's timeout."
+  description = "Budgets of one agent session (SESSION_WALL_SECONDS, SESSION_MAX_TURNS, SESSION_MAX_TOOL_CALLS, FETCH_MAX_PER_SESSION). The wall budget must end well before tasks.dispatch_deadline_seconds, which is also agent_session's timeout."
   default     = {}
 
   validation {
     condition = (
       var.session.wall_seconds >= 10 && var.session.wall_seconds <= 1700 &&
       var.session.max_turns >= 1 && var.session.max_turns <= 200 &&
-      var.session.max_tool_calls >= 0 && var.session.max_tool_calls <= 1000
+      var.session.max_tool_calls >= 0 && var.session.max_tool_calls <= 1000 &&
+      var.session.max_fetches >= 0 && var.session.max_fetches <= 1000
     )
     error_message = "session: wall_seconds 10..1700, max_turns 1..200, max_tool_calls 0..1000 (the ranges shared/config.py accepts)."
   }
@@ -146,13 +165,14 @@ variable "tasks" {
 variable "sweep" {
   type = object({
     schedule               = optional(string, "0 8 * * *")
+    rescue_schedule        = optional(string, "*/2 * * * *")
     time_zone              = optional(string, "Etc/UTC")
     question_remind_hours  = optional(number, 24)
     question_abandon_hours = optional(number, 48)
     stale_lease_minutes    = optional(number, 60)
     page_size              = optional(number, 200)
   })
-  description = "The daily sweep: when Cloud Scheduler runs it (cron syntax, in time_zone); the age at which an open question gets its one reminder (QUESTION_REMIND_HOURS) and the further time after which it is abandoned (QUESTION_ABANDON_HOURS); how long past its lease a running session must be before its worker counts as dead (STALE_LEASE_MINUTES); documents read per page (SWEEP_PAGE_SIZE)."
+  description = "The daily sweep: when Cloud Scheduler runs it (cron syntax, in time_zone), and when the rescue runs (rescue_schedule, every few minutes: sessions left queued or whose worker died are queued again); the age at which an open question gets its one reminder (QUESTION_REMIND_HOURS) and the further time after which it is abandoned (QUESTION_ABANDON_HOURS); how long past its lease a running session must be before its worker counts as dead (STALE_LEASE_MINUTES); documents read per page (SWEEP_PAGE_SIZE)."
   default     = {}
 
   validation {
@@ -206,6 +226,7 @@ variable "extra_environment" {
       "TASKS_QUEUE", "TASKS_TARGET_URL", "TASKS_SERVICE_ACCOUNT", "TASKS_DISPATCH_DEADLINE_SECONDS",
       "GOOGLE_CLOUD_PROJECT", "FIRESTORE_DATABASE", "LOG_LEVEL", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_CLOUD_LOCATION",
       "GEMINI_MODEL", "OPERATOR_USER_IDS", "OPERATOR_CHANNEL", "ALLOW_REQUESTER_ANSWERS", "EVENT_TTL_HOURS",
+      "ALLOW_REQUESTER_APPROVALS", "TOOL_TIERS", "FETCH_MAX_PER_SESSION",
       "SESSION_WALL_SECONDS", "SESSION_MAX_TURNS", "SESSION_MAX_TOOL_CALLS",
       "QUESTION_REMIND_HOURS", "QUESTION_ABANDON_HOURS", "STALE_LEASE_MINUTES", "SWEEP_PAGE_SIZE",
     ])) == 0 && alltrue([for name in keys(var.extra_environment) : !endswith(name, "_EMULATOR_HOST")])
