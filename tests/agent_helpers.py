@@ -7,8 +7,8 @@ from typing import Any
 
 from infra import stack as local
 from infra.fakeslack.control import FakeSlack
-from shared import ids, store
-from shared.models import Question, Session, SessionStatus
+from shared.state import ids, questions, sessions
+from shared.state.models import Question, Session, SessionStatus
 from tests.poll import wait_for
 
 HUMAN = "U0HUMAN"
@@ -31,12 +31,12 @@ def mention(fake_slack: FakeSlack, channel: str, text: str, *, user: str = HUMAN
 
 
 def session(session_id: str) -> Session | None:
-    return store.get_session(session_id)
+    return sessions.get_session(session_id)
 
 
 def wait_status(session_id: str, *statuses: SessionStatus, timeout: float = 30.0) -> Session:
     def reached() -> Session | None:
-        found = store.get_session(session_id)
+        found = sessions.get_session(session_id)
         return found if found and found.status in statuses else None
 
     return wait_for(reached, timeout=timeout, what=f"session {session_id} to become {statuses}")
@@ -46,7 +46,7 @@ def open_question(session_id: str) -> Question:
     found = session(session_id)
     assert found is not None
     assert found.question_id, f"session {session_id} has no question"
-    question = store.get_question(found.question_id)
+    question = questions.get_question(found.question_id)
     assert question is not None
     return question
 

@@ -13,6 +13,7 @@ import os
 import signal
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -24,15 +25,69 @@ from infra.stack import LOCAL, OPERATOR_ID, Stack
 from shared import config
 from tests.slack import SlackSender
 
+# Where the test stack keeps its stack file and logs; TEST_STACK_DIR lets two runs of one checkout coexist.
+TEST_DIR = Path(os.environ.get("TEST_STACK_DIR") or LOCAL / "test")
+
 
 def _interrupt(signum: int, _frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+# The fast tier (`make test-fast`, well under a minute): pure logic, and the handlers in-process on the emulator.
+FAST_MODULES = {
+    "test_auth", "test_config", "test_fetch", "test_gate", "test_handlers", "test_layers", "test_mrkdwn",
+    "test_policy", "test_slack_safety",
+}  # fmt: skip
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        module = getattr(item, "module", None)
+        if module is not None and module.__name__.rsplit(".", 1)[-1] in FAST_MODULES:
+            item.add_marker(pytest.mark.fast)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """A SIGTERM or SIGHUP (a CI timeout, `timeout`) stops the run like Ctrl-C: teardown still stops the stack."""
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _interrupt)
+
+
+# The stack's logs a failing test attaches to its report: what each service logged while the test ran.
+REPORTED_LOGS = ("slack_events", "slack_interactivity", "agent_session", "sweep", "dispatch", "fake_slack")
+REPORTED_LINES = 120
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    report: pytest.TestReport = yield
+    offsets: dict[str, int] | None = item.stash.get(_LOG_OFFSETS, None)
+    if report.when == "call" and report.failed and offsets is not None:
+        for name, offset in offsets.items():
+            path = TEST_DIR / "logs" / f"{name}.log"
+            with path.open("rb") as log:
+                log.seek(offset)
+                lines = log.read().decode(errors="replace").splitlines()
+            if lines:
+                report.sections.append(
+                    (f"stack log {name} (last {REPORTED_LINES})", "\n".join(lines[-REPORTED_LINES:]))
+                )
+    return report
+
+
+_LOG_OFFSETS = pytest.StashKey[dict[str, int]]()
+
+
+@pytest.fixture(autouse=True)
+def _mark_stack_logs(request: pytest.FixtureRequest) -> None:
+    """Remember where each stack log ended when a stack test began, so a failure can show what followed."""
+    if "stack" not in request.fixturenames:
+        return
+    request.getfixturevalue("stack")  # started first, so its logs exist
+    logs = TEST_DIR / "logs"
+    request.node.stash[_LOG_OFFSETS] = {
+        name: (logs / f"{name}.log").stat().st_size for name in REPORTED_LOGS if (logs / f"{name}.log").exists()
+    }
 
 
 @pytest.fixture(scope="session")
@@ -45,8 +100,12 @@ def stack() -> Iterator[Stack]:
             "SESSION_MAX_TOOL_CALLS": "10",
             "OPERATOR_CHANNEL": "C0OPERATORS",
             "OPERATOR_USER_IDS": f"{OPERATOR_ID},U0OPERATOR2",
+            # The crash tests run restart_service at once; scale_service keeps its own tier (approve).
+            "TOOL_TIERS": '{"restart_service": "safe"}',
         },
-        stack_file=LOCAL / "test" / "stack.json",
+        stack_file=TEST_DIR / "stack.json",
+        # Tasks reach agent_session as deployed Cloud Tasks delivers them: in parallel, retried on non-2xx.
+        parallel_tasks=True,
     ).start()
     saved = dict(os.environ)
     os.environ.update(stack.product_env())

@@ -11,9 +11,9 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 from infra import stack as local
 from infra.fakegemini.control import FakeGemini
 from infra.fakeslack.control import FakeSlack
-from shared import store
-from shared.answers import match_option
-from shared.models import QuestionStatus, SessionStatus
+from shared.asks.answers import match_option
+from shared.state import firestore, ids, questions, sessions
+from shared.state.models import QuestionStatus, SessionStatus
 from tests.agent_helpers import Thread, function_responses, mention, open_question, texts, wait_status
 from tests.poll import wait_for
 
@@ -61,12 +61,12 @@ def test_an_operator_reply_resumes_the_session(
     script(G.text("Using postgres."))
     reply = fake_slack.user_message(OPERATOR, thread.channel, "2", thread_ts=thread.ts)
     assert [d["status"] for d in reply["deliveries"]] == [200]
-    answered = store.get_question(question.question_id)
+    answered = questions.get_question(question.question_id)
     assert answered is not None
     assert answered.status == QuestionStatus.ANSWERED
     assert answered.matched_option == "postgres"
     assert answered.answered_by == OPERATOR
-    wait_status(store.continuation_id(question.question_id), SessionStatus.DONE)
+    wait_status(ids.continuation_id(question.question_id), SessionStatus.DONE)
     assert fake_slack.bot_replies(thread.channel, thread.ts)[-1]["text"] == "Using postgres."
     assert "speech_balloon" not in fake_slack.reactions(thread.channel, question.post_ts or "")
     assert "white_check_mark" in fake_slack.reactions(thread.channel, reply["ts"])
@@ -81,7 +81,7 @@ def test_an_unmatched_reply_goes_to_the_model_as_free_text(
     question = open_question(thread.session_id)
     script(G.text("Understood."))
     fake_slack.user_message(OPERATOR, thread.channel, "post", thread_ts=thread.ts)
-    wait_status(store.continuation_id(question.question_id), SessionStatus.DONE)
+    wait_status(ids.continuation_id(question.question_id), SessionStatus.DONE)
     [response] = function_responses(fake_gemini.requests()[-1])
     result = response["response"]["result"]
     assert result["answer"] == "post"
@@ -97,8 +97,8 @@ def test_a_mention_in_the_thread_answers_without_the_mention(
     script(G.text("ok"))
     sent = fake_slack.user_message(OPERATOR, thread.channel, f"<@{local.BOT_USER_ID}> use sqlite", thread_ts=thread.ts)
     assert sorted(d["type"] for d in sent["deliveries"]) == ["app_mention", "message"]
-    wait_status(store.continuation_id(question.question_id), SessionStatus.DONE)
-    assert store.get_question(question.question_id).answer == "use sqlite"  # type: ignore[union-attr]
+    wait_status(ids.continuation_id(question.question_id), SessionStatus.DONE)
+    assert questions.get_question(question.question_id).answer == "use sqlite"  # type: ignore[union-attr]
     assert fake_slack.ephemerals(thread.channel) == []  # the twin event is the same answer, not a loser
     [response] = function_responses(fake_gemini.requests()[-1])
     assert response["response"]["result"]["answer"] == "use sqlite"
@@ -112,8 +112,8 @@ def test_a_non_operator_gets_an_ephemeral_note_and_nothing_changes(
     fake_slack.user_message("U0STRANGER", thread.channel, "sqlite!", thread_ts=thread.ts)
     [note] = fake_slack.ephemerals(thread.channel, user="U0STRANGER")
     assert "Only the operators" in note["text"]
-    assert store.get_question(question.question_id).status == QuestionStatus.OPEN  # type: ignore[union-attr]
-    assert store.get_session(store.continuation_id(question.question_id)) is None
+    assert questions.get_question(question.question_id).status == QuestionStatus.OPEN  # type: ignore[union-attr]
+    assert sessions.get_session(ids.continuation_id(question.question_id)) is None
 
 
 def test_racing_replies_make_exactly_one_continuation(script: Script, fake_slack: FakeSlack, uid: str) -> None:
@@ -132,11 +132,15 @@ def test_racing_replies_make_exactly_one_continuation(script: Script, fake_slack
         t.start()
     for t in threads:
         t.join()
-    wait_status(store.continuation_id(question.question_id), SessionStatus.DONE)
+    wait_status(ids.continuation_id(question.question_id), SessionStatus.DONE)
     notes = fake_slack.ephemerals(thread.channel, user=OPERATOR)
     assert len(notes) == 2
     assert all("already answered" in n["text"] for n in notes)
-    query = store.db().collection(store.SESSIONS).where(filter=FieldFilter("question_id", "==", question.question_id))
+    query = (
+        firestore.db()
+        .collection(firestore.SESSIONS)
+        .where(filter=FieldFilter("question_id", "==", question.question_id))
+    )
     continuations = [s for s in query.stream() if (s.to_dict() or {}).get("kind") == "continuation"]
     assert len(continuations) == 1
 
@@ -151,7 +155,7 @@ def test_a_button_press_answers_and_updates_the_question(
         OPERATOR, thread.channel, question.post_ts or "", "answer_3", value=f"{question.question_id}|3"
     )
     assert clicked["status"] == 200
-    wait_status(store.continuation_id(question.question_id), SessionStatus.DONE)
+    wait_status(ids.continuation_id(question.question_id), SessionStatus.DONE)
     post = next(m for m in fake_slack.messages(thread.channel, thread.ts) if m["ts"] == question.post_ts)
     assert post["text"].startswith(f":white_check_mark: <@{OPERATOR}> chose: *postgres with replicas*")
     assert not post.get("blocks")
@@ -168,7 +172,7 @@ def test_tampered_or_stale_button_values_change_nothing(
     forged = value.format(qid=question.question_id)
     clicked = fake_slack.click(OPERATOR, thread.channel, question.post_ts or "", "answer_1", value=forged)
     assert clicked["status"] == 200
-    assert store.get_question(question.question_id).status == QuestionStatus.OPEN  # type: ignore[union-attr]
+    assert questions.get_question(question.question_id).status == QuestionStatus.OPEN  # type: ignore[union-attr]
     [note] = fake_slack.ephemerals(thread.channel, user=OPERATOR)
     assert "nothing changed" in note["text"]
 
@@ -178,11 +182,11 @@ def test_a_click_on_an_answered_question_gets_a_note(script: Script, fake_slack:
     question = open_question(thread.session_id)
     script(G.text("ok"))
     fake_slack.user_message(OPERATOR, thread.channel, "1", thread_ts=thread.ts)
-    wait_status(store.continuation_id(question.question_id), SessionStatus.DONE)
+    wait_status(ids.continuation_id(question.question_id), SessionStatus.DONE)
     fake_slack.click(OPERATOR, thread.channel, question.post_ts or "", "answer_2", value=f"{question.question_id}|2")
     notes = wait_for(lambda: fake_slack.ephemerals(thread.channel, user=OPERATOR), what="an ephemeral note")
     assert "already answered" in notes[-1]["text"]
-    assert store.get_question(question.question_id).matched_option == "sqlite"  # type: ignore[union-attr]
+    assert questions.get_question(question.question_id).matched_option == "sqlite"  # type: ignore[union-attr]
 
 
 def test_end_to_end_mention_ask_reply_continue_answer(
@@ -197,7 +201,7 @@ def test_end_to_end_mention_ask_reply_continue_answer(
     wait_status(thread.session_id, SessionStatus.PAUSED)
     fake_slack.user_message(OPERATOR, thread.channel, "yes", thread_ts=thread.ts)
     question = open_question(thread.session_id)
-    wait_status(store.continuation_id(question.question_id), SessionStatus.DONE)
+    wait_status(ids.continuation_id(question.question_id), SessionStatus.DONE)
     texts = [m["text"] for m in fake_slack.bot_replies(thread.channel, thread.ts)]
     assert "May I restart prod?" in texts[0]
     assert texts[1:] == ["Restarting now.", "Restarted prod; all green."]
@@ -214,10 +218,10 @@ def test_a_message_during_a_running_session_is_a_note_not_a_second_session(
     )
     assert [d["status"] for d in sent["deliveries"]] == [200, 200]
     wait_status(thread.session_id, SessionStatus.DONE)
-    sessions = store.db().collection(store.SESSIONS).where(filter=FieldFilter("channel", "==", thread.channel))
+    sessions = firestore.db().collection(firestore.SESSIONS).where(filter=FieldFilter("channel", "==", thread.channel))
     assert [s.id for s in sessions.stream()] == [thread.session_id]
     last = fake_gemini.requests()[-1]
-    assert "wrote in the thread while you worked" in texts(last)
+    assert '{"kind": "thread_message", "from": "<@U0HUMAN>", "text": "<@U0LOCALBOT> use the staging db"}' in texts(last)
     assert texts(last).count("use the staging db") == 1  # the app_mention and message twins make one note
 
 
@@ -230,13 +234,14 @@ def test_a_non_blocking_answer_is_folded_in_while_the_session_runs(
         G.text("Formatted with tabs."),
     )
     thread = mention(fake_slack, f"C{uid}", "format the code")
-    question = wait_for(lambda: store.open_questions_in_thread(thread.channel, thread.ts), what="the question")[0]
+    question = wait_for(lambda: questions.thread_questions(thread.channel, thread.ts).open, what="the question")[0]
     assert not question.blocking
     fake_slack.user_message(OPERATOR, thread.channel, "yes, tabs", thread_ts=thread.ts)
     done = wait_status(thread.session_id, SessionStatus.DONE)
-    assert store.get_session(store.continuation_id(question.question_id)) is None
-    assert "The operator <@U0OPERATOR> answered your question 'Prefer tabs?': yes, tabs" in texts(
-        fake_gemini.requests()[-1]
+    assert sessions.get_session(ids.continuation_id(question.question_id)) is None
+    assert (
+        '"kind": "operator_answer", "from": "<@U0OPERATOR>", "question": "Prefer tabs?", "answer": "yes, tabs"'
+        in texts(fake_gemini.requests()[-1])
     )
     assert done.notes == []
 
@@ -247,11 +252,11 @@ def test_a_non_blocking_answer_after_the_session_ended_starts_a_continuation(
     script(G.call("ask_operator", question="Ship on Friday?", blocking=False), G.text("Prepared the release."))
     thread = mention(fake_slack, f"C{uid}", "prepare the release")
     wait_status(thread.session_id, SessionStatus.DONE)
-    question = store.open_questions_in_thread(thread.channel, thread.ts)[0]
+    question = questions.thread_questions(thread.channel, thread.ts).open[0]
     script(G.text("Noted: shipping Monday instead."))
     fake_slack.user_message(OPERATOR, thread.channel, "no, Monday", thread_ts=thread.ts)
-    wait_status(store.continuation_id(question.question_id), SessionStatus.DONE)
-    assert "answered your earlier question 'Ship on Friday?': no, Monday" in texts(fake_gemini.requests()[-1])
+    wait_status(ids.continuation_id(question.question_id), SessionStatus.DONE)
+    assert '"question": "Ship on Friday?", "answer": "no, Monday"' in texts(fake_gemini.requests()[-1])
     assert fake_slack.bot_replies(thread.channel, thread.ts)[-1]["text"] == "Noted: shipping Monday instead."
 
 
@@ -261,14 +266,14 @@ def test_a_newer_blocking_question_cancels_the_older_one(
     script(G.calls(("ask_operator", {"question": "First question?"}), ("ask_operator", {"question": "Second?"})))
     thread = mention(fake_slack, f"C{uid}", "ask twice")
     wait_status(thread.session_id, SessionStatus.PAUSED)
-    [open_one] = store.open_questions_in_thread(thread.channel, thread.ts)
+    [open_one] = questions.thread_questions(thread.channel, thread.ts).open
     assert open_one.text == "Second?"
     first = next(m for m in fake_slack.bot_replies(thread.channel, thread.ts) if "First question?" in m["text"])
     assert "Cancelled" in first["text"]
     assert "speech_balloon" not in fake_slack.reactions(thread.channel, first["ts"])
     script(G.text("ok"))
     fake_slack.user_message(OPERATOR, thread.channel, "answer to the second", thread_ts=thread.ts)
-    wait_status(store.continuation_id(open_one.question_id), SessionStatus.DONE)
+    wait_status(ids.continuation_id(open_one.question_id), SessionStatus.DONE)
     results = [r["response"]["result"] for r in function_responses(fake_gemini.requests()[-1])]
     assert results[0]["status"] == "cancelled"
     assert results[1]["answer"] == "answer to the second"
@@ -304,13 +309,17 @@ def test_two_operators_a_button_and_a_slack_retry_race_to_one_continuation(
         racer.join()
     for delivery in (d for message in sent.values() for d in message["deliveries"]):  # type: ignore[attr-defined]
         fake_slack.redeliver(delivery["event_id"])  # Slack retries every answer event too
-    wait_status(store.continuation_id(question.question_id), SessionStatus.DONE)
-    query = store.db().collection(store.SESSIONS).where(filter=FieldFilter("question_id", "==", question.question_id))
+    wait_status(ids.continuation_id(question.question_id), SessionStatus.DONE)
+    query = (
+        firestore.db()
+        .collection(firestore.SESSIONS)
+        .where(filter=FieldFilter("question_id", "==", question.question_id))
+    )
     assert len([s for s in query.stream() if (s.to_dict() or {}).get("kind") == "continuation"]) == 1
     losers = fake_slack.ephemerals(thread.channel)
     assert len(losers) == 2
     assert all("already answered" in note["text"] for note in losers)
-    answered = store.get_question(question.question_id)
+    answered = questions.get_question(question.question_id)
     assert answered is not None
     assert answered.matched_option in OPTIONS
 
@@ -326,13 +335,13 @@ def test_a_non_blocking_answer_while_paused_waits_for_the_continuation(
     )
     thread = mention(fake_slack, f"C{uid}", "ship the ui")
     wait_status(thread.session_id, SessionStatus.PAUSED)
-    by_text = {q.text: q for q in store.open_questions_in_thread(thread.channel, thread.ts)}
+    by_text = {q.text: q for q in questions.thread_questions(thread.channel, thread.ts).open}
     dark, release = by_text["Dark mode?"], by_text["Which release?"]
     fake_slack.click(OPERATOR, thread.channel, dark.post_ts or "", "answer_1", value=f"{dark.question_id}|1")
-    assert store.get_session(store.continuation_id(dark.question_id)) is None  # no second continuation
+    assert sessions.get_session(ids.continuation_id(dark.question_id)) is None  # no second continuation
     script(G.text("Shipping 2.0 with dark mode."))
     fake_slack.user_message(OPERATOR, thread.channel, "2.0", thread_ts=thread.ts)
-    wait_status(store.continuation_id(release.question_id), SessionStatus.DONE)
+    wait_status(ids.continuation_id(release.question_id), SessionStatus.DONE)
     last = fake_gemini.requests()[-1]
-    assert "answered your question 'Dark mode?': yes" in texts(last)
+    assert '"question": "Dark mode?", "answer": "yes"' in texts(last)
     assert [r["response"]["result"].get("answer") for r in function_responses(last)][-1] == "2.0"

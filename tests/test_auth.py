@@ -17,7 +17,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 from google.auth import crypt, jwt
 
-from shared import auth, config
+from shared import config
+from shared.state import oidc as auth
 
 AUDIENCE = "https://agent-session.example.run.app/"
 INVOKER = "tasks-invoker@project.iam.gserviceaccount.com"
@@ -162,5 +163,158 @@ def test_the_sweep_without_a_token_is_401_when_oidc_is_required(monkeypatch: pyt
         app = functions_framework.create_app("sweep", str(ROOT / "functions" / "main.py"))  # type: ignore[no-untyped-call]
         response = app.test_client().post("/", json={"now": "2030-01-01T00:00:00+00:00"})
         assert response.status_code == 401
+    finally:
+        config.reset()
+
+
+class CertsServer:
+    """Google's certificates on loopback, with every fetch counted; the Cache-Control header and a delay are set
+    per test."""
+
+    def __init__(self, keys: tuple[rsa.RSAPrivateKey, bytes]) -> None:
+        body = json.dumps({"test-kid": keys[1].decode()}).encode()
+        self.fetches: list[str] = []
+        self.cache_control = "public, max-age=3600, must-revalidate, no-transform"  # Google's shape
+        self.delay = 0.0
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                server.fetches.append(self.path)
+                time.sleep(server.delay)
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Cache-Control", server.cache_control)
+                    self.end_headers()
+                    self.wfile.write(body)
+                except OSError:
+                    pass  # the client gave up waiting
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.http.server_address[1]}/counted-certs"
+        threading.Thread(target=self.http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    def close(self) -> None:
+        self.http.shutdown()
+        self.http.server_close()
+
+
+@pytest.fixture
+def certs_server(keys: tuple[rsa.RSAPrivateKey, bytes]) -> Iterator[CertsServer]:
+    server = CertsServer(keys)
+    auth.CERTS.forget()
+    yield server
+    server.close()
+    auth.CERTS.forget()
+
+
+def test_certificates_are_fetched_once_for_many_verifications(
+    keys: tuple[rsa.RSAPrivateKey, bytes], certs_server: CertsServer
+) -> None:
+    """Defect: Google's certificates were fetched on every request (with a 120 s timeout)."""
+    for _ in range(20):
+        email = auth.verify(
+            headers(token(keys)), audience=AUDIENCE, service_account=INVOKER, certs_url=certs_server.url
+        )
+        assert email == INVOKER
+    assert len(certs_server.fetches) == 1
+
+
+def test_concurrent_requests_share_one_fetch(keys: tuple[rsa.RSAPrivateKey, bytes], certs_server: CertsServer) -> None:
+    """A cold instance met by a burst of tasks fetches the certificates once, the others wait for that fetch."""
+    certs_server.delay = 0.3
+    bearer = headers(token(keys))
+    results: list[str | BaseException] = []
+
+    def one() -> None:
+        try:
+            results.append(auth.verify(bearer, audience=AUDIENCE, service_account=INVOKER, certs_url=certs_server.url))
+        except Exception as exc:  # reported by the assertion below
+            results.append(exc)
+
+    threads = [threading.Thread(target=one) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert results == [INVOKER] * 8
+    assert len(certs_server.fetches) == 1
+
+
+@pytest.mark.parametrize(
+    ("cache_control", "kept"),
+    [
+        ("public, max-age=3600, must-revalidate, no-transform", 3600),
+        ("public, max-age=5", auth.CACHE_SECONDS[0]),  # a floor: never a fetch per request
+        ("public, max-age=999999", auth.CACHE_SECONDS[1]),  # a ceiling: rotated keys are seen within hours
+        ("no-cache", auth.CACHE_SECONDS[0]),
+        ("", auth.CACHE_SECONDS[0]),
+    ],
+)
+def test_certificates_are_kept_for_their_max_age_within_bounds(
+    certs_server: CertsServer, cache_control: str, kept: int
+) -> None:
+    now = [1000.0]
+    certs = auth._Certs(clock=lambda: now[0])
+    certs_server.cache_control = cache_control
+    assert "test-kid" in certs.get(certs_server.url)
+    now[0] += kept - 1
+    certs.get(certs_server.url)
+    assert len(certs_server.fetches) == 1
+    now[0] += 2
+    assert "test-kid" in certs.get(certs_server.url)
+    assert len(certs_server.fetches) == 2
+
+
+def test_the_certificate_fetch_has_a_short_timeout(
+    keys: tuple[rsa.RSAPrivateKey, bytes], certs_server: CertsServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hung fetch is a 401 Cloud Tasks retries, after seconds (not google-auth's 120 s); nothing is cached."""
+    assert auth.CERTS_TIMEOUT_SECONDS <= 10
+    monkeypatch.setattr(auth, "CERTS_TIMEOUT_SECONDS", 0.2)
+    certs_server.delay = 1.0
+    started = time.monotonic()
+    with pytest.raises(auth.Unauthorized, match="could not fetch"):
+        auth.verify(headers(token(keys)), audience=AUDIENCE, service_account=INVOKER, certs_url=certs_server.url)
+    assert time.monotonic() - started < 0.9
+    certs_server.delay = 0.0
+    assert auth.verify(headers(token(keys)), audience=AUDIENCE, service_account=INVOKER, certs_url=certs_server.url)
+
+
+@pytest.mark.parametrize("issuer", ["https://accounts.google.com", "accounts.google.com"])
+def test_both_forms_of_googles_issuer_pass(
+    keys: tuple[rsa.RSAPrivateKey, bytes], certs_server: CertsServer, issuer: str
+) -> None:
+    bearer = headers(token(keys, iss=issuer))
+    assert auth.verify(bearer, audience=AUDIENCE, service_account=INVOKER, certs_url=certs_server.url) == INVOKER
+
+
+@pytest.mark.parametrize("issuer", ["https://evil.example", "https://accounts.google.com.evil.example", None])
+def test_a_token_from_another_issuer_is_refused(
+    keys: tuple[rsa.RSAPrivateKey, bytes], certs_server: CertsServer, issuer: str | None
+) -> None:
+    """Defect: the token's issuer was not checked."""
+    with pytest.raises(auth.Unauthorized, match="issued by"):
+        auth.verify(headers(token(keys, iss=issuer)), audience=AUDIENCE, service_account=INVOKER,
+                    certs_url=certs_server.url)  # fmt: skip
+
+
+def test_another_issuer_is_answered_401(
+    keys: tuple[rsa.RSAPrivateKey, bytes], certs_server: CertsServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through ``check``, what agent_session and sweep answer: 401 for another issuer, None (go on) for Google's."""
+    fetch = auth.CERTS.get
+    monkeypatch.setattr(auth.CERTS, "get", lambda url: fetch(certs_server.url))  # Google's URL, served on loopback
+    monkeypatch.setenv("REQUIRE_OIDC", "true")
+    monkeypatch.setenv("OIDC_AUDIENCE", AUDIENCE)
+    config.reset()
+    try:
+        refused = auth.check(headers(token(keys, iss="https://evil.example")), audience="x", service_account=INVOKER)
+        assert refused == ({"error": "unauthorized"}, 401)
+        assert auth.check(headers(token(keys)), audience="x", service_account=INVOKER) is None
     finally:
         config.reset()

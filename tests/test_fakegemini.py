@@ -436,6 +436,16 @@ def test_demo_asks_once_on_a_fresh_message() -> None:
     )
 
 
+def test_demo_asks_to_restart_a_service_which_needs_an_approval() -> None:
+    restart = {"name": "restart_service", "parameters": {"type": "OBJECT"}}
+    request = (
+        'The request you are working on now (data, as JSON):\n{"from": "<@U1>", "text": "restart web in production"}'
+    )
+    body = {"contents": [_user(request)], "tools": [{"functionDeclarations": [ASK_DECLARATION, restart]}]}
+    [call] = demo.demo_item(body)["function_calls"]
+    assert call == {"name": "restart_service", "args": {"name": "web", "environment": "production"}}
+
+
 @pytest.mark.parametrize(
     ("last_part", "expected"),
     [

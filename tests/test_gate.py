@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from shared.gate import closed_loop
+from shared.agent.gate import closed_loop
+from shared.state.models import Audit
 
 
 def model(*calls: str) -> dict[str, Any]:
@@ -44,4 +46,5 @@ POST = {"type": "post", "ts": "1.1"}
     ],
 )
 def test_gate(name: str, audit: list[dict[str, Any]], closed: bool) -> None:
-    assert closed_loop(audit) is closed, name
+    entries = [Audit.from_doc({**entry, "at": datetime(2030, 1, 1, tzinfo=UTC)}) for entry in audit]
+    assert closed_loop(entries) is closed, name

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from shared.mrkdwn import DEFAULT_LIMIT, MIN_LIMIT, split_message, to_mrkdwn, to_slack_messages
+from shared.slack.mrkdwn import DEFAULT_LIMIT, MIN_LIMIT, split_message, to_mrkdwn, to_slack_messages
 
 # --- Inline formatting ---
 

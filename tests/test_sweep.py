@@ -18,8 +18,19 @@ from infra import stack as local
 from infra.fakegemini.control import FakeGemini
 from infra.fakeslack.control import FakeSlack
 from infra.stack import Stack
-from shared import store, tasks
-from shared.models import QuestionStatus, Session, SessionKind, SessionStatus, Step
+from shared import deps
+from shared.state import firestore, ids, sessions, tasks
+from shared.state import questions as stored
+from shared.state.models import (
+    Audit,
+    QuestionStatus,
+    Session,
+    SessionKind,
+    SessionStatus,
+    Step,
+    StepKind,
+    retry_session,
+)
 from tests.agent_helpers import Thread, mention, open_question, texts, wait_status
 from tests.poll import wait_for
 
@@ -51,8 +62,8 @@ def paused_with_question(script: Script, fake_slack: FakeSlack, channel: str, qu
 
 
 def age_question(question_id: str, hours: float) -> datetime:
-    asked = store.now() - timedelta(hours=hours)
-    store.db().collection(store.QUESTIONS).document(question_id).update({"asked_at": asked})
+    asked = firestore.now() - timedelta(hours=hours)
+    firestore.db().collection(firestore.QUESTIONS).document(question_id).update({"asked_at": asked})
     return asked
 
 
@@ -69,12 +80,12 @@ def test_questions_aged_23_25_and_73_hours(
     summary = sweep(stack)
     assert (summary["reminded"], summary["abandoned"], summary["questions_read"]) == (1, 1, 2)
 
-    young = store.get_question(questions[23].question_id)
+    young = stored.get_question(questions[23].question_id)
     assert young is not None
     assert (young.status, young.reminded_at) == (QuestionStatus.OPEN, None)
     assert len(fake_slack.bot_replies(threads[23].channel, threads[23].ts)) == 1  # only the question itself
 
-    reminded = store.get_question(questions[25].question_id)
+    reminded = stored.get_question(questions[25].question_id)
     assert reminded is not None
     assert reminded.status == QuestionStatus.OPEN
     assert reminded.reminded_at is not None
@@ -82,7 +93,7 @@ def test_questions_aged_23_25_and_73_hours(
     assert f"<@{OPERATOR}>" in reminder
     assert "q25?" in reminder
 
-    gone = store.get_question(questions[73].question_id)
+    gone = stored.get_question(questions[73].question_id)
     assert gone is not None
     assert gone.status == QuestionStatus.ABANDONED
     replies = fake_slack.bot_replies(threads[73].channel, threads[73].ts)
@@ -90,7 +101,7 @@ def test_questions_aged_23_25_and_73_hours(
     assert "Abandoned" in post["text"]
     assert "speech_balloon" not in fake_slack.reactions(threads[73].channel, post["ts"])
     assert "mention me in this thread" in replies[-1]["text"]
-    assert store.get_session(threads[73].session_id).status == SessionStatus.ABANDONED  # type: ignore[union-attr]
+    assert sessions.get_session(threads[73].session_id).status == SessionStatus.ABANDONED  # type: ignore[union-attr]
 
     posts_before = len(fake_slack.calls("chat.postMessage"))
     again = sweep(stack)
@@ -99,25 +110,25 @@ def test_questions_aged_23_25_and_73_hours(
 
 
 def test_the_sweep_reads_only_stale_documents(stack: Stack, empty_db: None, fake_slack: FakeSlack, uid: str) -> None:
-    now = store.now()
-    batch = store.db().batch()
+    now = firestore.now()
+    batch = firestore.db().batch()
     for n in range(3000):
         fresh = {"question_id": f"fresh-{n}", "status": "open", "asked_at": now - timedelta(hours=1),
                  "channel": f"C{uid}", "thread_ts": f"{n}.0"}  # fmt: skip
-        batch.set(store.db().collection(store.QUESTIONS).document(f"fresh-{n}"), fresh)
+        batch.set(firestore.db().collection(firestore.QUESTIONS).document(f"fresh-{n}"), fresh)
         done = Session(session_id=f"done-{uid}-{n}", kind=SessionKind.MENTION, channel=f"C{uid}", thread_ts=f"{n}.0",
                        trigger_ts=f"{n}.0", trigger_user="U1", text="x", created_at=now - timedelta(days=30),
                        status=SessionStatus.DONE)  # fmt: skip
-        batch.set(store.db().collection(store.SESSIONS).document(done.session_id), done.to_doc())
+        batch.set(firestore.db().collection(firestore.SESSIONS).document(done.session_id), done.to_doc())
         if n % 200 == 199:
             batch.commit()
-            batch = store.db().batch()
+            batch = firestore.db().batch()
     batch.commit()
     for n in range(5):
         stale = {"question_id": f"stale-{n}", "status": "open", "asked_at": now - timedelta(hours=30),
                  "channel": f"C{uid}", "thread_ts": f"stale{n}", "text": "old?", "options": [], "blocking": True,
                  "session_id": f"s-{n}", "transcript_id": f"s-{n}", "call_id": None}  # fmt: skip
-        store.db().collection(store.QUESTIONS).document(f"stale-{n}").set(stale)
+        firestore.db().collection(firestore.QUESTIONS).document(f"stale-{n}").set(stale)
 
     summary = sweep(stack)
     assert summary["questions_read"] == 5
@@ -127,17 +138,14 @@ def test_the_sweep_reads_only_stale_documents(stack: Stack, empty_db: None, fake
     # Counted on the wire by a gRPC interceptor on the real client: a second, in-process sweep reads
     # the 5 stale questions, one empty page of each other query, and nothing of the 6,000 fresh documents.
     from bench.firestore_ops import CountingClient, OpCounter
-    from shared import sweep as daily
+    from shared.agent import sweep as daily
 
     counter = OpCounter()
     counted = CountingClient(counter=counter, project=local.PROJECT)
-    saved, store._client = store._client, counted
-    try:
+    with deps.override(firestore=counted):
         again = counter.measure(daily.run)
-    finally:
-        store._client = saved
-    assert again.queries == 4
-    assert again.reads == 5 + 3  # 5 stale questions (already reminded: no writes), 3 empty pages
+    assert again.queries == 5
+    assert again.reads == 5 + 4  # 5 stale questions (already reminded: no writes), 4 empty pages
     assert again.writes == 0
 
 
@@ -147,15 +155,19 @@ def dead_session(uid: str, *, kind: SessionKind = SessionKind.MENTION, audit: li
     session = Session(
         session_id=f"dead-{uid}", kind=kind, channel=channel, thread_ts="1700000000.000100",
         trigger_ts="1700000000.000100", trigger_user="U0HUMAN", text=f"deploy the service [{channel}]",
-        created_at=store.now() - timedelta(hours=5), status=SessionStatus.RUNNING, worker="gone",
-        lease_until=store.now() - timedelta(hours=3),
-        parent_session_id="ev-original" if kind == SessionKind.RETRY else None,
+        created_at=firestore.now() - timedelta(hours=5), status=SessionStatus.RUNNING, worker="gone",
+        lease_until=firestore.now() - timedelta(hours=3),
+        narrated_session_id="ev-original" if kind == SessionKind.RETRY else None,
     )  # fmt: skip
-    store.db().collection(store.SESSIONS).document(session.session_id).set(session.to_doc())
-    step = Step(seq=0, session_id=session.session_id, kind="tool_results", content=None, audit=audit, at=store.now())
-    store.db().collection(store.SESSIONS).document(session.session_id).collection(store.STEPS).document("000000").set(
-        step.to_doc()
-    )
+    firestore.db().collection(firestore.SESSIONS).document(session.session_id).set(session.to_doc())
+    entries = [Audit.from_doc({**entry, "at": firestore.now()}) for entry in audit]
+    step = Step(
+        seq=0, session_id=session.session_id, kind=StepKind.TOOL_RESULTS, content=None, audit=entries,
+        at=firestore.now(),
+    )  # fmt: skip
+    firestore.db().collection(firestore.SESSIONS).document(session.session_id).collection(firestore.STEPS).document(
+        "000000"
+    ).set(step.to_doc())
     return session
 
 
@@ -173,13 +185,13 @@ def test_a_dead_worker_is_narrated_from_its_audit_log(
     script(G.text("I checked https://status.example.com (HTTP 200) but never reported back. Nothing else was done."))
     summary = sweep(stack)
     assert summary["narrated"] == 1
-    wait_status(store.retry_id(session.session_id), SessionStatus.DONE)
+    wait_status(ids.retry_id(session.session_id), SessionStatus.DONE)
     [reply] = fake_slack.bot_replies(session.channel, session.thread_ts)
     assert "status.example.com" in reply["text"]
     request = fake_gemini.requests()[-1]
     assert "status.example.com" in texts(request)  # the narration was given the audit log
     assert "tools" not in request["body"]
-    dead = store.get_session(session.session_id)
+    dead = sessions.get_session(session.session_id)
     assert dead is not None
     assert (dead.status, dead.followed_up) == (SessionStatus.SILENT_EXIT, True)
     assert sweep(stack)["narrated"] == 0
@@ -194,7 +206,7 @@ def test_a_dead_retry_alerts_the_operators_instead_of_retrying(
     [alert] = fake_slack.bot_replies(session.channel, session.thread_ts)
     assert alert["text"].startswith(f":warning: <@{OPERATOR}>")
     assert any("could not be narrated" in m["text"] for m in fake_slack.messages("C0OPERATORS"))
-    assert store.get_session(store.retry_id(session.session_id)) is None
+    assert sessions.get_session(ids.retry_id(session.session_id)) is None
     assert sweep(stack)["escalated"] == 0
 
 
@@ -205,19 +217,19 @@ def test_a_silent_session_is_narrated_at_once(
     thread = mention(fake_slack, f"C{uid}", "look around")
     silent = wait_status(thread.session_id, SessionStatus.SILENT_EXIT)
     assert silent.closed_loop is False
-    wait_status(store.retry_id(thread.session_id), SessionStatus.DONE)
+    wait_status(ids.retry_id(thread.session_id), SessionStatus.DONE)
     assert fake_slack.bot_replies(thread.channel, thread.ts)[-1]["text"].startswith("Summary:")
     assert "read_thread" in texts(fake_gemini.requests()[-1])
-    assert store.get_session(thread.session_id).followed_up  # type: ignore[union-attr]
+    assert sessions.get_session(thread.session_id).followed_up  # type: ignore[union-attr]
 
 
 def test_a_retry_that_is_itself_silent_raises_an_alert(script: Script, fake_slack: FakeSlack, uid: str) -> None:
     script(G.text(""), G.text(""))
     thread = mention(fake_slack, f"C{uid}", "say nothing")
-    wait_status(store.retry_id(thread.session_id), SessionStatus.SILENT_EXIT)
+    wait_status(ids.retry_id(thread.session_id), SessionStatus.SILENT_EXIT)
     alert = wait_for(lambda: fake_slack.bot_replies(thread.channel, thread.ts), what="the alert")[-1]
     assert f"<@{OPERATOR}>" in alert["text"]
-    assert store.get_session(store.retry_id(store.retry_id(thread.session_id))) is None
+    assert sessions.get_session(ids.retry_id(ids.retry_id(thread.session_id))) is None
 
 
 def test_narration_wins_over_resumption(
@@ -225,17 +237,19 @@ def test_narration_wins_over_resumption(
 ) -> None:
     thread = paused_with_question(script, fake_slack, f"C{uid}", "continue?")
     question = open_question(thread.session_id)
-    paused = store.get_session(thread.session_id)
+    paused = sessions.get_session(thread.session_id)
     assert paused is not None
-    retry = store.create_retry(paused, reason="test")
-    store.db().collection(store.SESSIONS).document(retry.session_id).update({"question_id": question.question_id})
+    retry = sessions.create_session(retry_session(paused, reason="test", at=firestore.now()))
+    firestore.db().collection(firestore.SESSIONS).document(retry.session_id).update(
+        {"question_id": question.question_id}
+    )
     script(G.text("Narrated, not resumed."))
     tasks.enqueue_session(retry.session_id)
     wait_status(retry.session_id, SessionStatus.DONE)
     request = fake_gemini.requests()[-1]
     assert "never reported back" in texts(request)
     assert "functionResponse" not in json.dumps(request["body"])
-    assert store.get_question(question.question_id).status == QuestionStatus.OPEN  # type: ignore[union-attr]
+    assert stored.get_question(question.question_id).status == QuestionStatus.OPEN  # type: ignore[union-attr]
 
 
 def test_a_session_whose_task_was_never_created_is_requeued(
@@ -243,10 +257,10 @@ def test_a_session_whose_task_was_never_created_is_requeued(
 ) -> None:
     queued = Session(
         session_id=f"lost-{uid}", kind=SessionKind.MENTION, channel=f"C{uid}", thread_ts="1.0", trigger_ts="1.0",
-        trigger_user="U0HUMAN", text=f"hello [C{uid}]", created_at=store.now() - timedelta(hours=1),
+        trigger_user="U0HUMAN", text=f"hello [C{uid}]", created_at=firestore.now() - timedelta(hours=1),
     )  # fmt: skip
-    doc = queued.to_doc() | {"updated_at": store.now() - timedelta(hours=1)}
-    store.db().collection(store.SESSIONS).document(queued.session_id).set(doc)
+    doc = queued.to_doc() | {"updated_at": firestore.now() - timedelta(hours=1)}
+    firestore.db().collection(firestore.SESSIONS).document(queued.session_id).set(doc)
     script(G.text("Sorry for the wait."))
     assert sweep(stack)["requeued"] == 1
     wait_status(queued.session_id, SessionStatus.DONE)
@@ -263,7 +277,23 @@ def test_the_admin_cli_lists_open_questions_and_runs_the_sweep(
     listed = subprocess.run([*run, "list"], capture_output=True, text=True, timeout=60, check=True, cwd=local.ROOT)
     assert "which cloud?" in listed.stdout
     assert thread.session_id in listed.stdout  # the paused session waits for an operator
-    later = (store.now() + timedelta(hours=25)).isoformat()
+    later = (firestore.now() + timedelta(hours=25)).isoformat()
     swept = subprocess.run([*run, "sweep", "--now", later], capture_output=True, text=True, timeout=60, check=True,
                            cwd=local.ROOT)  # fmt: skip
     assert json.loads(swept.stdout)["reminded"] == 1
+
+
+def test_a_reminder_is_marked_sent_only_once_its_post_succeeded(
+    stack: Stack, empty_db: None, script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    """Defect: the sweep marked the reminder sent before posting it, so a failed post was never retried."""
+    thread = paused_with_question(script, fake_slack, f"C{uid}", "deploy on friday?")
+    question = open_question(thread.session_id)
+    age_question(question.question_id, 25)
+    fake_slack.fail("chat.postMessage", times=1, error="fatal_error")
+    failed = sweep(stack)
+    assert (failed["reminded"], failed["errors"]) == (0, 1)
+    assert stored.get_question(question.question_id).reminded_at is None  # type: ignore[union-attr]
+    again = sweep(stack)
+    assert again["reminded"] == 1
+    assert stored.get_question(question.question_id).reminded_at is not None  # type: ignore[union-attr]

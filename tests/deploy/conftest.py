@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from deploy.evaluate import Evaluator
+from deploy.evaluate import evaluator as evaluator_for
 from deploy.provider_schema import ProviderSchema, SchemaNotFound, load
 from deploy.terraform import Module
 
@@ -26,7 +27,7 @@ def module() -> Module:
 @pytest.fixture(scope="session", params=[True, False], ids=["vertex-ai", "api-key"])
 def evaluator(request: pytest.FixtureRequest, module: Module) -> Evaluator:
     """The configuration as planned with Gemini through Vertex AI, and with an API key."""
-    return module.evaluator({**TFVARS, "gemini": {"use_vertex_ai": request.param}})
+    return evaluator_for(module, {**TFVARS, "gemini": {"use_vertex_ai": request.param}})
 
 
 @pytest.fixture(scope="session")

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from deploy.evaluate import Evaluator, Unknown, instances
+from deploy.evaluate import evaluator as evaluator_for
 from deploy.hcl_syntax import EvalError
 from deploy.terraform import Module
 
@@ -51,7 +52,7 @@ resource "google_thing" "each" {
 @pytest.fixture
 def evaluator(tmp_path: Path) -> Evaluator:
     (tmp_path / "main.tf").write_text(CONFIG)
-    return Module.load(tmp_path).evaluator({"project_id": "proj"})
+    return evaluator_for(Module.load(tmp_path), {"project_id": "proj"})
 
 
 def test_variables_take_defaults_and_optional_attribute_defaults(evaluator: Evaluator) -> None:
@@ -72,11 +73,11 @@ def test_values_known_after_apply_stay_readable(evaluator: Evaluator) -> None:
 
 def test_overrides_act_like_a_tfvars_file(tmp_path: Path) -> None:
     (tmp_path / "main.tf").write_text(CONFIG)
-    evaluator = Module.load(tmp_path).evaluator({"project_id": "p", "settings": {"enabled": False}})
+    evaluator = evaluator_for(Module.load(tmp_path), {"project_id": "p", "settings": {"enabled": False}})
     assert evaluator.local("chosen") == {}
     assert evaluator.local("joined") == "a"
     with pytest.raises(EvalError, match="undeclared"):
-        Module.load(tmp_path).evaluator({"project_id": "p", "nonsense": 1})
+        evaluator_for(Module.load(tmp_path), {"project_id": "p", "nonsense": 1})
 
 
 def test_instances_expand_for_each_and_dynamic_blocks(evaluator: Evaluator) -> None:
@@ -134,10 +135,25 @@ def test_validations_are_evaluated_like_terraform(
     tmp_path: Path, values: dict[str, object], failures: list[str]
 ) -> None:
     (tmp_path / "variables.tf").write_text(VALIDATED)
-    assert Module.load(tmp_path).evaluator(values).failed_validations() == failures
+    assert evaluator_for(Module.load(tmp_path), values).failed_validations() == failures
 
 
 def test_can_is_unknown_when_its_argument_is(evaluator: Evaluator) -> None:
     assert evaluator.expression('can(regex("^a", "abc"))') is True
     assert evaluator.expression('can(regex("^b", "abc"))') is False
     assert isinstance(evaluator.expression("can(google_service_account.x.email)"), Unknown)
+
+
+def test_no_module_of_deploy_imports_itself_back() -> None:
+    """deploy/ has no import cycle (evaluate reads terraform's Module, never the reverse; tests/test_layers.py
+    pins that pair): each module's imports, followed all the way, never lead back to it."""
+    import grimp
+
+    graph = grimp.build_graph("deploy")
+    cycles = {
+        (module, imported)
+        for module in graph.modules
+        for imported in graph.find_modules_directly_imported_by(module)
+        if graph.find_shortest_chain(imported, module) is not None
+    }
+    assert cycles == set()

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from deploy import package
+from deploy.evaluate import evaluator as evaluator_for
 from deploy.terraform import Module
 from infra.procs import Proc, free_port, http_answers, wait_until
 from infra.signing import signed_headers
@@ -62,7 +63,7 @@ def bare_env(home: Path, **extra: str) -> dict[str, str]:
 
 def entry_points() -> list[str]:
     module = Module.load(ROOT / "terraform")
-    return sorted(module.evaluator(TFVARS).local("functions"))
+    return sorted(evaluator_for(module, TFVARS).local("functions"))
 
 
 def test_the_zip_is_reproducible_and_holds_exactly_the_source(built: package.Package, tmp_path: Path) -> None:
@@ -94,8 +95,8 @@ def test_every_module_imports_with_only_the_runtime_requirements(unpacked: tuple
     app, python = unpacked
     script = (
         "import importlib, pkgutil, main, shared\n"
-        "names = [m.name for m in pkgutil.iter_modules(shared.__path__)]\n"
-        "[importlib.import_module('shared.' + name) for name in names]\n"
+        "names = [m.name for m in pkgutil.walk_packages(shared.__path__, 'shared.')]\n"
+        "[importlib.import_module(name) for name in names]\n"
         "print(len(names))\n"
     )
     result = subprocess.run(

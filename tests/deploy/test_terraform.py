@@ -1,7 +1,7 @@
 """Structural checks: terraform/ against the code it deploys, evaluated offline.
 
 Every check reads the code's own declarations (the entry points in
-functions/main.py, shared/config.py's VARIABLES and required_for, shared/store.py's
+functions/main.py, shared/config.py's VARIABLES and required_for, shared/state/indexes.py's
 INDEXES) so that a variable, an entry point or a query added later is guarded too.
 Each runs twice: with Gemini through Vertex AI and with an API key.
 """
@@ -20,8 +20,11 @@ import pytest
 
 from deploy import package
 from deploy.evaluate import Evaluator, Unknown, instances
+from deploy.evaluate import evaluator as evaluator_for
 from deploy.terraform import Block, Module, body_items
-from shared import config, store, worker
+from shared import config, deps
+from shared.agent import worker
+from shared.state import firestore, indexes, sessions
 from tests.deploy.conftest import ROOT, TERRAFORM, TFVARS
 
 FUNCTION = ("google_cloudfunctions2_function", "this")
@@ -175,7 +178,7 @@ def test_a_dropped_variable_is_caught(tmp_path: Path) -> None:
         text.replace('secrets     = ["SLACK_SIGNING_SECRET", "SLACK_BOT_TOKEN"]', 'secrets = ["SLACK_BOT_TOKEN"]', 1)
     )
     broken = Module.load(tmp_path)
-    missing = missing_required_variables(deployed(broken, broken.evaluator(TFVARS)))
+    missing = missing_required_variables(deployed(broken, evaluator_for(broken, TFVARS)))
     assert missing[config.SLACK_EVENTS] == ["SLACK_SIGNING_SECRET", "TASKS_QUEUE"]
     assert all("TASKS_QUEUE" in names for names in missing.values())
 
@@ -255,7 +258,7 @@ TUNED_ENVIRONMENT = {
 
 def test_the_settings_a_user_tunes_are_terraform_variables(module: Module) -> None:
     """Each reaches exactly the functions that read it (config.VARIABLES used_by), with the value given."""
-    tuned = module.evaluator({**TFVARS, **TUNED})
+    tuned = evaluator_for(module, {**TFVARS, **TUNED})
     assert tuned.failed_validations() == []
     readers = {variable.name: variable.used_by for variable in config.VARIABLES}
     for key, function in deployed(module, tuned).items():
@@ -296,16 +299,17 @@ def test_terraform_defaults_are_the_code_defaults(module: Module, evaluator: Eva
     ],
 )
 def test_extra_environment_cannot_override_what_terraform_decides(module: Module, name: str) -> None:
-    assert module.evaluator({**TFVARS, "extra_environment": {name: "x"}}).failed_validations()
+    assert evaluator_for(module, {**TFVARS, "extra_environment": {name: "x"}}).failed_validations()
 
 
 def test_extra_environment_refuses_everything_terraform_sets(module: Module, evaluator: Evaluator) -> None:
     managed = {name for function in deployed(module, evaluator).values() for name in function.environment}
     managed |= {name for function in deployed(module, evaluator).values() for name in function.secrets}
     for name in sorted(managed):
-        assert module.evaluator({**TFVARS, "extra_environment": {name: "x"}}).failed_validations(), name
+        assert evaluator_for(module, {**TFVARS, "extra_environment": {name: "x"}}).failed_validations(), name
     assert (
-        module.evaluator({**TFVARS, "extra_environment": {"SESSION_LEASE_SECONDS": "300"}}).failed_validations() == []
+        evaluator_for(module, {**TFVARS, "extra_environment": {"SESSION_LEASE_SECONDS": "300"}}).failed_validations()
+        == []
     )
 
 
@@ -343,22 +347,22 @@ def test_only_the_functions_that_call_the_model_are_marked_so(module: Module, ev
 # --- 3. Firestore ---------------------------------------------------------------------------------------------------
 
 
-def _index(body: dict[str, Any]) -> store.Index:
+def _index(body: dict[str, Any]) -> indexes.Index:
     fields = tuple((field["field_path"], field["order"]) for field in body["fields"])
-    return store.Index(body["collection"], fields)
+    return indexes.Index(body["collection"], fields)
 
 
 def test_every_query_has_its_composite_index(module: Module, evaluator: Evaluator) -> None:
-    declared: list[store.Index] = []
+    declared: list[indexes.Index] = []
     for block in module.resources("google_firestore_index"):
         for body in instances(evaluator, block).values():
             assert body["database"] == Unknown("google_firestore_database.main.name")
             assert body.get("query_scope", "COLLECTION") == "COLLECTION"
             declared.append(_index(body))
-    missing = set(store.INDEXES) - set(declared)
-    unused = set(declared) - set(store.INDEXES)
-    assert not missing, f"queries in shared/store.py lack composite indexes in Terraform: {missing}"
-    assert not unused, f"Terraform declares indexes no query in shared/store.py needs: {unused}"
+    missing = set(indexes.INDEXES) - set(declared)
+    unused = set(declared) - set(indexes.INDEXES)
+    assert not missing, f"queries in shared/state/ lack composite indexes in Terraform: {missing}"
+    assert not unused, f"Terraform declares indexes no query in shared/state/ needs: {unused}"
     assert len(declared) == len(set(declared)), "an index is declared twice"
 
 
@@ -387,7 +391,7 @@ class _Query:
         self.runs.append(self)
         return iter(())
 
-    def needs(self) -> store.Index | None:
+    def needs(self) -> indexes.Index | None:
         """The composite index this query needs; None when single-field indexes serve it."""
         equalities = [name for name, op in self.filters if op == "=="]
         ranges = {name for name, op in self.filters if op != "=="}
@@ -395,7 +399,7 @@ class _Query:
         tail = [*(ranges | set(self.order))]
         if len(equalities) + len(tail) < 2 or (not equalities and len(tail) == 1):
             return None
-        return store.Index(self.collection, tuple((name, "ASCENDING") for name in [*equalities, *tail]))
+        return indexes.Index(self.collection, tuple((name, "ASCENDING") for name in [*equalities, *tail]))
 
 
 class _RecordingClient:
@@ -409,35 +413,38 @@ class _RecordingClient:
 def queries_the_code_runs(monkeypatch: pytest.MonkeyPatch) -> list[_Query]:
     """Every collection query, run the way the product and the admin tool run them, against a recorder."""
     from infra import admin
-    from shared import sweep
+    from shared.agent import sweep
 
     client = _RecordingClient()
-    monkeypatch.setattr(store, "_client", client)
     now = datetime(2030, 1, 1, tzinfo=UTC)
-    sweep.run(now)
-    admin.listing(now)
-    store.running_session_in_thread("C1", "1.0")
+    with deps.override(firestore=client):
+        sweep.run(now)
+        admin.listing(now)
+        admin.usage(now)
+        sessions.running_session_in_thread("C1", "1.0")
     return client.runs
 
 
-# The functions in shared/store.py that run a collection query; each is exercised above.
-QUERYING = {"_in_thread", "_stale", "running_session_in_thread", "stale_questions", "stale_sessions"}
+# The functions in shared/state/ that run a collection query; each is exercised above.
+QUERYING = {"_stale", "decided_approvals", "running_session_in_thread", "sessions_created", "stale_approvals",
+            "stale_questions",
+            "stale_sessions"}  # fmt: skip
 
 
 def test_every_query_function_in_the_store_is_exercised() -> None:
-    tree = ast.parse((ROOT / "shared" / "store.py").read_text())
     querying = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef):
-            source = ast.unparse(node)
-            if ".where(" in source or re.search(r"\b(_stale|_in_thread)\(", source):
-                querying.add(node.name)
+    for path in sorted((ROOT / "shared" / "state").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef):
+                source = ast.unparse(node)
+                if ".where(" in source or re.search(r"\b_stale\(", source):
+                    querying.add(node.name)
     assert querying <= QUERYING, (
-        f"new queries in shared/store.py: run them in queries_the_code_runs: {querying - QUERYING}"
+        f"new queries in shared/state/: run them in queries_the_code_runs: {querying - QUERYING}"
     )
 
 
-def unserved(runs: list[_Query], declared: set[store.Index]) -> list[_Query]:
+def unserved(runs: list[_Query], declared: set[indexes.Index]) -> list[_Query]:
     """The queries no declared index serves: equality fields in any order, then the range or order field."""
     missing: list[_Query] = []
     for run in runs:
@@ -461,7 +468,7 @@ def unserved(runs: list[_Query], declared: set[store.Index]) -> list[_Query]:
     return missing
 
 
-def declared_indexes(module: Module, evaluator: Evaluator) -> set[store.Index]:
+def declared_indexes(module: Module, evaluator: Evaluator) -> set[indexes.Index]:
     return {
         _index(body)
         for block in module.resources("google_firestore_index")
@@ -472,7 +479,7 @@ def declared_indexes(module: Module, evaluator: Evaluator) -> set[store.Index]:
 def test_every_query_the_code_runs_has_a_declared_index(
     module: Module, evaluator: Evaluator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Compare the queries themselves, not only store.INDEXES: the filters and order each one really uses."""
+    """Compare the queries themselves, not only indexes.INDEXES: the filters and order each one really uses."""
     runs = queries_the_code_runs(monkeypatch)
     shapes = {(run.collection, run.filters, run.order) for run in runs}
     # The sweep's queries as the design describes them (shared/sweep.py): if these change, look again.
@@ -481,15 +488,15 @@ def test_every_query_the_code_runs_has_a_declared_index(
     assert ("sessions", (("status", "=="), ("updated_at", "<=")), ("updated_at",)) in shapes
     assert ("questions", (("status", "=="), ("asked_at", "<=")), ("asked_at",)) in shapes
     in_thread = ((("channel", "=="), ("thread_ts", "=="), ("status", "==")), ())
-    assert (store.SESSIONS, *in_thread) in shapes  # open questions are found by id, through threads/
+    assert (firestore.SESSIONS, *in_thread) in shapes  # open questions are found by id, through threads/
     assert unserved(runs, declared_indexes(module, evaluator)) == []
 
 
 def test_a_dropped_index_is_caught(module: Module, evaluator: Evaluator, monkeypatch: pytest.MonkeyPatch) -> None:
     runs = queries_the_code_runs(monkeypatch)
     declared = declared_indexes(module, evaluator)
-    silent = store.Index(
-        store.SESSIONS, (("status", "ASCENDING"), ("followed_up", "ASCENDING"), ("updated_at", "ASCENDING"))
+    silent = indexes.Index(
+        firestore.SESSIONS, (("status", "ASCENDING"), ("followed_up", "ASCENDING"), ("updated_at", "ASCENDING"))
     )
     assert silent in declared
     missing = unserved(runs, declared - {silent})
@@ -504,7 +511,7 @@ def test_event_records_expire_by_ttl(module: Module, evaluator: Evaluator) -> No
         for body in instances(evaluator, block).values()
         if body.get("ttl_config")
     ]
-    assert [(body["collection"], body["field"]) for body in ttl] == [(store.EVENTS, store.EVENT_EXPIRES_FIELD)]
+    assert [(body["collection"], body["field"]) for body in ttl] == [(firestore.EVENTS, firestore.EVENT_EXPIRES_FIELD)]
     assert ttl[0]["database"] == Unknown("google_firestore_database.main.name")
 
 
@@ -626,6 +633,20 @@ def test_the_scheduler_calls_sweep_with_oidc(module: Module, evaluator: Evaluato
     assert int(job["attempt_deadline"].removesuffix("s")) <= sweep.service["timeout_seconds"]
 
 
+def test_the_rescue_runs_every_few_minutes_on_the_sweep_function(module: Module, evaluator: Evaluator) -> None:
+    import base64
+    import json
+
+    (job,) = planned(module, evaluator, "google_cloud_scheduler_job", "rescue").values()
+    assert job["schedule"] == "*/2 * * * *"
+    (target,) = job["http_target"]
+    assert target["uri"] == Unknown('google_cloudfunctions2_function.this["sweep"].url')
+    assert json.loads(base64.b64decode(target["body"])) == {"job": "rescue"}
+    (token,) = target["oidc_token"]
+    assert token["service_account_email"] == Unknown("google_service_account.scheduler.email")
+    assert token["audience"] == evaluator.local("function_urls")["sweep"]
+
+
 # --- 6. Identities and access ---------------------------------------------------------------------------------------
 
 
@@ -666,6 +687,15 @@ def test_nothing_else_is_public(module: Module, evaluator: Evaluator) -> None:
     for block, body in _bindings(module, evaluator):
         if block.address != "google_cloud_run_service_iam_member.public":
             assert body["member"] not in {"allUsers", "allAuthenticatedUsers"}, block.address
+
+
+def test_firestore_access_is_limited_to_the_product_database(module: Module, evaluator: Evaluator) -> None:
+    grants = planned(module, evaluator, "google_project_iam_member", "firestore_user")
+    assert set(grants) == set(deployed(module, evaluator))
+    for grant in grants.values():
+        [condition] = grant["condition"] if isinstance(grant["condition"], list) else [grant["condition"]]
+        assert "google_firestore_database.main.name" in str(condition["expression"])
+        assert str(condition["expression"]).startswith('resource.name == "projects/')
 
 
 def test_each_function_gets_only_what_it_does(module: Module, evaluator: Evaluator) -> None:

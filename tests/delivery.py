@@ -1,0 +1,68 @@
+"""Delivering tasks to agent_session the way Cloud Tasks does: in parallel, with its headers, retried on non-2xx.
+
+The local Cloud Tasks emulator dispatches one task at a time; deployed Cloud Tasks dispatches many of a queue at
+once and may deliver one task more than once. Race tests use this to deliver the same task (or several) in
+parallel, for real, over HTTP, alongside whatever the emulator delivers.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+
+import requests
+
+from infra import stack as local
+
+
+@dataclass(frozen=True)
+class Attempt:
+    task: str
+    copy: int
+    attempt: int
+    status: int
+    body: dict[str, object]
+
+
+def deliver(url: str, session_id: str, *, task: str, copies: int = 1, max_attempts: int = 5,
+            min_backoff: float = 0.1, max_backoff: float = 2.0, timeout: float = 120.0) -> list[Attempt]:  # fmt: skip
+    """Deliver one task ``copies`` times at once; each copy retries on non-2xx with doubling backoff, as Cloud Tasks
+    retries a failed attempt. Returns every attempt, in the order they ended."""
+    attempts: list[Attempt] = []
+    lock = threading.Lock()
+    start = threading.Barrier(copies)
+
+    def one_copy(copy: int) -> None:
+        start.wait()
+        backoff = min_backoff
+        for attempt in range(max_attempts):
+            headers = {
+                "Content-Type": "application/json",
+                "X-CloudTasks-QueueName": local.QUEUE.rsplit("/", 1)[-1],
+                "X-CloudTasks-TaskName": task,
+                "X-CloudTasks-TaskRetryCount": str(attempt),
+                "X-CloudTasks-TaskExecutionCount": str(attempt),
+                "X-CloudTasks-TaskETA": f"{time.time():.6f}",
+            }
+            try:
+                reply = requests.post(
+                    url, data=json.dumps({"session_id": session_id}), headers=headers, timeout=timeout
+                )
+                status, body = reply.status_code, reply.json() if reply.content else {}
+            except requests.RequestException as exc:
+                status, body = 0, {"error": type(exc).__name__}
+            with lock:
+                attempts.append(Attempt(task, copy, attempt, status, body))
+            if 200 <= status < 300:
+                return
+            time.sleep(backoff)
+            backoff = min(backoff * 2, max_backoff)
+
+    threads = [threading.Thread(target=one_copy, args=(n,)) for n in range(copies)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout * max_attempts)
+    return attempts

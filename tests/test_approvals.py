@@ -1,0 +1,328 @@
+"""Approvals (issue 13): a risky tool runs only after an operator approves that exact call, and then exactly once.
+
+On the real stack: the fake Slack presses the card's buttons as people would, executions are counted in Firestore
+(``demo_actions``, written by the tool, outside the worker), and races run concurrently for real.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+import requests
+from google.cloud.firestore_v1.base_query import FieldFilter
+
+from infra import stack as local
+from infra.fakegemini.control import FakeGemini
+from infra.fakeslack.control import FakeSlack
+from infra.signing import signed_headers
+from infra.stack import Stack
+from shared.slack import blocks
+from shared.state import approvals as stored
+from shared.state import firestore, ids, steps
+from shared.state.models import Approval, ApprovalStatus, AuditType, SessionStatus
+from tests import delivery
+from tests.agent_helpers import HUMAN, Thread, function_responses, mention, wait_status
+from tests.poll import wait_for
+
+pytestmark = pytest.mark.stack
+G = FakeGemini
+Script = Callable[..., int]
+OPERATOR, OPERATOR2 = local.OPERATOR_ID, "U0OPERATOR2"
+
+
+def asks_to_scale(script: Script, fake_slack: FakeSlack, uid: str, *, replicas: int = 3) -> tuple[Thread, Approval]:
+    script(G.call("scale_service", name="api", replicas=replicas), G.text(f"Scaled api to {replicas}."))
+    thread = mention(fake_slack, f"C{uid}", "scale the api")
+    paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=30)
+    [approval] = stored.get_approvals(paused.approval_ids)
+    assert approval.card_ts is not None
+    return thread, approval
+
+
+def executions(session_id: str) -> list[dict[str, Any]]:
+    query = firestore.db().collection("demo_actions").where(filter=FieldFilter("session_id", "==", session_id))
+    return [doc.to_dict() or {} for doc in query.stream()]
+
+
+def press(fake_slack: FakeSlack, approval: Approval, action: str, *, user: str = OPERATOR,
+          value: str | None = None, message_ts: str | None = None) -> dict[str, Any]:  # fmt: skip
+    value = value if value is not None else blocks.approval_value(approval.approval_id, approval.digest)
+    return fake_slack.click(user, approval.channel, message_ts or approval.card_ts or "", action, value=value)
+
+
+def resumed(approval: Approval) -> str:
+    return ids.resume_id(approval.session_id, approval.seq)
+
+
+def test_approve_runs_the_shown_call_once(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """adk-python PR 7151 (a declined tool still executes) and PR 5545 (an approval applied to another call)."""
+    thread, approval = asks_to_scale(script, fake_slack, uid)
+    assert executions(thread.session_id) == []  # nothing ran before the decision
+    card = next(m for m in fake_slack.bot_replies(thread.channel, thread.ts) if m["ts"] == approval.card_ts)
+    assert '"name":"api"' in json.dumps(card["blocks"]) or '\\"name\\":\\"api\\"' in json.dumps(card["blocks"])
+    assert approval.digest in card["text"]
+    assert f"<@{OPERATOR}>" in card["text"]
+    assert press(fake_slack, approval, blocks.APPROVE_ACTION)["status"] == 200
+    wait_status(resumed(approval), SessionStatus.DONE, timeout=30)
+    [ran] = executions(thread.session_id)
+    assert (ran["service"], ran["replicas"]) == ("api", 3)
+    [response] = function_responses(fake_gemini.requests()[-1])
+    assert response["response"]["result"] == {"scaled": "api", "replicas": 3}
+    card = next(m for m in fake_slack.messages(thread.channel, thread.ts) if m["ts"] == approval.card_ts)
+    assert f"approved by <@{OPERATOR}>" in card["text"]
+    assert not card.get("blocks")  # the buttons are gone
+    audit = [e for s in steps.load_steps(thread.session_id) for e in s.audit if e.type == AuditType.APPROVAL]
+    assert [(e.name, e.args, e.result, e.text) for e in audit] == [("scale_service", approval.digest, "approved",
+                                                                     OPERATOR)]  # fmt: skip
+
+
+def test_deny_never_runs_it_and_the_model_hears_why(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    thread, approval = asks_to_scale(script, fake_slack, uid)
+    assert press(fake_slack, approval, blocks.DENY_ACTION)["status"] == 200
+    wait_status(resumed(approval), SessionStatus.DONE, timeout=30)
+    assert executions(thread.session_id) == []
+    [response] = function_responses(fake_gemini.requests()[-1])
+    assert "denied by" in response["response"]["error"]
+    card = next(m for m in fake_slack.messages(thread.channel, thread.ts) if m["ts"] == approval.card_ts)
+    assert f"denied by <@{OPERATOR}>" in card["text"]
+
+
+def test_an_operator_reply_denies_with_its_text_as_the_reason(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    thread, approval = asks_to_scale(script, fake_slack, uid)
+    fake_slack.user_message(OPERATOR, thread.channel, "not prod — use staging", thread_ts=thread.ts)
+    wait_status(resumed(approval), SessionStatus.DONE, timeout=30)
+    assert executions(thread.session_id) == []
+    [response] = function_responses(fake_gemini.requests()[-1])
+    assert "not prod — use staging" in response["response"]["error"]
+
+
+def test_refused_presses_change_nothing(script: Script, fake_slack: FakeSlack, uid: str) -> None:
+    """openai-agents-python PR 5105 (an approval applied to another call) and langchain issue 40166 (an edit that
+    switches to a different tool bypasses the gate): a press is bound to its approval, card and digest."""
+    thread, approval = asks_to_scale(script, fake_slack, uid)
+    press(fake_slack, approval, blocks.APPROVE_ACTION, user=HUMAN)  # not an operator
+    press(fake_slack, approval, blocks.APPROVE_ACTION, value=f"{approval.approval_id}|0000000000000000")  # tampered
+    press(fake_slack, approval, blocks.APPROVE_ACTION, value=blocks.approval_value("a-other", approval.digest))
+    other = fake_slack.user_message(OPERATOR, thread.channel, "unrelated", thread_ts=thread.ts)
+    # a replayed press from another message of the thread
+    fake_slack.click(OPERATOR, thread.channel, thread.ts, blocks.APPROVE_ACTION,
+                     value=blocks.approval_value(approval.approval_id, approval.digest))  # fmt: skip
+    _ = other
+    still = stored.get_approval(approval.approval_id)
+    assert still is not None
+    # The operator's plain reply above was a denial with a reason; everything else was refused.
+    assert still.status == ApprovalStatus.DENIED
+    assert still.reason == "unrelated"
+    refusals = [e["text"] for e in fake_slack.ephemerals(thread.channel)]
+    assert any("Only the operators" in t for t in refusals)
+    assert any("does not match the call" in t for t in refusals)
+    assert sum("does not belong to an approval" in t for t in refusals) >= 2
+    wait_status(resumed(approval), SessionStatus.DONE, timeout=30)
+    assert executions(thread.session_id) == []
+
+
+@pytest.mark.parametrize("race", ["two approvals", "approve and deny", "double click", "slack retries"])
+def test_racing_decisions_make_one_decision_and_at_most_one_execution(
+    race: str, stack: Stack, script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    thread, approval = asks_to_scale(script, fake_slack, uid)
+    barrier = threading.Barrier(2)
+    replies: list[Any] = []
+
+    def decide(action: str, user: str) -> None:
+        barrier.wait()
+        replies.append(press(fake_slack, approval, action, user=user))
+
+    def retry(payload: dict[str, Any]) -> None:
+        barrier.wait()
+        body = urlencode({"payload": json.dumps(payload)}).encode()
+        headers = signed_headers(local.SIGNING_SECRET, body, content_type="application/x-www-form-urlencoded")
+        replies.append(requests.post(stack.function_url("slack_interactivity"), data=body, headers=headers, timeout=30))
+
+    if race == "slack retries":
+        first = press(fake_slack, approval, blocks.APPROVE_ACTION)
+        racers = [threading.Thread(target=retry, args=(first["payload"],)) for _ in range(2)]
+    else:
+        actions = {"two approvals": [(blocks.APPROVE_ACTION, OPERATOR), (blocks.APPROVE_ACTION, OPERATOR2)],
+                   "approve and deny": [(blocks.APPROVE_ACTION, OPERATOR), (blocks.DENY_ACTION, OPERATOR2)],
+                   "double click": [(blocks.APPROVE_ACTION, OPERATOR)] * 2}[race]  # fmt: skip
+        racers = [threading.Thread(target=decide, args=a) for a in actions]
+    for racer in racers:
+        racer.start()
+    for racer in racers:
+        racer.join(30)
+    wait_status(resumed(approval), SessionStatus.DONE, timeout=30)
+    decided = stored.get_approval(approval.approval_id)
+    assert decided is not None
+    assert decided.status in {ApprovalStatus.APPROVED, ApprovalStatus.DENIED}
+    assert len(executions(thread.session_id)) == (1 if decided.status == ApprovalStatus.APPROVED else 0)
+    continuations = (
+        firestore.db()
+        .collection(firestore.SESSIONS)
+        .where(filter=FieldFilter("asker_session_id", "==", thread.session_id))
+    )
+    assert [s.id for s in continuations.stream()] == [resumed(approval)]
+
+
+def test_a_worker_killed_between_approval_and_result_never_runs_the_call_twice(
+    stack: Stack, script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """adk-python discussion 8039 (a crash after approval re-executes an approved payment) and claude-agent-sdk-python
+    issue 993 (a resumed call skips the check): the ledger decides, and the approval is checked again on resume."""
+    thread, approval = asks_to_scale(script, fake_slack, uid)
+    fake_slack.slow("chat.postMessage", 60, match="Scaling `api`")  # the worker is inside the tool when it dies
+    press(fake_slack, approval, blocks.APPROVE_ACTION)
+    wait_for(lambda: [c for c in fake_slack.calls("chat.postMessage") if "Scaling `api`" in repr(c["args"])],
+             timeout=30, what="the tool to start")  # fmt: skip
+    stack.kill_function("agent_session")
+    stack.start_function("agent_session")
+    wait_status(resumed(approval), SessionStatus.DONE, timeout=90)
+    assert executions(thread.session_id) == []  # it died before recording: it never ran, and is not re-run
+    [response] = function_responses(fake_gemini.requests()[-1])
+    assert "outcome unknown" in response["response"]["error"]
+    card = next(m for m in fake_slack.messages(thread.channel, thread.ts) if m["ts"] == approval.card_ts)
+    assert "outcome unknown" in card["text"]
+
+
+def test_the_sweep_reminds_then_expires_and_an_expired_card_cannot_be_approved(
+    stack: Stack, script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    thread, approval = asks_to_scale(script, fake_slack, uid)
+    firestore.db().collection("approvals").document(approval.approval_id).update(
+        {"asked_at": firestore.now() - timedelta(hours=25)}
+    )
+    first = requests.post(stack.function_url("sweep"), json={}, timeout=60).json()
+    assert first["approvals_reminded"] >= 1
+    assert any("waited 25 hours for approval" in m["text"] for m in fake_slack.bot_replies(thread.channel, thread.ts))
+    firestore.db().collection("approvals").document(approval.approval_id).update(
+        {"asked_at": firestore.now() - timedelta(hours=80)}
+    )
+    second = requests.post(stack.function_url("sweep"), json={}, timeout=60).json()
+    assert second["approvals_expired"] >= 1
+    expired = stored.get_approval(approval.approval_id)
+    assert expired is not None
+    assert expired.status == ApprovalStatus.EXPIRED
+    press(fake_slack, approval, blocks.APPROVE_ACTION)
+    assert any("expired" in e["text"] for e in fake_slack.ephemerals(thread.channel))
+    wait_status(resumed(approval), SessionStatus.DONE, timeout=30)
+    assert executions(thread.session_id) == []
+
+
+APPROVAL_HOLDS = [
+    ("the card's post", "chat.postMessage", "approval needed"),
+    ("inside the tool, started and not done", "chat.postMessage", "Scaling `api`"),
+    ("after the tool, while its card is updated", "chat.update", f"approved by <@{OPERATOR}>:"),
+]
+
+
+@pytest.mark.parametrize(("where", "method", "match"), APPROVAL_HOLDS, ids=[h[0] for h in APPROVAL_HOLDS])
+def test_a_kill_at_each_boundary_from_card_to_result_runs_a_non_idempotent_call_at_most_once(
+    where: str, method: str, match: str, stack: Stack, script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    script(G.call("scale_service", name="api", replicas=4), G.text("Done."))
+    fake_slack.slow(method, 60, match=match)
+    thread = mention(fake_slack, f"C{uid}", "scale the api to 4")
+    if where == "the card's post":
+        wait_for(lambda: [c for c in fake_slack.calls(method) if match in repr(c["args"])], timeout=30,
+                 what=f"the worker at {where}")  # fmt: skip
+        stack.kill_function("agent_session")
+        stack.start_function("agent_session")
+    paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=90)
+    [approval] = stored.get_approvals(paused.approval_ids)
+    cards = [m for m in fake_slack.bot_replies(thread.channel, thread.ts) if "approval needed" in m["text"]]
+    assert len(cards) == 1  # the card was not posted twice
+    press(fake_slack, approval, blocks.APPROVE_ACTION)
+    if where != "the card's post":
+        wait_for(lambda: [c for c in fake_slack.calls(method) if match in repr(c["args"])], timeout=30,
+                 what=f"the worker at {where}")  # fmt: skip
+        stack.kill_function("agent_session")
+        stack.start_function("agent_session")
+    wait_status(resumed(approval), SessionStatus.DONE, timeout=90)
+    assert len(executions(thread.session_id)) == (0 if where.startswith("inside") else 1)
+
+
+def test_an_idempotent_approved_call_killed_mid_run_is_run_again_with_the_same_key(
+    stack: Stack, script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    script(G.call("pin_version", name="api", version="1.4.2"), G.text("Pinned."))
+    thread = mention(fake_slack, f"C{uid}", "pin the api to 1.4.2")
+    paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=30)
+    [approval] = stored.get_approvals(paused.approval_ids)
+    fake_slack.slow("chat.postMessage", 60, match="Pinning `api`")
+    press(fake_slack, approval, blocks.APPROVE_ACTION)
+    wait_for(lambda: [c for c in fake_slack.calls("chat.postMessage") if "Pinning `api`" in repr(c["args"])],
+             timeout=30, what="the tool to start")  # fmt: skip
+    stack.kill_function("agent_session")
+    stack.start_function("agent_session")
+    wait_status(resumed(approval), SessionStatus.DONE, timeout=90)
+    wait_for(lambda: executions(thread.session_id), timeout=30, what="the pin")
+    [pinned] = executions(thread.session_id)  # one effect, under one key
+    assert pinned["key"] == ids.call_key(thread.session_id, approval.seq, approval.call_index)
+    assert pinned["version"] == "1.4.2"
+
+
+def test_parallel_deliveries_of_the_resuming_task_run_the_approved_call_once(
+    stack: Stack, script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    thread, approval = asks_to_scale(script, fake_slack, uid)
+    press(fake_slack, approval, blocks.APPROVE_ACTION)
+    attempts = delivery.deliver(stack.function_url("agent_session"), resumed(approval), task="resume", copies=4)
+    assert {a.status for a in attempts} == {200}
+    wait_status(resumed(approval), SessionStatus.DONE, timeout=30)
+    assert len(executions(thread.session_id)) == 1
+
+
+def test_calls_decided_before_their_session_paused_run_in_place(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """Both cards of one turn decided while the session is still posting them: no pause is left waiting."""
+    script(
+        G.calls(("scale_service", {"name": "api", "replicas": 2}), ("pin_version", {"name": "api", "version": "2.0"})),
+        G.text("Scaled and pinned."),
+    )
+    fake_slack.slow("chat.postMessage", 4, match="pin_version")  # the second card is visible, its session held
+    thread = mention(fake_slack, f"C{uid}", "scale and pin the api")
+
+    def second_card() -> dict[str, Any] | None:
+        return next((m for m in fake_slack.messages(thread.channel, thread.ts) if "pin_version" in m["text"]), None)
+
+    second = wait_for(second_card, timeout=30, what="the second card")
+    first_approval = stored.get_approval(ids.approval_id(thread.session_id, 1, 0))
+    second_approval = stored.get_approval(ids.approval_id(thread.session_id, 1, 1))
+    assert first_approval is not None
+    assert second_approval is not None
+    press(fake_slack, first_approval, blocks.APPROVE_ACTION)
+    press(fake_slack, second_approval, blocks.APPROVE_ACTION, message_ts=str(second["ts"]))
+    done = wait_status(thread.session_id, SessionStatus.DONE, timeout=60)
+    assert done.approval_ids == []  # it never paused
+    assert sorted(e["action"] for e in executions(thread.session_id)) == ["pin", "scale"]
+    responses = function_responses(fake_gemini.requests()[-1])
+    assert [r["response"].get("result") for r in responses] == [
+        {"scaled": "api", "replicas": 2}, {"pinned": "api", "version": "2.0"},
+    ]  # fmt: skip
+
+
+def test_make_admin_lists_pending_approvals_and_decisions(script: Script, fake_slack: FakeSlack, uid: str) -> None:
+    from infra import admin
+
+    thread, approval = asks_to_scale(script, fake_slack, uid)
+    pending = admin.listing(firestore.now())
+    assert any(approval.approval_id in line and approval.digest in line for line in pending)
+    fake_slack.user_message(OPERATOR, thread.channel, "not today", thread_ts=thread.ts)
+    wait_status(resumed(approval), SessionStatus.DONE, timeout=30)
+    decided = admin.listing(firestore.now())
+    [line] = [line for line in decided if approval.approval_id in line and "denied" in line]
+    assert f"<@{OPERATOR}>" in line
+    assert "not today" in line

@@ -1,0 +1,175 @@
+"""A worker SIGKILLed at every step boundary of an ask → answer → continuation flow and of a turn with several
+outward calls (issue 11): 0 lost answers, 0 duplicate continuations, 0 duplicate posts, and no non-idempotent
+tool run twice.
+
+Each case holds the worker at one boundary (a slow fake Slack answer, or a slow model reply), SIGKILLs the
+agent_session process group there, starts a new one, and lets the task's redelivery take the session over. The
+evidence is read from Firestore, the fake Slack's messages and the Gemini stub's requests.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from google.cloud.firestore_v1.base_query import FieldFilter
+
+from infra import stack as local
+from infra.fakegemini.control import FakeGemini
+from infra.fakeslack.control import FakeSlack
+from infra.stack import Stack
+from shared.state import firestore, ids
+from shared.state import questions as stored
+from shared.state.models import QuestionStatus, SessionStatus
+from tests.agent_helpers import function_responses, mention, wait_status
+from tests.poll import wait_for
+
+pytestmark = pytest.mark.stack
+G = FakeGemini
+Script = Callable[..., int]
+OPERATOR = local.OPERATOR_ID
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Where the worker is held when it is killed."""
+
+    name: str
+    method: str  # "model" (a slow model reply), or a Slack method answered slowly
+    match: str = ""  # for a Slack method: text its arguments contain
+    nth_model_request: int = 1  # for "model": hold the worker inside this model call (1-based, per test)
+    after_answer: bool = False  # the hold is in the continuation, after the operator's answer
+
+
+def kill_at(hold: Hold, stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, before: int) -> None:
+    """Wait until the worker is held at ``hold``, then SIGKILL it and start a fresh agent_session."""
+    if hold.method == "model":
+        fake_gemini.wait_for_requests(before + hold.nth_model_request, timeout=30)
+    else:
+        wait_for(
+            lambda: [c for c in fake_slack.calls(hold.method) if hold.match in repr(c["args"])],
+            timeout=30,
+            what=f"the worker to reach {hold.name}",
+        )
+    stack.kill_function("agent_session")
+    stack.start_function("agent_session")
+
+
+@pytest.fixture
+def restarted(stack: Stack) -> Iterator[None]:
+    """Whatever a case does to agent_session, the next test finds it running."""
+    yield
+    if "agent_session" not in stack.procs:
+        stack.start_function("agent_session")
+
+
+ASK_FLOW = [
+    Hold("the model call that asks", "model", nth_model_request=1),
+    Hold("the question's post", "chat.postMessage", match="Which region?"),
+    Hold("the question's reaction", "reactions.add", match="speech_balloon"),
+    Hold("the continuation's model call", "model", nth_model_request=2, after_answer=True),
+    Hold("the continuation's answer post", "chat.postMessage", match="Deployed to europe-west1", after_answer=True),
+]
+
+
+@pytest.mark.parametrize("hold", ASK_FLOW, ids=[h.name for h in ASK_FLOW])
+@pytest.mark.usefixtures("restarted")
+def test_ask_answer_continue_survives_a_kill(
+    hold: Hold, script: Script, stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    asks = G.call("ask_operator", question="Which region?", options=["us-central1", "europe-west1"])
+    answers = G.text("Deployed to europe-west1.")
+    if hold.method == "model":
+        slow = G.delayed(60, asks if hold.nth_model_request == 1 else answers)
+        script(*([slow, asks, answers] if hold.nth_model_request == 1 else [asks, slow, answers]))
+    else:
+        fake_slack.slow(hold.method, 60, match=hold.match)
+        script(asks, answers)
+    before = len(fake_gemini.requests())
+    thread = mention(fake_slack, f"C{uid}", "deploy it")
+    if not hold.after_answer:
+        kill_at(hold, stack, fake_slack, fake_gemini, before)
+    paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    question = stored.get_question(paused.question_id or "")
+    assert question is not None
+    assert question.post_ts is not None
+    reply = fake_slack.user_message(OPERATOR, thread.channel, "2", thread_ts=thread.ts)
+    assert [d["status"] for d in reply["deliveries"]] == [200]
+    if hold.after_answer:
+        kill_at(hold, stack, fake_slack, fake_gemini, before)
+    continuation = wait_status(ids.continuation_id(question.question_id), SessionStatus.DONE, timeout=90)
+
+    # 0 lost answers: the answer reached the model as the ask's function response.
+    answered = stored.get_question(question.question_id)
+    assert answered is not None
+    assert answered.status == QuestionStatus.ANSWERED
+    [response] = function_responses(fake_gemini.requests()[-1])
+    assert response["response"]["result"]["matched_option"] == "europe-west1"
+    # 0 duplicate continuations.
+    query = (
+        firestore.db()
+        .collection(firestore.SESSIONS)
+        .where(filter=FieldFilter("question_id", "==", question.question_id))
+    )
+    assert [s.id for s in query.stream() if (s.to_dict() or {}).get("kind") == "continuation"] == [
+        continuation.session_id
+    ]
+    # 0 duplicate posts: one question, one answer.
+    texts = [m["text"] for m in fake_slack.bot_replies(thread.channel, thread.ts)]
+    assert sum("Which region?" in t for t in texts) == 1, texts
+    assert texts.count("Deployed to europe-west1.") == 1, texts
+
+
+def executions(session_id: str) -> Counter[str]:
+    """How often restart_service really ran, per service (counted in Firestore, outside the worker)."""
+    query = firestore.db().collection("demo_actions").where(filter=FieldFilter("session_id", "==", session_id))
+    return Counter(str((doc.to_dict() or {})["service"]) for doc in query.stream())
+
+
+TOOL_TURN = [
+    Hold("the model call that makes the calls", "model"),
+    Hold("inside the first restart (started, not done)", "chat.postMessage", match="Restarting `api`"),
+    Hold("between the first restart's end and the second's", "chat.postMessage", match="Restarting `web`"),
+    Hold("the answer post", "chat.postMessage", match="Both restarted."),
+]
+
+
+@pytest.mark.parametrize("hold", TOOL_TURN, ids=[h.name for h in TOOL_TURN])
+@pytest.mark.usefixtures("restarted")
+def test_a_turn_of_outward_calls_never_runs_a_non_idempotent_tool_twice(
+    hold: Hold, script: Script, stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    turn = G.calls(
+        ("restart_service", {"name": "api", "environment": "staging"}),
+        ("restart_service", {"name": "web", "environment": "staging"}),
+    )
+    if hold.method == "model":
+        script(G.delayed(60, turn), turn, G.text("Both restarted."))
+    else:
+        fake_slack.slow(hold.method, 60, match=hold.match)
+        script(turn, G.text("Both restarted."))
+    before = len(fake_gemini.requests())
+    thread = mention(fake_slack, f"C{uid}", "restart api and web in staging")
+    kill_at(hold, stack, fake_slack, fake_gemini, before)
+    wait_status(thread.session_id, SessionStatus.DONE, timeout=90)
+
+    ran = executions(thread.session_id)
+    assert all(count <= 1 for count in ran.values()), ran  # no non-idempotent tool run twice
+    responses: list[dict[str, Any]] = function_responses(fake_gemini.requests()[-1])
+    unknown = [r for r in responses if "outcome unknown" in str(r["response"].get("error", ""))]
+    if hold.name.startswith("inside the first"):
+        assert ran == Counter({"web": 1})
+        assert len(unknown) == 1  # the model is told, and so are the operators:
+        assert any("cannot tell whether" in m["text"] for m in fake_slack.bot_replies(thread.channel, thread.ts))
+    elif hold.name.startswith("between"):
+        assert ran == Counter({"api": 1})
+        assert len(unknown) == 1
+    else:
+        assert ran == Counter({"api": 1, "web": 1})
+        assert unknown == []
+    texts = [m["text"] for m in fake_slack.bot_replies(thread.channel, thread.ts)]
+    assert len(texts) == len(set(texts)), texts  # no post twice
+    assert texts[-1] == "Both restarted."

@@ -1,0 +1,262 @@
+"""Exactly once, for real (issue 11): answers that race the ask, one message per answer, nothing waits for the
+daily sweep. Each test opens the race window on the real stack (a slow fake Slack, a delayed model reply) and
+reads the evidence from the stores and the fakes' records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+
+import pytest
+import requests
+
+from infra import stack as local
+from infra.fakegemini.control import FakeGemini
+from infra.fakeslack.control import FakeSlack
+from infra.stack import Stack
+from shared.state import firestore, ids, sessions, steps
+from shared.state import questions as stored
+from shared.state.models import (
+    Question,
+    QuestionStatus,
+    Session,
+    SessionKind,
+    SessionStatus,
+    continuation_session,
+    mention_session,
+)
+from shared.state.sessions import ClaimResult
+from tests import delivery
+from tests.agent_helpers import HUMAN, function_responses, mention, texts, wait_status
+from tests.poll import wait_for
+
+pytestmark = pytest.mark.stack
+G = FakeGemini
+Script = Callable[..., int]
+OPERATOR = local.OPERATOR_ID
+
+
+def question_post(fake_slack: FakeSlack, channel: str, thread_ts: str) -> dict[str, object]:
+    def posted() -> dict[str, object] | None:
+        return next((m for m in fake_slack.bot_replies(channel, thread_ts) if "Question" in m["text"]), None)
+
+    return wait_for(posted, what="the question post")
+
+
+def test_a_reply_while_the_asker_finishes_its_ask_is_its_answer_and_makes_no_continuation(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """Defect: the answer created a continuation at once, and both wrote the one transcript."""
+    script(
+        G.call("ask_operator", question="Which database?", options=["sqlite", "postgres"]), G.text("Postgres it is.")
+    )
+    fake_slack.slow("reactions.add", 3, match="speech_balloon")  # the asker is held right after posting
+    thread = mention(fake_slack, f"C{uid}", "set up storage")
+    post = question_post(fake_slack, thread.channel, thread.ts)
+    reply = fake_slack.user_message(OPERATOR, thread.channel, "2", thread_ts=thread.ts)
+    assert [d["status"] for d in reply["deliveries"]] == [200]
+    done = wait_status(thread.session_id, SessionStatus.DONE, timeout=30)
+    question = stored.get_question(done.question_id or ids.question_id(thread.session_id, 1, 0))
+    assert question is not None
+    assert (question.status, question.matched_option, question.post_ts) == (
+        QuestionStatus.ANSWERED, "postgres", post["ts"],
+    )  # fmt: skip
+    assert sessions.get_session(ids.continuation_id(question.question_id)) is None
+    [response] = function_responses(fake_gemini.requests()[-1])
+    assert response["response"]["result"]["answer"] == "2"
+    replies = [m["text"] for m in fake_slack.bot_replies(thread.channel, thread.ts)]
+    assert replies[-1] == "Postgres it is."
+    assert len(replies) == 2
+    assert "answered: 2" in replies[0]  # the question post shows its answer, buttons gone
+
+
+def test_a_press_before_the_post_is_recorded_answers_the_question(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """Defect: a fast press was refused as "does not belong to an open question"."""
+    script(G.call("ask_operator", question="Restart?", options=["yes", "no"]), G.text("Restarted."))
+    fake_slack.slow("chat.postMessage", 3, match="Restart?")  # visible at once, its ts known to the asker late
+    thread = mention(fake_slack, f"C{uid}", "restart it")
+    post = question_post(fake_slack, thread.channel, thread.ts)
+    qid = ids.question_id(thread.session_id, 1, 0)
+    assert stored.get_question(qid) is not None  # the record exists before the post is visible
+    clicked = fake_slack.click(OPERATOR, thread.channel, str(post["ts"]), "answer_1", value=f"{qid}|1")
+    assert clicked["status"] == 200
+    wait_status(thread.session_id, SessionStatus.DONE, timeout=30)
+    assert fake_slack.ephemerals(thread.channel) == []
+    question = stored.get_question(qid)
+    assert question is not None
+    assert (question.status, question.answer, question.answer_pressed) == (QuestionStatus.ANSWERED, "yes", True)
+    assert sessions.get_session(ids.continuation_id(qid)) is None
+    assert [m["text"] for m in fake_slack.bot_replies(thread.channel, thread.ts)][-1] == "Restarted."
+
+
+def test_a_note_during_a_turn_that_ends_in_a_blocking_ask_moves_to_the_continuation(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """Defect: the pause commit raised NotesPending; every retry re-ran the turn and the session failed."""
+    script(G.delayed(2, G.call("ask_operator", question="Which region?")), G.text("Deployed in europe-west1."))
+    thread = mention(fake_slack, f"C{uid}", "deploy it")
+    fake_gemini.wait_for_requests(1, timeout=30)
+    steer = fake_slack.user_message(HUMAN, thread.channel, "also keep the old one running", thread_ts=thread.ts)
+    assert [d["status"] for d in steer["deliveries"]] == [200]
+    paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=30)
+    assert [n.text for n in paused.notes] == ["also keep the old one running"]
+    fake_slack.user_message(OPERATOR, thread.channel, "europe-west1", thread_ts=thread.ts)
+    question_id = paused.question_id or ""
+    continuation = wait_status(ids.continuation_id(question_id), SessionStatus.DONE, timeout=30)
+    assert continuation.notes == []
+    assert sessions.get_session(thread.session_id).status == SessionStatus.RESUMED  # type: ignore[union-attr]
+    last = fake_gemini.requests()[-1]
+    assert [r["response"]["result"]["answer"] for r in function_responses(last)] == ["europe-west1"]
+    assert "also keep the old one running" in texts(last)
+
+
+def test_one_message_answers_at_most_one_question(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """Defect: a reply's app_mention twin (or Slack's redelivery) answered the next open question too."""
+    script(
+        G.call("ask_operator", question="First?", blocking=False),
+        G.call("ask_operator", question="Second?", blocking=False),
+        G.text("I will carry on when you answer."),
+        G.text("Thanks."),
+    )
+    thread = mention(fake_slack, f"C{uid}", "two things")
+    wait_status(thread.session_id, SessionStatus.DONE, timeout=30)
+    before = stored.thread_questions(thread.channel, thread.ts).open
+    assert [q.text for q in before] == ["Second?", "First?"]
+    sent = fake_slack.user_message(OPERATOR, thread.channel, f"<@{local.BOT_USER_ID}> yes", thread_ts=thread.ts)
+    assert sorted(d["type"] for d in sent["deliveries"]) == ["app_mention", "message"]
+    for event in sent["deliveries"]:
+        fake_slack.redeliver(event["event_id"])  # Slack retries both
+    still_open = stored.thread_questions(thread.channel, thread.ts).open
+    assert [q.text for q in still_open] == ["First?"]
+    continuation = wait_status(ids.continuation_id(before[0].question_id), SessionStatus.DONE, timeout=30)
+    assert continuation.kind == SessionKind.CONTINUATION
+    assert sessions.get_session(ids.continuation_id(before[1].question_id)) is None
+
+
+def test_a_message_for_a_session_whose_worker_died_resumes_it_at_once(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """Defect: the message was queued as a note for a dead worker and waited for the daily sweep."""
+    channel = f"C{uid}"
+    root = fake_slack.user_message(HUMAN, channel, f"check the build [{channel}]")["ts"]  # no mention: no session
+    long_ago = firestore.now() - timedelta(minutes=10)
+    dead = Session(
+        session_id=f"dead-{uid}", kind=SessionKind.MENTION, channel=channel, thread_ts=root, trigger_ts=root,
+        trigger_user=HUMAN, text=f"check the build [{channel}]", created_at=long_ago, status=SessionStatus.RUNNING,
+        worker="gone", lease_task="t", lease_until=long_ago + timedelta(minutes=4), started_at=long_ago,
+    )  # fmt: skip
+    firestore.session_ref(dead.session_id).create(dead.to_doc())
+    script(G.text("The build is green."))
+    sent = fake_slack.user_message(HUMAN, channel, "any news?", thread_ts=root)
+    assert [d["status"] for d in sent["deliveries"]] == [200]
+    wait_status(dead.session_id, SessionStatus.DONE, timeout=30)
+    assert "any news?" in texts(fake_gemini.requests()[-1])
+
+
+def test_the_rescue_queues_a_session_left_queued(
+    script: Script, stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """Defect: a session whose task was never created waited for the daily sweep."""
+    channel = f"C{uid}"
+    root = fake_slack.user_message(HUMAN, channel, f"hello [{channel}]")["ts"]
+    lost = Session(
+        session_id=f"lost-{uid}", kind=SessionKind.MENTION, channel=channel, thread_ts=root,
+        trigger_ts=root, trigger_user=HUMAN, text=f"hello [{channel}]",
+        created_at=firestore.now() - timedelta(minutes=3),
+    )  # fmt: skip
+    firestore.session_ref(lost.session_id).create(lost.to_doc())
+    script(G.text("Hello."))
+    reply = requests.post(stack.function_url("sweep"), json={"job": "rescue"}, timeout=60)
+    assert reply.status_code == 200
+    assert reply.json()["requeued"] >= 1
+    wait_status(lost.session_id, SessionStatus.DONE, timeout=30)
+
+
+def test_a_failed_outward_call_still_needs_a_report(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """Defect: the silent-exit gate ignored an outward call that failed, so an update then silence counted as done."""
+    script(
+        G.call("post_update", text="Checking the metadata server."),
+        G.call("fetch_url", url="http://169.254.169.254/computeMetadata/v1/"),
+        G.text(""),
+        G.text("I could not reach it: the address is refused."),
+    )
+    thread = mention(fake_slack, f"C{uid}", "check the metadata server http://169.254.169.254/computeMetadata/v1/")
+    silent = wait_status(thread.session_id, SessionStatus.SILENT_EXIT, timeout=30)
+    assert silent.closed_loop is False
+    wait_status(ids.retry_id(thread.session_id), SessionStatus.DONE, timeout=30)
+
+
+def test_two_sessions_never_write_one_transcript(stack: Stack, uid: str) -> None:
+    """A continuation is claimed only once its asker stopped, and from then on only it may add steps."""
+    at = firestore.now()
+    asker = mention_session(event_id=f"Ev{uid}", channel=f"C{uid}", thread_ts="1.0", ts="1.0", user=HUMAN, text="x",
+                            at=at)  # fmt: skip
+    firestore.session_ref(asker.session_id).create(asker.to_doc())
+    running = sessions.claim_session(asker.session_id, worker="w1", task="t1", attempt=0, lease_seconds=60).session
+    assert running is not None
+    question = Question(
+        question_id=f"q-{uid}", session_id=asker.session_id, transcript_id=asker.session_id, channel=f"C{uid}",
+        thread_ts="1.0", text="?", options=[], blocking=True, call_id="c1", asked_at=at,
+    )  # fmt: skip
+    continuation = continuation_session(question, answer_ts="2.0", user=OPERATOR, text="yes", at=at)
+    firestore.session_ref(continuation.session_id).create(continuation.to_doc())
+
+    busy = sessions.claim_session(continuation.session_id, worker="w2", task="t2", attempt=0, lease_seconds=60)
+    assert (busy.result, busy.session) == (ClaimResult.TRANSCRIPT_BUSY, None)
+
+    firestore.session_ref(asker.session_id).update({"status": SessionStatus.PAUSED.value})
+    claimed = sessions.claim_session(continuation.session_id, worker="w2", task="t2", attempt=0, lease_seconds=60)
+    assert claimed.result == ClaimResult.CLAIMED
+    # A stale asker that believes it still runs cannot add a step any more.
+    firestore.session_ref(asker.session_id).update({"status": SessionStatus.RUNNING.value})
+    with pytest.raises(steps.LeaseLost, match="writes this transcript"):
+        steps.commit_step(running, None, lease_seconds=60)
+
+
+def test_parallel_deliveries_of_a_running_session_run_it_once(
+    stack: Stack, script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """Cloud Tasks may deliver a task again while its first delivery runs: every copy but one does nothing."""
+    script(G.delayed(2, G.text("Once.")))
+    thread = mention(fake_slack, f"C{uid}", "do it once")
+    fake_gemini.wait_for_requests(len(fake_gemini.requests()) + 1, timeout=30)
+    attempts = delivery.deliver(stack.function_url("agent_session"), thread.session_id, task="dup", copies=4)
+    assert {a.status for a in attempts} == {200}
+    assert all(a.body.get("skipped") for a in attempts)
+    wait_status(thread.session_id, SessionStatus.DONE, timeout=30)
+    assert [m["text"] for m in fake_slack.bot_replies(thread.channel, thread.ts)] == ["Once."]
+
+
+def test_a_continuation_delivered_in_parallel_while_its_asker_runs_waits_for_it(
+    stack: Stack, script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """Defect: a continuation and its still-running asker both wrote one transcript (a duplicate step, a crash, a
+    takeover, an extra post). The continuation's deliveries are refused (Cloud Tasks retries them) until the asker
+    has stopped; then exactly one runs."""
+    script(G.delayed(3, G.call("ask_operator", question="Which zone?")), G.text("Zone b it is."))
+    thread = mention(fake_slack, f"C{uid}", "pick a zone")
+    fake_gemini.wait_for_requests(len(fake_gemini.requests()) + 1, timeout=30)
+    # A continuation that exists while its asker still runs (a legacy or a racing writer).
+    question = Question(
+        question_id=ids.question_id(thread.session_id, 1, 0), session_id=thread.session_id,
+        transcript_id=thread.session_id, channel=thread.channel, thread_ts=thread.ts, text="Which zone?", options=[],
+        blocking=True, call_id=None, asked_at=firestore.now(),
+    )  # fmt: skip
+    early = continuation_session(question, answer_ts="9.9", user=OPERATOR, text="b", at=firestore.now())
+    firestore.session_ref(early.session_id).create(early.to_doc())
+    attempts = delivery.deliver(stack.function_url("agent_session"), early.session_id, task="early", copies=3,
+                                max_attempts=8, min_backoff=0.5)  # fmt: skip
+    refused = [a for a in attempts if a.status == 500]
+    assert refused, attempts  # it was held off while the asker ran
+    assert refused[0].body.get("error") == "its transcript is still being written by another session"
+    ran = [a for a in attempts if a.status == 200 and a.body.get("status")]
+    assert len(ran) <= 1, attempts
+    steps_written = steps.load_steps(thread.session_id)
+    assert len({s.seq for s in steps_written}) == len(steps_written)  # no step number written twice
