@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 TASKS_VENV := .venv-tasks
 
-.PHONY: install dev stack down chat sweep admin test lint typecheck clean help
+.PHONY: install dev stack down chat sweep admin usage test test-fast lint typecheck clean help
 
 help:  ## list the targets
 	@grep -E '^[a-z.-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -40,18 +40,25 @@ chat: $(VENV)/.installed  ## chat with a stack started by `make stack` in anothe
 sweep: $(VENV)/.installed  ## run the daily sweep now on the running local stack (NOW=2030-01-01T00:00:00+00:00 moves its clock)
 	$(PY) -m infra.admin sweep $(if $(NOW),--now $(NOW))
 
-admin: $(VENV)/.installed  ## list open questions and stuck sessions (local stack, or GOOGLE_CLOUD_PROJECT with ADC)
+admin: $(VENV)/.installed  ## list open questions, pending approvals and stuck sessions (local stack, or GOOGLE_CLOUD_PROJECT with ADC)
 	$(PY) -m infra.admin list
 
-lint: $(VENV)/.installed  ## ruff lint and format check
+usage: $(VENV)/.installed  ## tokens and estimated cost per session, user and channel for a day (DAY=YYYY-MM-DD, default today)
+	$(PY) -m infra.admin usage $(if $(DAY),--day $(DAY))
+
+lint: $(VENV)/.installed  ## ruff lint and format check, and the import layers of shared/ (import-linter)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 
 typecheck: $(VENV)/.installed  ## mypy, strict
 	$(VENV)/bin/mypy
 
 test: install deploy-install lint typecheck deploy-check  ## install, lint, type-check, start the emulators and run every test
 	$(PY) -m pytest
+
+test-fast: $(VENV)/.installed  ## the fast tier only: pure logic, and the handlers in-process on the Firestore emulator
+	$(PY) -m pytest -m fast
 
 clean:  ## remove virtual environments and local stack state
 	rm -rf $(VENV) $(TASKS_VENV) .local .pytest_cache .mypy_cache .ruff_cache
@@ -96,7 +103,10 @@ restart: $(VENV)/.installed  ## start a new revision of every function, so insta
 destroy:  ## terraform destroy (first set firestore.deletion_protection = false and apply)
 	$(TF) destroy
 
-deploy-clean:  ## remove .venv-deploy and build/
+deploy-test-fast: $(VENV)/.installed  ## the fast tier only: pure logic, and the handlers in-process on the Firestore emulator
+	$(PY) -m pytest -m fast
+
+clean:  ## remove .venv-deploy and build/
 	rm -rf $(DEPLOY_VENV) build
 
 # ---- Benchmarks (BENCHMARKS.md): slack-bolt, the peer the ingress is measured against, is benchmark-only ----

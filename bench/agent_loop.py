@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import cProfile
 import io
+import itertools
 import json
 import os
 import pstats
@@ -24,14 +25,19 @@ from contextlib import contextmanager
 from typing import Any
 
 from bench.cost import Rig
-from bench.figures import Section, at_most, info, median, prose, table
+from bench.figures import Section, at_least, at_most, info, median, prose, table
 from bench.harness import Bench
 from bench.profiles import Part, shares
 from infra.fakegemini.control import FakeGemini
-from shared import config, gemini, tools
-from shared.models import SessionStatus
+from shared import config, deps
+from shared.agent import model as gemini
+from shared.agent.tools import toolset
+from shared.agent.tools.function import tool
+from shared.agent.tools.toolset import Toolset
+from shared.state.models import SessionStatus
 
 TURNS = 40
+PREFIX_SHARE_TARGET = 0.9  # of each request, the beginning repeated from the turn before (implicit caching)
 RUNS = 3
 BYTES_GROWTH_LIMIT = 1.1  # late turns may write at most 10% more than early ones
 
@@ -51,11 +57,11 @@ def loop_settings() -> Iterator[None]:
     saved = {k: os.environ.get(k) for k in ("SESSION_MAX_TURNS", "SESSION_MAX_TOOL_CALLS")}
     os.environ.update(SESSION_MAX_TURNS=str(TURNS + 5), SESSION_MAX_TOOL_CALLS=str(TURNS + 5))
     config.reset()
-    tools.tool(outward=False)(bench_noop)
+    noop = tool(outward=False)(bench_noop)
     try:
-        yield
+        with deps.override(tools=lambda session: Toolset([*toolset.for_session(session).tools, noop])):
+            yield
     finally:
-        tools.REGISTRY.pop("bench_noop", None)
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
@@ -105,9 +111,22 @@ def model_request_bytes(rig: Rig) -> list[int]:
     return [len(json.dumps(body)) for body in bodies[-(TURNS + 1) :]]
 
 
+def prefix_shares(rig: Rig) -> list[float]:
+    """For each model request of the last session after its first: the share of the request (system instruction,
+    tools, then the conversation, serialised) that repeats the previous request's beginning byte for byte. That is
+    what Gemini's implicit caching can serve from cache; a prefix that changed between turns is billed again."""
+    bodies = [r["body"] for r in rig.gemini.requests() if rig.uid in json.dumps(r["body"])][-(TURNS + 1) :]
+    serial = [json.dumps([b.get("systemInstruction"), b.get("tools"), b.get("contents")]) for b in bodies]
+    shares = []
+    for before, after in itertools.pairwise(serial):
+        common = next((i for i, (x, y) in enumerate(zip(before, after, strict=False)) if x != y), len(before))
+        shares.append(common / len(after))
+    return shares
+
+
 def declaration_ms(repeats: int = 20) -> float:
     """What building every tool's declaration costs, as ``Runner._model_turn`` does on every turn (median ms)."""
-    available = tools.available(top_level=True)
+    available = toolset.all_tools()
     samples = []
     for _ in range(repeats):
         started = time.perf_counter()
@@ -130,6 +149,7 @@ def run(bench: Bench) -> Section:
             per_turn.append(ms)
             per_turn_bytes.append(written)
         request_bytes = model_request_bytes(rig)
+        prefixes = prefix_shares(rig)
         profiler = cProfile.Profile()
         one_session(rig, profiler)
     declarations = declaration_ms()
@@ -147,13 +167,15 @@ def run(bench: Bench) -> Section:
         at_most("agent_turn_write_bytes_growth", late_bytes / early_bytes, "ratio", BYTES_GROWTH_LIMIT),
         info("agent_turn_model_request_bytes_growth", request_bytes[TURNS - 1] / request_bytes[0], "ratio"),
         info("agent_turn_tool_declarations_ms", declarations, "ms"),
+        at_least("prompt_cacheable_prefix_share", median(prefixes), "share", PREFIX_SHARE_TARGET),
     )
     if declarations >= 0.5:  # fixed once (declarations are cached per process): report it if it comes back
         share = declarations / median(turn_ms)
         section.findings.append(
-            "`Runner._model_turn` (`shared/agent.py`) spends time on the tools' Gemini declarations every model "
-            f"turn: {declarations:.1f} ms per turn, {share:.0%} of a median turn. A declaration depends only on the "
-            "function and on `GOOGLE_GENAI_USE_VERTEXAI`: check that `shared.tools._declaration` still caches it."
+            "`Runner._model_turn` (`shared/agent/runner.py`) spends time on the tools' Gemini declarations every "
+            f"model turn: {declarations:.1f} ms per turn, {share:.0%} of a median turn. A declaration depends only on "
+            "the function and on `GOOGLE_GENAI_USE_VERTEXAI`: check that `shared.agent.tools.function._declaration` "
+            "still caches it."
         )
     rows = [
         (n + 1, turn_ms[n], turn_bytes[n], request_bytes[n] if n < len(request_bytes) else None)
@@ -162,13 +184,15 @@ def run(bench: Bench) -> Section:
     stats = pstats.Stats(profiler, stream=io.StringIO())
     total, parts = shares(
         stats,
-        Part("session", "shared/worker.py", "handle_task"),
+        Part("session", "shared/handlers/agent_session.py", "handle"),
         [
-            Part("the model call (google-genai to the stub and back)", "shared/gemini.py", "generate"),
-            Part("persisting steps (`store.commit_step`, one transaction each)", "shared/store.py", "commit_step"),
-            Part("tool declarations, rebuilt every turn", "shared/tools.py", "declaration"),
-            Part("the history, rebuilt every turn (`contents_of`)", "shared/transcript.py", "contents_of"),
-            Part("running the tool", "shared/tools.py", "run"),
+            Part("the model call (google-genai to the stub and back)", "shared/agent/model.py", "generate"),
+            Part(
+                "persisting steps (`steps.commit_step`, one transaction each)", "shared/state/steps.py", "commit_step"
+            ),
+            Part("tool declarations, rebuilt every turn", "shared/agent/tools/function.py", "declaration"),
+            Part("the history, rebuilt every turn (`contents_of`)", "shared/agent/transcript.py", "contents_of"),
+            Part("running the tool", "shared/agent/tools/toolset.py", "run"),
         ],
     )
     section.say(

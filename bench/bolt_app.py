@@ -35,24 +35,22 @@ _handler: Any = None
 
 
 def on_mention(body: dict[str, Any], event: dict[str, Any]) -> None:
-    """De-duplicate and enqueue, as ``shared.ingress._start_session`` does for a mention."""
-    from shared import ids, store, tasks
-    from shared.models import Session, SessionKind
+    """De-duplicate and enqueue, as ``shared.agent.intake.start_session`` does for a mention."""
+    from shared.state import events, firestore, tasks
+    from shared.state.models import mention_session
 
     event_id = str(body["event_id"])
     ts = str(event["ts"])
-    session = Session(
-        session_id=ids.session_for_event(event_id),
-        kind=SessionKind.MENTION,
+    session = mention_session(
+        event_id=event_id,
         channel=str(event["channel"]),
         thread_ts=str(event.get("thread_ts") or ts),
-        trigger_ts=ts,
-        trigger_user=str(event["user"]),
+        ts=ts,
+        user=str(event["user"]),
         text=str(event.get("text", "")),
-        event_id=event_id,
-        created_at=store.now(),
+        at=firestore.now(),
     )
-    if not store.start_session_for_event(event_id=event_id, event_type="app_mention", session=session):
+    if not events.start_session_for_event(event_id=event_id, event_type="app_mention", session=session):
         log.info("duplicate event delivery", extra={"event_id": event_id})
         return
     tasks.enqueue_session(session.session_id)

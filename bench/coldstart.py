@@ -226,7 +226,7 @@ def run(bench: Bench) -> Section:
                 ("import functions-framework (and Flask)", stage["framework_ms"]),
                 ("load `functions/main.py`", stage["main_ms"]),
                 (
-                    "`from shared import ingress` (what the handler imports on its first call)",
+                    "`from shared.handlers import slack_events` (what the handler imports on its first call)",
                     stage["ingress_imports_ms"],
                 ),
                 (
@@ -238,8 +238,8 @@ def run(bench: Bench) -> Section:
         ),
         f"google-genai loaded on this path: {'**yes**' if genai else 'no'} "
         f"({median([float(p['modules_loaded_by_first_request']) for p in paths]):.0f} modules are loaded by the first "
-        "request, none of them `google.genai`). What `from shared import ingress` imports, by cumulative import time "
-        "(`-X importtime`, the median run, imports of 20 ms or more):",
+        "request, none of them `google.genai`). What `from shared.handlers import slack_events` imports, by "
+        "cumulative import time (`-X importtime`, the median run, imports of 20 ms or more):",
         "```\n"
         + "\n".join(f"{ms:7.1f} ms  {'  ' * depth}{name}" for depth, ms, name in typical["ingress_tree"])
         + "\n```",

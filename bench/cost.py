@@ -1,7 +1,7 @@
 """Firestore cost of the product's paths, counted on the wire: the budget table and the test that enforces it.
 
 Each scenario runs the product's own code in this process (the ingress handler,
-the agent_session handler, the sweep) with ``shared.store._client`` replaced by
+the agent_session handler, the sweep) with ``shared.deps``' Firestore client replaced by
 a ``CountingClient`` on a Firestore database of its own, so nothing else that
 runs against the emulator is counted. Cloud Tasks is the real emulator, but the
 tasks it is handed go to a no-op sink instead of agent_session: every session
@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import functools
 import json
+import os
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -27,6 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import grpc
 from slack_sdk import WebClient
@@ -37,8 +40,11 @@ from bench.harness import Bench
 from infra import slack_payloads as events
 from infra import stack as local
 from infra.fakegemini.control import FakeGemini
-from shared import ingress, store, tasks, worker
-from shared.models import Question, Session, SessionKind, SessionStatus
+from shared import config, deps
+from shared.handlers import agent_session as worker
+from shared.handlers import slack_events as ingress
+from shared.state import firestore, ids, sessions
+from shared.state.models import Question, Session, SessionKind, SessionStatus
 
 BUDGET_FILE = Path(__file__).with_name("budget.json")
 
@@ -47,11 +53,23 @@ FIGURES: dict[str, str] = {
     "mention": "a mention at ingress: verify, de-duplicate, create the session, enqueue",
     "session_one_turn": "agent_session for a mention answered in one model turn: claim, prompt, turn, post, end",
     "agent_turn": "one more model turn with a tool call (model step and tool step, each persisted)",
+    "ledger_outward_call": (
+        "the ledger's cost for one call of an outward, non-idempotent tool (started and done records, each fenced "
+        "by the lease; the example tool also writes its own record). The tool runs as `safe` (`TOOL_TIERS`), so "
+        "no approval is asked and the figure is the ledger alone"
+    ),
     "ask": "agent_session for a mention whose first turn asks a blocking question: claim to paused",
     "answer": "the operator's reply at ingress: answer lookup, answer + continuation in one transaction",
     "continuation": "agent_session for the continuation, answered in one model turn: claim to done",
     "ask_answer_continuation": "the whole cycle: ask + answer + continuation",
-    "sweep_empty": "a sweep that finds nothing (its four indexed queries, one empty page each)",
+    "approval_request": "agent_session for a mention whose first turn calls an approve-tier tool: card, to paused",
+    "approve": "the operator's Approve at slack_interactivity: the decision and the resuming session, one transaction",
+    "approved_run": (
+        "agent_session for that resumption: the call run once through the ledger (the example tool writes one record "
+        "of its own), then one model turn to done"
+    ),
+    "approve_run_resume": "the whole approval cycle: request + approve + run and resume",
+    "sweep_empty": "a sweep that finds nothing (its five indexed queries, one empty page each)",
     "sweep_reminded_question": "one more open question older than 24h in a sweep: reminded",
     "sweep_abandoned_question": "one more open question past the abandon age in a sweep: abandoned, session closed",
     "sweep_dead_session": "one more running session with a long-dead lease in a sweep: silent exit, narration queued",
@@ -116,7 +134,7 @@ class Rig:
 
     @contextmanager
     def installed(self) -> Iterator[Rig]:
-        """``shared.store`` uses the counted client inside, and ``shared.tasks`` one that counts created tasks.
+        """Inside, the product uses the counted Firestore client and a Cloud Tasks client that counts created tasks.
 
         The database is wiped on the way out.
         """
@@ -124,13 +142,11 @@ class Rig:
         from google.cloud.tasks_v2.services.cloud_tasks.transports import CloudTasksGrpcTransport
 
         channel = grpc.intercept_channel(grpc.insecure_channel(self.stack.tasks_host), self.created_tasks)
-        saved = store._client, tasks._client
-        store._client = self.client
-        tasks._client = tasks_v2.CloudTasksClient(transport=CloudTasksGrpcTransport(channel=channel))
+        counting_tasks = tasks_v2.CloudTasksClient(transport=CloudTasksGrpcTransport(channel=channel))
         try:
-            yield self
+            with deps.override(firestore=self.client, tasks=counting_tasks):
+                yield self
         finally:
-            store._client, tasks._client = saved
             channel.close()
             self.wipe()
 
@@ -173,14 +189,14 @@ class Rig:
     @staticmethod
     def ingress(request: tuple[bytes, dict[str, str]], into: dict[str, Any]) -> None:
         """The ingress handler, as slack_events calls it; its reply lands in ``into``."""
-        reply, status = ingress.handle_events(*request)
+        reply, status = ingress.handle(*request)
         assert status == 200, reply
         into.update(reply)
 
     @staticmethod
     def deliver(session_id: str) -> None:
         """The agent_session handler for one task delivery, as the function calls it."""
-        reply, status = worker.handle_task(json.dumps({"session_id": session_id}).encode(), {})
+        reply, status = worker.handle(json.dumps({"session_id": session_id}).encode(), {})
         assert status == 200, reply
 
     def expect(self, session_id: str, status: SessionStatus) -> None:
@@ -188,7 +204,7 @@ class Rig:
         assert found == status, f"session {session_id} is {found}, expected {status}"
 
     def session(self, session_id: str) -> Session:
-        found = store.get_session(session_id)
+        found = sessions.get_session(session_id)
         assert found is not None, session_id
         return found
 
@@ -199,9 +215,26 @@ class Rig:
         return str(reply["session_id"])
 
     def sweep(self, at: datetime) -> dict[str, Any]:
-        from shared import sweep
+        from shared.agent import sweep
 
         return sweep.run(at)
+
+
+@contextmanager
+def environment(**values: str) -> Iterator[None]:
+    """These environment variables, read again by ``shared.config``, for the block only."""
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    config.reset()
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        config.reset()
 
 
 # --- the scenarios ---------------------------------------------------------------------------------
@@ -228,6 +261,24 @@ def agent_turn(rig: Rig) -> dict[str, Ops]:
     return {"agent_turn": cost[1] - cost[0]}
 
 
+def outward_call(rig: Rig) -> dict[str, Ops]:
+    """What the tool-call ledger adds: a turn calling an outward, non-idempotent tool, minus the same turn calling an
+    inward one (both post nothing else); the difference is the ledger's started and done records.
+
+    An outward tool needs an operator's approval by default; ``restart_service`` is made ``safe`` here (as the tests
+    do) so that the call runs at once and the difference is the ledger's, not an approval's.
+    """
+    cost = []
+    with environment(TOOL_TIERS=json.dumps({"restart_service": "safe"})):
+        for call in (FakeGemini.call("read_thread", limit=5), FakeGemini.call("restart_service", name="api",
+                                                                                  environment="staging")):  # fmt: skip
+            session_id = rig.start("do one thing, then answer")
+            rig.script(call, FakeGemini.text("Done."))
+            cost.append(rig.measure(functools.partial(rig.deliver, session_id)))
+            rig.expect(session_id, SessionStatus.DONE)
+    return {"ledger_outward_call": cost[1] - cost[0]}
+
+
 def ask_answer_continuation(rig: Rig) -> dict[str, Ops]:
     session_id = rig.start("set up the database")
     rig.script(FakeGemini.call("ask_operator", question="sqlite or postgres?", options=["sqlite", "postgres"]))
@@ -239,10 +290,47 @@ def ask_answer_continuation(rig: Rig) -> dict[str, Ops]:
     request, reply = rig.reply(session_id, "2"), dict[str, Any]()
     ops["answer"] = rig.measure(lambda: rig.ingress(request, reply))
     assert reply.get("answer") == "answered", reply
-    continuation = store.continuation_id(question_id)
+    continuation = ids.continuation_id(question_id)
     ops["continuation"] = rig.measure(lambda: rig.deliver(continuation))
     rig.expect(continuation, SessionStatus.DONE)
     ops["ask_answer_continuation"] = ops["ask"] + ops["answer"] + ops["continuation"]
+    return ops
+
+
+def approve_run_resume(rig: Rig) -> dict[str, Ops]:
+    """A risky call: its approval card (the session pauses), the operator's Approve, and the continuation that runs
+    it through the ledger and answers."""
+    from infra.signing import signed_headers
+    from shared.handlers import slack_interactivity
+    from shared.slack import blocks
+    from shared.state import approvals
+
+    session_id = rig.start("scale the api")
+    rig.script(FakeGemini.call("scale_service", name="api", replicas=3))
+    ops = {"approval_request": rig.measure(lambda: rig.deliver(session_id))}
+    rig.expect(session_id, SessionStatus.PAUSED)
+    [approval] = approvals.get_approvals(rig.session(session_id).approval_ids)
+    value = blocks.approval_value(approval.approval_id, approval.digest)
+    action = {"action_id": blocks.APPROVE_ACTION, "value": value, "action_ts": f"{time.time():.6f}"}
+    container = {"channel_id": approval.channel, "message_ts": approval.card_ts}
+    payload = {
+        "type": "block_actions",
+        "user": {"id": local.OPERATOR_ID},
+        "channel": {"id": approval.channel},
+        "container": container,
+        "actions": [action],
+    }
+    body = urlencode({"payload": json.dumps(payload)}).encode()
+    signed = signed_headers(local.SIGNING_SECRET, body, content_type="application/x-www-form-urlencoded")
+    headers = {k.lower(): v for k, v in signed.items()}
+    decided: dict[str, Any] = {}
+    ops["approve"] = rig.measure(lambda: decided.update(slack_interactivity.handle(body, headers)[0]))
+    assert decided.get("decision") == "decided", decided
+    rig.script(FakeGemini.text("Scaled."))
+    continuation = ids.resume_id(session_id, approval.seq)
+    ops["approved_run"] = rig.measure(lambda: rig.deliver(continuation))
+    rig.expect(continuation, SessionStatus.DONE)
+    ops["approve_run_resume"] = ops["approval_request"] + ops["approve"] + ops["approved_run"]
     return ops
 
 
@@ -276,10 +364,10 @@ def _stale_question(rig: Rig, at: datetime, age: timedelta, n: int) -> None:
         requester="U0HUMAN",
     )
     session.question_id = question.question_id
-    db = store.db()
+    db = firestore.db()
     batch = db.batch()
-    batch.set(db.collection(store.SESSIONS).document(session.session_id), session.to_doc())
-    batch.set(db.collection(store.QUESTIONS).document(question.question_id), question.to_doc())
+    batch.set(db.collection(firestore.SESSIONS).document(session.session_id), session.to_doc())
+    batch.set(db.collection(firestore.QUESTIONS).document(question.question_id), question.to_doc())
     batch.commit()
 
 
@@ -300,12 +388,12 @@ def _dead_session(rig: Rig, at: datetime, n: int) -> None:
         worker="gone",
         updated_at=at - timedelta(hours=2),
     )
-    store.db().collection(store.SESSIONS).document(session.session_id).set(session.to_doc())
+    firestore.db().collection(firestore.SESSIONS).document(session.session_id).set(session.to_doc())
 
 
 def sweep_items(rig: Rig) -> dict[str, Ops]:
     """The sweep's fixed cost, and what one more stale item of each kind adds to it."""
-    at = store.now()
+    at = firestore.now()
     makers: dict[str, Callable[[int], None]] = {
         "sweep_reminded_question": lambda n: _stale_question(rig, at, timedelta(hours=30), n),
         "sweep_abandoned_question": lambda n: _stale_question(rig, at, timedelta(hours=100), n),
@@ -327,7 +415,9 @@ def sweep_items(rig: Rig) -> dict[str, Ops]:
 SCENARIOS: tuple[Callable[[Rig], dict[str, Ops]], ...] = (
     mention_and_one_turn,
     agent_turn,
+    outward_call,
     ask_answer_continuation,
+    approve_run_resume,
     sweep_items,
 )
 
@@ -376,7 +466,7 @@ def run(bench: Bench) -> Section:
     first = _compact(measured["session_one_turn"].trace)[1:2] if "session_one_turn" in measured else []
     if first == ["query 1r"]:
         section.findings.append(
-            "Every session starts with `store.load_steps` (in `Runner.__init__`): one query, billed one read even "
+            "Every session starts with `steps.load_steps` (in `Runner.__init__`): one query, billed one read even "
             "when empty. A mention's first claim (kind `mention`, claimed from `queued`, not a takeover, "
             "`next_seq == 0`) cannot have steps yet, so skipping the query there saves 1 query and 1 read per "
             f"mention session (`session_one_turn` would go from {measured['session_one_turn'].reads} to "

@@ -27,6 +27,10 @@ def at_most(name: str, value: float, unit: str, limit: float) -> Figure:
     return Figure(name, value, unit, f"<= {limit:g}", value <= limit)
 
 
+def at_least(name: str, value: float, unit: str, limit: float) -> Figure:
+    return Figure(name, value, unit, f">= {limit:g}", value >= limit)
+
+
 def below(name: str, value: float, unit: str, limit: float) -> Figure:
     return Figure(name, value, unit, f"< {limit:g}", value < limit)
 

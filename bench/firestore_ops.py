@@ -13,7 +13,7 @@ classifies it the way Firestore bills it:
 - ``BeginTransaction`` and ``Rollback``: counted, not billed.
 
 ``CountingClient`` is a ``firestore.Client`` whose channel to the emulator goes
-through the interceptor; install it as ``shared.store._client`` and every query
+through the interceptor; hand it in with ``shared.deps.override(firestore=...)`` and every query
 the product runs is counted without changing a line of it.
 """
 

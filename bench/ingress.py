@@ -229,8 +229,8 @@ def breakdown(count: int = 150) -> dict[str, tuple[float, float, float, float]]:
             client.post("/", data=body, headers=headers)
             profilers[name].disable()
     common = [
-        Part("Firestore commit (de-duplication)", "shared/store.py", "start_session_for_event"),
-        Part("Cloud Tasks create_task", "shared/tasks.py", "enqueue_session"),
+        Part("Firestore commit (de-duplication)", "shared/state/events.py", "start_session_for_event"),
+        Part("Cloud Tasks create_task", "shared/state/tasks.py", "enqueue_session"),
     ]
     found = {}
     for name, profiler in profilers.items():

@@ -32,7 +32,7 @@ def main() -> None:
     # What the handler imports on its first call, split from the rest of that call; the marker splits
     # -X importtime's output (on stderr) the same way.
     print(MARKER, file=sys.stderr, flush=True)
-    from shared import ingress
+    from shared.handlers import slack_events as ingress
 
     imported = time.perf_counter()
     print(MARKER, file=sys.stderr, flush=True)

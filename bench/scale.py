@@ -7,7 +7,7 @@ are written with batched writes of 500. Beside each, the seed design's approach
 (seed 000): a sessions ledger, one JSON line per session, that a lookup reads from
 the first line to the last, filtering as it goes, at the same sizes.
 
-- Answer lookup: ``store.open_questions_in_thread`` for a thread with one open
+- Answer lookup: ``questions.thread_questions`` for a thread with one open
   question, among 100 and among 100,000 question documents (a third of them open,
   each in a thread of its own).
 - Sweep: ``sweep.run`` with 10 stale items (open questions asked 30 hours ago, each
@@ -37,8 +37,9 @@ from bench.firestore_ops import CountingClient, OpCounter, wipe
 from bench.harness import BENCH_DIR, Bench
 from bench.profiles import Part, profile, shares
 from infra import stack as local
-from shared import store
-from shared.models import Question, QuestionStatus, Session, SessionKind, SessionStatus
+from shared import deps
+from shared.state import firestore, ids, questions
+from shared.state.models import Question, QuestionStatus, Session, SessionKind, SessionStatus
 
 T = TypeVar("T")
 
@@ -67,12 +68,8 @@ class Db:
 
     @contextmanager
     def current(self) -> Iterator[Db]:
-        saved = store._client
-        store._client = self.client
-        try:
+        with deps.override(firestore=self.client):
             yield self
-        finally:
-            store._client = saved
 
 
 def write_all(db: Db, docs: Iterator[tuple[str, str, dict[str, Any]]]) -> float:
@@ -206,10 +203,10 @@ def lookup_docs(size: int, at: datetime) -> Iterator[tuple[str, str, dict[str, A
         else:
             status = QuestionStatus.OPEN if n % 3 == 0 else QuestionStatus.ANSWERED
             doc = question(n, channel=f"C{n % 50}", thread_ts=f"{1700000000 + n}.000100", status=status, asked_at=at)
-        yield store.QUESTIONS, doc.question_id, doc.to_doc()
-        if doc.status == QuestionStatus.OPEN:  # as store.create_question lists it on its thread
+        yield firestore.QUESTIONS, doc.question_id, doc.to_doc()
+        if doc.status == QuestionStatus.OPEN:  # as questions.create_question lists it on its thread
             thread = {"open_question_ids": [doc.question_id]}
-            yield store.THREADS, f"{doc.channel}-{doc.thread_ts}", thread
+            yield firestore.THREADS, ids.thread_doc(doc.channel, doc.thread_ts), thread
 
 
 @dataclass
@@ -230,7 +227,7 @@ def timed(db: Db | None, work: Callable[[], T], into: Timing) -> T:
 
 
 def answer_lookup(bench: Bench, section: Section) -> None:
-    at = store.now()
+    at = firestore.now()
     dbs = [Db(f"lookup-{size}", size) for size in LOOKUP_SIZES]
     ledgers = {size: BENCH_DIR / f"ledger-{size}.jsonl" for size in LOOKUP_SIZES}
     written = {}
@@ -238,29 +235,29 @@ def answer_lookup(bench: Bench, section: Section) -> None:
         wipe(bench.stack.firestore_host, local.PROJECT, db.name)
         written[db.size] = write_all(db, lookup_docs(db.size, at))
         write_ledger(ledgers[db.size], db.size, stale=0, now=time.time())
-    firestore = {db.size: Timing() for db in dbs}
+    lookups = {db.size: Timing() for db in dbs}
     points = {db.size: Timing() for db in dbs}
     ledger = {size: Timing() for size in LOOKUP_SIZES}
     expected = f"q-{LOOKUP_SIZES[0] // 2}"
     for _ in range(LOOKUP_REPS):
         for db in dbs:
             with db.current():
-                lookup = functools.partial(store.open_questions_in_thread, TARGET_CHANNEL, TARGET_THREAD)
-                found = timed(db, lookup, firestore[db.size])
-                assert [q.question_id for q in found] == [f"q-{db.size // 2}"], found
-                timed(db, functools.partial(store.get_question, expected), points[db.size])
+                lookup = functools.partial(questions.thread_questions, TARGET_CHANNEL, TARGET_THREAD)
+                found = timed(db, lookup, lookups[db.size])
+                assert [q.question_id for q in found.open] == [f"q-{db.size // 2}"], found
+                timed(db, functools.partial(questions.get_question, expected), points[db.size])
             scan = functools.partial(ledger_lookup, ledgers[db.size], TARGET_THREAD, "1800000000.0")
             assert timed(None, scan, ledger[db.size]) == f"s-{db.size // 2}"
     small, large = LOOKUP_SIZES
-    ratio = median(firestore[large].ms) / median(firestore[small].ms)
+    ratio = median(lookups[large].ms) / median(lookups[small].ms)
     ledger_ratio = median(ledger[large].ms) / median(ledger[small].ms)
     section.add(
-        info(f"answer_lookup_{small}_docs", median(firestore[small].ms), "ms"),
-        info(f"answer_lookup_{large}_docs", median(firestore[large].ms), "ms"),
+        info(f"answer_lookup_{small}_docs", median(lookups[small].ms), "ms"),
+        info(f"answer_lookup_{large}_docs", median(lookups[large].ms), "ms"),
         at_most("answer_lookup_ratio", ratio, "ratio", LOOKUP_LIMIT),
         info(
             "answer_lookup_documents_read_ratio",
-            median(firestore[large].reads) / median(firestore[small].reads),
+            median(lookups[large].reads) / median(lookups[small].reads),
             "ratio",
         ),
         info(f"ledger_lookup_{small}_lines", median(ledger[small].ms), "ms"),
@@ -269,18 +266,18 @@ def answer_lookup(bench: Bench, section: Section) -> None:
         info("answer_lookup_point_read_ratio", median(points[large].ms) / median(points[small].ms), "ratio"),
     )
     with dbs[1].current():
-        stats = profile(lambda: store.open_questions_in_thread(TARGET_CHANNEL, TARGET_THREAD))
+        stats = profile(lambda: questions.thread_questions(TARGET_CHANNEL, TARGET_THREAD).open)
     total, _ = shares(
         stats,
-        Part("lookup", "shared/store.py", "open_questions_in_thread"),
+        Part("lookup", "shared/state/questions.py", "thread_questions"),
         [],
     )
-    per_thousand = (median(firestore[large].ms) - median(firestore[small].ms)) / (large - small) * 1000
+    per_thousand = (median(lookups[large].ms) - median(lookups[small].ms)) / (large - small) * 1000
     header = ["approach", f"{small:,} docs ms", f"{large:,} docs ms", "ratio", "docs read", f"docs read at {large:,}"]
     header[4] = f"docs read at {small:,}"
     rows = []
     for label, timing in (
-        ("`store.open_questions_in_thread` (point reads through `threads/`)", firestore),
+        ("`questions.thread_questions` (point reads through `threads/`)", lookups),
         ("point read of that question by id (control)", points),
     ):
         small_ms, large_ms = median(timing[small].ms), median(timing[large].ms)
@@ -322,30 +319,30 @@ def sweep_docs(size: int, at: datetime) -> Iterator[tuple[str, str, dict[str, An
         q = question(
             n, channel=f"C{n % 50}", thread_ts=f"{1700000000 + n}.000100", status=QuestionStatus.OPEN, asked_at=old
         )
-        yield store.QUESTIONS, q.question_id, q.to_doc()
+        yield firestore.QUESTIONS, q.question_id, q.to_doc()
         s = session(n, status=SessionStatus.PAUSED, at=old, question_id=q.question_id)
-        yield store.SESSIONS, s.session_id, s.to_doc()
+        yield firestore.SESSIONS, s.session_id, s.to_doc()
     for n in range(STALE, STALE + (size - 2 * STALE) // 2):
         q = question(
             n, channel=f"C{n % 50}", thread_ts=f"{1700000000 + n}.000100", status=QuestionStatus.ANSWERED, asked_at=old
         )
-        yield store.QUESTIONS, q.question_id, q.to_doc()
+        yield firestore.QUESTIONS, q.question_id, q.to_doc()
     for n in range(STALE + (size - 2 * STALE) // 2, size - STALE):
         s = session(n, status=SessionStatus.DONE, at=old)
-        yield store.SESSIONS, s.session_id, s.to_doc()
+        yield firestore.SESSIONS, s.session_id, s.to_doc()
 
 
 def unremind(db: Db) -> None:
     batch = db.client.batch()
     for n in range(STALE):
-        batch.update(db.client.collection(store.QUESTIONS).document(f"q-{n}"), {"reminded_at": None})
+        batch.update(db.client.collection(firestore.QUESTIONS).document(f"q-{n}"), {"reminded_at": None})
     batch.commit()
 
 
 def sweep_at_scale(bench: Bench, section: Section) -> None:
-    from shared import sweep
+    from shared.agent import sweep
 
-    at = store.now()
+    at = firestore.now()
     dbs = [Db(f"sweep-{size}", size) for size in SWEEP_SIZES]
     ledgers = {size: BENCH_DIR / f"sweep-ledger-{size}.jsonl" for size in SWEEP_SIZES}
     for db in dbs:
@@ -367,7 +364,7 @@ def sweep_at_scale(bench: Bench, section: Section) -> None:
         stats = profile(functools.partial(sweep.run, at))
     sweep_total, ((_, waiting, _),) = shares(
         stats,
-        Part("sweep", "shared/sweep.py", "run"),
+        Part("sweep", "shared/agent/sweep.py", "run"),
         [Part("waiting for the emulator's RunQuery streams", "bench/firestore_ops.py", "__next__")],
     )
     small, large = SWEEP_SIZES
@@ -407,14 +404,15 @@ def sweep_at_scale(bench: Bench, section: Section) -> None:
     if ratio > SWEEP_LIMIT:
         section.say(
             f"**Missed: `sweep_ratio` is {ratio:.1f}** (target <= {SWEEP_LIMIT}). The same cause as the answer "
-            "lookup's: the sweep runs four indexed queries (open questions by age, silent exits, dead leases, "
-            "queued sessions), each one page here, and the emulator answers each by scanning its collection. "
+            "lookup's: the sweep runs five indexed queries (open questions by age, approvals awaiting a decision, "
+            "silent exits, dead leases, queued sessions), each one page here, and the emulator answers each by "
+            "scanning its collection. "
             f"Profiled at {large:,} documents (cProfile, client side), the sweep took {sweep_total * 1000:.0f} ms, "
-            f"{waiting * 1000:.0f} ms of it waiting for those four queries' streams; the rest, "
+            f"{waiting * 1000:.0f} ms of it waiting for those five queries' streams; the rest, "
             f"{(sweep_total - waiting) * 1000:.0f} ms, is the {STALE} reminders (a transaction and a Slack post "
             f"each), about what the whole sweep takes at {small:,} documents. The "
             f"documents the sweep read were the same at both sizes ({median(runs[small].reads):.0f}: the "
-            f"{STALE} stale questions, three empty pages, and one transactional read per reminder), so what it "
+            f"{STALE} stale questions, four empty pages, and one transactional read per reminder), so what it "
             "costs, and what it would take in production, grows with the stale items, not with the database."
         )
 
