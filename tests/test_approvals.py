@@ -84,6 +84,26 @@ def test_approve_runs_the_shown_call_once(
                                                                      OPERATOR)]  # fmt: skip
 
 
+def test_two_alike_calls_without_ids_each_run_with_their_own_arguments(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """Defect: decided calls were matched to the transcript by call id; calls without one (older models send none)
+    all matched the last, so the first approval ran nothing ("not the call that was approved")."""
+    idless = [{"name": "scale_service", "args": {"name": "api", "replicas": n}, "id": None} for n in (2, 5)]
+    script({"function_calls": idless}, G.text("Scaled twice."))
+    thread = mention(fake_slack, f"C{uid}", "scale the api twice")
+    paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=30)
+    first, second = sorted(stored.get_approvals(paused.approval_ids), key=lambda a: a.call_index)
+    press(fake_slack, first, blocks.APPROVE_ACTION)
+    press(fake_slack, second, blocks.APPROVE_ACTION)
+    wait_status(resumed(first), SessionStatus.DONE, timeout=30)
+    assert sorted(e["replicas"] for e in executions(thread.session_id)) == [2, 5]
+    responses = function_responses(fake_gemini.requests()[-1])
+    assert [r["response"].get("result") for r in responses] == [
+        {"scaled": "api", "replicas": 2}, {"scaled": "api", "replicas": 5},
+    ]  # fmt: skip
+
+
 def test_deny_never_runs_it_and_the_model_hears_why(
     script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
 ) -> None:

@@ -12,19 +12,34 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from google.cloud.firestore_v1.base_query import FieldFilter
+from google.genai import types
 
 from infra import stack as local
 from infra.fakegemini.control import FakeGemini
 from infra.fakeslack.control import FakeSlack
 from infra.stack import Stack
+from shared.agent.transcript import to_json
+from shared.slack import client as slack
 from shared.state import firestore, ids
 from shared.state import questions as stored
-from shared.state.models import QuestionStatus, SessionStatus
-from tests.agent_helpers import function_responses, mention, wait_status
+from shared.state.models import (
+    Note,
+    NoteKind,
+    Question,
+    QuestionStatus,
+    Session,
+    SessionKind,
+    SessionStatus,
+    Step,
+    StepKind,
+)
+from tests import delivery
+from tests.agent_helpers import HUMAN, function_responses, mention, wait_status
 from tests.poll import wait_for
 
 pytestmark = pytest.mark.stack
@@ -173,3 +188,59 @@ def test_a_turn_of_outward_calls_never_runs_a_non_idempotent_tool_twice(
     texts = [m["text"] for m in fake_slack.bot_replies(thread.channel, thread.ts)]
     assert len(texts) == len(set(texts)), texts  # no post twice
     assert texts[-1] == "Both restarted."
+
+
+def test_a_worker_killed_after_its_ask_was_answered_meanwhile_resumes_with_that_answer(
+    stack: Stack, script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """Defect: the answer reached the asker while it finished its ask (``AnsweredMeanwhile``); it stored the turn's
+    other responses, then was killed before storing the answer. The takeover took the ask's ids from the last step
+    and its position among the still-pending calls, so it asked a second, new question and paused on it.
+
+    The kill lands between two Firestore commits with no call to hold on, so the test writes the state that kill
+    leaves (what each commit had written) and lets a redelivery take the session over.
+    """
+    channel = f"C{uid}"
+    root = fake_slack.user_message(HUMAN, channel, f"deploy it [{channel}]")["ts"]  # no mention: no session
+    session_id = f"killed-{uid}"
+    long_ago = firestore.now() - timedelta(seconds=90)  # within the wall budget, its lease expired
+    question_id = ids.question_id(session_id, 1, 1)
+    post_ts = slack.post(channel, root, "Question: Which region?", key=ids.post_key(session_id, 1, "1:question"))
+    turn = types.Content(role="model", parts=[
+        types.Part(function_call=types.FunctionCall(id="c0", name="post_update", args={"text": "Starting."})),
+        types.Part(function_call=types.FunctionCall(id="c1", name="ask_operator", args={"question": "Which region?"})),
+    ])  # fmt: skip
+    results = types.Content(role="user", parts=[types.Part(function_response=types.FunctionResponse(
+        id="c0", name="post_update", response={"posted": True}))])  # fmt: skip
+    opening = types.Content(role="user", parts=[types.Part(text=f"deploy it [{channel}]")])
+    for seq, kind, content in [(0, StepKind.PROMPT, opening), (1, StepKind.MODEL, turn),
+                               (2, StepKind.TOOL_RESULTS, results)]:  # fmt: skip
+        step = Step(seq=seq, session_id=session_id, kind=kind, content=to_json(content), audit=[], at=long_ago)
+        firestore.step_ref(session_id, seq).create(step.to_doc())
+    answer = Note(kind=NoteKind.ANSWER, text="europe-west1", user=OPERATOR, ts="9.1", question_id=question_id,
+                  question="Which region?")  # fmt: skip
+    dead = Session(
+        session_id=session_id, kind=SessionKind.MENTION, channel=channel, thread_ts=root, trigger_ts=root,
+        trigger_user=HUMAN, text=f"deploy it [{channel}]", created_at=long_ago, status=SessionStatus.RUNNING,
+        worker="gone", lease_task="t", lease_until=long_ago + timedelta(seconds=60), started_at=long_ago, next_seq=3,
+        turns=1, tool_calls=2, notes=[answer],
+    )  # fmt: skip
+    firestore.session_ref(session_id).create(dead.to_doc())
+    firestore.question_ref(question_id).create(Question(
+        question_id=question_id, session_id=session_id, transcript_id=session_id, channel=channel, thread_ts=root,
+        text="Which region?", options=[], blocking=True, call_id="c1", asked_at=long_ago, post_ts=post_ts,
+        status=QuestionStatus.ANSWERED, answer="europe-west1", answered_by=OPERATOR, answer_ts="9.1",
+        continuation_id=session_id,
+    ).to_doc())  # fmt: skip
+    script(G.text("Deploying to europe-west1."))
+
+    attempts = delivery.deliver(stack.function_url("agent_session"), session_id, task=f"takeover-{uid}")
+    assert [a.status for a in attempts] == [200], attempts
+    wait_status(session_id, SessionStatus.DONE, timeout=30)
+    asked = firestore.db().collection(firestore.QUESTIONS).where(filter=FieldFilter("session_id", "==", session_id))
+    assert [q.id for q in asked.stream()] == [question_id]  # no second question
+    responses = {r["id"]: r["response"] for r in function_responses(fake_gemini.requests()[-1])}
+    assert responses["c1"].get("result", {}).get("answer") == "europe-west1", responses  # the turn's responses, the answer among them
+    assert responses["c0"] == {"posted": True}
+    texts = [m["text"] for m in fake_slack.bot_replies(channel, root)]
+    assert sum("Which region?" in t for t in texts) == 1, texts

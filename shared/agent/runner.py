@@ -23,7 +23,7 @@ from shared.agent.opening import opening_content
 from shared.agent.tool_turn import ToolTurns
 from shared.agent.tools import toolset
 from shared.agent.tools.base import short
-from shared.agent.transcript import contents_of, pending_calls, shorten_tool_results, to_json
+from shared.agent.transcript import PendingTurn, contents_of, pending_turn, shorten_tool_results, to_json
 from shared.limits import TOO_LARGE_REQUEST_CHARS
 from shared.slack.surface import ThreadSurface
 from shared.state import ids, steps
@@ -117,9 +117,9 @@ class Runner(ToolTurns):
         if resumed is not None:
             return resumed
         while True:
-            calls = pending_calls(self.steps)
-            if calls and self._owns_pending():
-                if self._run_tools(calls):
+            turn = pending_turn(self.steps)
+            if turn is not None and self._owns(turn):
+                if self._run_tools(turn):
                     return SessionStatus.PAUSED
                 continue
             if self.notes:
@@ -192,9 +192,10 @@ class Runner(ToolTurns):
         )
         self._commit(StepKind.NOTES, content, audit, consumed=consumed)
 
-    def _owns_pending(self) -> bool:
-        """Pending calls belong to this session unless they are a paused ask awaiting a continuation."""
-        return self.steps[-1].session_id == self.session.session_id
+    def _owns(self, turn: PendingTurn) -> bool:
+        """Pending calls are this session's to run only if it made them: another session's are a pause it did not
+        take over (whatever this session wrote since)."""
+        return turn.session_id == self.session.session_id
 
     def _model_turn(self) -> types.Content | None:
         """One model turn, persisted. Returns the content if the loop goes on, None once answered."""

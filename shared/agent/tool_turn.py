@@ -21,7 +21,7 @@ from shared.agent.opening import answer_content
 from shared.agent.tools import policy
 from shared.agent.tools.base import Outcome, Suspend, Tier, ToolContext, short
 from shared.agent.tools.toolset import Toolset
-from shared.agent.transcript import contents_of, pending_calls
+from shared.agent.transcript import PendingTurn, contents_of, pending_turn
 from shared.asks import approvals
 from shared.limits import MAX_STEP_CHARS, MAX_TOOL_RESULT_CHARS, capped
 from shared.slack import blocks
@@ -63,20 +63,22 @@ class ToolTurns:
         raise NotImplementedError
 
     # --- a turn's calls ----------------------------------------------------------------------------------------
-    def _run_tools(self, calls: list[types.FunctionCall]) -> bool:
+    def _run_tools(self, turn: PendingTurn) -> bool:
         """Run the pending calls and persist their responses; True if the session paused (a blocking question, or
-        risky calls waiting for approval)."""
-        seq = self.steps[-1].seq
+        risky calls waiting for approval). Ids come from the model step and each call's index in it, so a turn
+        re-run after a crash finds its questions, approvals and ledger entries again."""
+        seq = turn.seq
         parts: list[types.Part] = []
         audit: list[Audit] = []
         pause: Suspend | None = None
-        pause_call = calls[0]
+        pause_call = turn.calls[0][1]
         used = self.session.tool_calls
-        per_call = min(MAX_TOOL_RESULT_CHARS, MAX_STEP_CHARS // max(1, len(calls)))  # a step stays well under 1 MiB
+        # A step stays well under 1 MiB.
+        per_call = min(MAX_TOOL_RESULT_CHARS, MAX_STEP_CHARS // max(1, len(turn.calls)))
         # A takeover may re-run a turn whose calls partly ran: the ledger says which.
-        recorded = ledger.entries(self.session, seq, len(calls)) if self._replaying() else {}
-        held = self._held(calls, seq)
-        for index, call in enumerate(calls):
+        recorded = ledger.entries(self.session, seq, [i for i, _ in turn.calls]) if self._replaying() else {}
+        held = self._held(turn)
+        for index, call in turn.calls:
             name = call.name or ""
             if any(h[0] == index for h in held):
                 continue  # waits for an operator's decision: no response yet
@@ -120,13 +122,13 @@ class ToolTurns:
         first = next((s for s in self.steps if s.kind == StepKind.PROMPT and s.content), None)
         return _text_of(contents_of([first])[0]) if first else ""
 
-    def _held(self, calls: list[types.FunctionCall], seq: int) -> list[Held]:
+    def _held(self, turn: PendingTurn) -> list[Held]:
         """The calls whose tier is ``approve``: they run only after an operator approves each exact call."""
         held: list[Held] = []
-        for index, call in enumerate(calls):
+        for index, call in turn.calls:
             spec = self.tools.get(call.name or "")
             args = dict(call.args or {})
-            if spec is not None and policy.call_tier(spec, args, self._context(seq, index, call)) == Tier.APPROVE:
+            if spec is not None and policy.call_tier(spec, args, self._context(turn.seq, index, call)) == Tier.APPROVE:
                 held.append((index, call.id, spec.name, args))
         return held
 
@@ -173,13 +175,15 @@ class ToolTurns:
         """The decided calls of one turn: each approved one runs once through the ledger, with exactly the shown
         arguments; a denied or expired one gets an error response. One step holds them all."""
         decided = sorted(stored_approvals.get_approvals(approval_ids), key=lambda a: a.call_index)
-        pending = {call.id: call for call in pending_calls(self.steps)}
-        seq = decided[0].seq if decided else self.steps[-1].seq
-        recorded = ledger.entries(self.session, seq, max((a.call_index for a in decided), default=-1) + 1)
+        turn = pending_turn(self.steps)
+        seq = decided[0].seq if decided else -1
+        # By position in the turn that made them: calls need not have ids, and two may be alike.
+        pending = dict(turn.calls) if turn is not None and turn.seq == seq else {}
+        recorded = ledger.entries(self.session, seq, [a.call_index for a in decided])
         parts: list[types.Part] = []
         audit: list[Audit] = []
         for approval in decided:
-            call = pending.get(approval.call_id)
+            call = pending.get(approval.call_index)
             audit.append(Audit(AuditType.APPROVAL, now(), name=approval.tool, args=approval.digest,
                                result=approval.status.value, text=approval.decided_by))  # fmt: skip
             if call is None:

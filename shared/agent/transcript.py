@@ -7,6 +7,7 @@ signatures as base64), so loading gives back objects the model accepts unchanged
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from google.genai import types
@@ -44,35 +45,52 @@ def contents_of(steps: Sequence[Step]) -> list[types.Content]:
     return merged
 
 
-def pending_calls(steps: Sequence[Step]) -> list[types.FunctionCall]:
-    """Function calls of the last model turn that no later step has answered."""
-    for index in range(len(steps) - 1, -1, -1):
-        content = steps[index].content
-        if content is None:
+@dataclass(frozen=True)
+class PendingTurn:
+    """The last model turn's calls that no later step has answered, with where they were made: the model step's
+    ``seq``, the session that wrote it, and each call's index in that turn. Question, approval and ledger ids
+    come from (seq, index), so a re-run of the turn finds what its first run did."""
+
+    seq: int
+    session_id: str
+    calls: list[tuple[int, types.FunctionCall]]
+
+
+def pending_turn(steps: Sequence[Step]) -> PendingTurn | None:
+    """The last model turn with calls still unanswered, or None."""
+    for position in range(len(steps) - 1, -1, -1):
+        step = steps[position]
+        if step.content is None:
             continue
-        turn = from_json(content)
+        turn = from_json(step.content)
         if turn.role != "model":
             continue
         calls = [p.function_call for p in turn.parts or [] if p.function_call]
         answered = [
             p.function_response
-            for later in steps[index + 1 :]
+            for later in steps[position + 1 :]
             if later.content is not None
             for p in from_json(later.content).parts or []
             if p.function_response
         ]
         ids = {r.id for r in answered if r.id}
         names = [r.name for r in answered if not r.id]
-        pending = []
-        for call in calls:
+        pending: list[tuple[int, types.FunctionCall]] = []
+        for index, call in enumerate(calls):
             if call.id and call.id in ids:
                 continue
             if not call.id and call.name in names:
                 names.remove(call.name)
                 continue
-            pending.append(call)
-        return pending
-    return []
+            pending.append((index, call))
+        return PendingTurn(step.seq, step.session_id, pending) if pending else None
+    return None
+
+
+def pending_calls(steps: Sequence[Step]) -> list[types.FunctionCall]:
+    """Function calls of the last model turn that no later step has answered."""
+    turn = pending_turn(steps)
+    return [call for _, call in turn.calls] if turn else []
 
 
 def shorten_tool_results(contents: list[types.Content], limit_tokens: int) -> list[types.Content]:

@@ -44,12 +44,12 @@ def _ref(session: Session, seq: int, index: int) -> firestore.DocumentReference:
     return ref
 
 
-def entries(session: Session, seq: int, count: int) -> dict[int, Entry]:
-    """The ledger entries of the calls ``0..count-1`` of step ``seq``, by call index (point reads)."""
-    if count == 0:
+def entries(session: Session, seq: int, indices: list[int]) -> dict[int, Entry]:
+    """The ledger entries of the calls ``indices`` of step ``seq``, by call index (point reads)."""
+    if not indices:
         return {}
     found: dict[int, Entry] = {}
-    for snap in db().get_all([_ref(session, seq, index) for index in range(count)]):
+    for snap in db().get_all([_ref(session, seq, index) for index in indices]):
         data = snap.to_dict() if snap.exists else None
         if data is None:
             continue
