@@ -25,9 +25,10 @@ from infra.stack import Stack
 from shared.slack import blocks
 from shared.state import approvals as stored
 from shared.state import firestore, ids, steps
+from shared.state import questions as stored_questions
 from shared.state.models import Approval, ApprovalStatus, AuditType, SessionStatus
 from tests import delivery
-from tests.agent_helpers import HUMAN, Thread, function_responses, mention, wait_status
+from tests.agent_helpers import HUMAN, Thread, function_responses, mention, session, texts, wait_status
 from tests.poll import wait_for
 
 pytestmark = pytest.mark.stack
@@ -126,6 +127,57 @@ def test_an_operator_reply_denies_with_its_text_as_the_reason(
     assert executions(thread.session_id) == []
     [response] = function_responses(fake_gemini.requests()[-1])
     assert "not prod — use staging" in response["response"]["error"]
+
+
+def test_a_denying_reply_retried_after_a_kill_part_way_denies_every_pending_call(
+    stack: Stack, script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """Defect: the reply's first denial was keyed by the message alone, so Slack's retry after a crash between two
+    denials found that key taken, denied nothing more, and the turn waited for the sweep's expiry."""
+    calls = [("scale_service", {"name": "api", "replicas": n}) for n in (2, 5)]
+    script(G.calls(*calls), G.text("Not scaled."))
+    thread = mention(fake_slack, f"C{uid}", "scale the api twice")
+    paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=30)
+    first, second = sorted(stored.get_approvals(paused.approval_ids), key=lambda a: a.call_index)
+    fake_slack.slow("chat.update", 60, match="denied by")  # the ingress is held after the first denial
+    try:
+        sent = fake_slack.user_message(OPERATOR, thread.channel, "not today", thread_ts=thread.ts)
+        wait_for(lambda: fake_slack.calls("chat.update"), timeout=30, what="the first denial's card update")
+        stack.kill_function("slack_events")
+    finally:
+        stack.start_function("slack_events")
+    decided = [a.status for a in stored.get_approvals([first.approval_id, second.approval_id])]
+    assert decided == [ApprovalStatus.DENIED, ApprovalStatus.PENDING]  # killed between the two denials
+    [event] = sent["deliveries"]
+    assert fake_slack.redeliver(event["event_id"])["status"] == 200  # Slack's retry
+    wait_status(resumed(first), SessionStatus.DONE, timeout=30)
+    assert [a.status for a in stored.get_approvals([first.approval_id, second.approval_id])] == [
+        ApprovalStatus.DENIED, ApprovalStatus.DENIED,
+    ]  # fmt: skip
+    assert executions(thread.session_id) == []
+    assert all("not today" in r["response"]["error"] for r in function_responses(fake_gemini.requests()[-1]))
+
+
+def test_an_answer_that_reached_the_paused_turn_moves_on_with_its_decisions(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """Defect: the decision that completed the turn cleared the paused session's notes without handing them to the
+    session that resumes it, so an answer to a non-blocking question that arrived during the pause was lost."""
+    script(
+        G.call("ask_operator", question="Which colour?", options=["red", "blue"], blocking=False),
+        G.call("scale_service", name="api", replicas=3),
+        G.text("Done."),
+    )
+    thread = mention(fake_slack, f"C{uid}", "scale the api and pick a colour")
+    paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=30)
+    [approval] = stored.get_approvals(paused.approval_ids)
+    [question] = stored_questions.thread_questions(thread.channel, thread.ts).open
+    fake_slack.click(OPERATOR, thread.channel, question.post_ts or "", "answer_1", value=f"{question.question_id}|2")
+    wait_for(lambda: (session(thread.session_id) or paused).notes, timeout=30, what="the answer as a note")
+    press(fake_slack, approval, blocks.APPROVE_ACTION)
+    wait_status(resumed(approval), SessionStatus.DONE, timeout=30)
+    assert "blue" in texts(fake_gemini.requests()[-1])
+    assert len(executions(thread.session_id)) == 1
 
 
 def test_refused_presses_change_nothing(script: Script, fake_slack: FakeSlack, uid: str) -> None:

@@ -240,7 +240,7 @@ def test_a_worker_killed_after_its_ask_was_answered_meanwhile_resumes_with_that_
     asked = firestore.db().collection(firestore.QUESTIONS).where(filter=FieldFilter("session_id", "==", session_id))
     assert [q.id for q in asked.stream()] == [question_id]  # no second question
     responses = {r["id"]: r["response"] for r in function_responses(fake_gemini.requests()[-1])}
-    assert responses["c1"].get("result", {}).get("answer") == "europe-west1", responses  # the turn's responses, the answer among them
+    assert responses["c1"].get("result", {}).get("answer") == "europe-west1", responses
     assert responses["c0"] == {"posted": True}
     texts = [m["text"] for m in fake_slack.bot_replies(channel, root)]
     assert sum("Which region?" in t for t in texts) == 1, texts

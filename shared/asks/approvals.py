@@ -25,7 +25,7 @@ from shared.slack import client as slack
 from shared.slack.actions import ButtonPress
 from shared.slack.surface import ThreadSurface
 from shared.state import approvals as stored
-from shared.state import ids, tasks
+from shared.state import events, ids, tasks
 from shared.state.approvals import Decision
 from shared.state.firestore import now
 from shared.state.models import (
@@ -184,18 +184,21 @@ def decide_press(press: ButtonPress) -> DecisionOutcome:
 
 
 def deny_by_reply(*, open_approval_ids: list[str], user: str, text: str, ts: str) -> DecisionOutcome | None:
-    """An operator's reply while approvals are pending in the thread denies them, its text the reason; None when
-    nothing is pending (the reply is then handled as usual)."""
+    """An operator's reply while approvals are pending in the thread denies them all, its text the reason; None
+    when nothing is pending (the reply is then handled as usual).
+
+    Each denial is keyed by the message and the approval, so a retry of the message after a crash part-way
+    denies what is still pending; the message itself is claimed last, so its other events (a retry once all are
+    decided, its app_mention twin) do nothing more.
+    """
     pending = stored.pending(open_approval_ids)
     if not pending:
         return None
     if not may_decide(user, pending[0]):
         return None  # not a decision: the message is handled as any other
     reason = capped(text, MAX_MESSAGE_CHARS)
-    outcomes = [_decide(a, Decision(ApprovalStatus.DENIED, user, reason, ts)) for a in pending[:1]]
-    # One message decides one approval record (it is claimed); the turn's other pending calls are denied with it.
-    for approval in pending[1:]:
-        _decide(approval, Decision(ApprovalStatus.DENIED, user, reason, f"{ts}:{approval.call_index}"))
+    outcomes = [_decide(a, Decision(ApprovalStatus.DENIED, user, reason, f"{ts}:{a.approval_id}")) for a in pending]
+    events.claim_message(pending[0].channel, ts, kind="decision", session_id=pending[0].session_id)
     return outcomes[0]
 
 

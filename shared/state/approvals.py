@@ -105,7 +105,7 @@ def decide(approval_id: str, decision: Decision, resume: Resume) -> Decided:
         siblings = [Approval.from_doc(s.to_dict() or {}) for s in (_ref(a).get(transaction=transaction)
                                                                    for a in others) if s.exists]  # fmt: skip
         asker_ref = session_ref(approval.session_id)
-        asker = asker_ref.get(transaction=transaction, field_paths=["status", "trace_id"]).to_dict() or {}
+        asker = asker_ref.get(transaction=transaction, field_paths=["status", "trace_id", "notes"]).to_dict() or {}
         status = SessionStatus(asker["status"]) if asker.get("status") else None
         fields: dict[str, Any] = {
             "status": decision.status.value,
@@ -120,6 +120,8 @@ def decide(approval_id: str, decision: Decision, resume: Resume) -> Decided:
         continuation = outcome if isinstance(outcome, Session) else None
         if continuation is not None:
             fields["continuation_id"] = continuation.session_id
+            # What reached the paused asker meanwhile (thread messages, late answers) moves on with the turn.
+            continuation.notes = [Note.from_doc(n) for n in asker.get("notes") or []]
             transaction.create(session_ref(continuation.session_id), continuation.to_doc())
             transaction.update(asker_ref, {"status": SessionStatus.RESUMED.value, "notes": []})
         elif isinstance(outcome, Note):  # still running: it finds the decisions at its pause
