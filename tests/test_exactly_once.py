@@ -10,6 +10,7 @@ from datetime import timedelta
 
 import pytest
 import requests
+from google.cloud.firestore_v1.base_query import FieldFilter
 
 from infra import stack as local
 from infra.fakegemini.control import FakeGemini
@@ -260,3 +261,40 @@ def test_a_continuation_delivered_in_parallel_while_its_asker_runs_waits_for_it(
     assert len(ran) <= 1, attempts
     steps_written = steps.load_steps(thread.session_id)
     assert len({s.seq for s in steps_written}) == len(steps_written)  # no step number written twice
+
+
+def test_a_late_answer_while_another_session_holds_the_transcript_goes_to_that_session(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """Defect: a non-blocking answer's continuation, created after its asker had handed the transcript on, ran
+    while the transcript's writer was paused on its own question: it took the transcript over and re-ran that
+    session's pending ask as its own (a second question, a session the answer never reached)."""
+    colour = {"question": "Colour?", "options": ["red", "blue"], "blocking": False}
+    script(
+        G.calls(("ask_operator", colour), ("ask_operator", {"question": "Region?", "options": ["us", "eu"]})),
+        G.call("ask_operator", question="Zone?"),
+        G.text("Zone b, in blue."),
+    )
+    thread = mention(fake_slack, f"C{uid}", "set it up")
+    asker = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=30)
+    late, region = (stored.get_question(ids.question_id(asker.session_id, 1, i)) for i in (0, 1))
+    assert late is not None
+    assert region is not None
+    assert region.question_id == asker.question_id
+    fake_slack.click(OPERATOR, thread.channel, region.post_ts or "", "answer_1", value=f"{region.question_id}|2")
+    writer = wait_status(ids.continuation_id(region.question_id), SessionStatus.PAUSED, timeout=30)
+
+    fake_slack.click(OPERATOR, thread.channel, late.post_ts or "", "answer_1", value=f"{late.question_id}|2")
+    handed = wait_status(ids.continuation_id(late.question_id), SessionStatus.RESUMED, timeout=30)
+    assert handed.handed_to == writer.session_id
+    assert [n.text for n in sessions.get_session(writer.session_id).notes] == ["blue"]  # type: ignore[union-attr]
+    own = (
+        firestore.db().collection(firestore.QUESTIONS).where(filter=FieldFilter("session_id", "==", handed.session_id))
+    )
+    assert list(own.stream()) == []  # it asked nothing of its own
+
+    fake_slack.user_message(OPERATOR, thread.channel, "zone b", thread_ts=thread.ts)
+    wait_status(ids.continuation_id(writer.question_id or ""), SessionStatus.DONE, timeout=30)
+    last = fake_gemini.requests()[-1]
+    assert "zone b" in [r["response"]["result"].get("answer") for r in function_responses(last)]
+    assert "blue" in texts(last)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from shared import config
 from shared.logs import current_trace, session_context
-from shared.state import sessions, steps
+from shared.state import sessions, steps, tasks
 from shared.state.models import Session
 from shared.state.sessions import Claim, ClaimResult
 
@@ -48,6 +48,11 @@ def _after_claim(claim: Claim, *, task: str, attempt: int) -> Delivery:
         # Its asker has not stopped yet: Cloud Tasks delivers again after a backoff.
         log.info("transcript still being written; asking for a later delivery", extra={"task": task})
         return Delivery(True, {"error": claim.result.value})
+    if claim.result == ClaimResult.HANDED_OVER:
+        log.info("late answer handed to the session writing the transcript", extra={"handed_to": claim.handed_to})
+        if claim.writer_dead and claim.handed_to:  # nobody would read it: its takeover is queued at once
+            tasks.enqueue_session(claim.handed_to, attempt=f"takeover-{task}")
+        return Delivery(False, {"handed_to": claim.handed_to or ""})
     reason = f"already {claim.status.value}" if claim.status else claim.result.value
     if session is None:
         log.info("nothing to do for this delivery", extra={"reason": reason, "task": task, "attempt": attempt})

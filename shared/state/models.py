@@ -38,7 +38,7 @@ class SessionStatus(StrEnum):
     QUEUED = "queued"
     RUNNING = "running"
     PAUSED = "paused"
-    RESUMED = "resumed"  # paused, then answered: its continuation carries on
+    RESUMED = "resumed"  # paused, then answered: its continuation carries on (or a late answer handed on)
     DONE = "done"
     FAILED = "failed"
     SILENT_EXIT = "silent_exit"
@@ -192,6 +192,8 @@ class Session:
     followed_up: bool = False
     retry_reason: str | None = None
     trace_id: str | None = None  # one trace for a session and every session that continues it (Cloud Logging)
+    # A late answer's continuation that found another session writing its transcript: its answer went there.
+    handed_to: str | None = None
 
     @property
     def transcript(self) -> str:

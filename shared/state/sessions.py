@@ -16,8 +16,8 @@ from google.api_core import exceptions as gexc
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.state.firestore import ALREADY_EXISTS, SESSIONS, db, now, session_ref
-from shared.state.models import Note, Session, SessionStatus
+from shared.state.firestore import ALREADY_EXISTS, SESSIONS, db, now, question_ref, session_ref
+from shared.state.models import Note, NoteKind, Question, Session, SessionStatus
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,7 @@ class ClaimResult(StrEnum):
     NO_SESSION = "no such session"
     LIVE_LEASE = "running under a live lease"  # a duplicate delivery while another worker runs it
     TRANSCRIPT_BUSY = "its transcript is still being written by another session"  # retry later
+    HANDED_OVER = "a late answer, handed as a note to the session writing its transcript"
     FINISHED = "already finished"  # done, failed, paused...: nothing to do
 
     @property
@@ -61,6 +62,8 @@ class Claim:
     session: Session | None  # set when this worker now holds the session
     status: SessionStatus | None = None  # the status found, when it was not claimable
     trace_id: str | None = None  # the session's trace, claimable or not (its logs stay one filter)
+    handed_to: str | None = None  # HANDED_OVER: the session that now has the answer
+    writer_dead: bool = False  # HANDED_OVER: that session runs under an expired lease (its worker is gone)
 
 
 def claim_session(
@@ -92,8 +95,15 @@ def claim_session(
             result = ClaimResult.CLAIMED
         else:
             return Claim(ClaimResult.FINISHED, None, session.status, session.trace_id)
-        if session.transcript != session.session_id and not _take_transcript(transaction, session, when):
-            return Claim(ClaimResult.TRANSCRIPT_BUSY, None, trace_id=session.trace_id)
+        if session.transcript != session.session_id:
+            writer = _transcript_writer(transaction, session, when)
+            late = _late_answer(transaction, session) if writer is not None and writer.active else None
+            if writer is not None and late is not None:
+                return _hand_over(transaction, session, writer, late, when)
+            if writer is not None and writer.live:
+                return Claim(ClaimResult.TRANSCRIPT_BUSY, None, trace_id=session.trace_id)
+            if writer is not None:
+                transaction.update(session_ref(session.transcript), {"transcript_writer": session.session_id})
         fields = {
             "status": SessionStatus.RUNNING.value,
             "worker": worker,
@@ -111,27 +121,62 @@ def claim_session(
     return claimed
 
 
-def _take_transcript(transaction: firestore.Transaction, session: Session, when: datetime) -> bool:
-    """Make ``session`` the one writer of the transcript it continues, unless its writer still runs.
+@dataclass(frozen=True)
+class _Writer:
+    """The session that writes a transcript now, as a claim of another session of it found it."""
 
-    Two sessions can never write one transcript: every step commit checks the writer (``commit_step``).
+    session_id: str
+    status: str | None
+    live: bool  # running under a lease that has not expired
+
+    @property
+    def active(self) -> bool:
+        """It will still read notes: it runs (even if its worker died: a takeover resumes it), or it is paused."""
+        return self.status in {SessionStatus.RUNNING.value, SessionStatus.PAUSED.value}
+
+
+def _transcript_writer(transaction: firestore.Transaction, session: Session, when: datetime) -> _Writer | None:
+    """The writer of the transcript ``session`` continues, or None if it is ``session`` already.
+
+    Two sessions can never write one transcript: every step commit checks the writer (``commit_step``), and a
+    claim takes it over only from a writer that is not running under a live lease.
     """
-    root_ref = session_ref(session.transcript)
+    root = session_ref(session.transcript)
     fields = ["transcript_writer", "status", "lease_until"]
-    root = root_ref.get(transaction=transaction, field_paths=fields).to_dict() or {}
-    writer = root.get("transcript_writer") or session.transcript
+    found = root.get(transaction=transaction, field_paths=fields).to_dict() or {}
+    writer = found.get("transcript_writer") or session.transcript
     if writer == session.session_id:
-        return True
-    current = (
-        root
-        if writer == session.transcript
-        else session_ref(writer).get(transaction=transaction, field_paths=["status", "lease_until"]).to_dict() or {}
-    )
-    lease = current.get("lease_until")
-    if current.get("status") == SessionStatus.RUNNING.value and lease is not None and lease > when:
-        return False
-    transaction.update(root_ref, {"transcript_writer": session.session_id})
-    return True
+        return None
+    if writer != session.transcript:
+        found = session_ref(writer).get(transaction=transaction, field_paths=["status", "lease_until"]).to_dict() or {}
+    lease = found.get("lease_until")
+    live = found.get("status") == SessionStatus.RUNNING.value and lease is not None and lease > when
+    return _Writer(writer, found.get("status"), live)
+
+
+def _late_answer(transaction: firestore.Transaction, session: Session) -> Question | None:
+    """The question a continuation answers, if it is a non-blocking one: the answer is news, not a call's
+    response, so any session of the transcript can read it."""
+    if not session.question_id or session.approval_ids:
+        return None
+    data = question_ref(session.question_id).get(transaction=transaction).to_dict()
+    question = Question.from_doc(data) if data else None
+    return question if question is not None and not question.blocking else None
+
+
+def _hand_over(transaction: firestore.Transaction, session: Session, writer: _Writer, question: Question,
+               when: datetime) -> Claim:  # fmt: skip
+    """A late answer whose transcript another session is writing (running, or paused on its own question or
+    approvals) goes to that session as a note, read at its next turn or by its continuation; this one ends.
+    Running instead would answer nothing the model asked and interleave two sessions in one transcript."""
+    note = Note(kind=NoteKind.ANSWER, text=question.answer or session.text, user=session.trigger_user,
+                ts=session.trigger_ts, question_id=question.question_id, question=question.text,
+                matched_option=question.matched_option)  # fmt: skip
+    transaction.update(session_ref(writer.session_id), {"notes": firestore.ArrayUnion([note.to_doc()])})
+    transaction.update(session_ref(session.session_id), {"status": SessionStatus.RESUMED.value,
+                       "handed_to": writer.session_id, "ended_at": when, "updated_at": when})  # fmt: skip
+    dead = writer.status == SessionStatus.RUNNING.value and not writer.live
+    return Claim(ClaimResult.HANDED_OVER, None, SessionStatus.RESUMED, session.trace_id, writer.session_id, dead)
 
 
 def end_session(session_id: str, *, expect: SessionStatus, status: SessionStatus, cutoff: datetime | None = None,
