@@ -14,6 +14,7 @@ from infra import stack as local
 from infra.fakegemini.control import FakeGemini
 from infra.fakeslack.control import FakeSlack
 from shared.state import ids, steps
+from shared.state import questions as stored_questions
 from shared.state.models import SessionStatus
 from tests.agent_helpers import HUMAN, function_responses, mention, texts, wait_status
 from tests.poll import wait_for
@@ -127,6 +128,26 @@ def test_a_mention_in_a_sessions_last_moments_gets_a_session_of_its_own(
     started = ids.session_for_event(f"note-{thread.channel}-{second['ts']}")
     wait_status(started, SessionStatus.DONE, timeout=30)
     assert fake_slack.bot_replies(thread.channel, thread.ts)[-1]["text"] == "Here is your second answer."
+
+
+def test_an_answer_in_a_sessions_last_moments_resumes_the_transcript(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """Defect: an answer to a non-blocking question that reached the session as a note while it wrapped up at its
+    budget was dropped (only unread mentions were followed up)."""
+    ask = G.call("ask_operator", question="Colour?", options=["red", "blue"], blocking=False)
+    busy = [G.call("read_thread", limit=1)] * 5  # the test stack allows 6 model turns
+    script(ask, *busy, G.delayed(3, G.text("Wrapped up.")), G.text("Blue it is, then."))
+    thread = mention(fake_slack, f"C{uid}", "a long job")
+    wait_for(lambda: len([r for r in fake_gemini.requests() if f"C{uid}" in json.dumps(r)]) >= 7, timeout=30,
+             what="the wrap-up turn")  # fmt: skip
+    [question] = stored_questions.thread_questions(thread.channel, thread.ts).open
+    fake_slack.click(local.OPERATOR_ID, thread.channel, question.post_ts or "", "answer_1",
+                     value=f"{question.question_id}|2")  # fmt: skip
+    wait_status(thread.session_id, SessionStatus.DONE, timeout=30)
+    wait_status(ids.continuation_id(question.question_id), SessionStatus.DONE, timeout=30)
+    assert "blue" in texts(fake_gemini.requests()[-1])
+    assert fake_slack.bot_replies(thread.channel, thread.ts)[-1]["text"] == "Blue it is, then."
 
 
 def test_model_output_pings_nobody_and_unfurls_nothing(

@@ -10,9 +10,18 @@ import logging
 from shared import config
 from shared.slack import blocks
 from shared.slack import client as slack
+from shared.state import questions as stored_questions
 from shared.state import sessions, tasks
 from shared.state.firestore import now
-from shared.state.models import Note, NoteKind, Session, SessionKind, mention_session, retry_session
+from shared.state.models import (
+    Note,
+    NoteKind,
+    Session,
+    SessionKind,
+    continuation_session,
+    mention_session,
+    retry_session,
+)
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +64,13 @@ def narrated(session: Session) -> None:
 
 
 def start_for_unread(session: Session, notes: list[Note]) -> None:
-    """A mention that reached a session as a note in its last moments (it then ended at its budget, or failed)
-    is not dropped: it starts a session of its own, once (its id comes from the message)."""
+    """What reached a session as a note in its last moments (it then ended at its budget, or failed) is not
+    dropped: a mention starts a session of its own, and an answer to one of its non-blocking questions resumes the
+    transcript in that question's continuation, once each (their ids come from the message and the question)."""
     for note in notes:
+        if note.kind == NoteKind.ANSWER and note.question_id:
+            _continue_for_answer(note.question_id)
+            continue
         if note.kind != NoteKind.STEER or not note.starts_session:
             continue
         unread = mention_session(
@@ -72,3 +85,15 @@ def start_for_unread(session: Session, notes: list[Note]) -> None:
         started = sessions.create_session(unread)
         tasks.enqueue_session(started.session_id)
         log.info("an unread mention starts its own session", extra={"started": started.session_id})
+
+
+def _continue_for_answer(question_id: str) -> None:
+    question = stored_questions.get_question(question_id)
+    if question is None or question.blocking or question.answer_ts is None:
+        return  # a blocking answer is a pending call's response: read at the pause, never left as a note
+    at = now()
+    user, text = question.answered_by or "", question.answer or ""
+    continuation = continuation_session(question, answer_ts=question.answer_ts, user=user, text=text, at=at)
+    resumed = sessions.create_session(continuation)
+    tasks.enqueue_session(resumed.session_id)
+    log.info("an unread answer resumes the transcript", extra={"started": resumed.session_id})
