@@ -298,3 +298,32 @@ def test_a_late_answer_while_another_session_holds_the_transcript_goes_to_that_s
     last = fake_gemini.requests()[-1]
     assert "zone b" in [r["response"]["result"].get("answer") for r in function_responses(last)]
     assert "blue" in texts(last)
+
+
+@pytest.mark.parametrize("takeovers", [2, 3])
+def test_a_session_killed_at_one_step_every_time_is_failed_not_rescued_for_ever(
+    stack: Stack, script: Script, fake_slack: FakeSlack, uid: str, takeovers: int
+) -> None:
+    """Defect: a worker killed at the same point on every attempt (out of memory, a timeout) raises nothing, so the
+    session stayed `running` and the rescue queued its takeover again every few minutes, for ever. A takeover now
+    counts; past three in a row without a stored step the session fails and the thread is told. Any stored step
+    starts the count again."""
+    channel = f"C{uid}"
+    root = fake_slack.user_message(HUMAN, channel, f"build it [{channel}]")["ts"]  # no mention: no session
+    long_ago = firestore.now() - timedelta(seconds=90)
+    dead = Session(
+        session_id=f"looping-{uid}", kind=SessionKind.MENTION, channel=channel, thread_ts=root, trigger_ts=root,
+        trigger_user=HUMAN, text=f"build it [{channel}]", created_at=long_ago, status=SessionStatus.RUNNING,
+        worker="gone", lease_task="t", lease_until=long_ago + timedelta(seconds=60), started_at=long_ago,
+    )  # fmt: skip
+    firestore.session_ref(dead.session_id).create({**dead.to_doc(), "takeovers": takeovers})
+    script(G.text("Built."))
+    attempts = delivery.deliver(stack.function_url("agent_session"), dead.session_id, task=f"rescue-{uid}")
+    assert [a.status for a in attempts] == [200], attempts
+    if takeovers < 3:  # the fourth in a row is one too many; this one runs, and its first step resets the count
+        done = wait_status(dead.session_id, SessionStatus.DONE, timeout=30)
+        assert done.takeovers == 0
+        return
+    failed = wait_status(dead.session_id, SessionStatus.FAILED, timeout=30)
+    assert "stopped 4 times in a row" in (failed.error or "")
+    assert "could not finish" in fake_slack.bot_replies(channel, root)[-1]["text"]

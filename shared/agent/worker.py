@@ -22,6 +22,9 @@ from shared.state.sessions import Claim, ClaimResult
 log = logging.getLogger(__name__)
 
 GIVE_UP_AFTER_ATTEMPTS = 3  # a session that crashes this often is failed, and the thread told, not retried forever
+# A session taken over more often than this without storing a step is failed too: its worker is killed at the same
+# point every time (out of memory, a timeout), where no exception is ever raised, and the rescue would loop for ever.
+MAX_TAKEOVERS_WITHOUT_PROGRESS = 3
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,12 @@ def _after_claim(claim: Claim, *, task: str, attempt: int) -> Delivery:
     if session is None:
         log.info("nothing to do for this delivery", extra={"reason": reason, "task": task, "attempt": attempt})
         return Delivery(False, {"skipped": reason})
+    if session.takeovers > MAX_TAKEOVERS_WITHOUT_PROGRESS:
+        from shared.agent.runner import give_up
+
+        log.error("session killed at the same step on every attempt; giving up", extra={"takeovers": session.takeovers})
+        give_up(session, f"its worker stopped {session.takeovers} times in a row without storing a step")
+        return Delivery(False, {"status": "failed"})
     return _run(session, claim.result.takeover, reason, task=task, attempt=attempt)
 
 

@@ -183,6 +183,7 @@ class Session:
     worker: str | None = None
     lease_task: str | None = None
     lease_attempt: int = 0
+    takeovers: int = 0  # takeovers since the last step was stored: a session killed at one step every time
     started_at: datetime | None = None
     ended_at: datetime | None = None
     error: str | None = None

@@ -110,6 +110,7 @@ def claim_session(
             "lease_task": task,
             "lease_attempt": attempt,
             "lease_until": when + timedelta(seconds=lease_seconds),
+            "takeovers": session.takeovers + 1 if result.takeover else session.takeovers,
             "started_at": session.started_at or when,
             "updated_at": when,
         }

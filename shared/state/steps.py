@@ -78,6 +78,7 @@ def commit_step(
     updates: dict[str, Any] = {"updated_at": when, **(fields or {})}
     if step is not None:
         updates["next_seq"] = step.seq + 1
+        updates["takeovers"] = 0  # progress: a later takeover starts counting again
     ending = updates.get("status", SessionStatus.RUNNING.value) != SessionStatus.RUNNING.value
     updates["lease_until"] = None if ending else when + timedelta(seconds=lease_seconds)
     consumed = [note.to_doc() for note in consumed_notes or []]
