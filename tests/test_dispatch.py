@@ -354,16 +354,28 @@ def test_a_connection_error_is_retried(start: Callable[..., Running]) -> None:
 # -- controls -------------------------------------------------------------------------------------
 
 
+def test_a_second_task_of_the_same_name_is_dropped_as_cloud_tasks_refuses_it(
+    dispatcher: Running, target: Target
+) -> None:
+    """The emulator accepts a task name twice; Cloud Tasks answers ALREADY_EXISTS, so only the first is delivered."""
+    session = _unique("named")
+    assert dispatcher.send(session, task=f"{session}-task")["accepted"]
+    assert dispatcher.send(session, task=f"{session}-task")["accepted"] == []
+    assert dispatcher.send(session, task=f"{session}-task-rescue")["accepted"]  # another name is another task
+    dispatcher.control.wait_idle()
+    assert len(target.requests(session)) == 2
+
+
 def test_duplicate_delivers_the_next_matching_task_k_times_at_once(dispatcher: Running, target: Target) -> None:
     prefix = _unique("dup")
     dispatcher.control.duplicate(prefix, copies=3, tasks=1)
-    dispatcher.send(f"{prefix}-a", task="task-a", sleep=0.4)
+    dispatcher.send(f"{prefix}-a", task=f"{prefix}-task-a", sleep=0.4)
     dispatcher.control.wait_idle()
-    dispatcher.send(f"{prefix}-b", task="task-b")  # the rule is used up
+    dispatcher.send(f"{prefix}-b", task=f"{prefix}-task-b")  # the rule is used up
     dispatcher.control.wait_idle()
     seen = target.requests(f"{prefix}-a")
     assert len(seen) == 3
-    assert {s.headers["x-cloudtasks-taskname"] for s in seen} == {"task-a"}
+    assert {s.headers["x-cloudtasks-taskname"] for s in seen} == {f"{prefix}-task-a"}
     assert max(s.started for s in seen) < min(s.ended or 0 for s in seen)
     attempts = dispatcher.control.deliveries(f"{prefix}-a")
     assert sorted(a["duplicate"] for a in attempts) == [False, True, True]

@@ -211,6 +211,9 @@ class Deliveries:
         self._rules = _Rules()
         self._slots: dict[str, threading.BoundedSemaphore] = {}
         self._received = 0
+        # Cloud Tasks refuses a second task with a name it has seen (ALREADY_EXISTS); the emulator accepts it, so
+        # its duplicate is dropped here. Names are kept for the dispatcher's lifetime (Cloud Tasks: about an hour).
+        self._names: set[tuple[str, str]] = set()
 
     # -- rules ---------------------------------------------------------------------------
 
@@ -306,6 +309,11 @@ class Deliveries:
             if self._closed:
                 raise RuntimeError("the dispatcher is shutting down")
             self._received += 1
+            if task.source == "tasks":
+                if (task.queue, task.name) in self._names:
+                    self._log({"event": "duplicate_name", "task": task.name, "session_id": task.session_id})
+                    return []
+                self._names.add((task.queue, task.name))
             stagger = 0.0
             if copies is None:
                 copies = 1
