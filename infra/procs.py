@@ -68,12 +68,7 @@ class Proc:
 
     def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM the process group, then SIGKILL what is left after ``timeout``."""
-        if self.popen is None:
-            return
-        stop_group(self.popen.pid, timeout=timeout, reap=self.popen.poll)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.popen.wait(timeout=5)
-        self.popen = None
+        stop_all([self], timeout)
 
     def kill(self) -> None:
         """SIGKILL the whole group at once: a crash, not a shutdown."""
@@ -100,30 +95,50 @@ def group_alive(pgid: int) -> bool:
     return True
 
 
+def stop_all(procs: Sequence[Proc], timeout: float = 10.0) -> None:
+    """Stop these processes' groups together (see ``stop_groups``), then reap their leaders."""
+    started = [p for p in procs if p.popen is not None]
+    stop_groups({p.pid: p.popen.poll for p in started if p.popen is not None}, timeout=timeout)
+    for proc in started:
+        if proc.popen is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.popen.wait(timeout=5)
+            proc.popen = None
+
+
 def stop_group(pgid: int, *, timeout: float = 10.0, reap: Callable[[], object] | None = None) -> None:
     """Stop the process group led by ``pgid``: SIGTERM, a grace period, then SIGKILL.
 
     ``reap`` (the leader's ``Popen.poll``) collects the leader once it exits, so
     a zombie leader does not keep the group looking alive.
     """
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pgid, signal.SIGTERM)
+    stop_groups({pgid: reap}, timeout=timeout)
+
+
+def stop_groups(groups: Mapping[int, Callable[[], object] | None], *, timeout: float = 10.0) -> None:
+    """Stop several process groups at once (``pgid`` → its leader's ``reap``): SIGTERM to all, one grace period
+    for all, then SIGKILL to what is left, so stopping a whole stack takes one grace period, not one each."""
+    for pgid in groups:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGTERM)
+    left = _wait_groups(groups, timeout)
+    for pgid in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+    # SIGKILL is delivered asynchronously; give the kernel (and init, for orphans) a moment to clear the groups.
+    _wait_groups({pgid: groups[pgid] for pgid in left}, 5)
+
+
+def _wait_groups(groups: Mapping[int, Callable[[], object] | None], timeout: float) -> list[int]:
+    """Wait up to ``timeout`` for the groups to end; the ones still alive."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if reap is not None:
-            reap()
-        if not group_alive(pgid):
-            return
-        time.sleep(0.1)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pgid, signal.SIGKILL)
-    # SIGKILL is delivered asynchronously; give the kernel (and init, for orphans) a moment to clear the group.
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        if reap is not None:
-            reap()
-        if not group_alive(pgid):
-            return
+    while True:
+        for reap in groups.values():
+            if reap is not None:
+                reap()
+        alive = [pgid for pgid in groups if group_alive(pgid)]
+        if not alive or time.monotonic() >= deadline:
+            return alive
         time.sleep(0.05)
 
 

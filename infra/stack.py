@@ -33,7 +33,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from infra.procs import Proc, StackError, free_port, group_alive, http_answers, stop_group, wait_until
+from infra.procs import Proc, StackError, free_port, group_alive, http_answers, stop_all, stop_group, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCAL = ROOT / ".local"
@@ -200,9 +200,9 @@ class Stack:
             self.stack_file.write_text(json.dumps(self.info(), indent=2))
 
     def stop(self) -> None:
-        """Stop every process, newest first; safe to call twice."""
-        for name in reversed(list(self.procs)):
-            self.procs.pop(name).stop()
+        """Stop every process at once (one grace period for all, then SIGKILL); safe to call twice."""
+        stopping = [self.procs.pop(name) for name in reversed(list(self.procs))]
+        stop_all(stopping)
         if self.wrote_stack_file:
             self.stack_file.unlink(missing_ok=True)
             self.wrote_stack_file = False
