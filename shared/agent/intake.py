@@ -16,6 +16,7 @@ from shared.state import events, sessions, tasks
 from shared.state import questions as stored_questions
 from shared.state.firestore import now
 from shared.state.models import Note, NoteKind, Session, SessionStatus, mention_session
+from shared.state.sessions import NoteAdded
 
 log = logging.getLogger(__name__)
 
@@ -64,20 +65,20 @@ def _steer(message: Message, running: Session, *, bot_user_id: str | None) -> Ro
     """
     session_id = running.session_id
     with session_context(session_id):
-        if not events.claim_message(message.channel, message.ts, kind="note", session_id=session_id):
-            return Routed({"ok": True, "duplicate": True})
         # Either event of a mention may arrive first: the mention is in its text either way.
         mentions = message.starts_session or bool(bot_user_id and f"<@{bot_user_id}>" in message.text)
         note = Note(kind=NoteKind.STEER, text=capped(message.text, MAX_MESSAGE_CHARS), user=message.user, ts=message.ts,
                     starts_session=mentions or None)  # fmt: skip
-        if sessions.add_note(session_id, note):
+        added = sessions.add_note(session_id, note, channel=message.channel)
+        if added == NoteAdded.DUPLICATE:
+            return Routed({"ok": True, "duplicate": True})
+        if added == NoteAdded.ADDED:
             log.info("message queued as a note for the running session", extra={"ts": message.ts})
             if running.lease_until is not None and running.lease_until <= now():
                 tasks.enqueue_session(session_id, attempt=f"takeover-{message.ts}")
                 log.warning("the session's worker is gone; a takeover is queued", extra={"ts": message.ts})
             return Routed({"ok": True, "noted": session_id})
     # The session ended in between: the message is handled like any other.
-    events.forget_message(message.channel, message.ts)
     if message.starts_session:
         return start_session(message, retry_num=None)
     return Routed({"ok": True, "ignored": "the thread's session ended"})

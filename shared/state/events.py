@@ -52,7 +52,3 @@ def claim_message(channel: str, ts: str, *, kind: str, session_id: str) -> bool:
 def message_record(channel: str, ts: str) -> dict[str, Any] | None:
     """What acted on a message (its de-duplication record), if anything did."""
     return event_ref(ids.message_key(channel, ts)).get().to_dict()
-
-
-def forget_message(channel: str, ts: str) -> None:
-    event_ref(ids.message_key(channel, ts)).delete()

@@ -16,7 +16,8 @@ from google.api_core import exceptions as gexc
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.state.firestore import ALREADY_EXISTS, SESSIONS, db, now, question_ref, session_ref
+from shared.state import events, ids
+from shared.state.firestore import ALREADY_EXISTS, SESSIONS, db, event_ref, now, question_ref, session_ref
 from shared.state.models import Note, NoteKind, Question, Session, SessionStatus
 
 log = logging.getLogger(__name__)
@@ -206,19 +207,31 @@ def end_session(session_id: str, *, expect: SessionStatus, status: SessionStatus
     return ended
 
 
-def add_note(session_id: str, note: Note) -> bool:
-    """Queue a note for a running session, in a transaction; False if it is no longer running."""
+class NoteAdded(StrEnum):
+    ADDED = "added"
+    NOT_RUNNING = "not_running"  # the session ended meanwhile: the message is handled like any other
+    DUPLICATE = "duplicate"  # this message was acted on already (a Slack retry, its app_mention twin)
+
+
+def add_note(session_id: str, note: Note, *, channel: str) -> NoteAdded:
+    """Queue a thread message as a note for a running session, claiming the message in the same transaction: a
+    crash can neither lose the note after the claim nor queue it twice."""
     ref = session_ref(session_id)
+    claim = event_ref(ids.message_key(channel, note.ts))
 
     @firestore.transactional
-    def add(transaction: firestore.Transaction) -> bool:
+    def add(transaction: firestore.Transaction) -> NoteAdded:
         current = ref.get(transaction=transaction, field_paths=["status"]).to_dict() or {}
         if current.get("status") != SessionStatus.RUNNING.value:
-            return False
+            return NoteAdded.NOT_RUNNING
+        transaction.create(claim, events.record("note", session_id, now()))
         transaction.update(ref, {"notes": firestore.ArrayUnion([note.to_doc()])})
-        return True
+        return NoteAdded.ADDED
 
-    added: bool = add(db().transaction())
+    try:
+        added: NoteAdded = add(db().transaction())
+    except ALREADY_EXISTS:
+        return NoteAdded.DUPLICATE
     return added
 
 
