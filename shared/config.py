@@ -397,6 +397,10 @@ class Settings:
         "FETCH_MAX_PER_SESSION", "10", "fetch_url calls one session may make (egress is bounded).", _AGENT,
         integer(0, 1000),
     )  # fmt: skip
+    delegate_max_depth = Var(
+        "DELEGATE_MAX_DEPTH", "2", "How deep delegation may go: 1 lets a session start children, 2 grandchildren.",
+        _AGENT, integer(0, 5),
+    )  # fmt: skip
     model_timeout_seconds = Var("MODEL_TIMEOUT_SECONDS", "60", "Timeout of one model request.", _AGENT, integer(1, 600))
     model_retry_attempts = Var(
         "MODEL_RETRY_ATTEMPTS", "3", "Attempts per model request (429, 5xx and timeouts are retried).", _AGENT,

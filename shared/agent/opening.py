@@ -32,6 +32,10 @@ def opening_content(session: Session, transcript: list[Step]) -> tuple[StepKind,
     # Failure narration wins over resumption (seed 000): a retry never resumes a pending ask.
     if session.kind == SessionKind.RETRY:
         return StepKind.PROMPT, _narration(session), []
+    if session.kind == SessionKind.CHILD:
+        return StepKind.PROMPT, _user(prompts.child_task(session.text, depth=session.depth)), []
+    if session.kind == SessionKind.CONTINUATION and session.late_note is not None:
+        return StepKind.NOTES, _user(prompts.notes_text([session.late_note])), [Audit(AuditType.NOTES, now(), count=1)]
     if session.kind == SessionKind.CONTINUATION:
         question = stored.get_question(session.question_id or "")
         if question is None:

@@ -24,8 +24,10 @@ from shared.agent.tool_turn import ToolTurns
 from shared.agent.tools import toolset
 from shared.agent.tools.base import short
 from shared.agent.transcript import PendingTurn, contents_of, pending_turn, shorten_tool_results, to_json
+from shared.asks import delegation
 from shared.limits import TOO_LARGE_REQUEST_CHARS
 from shared.slack.surface import ThreadSurface
+from shared.state import children as stored_children
 from shared.state import ids, steps
 from shared.state.firestore import now
 from shared.state.models import Audit, AuditType, Note, NoteKind, Session, SessionKind, SessionStatus, Step, StepKind
@@ -53,7 +55,9 @@ class Runner(ToolTurns):
         self.steps: list[Step] = [] if fresh else steps.load_steps(session.transcript)
         # A continuation appends to its asker's transcript: its first step follows the last stored one.
         session.next_seq = max(session.next_seq, self.steps[-1].seq + 1 if self.steps else 0)
-        self.surface = ThreadSurface(session.channel, session.thread_ts, session.trigger_ts)
+        self.surface = ThreadSurface(
+            session.channel, session.thread_ts, session.trigger_ts, quiet=session.reports_to_parent
+        )
         if takeover:
             self.surface.recover()
         self.tools = (deps.get().tools or toolset.for_session)(session)
@@ -109,13 +113,9 @@ class Runner(ToolTurns):
     # --- the loop --------------------------------------------------------------------------
     def run(self) -> SessionStatus:
         self.surface.working()
-        if not any(s.session_id == self.session.session_id for s in self.steps):
-            refused = self._open()
-            if refused is not None:
-                return refused
-        resumed = self._unposted_answer()
-        if resumed is not None:
-            return resumed
+        ended = self._start()
+        if ended is not None:
+            return ended
         while True:
             turn = pending_turn(self.steps)
             if turn is not None and self._owns(turn):
@@ -145,6 +145,24 @@ class Runner(ToolTurns):
                 continue
             if response is None:
                 return SessionStatus.DONE
+
+    def _start(self) -> SessionStatus | None:
+        """Where this run starts: its first step, an answer a crash left unposted, or its children's results."""
+        if not any(s.session_id == self.session.session_id for s in self.steps):
+            refused = self._open()
+            if refused is not None:
+                return refused
+        ended = self._unposted_answer()
+        if ended is None and self.session.child_ids:  # queued again once the children it waited for had ended
+            self._resume_children(self.session.child_ids)
+        elif ended is None and self.session.approval_ids and self._decided_in_place():
+            self._resume_approvals(self.session.approval_ids)  # a child queued again once its calls were decided
+        return ended
+
+    def _decided_in_place(self) -> bool:
+        """A child paused on approvals resumes itself: its held calls are still pending in its own turn."""
+        turn = pending_turn(self.steps)
+        return self.session.reports_to_parent and turn is not None and turn.session_id == self.session.session_id
 
     def _open(self) -> SessionStatus | None:
         """The session's first step; a status if that already ends it (an input too large to use)."""
@@ -222,6 +240,8 @@ class Runner(ToolTurns):
 
     def _answer(self, text: str, step: Step, *, last: bool = False) -> SessionStatus:
         """Post the answer and end the session; notes that arrived meanwhile keep it going, unless ``last``."""
+        if self.session.reports_to_parent:
+            return self._report(text, last=last)
         audit: list[Audit] = []
         if text.strip():
             stamps = self.surface.post_markdown(text, key=ids.post_key(self.session.session_id, step.seq, "answer"))
@@ -256,6 +276,25 @@ class Runner(ToolTurns):
         followup.after_silent_exit(self.session, reason="the session ended without reporting back")
         return SessionStatus.SILENT_EXIT
 
+    def _report(self, text: str, *, last: bool) -> SessionStatus:
+        """A child's end: its text is its parent's result (a budget's wrap-up says so), stored and reported to the
+        parent in one transaction; it posts nothing."""
+        wrapped = last and len(self.steps) > 1 and self.steps[-2].kind in {StepKind.WRAP_UP, StepKind.TOO_LONG}
+        step = Step(seq=self.session.next_seq, session_id=self.session.session_id, kind=StepKind.END, content=None,
+                    audit=[Audit(AuditType.RESULT, now(), text=short(text))], at=now())  # fmt: skip
+        try:
+            finished = stored_children.finish(
+                self.session, step, status=SessionStatus.DONE, result=text, wait_for_notes=not last,
+                error="ran out of its budget before finishing" if wrapped else None,
+            )  # fmt: skip
+        except steps.NotesPending as pending:
+            self.notes = pending.notes
+            return SessionStatus.RUNNING
+        self.steps.append(step)
+        delegation.resume_parent(finished.started)
+        log.info("child done", extra={"turns": self.session.turns, "tool_calls": self.session.tool_calls})
+        return SessionStatus.DONE
+
     def _final_without_tools(self, instruction: str, *, kind: StepKind, minimal: bool = False) -> SessionStatus:
         """A last turn with no tools (a budget ran out, or the context is too long), and its reply posted."""
         note = types.Content(role="user", parts=[types.Part(text=instruction)])
@@ -287,8 +326,16 @@ class Runner(ToolTurns):
 
 def fail_session(session: Session, reason: str, surface: ThreadSurface, *, detail: str) -> None:
     """Tell the thread in plain words what happened and what to do (the details stay in the logs and the session's
-    record), persist the failure, and end the session as failed. Messages that reached it unread are not lost."""
+    record), persist the failure, and end the session as failed. Messages that reached it unread are not lost.
+    A child tells its parent instead, whose delegate call gets the failure as its error."""
     log.error("session failed", extra={"reason": reason, "detail": detail})
+    if session.reports_to_parent:
+        step = Step(seq=session.next_seq, session_id=session.session_id, kind=StepKind.FAILED, content=None,
+                    audit=[Audit(AuditType.FAILURE, now(), error=reason)], at=now())  # fmt: skip
+        finished = stored_children.finish(session, step, status=SessionStatus.FAILED, result=reason,
+                                          error=f"{reason}: {detail}", wait_for_notes=False)  # fmt: skip
+        delegation.resume_parent(finished.started)
+        return
     text = (
         f"Sorry, I could not finish this: {reason}. Nothing more will happen on its own. Mention me again in this "
         "thread to try again; if it keeps failing, an operator can look up what went wrong."

@@ -19,14 +19,15 @@ from shared.agent import prompts
 from shared.agent.budget import Budget
 from shared.agent.opening import answer_content
 from shared.agent.tools import policy
-from shared.agent.tools.base import Outcome, Suspend, Tier, ToolContext, short
+from shared.agent.tools.base import Outcome, Suspend, Tier, ToolContext, Wait, short
 from shared.agent.tools.toolset import Toolset
 from shared.agent.transcript import PendingTurn, contents_of, pending_turn
-from shared.asks import approvals
+from shared.asks import approvals, delegation
 from shared.limits import MAX_STEP_CHARS, MAX_TOOL_RESULT_CHARS, capped
 from shared.slack import blocks
 from shared.slack.surface import ThreadSurface
 from shared.state import approvals as stored_approvals
+from shared.state import children as stored_children
 from shared.state import ledger, steps
 from shared.state import questions as stored
 from shared.state.firestore import now
@@ -78,26 +79,27 @@ class ToolTurns:
         # A takeover may re-run a turn whose calls partly ran: the ledger says which.
         recorded = ledger.entries(self.session, seq, [i for i, _ in turn.calls]) if self._replaying() else {}
         held = self._held(turn)
+        waits: list[str] = []  # the blocking children this turn started
+        delegating = any(c.name == "delegate" and _blocking(c) for _, c in turn.calls)
         for index, call in turn.calls:
             name = call.name or ""
             if any(h[0] == index for h in held):
                 continue  # waits for an operator's decision: no response yet
             ctx = self._context(seq, index, call)
-            outcome: dict[str, Any] | Suspend
+            outcome: Outcome
             self._keep_lease()
-            if held and name == "ask_operator":
-                outcome = {"error": "ask_operator cannot wait in the same turn as calls awaiting approval; ask again "
-                           "after they are decided"}  # fmt: skip
-            elif used >= self.budget.max_tool_calls:
-                outcome = {"error": "tool budget exhausted; wrap up without more tools"}
-            elif self.budget.time_left() <= 0:
-                outcome = {"error": "out of time: this call was not made; wrap up without more tools"}
+            refused = self._refusal(name, call, held=bool(held), delegating=delegating, used=used)
+            if refused is not None:
+                outcome = refused
             else:
                 outcome = self._call(name, call, ctx, recorded.get(index))
                 used += 1
                 self.used[name] += 1
-            response = outcome.response if isinstance(outcome, Suspend) else capped_response(outcome, per_call)
+            response = outcome.response if isinstance(outcome, Suspend | Wait) else capped_response(outcome, per_call)
             audit.append(self._tool_audit(name, call, response, ctx))
+            if isinstance(outcome, Wait):
+                waits.append(outcome.child_id)  # no function response: the child's result will be it
+                continue
             if isinstance(outcome, Suspend):
                 if pause is not None:  # a second blocking ask in one turn cancelled the first
                     cancelled = {"result": {"status": "cancelled", "note": "A newer question replaces this one."}}
@@ -108,10 +110,27 @@ class ToolTurns:
         content = types.Content(role="user", parts=parts) if parts else None
         if held:
             return self._pause_for_approvals(seq, held, content, audit, used)
+        if waits:
+            return self._pause_for_children(waits, content, audit, used)
         if pause is None:
             self._commit(StepKind.TOOL_RESULTS, content, audit, tool_calls=used)
             return False
         return self._pause_for_question(pause, content, audit, used)
+
+    def _refusal(self, name: str, call: types.FunctionCall, *, held: bool, delegating: bool,
+                 used: int) -> dict[str, Any] | None:  # fmt: skip
+        """Why this call is not made, if it is not: one turn waits for one kind of thing, and the budgets."""
+        if held and _blocking(call) and name in {"ask_operator", "delegate"}:
+            return {"error": f"{name} cannot wait in the same turn as calls awaiting approval; call it again after "
+                             "they are decided"}  # fmt: skip
+        if delegating and _blocking(call) and name == "ask_operator":
+            return {"error": "ask_operator cannot wait in the same turn as blocking delegate calls; ask again once "
+                             "their results are in"}  # fmt: skip
+        if used >= self.budget.max_tool_calls:
+            return {"error": "tool budget exhausted; wrap up without more tools"}
+        if self.budget.time_left() <= 0:
+            return {"error": "out of time: this call was not made; wrap up without more tools"}
+        return None
 
     def _context(self, seq: int, index: int, call: types.FunctionCall, caller: str = "") -> ToolContext:
         return ToolContext(self.session, seq, index, call.id, self.surface, used=self.used,
@@ -171,6 +190,40 @@ class ToolTurns:
         log.info("session paused for approvals", extra={"approvals": approval_ids})
         return True
 
+    def _pause_for_children(self, child_ids: list[str], content: types.Content | None, audit: list[Audit],
+                            used: int) -> bool:  # fmt: skip
+        """Start the turn's blocking children, then pause until all have ended, unless they ended meanwhile."""
+        delegation.launch(child_ids)
+        try:
+            self._commit(StepKind.TOOL_RESULTS, content, audit, tool_calls=used, pausing_on_all=child_ids,
+                         status=SessionStatus.PAUSED.value, child_ids=child_ids, ended_at=now())  # fmt: skip
+        except steps.AnsweredMeanwhile as meanwhile:
+            self._commit(StepKind.TOOL_RESULTS, content, audit, tool_calls=used)
+            self._resume_children(child_ids, consumed=meanwhile.notes)
+            return False
+        self.surface.paused()
+        log.info("session paused for its children", extra={"children": child_ids})
+        return True
+
+    def _resume_children(self, child_ids: list[str], *, consumed: list[Note] | None = None) -> None:
+        """The ended children of one turn: each result is the response of the delegate call that started it (a
+        child that failed or ran out of budget is an error response, never silence). One step holds them all."""
+        ended = sorted(stored_children.get_children(child_ids), key=lambda c: c.delegate_index or 0)
+        turn = pending_turn(self.steps)
+        seq = ended[0].delegate_seq if ended else -1
+        pending = dict(turn.calls) if turn is not None and turn.seq == seq else {}
+        parts: list[types.Part] = []
+        audit: list[Audit] = []
+        for child in ended:
+            call = pending.get(child.delegate_index if child.delegate_index is not None else -1)
+            if call is None:
+                continue  # its response is already in the transcript (a re-run after a crash)
+            response = capped_response(child_response(child), MAX_TOOL_RESULT_CHARS)
+            audit.append(Audit(AuditType.TOOL, now(), name="delegate", args=short(call.args), result=short(response)))
+            parts.append(_response(call, response))
+        content = types.Content(role="user", parts=parts) if parts else None
+        self._commit(StepKind.ANSWER, content, audit, consumed=consumed or [], child_ids=[])
+
     def _resume_approvals(self, approval_ids: list[str], *, consumed: list[Note] | None = None) -> None:
         """The decided calls of one turn: each approved one runs once through the ledger, with exactly the shown
         arguments; a denied or expired one gets an error response. One step holds them all."""
@@ -192,7 +245,7 @@ class ToolTurns:
             audit.append(self._tool_audit(approval.tool, call, response, self._context(seq, approval.call_index, call)))
             parts.append(_response(call, response))
         content = types.Content(role="user", parts=parts) if parts else None
-        self._commit(StepKind.ANSWER, content, audit, consumed=consumed or [])
+        self._commit(StepKind.ANSWER, content, audit, consumed=consumed or [], approval_ids=[])
 
     def _decided_response(self, approval: Approval, call: types.FunctionCall, seq: int,
                           entry: ledger.Entry | None) -> dict[str, Any]:  # fmt: skip
@@ -209,7 +262,9 @@ class ToolTurns:
             return {"error": "not run: the pending call is not the call that was approved"}
         ctx = self._context(seq, approval.call_index, call, caller=approval.session_id)
         outcome = self._call(approval.tool, call, ctx, entry)
-        response = outcome.response if isinstance(outcome, Suspend) else capped_response(outcome, MAX_TOOL_RESULT_CHARS)
+        response = (
+            outcome.response if isinstance(outcome, Suspend | Wait) else capped_response(outcome, MAX_TOOL_RESULT_CHARS)
+        )
         summary = short(response.get("result", response.get("error", "")), 200)
         mark = ":warning:" if "error" in response else ":white_check_mark:"
         approvals.update_card(approval, f"{mark} approved by <@{approval.decided_by}>: {summary}")
@@ -234,7 +289,7 @@ class ToolTurns:
             ledger.start(self.session, seq=ctx.seq, index=ctx.call_index, key=ctx.idempotency_key, name=name,
                          args=short(call.args, 2000))  # fmt: skip
         outcome = self.tools.run(name, call.args, ctx)  # an idempotent call re-runs with the same key
-        if not isinstance(outcome, Suspend):
+        if not isinstance(outcome, Suspend | Wait):
             ledger.done(self.session, seq=ctx.seq, index=ctx.call_index, response=outcome)
         return outcome
 
@@ -244,8 +299,22 @@ class ToolTurns:
             f":warning: {operators}: I was restarted while `{name}` was running, and I cannot tell whether it "
             f"happened, so I did not run it again. Its arguments: `{short(call.args, 500)}`. Please check."
         )
-        self.surface.post(text, key=ctx.post_key(":unknown"))
+        self.surface.post(text, key=ctx.post_key(":unknown"), for_operators=True)
         log.warning("a started call's outcome is unknown; not run again", extra={"tool": name})
+
+
+def child_response(child: Session) -> dict[str, Any]:
+    """What a delegate call returns once its child has ended."""
+    if child.status == SessionStatus.DONE and not child.error:
+        return {"result": child.result or ""}
+    if child.status == SessionStatus.DONE:
+        return {"error": f"the child {child.error}; what it said last: {child.result or '(nothing)'}"}
+    return {"error": f"the child did not finish ({child.status.value}): {child.result or child.error or 'no reason'}"}
+
+
+def _blocking(call: types.FunctionCall) -> bool:
+    """Whether a call of ask_operator or delegate waits (both default to waiting)."""
+    return (call.args or {}).get("blocking", True) is not False
 
 
 def capped_response(response: dict[str, Any], limit: int) -> dict[str, Any]:

@@ -71,6 +71,8 @@ def request(session: Session, seq: int, calls: list[tuple[int, str | None, str, 
             surface: ThreadSurface, *, label: str | None = None) -> list[Approval]:  # fmt: skip
     """Record the turn's risky calls, then post one card each, then note the cards on the records."""
     turn_ids = [ids.approval_id(session.session_id, seq, index) for index, *_ in calls]
+    if label is None and session.reports_to_parent:  # a child's call: say whose work it is
+        label = f"for a delegated task: {session.text[:150]}"
     wanted = []
     for (index, call_id, tool, args), approval_id in zip(calls, turn_ids, strict=True):
         args_json = canonical(args)
@@ -108,6 +110,7 @@ def request(session: Session, seq: int, calls: list[tuple[int, str | None, str, 
                 operators=operators,
             ),
             key=ids.post_key(session.session_id, seq, f"{approval.call_index}:approval"),
+            for_operators=True,
             blocks=blocks.approval_blocks(
                 approval.approval_id,
                 approval.tool,
@@ -148,7 +151,7 @@ def _decide(approval: Approval, decision: Decision) -> DecisionOutcome:
         return DecisionOutcome.ALREADY_DECIDED
     if result.continuation is not None:  # the work first; the card's wording after
         with session_context(result.continuation.session_id, trace=result.continuation.trace_id):
-            tasks.enqueue_session(result.continuation.session_id)
+            tasks.enqueue_session(result.continuation.session_id, attempt=f"decided-{found.seq}")
     if found.status == ApprovalStatus.DENIED and found.card_ts:
         update_card(found, f":no_entry_sign: denied by <@{found.decided_by}>" + (
             f": {found.reason}" if found.reason else ""))  # fmt: skip
@@ -232,7 +235,7 @@ def expire(approval: Approval, at: datetime) -> bool:
     if not result.won or result.approval is None:
         return False
     if result.continuation is not None:
-        tasks.enqueue_session(result.continuation.session_id)
+        tasks.enqueue_session(result.continuation.session_id, attempt=f"decided-{approval.seq}")
     hours = int((at - approval.asked_at).total_seconds() // 3600)
     update_card(result.approval, f":hourglass: expired after {hours} hours; it did not run")
     return True

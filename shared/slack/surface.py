@@ -29,10 +29,11 @@ class Reaction(StrEnum):
 class ThreadSurface:
     """One session's view of its thread: the message that started it, and the posts it made."""
 
-    def __init__(self, channel: str, thread_ts: str, trigger_ts: str) -> None:
+    def __init__(self, channel: str, thread_ts: str, trigger_ts: str, *, quiet: bool = False) -> None:
         self.channel = channel
         self.thread_ts = thread_ts
         self.trigger_ts = trigger_ts
+        self.quiet = quiet  # a delegated child: it reports to its parent, and posts only what operators must see
         self.posted: dict[str, str] = {}  # post keys Slack already has, mapped to their ts
 
     def recover(self) -> None:
@@ -40,10 +41,12 @@ class ThreadSurface:
         self.posted = slack.posted_keys(self.channel, self.thread_ts)
 
     def working(self) -> None:
-        slack.react(self.channel, self.trigger_ts, Reaction.WORKING)
+        if not self.quiet:
+            slack.react(self.channel, self.trigger_ts, Reaction.WORKING)
 
     def paused(self) -> None:
-        slack.unreact(self.channel, self.trigger_ts, Reaction.WORKING)
+        if not self.quiet:
+            slack.unreact(self.channel, self.trigger_ts, Reaction.WORKING)
 
     def done(self) -> None:
         self._end(Reaction.DONE)
@@ -53,14 +56,21 @@ class ThreadSurface:
 
     def silent(self) -> None:
         """Ended without reporting back: the narration that follows will speak."""
-        slack.unreact(self.channel, self.trigger_ts, Reaction.WORKING)
+        self.paused()
 
     def _end(self, reaction: Reaction) -> None:
-        slack.unreact(self.channel, self.trigger_ts, Reaction.WORKING)
-        slack.react(self.channel, self.trigger_ts, reaction)
+        if not self.quiet:
+            slack.unreact(self.channel, self.trigger_ts, Reaction.WORKING)
+            slack.react(self.channel, self.trigger_ts, reaction)
 
-    def post(self, text: str, *, key: str, blocks: Sequence[Block] | None = None) -> str:
-        """Post one message (mrkdwn) unless Slack already has ``key``; returns its ts."""
+    def post(self, text: str, *, key: str, blocks: Sequence[Block] | None = None, for_operators: bool = False) -> str:
+        """Post one message (mrkdwn) unless Slack already has ``key``; returns its ts.
+
+        A quiet surface (a delegated child's) posts only what is for the operators (an approval card, an alert);
+        a tool's progress message is dropped there, and its ts is empty.
+        """
+        if self.quiet and not for_operators:
+            return ""
         ts = self.posted.get(key) or slack.post(self.channel, self.thread_ts, text, key=key, blocks=blocks)
         self.posted[key] = ts
         return ts

@@ -16,7 +16,7 @@ from google.cloud import firestore
 
 from shared.state import events, ids
 from shared.state.firestore import ALREADY_EXISTS, APPROVALS, db, event_ref, now, session_ref, thread_ref
-from shared.state.models import Approval, ApprovalStatus, Note, Session, SessionStatus
+from shared.state.models import Approval, ApprovalStatus, Note, Session, SessionKind, SessionStatus
 
 
 def _ref(approval_id: str) -> firestore.DocumentReference:
@@ -105,7 +105,7 @@ def decide(approval_id: str, decision: Decision, resume: Resume) -> Decided:
         siblings = [Approval.from_doc(s.to_dict() or {}) for s in (_ref(a).get(transaction=transaction)
                                                                    for a in others) if s.exists]  # fmt: skip
         asker_ref = session_ref(approval.session_id)
-        asker = asker_ref.get(transaction=transaction, field_paths=["status", "trace_id", "notes"]).to_dict() or {}
+        asker = asker_ref.get(transaction=transaction).to_dict() or {}
         status = SessionStatus(asker["status"]) if asker.get("status") else None
         fields: dict[str, Any] = {
             "status": decision.status.value,
@@ -118,7 +118,12 @@ def decide(approval_id: str, decision: Decision, resume: Resume) -> Decided:
         complete = all(s.status != ApprovalStatus.PENDING for s in siblings)
         outcome = resume(approval, status, asker.get("trace_id")) if complete else None
         continuation = outcome if isinstance(outcome, Session) else None
-        if continuation is not None:
+        if continuation is not None and asker.get("kind") == SessionKind.CHILD.value:
+            # A child resumes itself (it keeps its identity, its parent and its budget): queued again.
+            fields["continuation_id"] = approval.session_id
+            transaction.update(asker_ref, {"status": SessionStatus.QUEUED.value, "started_at": None})
+            continuation = Session.from_doc({**asker, "status": SessionStatus.QUEUED.value})
+        elif continuation is not None:
             fields["continuation_id"] = continuation.session_id
             # What reached the paused asker meanwhile (thread messages, late answers) moves on with the turn.
             continuation.notes = [Note.from_doc(n) for n in asker.get("notes") or []]

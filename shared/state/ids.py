@@ -44,6 +44,16 @@ def resume_id(session_id: str, seq: int) -> str:
     return f"resume-{session_id}-{seq}"
 
 
+def child_id(parent_id: str, seq: int, call_index: int) -> str:
+    """A delegated child, derived from the parent's call, so a retried turn finds the child it started."""
+    return f"child-{parent_id}-{seq}-{call_index}"
+
+
+def child_result_id(child_id: str) -> str:
+    """The continuation a non-blocking child's result starts when its parent has already ended."""
+    return f"result-{child_id}"
+
+
 def message_key(channel: str, ts: str) -> str:
     """The de-duplication record of one Slack message (or button press), whatever events carried it."""
     return f"msg-{channel}-{ts}"

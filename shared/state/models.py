@@ -18,6 +18,7 @@ class SessionKind(StrEnum):
     MENTION = "mention"
     CONTINUATION = "continuation"
     RETRY = "retry"
+    CHILD = "child"  # delegated by another session: it reports to that parent, never to the thread
 
 
 class QuestionStatus(StrEnum):
@@ -70,6 +71,7 @@ class AuditType(StrEnum):
     FAILURE = "failure"
     WRAP_UP = "wrap_up"
     TOO_LONG = "too_long"
+    RESULT = "result"  # a child's final text, handed to its parent: text
 
 
 def _doc(obj: Any) -> dict[str, Any]:
@@ -131,6 +133,7 @@ class NoteKind(StrEnum):
     ANSWER = "answer"  # an operator's answer to a non-blocking question of a running session
     DECISION = "decision"  # an approval of the running session's turn was decided before it paused
     STEER = "steer"  # a message written in the thread while the session worked
+    CHILD_RESULT = "child_result"  # what a child delegated without waiting ended with
 
 
 @dataclass(frozen=True)
@@ -195,6 +198,17 @@ class Session:
     trace_id: str | None = None  # one trace for a session and every session that continues it (Cloud Logging)
     # A late answer's continuation that found another session writing its transcript: its answer went there.
     handed_to: str | None = None
+    # Delegation (flow 10). A parent paused on the children of one turn lists them; a continuation that resumes
+    # it lists them too. A child knows its parent, its depth, the call that started it and that call's siblings.
+    child_ids: list[str] = field(default_factory=list)
+    parent_session_id: str | None = None
+    depth: int = 0
+    delegate_seq: int | None = None  # the parent's model step holding the delegate call
+    delegate_index: int | None = None  # the call's position in that step
+    delegate_blocking: bool = True
+    sibling_ids: list[str] = field(default_factory=list)  # the blocking children of the same parent turn
+    result: str | None = None  # a child's final text (or why it failed)
+    late_note: Note | None = None  # a continuation that opens with news (a child's result after its parent ended)
 
     @property
     def transcript(self) -> str:
@@ -202,14 +216,20 @@ class Session:
 
     @property
     def top_level(self) -> bool:
-        """Talks to the thread itself (not a narration)."""
+        """Talks to the thread itself (not a narration, not a delegated child)."""
         return self.kind in {SessionKind.MENTION, SessionKind.CONTINUATION}
+
+    @property
+    def reports_to_parent(self) -> bool:
+        """A delegated child: its final text is its parent's result, never a post."""
+        return self.kind == SessionKind.CHILD
 
     def to_doc(self) -> dict[str, Any]:
         doc = asdict(self)
         doc["kind"] = self.kind.value
         doc["status"] = self.status.value
         doc["notes"] = [note.to_doc() for note in self.notes]
+        doc["late_note"] = self.late_note.to_doc() if self.late_note else None
         doc["updated_at"] = self.updated_at or self.created_at
         return doc
 
@@ -219,6 +239,8 @@ class Session:
         values["kind"] = SessionKind(values["kind"])
         values["status"] = SessionStatus(values["status"])
         values["notes"] = [Note.from_doc(note) for note in values.get("notes") or []]
+        if values.get("late_note"):
+            values["late_note"] = Note.from_doc(values["late_note"])
         return cls(**values)
 
     def apply(self, updates: dict[str, Any]) -> None:
@@ -360,6 +382,30 @@ def mention_session(
         created_at=at,
         transcript_writer=ids.session_for_event(event_id),
         trace_id=trace_id,
+    )
+
+
+def child_session(parent: Session, *, seq: int, index: int, task: str, blocking: bool, siblings: list[str],
+                  at: datetime) -> Session:  # fmt: skip
+    """A child the parent's ``delegate`` call starts: its own transcript and budget, in the parent's thread."""
+    child_id = ids.child_id(parent.session_id, seq, index)
+    return Session(
+        session_id=child_id,
+        kind=SessionKind.CHILD,
+        channel=parent.channel,
+        thread_ts=parent.thread_ts,
+        trigger_ts=parent.trigger_ts,
+        trigger_user=parent.trigger_user,
+        text=task,
+        created_at=at,
+        transcript_writer=child_id,
+        parent_session_id=parent.session_id,
+        depth=parent.depth + 1,
+        delegate_seq=seq,
+        delegate_index=index,
+        delegate_blocking=blocking,
+        sibling_ids=siblings if blocking else [],
+        trace_id=parent.trace_id,
     )
 
 

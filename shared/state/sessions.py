@@ -98,10 +98,10 @@ def claim_session(
             return Claim(ClaimResult.FINISHED, None, session.status, session.trace_id)
         if session.transcript != session.session_id:
             writer = _transcript_writer(transaction, session, when)
-            late = _late_answer(transaction, session) if writer is not None and writer.active else None
+            late = _late_note(transaction, session) if writer is not None and writer.active else None
             if writer is not None and late is not None:
                 return _hand_over(transaction, session, writer, late, when)
-            if writer is not None and writer.live:
+            if writer is not None and writer.busy:
                 return Claim(ClaimResult.TRANSCRIPT_BUSY, None, trace_id=session.trace_id)
             if writer is not None:
                 transaction.update(session_ref(session.transcript), {"transcript_writer": session.session_id})
@@ -133,8 +133,14 @@ class _Writer:
 
     @property
     def active(self) -> bool:
-        """It will still read notes: it runs (even if its worker died: a takeover resumes it), or it is paused."""
-        return self.status in {SessionStatus.RUNNING.value, SessionStatus.PAUSED.value}
+        """It will still read notes: it runs (even if its worker died: a takeover resumes it), waits, or is queued
+        to run again (a parent whose children have ended)."""
+        return self.status in {SessionStatus.RUNNING.value, SessionStatus.PAUSED.value, SessionStatus.QUEUED.value}
+
+    @property
+    def busy(self) -> bool:
+        """It writes the transcript now, or is about to: nobody may take it over."""
+        return self.live or self.status == SessionStatus.QUEUED.value
 
 
 def _transcript_writer(transaction: firestore.Transaction, session: Session, when: datetime) -> _Writer | None:
@@ -156,24 +162,27 @@ def _transcript_writer(transaction: firestore.Transaction, session: Session, whe
     return _Writer(writer, found.get("status"), live)
 
 
-def _late_answer(transaction: firestore.Transaction, session: Session) -> Question | None:
-    """The question a continuation answers, if it is a non-blocking one: the answer is news, not a call's
-    response, so any session of the transcript can read it."""
+def _late_note(transaction: firestore.Transaction, session: Session) -> Note | None:
+    """The news a continuation brings, if it is news rather than a pending call's response: an answer to a
+    non-blocking question, or a child's result. Any session of the transcript can read it."""
+    if session.late_note is not None:
+        return session.late_note
     if not session.question_id or session.approval_ids:
         return None
     data = question_ref(session.question_id).get(transaction=transaction).to_dict()
     question = Question.from_doc(data) if data else None
-    return question if question is not None and not question.blocking else None
-
-
-def _hand_over(transaction: firestore.Transaction, session: Session, writer: _Writer, question: Question,
-               when: datetime) -> Claim:  # fmt: skip
-    """A late answer whose transcript another session is writing (running, or paused on its own question or
-    approvals) goes to that session as a note, read at its next turn or by its continuation; this one ends.
-    Running instead would answer nothing the model asked and interleave two sessions in one transcript."""
-    note = Note(kind=NoteKind.ANSWER, text=question.answer or session.text, user=session.trigger_user,
+    if question is None or question.blocking:
+        return None
+    return Note(kind=NoteKind.ANSWER, text=question.answer or session.text, user=session.trigger_user,
                 ts=session.trigger_ts, question_id=question.question_id, question=question.text,
                 matched_option=question.matched_option)  # fmt: skip
+
+
+def _hand_over(transaction: firestore.Transaction, session: Session, writer: _Writer, note: Note,
+               when: datetime) -> Claim:  # fmt: skip
+    """News whose transcript another session is writing (running, or paused on its own question, approvals or
+    children) goes to that session as a note, read at its next turn or by its continuation; this one ends.
+    Running instead would answer nothing the model asked and interleave two sessions in one transcript."""
     transaction.update(session_ref(writer.session_id), {"notes": firestore.ArrayUnion([note.to_doc()])})
     transaction.update(session_ref(session.session_id), {"status": SessionStatus.RESUMED.value,
                        "handed_to": writer.session_id, "ended_at": when, "updated_at": when})  # fmt: skip

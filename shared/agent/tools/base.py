@@ -49,8 +49,17 @@ class Suspend:
     response: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class Wait:
+    """A tool's answer "when ``child_id`` ends": a blocking delegation. The session pauses once every call of the
+    turn has run, until all the turn's children have ended; their results become the responses."""
+
+    child_id: str
+    response: dict[str, Any]
+
+
 Response = dict[str, Any]
-Outcome = Response | Suspend
+Outcome = Response | Suspend | Wait
 
 
 @dataclass

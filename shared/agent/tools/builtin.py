@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.agent.tools.base import Suspend, ToolError, context
+from shared.agent.tools.base import Suspend, ToolError, Wait, context
 from shared.agent.tools.function import tool
-from shared.asks import questions
+from shared.asks import delegation, questions
 from shared.limits import MAX_MESSAGE_CHARS, capped
 from shared.slack import client as slack
 from shared.slack.blocks import MAX_OPTIONS
@@ -53,6 +53,31 @@ def ask_operator(question: str, options: list[str] | None = None, blocking: bool
         "question_id": asked.question_id,
         "note": "Keep working with your best judgement; the answer will reach you as a note if it arrives.",
     }
+
+
+@tool(outward=False, idempotent=True)  # keyed: the child's id comes from the call
+def delegate(task: str, blocking: bool = True) -> Any:
+    """Hand a self-contained piece of work to a helper session (a child) with its own budget.
+
+    Use it to split a large job into independent parts that can run in parallel (several delegate calls in one
+    turn run at once), or to keep a long side investigation out of your own context. The child cannot see this
+    thread or talk to people: write in the task everything it needs. Its final answer is returned to you.
+
+    Args:
+        task: What the child must do and what it must report back, self-contained.
+        blocking: True (the default) to wait for the child's result: this session pauses until every child
+            started with blocking=True in this turn has finished, and their results are the responses. False to
+            keep working; the result reaches you later as a note.
+    """
+    ctx = context()
+    try:
+        child = delegation.start(ctx.session, seq=ctx.seq, index=ctx.call_index, task=task, blocking=blocking)
+    except delegation.DelegationRefused as exc:
+        raise ToolError(str(exc)) from exc
+    if blocking:
+        return Wait(child.session_id, {"status": "delegated", "child_id": child.session_id})
+    return {"status": "started", "child_id": child.session_id,
+            "note": "Keep working; the child's result reaches you as a note when it ends."}  # fmt: skip
 
 
 @tool(outward=False, idempotent=True, posts=True)  # keyed: the post key

@@ -18,7 +18,7 @@ from typing import Any
 import pydantic
 from google.genai import types
 
-from shared.agent.tools.base import Outcome, Suspend, Tier, ToolContext, ToolError, serving
+from shared.agent.tools.base import Outcome, Suspend, Tier, ToolContext, ToolError, Wait, serving
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class FunctionTool:
             return {"error": str(exc)}
         except Exception as exc:  # a tool bug must not end the session: the model hears about it
             return {"error": f"{self.name} failed: {type(exc).__name__}: {exc}"}
-        if isinstance(result, Suspend):
+        if isinstance(result, (Suspend, Wait)):
             return result
         return {"result": result}
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from google.genai import types
 
+from shared import config
 from shared.agent.tools import builtin, policy, team
 from shared.agent.tools.base import Outcome, Tier, Tool, ToolContext
 from shared.agent.tools.function import tools_in
@@ -58,8 +59,14 @@ def all_tools() -> list[Tool]:
 
 
 def for_session(session: Session) -> Toolset:
-    """A narration reports from the audit log only: no tools. A ``deny`` tool is never offered to the model."""
+    """A narration reports from the audit log only: no tools. A child reports to its parent: nothing that posts
+    in the thread or asks the operator, and ``delegate`` only above the depth limit. A ``deny`` tool is never
+    offered to the model."""
     if session.kind == SessionKind.RETRY:
         return Toolset([])
     usable = [t for t in all_tools() if session.top_level or not t.top_level_only]
+    if session.reports_to_parent:
+        usable = [t for t in usable if not t.posts]
+    if session.depth >= config.settings().delegate_max_depth:
+        usable = [t for t in usable if t.name != "delegate"]
     return Toolset([t for t in usable if policy.static_tier(t) != Tier.DENY])

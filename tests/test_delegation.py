@@ -1,0 +1,184 @@
+"""Delegation (issue 14, flow 10): children on their own tasks, delivered in parallel, reporting to their parent.
+
+On the real stack: children's tasks go through the parallel dispatcher, each child's model replies are scripted to
+match its own task text, and every count (resumptions, results, posts) is read from Firestore and the fakes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from google.cloud.firestore_v1.base_query import FieldFilter
+
+from infra.fakegemini.control import FakeGemini
+from infra.fakeslack.control import FakeSlack
+from infra.stack import OPERATOR_ID, Stack
+from shared.slack import blocks
+from shared.state import approvals, firestore, ids, steps
+from shared.state.models import SessionKind, SessionStatus, StepKind
+from tests import delivery
+from tests.agent_helpers import function_responses, mention, texts, wait_status
+
+pytestmark = pytest.mark.stack
+G = FakeGemini
+Script = Callable[..., int]
+
+
+def for_child(fake_gemini: FakeGemini, task: str, *items: dict[str, Any]) -> None:
+    """Model replies only the child whose task is ``task`` receives."""
+    fake_gemini.script(*(FakeGemini.matching(task, item) for item in items))
+
+
+def children_of(parent_id: str) -> list[dict[str, Any]]:
+    query = (
+        firestore.db().collection(firestore.SESSIONS).where(filter=FieldFilter("parent_session_id", "==", parent_id))
+    )
+    return [doc.to_dict() or {} for doc in query.stream()]
+
+
+def declared(request: dict[str, Any]) -> set[str]:
+    return {d["name"] for tool in request["body"].get("tools", []) for d in tool.get("functionDeclarations", [])}
+
+
+def requests_for(fake_gemini: FakeGemini, text: str) -> list[dict[str, Any]]:
+    return [r for r in fake_gemini.requests() if text in json.dumps(r["body"])]
+
+
+def test_a_blocking_fan_out_resumes_the_parent_once_with_every_result_in_call_order(
+    fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    tasks = [f"count the {fruit} in crate {uid}" for fruit in ("apples", "pears", "plums")]
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.calls(*(("delegate", {"task": t}) for t in tasks))))
+    for task, count, delay in zip(tasks, (3, 5, 7), (1.5, 1.0, 0.5), strict=True):  # they end in reverse order
+        for_child(fake_gemini, task, G.delayed(delay, G.text(f"{count} in the crate")))
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.text("3 apples, 5 pears, 7 plums.")))
+    thread = mention(fake_slack, f"C{uid}", "count the fruit")
+    done = wait_status(thread.session_id, SessionStatus.DONE, timeout=60)
+
+    children = children_of(thread.session_id)
+    assert len(children) == 3
+    assert {c["kind"] for c in children} == {SessionKind.CHILD.value}
+    assert {c["status"] for c in children} == {SessionStatus.DONE.value}
+    assert all(c["depth"] == 1 for c in children)
+    final = requests_for(fake_gemini, f"[C{uid}]")[-1]
+    results = [r["response"].get("result") for r in function_responses(final)]
+    assert results == ["3 in the crate", "5 in the crate", "7 in the crate"]  # the order of the calls
+    resumed = [s for s in steps.load_steps(thread.session_id) if s.kind == StepKind.ANSWER]
+    assert len(resumed) == 1  # resumed exactly once
+    assert done.child_ids == []
+    # Children post nothing: the thread holds the parent's answer only.
+    assert [m["text"] for m in fake_slack.bot_replies(thread.channel, thread.ts)] == ["3 apples, 5 pears, 7 plums."]
+    child_request = requests_for(fake_gemini, tasks[0])[0]
+    assert "delegate" in declared(child_request)  # depth 1 of 2: it may delegate once more
+    assert not {"ask_operator", "post_update"} & declared(child_request)
+
+
+def test_a_failed_child_is_an_error_result_never_silence(
+    fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    task = f"check the flaky build {uid}"
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.call("delegate", task=task)))
+    for_child(fake_gemini, task, G.error(503, "UNAVAILABLE", "overloaded", times=3))  # each attempt of its request
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.text("The helper failed; I will look myself.")))
+    thread = mention(fake_slack, f"C{uid}", "check the build")
+    wait_status(thread.session_id, SessionStatus.DONE, timeout=90)
+    [child] = children_of(thread.session_id)
+    assert child["status"] == SessionStatus.FAILED.value
+    [response] = function_responses(requests_for(fake_gemini, f"[C{uid}]")[-1])
+    assert "did not finish" in response["response"]["error"]
+    assert "unavailable" in response["response"]["error"]
+
+
+def test_non_blocking_results_arrive_as_notes_or_resume_an_ended_parent(
+    fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    task = f"summarise the incident log {uid}"
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.call("delegate", task=task, blocking=False)))
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.text("Started a helper; I will report its summary.")))
+    for_child(fake_gemini, task, G.delayed(4, G.text("Disk filled at 03:10; rotated logs.")))
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.text("Summary: the disk filled at 03:10.")))
+    thread = mention(fake_slack, f"C{uid}", "summarise the incident")
+    parent = wait_status(thread.session_id, SessionStatus.DONE, timeout=30)  # it did not wait for the child
+    [child] = children_of(parent.session_id)
+    later = wait_status(ids.child_result_id(child["session_id"]), SessionStatus.DONE, timeout=30)
+    assert later.transcript == parent.session_id
+    assert "Disk filled at 03:10" in texts(requests_for(fake_gemini, f"[C{uid}]")[-1])
+    replies = [m["text"] for m in fake_slack.bot_replies(thread.channel, thread.ts)]
+    assert replies == ["Started a helper; I will report its summary.", "Summary: the disk filled at 03:10."]
+
+
+def test_delegation_stops_at_the_depth_limit(fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str) -> None:
+    """Depth 2 (the default): a grandchild is not offered delegate, and its call would be refused."""
+    child_task, grandchild_task = f"plan the migration {uid}", f"list the tables {uid}"
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.call("delegate", task=child_task)))
+    for_child(fake_gemini, f"the migration {uid}", G.call("delegate", task=grandchild_task))
+    for_child(fake_gemini, f"the tables {uid}", G.call("delegate", task=f"deeper {uid}"), G.text("users, orders"))
+    for_child(fake_gemini, f"the migration {uid}", G.text("Plan: copy users, then orders."))
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.text("Plan: copy users, then orders.")))
+    thread = mention(fake_slack, f"C{uid}", "plan the migration")
+    wait_status(thread.session_id, SessionStatus.DONE, timeout=60)
+    [child] = children_of(thread.session_id)
+    [grandchild] = children_of(child["session_id"])
+    assert (child["depth"], grandchild["depth"]) == (1, 2)
+    assert children_of(grandchild["session_id"]) == []
+    grandchild_request = requests_for(fake_gemini, f"list the tables {uid}")[0]
+    assert "delegate" not in declared(grandchild_request)
+    refused = function_responses(requests_for(fake_gemini, f"deeper {uid}")[-1])
+    assert any("unknown tool 'delegate'" in str(r["response"].get("error")) for r in refused)
+    # The grandchild's result reached its parent, and that parent's result reached the top (never empty).
+    assert grandchild["result"] == "users, orders"
+    assert child["result"] == "Plan: copy users, then orders."
+
+
+def test_children_ending_together_and_delivered_twice_resume_the_parent_once(
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    tasks = [f"ping host {n} {uid}" for n in range(4)]
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.calls(*(("delegate", {"task": t}) for t in tasks))))
+    for task in tasks:
+        for_child(fake_gemini, task, G.delayed(1, G.text(f"{task}: up")))
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.text("All four hosts are up.")))
+    thread = mention(fake_slack, f"C{uid}", "ping the hosts")
+    child_ids = [ids.child_id(thread.session_id, 1, n) for n in range(4)]
+    wait_status(child_ids[0], SessionStatus.RUNNING, SessionStatus.DONE, timeout=30)
+    url = stack.function_url("agent_session")
+    for child_id in child_ids:  # Cloud Tasks may deliver each child's task again, in parallel
+        delivery.deliver(url, child_id, task=f"again-{child_id}", copies=2)
+    wait_status(thread.session_id, SessionStatus.DONE, timeout=60)
+    resumed = [s for s in steps.load_steps(thread.session_id) if s.kind == StepKind.ANSWER]
+    assert len(resumed) == 1
+    assert len([r for r in requests_for(fake_gemini, f"[C{uid}]") if function_responses(r)]) == 1
+    assert sorted(len(requests_for(fake_gemini, t)) for t in tasks) == [2, 2, 2, 2]  # each child ran once
+    final = requests_for(fake_gemini, f"[C{uid}]")[-1]
+    assert [r["response"]["result"] for r in function_responses(final)] == [f"{t}: up" for t in tasks]
+    assert [m["text"] for m in fake_slack.bot_replies(thread.channel, thread.ts)] == ["All four hosts are up."]
+
+
+def test_a_risky_call_in_a_child_raises_a_card_and_runs_once_approved(
+    fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """Never silently denied (claude-code issues 21474, 86126): the card names the child's task, the decision
+    resumes only that child, and its result reaches the parent."""
+    task = f"scale the api for the launch {uid}"
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.call("delegate", task=task)))
+    for_child(fake_gemini, task, G.call("scale_service", name="api", replicas=6), G.text("Scaled api to 6."))
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.text("The api runs 6 replicas now.")))
+    thread = mention(fake_slack, f"C{uid}", "get ready for the launch")
+    child_id = ids.child_id(thread.session_id, 1, 0)
+    paused = wait_status(child_id, SessionStatus.PAUSED, timeout=30)
+    [approval] = approvals.get_approvals(paused.approval_ids)
+    card = next(m for m in fake_slack.bot_replies(thread.channel, thread.ts) if m["ts"] == approval.card_ts)
+    assert "delegated task" in card["text"]
+    assert "scale the api for the launch" in card["text"]
+    value = blocks.approval_value(approval.approval_id, approval.digest)
+    fake_slack.click(OPERATOR_ID, thread.channel, approval.card_ts or "", blocks.APPROVE_ACTION, value=value)
+    wait_status(thread.session_id, SessionStatus.DONE, timeout=60)
+    ran = firestore.db().collection("demo_actions").where(filter=FieldFilter("session_id", "==", child_id))
+    assert [(d.to_dict() or {}).get("replicas") for d in ran.stream()] == [6]
+    [response] = function_responses(requests_for(fake_gemini, f"[C{uid}]")[-1])
+    assert response["response"]["result"] == "Scaled api to 6."
+    replies = [m["text"] for m in fake_slack.bot_replies(thread.channel, thread.ts) if m["ts"] != approval.card_ts]
+    assert replies == ["The api runs 6 replicas now."]
