@@ -18,9 +18,10 @@ from infra.fakeslack.control import FakeSlack
 from infra.stack import OPERATOR_ID, Stack
 from shared.slack import blocks
 from shared.state import approvals, firestore, ids, steps
-from shared.state.models import SessionKind, SessionStatus, StepKind
+from shared.state.models import Question, SessionKind, SessionStatus, StepKind
 from tests import delivery
-from tests.agent_helpers import function_responses, mention, texts, wait_status
+from tests.agent_helpers import Thread, function_responses, mention, texts, wait_status
+from tests.poll import wait_for
 
 pytestmark = pytest.mark.stack
 G = FakeGemini
@@ -28,8 +29,9 @@ Script = Callable[..., int]
 
 
 def for_child(fake_gemini: FakeGemini, task: str, *items: dict[str, Any]) -> None:
-    """Model replies only the child whose task is ``task`` receives."""
-    fake_gemini.script(*(FakeGemini.matching(task, item) for item in items))
+    """Model replies only the child whose task is ``task`` receives (its opening holds the task as this JSON;
+    the parent's requests hold the task text too, but never so)."""
+    fake_gemini.script(*(FakeGemini.matching(json.dumps({"task": task}), item) for item in items))
 
 
 def children_of(parent_id: str) -> list[dict[str, Any]]:
@@ -37,6 +39,11 @@ def children_of(parent_id: str) -> list[dict[str, Any]]:
         firestore.db().collection(firestore.SESSIONS).where(filter=FieldFilter("parent_session_id", "==", parent_id))
     )
     return [doc.to_dict() or {} for doc in query.stream()]
+
+
+def child_requests(fake_gemini: FakeGemini, task: str) -> list[dict[str, Any]]:
+    """The requests of the child whose task is ``task`` (its opening text holds the task as this JSON)."""
+    return [r for r in fake_gemini.requests() if json.dumps({"task": task}) in texts(r)]
 
 
 def declared(request: dict[str, Any]) -> set[str]:
@@ -114,9 +121,9 @@ def test_delegation_stops_at_the_depth_limit(fake_slack: FakeSlack, fake_gemini:
     """Depth 2 (the default): a grandchild is not offered delegate, and its call would be refused."""
     child_task, grandchild_task = f"plan the migration {uid}", f"list the tables {uid}"
     fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.call("delegate", task=child_task)))
-    for_child(fake_gemini, f"the migration {uid}", G.call("delegate", task=grandchild_task))
-    for_child(fake_gemini, f"the tables {uid}", G.call("delegate", task=f"deeper {uid}"), G.text("users, orders"))
-    for_child(fake_gemini, f"the migration {uid}", G.text("Plan: copy users, then orders."))
+    for_child(fake_gemini, child_task, G.call("delegate", task=grandchild_task))
+    for_child(fake_gemini, grandchild_task, G.call("delegate", task=f"deeper {uid}"), G.text("users, orders"))
+    for_child(fake_gemini, child_task, G.text("Plan: copy users, then orders."))
     fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.text("Plan: copy users, then orders.")))
     thread = mention(fake_slack, f"C{uid}", "plan the migration")
     wait_status(thread.session_id, SessionStatus.DONE, timeout=60)
@@ -124,7 +131,7 @@ def test_delegation_stops_at_the_depth_limit(fake_slack: FakeSlack, fake_gemini:
     [grandchild] = children_of(child["session_id"])
     assert (child["depth"], grandchild["depth"]) == (1, 2)
     assert children_of(grandchild["session_id"]) == []
-    grandchild_request = requests_for(fake_gemini, f"list the tables {uid}")[0]
+    grandchild_request = child_requests(fake_gemini, grandchild_task)[0]
     assert "delegate" not in declared(grandchild_request)
     refused = function_responses(requests_for(fake_gemini, f"deeper {uid}")[-1])
     assert any("unknown tool 'delegate'" in str(r["response"].get("error")) for r in refused)
@@ -182,3 +189,74 @@ def test_a_risky_call_in_a_child_raises_a_card_and_runs_once_approved(
     assert response["response"]["result"] == "Scaled api to 6."
     replies = [m["text"] for m in fake_slack.bot_replies(thread.channel, thread.ts) if m["ts"] != approval.card_ts]
     assert replies == ["The api runs 6 replicas now."]
+
+
+def test_a_childs_blocking_question_is_answered_by_its_parent_exactly_once(
+    fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """The parent waits for the child; the child's question interrupts that wait (the delegate call gets a "still
+    running" response), the parent answers with answer_child, the answer resumes exactly that child, and the
+    child's result then reaches the parent's thread."""
+    task = f"migrate the orders table {uid}"
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.call("delegate", task=task)))
+    thread = mention(fake_slack, f"C{uid}", "migrate the orders")
+    child_id = ids.child_id(thread.session_id, 1, 0)
+    for_child(fake_gemini, task, G.call("ask_parent", question="Which database?", blocking=True),
+              G.text("Migrated the orders table to postgres."))  # fmt: skip
+    fake_gemini.script(
+        FakeGemini.matching(f"[C{uid}]", G.call("answer_child", child_id=child_id, answer="postgres")),
+        FakeGemini.matching(f"[C{uid}]", G.text("I answered the helper; it will report.")),
+        FakeGemini.matching(f"[C{uid}]", G.text("The helper migrated the orders table to postgres.")),
+    )
+    wait_for(lambda: thread_ends_with(fake_slack, thread, "to postgres."), timeout=60, what="the helper's report")
+    child = wait_status(child_id, SessionStatus.DONE, timeout=30)
+    assert child.result == "Migrated the orders table to postgres."
+    asked_by_child = child_requests(fake_gemini, task)
+    assert len(asked_by_child) == 2
+    [answer] = [r["response"]["result"] for r in function_responses(asked_by_child[-1])]
+    assert answer["answer"] == "postgres"
+    parent_requests = requests_for(fake_gemini, f"[C{uid}]")
+    asked = [r for r in parent_requests if "Which database?" in texts(r)]
+    assert asked  # the question reached the parent
+    released = function_responses(asked[0])
+    assert [r["response"]["result"]["status"] for r in released] == ["still running"]
+    replies = [m["text"] for m in fake_slack.bot_replies(thread.channel, thread.ts)]
+    assert replies == ["I answered the helper; it will report.", "The helper migrated the orders table to postgres."]
+
+
+def test_a_childs_question_escalated_to_the_operator_reaches_that_child(
+    fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """The parent cannot answer: it asks the operator, and the session that resumes it answers the child."""
+    task = f"rotate the signing key {uid}"
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.call("delegate", task=task)))
+    thread = mention(fake_slack, f"C{uid}", "rotate the key")
+    child_id = ids.child_id(thread.session_id, 1, 0)
+    for_child(fake_gemini, task, G.call("ask_parent", question="May I revoke the old key now?", blocking=True),
+              G.text("Rotated; the old key is revoked."))  # fmt: skip
+    fake_gemini.script(
+        FakeGemini.matching("May I revoke the old key now?", G.call("ask_operator", question="Revoke the old key?")),
+        FakeGemini.matching(f"[C{uid}]", G.call("answer_child", child_id=child_id, answer="yes, revoke it")),
+        FakeGemini.matching(f"[C{uid}]", G.text("Told the helper to go ahead.")),
+        FakeGemini.matching(f"[C{uid}]", G.text("The key is rotated and the old one revoked.")),
+    )
+    question = wait_for(lambda: open_question_of(thread.session_id), timeout=60, what="the operator question")
+    fake_slack.user_message(OPERATOR_ID, thread.channel, "yes", thread_ts=thread.ts)
+    wait_for(lambda: thread_ends_with(fake_slack, thread, "old one revoked."), timeout=60, what="the final report")
+    child = wait_status(child_id, SessionStatus.DONE, timeout=30)
+    assert child.parent_question is not None
+    assert child.parent_question.answer == "yes, revoke it"
+    [answer] = function_responses(child_requests(fake_gemini, task)[-1])
+    assert answer["response"]["result"]["answer"] == "yes, revoke it"
+    assert question.text == "Revoke the old key?"
+
+
+def thread_ends_with(fake_slack: FakeSlack, thread: Thread, tail: str) -> bool:
+    replies = fake_slack.bot_replies(thread.channel, thread.ts)
+    return bool(replies) and str(replies[-1]["text"]).endswith(tail)
+
+
+def open_question_of(session_id: str) -> Question | None:
+    query = firestore.db().collection(firestore.QUESTIONS).where(filter=FieldFilter("status", "==", "open"))
+    found = [Question.from_doc(d.to_dict() or {}) for d in query.stream()]
+    return next((q for q in found if q.transcript_id == session_id), None)

@@ -113,6 +113,10 @@ def notes_text(notes: list[Note]) -> str:
         if note.kind == NoteKind.ANSWER:  # its speaker was checked: an operator (or an allowed requester)
             lines.append(as_data(kind="operator_answer", **{"from": f"<@{note.user}>"}, question=note.question,
                                  answer=text))  # fmt: skip
+        elif note.kind == NoteKind.CHILD_QUESTION:  # one of this session's children asks it (answer_child)
+            lines.append(as_data(kind="child_question", child_id=note.user, task=note.question, question=text))
+        elif note.kind == NoteKind.PARENT_ANSWER:  # the session that delegated this one answers its question
+            lines.append(as_data(kind="parent_answer", question=note.question, answer=text))
         elif note.kind == NoteKind.CHILD_RESULT:  # a child this session delegated to without waiting
             lines.append(as_data(kind="child_result", child_id=note.question_id, task=note.question,
                                  status=note.matched_option, result=text))  # fmt: skip

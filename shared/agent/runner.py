@@ -157,7 +157,20 @@ class Runner(ToolTurns):
             self._resume_children(self.session.child_ids)
         elif ended is None and self.session.approval_ids and self._decided_in_place():
             self._resume_approvals(self.session.approval_ids)  # a child queued again once its calls were decided
+        elif ended is None and self.session.released_seq is not None:
+            self._release_children()  # a child's question interrupted its wait for its children
+        elif ended is None and self._answered_by_parent():
+            self._resume_parent_answer()  # a child queued again once its parent answered
         return ended
+
+    def _answered_by_parent(self) -> bool:
+        asked = self.session.parent_question
+        turn = pending_turn(self.steps)
+        return (
+            asked is not None and asked.blocking and asked.answer is not None and turn is not None
+            and turn.session_id == self.session.session_id and turn.seq == asked.seq
+            and any(index == asked.index for index, _ in turn.calls)
+        )  # fmt: skip
 
     def _decided_in_place(self) -> bool:
         """A child paused on approvals resumes itself: its held calls are still pending in its own turn."""

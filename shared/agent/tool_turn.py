@@ -28,7 +28,7 @@ from shared.slack import blocks
 from shared.slack.surface import ThreadSurface
 from shared.state import approvals as stored_approvals
 from shared.state import children as stored_children
-from shared.state import ledger, steps
+from shared.state import ids, ledger, steps
 from shared.state import questions as stored
 from shared.state.firestore import now
 from shared.state.models import (
@@ -79,7 +79,7 @@ class ToolTurns:
         # A takeover may re-run a turn whose calls partly ran: the ledger says which.
         recorded = ledger.entries(self.session, seq, [i for i, _ in turn.calls]) if self._replaying() else {}
         held = self._held(turn)
-        waits: list[str] = []  # the blocking children this turn started
+        waits: list[Wait] = []  # the blocking children this turn started, or its blocking question to its parent
         delegating = any(c.name == "delegate" and _blocking(c) for _, c in turn.calls)
         for index, call in turn.calls:
             name = call.name or ""
@@ -98,7 +98,7 @@ class ToolTurns:
             response = outcome.response if isinstance(outcome, Suspend | Wait) else capped_response(outcome, per_call)
             audit.append(self._tool_audit(name, call, response, ctx))
             if isinstance(outcome, Wait):
-                waits.append(outcome.child_id)  # no function response: the child's result will be it
+                waits.append(outcome)  # no function response: the child's result (or the parent's answer) will be it
                 continue
             if isinstance(outcome, Suspend):
                 if pause is not None:  # a second blocking ask in one turn cancelled the first
@@ -110,8 +110,11 @@ class ToolTurns:
         content = types.Content(role="user", parts=parts) if parts else None
         if held:
             return self._pause_for_approvals(seq, held, content, audit, used)
+        children = [w.key for w in waits if w.child]
+        if children:
+            return self._pause_for_children(children, content, audit, used)
         if waits:
-            return self._pause_for_children(waits, content, audit, used)
+            return self._pause_for_parent(waits[0].key, content, audit, used)
         if pause is None:
             self._commit(StepKind.TOOL_RESULTS, content, audit, tool_calls=used)
             return False
@@ -123,8 +126,8 @@ class ToolTurns:
         if held and _blocking(call) and name in {"ask_operator", "delegate"}:
             return {"error": f"{name} cannot wait in the same turn as calls awaiting approval; call it again after "
                              "they are decided"}  # fmt: skip
-        if delegating and _blocking(call) and name == "ask_operator":
-            return {"error": "ask_operator cannot wait in the same turn as blocking delegate calls; ask again once "
+        if delegating and _blocking(call) and name in {"ask_operator", "ask_parent"}:
+            return {"error": f"{name} cannot wait in the same turn as blocking delegate calls; ask again once "
                              "their results are in"}  # fmt: skip
         if used >= self.budget.max_tool_calls:
             return {"error": "tool budget exhausted; wrap up without more tools"}
@@ -204,6 +207,47 @@ class ToolTurns:
         self.surface.paused()
         log.info("session paused for its children", extra={"children": child_ids})
         return True
+
+    def _pause_for_parent(self, question_id: str, content: types.Content | None, audit: list[Audit],
+                          used: int) -> bool:  # fmt: skip
+        """A child's blocking question to its parent: pause until the answer, unless it came meanwhile."""
+        try:
+            self._commit(StepKind.TOOL_RESULTS, content, audit, tool_calls=used, pausing_on=question_id,
+                         status=SessionStatus.PAUSED.value, ended_at=now())  # fmt: skip
+        except steps.AnsweredMeanwhile as meanwhile:
+            self._commit(StepKind.TOOL_RESULTS, content, audit, tool_calls=used)
+            self._resume_parent_answer(consumed=meanwhile.notes)
+            return False
+        log.info("child paused for its parent's answer", extra={"question": question_id})
+        return True
+
+    def _resume_parent_answer(self, *, consumed: list[Note] | None = None) -> None:
+        """The parent's answer is the response of the blocking ask_parent call that waited for it."""
+        fresh = stored_children.get_children([self.session.session_id])
+        asked = fresh[0].parent_question if fresh else None
+        turn = pending_turn(self.steps)
+        pending = dict(turn.calls) if turn is not None and asked is not None and turn.seq == asked.seq else {}
+        call = pending.get(asked.index) if asked is not None else None
+        parts = []
+        if asked is not None and call is not None:
+            answer = {"answer": asked.answer, "from": "the session that delegated your task"}
+            parts.append(_response(call, {"result": answer}))
+        content = types.Content(role="user", parts=parts) if parts else None
+        self._commit(StepKind.ANSWER, content, [Audit(AuditType.ANSWER, now())], consumed=consumed or [])
+
+    def _release_children(self) -> None:
+        """A child's question interrupted this session's wait for its children: the waiting delegate calls get
+        "still running" responses, and each remaining result reaches it as a note (ended ones already did)."""
+        turn = pending_turn(self.steps)
+        parts = []
+        if turn is not None and turn.seq == self.session.released_seq:
+            for index, call in turn.calls:
+                child_id = ids.child_id(self.session.session_id, turn.seq, index)
+                note = "A child asked you a question, so you no longer wait: its result reaches you as a note."
+                parts.append(_response(call, {"result": {"status": "still running", "child_id": child_id,
+                                                         "note": note}}))  # fmt: skip
+        content = types.Content(role="user", parts=parts) if parts else None
+        self._commit(StepKind.TOOL_RESULTS, content, [], released_seq=None)
 
     def _resume_children(self, child_ids: list[str], *, consumed: list[Note] | None = None) -> None:
         """The ended children of one turn: each result is the response of the delegate call that started it (a
@@ -313,8 +357,9 @@ def child_response(child: Session) -> dict[str, Any]:
 
 
 def _blocking(call: types.FunctionCall) -> bool:
-    """Whether a call of ask_operator or delegate waits (both default to waiting)."""
-    return (call.args or {}).get("blocking", True) is not False
+    """Whether a call of ask_operator, delegate or ask_parent waits (ask_parent waits only when told to)."""
+    blocking = (call.args or {}).get("blocking", call.name != "ask_parent")
+    return blocking is True or (blocking is not False and call.name != "ask_parent")
 
 
 def capped_response(response: dict[str, Any], limit: int) -> dict[str, Any]:

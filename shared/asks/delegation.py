@@ -10,8 +10,9 @@ import logging
 
 from shared import config
 from shared.state import children, sessions, tasks
+from shared.state.children import AnswerOutcome, AskOutcome
 from shared.state.firestore import now
-from shared.state.models import Session, child_session
+from shared.state.models import ParentQuestion, Session, child_session
 
 log = logging.getLogger(__name__)
 
@@ -51,3 +52,31 @@ def launch(child_ids: list[str]) -> None:
     children.set_siblings(child_ids)
     for child_id in child_ids:
         tasks.enqueue_session(child_id)
+
+
+def ask_parent(child: Session, *, seq: int, index: int, question: str, blocking: bool) -> str:
+    """A child's question, delivered to its parent exactly once; returns the question's id."""
+    if not question.strip():
+        raise DelegationRefused("the question is empty")
+    asked = ParentQuestion(question_id=f"pq-{child.session_id}-{seq}-{index}", text=question.strip(),
+                           blocking=blocking, seq=seq, index=index)  # fmt: skip
+    outcome = children.ask_parent(child, asked)
+    if outcome == AskOutcome.NO_PARENT:
+        raise DelegationRefused("the session that delegated this task has ended; decide yourself and say so")
+    if outcome == AskOutcome.RESUMED:  # it waited for its children: it reads the question now
+        tasks.enqueue_session(child.parent_session_id or "", attempt=f"asked-{asked.question_id}")
+    log.info("question to the parent delivered", extra={"question": asked.question_id, "outcome": outcome.value})
+    return asked.question_id
+
+
+def answer_child(parent: Session, *, child_id: str, answer: str) -> str:
+    """The parent's answer to its child's open question; returns what happened, for the model."""
+    outcome, child = children.answer_child(parent, child_id, answer)
+    if outcome == AnswerOutcome.NOT_ASKED:
+        raise DelegationRefused(f"{child_id} is not a child of this session with an open question")
+    if outcome == AnswerOutcome.ENDED:
+        raise DelegationRefused(f"{child_id} has ended; it no longer needs the answer")
+    if outcome == AnswerOutcome.RESUMED and child is not None and child.parent_question is not None:
+        tasks.enqueue_session(child_id, attempt=f"answered-{child.parent_question.question_id}")
+    log.info("answer sent to the child", extra={"child": child_id, "outcome": outcome.value})
+    return outcome.value

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from google.cloud import firestore
@@ -20,6 +21,7 @@ from shared.state.firestore import db, now, session_ref, step_ref
 from shared.state.models import (
     Note,
     NoteKind,
+    ParentQuestion,
     Session,
     SessionKind,
     SessionStatus,
@@ -60,7 +62,8 @@ def finish(child: Session, step: Step | None, *, status: SessionStatus, result: 
 
     @firestore.transactional
     def run(transaction: firestore.Transaction) -> Finished:
-        current = ref.get(transaction=transaction, field_paths=["worker", "status", "notes"]).to_dict() or {}
+        fields = ["worker", "status", "notes", "delegate_blocking"]
+        current = ref.get(transaction=transaction, field_paths=fields).to_dict() or {}
         if current.get("worker") != child.worker or current.get("status") != SessionStatus.RUNNING.value:
             raise LeaseLost(f"child is now {current.get('status')} under worker {current.get('worker')}")
         pending = [Note.from_doc(n) for n in current.get("notes") or []]
@@ -68,19 +71,24 @@ def finish(child: Session, step: Step | None, *, status: SessionStatus, result: 
             raise NotesPending(pending)
         parent_doc = parent_ref.get(transaction=transaction).to_dict()
         parent = Session.from_doc(parent_doc) if parent_doc else None
+        blocking = bool(current.get("delegate_blocking", child.delegate_blocking))
+        if not blocking:  # news goes to whichever session of the parent's transcript writes it now
+            parent = _current_parent(transaction, child, parent)
         siblings = [s for s in child.sibling_ids if s != child.session_id]
         ended = all(
             (snap.to_dict() or {}).get("status") not in _UNFINISHED
             for snap in (session_ref(s).get(transaction=transaction, field_paths=["status"]) for s in siblings)
         )
+        # Read here, not from the claim: a sibling's question to the parent may have released this child meanwhile.
+        child.delegate_blocking = blocking
         started = _report(transaction, child, parent, ended, result=result, status=status, when=when)
         if step is not None:
             transaction.create(step_ref(child.transcript, step.seq), step.to_doc())
-        fields: dict[str, Any] = {"status": status.value, "result": result, "error": error, "lease_until": None,
+        ending: dict[str, Any] = {"status": status.value, "result": result, "error": error, "lease_until": None,
                                   "ended_at": when, "updated_at": when, "notes": []}  # fmt: skip
         if step is not None:
-            fields["next_seq"] = step.seq + 1
-        transaction.update(ref, fields)
+            ending["next_seq"] = step.seq + 1
+        transaction.update(ref, ending)
         return Finished(started)
 
     finished: Finished = run(db().transaction())
@@ -109,8 +117,7 @@ def _report(transaction: firestore.Transaction, child: Session, parent: Session 
                         question_id=child.session_id)  # fmt: skip
             transaction.update(parent_ref, {"notes": firestore.ArrayUnion([note.to_doc()])})
         return None
-    note = Note(kind=NoteKind.CHILD_RESULT, text=result, user="", ts=child.session_id, question_id=child.session_id,
-                question=child.text, matched_option=status.value)  # fmt: skip
+    note = _result_note(child, result=result, status=status)
     if parent.status in {SessionStatus.RUNNING, SessionStatus.PAUSED, SessionStatus.QUEUED}:
         transaction.update(parent_ref, {"notes": firestore.ArrayUnion([note.to_doc()])})
         return None
@@ -127,3 +134,122 @@ def _report(transaction: firestore.Transaction, child: Session, parent: Session 
         return None
     transaction.create(session_ref(later.session_id), later.to_doc())
     return later
+
+
+class AskOutcome(StrEnum):
+    DELIVERED = "delivered"  # a note for a parent that runs, is queued or waits on something else
+    RESUMED = "resumed"  # the parent waited for its children: it is queued again to read the question
+    NO_PARENT = "no_parent"  # the parent has ended: nobody can answer
+
+
+def ask_parent(child: Session, question: ParentQuestion) -> AskOutcome:
+    """Deliver a child's question to its parent exactly once (one transaction, the child's question recorded with
+    it). A parent that waits for its children is queued again so its model can answer: that turn's children go on,
+    each result now reaching it as a note (the results of the ones that already ended are added now)."""
+    ref = session_ref(child.session_id)
+    when = now()
+
+    @firestore.transactional
+    def run(transaction: firestore.Transaction) -> AskOutcome:
+        parent_ref = session_ref(child.parent_session_id or "")
+        current = ref.get(transaction=transaction, field_paths=["parent_question"]).to_dict() or {}
+        if (current.get("parent_question") or {}).get("question_id") == question.question_id:
+            return AskOutcome.DELIVERED  # this call asked already (a re-run after a crash)
+        data = parent_ref.get(transaction=transaction).to_dict()
+        parent = _current_parent(transaction, child, Session.from_doc(data) if data else None)
+        if parent is None or parent.status.value not in _UNFINISHED:
+            return AskOutcome.NO_PARENT
+        parent_ref = session_ref(parent.session_id)
+        waiting = parent.status == SessionStatus.PAUSED and bool(parent.child_ids)
+        siblings = get_children_in(transaction, parent.child_ids) if waiting else []
+        note = Note(kind=NoteKind.CHILD_QUESTION, text=question.text, user=child.session_id, ts=question.question_id,
+                    question_id=question.question_id, question=child.text)  # fmt: skip
+        notes = [note]
+        if waiting:
+            for sibling in siblings:
+                if sibling.status.value in _UNFINISHED:
+                    transaction.update(session_ref(sibling.session_id), {"delegate_blocking": False})
+                else:
+                    notes.append(_result_note(sibling))
+        update: dict[str, Any] = {"notes": firestore.ArrayUnion([n.to_doc() for n in notes]), "updated_at": when}
+        if waiting:
+            update |= {"status": SessionStatus.QUEUED.value, "child_ids": [], "started_at": None,
+                       "released_seq": siblings[0].delegate_seq if siblings else None}  # fmt: skip
+        transaction.update(parent_ref, update)
+        transaction.update(ref, {"parent_question": question.to_doc()})
+        return AskOutcome.RESUMED if waiting else AskOutcome.DELIVERED
+
+    asked: AskOutcome = run(db().transaction())
+    child.parent_question = question
+    return asked
+
+
+class AnswerOutcome(StrEnum):
+    NOTED = "noted"  # the child runs: it reads the answer at its next turn (or at its pause)
+    RESUMED = "resumed"  # the child waited for it: it is queued again
+    NOT_ASKED = "not_asked"  # no open question of that child, or not this parent's child
+    ENDED = "ended"  # the child has ended
+
+
+def answer_child(parent: Session, child_id: str, answer: str) -> tuple[AnswerOutcome, Session | None]:
+    """The parent's answer to its child's open question, exactly once, to exactly that child. Any session of the
+    parent's transcript may answer (the parent, or the continuation that resumed it after asking the operator)."""
+    parent_id = parent.session_id
+    ref = session_ref(child_id)
+    when = now()
+
+    @firestore.transactional
+    def run(transaction: firestore.Transaction) -> tuple[AnswerOutcome, Session | None]:
+        data = ref.get(transaction=transaction).to_dict()
+        child = Session.from_doc(data) if data else None
+        if child is None or (child.parent_transcript or child.parent_session_id) != parent.transcript:
+            return AnswerOutcome.NOT_ASKED, None
+        asked = child.parent_question
+        if asked is None or asked.answer is not None:
+            return AnswerOutcome.NOT_ASKED, child
+        if child.status.value not in _UNFINISHED:
+            return AnswerOutcome.ENDED, child
+        answered = ParentQuestion(**{**asked.to_doc(), "answer": answer})
+        update: dict[str, Any] = {"parent_question": answered.to_doc(), "updated_at": when}
+        paused_on_it = child.status == SessionStatus.PAUSED and asked.blocking
+        if paused_on_it:
+            update |= {"status": SessionStatus.QUEUED.value, "started_at": None}
+        else:
+            note = Note(kind=NoteKind.PARENT_ANSWER, text=answer, user=parent_id, ts=asked.question_id,
+                        question_id=asked.question_id, question=asked.text)  # fmt: skip
+            update["notes"] = firestore.ArrayUnion([note.to_doc()])
+        transaction.update(ref, update)
+        child.parent_question = answered
+        return (AnswerOutcome.RESUMED if paused_on_it else AnswerOutcome.NOTED), child
+
+    result: tuple[AnswerOutcome, Session | None] = run(db().transaction())
+    return result
+
+
+def _current_parent(transaction: firestore.Transaction, child: Session, parent: Session | None) -> Session | None:
+    """The session that writes the parent's transcript now: the parent, or a continuation that resumed it."""
+    if parent is None:
+        return None
+    root = parent if parent.session_id == parent.transcript else None
+    if root is None:
+        data = session_ref(parent.transcript).get(transaction=transaction).to_dict()
+        root = Session.from_doc(data) if data else None
+    writer = (root.transcript_writer if root else None) or parent.transcript
+    if writer == parent.session_id:
+        return parent
+    if root is not None and writer == root.session_id:
+        return root
+    data = session_ref(writer).get(transaction=transaction).to_dict()
+    return Session.from_doc(data) if data else parent
+
+
+def get_children_in(transaction: firestore.Transaction, child_ids: list[str]) -> list[Session]:
+    snaps = [session_ref(c).get(transaction=transaction) for c in child_ids]
+    return [Session.from_doc(s.to_dict() or {}) for s in snaps if s.exists]
+
+
+def _result_note(child: Session, *, result: str | None = None, status: SessionStatus | None = None) -> Note:
+    """A child's result as news for its parent (``matched_option`` holds how it ended)."""
+    text = result if result is not None else child.result or child.error or ""
+    return Note(kind=NoteKind.CHILD_RESULT, text=text, user="", ts=child.session_id, question_id=child.session_id,
+                question=child.text, matched_option=(status or child.status).value)  # fmt: skip

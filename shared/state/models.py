@@ -134,6 +134,8 @@ class NoteKind(StrEnum):
     DECISION = "decision"  # an approval of the running session's turn was decided before it paused
     STEER = "steer"  # a message written in the thread while the session worked
     CHILD_RESULT = "child_result"  # what a child delegated without waiting ended with
+    CHILD_QUESTION = "child_question"  # a child asks its parent (``ask_parent``): user is the child's id
+    PARENT_ANSWER = "parent_answer"  # the parent's answer to the child's question (``answer_child``)
 
 
 @dataclass(frozen=True)
@@ -151,6 +153,18 @@ class Note(Stored):
     question: str | None = None
     matched_option: str | None = None
     starts_session: bool | None = None  # a mention or a DM: if its session ends unread, it starts one of its own
+
+
+@dataclass(frozen=True)
+class ParentQuestion(Stored):
+    """A child's question to its parent (``ask_parent``): asked by the call at (seq, index) of the child's turn."""
+
+    question_id: str
+    text: str
+    blocking: bool
+    seq: int
+    index: int
+    answer: str | None = None
 
 
 @dataclass
@@ -202,12 +216,15 @@ class Session:
     # it lists them too. A child knows its parent, its depth, the call that started it and that call's siblings.
     child_ids: list[str] = field(default_factory=list)
     parent_session_id: str | None = None
+    parent_transcript: str | None = None  # the parent's transcript: whichever of its sessions writes it now
     depth: int = 0
     delegate_seq: int | None = None  # the parent's model step holding the delegate call
     delegate_index: int | None = None  # the call's position in that step
     delegate_blocking: bool = True
     sibling_ids: list[str] = field(default_factory=list)  # the blocking children of the same parent turn
     result: str | None = None  # a child's final text (or why it failed)
+    parent_question: ParentQuestion | None = None  # a child's latest question to its parent
+    released_seq: int | None = None  # a parent whose waiting turn a child's question interrupted (see children)
     late_note: Note | None = None  # a continuation that opens with news (a child's result after its parent ended)
 
     @property
@@ -230,6 +247,7 @@ class Session:
         doc["status"] = self.status.value
         doc["notes"] = [note.to_doc() for note in self.notes]
         doc["late_note"] = self.late_note.to_doc() if self.late_note else None
+        doc["parent_question"] = self.parent_question.to_doc() if self.parent_question else None
         doc["updated_at"] = self.updated_at or self.created_at
         return doc
 
@@ -241,6 +259,8 @@ class Session:
         values["notes"] = [Note.from_doc(note) for note in values.get("notes") or []]
         if values.get("late_note"):
             values["late_note"] = Note.from_doc(values["late_note"])
+        if values.get("parent_question"):
+            values["parent_question"] = ParentQuestion.from_doc(values["parent_question"])
         return cls(**values)
 
     def apply(self, updates: dict[str, Any]) -> None:
@@ -400,6 +420,7 @@ def child_session(parent: Session, *, seq: int, index: int, task: str, blocking:
         created_at=at,
         transcript_writer=child_id,
         parent_session_id=parent.session_id,
+        parent_transcript=parent.transcript,
         depth=parent.depth + 1,
         delegate_seq=seq,
         delegate_index=index,

@@ -51,11 +51,13 @@ class Suspend:
 
 @dataclass(frozen=True)
 class Wait:
-    """A tool's answer "when ``child_id`` ends": a blocking delegation. The session pauses once every call of the
-    turn has run, until all the turn's children have ended; their results become the responses."""
+    """A tool's answer "later": a blocking delegation (``key`` is the child, whose result will be the response;
+    the session pauses once every call of the turn has run, until all the turn's children have ended), or a
+    child's blocking question to its parent (``child=False``: ``key`` is the question, whose answer will be it)."""
 
-    child_id: str
+    key: str
     response: dict[str, Any]
+    child: bool = True
 
 
 Response = dict[str, Any]

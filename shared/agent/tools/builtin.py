@@ -80,6 +80,48 @@ def delegate(task: str, blocking: bool = True) -> Any:
             "note": "Keep working; the child's result reaches you as a note when it ends."}  # fmt: skip
 
 
+@tool(outward=False, idempotent=True)  # keyed: the question's id comes from the call
+def ask_parent(question: str, blocking: bool = False) -> Any:
+    """Ask the session that delegated your task a question only it (or the people it can ask) can answer.
+
+    Only for a genuine unknown you cannot resolve with your tools or reasonable judgement.
+
+    Args:
+        question: The question, specific and self-contained.
+        blocking: False (the default) to keep working; the answer reaches you later as a note. True when you
+            cannot go on without it: you pause until the answer, which is then this call's response.
+    """
+    ctx = context()
+    if not ctx.session.reports_to_parent:
+        raise ToolError("ask_parent is for delegated sessions; ask the operator with ask_operator")
+    try:
+        question_id = delegation.ask_parent(ctx.session, seq=ctx.seq, index=ctx.call_index, question=question,
+                                            blocking=blocking)  # fmt: skip
+    except delegation.DelegationRefused as exc:
+        raise ToolError(str(exc)) from exc
+    if blocking:
+        return Wait(question_id, {"status": "asked", "question_id": question_id}, child=False)
+    return {"status": "asked", "question_id": question_id, "note": "Keep working; the answer arrives as a note."}
+
+
+@tool(outward=False, idempotent=True)  # an answer is taken once: a repeat is refused
+def answer_child(child_id: str, answer: str) -> dict[str, Any]:
+    """Answer a question one of your delegated children asked you (it arrives as a note of kind child_question).
+
+    Answer from what you know, or ask the operator first with ask_operator and answer the child afterwards.
+
+    Args:
+        child_id: The child_id given in the child's question.
+        answer: Your answer.
+    """
+    ctx = context()
+    try:
+        outcome = delegation.answer_child(ctx.session, child_id=child_id, answer=answer)
+    except delegation.DelegationRefused as exc:
+        raise ToolError(str(exc)) from exc
+    return {"answered": child_id, "child": outcome}
+
+
 @tool(outward=False, idempotent=True, posts=True)  # keyed: the post key
 def post_update(text: str) -> dict[str, Any]:
     """Post a short progress update in the Slack thread while you keep working.

@@ -67,6 +67,8 @@ def for_session(session: Session) -> Toolset:
     usable = [t for t in all_tools() if session.top_level or not t.top_level_only]
     if session.reports_to_parent:
         usable = [t for t in usable if not t.posts]
-    if session.depth >= config.settings().delegate_max_depth:
-        usable = [t for t in usable if t.name != "delegate"]
+    else:
+        usable = [t for t in usable if t.name != "ask_parent"]
+    if session.depth >= config.settings().delegate_max_depth:  # it can have no children
+        usable = [t for t in usable if t.name not in {"delegate", "answer_child"}]
     return Toolset([t for t in usable if policy.static_tier(t) != Tier.DENY])
