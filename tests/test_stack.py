@@ -96,25 +96,25 @@ def test_stack_file_lists_every_piece(stack: local.Stack) -> None:
 def test_an_interrupted_run_leaves_nothing_behind(tmp_path: Path) -> None:
     """SIGINT to `python -m infra.stack up` (what Ctrl-C sends) stops every process it started."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "TASKS_", "FIRESTORE_"))}
-    runner = subprocess.Popen(
-        [sys.executable, "-m", "infra.stack", "up", "--stack-file", str(tmp_path / "s.json")],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        text=True,
-    )
+    output = tmp_path / "up.log"  # a file, not a pipe: a pipe nobody reads can block the run it watches
+    with output.open("w") as sink:
+        runner = subprocess.Popen(
+            [sys.executable, "-m", "infra.stack", "up", "--stack-file", str(tmp_path / "s.json")],
+            cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
     try:
         deadline = time.monotonic() + 120
         while not (tmp_path / "s.json").exists():
-            assert runner.poll() is None, runner.stdout.read() if runner.stdout else ""
+            assert runner.poll() is None, output.read_text()
             assert time.monotonic() < deadline, "the stack did not come up"
             time.sleep(0.2)
         pids = json.loads((tmp_path / "s.json").read_text())["pids"]
         assert len(pids) == 8
         os.kill(runner.pid, signal.SIGINT)
-        runner.wait(timeout=60)
+        try:
+            runner.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the stack did not stop within 60 s of SIGINT; it printed:\n{output.read_text()[-4000:]}")
         assert not any(procs.group_alive(pid) for pid in pids.values())
         assert not (tmp_path / "s.json").exists()
     finally:
