@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 TASKS_VENV := .venv-tasks
 
-.PHONY: install dev stack down chat sweep admin usage test test-fast lint typecheck clean help
+.PHONY: install dev stack down chat sweep admin stop usage test test-fast lint typecheck clean help
 
 help:  ## list the targets
 	@grep -E '^[a-z.-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -42,6 +42,9 @@ sweep: $(VENV)/.installed  ## run the daily sweep now on the running local stack
 
 admin: $(VENV)/.installed  ## list open questions, pending approvals and stuck sessions (local stack, or GOOGLE_CLOUD_PROJECT with ADC)
 	$(PY) -m infra.admin list
+
+stop: $(VENV)/.installed  ## stop a session and every session it delegated to (SESSION=<id>; make admin lists ids)
+	$(PY) -m infra.admin stop $(SESSION)
 
 usage: $(VENV)/.installed  ## tokens and estimated cost per session, user and channel for a day (DAY=YYYY-MM-DD, default today)
 	$(PY) -m infra.admin usage $(if $(DAY),--day $(DAY))

@@ -112,7 +112,8 @@ def _use_stack(stack_file: Path) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m infra.admin", description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["list", "sweep", "usage"])
+    parser.add_argument("command", choices=["list", "sweep", "usage", "stop"])
+    parser.add_argument("session", nargs="?", help="stop: the session whose tree to stop")
     parser.add_argument("--day", help="usage: the UTC day, YYYY-MM-DD (today by default)")
     parser.add_argument("--stack-file", type=Path, default=STACK_FILE)
     parser.add_argument("--now", help="sweep as if it were this ISO time (local stack only)")
@@ -122,6 +123,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         day = datetime.fromisoformat(args.day).replace(tzinfo=UTC) if args.day else datetime.now(UTC)
         for line in usage(day.replace(hour=0, minute=0, second=0, microsecond=0)):
             print(line)
+        return 0
+    if args.command == "stop":
+        if not args.session:
+            parser.error("stop needs a session id (make admin lists them)")
+        from shared.asks import stopping
+
+        stopped = stopping.stop(args.session, by="an operator (make stop)")
+        print(f"stopped (or asked to stop at their next step): {', '.join(stopped) or 'nothing: it had ended'}")
         return 0
     if args.command == "list":
         from shared.state import firestore

@@ -7,6 +7,7 @@ match its own task text, and every count (resumptions, results, posts) is read f
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -16,11 +17,13 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 from infra.fakegemini.control import FakeGemini
 from infra.fakeslack.control import FakeSlack
 from infra.stack import OPERATOR_ID, Stack
+from shared.asks import stopping
 from shared.slack import blocks
 from shared.state import approvals, firestore, ids, steps
+from shared.state import questions as stored_questions
 from shared.state.models import Question, SessionKind, SessionStatus, StepKind
 from tests import delivery
-from tests.agent_helpers import Thread, function_responses, mention, texts, wait_status
+from tests.agent_helpers import Thread, function_responses, mention, session, texts, wait_status
 from tests.poll import wait_for
 
 pytestmark = pytest.mark.stack
@@ -260,3 +263,38 @@ def open_question_of(session_id: str) -> Question | None:
     query = firestore.db().collection(firestore.QUESTIONS).where(filter=FieldFilter("status", "==", "open"))
     found = [Question.from_doc(d.to_dict() or {}) for d in query.stream()]
     return next((q for q in found if q.transcript_id == session_id), None)
+
+
+def test_stopping_a_session_stops_its_tree_running_paused_and_asking(
+    fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """The parent waits on the operator, one child runs (a slow model reply), the other waits for its parent's
+    answer: a stop ends all three, cancels the open question (its post says so) and nothing reports afterwards."""
+    slow, asking = f"scan every bucket {uid}", f"pick the region {uid}"
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.calls(("delegate", {"task": slow}),
+                                                                ("delegate", {"task": asking}))))  # fmt: skip
+    for_child(fake_gemini, slow, G.delayed(6, G.text("Scanned.")))
+    for_child(fake_gemini, asking, G.call("ask_parent", question="Which region?", blocking=True))
+    fake_gemini.script(FakeGemini.matching("Which region?", G.call("ask_operator", question="Region for the scan?")))
+    thread = mention(fake_slack, f"C{uid}", "scan the buckets")
+    question = wait_for(lambda: open_question_of(thread.session_id), timeout=60, what="the operator question")
+    wait_status(thread.session_id, SessionStatus.PAUSED, timeout=30)
+    slow_child, asking_child = (ids.child_id(thread.session_id, 1, n) for n in (0, 1))
+    wait_status(asking_child, SessionStatus.PAUSED, timeout=30)
+    running = session(slow_child)
+    assert running is not None
+    assert running.status == SessionStatus.RUNNING  # its model reply is still on its way
+
+    stopped = stopping.stop(thread.session_id, by="<@U0OPERATOR>")
+    assert set(stopped) == {thread.session_id, slow_child, asking_child}
+    for member in (thread.session_id, asking_child, slow_child):
+        wait_status(member, SessionStatus.STOPPED, timeout=30)
+    closed = stored_questions.get_question(question.question_id)
+    assert closed is not None
+    assert closed.status.value == "cancelled"
+    post = next(m for m in fake_slack.messages(thread.channel, thread.ts) if m["ts"] == question.post_ts)
+    assert "stopped" in post["text"]
+    assert fake_slack.bot_replies(thread.channel, thread.ts)[-1]["text"].startswith(":octagonal_sign: Stopped by")
+    time.sleep(2)  # nothing reports after the stop: no continuation, no new post
+    assert session(ids.child_result_id(slow_child)) is None
+    assert fake_slack.bot_replies(thread.channel, thread.ts)[-1]["text"].startswith(":octagonal_sign: Stopped by")

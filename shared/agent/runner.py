@@ -24,7 +24,7 @@ from shared.agent.tool_turn import ToolTurns
 from shared.agent.tools import toolset
 from shared.agent.tools.base import short
 from shared.agent.transcript import PendingTurn, contents_of, pending_turn, shorten_tool_results, to_json
-from shared.asks import delegation
+from shared.asks import delegation, stopping
 from shared.limits import TOO_LARGE_REQUEST_CHARS
 from shared.slack.surface import ThreadSurface
 from shared.state import children as stored_children
@@ -112,6 +112,37 @@ class Runner(ToolTurns):
 
     # --- the loop --------------------------------------------------------------------------
     def run(self) -> SessionStatus:
+        if self.session.stop_requested:  # a waiting child queued again only to end, telling its parent
+            return self._stopped(self.session.stop_requested)
+        try:
+            return self._run()
+        except steps.StopRequested as stop:
+            return self._stopped(stop.by)
+
+    def _stopped(self, by: str) -> SessionStatus:
+        """Someone stopped this session (or its tree): it ends here, says so, and stops what it delegated."""
+        text = f"Stopped by {by}."
+        if self.session.reports_to_parent:
+            step = Step(seq=self.session.next_seq, session_id=self.session.session_id, kind=StepKind.END,
+                        content=None, audit=[Audit(AuditType.RESULT, now(), text=text)], at=now())  # fmt: skip
+            finished = stored_children.finish(self.session, step, status=SessionStatus.STOPPED, result=text,
+                                              error=f"stopped by {by}", wait_for_notes=False)  # fmt: skip
+            delegation.resume_parent(finished.started)
+        else:
+            key = ids.post_key(self.session.session_id, self.session.next_seq, "stopped")
+            ts = self.surface.post(
+                f":octagonal_sign: {text} Nothing more will happen unless someone asks again.", key=key
+            )
+            posted = [Audit(AuditType.POST, now(), ts=ts)]
+            self._commit(StepKind.END, None, posted, status=SessionStatus.STOPPED.value, error=f"stopped by {by}",
+                         ended_at=now())  # fmt: skip
+            self.surface.paused()
+        stopping.close_waits(self.session, by=by)  # what it asked just before the stop reached it
+        stopping.stop_children(self.session, by=by)
+        log.info("session stopped", extra={"by": by})
+        return SessionStatus.STOPPED
+
+    def _run(self) -> SessionStatus:
         self.surface.working()
         ended = self._start()
         if ended is not None:
@@ -348,6 +379,7 @@ def fail_session(session: Session, reason: str, surface: ThreadSurface, *, detai
         finished = stored_children.finish(session, step, status=SessionStatus.FAILED, result=reason,
                                           error=f"{reason}: {detail}", wait_for_notes=False)  # fmt: skip
         delegation.resume_parent(finished.started)
+        stopping.stop_children(session, by="the session that delegated it failed")
         return
     text = (
         f"Sorry, I could not finish this: {reason}. Nothing more will happen on its own. Mention me again in this "
@@ -365,6 +397,7 @@ def fail_session(session: Session, reason: str, surface: ThreadSurface, *, detai
     fields = {"status": SessionStatus.FAILED.value, "error": f"{reason}: {detail}", "ended_at": now()}
     unread = steps.commit_step(session, step, lease_seconds=0, fields=fields)
     surface.failed()
+    stopping.stop_children(session, by="the session that delegated it failed")
     followup.start_for_unread(session, unread)
 
 

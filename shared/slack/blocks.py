@@ -67,8 +67,8 @@ def answered_text(user: str, answer: str, question: str, *, pressed: bool) -> st
     return f":white_check_mark: <@{user}> answered: {answer}\n_{question}_"
 
 
-def cancelled_text(question: str) -> str:
-    return f":no_entry_sign: ~{question}~\n_Cancelled: a newer question replaces it._"
+def cancelled_text(question: str, why: str = "a newer question replaces it") -> str:
+    return f":no_entry_sign: ~{question}~\n_Cancelled: {why}._"
 
 
 def abandoned_text(question: str, hours: int) -> str:

@@ -123,6 +123,8 @@ def _report(transaction: firestore.Transaction, child: Session, parent: Session 
         return None
     if parent.parent_session_id:
         return None  # a child that ended has reported already: news after that has nobody to go to
+    if status == SessionStatus.STOPPED or parent.status in {SessionStatus.STOPPED, SessionStatus.FAILED}:
+        return None  # a stopped tree, or a parent that failed (it stopped its children): nothing to report
     later = Session(
         session_id=ids.child_result_id(child.session_id), kind=SessionKind.CONTINUATION, channel=parent.channel,
         thread_ts=parent.thread_ts, trigger_ts=parent.trigger_ts, trigger_user=parent.trigger_user,

@@ -44,6 +44,7 @@ class SessionStatus(StrEnum):
     FAILED = "failed"
     SILENT_EXIT = "silent_exit"
     ABANDONED = "abandoned"
+    STOPPED = "stopped"  # a person stopped it (or the tree it belongs to)
 
 
 class StepKind(StrEnum):
@@ -225,6 +226,7 @@ class Session:
     result: str | None = None  # a child's final text (or why it failed)
     parent_question: ParentQuestion | None = None  # a child's latest question to its parent
     released_seq: int | None = None  # a parent whose waiting turn a child's question interrupted (see children)
+    stop_requested: str | None = None  # who asked a running session to stop: it ends at its next step boundary
     late_note: Note | None = None  # a continuation that opens with news (a child's result after its parent ended)
 
     @property

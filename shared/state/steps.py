@@ -18,6 +18,14 @@ class LeaseLost(ProductError):
     """Another worker took the session over; this one must stop writing."""
 
 
+class StopRequested(ProductError):
+    """Someone stopped the session (or its tree): it ends at this step boundary, writing nothing more."""
+
+    def __init__(self, by: str) -> None:
+        super().__init__(f"stopped by {by}")
+        self.by = by
+
+
 class NotesPending(ProductError):
     """Notes reached a session just as it tried to end; it must read them first."""
 
@@ -90,10 +98,13 @@ def commit_step(
 
     @firestore.transactional
     def write(transaction: firestore.Transaction) -> list[Note]:
-        fields = ["worker", "status", "notes", "transcript_writer"]
+        fields = ["worker", "status", "notes", "transcript_writer", "stop_requested"]
         current = ref.get(transaction=transaction, field_paths=fields).to_dict() or {}
         if current.get("worker") != session.worker or current.get("status") != SessionStatus.RUNNING.value:
             raise LeaseLost(f"session is now {current.get('status')} under worker {current.get('worker')}")
+        pausing = updates.get("status") == SessionStatus.PAUSED.value
+        if current.get("stop_requested") and (pausing or not ending):
+            raise StopRequested(str(current["stop_requested"]))
         # Only the transcript's writer may add to it (a continuation becomes the writer when it is claimed).
         root = (
             root_ref.get(transaction=transaction, field_paths=["transcript_writer"]).to_dict()

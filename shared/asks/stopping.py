@@ -1,0 +1,63 @@
+"""Stopping a session stops its whole tree (flow 10): nothing it started waits for ever.
+
+A queued or paused member ends at once, its open questions and pending approvals cancelled with their posts
+updated; a running one ends at its next step boundary (it reads the request with every step it stores).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from shared.asks import approvals
+from shared.slack import blocks
+from shared.slack import client as slack
+from shared.slack.surface import Reaction
+from shared.state import approvals as stored_approvals
+from shared.state import questions as stored_questions
+from shared.state import sessions, tasks
+from shared.state.models import QuestionStatus, Session, SessionStatus
+
+log = logging.getLogger(__name__)
+
+
+def stop(session_id: str, *, by: str) -> list[str]:
+    """Stop ``session_id`` and every session it delegated to, down the tree; the ids stopped or asked to stop."""
+    stopped: list[str] = []
+    waiting = [session_id]
+    while waiting:
+        current = waiting.pop()
+        request = sessions.request_stop(current, by=by)
+        if request is not None:
+            stopped.append(current)
+        if request is not None and request.was == SessionStatus.PAUSED:
+            found = sessions.get_session(current)
+            if found is not None:
+                close_waits(found, by=by)
+                if found.top_level:  # it waited: nobody else will tell the thread
+                    slack.post(found.channel, found.thread_ts, f":octagonal_sign: Stopped by {by}.",
+                               key=f"{found.session_id}:stopped")  # fmt: skip
+        if request is not None and request.run_to_stop:
+            tasks.enqueue_session(current, attempt=f"stop-{len(stopped)}-{request.was.value}")
+        waiting.extend(child.session_id for child in sessions.children_of(current))
+    log.info("stopped a session tree", extra={"root": session_id, "stopped": stopped, "by": by})
+    return stopped
+
+
+def stop_children(session: Session, *, by: str) -> list[str]:
+    """Stop what ``session`` delegated (it failed or was stopped itself)."""
+    return [s for child in sessions.children_of(session.session_id) for s in stop(child.session_id, by=by)]
+
+
+def close_waits(session: Session, *, by: str) -> None:
+    """A stopped session's open questions are cancelled and its pending approvals denied, their posts updated."""
+    thread = stored_questions.thread_questions(session.channel, session.thread_ts)
+    for question in thread.open:
+        if question.session_id != session.session_id:
+            continue
+        if stored_questions.close_question(question.question_id, QuestionStatus.CANCELLED) and question.post_ts:
+            slack.update(session.channel, question.post_ts,
+                         blocks.cancelled_text(question.text, f"the session was stopped by {by}"))  # fmt: skip
+            slack.unreact(session.channel, question.post_ts, Reaction.QUESTION)
+    for approval in stored_approvals.pending(thread.open_approval_ids):
+        if approval.session_id == session.session_id:
+            approvals.cancel(approval, by=by)
