@@ -430,9 +430,11 @@ def _raise_exit(signum: int, _frame: FrameType | None) -> None:
 
 def exit_cleanly_on_signals() -> None:
     """Turn SIGTERM and SIGHUP (``timeout``, a closed terminal, CI) into SystemExit, so ``finally`` blocks and
-    atexit stop the stack; by default those signals end Python at once and leave every child running."""
+    atexit stop the stack; by default those signals end Python at once and leave every child running. SIGINT
+    raises KeyboardInterrupt even when the launching shell ignored it (a job started with ``&`` inherits that)."""
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _raise_exit)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def main(argv: list[str] | None = None) -> int:
