@@ -427,8 +427,8 @@ def queries_the_code_runs(monkeypatch: pytest.MonkeyPatch) -> list[_Query]:
 
 
 # The functions in shared/state/ that run a collection query; each is exercised above.
-QUERYING = {"_stale", "children_of", "decided_approvals", "running_session_in_thread", "sessions_created", "stale_approvals",
-            "stale_questions",
+QUERYING = {"_stale", "children_of", "decided_approvals", "running_session_in_thread", "sessions_created",
+            "stale_approvals", "stale_questions",
             "stale_sessions"}  # fmt: skip
 
 
