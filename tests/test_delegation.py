@@ -17,13 +17,14 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 from infra.fakegemini.control import FakeGemini
 from infra.fakeslack.control import FakeSlack
 from infra.stack import OPERATOR_ID, Stack
+from shared.agent import worker
 from shared.asks import delegation, stopping
 from shared.slack import blocks
-from shared.state import approvals, firestore, ids, steps
+from shared.state import approvals, firestore, ids, sessions, steps
 from shared.state import questions as stored_questions
-from shared.state.models import Question, SessionKind, SessionStatus, StepKind
+from shared.state.models import Question, SessionKind, SessionStatus, StepKind, mention_session
 from tests import delivery
-from tests.agent_helpers import Thread, function_responses, mention, session, texts, wait_status
+from tests.agent_helpers import HUMAN, Thread, function_responses, mention, session, texts, wait_status
 from tests.poll import wait_for
 
 pytestmark = pytest.mark.stack
@@ -440,3 +441,43 @@ def test_a_question_left_unanswered_by_an_ended_session_tells_the_child_to_decid
     replies = [m["text"] for m in answers(fake_slack, thread)]
     # Its first answer was posted as the question arrived; it read the question and ended after its next turn.
     assert replies == ["A helper is on it.", "The helper will decide the region.", "The replica goes to europe-west1."]
+
+
+def test_a_question_that_reaches_the_parent_before_it_pauses_is_read_not_waited_on(
+    fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect: a blocking child asked its blocking question while its parent was between starting it and pausing;
+    the question became a note, the parent paused on its children all the same, and each waited for the other for
+    ever. Here the parent runs in this process and its launch returns only once the child has asked."""
+    channel = f"C{uid}"
+    task = f"index the orders table {uid}"
+    root = fake_slack.user_message(HUMAN, channel, f"index the table [{channel}]")["ts"]  # no mention: no session
+    parent = sessions.create_session(mention_session(
+        event_id=f"Ev{uid}", channel=channel, thread_ts=root, ts=root, user=HUMAN,
+        text=f"index the table [{channel}]", at=firestore.now(),
+    ))  # fmt: skip
+    child_id = ids.child_id(parent.session_id, 1, 0)
+    fake_gemini.script(*(FakeGemini.matching(f"[{channel}]", item) for item in (
+        G.call("delegate", task=task),
+        G.call("answer_child", child_id=child_id, answer="created_at"),
+        G.text("I told the helper which column."),
+        G.text("The orders table is indexed on created_at."),
+    )))  # fmt: skip
+    for_child(fake_gemini, task, G.call("ask_parent", question="Which column?", blocking=True),
+              G.text("Indexed created_at."))  # fmt: skip
+    launch = delegation.launch
+
+    def launch_then_wait_for_the_question(child_ids: list[str]) -> None:
+        launch(child_ids)
+        wait_for(lambda: (session(child_id) or parent).parent_question, timeout=30, what="the child's question")
+
+    monkeypatch.setattr(delegation, "launch", launch_then_wait_for_the_question)
+    worker.run_delivery(parent.session_id, task=f"in-process-{uid}", attempt=0)
+
+    child = wait_status(child_id, SessionStatus.DONE, timeout=60)
+    assert child.result == "Indexed created_at."
+    assert "Which column?" in texts(requests_for(fake_gemini, f"[{channel}]")[1])
+    thread = Thread(channel=channel, ts=root, session_id=parent.session_id)
+    wait_for(lambda: thread_ends_with(fake_slack, thread, "indexed on created_at."), timeout=60, what="the report")
+    released = function_responses(requests_for(fake_gemini, f"[{channel}]")[1])
+    assert [r["response"]["result"]["status"] for r in released] == ["still running"]

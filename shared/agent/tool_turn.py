@@ -208,6 +208,14 @@ class ToolTurns:
             self._commit(StepKind.TOOL_RESULTS, content, audit, tool_calls=used)
             self._resume_children(child_ids, consumed=meanwhile.notes)
             return False
+        except steps.ChildAsked:  # as if the question had interrupted the wait: read it, the children go on
+            self._commit(StepKind.TOOL_RESULTS, content, audit, tool_calls=used)
+            stored_children.release(self.session, child_ids)
+            turn = pending_turn(self.steps)  # its delegate calls get "still running" (none when it settles)
+            if turn is not None:
+                self.session.released_seq = turn.seq
+                self._release_children()
+            return False
         self.surface.paused()
         log.info("session paused for its children", extra={"children": child_ids})
         return True

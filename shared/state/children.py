@@ -250,13 +250,7 @@ def ask_parent(child: Session, question: ParentQuestion) -> AskOutcome:
         siblings = get_children_in(transaction, parent.child_ids) if waiting else []
         note = Note(kind=NoteKind.CHILD_QUESTION, text=question.text, user=child.session_id, ts=question.question_id,
                     question_id=question.question_id, question=child.text)  # fmt: skip
-        notes = [note]
-        if waiting:
-            for sibling in siblings:
-                if sibling.status.value in _UNFINISHED:
-                    transaction.update(session_ref(sibling.session_id), {"delegate_blocking": False})
-                else:
-                    notes.append(result_note(sibling))
+        notes = [note, *_release_in(transaction, siblings)]
         update: dict[str, Any] = {"notes": firestore.ArrayUnion([n.to_doc() for n in notes]), "updated_at": when}
         if waiting:
             update |= {"status": SessionStatus.QUEUED.value, "child_ids": [], "started_at": None,
@@ -268,6 +262,32 @@ def ask_parent(child: Session, question: ParentQuestion) -> AskOutcome:
     asked: AskOutcome = run(db().transaction())
     child.parent_question = question
     return asked
+
+
+def _release_in(transaction: firestore.Transaction, siblings: list[Session]) -> list[Note]:
+    """A parent no longer waits for these children: each unfinished one will send its result as a note; the
+    results of the ended ones are returned, as notes to add now."""
+    notes = []
+    for sibling in siblings:
+        if sibling.status.value in _UNFINISHED:
+            transaction.update(session_ref(sibling.session_id), {"delegate_blocking": False})
+        else:
+            notes.append(result_note(sibling))
+    return notes
+
+
+def release(parent: Session, child_ids: list[str]) -> None:
+    """A running parent that was about to wait for these children, one of which asked it a question meanwhile, no
+    longer waits: one transaction releases them, the ended ones' results queued for it as notes."""
+
+    @firestore.transactional
+    def run(transaction: firestore.Transaction) -> None:
+        notes = _release_in(transaction, get_children_in(transaction, child_ids))
+        if notes:
+            transaction.update(session_ref(parent.session_id),
+                               {"notes": firestore.ArrayUnion([n.to_doc() for n in notes])})  # fmt: skip
+
+    run(db().transaction())
 
 
 class AnswerOutcome(StrEnum):
