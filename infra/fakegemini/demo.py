@@ -194,9 +194,9 @@ def _delegation_item(
     responses = [_parts_response(p) for p in _last_user_parts(body)]
     if any(r is not None and r[0] == ANSWER_CHILD_TOOL for r in responses):
         return _text(f"{PREFIX} I answered my delegated task's question; its result will follow.")
-    results = [r for r in responses if r is not None and r[0] == DELEGATE_TOOL]
-    if results:
-        summary = "; ".join(_clip(answer_text(r[1]), 100) for r in results)
+    reported = [r for r in responses if r is not None and r[0] == DELEGATE_TOOL]
+    if reported:
+        summary = "; ".join(_clip(answer_text(r[1]), 100) for r in reported)
         return _text(f"{PREFIX} My delegated tasks reported: {summary}. {DISCLAIMER}")
     if role == "user" and text is not None and DELEGATE_TOOL in tools:
         request = request_of(text)
