@@ -14,12 +14,14 @@ the documentation and the deploy checks.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar, overload
 
+from shared import mcp_servers as mcp
 from shared.errors import ProductError
 
 SLACK_EVENTS = "slack_events"
@@ -333,6 +335,11 @@ class Settings:
         "tool's own tier.",
         _AGENT, tier_map,
     )  # fmt: skip
+    mcp_servers = Var(
+        "MCP_SERVERS", "[]",
+        "JSON list of MCP servers whose tools the agent may use as mcp.<name>.<tool> (README, MCP servers).",
+        _AGENT, functools.partial(mcp.parse, error=ConfigError),
+    )  # fmt: skip
     allow_requester_answers = Var(
         "ALLOW_REQUESTER_ANSWERS", "false",
         "'true' lets the person who started a session answer its questions too, besides the operators.",
@@ -475,6 +482,11 @@ def reset() -> None:
     """Forget cached values so the next use re-reads the environment (tests)."""
     global _settings  # noqa: PLW0603
     _settings = None
+
+
+def mcp_credential(server: mcp.McpServer) -> str | None:
+    """An MCP server's bearer token, from the variable its ``credential_env`` names (never logged)."""
+    return mcp.credential(server, settings()._environ, error=ConfigError)
 
 
 def required_for(entry_point: str) -> list[Var[Any]]:

@@ -84,6 +84,7 @@ def test_importing_the_product_needs_no_environment_and_builds_no_client() -> No
         "import sys, os\n"
         "import functions.main, shared.handlers.slack_events, shared.handlers.slack_interactivity\n"
         "assert 'google.genai' not in sys.modules, 'the ingress path imported google-genai'\n"
+        "assert 'mcp' not in sys.modules and 'mcp_types' not in sys.modules, 'the ingress path imported mcp'\n"
         "import shared.handlers.agent_session, shared.handlers.sweep, shared.agent.runner\n"
         "from shared import deps\n"
         "assert deps.get().built() == [], deps.get().built()\n"

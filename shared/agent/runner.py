@@ -214,6 +214,8 @@ class Runner(ToolTurns):
             return self._reply_without_model(prompts.too_large_reply(len(self.session.text)))
         if self.session.approval_ids:  # a turn's risky calls were decided: run the approved ones
             self._resume_approvals(self.session.approval_ids)
+        elif (question := self._input_question()) is not None:  # an MCP server's request, answered: resume it
+            return SessionStatus.PAUSED if self._resume_input(question) else None
         else:
             kind, content, audit = opening_content(self.session, self.steps)
             self._commit(kind, content, audit)
@@ -262,7 +264,8 @@ class Runner(ToolTurns):
     def _model_turn(self) -> types.Content | None:
         """One model turn, persisted. Returns the content if the loop goes on, None once answered."""
         history = shorten_tool_results(contents_of(self.steps), config.settings().model_context_tokens)
-        response = gemini.generate(history, system=prompts.SYSTEM, tools=self.tools.declarations())
+        system = f"{prompts.SYSTEM}\n\n{self.tools.notice}" if self.tools.notice else prompts.SYSTEM
+        response = gemini.generate(history, system=system, tools=self.tools.declarations())
         content = _first_content(response)
         calls = [p.function_call for p in content.parts or [] if p.function_call]
         text = _text_of(content)

@@ -347,6 +347,9 @@ class Question(Stored):
     answer_pressed: bool = False  # answered with a button (``answer`` is then the option's label)
     matched_option: str | None = None
     continuation_id: str | None = None
+    # An MCP server's request for input that this question stands for: the answer resumes that call
+    # (``shared.agent.tools.mcp.inputs.Pending``).
+    mcp_input: dict[str, Any] | None = None
 
 
 @dataclass
