@@ -55,7 +55,8 @@ def servers(stack: Stack) -> Iterator[Servers]:
         {"name": "brief", "url": brief, "include": ["create_ticket", "slow_report"], "timeout_seconds": 2},
         {"name": "gone", "url": f"http://127.0.0.1:{free_port()}/mcp"},
     ]
-    tiers = {"restart_service": "safe", "mcp.*.create_ticket": "safe"}  # TOOL_TIERS globs win over annotations
+    # TOOL_TIERS wins over annotations: create_ticket (additive) runs at once, open_dashboard (read-only) needs approval
+    tiers = {"restart_service": "safe", "mcp.*.create_ticket": "safe", "mcp.demo.open_dashboard": "approve"}
     stack.function_env["agent_session"] = {
         "MCP_SERVERS": json.dumps(configured), "MCP_TOKEN_DEMO": TOKEN, "TOOL_TIERS": json.dumps(tiers),
     }  # fmt: skip
@@ -247,14 +248,21 @@ def test_bad_arguments_a_tool_error_a_timeout_and_a_secret_request_are_tool_erro
     assert fake_slack.bot_replies(thread.channel, thread.ts)[-1]["text"] == "Some of that failed."
 
 
-def test_a_url_request_becomes_a_link_button_and_done_resumes_the_call(
+def test_an_approved_call_whose_server_asks_for_a_url_visit_pauses_on_a_link_button_and_done_resumes_it(
     servers: Servers, script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
 ) -> None:
+    """TOOL_TIERS makes the read-only open_dashboard an approve tool: approval first, then the server's URL request
+    pauses the resumed session, and the operator's Done resumes the call once."""
     service = f"svc{uid}"
     script(G.call("mcp.demo.open_dashboard", service=service), G.text("The dashboard is open."))
     thread = mention(fake_slack, f"C{uid}", "open the dashboard")
-    wait_status(thread.session_id, SessionStatus.PAUSED)
-    question = open_question(thread.session_id)
+    paused = wait_status(thread.session_id, SessionStatus.PAUSED)
+    [approval] = stored_approvals.get_approvals(paused.approval_ids)
+    value = blocks.approval_value(approval.approval_id, approval.digest)
+    fake_slack.click(OPERATOR, approval.channel, approval.card_ts or "", blocks.APPROVE_ACTION, value=value)
+    resumed = ids.resume_id(approval.session_id, approval.seq)
+    wait_status(resumed, SessionStatus.PAUSED)  # the approved call asked for input: paused again, on a question
+    question = open_question(resumed)
     post = next(m for m in fake_slack.bot_replies(thread.channel, thread.ts) if m["ts"] == question.post_ts)
     buttons = [e for b in post["blocks"] if b["type"] == "actions" for e in b["elements"]]
     assert buttons[0]["url"] == f"https://dashboards.example.com/{service}/login"

@@ -194,8 +194,7 @@ class ToolTurns:
                          status=SessionStatus.PAUSED.value, approval_ids=approval_ids, ended_at=now())  # fmt: skip
         except steps.AnsweredMeanwhile as meanwhile:
             self._commit(StepKind.TOOL_RESULTS, content, audit, tool_calls=used)
-            self._resume_approvals(approval_ids, consumed=meanwhile.notes)
-            return False
+            return self._resume_approvals(approval_ids, consumed=meanwhile.notes)
         self.surface.paused()
         log.info("session paused for approvals", extra={"approvals": approval_ids})
         return True
@@ -275,9 +274,10 @@ class ToolTurns:
         content = types.Content(role="user", parts=parts) if parts else None
         self._commit(StepKind.ANSWER, content, audit, consumed=consumed or [], child_ids=[])
 
-    def _resume_approvals(self, approval_ids: list[str], *, consumed: list[Note] | None = None) -> None:
+    def _resume_approvals(self, approval_ids: list[str], *, consumed: list[Note] | None = None) -> bool:
         """The decided calls of one turn: each approved one runs once through the ledger, with exactly the shown
-        arguments; a denied or expired one gets an error response. One step holds them all."""
+        arguments; a denied or expired one gets an error response. One step holds them all. True if the session
+        paused again: an approved MCP call whose server asked for input (its question's answer resumes it)."""
         decided = sorted(stored_approvals.get_approvals(approval_ids), key=lambda a: a.call_index)
         turn = pending_turn(self.steps)
         seq = decided[0].seq if decided else -1
@@ -286,20 +286,26 @@ class ToolTurns:
         recorded = ledger.entries(self.session, seq, [a.call_index for a in decided])
         parts: list[types.Part] = []
         audit: list[Audit] = []
+        pause: Suspend | None = None
         for approval in decided:
             call = pending.get(approval.call_index)
             audit.append(Audit(AuditType.APPROVAL, now(), name=approval.tool, args=approval.digest,
                                result=approval.status.value, text=approval.decided_by))  # fmt: skip
             if call is None:
                 continue  # its response is already in the transcript (a re-run after a crash)
-            response = self._decided_response(approval, call, seq, recorded.get(approval.call_index))
+            decided_outcome = self._decided_response(approval, call, seq, recorded.get(approval.call_index))
+            response = decided_outcome.response if isinstance(decided_outcome, Suspend) else decided_outcome
             audit.append(self._tool_audit(approval.tool, call, response, self._context(seq, approval.call_index, call)))
+            if isinstance(decided_outcome, Suspend) and pause is None:
+                pause = decided_outcome  # no function response: the operator's answer resumes the call
+                continue
             parts.append(_response(call, response))
         content = types.Content(role="user", parts=parts) if parts else None
         self._commit(StepKind.ANSWER, content, audit, consumed=consumed or [], approval_ids=[])
+        return pause is not None and self._pause_for_question(pause, None, [], self.session.tool_calls)
 
     def _decided_response(self, approval: Approval, call: types.FunctionCall, seq: int,
-                          entry: ledger.Entry | None) -> dict[str, Any]:  # fmt: skip
+                          entry: ledger.Entry | None) -> dict[str, Any] | Suspend:  # fmt: skip
         if approval.status == ApprovalStatus.DENIED:
             reason = approval.reason or "no reason given"
             return {"error": f"denied by <@{approval.decided_by}>: {reason}. It did not run; another call needs its "
@@ -316,10 +322,10 @@ class ToolTurns:
         response = (
             outcome.response if isinstance(outcome, Suspend | Wait) else capped_response(outcome, MAX_TOOL_RESULT_CHARS)
         )
-        summary = short(response.get("result", response.get("error", "")), 200)
+        summary = short(response.get("result", response.get("error", response.get("status", ""))), 200)
         mark = ":warning:" if "error" in response else ":white_check_mark:"
         approvals.update_card(approval, f"{mark} approved by <@{approval.decided_by}>: {summary}")
-        return response
+        return outcome if isinstance(outcome, Suspend) else response
 
     def _replaying(self) -> bool:
         """True once per run, for the first turn a takeover runs tools for (the one the dead worker was in)."""
