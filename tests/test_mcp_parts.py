@@ -184,6 +184,11 @@ def test_secrets_are_never_asked_for_in_the_thread(properties: dict[str, Any]) -
         inputs.ask_for("tickets", elicit(form(properties)))
 
 
+def test_a_message_asking_for_a_secret_is_refused_whatever_its_field_is_called() -> None:
+    with pytest.raises(inputs.Refused, match="looks like a secret"):
+        inputs.ask_for("tickets", elicit(form({"value": {"type": "string"}}, message="Paste your API key here.")))
+
+
 def test_what_a_person_cannot_answer_in_a_thread_is_refused() -> None:
     two = mcp_types.InputRequiredResult(
         input_requests={"a": mcp_types.ElicitRequest(params=form({"x": {}})),
@@ -216,6 +221,10 @@ def test_results_are_labelled_untrusted_and_what_is_not_text_is_summarised() -> 
     assert image == "[image (image/png, about 12 bytes), not shown]"
     assert resource == "[resource file:///notes.txt:]\nthe notes"
     assert link.startswith("[link to resource file:///big.csv")
+    repeated = mcp_types.CallToolResult(
+        content=[mcp_types.TextContent(text='{"count": 2}')], structured_content={"count": 2}
+    )
+    assert "text" not in results.response("tickets", "mcp.tickets.t", repeated)["result"]  # sent once, not twice
     failed = mcp_types.CallToolResult(content=[mcp_types.TextContent(text="no such ticket")], is_error=True)
     assert results.response("tickets", "mcp.tickets.t", failed) == {
         "error": "mcp.tickets.t reported an error (from MCP server 'tickets', untrusted text): no such ticket"

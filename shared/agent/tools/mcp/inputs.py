@@ -18,6 +18,9 @@ import mcp_types
 DONE, CANCEL, DECLINE = "Done", "Cancel", "Decline"
 _SECRET = re.compile(r"pass(word|phrase)?|secret|token|api[\s_-]?key|credential|private[\s_-]?key|otp|pin\b|cvv",
                      re.IGNORECASE)  # fmt: skip
+# What a request's own message may not ask for (narrower: the message is prose, not a field name).
+_SECRET_PROSE = re.compile(r"password|passphrase|secret|token|api[\s_-]?key|credential|private[\s_-]?key",
+                           re.IGNORECASE)  # fmt: skip
 
 
 class Refused(Exception):
@@ -75,6 +78,8 @@ def ask_for(server: str, result: mcp_types.InputRequiredResult) -> Ask:
     schema = params.requested_schema
     fields: dict[str, Any] = schema.get("properties") or {}
     secret = [name for name, spec in fields.items() if _looks_secret(name, spec)]
+    if not secret and _SECRET_PROSE.search(params.message):
+        secret = ["what its message describes"]
     if secret:
         raise Refused(f"MCP server {server!r} asked for {', '.join(secret)}, which looks like a secret; secrets are "
                       "never collected through Slack. The operator must give it to that server directly.")  # fmt: skip

@@ -7,6 +7,7 @@ inlined. ``tool_turn`` caps the whole response like any other tool result.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import mcp_types
@@ -31,12 +32,21 @@ def response(server: str, tool: str, result: mcp_types.CallToolResult) -> dict[s
     if result.is_error:
         said = text or "; ".join(attachments) or "no details"
         return {"error": f"{tool} reported an error (from MCP server {server!r}, untrusted text): {said}"}
-    body: dict[str, Any] = {"untrusted": untrusted(server), "text": text}
+    body: dict[str, Any] = {"untrusted": untrusted(server)}
+    if result.structured_content is None or not _restates(text, result.structured_content):
+        body["text"] = text  # servers often repeat the structured result as JSON text: sent once, not twice
     if result.structured_content is not None:
         body["structured"] = result.structured_content
     if attachments:
         body["attachments"] = attachments
     return {"result": body}
+
+
+def _restates(text: str, structured: Any) -> bool:
+    try:
+        return bool(json.loads(text) == structured)
+    except ValueError:
+        return False
 
 
 def summary(block: mcp_types.ContentBlock) -> str:
