@@ -10,7 +10,7 @@ import pytest
 
 from shared import config
 from shared.agent.tools.base import Tier
-from shared.agent.tools.mcp import inputs, results
+from shared.agent.tools.mcp import catalog, inputs, results
 from shared.agent.tools.mcp.tool import MAX_NAME, McpTool, registry_name
 from shared.mcp_servers import McpServer
 
@@ -229,3 +229,10 @@ def test_results_are_labelled_untrusted_and_what_is_not_text_is_summarised() -> 
     assert results.response("tickets", "mcp.tickets.t", failed) == {
         "error": "mcp.tickets.t reported an error (from MCP server 'tickets', untrusted text): no such ticket"
     }
+
+
+def test_a_tool_with_an_invalid_schema_is_left_out_rather_than_declared() -> None:
+    assert catalog.schema_problem({"type": "object", "properties": {"a": {"type": "string"}}}) is None
+    problem = catalog.schema_problem({"type": "object", "properties": {"a": {"type": "text"}}})
+    assert problem is not None
+    assert "'text'" in problem

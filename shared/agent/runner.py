@@ -216,9 +216,10 @@ class Runner(ToolTurns):
             return self._reply_without_model(prompts.too_large_reply(len(self.session.text)))
         if self.session.approval_ids:  # a turn's risky calls were decided: run the approved ones
             return SessionStatus.PAUSED if self._resume_approvals(self.session.approval_ids) else None
-        if (question := self._input_question()) is not None:  # an MCP server's request, answered: resume it
+        question = self._answered_question()
+        if question is not None and question.mcp_input:  # an MCP server's request, answered: resume that call
             return SessionStatus.PAUSED if self._resume_input(question) else None
-        kind, content, audit = opening_content(self.session, self.steps)
+        kind, content, audit = opening_content(self.session, self.steps, question=question)
         self._commit(kind, content, audit)
         return None
 

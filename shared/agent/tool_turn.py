@@ -354,12 +354,12 @@ class ToolTurns:
         return outcome
 
     # --- an MCP server's request for input, answered ------------------------------------------------------------
-    def _input_question(self) -> Question | None:
-        """The answered question of a continuation, if it stands for an MCP server's request for input."""
-        if self.session.kind != SessionKind.CONTINUATION or not self.session.question_id:
+    def _answered_question(self) -> Question | None:
+        """The answered question a continuation starts from (read once: the opening uses it too)."""
+        session = self.session
+        if session.kind != SessionKind.CONTINUATION or not session.question_id or session.late_note is not None:
             return None
-        question = stored.get_question(self.session.question_id)
-        return question if question is not None and question.mcp_input else None
+        return stored.get_question(session.question_id)
 
     def _resume_input(self, question: Question, *, consumed: list[Note] | None = None) -> bool:
         """The paused MCP call runs again with the operator's answer and the server's stored state, once, through

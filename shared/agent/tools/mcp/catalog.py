@@ -11,6 +11,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+import jsonschema
 import mcp_types
 
 from shared import config
@@ -35,8 +36,8 @@ class Catalog:
         if not self.unavailable:
             return ""
         lines = "\n".join(f"- {reason}" for reason in self.unavailable)
-        return ("These MCP servers could not be reached, so their tools (mcp.<server>.*) are unavailable in this "
-                f"session; say so if the request needs them:\n{lines}")  # fmt: skip
+        return ("These MCP servers (or some of their tools) could not be used, so their tools (mcp.<server>.*) are "
+                f"unavailable in this session; say so if the request needs them:\n{lines}")  # fmt: skip
 
 
 def catalog() -> Catalog:
@@ -49,8 +50,24 @@ def catalog() -> Catalog:
             log.warning("MCP server skipped", extra={"server": server.name, "error": str(exc)})
             unavailable.append(f"{server.name}: {exc}")
             continue
-        tools += [McpTool(server, t) for t in listed if _wanted(server, t.name)]
+        for listed_tool in (t for t in listed if _wanted(server, t.name)):
+            problem = schema_problem(listed_tool.input_schema)
+            if problem is None:
+                tools.append(McpTool(server, listed_tool))
+            else:  # declared to Gemini, it would fail every model turn of the session
+                where = {"server": server.name, "tool": listed_tool.name}
+                log.warning("MCP tool skipped", extra={**where, "error": problem})
+                unavailable.append(f"{server.name}: its tool {listed_tool.name!r} declares an invalid schema")
     return Catalog(tools, unavailable)
+
+
+def schema_problem(schema: dict[str, object]) -> str | None:
+    """Why a tool's input schema is not a valid JSON Schema, or None."""
+    try:
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        return exc.message
+    return None
 
 
 def _wanted(server: McpServer, tool: str) -> bool:
