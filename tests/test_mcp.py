@@ -56,7 +56,8 @@ def servers(stack: Stack) -> Iterator[Servers]:
         {"name": "gone", "url": f"http://127.0.0.1:{free_port()}/mcp"},
     ]
     # TOOL_TIERS wins over annotations: create_ticket (additive) runs at once, open_dashboard (read-only) needs approval
-    tiers = {"restart_service": "safe", "mcp.*.create_ticket": "safe", "mcp.demo.open_dashboard": "approve"}
+    tiers = {"restart_service": "safe", "mcp.*.create_ticket": "safe", "mcp.demo.open_dashboard": "approve",
+             "mcp.demo.rename_service": "safe"}  # fmt: skip
     stack.function_env["agent_session"] = {
         "MCP_SERVERS": json.dumps(configured), "MCP_TOKEN_DEMO": TOKEN, "TOOL_TIERS": json.dumps(tiers),
     }  # fmt: skip
@@ -203,6 +204,31 @@ def test_input_required_becomes_a_question_and_the_answer_resumes_the_same_call_
     [response] = responses_of(fake_gemini, "mcp.demo.create_ticket")
     assert response["result"]["structured"] == {"created": True, "title": title, "priority": "urgent"}
     assert fake_slack.bot_replies(thread.channel, thread.ts)[-1]["text"] == "Ticket created."
+
+
+def test_a_server_that_asks_twice_pauses_twice_and_the_second_answer_completes_the_call_once(
+    servers: Servers, script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    service = f"svc{uid}"
+    script(G.call("mcp.demo.rename_service", name=service), G.text("Renamed."))
+    thread = mention(fake_slack, f"C{uid}", "rename the service")
+    wait_status(thread.session_id, SessionStatus.PAUSED)
+    first = open_question(thread.session_id)
+    assert first.options == []  # a free-text field
+    reply(fake_slack, thread.channel, thread.ts, "billing")
+    resumed = ids.continuation_id(first.question_id)
+    wait_status(resumed, SessionStatus.PAUSED)  # the server asked again: a second question
+    second = open_question(resumed)
+    assert second.options == ["yes", "no", "Decline"]
+    assert f"Rename {service} to billing?" in second.text
+    reply(fake_slack, thread.channel, thread.ts, "yes")
+    wait_status(ids.continuation_id(second.question_id), SessionStatus.DONE)
+    mine = [c for c in servers.calls(servers.demo, "rename_service", "ran") if c["arguments"]["name"] == service]
+    assert [c["arguments"]["to"] for c in mine] == ["billing"]
+    asked = [c for c in servers.calls(servers.demo, "rename_service", "asked") if c["arguments"]["name"] == service]
+    assert [c["arguments"]["step"] for c in asked] == ["new_name", "confirm"]
+    [response] = responses_of(fake_gemini, "mcp.demo.rename_service")
+    assert response["result"]["structured"] == {"renamed": service, "to": "billing"}
 
 
 def test_an_expired_request_state_is_reported_in_plain_words(

@@ -1,7 +1,8 @@
 """The sample MCP server, built with the ``mcp`` package's server side and served over streamable HTTP.
 
 Tools: ``lookup_service`` (read-only), ``delete_branch`` (destructive), ``create_ticket`` (asks which priority,
-through the 2026-07-28 input-required result, before it creates anything), ``ask_for_token`` (asks for a secret,
+through the 2026-07-28 input-required result, before it creates anything), ``rename_service`` (asks twice: a
+name, then a confirmation), ``ask_for_token`` (asks for a secret,
 which the agent must refuse to collect), ``open_dashboard`` (a URL-mode request), ``slow_report`` (sleeps: the
 timeout path) and ``internal_debug`` (for include/exclude). Every call is recorded; ``GET /calls`` lists them
 and ``DELETE /calls`` clears them, so tests count calls on the server's side. With ``token`` set, MCP requests
@@ -53,7 +54,19 @@ def build(*, state_ttl: float = 600.0) -> tuple[MCPServer, Calls]:
         "demo", instructions="A sample team server.",
         request_state_security=RequestStateSecurity.ephemeral(ttl=state_ttl),
     )  # fmt: skip
+    _plain_tools(server, calls)
+    _asking_tools(server, calls)
 
+    @server.custom_route("/calls", methods=["GET", "DELETE"])  # type: ignore[untyped-decorator]  # the SDK leaves it unannotated
+    async def recorded(request: Request) -> Response:
+        if request.method == "DELETE":
+            calls.clear()
+        return JSONResponse(calls.all())
+
+    return server, calls
+
+
+def _plain_tools(server: MCPServer, calls: Calls) -> None:
     @server.tool(annotations=mcp_types.ToolAnnotations(read_only_hint=True))
     def lookup_service(name: str) -> dict[str, Any]:
         """Look up a service's status and deployed version."""
@@ -68,6 +81,23 @@ def build(*, state_ttl: float = 600.0) -> tuple[MCPServer, Calls]:
         calls.add("delete_branch", "ran", {"repo": repo, "branch": branch})
         time.sleep(min(hold_seconds, 60.0))
         return f"deleted {repo}:{branch}"
+
+    @server.tool(annotations=mcp_types.ToolAnnotations(read_only_hint=True))
+    def slow_report(seconds: float) -> str:
+        """A report that takes a while to make."""
+        calls.add("slow_report", "ran", {"seconds": seconds})
+        time.sleep(min(seconds, 60.0))
+        return "report ready"
+
+    @server.tool()
+    def internal_debug(flag: str) -> str:
+        """Internal: flip a debugging flag (not meant for the agent)."""
+        calls.add("internal_debug", "ran", {"flag": flag})
+        return "flipped"
+
+
+def _asking_tools(server: MCPServer, calls: Calls) -> None:
+    """Tools that answer with the 2026-07-28 input-required result before they do anything."""
 
     @server.tool(annotations=mcp_types.ToolAnnotations(destructive_hint=False, idempotent_hint=False))
     def create_ticket(title: str, ctx: Context) -> dict[str, Any] | mcp_types.InputRequiredResult:
@@ -92,6 +122,25 @@ def build(*, state_ttl: float = 600.0) -> tuple[MCPServer, Calls]:
         priority = answer.content.get("priority")
         calls.add("create_ticket", "ran", {"title": title, "priority": priority})
         return {"created": True, "title": title, "priority": priority}
+
+    @server.tool(annotations=mcp_types.ToolAnnotations(destructive_hint=False, idempotent_hint=True))
+    def rename_service(name: str, ctx: Context) -> dict[str, Any] | mcp_types.InputRequiredResult:
+        """Rename a service; asks for the new name, then for a confirmation (two rounds of input)."""
+        state = json.loads(ctx.request_state) if ctx.request_state else {}
+        answer = (ctx.input_responses or {}).get(state.get("step", ""))
+        content = answer.content or {} if isinstance(answer, mcp_types.ElicitResult) else {}
+        if state.get("step") == "confirm" and content.get("confirm") is True:
+            calls.add("rename_service", "ran", {"name": name, "to": state["to"]})
+            return {"renamed": name, "to": state["to"]}
+        if state.get("step") == "new_name" and isinstance(content.get("new_name"), str):
+            calls.add("rename_service", "asked", {"name": name, "step": "confirm"})
+            return _ask("confirm", f"Rename {name} to {content['new_name']}?", {"type": "boolean"},
+                        {"step": "confirm", "to": content["new_name"]})  # fmt: skip
+        if state:  # declined, or an answer that is no answer
+            calls.add("rename_service", "declined", {"name": name})
+            return {"renamed": None}
+        calls.add("rename_service", "asked", {"name": name, "step": "new_name"})
+        return _ask("new_name", f"What should {name} be called?", {"type": "string"}, {"step": "new_name"})
 
     @server.tool(annotations=mcp_types.ToolAnnotations(read_only_hint=True))
     def ask_for_token(service: str, ctx: Context) -> str | mcp_types.InputRequiredResult:
@@ -125,26 +174,15 @@ def build(*, state_ttl: float = 600.0) -> tuple[MCPServer, Calls]:
         calls.add("open_dashboard", "ran" if accepted else "declined", {"service": service})
         return f"dashboard of {service} is open" if accepted else "not signed in"
 
-    @server.tool(annotations=mcp_types.ToolAnnotations(read_only_hint=True))
-    def slow_report(seconds: float) -> str:
-        """A report that takes a while to make."""
-        calls.add("slow_report", "ran", {"seconds": seconds})
-        time.sleep(min(seconds, 60.0))
-        return "report ready"
 
-    @server.tool()
-    def internal_debug(flag: str) -> str:
-        """Internal: flip a debugging flag (not meant for the agent)."""
-        calls.add("internal_debug", "ran", {"flag": flag})
-        return "flipped"
-
-    @server.custom_route("/calls", methods=["GET", "DELETE"])  # type: ignore[untyped-decorator]  # the SDK leaves it unannotated
-    async def recorded(request: Request) -> Response:
-        if request.method == "DELETE":
-            calls.clear()
-        return JSONResponse(calls.all())
-
-    return server, calls
+def _ask(field: str, message: str, spec: dict[str, Any], state: dict[str, Any]) -> mcp_types.InputRequiredResult:
+    """One form question about one field, keyed by the field's name."""
+    form = mcp_types.ElicitRequestFormParams(
+        message=message, requested_schema={"type": "object", "properties": {field: spec}, "required": [field]}
+    )
+    return mcp_types.InputRequiredResult(
+        input_requests={field: mcp_types.ElicitRequest(params=form)}, request_state=json.dumps(state)
+    )
 
 
 class BearerToken:
