@@ -1,4 +1,4 @@
-"""Figure 7: delegation fan-out, the wall time of a blocking delegation of 1, 4 and 8 children.
+"""Figure 8: delegation fan-out, the wall time of a blocking delegation of 1, 4 and 8 children.
 
 A parent session's first model turn delegates N tasks with blocking ``delegate`` calls and pauses; its N children
 are then delivered at the same moment, one thread each, as deployed Cloud Tasks dispatches them in parallel; the
@@ -80,7 +80,7 @@ def deliver(session_id: str) -> None:
 def run(bench: Bench) -> Section:
     from bench.cost import Rig
 
-    section = Section("7. Delegation fan-out")
+    section = Section("8. Delegation fan-out")
     Rig(bench.stack).gemini.reset()
     fan_out(bench, 2)  # warm-up: clients, caches
     walls = {size: median([fan_out(bench, size) for _ in range(ROUNDS)]) for size in SIZES}

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from types import FrameType
 
-from bench import agent_loop, coldstart, cost, fanout, html_text, ingress, report, scale
+from bench import agent_loop, coldstart, cost, fanout, html_text, ingress, mcp_calls, report, scale
 from bench.figures import Section
 from bench.harness import BENCH_DIR, Bench
 from infra.procs import StackError
@@ -32,6 +32,7 @@ FIGURES: dict[str, Callable[[Bench], Section]] = {
     "fanout": fanout.run,
     "scale": scale.run,
     "html": html_text.run,  # measured in this process without the stack; a few seconds
+    "mcp": mcp_calls.run,  # in this process, against the sample MCP server; a few seconds
 }
 
 

@@ -43,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     # You play both the requester and an operator, so you can answer the bot's questions yourself.
     env = {"OPERATOR_USER_IDS": f"{OPERATOR_ID},{CHAT_USER}"}
     try:
-        with running(demo_model=not real, real_model=real, extra_env=env, stack_file=args.stack_file) as stack:
+        with running(demo_model=not real, real_model=real, extra_env=env, stack_file=args.stack_file,
+                     mcp_demo=True) as stack:  # fmt: skip
             print(f"Stack is up; logs in {stack.logs_dir}. Leaving the chat stops it.", flush=True)
             return chat.main(["--stack-file", str(stack.stack_file), "--user", CHAT_USER])
     except StackError as exc:

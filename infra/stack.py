@@ -3,7 +3,8 @@
 ``Stack`` is the one entry point that ``make dev``, the tests and the tools
 share. It starts the Firestore emulator (gcloud), the Cloud Tasks emulator (its
 own virtual environment, because it pins protobuf<5), the fake Slack Web API,
-the Gemini stub and every function, each on a free loopback port; waits until
+the Gemini stub, the sample MCP server (``mcp_demo``: ``make dev`` configures the
+agent for it) and every function, each on a free loopback port; waits until
 each answers; writes ``.local/stack.json`` with every URL; and stops every
 process it started, by pid, when it is closed or the interpreter exits.
 
@@ -99,6 +100,8 @@ class Stack:
     # Tasks go from the emulator to the dispatcher, which delivers them to agent_session as Cloud Tasks does.
     parallel_tasks: bool = False
     dispatch_args: tuple[str, ...] = ()  # more `python -m infra.dispatch` flags (--deadline, --max-attempts, ...)
+    mcp_demo: bool = False  # start the sample MCP server (infra/mcpdemo) and configure the agent for it
+    function_env: dict[str, dict[str, str]] = field(default_factory=dict)  # more environment, per function
     procs: dict[str, Proc] = field(default_factory=dict)
     ports: dict[str, int] = field(default_factory=dict)
     stack_file: Path = STACK_FILE
@@ -147,6 +150,8 @@ class Stack:
                 GOOGLE_GEMINI_BASE_URL=self.url("fake_gemini"),
                 GEMINI_MODEL="demo-model" if self.demo_model else "gemini-local-stub",
             )
+        if self.mcp_demo:
+            env["MCP_SERVERS"] = json.dumps([{"name": "demo", "url": self.url("mcp_demo") + "/mcp"}])
         env.update(self.extra_env)
         return env
 
@@ -159,6 +164,7 @@ class Stack:
             "fake_slack": self.url("fake_slack"),
             "fake_gemini": self.url("fake_gemini"),
             **({"dispatch": self.url("dispatch")} if self.parallel_tasks else {}),
+            **({"mcp_demo": self.url("mcp_demo") + "/mcp"} if self.mcp_demo else {}),
             "functions": {name: self.function_url(name) for name in self.with_functions},
             "bot_user_id": BOT_USER_ID,
             "operator_user_id": OPERATOR_ID,
@@ -175,7 +181,8 @@ class Stack:
             raise StackError("parallel_tasks delivers tasks to agent_session: the stack must serve it")
         stop_leftovers(self.stack_file)
         dispatch = ("dispatch",) if self.parallel_tasks else ()
-        for name in ("firestore", "tasks", "fake_slack", "fake_gemini", *dispatch, *self.with_functions):
+        mcp = ("mcp_demo",) if self.mcp_demo else ()
+        for name in ("firestore", "tasks", "fake_slack", "fake_gemini", *dispatch, *mcp, *self.with_functions):
             self.ports[name] = free_port()
         atexit.register(self.stop)
         try:
@@ -184,6 +191,8 @@ class Stack:
             self._start_fakes()
             if self.parallel_tasks:
                 self._start_dispatch()
+            if self.mcp_demo:
+                self.start_mcp_server("mcp_demo")
             for name in self.with_functions:
                 self.start_function(name)
         except BaseException:
@@ -324,9 +333,27 @@ class Stack:
         )
         wait_until(lambda: http_answers(self.url("dispatch") + "/health"), proc=proc, what="HTTP", timeout=30)
 
+    def start_mcp_server(self, name: str, *args: str) -> str:
+        """Start a sample MCP server (``python -m infra.mcpdemo``, more flags in ``args``) on a free loopback port
+        as process ``name``; its MCP endpoint's URL. It stops with the stack, or with ``stop_process``."""
+        self.ports.setdefault(name, free_port())
+        proc = self._spawn(
+            name,
+            [sys.executable, "-m", "infra.mcpdemo", "--host", "127.0.0.1", "--port", str(self.ports[name]), *args],
+        )
+        wait_until(lambda: http_answers(self.url(name) + "/calls"), proc=proc, what="HTTP", timeout=30)
+        self._record()
+        return self.url(name) + "/mcp"
+
+    def stop_process(self, name: str) -> None:
+        """Stop one process this stack started (SIGTERM, then SIGKILL), by its pid."""
+        self.procs.pop(name).stop()
+        self._record()
+
     def start_function(self, name: str) -> Proc:
-        """Serve one entry point of functions/main.py with functions-framework on its port."""
-        env = {**self.product_env(), "PYTHONPATH": str(ROOT)}
+        """Serve one entry point of functions/main.py with functions-framework on its port (with ``function_env``
+        of that function on top of the product's environment)."""
+        env = {**self.product_env(), **self.function_env.get(name, {}), "PYTHONPATH": str(ROOT)}
         proc = self._spawn(
             name,
             [

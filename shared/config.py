@@ -14,13 +14,31 @@ the documentation and the deploy checks.
 
 from __future__ import annotations
 
-import json
+import functools
 import os
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar, overload
 
-from shared.errors import ProductError
+from shared import config_values
+from shared import mcp_servers as mcp
+from shared.config_values import (
+    base_url,
+    boolean,
+    id_list,
+    level,
+    optional,
+    price_map,
+    queue_path,
+    slack_token,
+    text,
+    tier_map,
+    url,
+)
+
+# Re-exported: callers name them as ``config.ConfigError`` and ``config.integer(...)``.
+ConfigError = config_values.ConfigError
+integer = config_values.integer
 
 SLACK_EVENTS = "slack_events"
 SLACK_INTERACTIVITY = "slack_interactivity"
@@ -40,14 +58,6 @@ PLACEHOLDER = "unset:"  # how Terraform's placeholder secret versions begin (ter
 _PLACEHOLDER_TEXT = re.compile(r"unset: add the real value with gcloud secrets versions add ([a-z][a-z0-9-]{0,254})")
 
 T = TypeVar("T")
-
-
-class ConfigError(ProductError):
-    """A configuration variable is missing or malformed; the message names it, and so does ``variable``."""
-
-    def __init__(self, message: str, *, variable: str | None = None) -> None:
-        super().__init__(message)
-        self.variable = variable
 
 
 class NotSet(ConfigError):
@@ -135,99 +145,6 @@ class Var(Generic[T]):
 
     def __repr__(self) -> str:
         return f"Var({self.name!r})"
-
-
-# --- parsers: (name, raw text) -> value, raising ConfigError that names the variable -----------------------
-
-
-def text(_name: str, value: str) -> str:
-    return value
-
-
-def optional(_name: str, value: str) -> str | None:
-    return value or None
-
-
-def integer(low: int, high: int) -> Callable[[str, str], int]:
-    def parse(name: str, value: str) -> int:
-        try:
-            number = int(value)
-        except ValueError:
-            raise ConfigError(f"{name} must be an integer, got {value!r}") from None
-        if not low <= number <= high:
-            raise ConfigError(f"{name} must be between {low} and {high}, got {number}")
-        return number
-
-    return parse
-
-
-def boolean(name: str, value: str) -> bool:
-    lowered = value.lower()
-    if lowered not in {"true", "false", "1", "0", "yes", "no"}:
-        raise ConfigError(f"{name} must be true or false, got {value!r}")
-    return lowered in {"true", "1", "yes"}
-
-
-def url(name: str, value: str) -> str:
-    if not value.startswith(("http://", "https://")):
-        raise ConfigError(f"{name} must be an http(s) URL, got {value!r}")
-    return value
-
-
-def base_url(name: str, value: str) -> str:
-    checked = url(name, value)
-    return checked if checked.endswith("/") else checked + "/"
-
-
-def id_list(_name: str, value: str) -> frozenset[str]:
-    return frozenset(part.strip() for part in value.split(",") if part.strip())
-
-
-def slack_token(name: str, value: str) -> str:
-    if not value.startswith("xox"):
-        raise ConfigError(f"{name} must be a Slack token starting with 'xox'")
-    return value
-
-
-def queue_path(name: str, value: str) -> str:
-    parts = value.split("/")
-    if len(parts) != 6 or parts[0::2] != ["projects", "locations", "queues"] or not all(parts[1::2]):
-        raise ConfigError(f"{name} must look like projects/P/locations/L/queues/Q, got {value!r}")
-    return value
-
-
-TIERS = ("safe", "approve", "deny")
-
-
-def tier_map(name: str, value: str) -> dict[str, str]:
-    """A JSON object of tool name (or glob, like ``mcp.tickets.*``) to tier."""
-    try:
-        parsed = json.loads(value or "{}")
-    except ValueError as exc:
-        raise ConfigError(f"{name} must be a JSON object of tool name to tier: {exc}") from None
-    if not isinstance(parsed, dict):
-        raise ConfigError(f"{name} must be a JSON object of tool name to tier, got {type(parsed).__name__}")
-    for tool, tier in parsed.items():
-        if tier not in TIERS:
-            raise ConfigError(f"{name}: tool {tool!r} has tier {tier!r}; a tier is one of {', '.join(TIERS)}")
-    return {str(tool): str(tier) for tool, tier in parsed.items()}
-
-
-def price_map(name: str, value: str) -> dict[str, float]:
-    """US dollars per million tokens, by kind (prompt, cached, output, thinking)."""
-    try:
-        parsed = json.loads(value)
-        prices = {str(kind): float(price) for kind, price in parsed.items()}
-    except (ValueError, TypeError, AttributeError) as exc:
-        raise ConfigError(f"{name} must be a JSON object of token kind to dollars per million tokens: {exc}") from None
-    return prices
-
-
-def level(name: str, value: str) -> str:
-    level = value.upper()
-    if level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
-        raise ConfigError(f"{name} must be DEBUG, INFO, WARNING, ERROR or CRITICAL, got {level!r}")
-    return level
 
 
 def _placeholder_fix(var: Var[Any], value: str) -> str:
@@ -332,6 +249,11 @@ class Settings:
         'JSON object of tool name (or glob, e.g. "mcp.tickets.*") to tier: safe, approve or deny; wins over the '
         "tool's own tier.",
         _AGENT, tier_map,
+    )  # fmt: skip
+    mcp_servers = Var(
+        "MCP_SERVERS", "[]",
+        "JSON list of MCP servers whose tools the agent may use as mcp.<name>.<tool> (README, MCP servers).",
+        _AGENT, functools.partial(mcp.parse, error=ConfigError),
     )  # fmt: skip
     allow_requester_answers = Var(
         "ALLOW_REQUESTER_ANSWERS", "false",
@@ -492,6 +414,11 @@ def reset() -> None:
     """Forget cached values so the next use re-reads the environment (tests)."""
     global _settings  # noqa: PLW0603
     _settings = None
+
+
+def mcp_credential(server: mcp.McpServer) -> str | None:
+    """An MCP server's bearer token, from the variable its ``credential_env`` names (never logged)."""
+    return mcp.credential(server, settings()._environ, error=ConfigError)
 
 
 def required_for(entry_point: str) -> list[Var[Any]]:

@@ -43,7 +43,8 @@ locals {
       # One session per instance, as many instances as Cloud Tasks may dispatch at once.
       max         = var.tasks.max_concurrent_dispatches
       environment = concat(["common", "tasks", "internal", "agent"], var.gemini.use_vertex_ai ? ["vertex_ai"] : [])
-      secrets     = concat(["SLACK_BOT_TOKEN"], var.gemini.use_vertex_ai ? [] : ["GEMINI_API_KEY"])
+      # Only agent_session talks to MCP servers, so only it reads their credentials.
+      secrets     = concat(["SLACK_BOT_TOKEN"], var.gemini.use_vertex_ai ? [] : ["GEMINI_API_KEY"], keys(local.mcp_credentials))
       calls_model = true
     }
     sweep = {
@@ -101,6 +102,7 @@ locals {
         SESSION_MAX_TOOL_CALLS = tostring(var.session.max_tool_calls)
         TOOL_TIERS             = jsonencode(var.tool_tiers)
         FETCH_MAX_PER_SESSION  = tostring(var.session.max_fetches)
+        MCP_SERVERS            = jsonencode(local.mcp_servers)
       },
       var.gemini.model == null ? {} : { GEMINI_MODEL = var.gemini.model },
     )
@@ -128,7 +130,23 @@ locals {
       SLACK_BOT_TOKEN      = "${var.name_prefix}-slack-bot-token"
     },
     var.gemini.use_vertex_ai ? {} : { GEMINI_API_KEY = "${var.name_prefix}-gemini-api-key" },
+    local.mcp_credentials,
   )
+
+  # MCP servers (README, "MCP servers"): MCP_SERVERS as shared/mcp_servers.py reads it. A server with a credential
+  # names the variable that holds it, MCP_CREDENTIAL_<NAME>, filled from its own secret (local.mcp_credentials).
+  # (try() restates the optional() defaults: the offline checks in deploy/ fill them only at a variable's top level.)
+  mcp_credentials = {
+    for name, server in var.mcp_servers :
+    "MCP_CREDENTIAL_${upper(replace(name, "-", "_"))}" => "${var.name_prefix}-mcp-${name}" if try(server.secret, false)
+  }
+  mcp_servers = [
+    for name, server in var.mcp_servers : merge(
+      { name = name, url = server.url, exclude = try(server.exclude, []), timeout_seconds = try(server.timeout_seconds, 30) },
+      try(server.include, null) == null ? {} : { include = server.include },
+      try(server.secret, false) ? { credential_env = "MCP_CREDENTIAL_${upper(replace(name, "-", "_"))}" } : {},
+    )
+  ]
 
   labels = merge(var.labels, { app = var.name_prefix, managed-by = "terraform" })
 }

@@ -65,6 +65,27 @@ variable "tool_tiers" {
   }
 }
 
+variable "mcp_servers" {
+  type = map(object({
+    url             = string
+    secret          = optional(bool, false) # a bearer token, from Secret Manager secret <name_prefix>-mcp-<name>
+    include         = optional(list(string))
+    exclude         = optional(list(string), [])
+    timeout_seconds = optional(number, 30)
+  }))
+  description = "MCP servers (streamable HTTP) whose tools agent_session may use as mcp.<name>.<tool>, by name (MCP_SERVERS). With secret = true, Terraform creates the secret <name_prefix>-mcp-<name> and gives it to agent_session only, as MCP_CREDENTIAL_<NAME>."
+  default     = {}
+
+  validation {
+    condition = alltrue([
+      for name, server in var.mcp_servers :
+      can(regex("^[a-z][a-z0-9_-]{0,23}$", name)) && startswith(server.url, "https://") &&
+      try(server.timeout_seconds, 30) > 0 && try(server.timeout_seconds, 30) <= 600
+    ])
+    error_message = "mcp_servers: a name is 1-24 of a-z, 0-9, _ or -, starting with a letter; a url is https://; timeout_seconds is 0..600 (what shared/mcp_servers.py accepts)."
+  }
+}
+
 variable "source_archive" {
   type        = string
   description = "Path of the function source zip built by `make package`; null means build/function-source.zip in the repo."
@@ -226,10 +247,12 @@ variable "extra_environment" {
       "TASKS_QUEUE", "TASKS_TARGET_URL", "TASKS_SERVICE_ACCOUNT", "TASKS_DISPATCH_DEADLINE_SECONDS",
       "GOOGLE_CLOUD_PROJECT", "FIRESTORE_DATABASE", "LOG_LEVEL", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_CLOUD_LOCATION",
       "GEMINI_MODEL", "OPERATOR_USER_IDS", "OPERATOR_CHANNEL", "ALLOW_REQUESTER_ANSWERS", "EVENT_TTL_HOURS",
-      "ALLOW_REQUESTER_APPROVALS", "TOOL_TIERS", "FETCH_MAX_PER_SESSION",
+      "ALLOW_REQUESTER_APPROVALS", "TOOL_TIERS", "FETCH_MAX_PER_SESSION", "MCP_SERVERS",
       "SESSION_WALL_SECONDS", "SESSION_MAX_TURNS", "SESSION_MAX_TOOL_CALLS",
       "QUESTION_REMIND_HOURS", "QUESTION_ABANDON_HOURS", "STALE_LEASE_MINUTES", "SWEEP_PAGE_SIZE",
-    ])) == 0 && alltrue([for name in keys(var.extra_environment) : !endswith(name, "_EMULATOR_HOST")])
+      ])) == 0 && alltrue([
+      for name in keys(var.extra_environment) : !endswith(name, "_EMULATOR_HOST") && !startswith(name, "MCP_CREDENTIAL_")
+    ])
     error_message = "extra_environment must not set secrets (use Secret Manager), OIDC settings, emulator or stub addresses, or a variable that has its own Terraform variable (operator_user_ids, operator_channel, gemini, session, tasks, sweep, log_level, event_ttl_hours, ...)."
   }
 }

@@ -15,7 +15,7 @@ from typing import Any
 import flask.testing
 import pytest
 
-from shared import config, deps, logs
+from shared import config, config_values, deps, logs
 from shared.errors import ProductError
 from shared.logs import JsonFormatter, session_context
 
@@ -84,6 +84,7 @@ def test_importing_the_product_needs_no_environment_and_builds_no_client() -> No
         "import sys, os\n"
         "import functions.main, shared.handlers.slack_events, shared.handlers.slack_interactivity\n"
         "assert 'google.genai' not in sys.modules, 'the ingress path imported google-genai'\n"
+        "assert 'mcp' not in sys.modules and 'mcp_types' not in sys.modules, 'the ingress path imported mcp'\n"
         "import shared.handlers.agent_session, shared.handlers.sweep, shared.agent.runner\n"
         "from shared import deps\n"
         "assert deps.get().built() == [], deps.get().built()\n"
@@ -220,7 +221,7 @@ def test_a_secrets_value_never_appears_in_its_error() -> None:
         _ = config.Settings({"SLACK_BOT_TOKEN": "hunter2-real-secret"}).slack_bot_token
     assert "hunter2" not in str(refused.value)
     # A secret whose parser quotes what it got (as url and integer do) has the value taken out of the message.
-    api_key = config.Var("GEMINI_API_KEY", "", "key", frozenset(), config.url, secret=True)
+    api_key = config.Var("GEMINI_API_KEY", "", "key", frozenset(), config_values.url, secret=True)
     with pytest.raises(config.ConfigError, match="GEMINI_API_KEY must be an http") as refused:
         api_key.read(config.Settings({"GEMINI_API_KEY": "hunter2-real-secret"}))
     assert "hunter2" not in str(refused.value)

@@ -26,6 +26,12 @@ ASKS_PARENT = "ask which half comes first"  # the second demo task asks its pare
 DEMO_PARENT_ANSWER = "Start with the first half."
 ENVIRONMENTS = ("dev", "staging", "production")
 DEMO_OPTIONS = ("Option A", "Option B")
+# "mcp lookup api", "mcp delete <branch>", "mcp ticket <title>": the sample MCP server's three paths (make dev)
+MCP_VERBS = {
+    "lookup": "mcp.demo.lookup_service",
+    "delete": "mcp.demo.delete_branch",
+    "ticket": "mcp.demo.create_ticket",
+}
 DISCLAIMER = "(This is a scripted offline stand-in, not Gemini.)"
 
 
@@ -130,6 +136,21 @@ def restart_args(request: str) -> dict[str, str]:
     return {"name": candidates[0] if candidates else "api", "environment": environment}
 
 
+def mcp_call(request: str, tools: list[str]) -> dict[str, Any] | None:
+    """``mcp <lookup|delete|ticket> <what>`` as a call of the sample MCP server's tool, if it is declared."""
+    words = request.split()
+    lowered = [w.lower().strip(".,!?`'\"") for w in words]
+    if "mcp" not in lowered or lowered.index("mcp") + 1 >= len(words):
+        return None
+    at = lowered.index("mcp")
+    verb, rest = lowered[at + 1], " ".join(words[at + 2 :]).strip() or "api"
+    tool = MCP_VERBS.get(verb)
+    if tool is None or tool not in tools:
+        return None
+    args = {"lookup": {"name": rest}, "delete": {"repo": "app", "branch": rest}, "ticket": {"title": rest}}[verb]
+    return {"function_calls": [{"name": tool, "args": args}]}
+
+
 def _text(text: str) -> dict[str, Any]:
     return {"text": text}
 
@@ -162,6 +183,9 @@ def demo_item(body: Mapping[str, Any]) -> dict[str, Any]:
             f'{PREFIX} Summary: {turns} message(s) so far; the latest says: "{_clip(user_text, 200)}". {DISCLAIMER}'
         )
     fresh = role == "user" and isinstance(part.get("text"), str)
+    remote = mcp_call(request_of(str(part["text"])), tools) if fresh else None
+    if remote is not None:
+        return remote
     if fresh and RESTART_TOOL in tools and "restart" in request_of(str(part["text"])).lower():
         return {"function_calls": [{"name": RESTART_TOOL, "args": restart_args(request_of(str(part["text"])))}]}
     if fresh and ASK_TOOL in tools and not has_asked(body):

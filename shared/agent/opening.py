@@ -27,8 +27,9 @@ class MissingQuestion(ProductError):
     """A continuation names a question that is not stored."""
 
 
-def opening_content(session: Session, transcript: list[Step]) -> tuple[StepKind, types.Content, list[Audit]]:
-    """The first step this session writes: what it starts from."""
+def opening_content(session: Session, transcript: list[Step], *,
+                    question: Question | None = None) -> tuple[StepKind, types.Content, list[Audit]]:  # fmt: skip
+    """The first step this session writes: what it starts from (``question``: a continuation's, if already read)."""
     # Failure narration wins over resumption (seed 000): a retry never resumes a pending ask.
     if session.kind == SessionKind.RETRY:
         return StepKind.PROMPT, _narration(session), []
@@ -37,7 +38,7 @@ def opening_content(session: Session, transcript: list[Step]) -> tuple[StepKind,
     if session.kind == SessionKind.CONTINUATION and session.late_note is not None:
         return StepKind.NOTES, _user(prompts.notes_text([session.late_note])), [Audit(AuditType.NOTES, now(), count=1)]
     if session.kind == SessionKind.CONTINUATION:
-        question = stored.get_question(session.question_id or "")
+        question = question or stored.get_question(session.question_id or "")
         if question is None:
             raise MissingQuestion(f"continuation {session.session_id} names no stored question")
         return StepKind.ANSWER, answer_content(question, transcript), [Audit(AuditType.ANSWER, now())]

@@ -200,7 +200,8 @@ class Runner(ToolTurns):
         if ended is None and self.session.child_ids:  # queued again once the children it waited for had ended
             self._resume_children(self.session.child_ids)
         elif ended is None and self.session.approval_ids and self._decided_in_place():
-            self._resume_approvals(self.session.approval_ids)  # a child queued again once its calls were decided
+            # a child queued again once its calls were decided
+            ended = SessionStatus.PAUSED if self._resume_approvals(self.session.approval_ids) else None
         elif ended is None and self.session.released_seq is not None:
             self._release_children()  # a child's question interrupted its wait for its children
         elif ended is None and self._answered_by_parent():
@@ -222,14 +223,17 @@ class Runner(ToolTurns):
         return self.session.reports_to_parent and turn is not None and turn.session_id == self.session.session_id
 
     def _open(self) -> SessionStatus | None:
-        """The session's first step; a status if that already ends it (an input too large to use)."""
+        """The session's first step; a status if that already ends it (an input too large to use) or pauses it (a
+        resumed MCP call whose server asks the operator again)."""
         if len(self.session.text) > TOO_LARGE_REQUEST_CHARS:
             return self._reply_without_model(prompts.too_large_reply(len(self.session.text)))
         if self.session.approval_ids:  # a turn's risky calls were decided: run the approved ones
-            self._resume_approvals(self.session.approval_ids)
-        else:
-            kind, content, audit = opening_content(self.session, self.steps)
-            self._commit(kind, content, audit)
+            return SessionStatus.PAUSED if self._resume_approvals(self.session.approval_ids) else None
+        question = self._answered_question()
+        if question is not None and question.mcp_input:  # an MCP server's request, answered: resume that call
+            return SessionStatus.PAUSED if self._resume_input(question) else None
+        kind, content, audit = opening_content(self.session, self.steps, question=question)
+        self._commit(kind, content, audit)
         return None
 
     def _reply_without_model(self, text: str) -> SessionStatus:
@@ -275,7 +279,8 @@ class Runner(ToolTurns):
     def _model_turn(self) -> SessionStatus | None:
         """One model turn, persisted. None if the loop goes on; how the session ended (or paused) once answered."""
         history = shorten_tool_results(contents_of(self.steps), config.settings().model_context_tokens)
-        response = gemini.generate(history, system=prompts.SYSTEM, tools=self.tools.declarations())
+        system = f"{prompts.SYSTEM}\n\n{self.tools.notice}" if self.tools.notice else prompts.SYSTEM
+        response = gemini.generate(history, system=system, tools=self.tools.declarations())
         content = _first_content(response)
         calls = [p.function_call for p in content.parts or [] if p.function_call]
         text = _text_of(content)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from google.genai import types
@@ -20,6 +21,8 @@ from shared.agent.budget import Budget
 from shared.agent.opening import answer_content
 from shared.agent.tools import policy
 from shared.agent.tools.base import Outcome, Suspend, Tier, ToolContext, Wait, short
+from shared.agent.tools.mcp.inputs import Pending as McpPending
+from shared.agent.tools.mcp.tool import McpTool
 from shared.agent.tools.toolset import Toolset
 from shared.agent.transcript import PendingTurn, contents_of, pending_turn
 from shared.asks import approvals, delegation, tree_status
@@ -37,7 +40,9 @@ from shared.state.models import (
     Audit,
     AuditType,
     Note,
+    Question,
     Session,
+    SessionKind,
     SessionStatus,
     Step,
     StepKind,
@@ -172,6 +177,8 @@ class ToolTurns:
             # Answered while this turn ran: the answer is the pending call's response, and the session goes on.
             self._commit(StepKind.TOOL_RESULTS, content, audit, tool_calls=used)
             answered = stored.get_question(question_id) or pause.question
+            if answered.mcp_input:  # an MCP server's request: the answer resumes that call
+                return self._resume_input(answered, consumed=[meanwhile.note])
             answer = answer_content(answered, self.steps)
             self._commit(StepKind.ANSWER, answer, [Audit(AuditType.ANSWER, now())], consumed=[meanwhile.note])
             log.info("question answered before the session paused; going on", extra={"question_id": question_id})
@@ -190,8 +197,7 @@ class ToolTurns:
                          status=SessionStatus.PAUSED.value, approval_ids=approval_ids, ended_at=now())  # fmt: skip
         except steps.AnsweredMeanwhile as meanwhile:
             self._commit(StepKind.TOOL_RESULTS, content, audit, tool_calls=used)
-            self._resume_approvals(approval_ids, consumed=meanwhile.notes)
-            return False
+            return self._resume_approvals(approval_ids, consumed=meanwhile.notes)
         self.surface.paused()
         log.info("session paused for approvals", extra={"approvals": approval_ids})
         return True
@@ -284,9 +290,10 @@ class ToolTurns:
         self._commit(StepKind.ANSWER, content, audit, consumed=consumed or [], child_ids=[])
         tree_status.refresh(self.session, self.surface)  # whatever order the children's own refreshes landed in
 
-    def _resume_approvals(self, approval_ids: list[str], *, consumed: list[Note] | None = None) -> None:
+    def _resume_approvals(self, approval_ids: list[str], *, consumed: list[Note] | None = None) -> bool:
         """The decided calls of one turn: each approved one runs once through the ledger, with exactly the shown
-        arguments; a denied or expired one gets an error response. One step holds them all."""
+        arguments; a denied or expired one gets an error response. One step holds them all. True if the session
+        paused again: an approved MCP call whose server asked for input (its question's answer resumes it)."""
         decided = sorted(stored_approvals.get_approvals(approval_ids), key=lambda a: a.call_index)
         turn = pending_turn(self.steps)
         seq = decided[0].seq if decided else -1
@@ -295,20 +302,26 @@ class ToolTurns:
         recorded = ledger.entries(self.session, seq, [a.call_index for a in decided])
         parts: list[types.Part] = []
         audit: list[Audit] = []
+        pause: Suspend | None = None
         for approval in decided:
             call = pending.get(approval.call_index)
             audit.append(Audit(AuditType.APPROVAL, now(), name=approval.tool, args=approval.digest,
                                result=approval.status.value, text=approval.decided_by))  # fmt: skip
             if call is None:
                 continue  # its response is already in the transcript (a re-run after a crash)
-            response = self._decided_response(approval, call, seq, recorded.get(approval.call_index))
+            decided_outcome = self._decided_response(approval, call, seq, recorded.get(approval.call_index))
+            response = decided_outcome.response if isinstance(decided_outcome, Suspend) else decided_outcome
             audit.append(self._tool_audit(approval.tool, call, response, self._context(seq, approval.call_index, call)))
+            if isinstance(decided_outcome, Suspend) and pause is None:
+                pause = decided_outcome  # no function response: the operator's answer resumes the call
+                continue
             parts.append(_response(call, response))
         content = types.Content(role="user", parts=parts) if parts else None
         self._commit(StepKind.ANSWER, content, audit, consumed=consumed or [], approval_ids=[])
+        return pause is not None and self._pause_for_question(pause, None, [], self.session.tool_calls)
 
     def _decided_response(self, approval: Approval, call: types.FunctionCall, seq: int,
-                          entry: ledger.Entry | None) -> dict[str, Any]:  # fmt: skip
+                          entry: ledger.Entry | None) -> dict[str, Any] | Suspend:  # fmt: skip
         if approval.status == ApprovalStatus.DENIED:
             reason = approval.reason or "no reason given"
             return {"error": f"denied by <@{approval.decided_by}>: {reason}. It did not run; another call needs its "
@@ -325,21 +338,24 @@ class ToolTurns:
         response = (
             outcome.response if isinstance(outcome, Suspend | Wait) else capped_response(outcome, MAX_TOOL_RESULT_CHARS)
         )
-        summary = short(response.get("result", response.get("error", "")), 200)
+        summary = short(response.get("result", response.get("error", response.get("status", ""))), 200)
         mark = ":warning:" if "error" in response else ":white_check_mark:"
         approvals.update_card(approval, f"{mark} approved by <@{approval.decided_by}>: {summary}")
-        return response
+        return outcome if isinstance(outcome, Suspend) else response
 
     def _replaying(self) -> bool:
         """True once per run, for the first turn a takeover runs tools for (the one the dead worker was in)."""
         replaying, self.takeover = self.takeover, False
         return replaying
 
-    def _call(self, name: str, call: types.FunctionCall, ctx: ToolContext, entry: ledger.Entry | None) -> Outcome:
-        """One call, through the ledger when its tool is outward or not idempotent (flow 8)."""
+    def _call(self, name: str, call: types.FunctionCall, ctx: ToolContext, entry: ledger.Entry | None, *,
+              run: Callable[[], Outcome] | None = None, part: str = "") -> Outcome:  # fmt: skip
+        """One call, through the ledger when its tool is outward or not idempotent (flow 8). ``run`` and ``part``
+        are a later round of the call (an MCP call resumed with the operator's input), with its own ledger entry."""
+        run = run or (lambda: self.tools.run(name, call.args, ctx))
         spec = self.tools.get(name)
         if spec is None or not (spec.outward or not spec.idempotent):
-            return self.tools.run(name, call.args, ctx)
+            return run()
         if entry is not None and entry.status == ledger.CallStatus.DONE and entry.response is not None:
             return entry.response  # it ran to the end before the crash: its response stands
         if entry is not None and not spec.idempotent:
@@ -347,11 +363,52 @@ class ToolTurns:
             return {"error": prompts.OUTCOME_UNKNOWN}
         if entry is None:
             ledger.start(self.session, seq=ctx.seq, index=ctx.call_index, key=ctx.idempotency_key, name=name,
-                         args=short(call.args, 2000))  # fmt: skip
-        outcome = self.tools.run(name, call.args, ctx)  # an idempotent call re-runs with the same key
+                         args=short(call.args, 2000), part=part)  # fmt: skip
+        outcome = run()  # an idempotent call re-runs with the same key
         if not isinstance(outcome, Suspend | Wait):
-            ledger.done(self.session, seq=ctx.seq, index=ctx.call_index, response=outcome)
+            ledger.done(self.session, seq=ctx.seq, index=ctx.call_index, response=outcome, part=part)
         return outcome
+
+    # --- an MCP server's request for input, answered ------------------------------------------------------------
+    def _answered_question(self) -> Question | None:
+        """The answered question a continuation starts from (read once: the opening uses it too)."""
+        session = self.session
+        if session.kind != SessionKind.CONTINUATION or not session.question_id or session.late_note is not None:
+            return None
+        return stored.get_question(session.question_id)
+
+    def _resume_input(self, question: Question, *, consumed: list[Note] | None = None) -> bool:
+        """The paused MCP call runs again with the operator's answer and the server's stored state, once, through
+        the ledger (its own entry per round); its result is the response of the call the model made. True if the
+        session paused again (the server asked for more)."""
+        pending = McpPending.from_doc(question.mcp_input or {})
+        turn = pending_turn(self.steps)
+        call = dict(turn.calls).get(pending.index) if turn is not None and turn.seq == pending.seq else None
+        answered = Audit(AuditType.ANSWER, now())
+        if call is None:  # its response is already in the transcript (a re-run after a crash)
+            self._commit(StepKind.ANSWER, None, [answered], consumed=consumed or [])
+            return False
+        name = call.name or ""
+        tool = self.tools.get(name)
+        ctx = self._context(pending.seq, pending.index, call, caller=pending.caller)
+        outcome: Outcome
+        if not isinstance(tool, McpTool):
+            outcome = {"error": f"{name} is not available now (its MCP server could not be reached), so the call "
+                                "did not complete"}  # fmt: skip
+        else:
+            part = f"-r{pending.round}"
+            entry = ledger.entries(self.session, pending.seq, [pending.index], part=part).get(pending.index)
+            outcome = self._call(name, call, ctx, entry, run=lambda: tool.resume(pending, question, ctx), part=part)
+        if isinstance(outcome, Wait):
+            outcome = {"error": f"{name} cannot wait here"}
+        response = outcome.response if isinstance(outcome, Suspend) else capped_response(outcome, MAX_TOOL_RESULT_CHARS)
+        audit = [answered, self._tool_audit(name, call, response, ctx)]
+        if isinstance(outcome, Suspend):  # the server asked again: a new question, and the session pauses again
+            self._commit(StepKind.ANSWER, None, [answered], consumed=consumed or [])
+            return self._pause_for_question(outcome, None, audit[1:], self.session.tool_calls)
+        self._commit(StepKind.ANSWER, types.Content(role="user", parts=[_response(call, response)]), audit,
+                     consumed=consumed or [])  # fmt: skip
+        return False
 
     def _tell_outcome_unknown(self, name: str, call: types.FunctionCall, ctx: ToolContext) -> None:
         operators = blocks.operator_mentions(config.settings().operator_user_ids)

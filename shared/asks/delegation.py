@@ -12,7 +12,7 @@ from shared import config
 from shared.state import children, sessions, tasks
 from shared.state.children import AnswerOutcome, AskOutcome, Finished
 from shared.state.firestore import now
-from shared.state.models import ParentQuestion, Session, child_session
+from shared.state.models import ParentQuestion, Session
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,8 @@ def start(parent: Session, *, seq: int, index: int, task: str, blocking: bool) -
         root_turns=settings.session_max_turns, root_tool_calls=settings.session_max_tool_calls,
         child_turns=settings.child_max_turns, child_tool_calls=settings.child_max_tool_calls,
     )  # fmt: skip
-    new = child_session(parent, seq=seq, index=index, task=task.strip(), blocking=blocking, siblings=[], at=now())
+    task = task.strip()
+    new = children.child_session(parent, seq=seq, index=index, task=task, blocking=blocking, siblings=[], at=now())
     try:
         child = children.create_child(new, budget)
     except children.TreeBudgetSpent as exc:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
+from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
@@ -24,11 +25,13 @@ log = logging.getLogger(__name__)
 
 
 def ask(session: Session, *, seq: int, call_index: int, call_id: str | None, question: str, options: list[str],
-        blocking: bool, surface: ThreadSurface) -> Question:  # fmt: skip
+        blocking: bool, surface: ThreadSurface, mcp_input: dict[str, Any] | None = None,
+        link: str | None = None) -> Question:  # fmt: skip
     """Record ``question`` open, then post it in the session's thread, then note the post on the record.
 
     The record exists before anyone can see the question, so a reply or a button press that comes at once answers
-    it. A retried step finds what it did before (the same id, the same post key).
+    it. A retried step finds what it did before (the same id, the same post key). ``mcp_input`` is an MCP server's
+    request the answer resumes; ``link`` a URL the question shows as a link button.
     """
     qid = ids.question_id(session.session_id, seq, call_index)
     if blocking:
@@ -46,14 +49,15 @@ def ask(session: Session, *, seq: int, call_index: int, call_id: str | None, que
             call_id=call_id,
             asked_at=now(),
             requester=session.trigger_user,
+            mcp_input=mcp_input,
         )
     )
     settings = config.settings()
     operators = settings.operator_user_ids if settings.question_mentions_operators else None
     post_ts = asked.post_ts or surface.post(
-        blocks.question_text(question, options, operators=operators),
+        blocks.question_text(question, options, operators=operators, link=link),
         key=ids.post_key(session.session_id, seq, f"{call_index}:question"),
-        blocks=blocks.question_blocks(qid, question, options, operators=operators),
+        blocks=blocks.question_blocks(qid, question, options, operators=operators, link=link),
     )
     asked = stored.set_post_ts(qid, post_ts) if asked.post_ts is None else asked
     if asked.status == QuestionStatus.OPEN:

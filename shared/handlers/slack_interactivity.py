@@ -27,6 +27,8 @@ def handle(body: bytes, headers: Mapping[str, str]) -> Reply:
         press = button_press(payload)
     except BadPayload as exc:
         return {"error": str(exc)}, 400
+    if press.action_id == blocks.LINK_ACTION:  # Slack opened the link; it answers nothing
+        return {"ok": True, "ignored": "link button"}, 200
     with session_context(None, trace=trace_from(headers) or new_trace()):
         if press.action_id in {blocks.APPROVE_ACTION, blocks.DENY_ACTION}:
             return {"ok": True, "decision": approvals.decide_press(press).value}, 200

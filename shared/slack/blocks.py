@@ -10,6 +10,7 @@ from typing import Any
 
 from slack_sdk.models.blocks import ActionsBlock, ButtonElement, MarkdownTextObject, SectionBlock
 
+LINK_ACTION = "question_link"  # a link button on a question (an MCP server's URL request): Slack opens the URL
 MAX_OPTIONS = 10  # buttons per question; Slack allows 25 per actions block, people read far fewer
 
 
@@ -26,13 +27,17 @@ def parse_question_value(value: str) -> tuple[str, int] | None:
     return question_id, int(number)
 
 
-def question_text(question: str, options: list[str], *, operators: frozenset[str] | None = None) -> str:
+def question_text(
+    question: str, options: list[str], *, operators: frozenset[str] | None = None, link: str | None = None
+) -> str:
     """The plain-text form of a question: the notification text, and the fallback where blocks do not render.
 
-    With ``operators`` it mentions them, so they are notified when it is asked.
+    With ``operators`` it mentions them, so they are notified when it is asked; ``link`` is a URL to visit.
     """
     who = f"{operator_mentions(operators)}: " if operators else ""
     lines = [f":speech_balloon: {who}*Question for the operator:* {question}"]
+    if link:
+        lines.append(f"Link: <{link}>")
     lines += [f"{i}. {option}" for i, option in enumerate(options, start=1)]
     if options:
         lines.append("Reply in this thread with the number or the option, or press a button.")
@@ -42,21 +47,24 @@ def question_text(question: str, options: list[str], *, operators: frozenset[str
 
 
 def question_blocks(
-    question_id: str, question: str, options: list[str], *, operators: frozenset[str] | None = None
+    question_id: str,
+    question: str,
+    options: list[str],
+    *,
+    operators: frozenset[str] | None = None,
+    link: str | None = None,
 ) -> list[Any]:
-    """Block Kit for a question: the text, and one button per option whose value names the question."""
+    """Block Kit for a question: the text, and one button per option whose value names the question; ``link``
+    becomes a link button first (Slack opens it; pressing it answers nothing)."""
     who = f"{operator_mentions(operators)}: " if operators else ""
     blocks: list[Any] = [SectionBlock(text=MarkdownTextObject(text=f":speech_balloon: {who}*Question:* {question}"))]
-    if options:
-        blocks.append(
-            ActionsBlock(
-                block_id=f"question:{question_id}",
-                elements=[
-                    ButtonElement(text=option[:75], action_id=f"answer_{i}", value=question_value(question_id, i))
-                    for i, option in enumerate(options, start=1)
-                ],
-            )
-        )
+    elements: list[Any] = [ButtonElement(text="Open link", action_id=LINK_ACTION, url=link)] if link else []
+    elements += [
+        ButtonElement(text=option[:75], action_id=f"answer_{i}", value=question_value(question_id, i))
+        for i, option in enumerate(options, start=1)
+    ]
+    if elements:
+        blocks.append(ActionsBlock(block_id=f"question:{question_id}", elements=elements))
     return blocks
 
 

@@ -41,6 +41,32 @@ def get_children(child_ids: list[str]) -> list[Session]:
     return [found[c] for c in child_ids if c in found]
 
 
+def child_session(parent: Session, *, seq: int, index: int, task: str, blocking: bool, siblings: list[str],
+                  at: datetime) -> Session:  # fmt: skip
+    """A child the parent's ``delegate`` call starts: its own transcript and budget, in the parent's thread."""
+    child_id = ids.child_id(parent.session_id, seq, index)
+    return Session(
+        session_id=child_id,
+        kind=SessionKind.CHILD,
+        channel=parent.channel,
+        thread_ts=parent.thread_ts,
+        trigger_ts=parent.trigger_ts,
+        trigger_user=parent.trigger_user,
+        text=task,
+        created_at=at,
+        transcript_writer=child_id,
+        parent_session_id=parent.session_id,
+        parent_transcript=parent.transcript,
+        depth=parent.depth + 1,
+        delegate_seq=seq,
+        delegate_index=index,
+        delegate_blocking=blocking,
+        sibling_ids=siblings if blocking else [],
+        trace_id=parent.trace_id,
+        root_session_id=parent.tree_root,
+    )
+
+
 @dataclass(frozen=True)
 class TreeBudget:
     """A tree's budget: what the whole tree may use, what its root keeps for itself, and a child's most."""

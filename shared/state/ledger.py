@@ -37,19 +37,20 @@ class Entry:
     response: dict[str, Any] | None = None
 
 
-def _ref(session: Session, seq: int, index: int) -> firestore.DocumentReference:
+def _ref(session: Session, seq: int, index: int, part: str = "") -> firestore.DocumentReference:
     ref: firestore.DocumentReference = (
-        session_ref(session.transcript).collection(CALLS).document(ids.call_doc(seq, index))
+        session_ref(session.transcript).collection(CALLS).document(ids.call_doc(seq, index) + part)
     )
     return ref
 
 
-def entries(session: Session, seq: int, indices: list[int]) -> dict[int, Entry]:
-    """The ledger entries of the calls ``indices`` of step ``seq``, by call index (point reads)."""
+def entries(session: Session, seq: int, indices: list[int], *, part: str = "") -> dict[int, Entry]:
+    """The ledger entries of the calls ``indices`` of step ``seq``, by call index (point reads). ``part`` names a
+    later round of the same call (an MCP call resumed with the operator's input is ``-r1``, ``-r2``, …)."""
     if not indices:
         return {}
     found: dict[int, Entry] = {}
-    for snap in db().get_all([_ref(session, seq, index) for index in indices]):
+    for snap in db().get_all([_ref(session, seq, index, part) for index in indices]):
         data = snap.to_dict() if snap.exists else None
         if data is None:
             continue
@@ -72,18 +73,18 @@ def _fenced(session: Session, write: Any) -> None:
     run(db().transaction())
 
 
-def start(session: Session, *, seq: int, index: int, key: str, name: str, args: str) -> None:
+def start(session: Session, *, seq: int, index: int, key: str, name: str, args: str, part: str = "") -> None:
     """Record that the call is about to run (``create()``: a call starts once)."""
     doc = {"key": key, "name": name, "args": args, "seq": seq, "index": index, "status": CallStatus.STARTED.value,
            "session_id": session.session_id, "started_at": now()}  # fmt: skip
-    _fenced(session, lambda transaction: transaction.create(_ref(session, seq, index), doc))
+    _fenced(session, lambda transaction: transaction.create(_ref(session, seq, index, part), doc))
 
 
-def done(session: Session, *, seq: int, index: int, response: dict[str, Any]) -> None:
+def done(session: Session, *, seq: int, index: int, response: dict[str, Any], part: str = "") -> None:
     """Record the call's response."""
     text = json.dumps(response, default=str, ensure_ascii=False)
     if len(text) > MAX_STORED_RESPONSE:
         shortened = {"result": text[:MAX_STORED_RESPONSE], "note": f"[truncated, {len(text):,} characters]"}
         text = json.dumps(shortened, ensure_ascii=False)
     fields = {"status": CallStatus.DONE.value, "response": text, "done_at": now()}
-    _fenced(session, lambda transaction: transaction.update(_ref(session, seq, index), fields))
+    _fenced(session, lambda transaction: transaction.update(_ref(session, seq, index, part), fields))

@@ -228,10 +228,9 @@ class Session:
     released_seq: int | None = None  # a parent whose waiting turn a child's question interrupted (see children)
     stop_requested: str | None = None  # who asked a running session to stop: it ends at its next step boundary
     late_note: Note | None = None  # a continuation that opens with news (a child's result after its parent ended)
-    # A tree of delegated sessions shares one budget, kept on its root (the top-level transcript's first session):
-    # each child gets an allotment of turns and tool calls when it starts, and returns what it did not use.
+    # A delegation tree's budget is kept on its root: each child is allotted turns and tool calls when it starts.
     root_session_id: str | None = None  # a child: the root of its tree
-    max_turns: int | None = None  # a child: its allotment (None: the per-session budget)
+    max_turns: int | None = None  # a child: its allotment (None: the per-session budget); and its tool calls:
     max_tool_calls: int | None = None
     tree_reserved: dict[str, int] = field(default_factory=dict)  # the root: turns and tool_calls allotted now
     tree_tokens: dict[str, int] = field(default_factory=dict)  # the root: the tokens its ended children used
@@ -360,6 +359,9 @@ class Question(Stored):
     answer_pressed: bool = False  # answered with a button (``answer`` is then the option's label)
     matched_option: str | None = None
     continuation_id: str | None = None
+    # An MCP server's request for input that this question stands for: the answer resumes that call
+    # (``shared.agent.tools.mcp.inputs.Pending``).
+    mcp_input: dict[str, Any] | None = None
 
 
 @dataclass
@@ -417,32 +419,6 @@ def mention_session(
         created_at=at,
         transcript_writer=ids.session_for_event(event_id),
         trace_id=trace_id,
-    )
-
-
-def child_session(parent: Session, *, seq: int, index: int, task: str, blocking: bool, siblings: list[str],
-                  at: datetime) -> Session:  # fmt: skip
-    """A child the parent's ``delegate`` call starts: its own transcript and budget, in the parent's thread."""
-    child_id = ids.child_id(parent.session_id, seq, index)
-    return Session(
-        session_id=child_id,
-        kind=SessionKind.CHILD,
-        channel=parent.channel,
-        thread_ts=parent.thread_ts,
-        trigger_ts=parent.trigger_ts,
-        trigger_user=parent.trigger_user,
-        text=task,
-        created_at=at,
-        transcript_writer=child_id,
-        parent_session_id=parent.session_id,
-        parent_transcript=parent.transcript,
-        depth=parent.depth + 1,
-        delegate_seq=seq,
-        delegate_index=index,
-        delegate_blocking=blocking,
-        sibling_ids=siblings if blocking else [],
-        trace_id=parent.trace_id,
-        root_session_id=parent.tree_root,
     )
 
 

@@ -1,7 +1,8 @@
 """A session's toolset: the tools it may use, their declarations, and how a call is dispatched.
 
-Built per session, not filled by import side effects: the built-in tools and the team's own tools, minus what the
-session may not use (a narration gets none; ``top_level_only`` tools only for a session that talks to the thread).
+Built per session, not filled by import side effects: the built-in tools, the team's own tools and the configured
+MCP servers' tools, minus what the session may not use (a narration gets none; ``top_level_only`` tools only for a
+session that talks to the thread). ``notice`` tells the model which MCP servers could not be reached.
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ from shared import config
 from shared.agent.tools import builtin, policy, team
 from shared.agent.tools.base import Outcome, Tier, Tool, ToolContext
 from shared.agent.tools.function import tools_in
+from shared.agent.tools.mcp import catalog
 from shared.state.models import Session, SessionKind
 
 
 class Toolset:
-    def __init__(self, tools: Sequence[Tool]) -> None:
+    def __init__(self, tools: Sequence[Tool], *, notice: str = "") -> None:
         self._tools = {t.name: t for t in tools}
+        self.notice = notice  # for the system instruction: tools that should be here and are not
 
     def __contains__(self, name: str) -> bool:
         return name in self._tools
@@ -64,11 +67,12 @@ def for_session(session: Session) -> Toolset:
     offered to the model."""
     if session.kind == SessionKind.RETRY:
         return Toolset([])
-    usable = [t for t in all_tools() if session.top_level or not t.top_level_only]
+    remote = catalog.catalog()
+    usable = [t for t in [*all_tools(), *remote.tools] if session.top_level or not t.top_level_only]
     if session.reports_to_parent:
         usable = [t for t in usable if not t.posts]
     else:
         usable = [t for t in usable if t.name != "ask_parent"]
     if session.depth >= config.settings().delegate_max_depth:  # it can have no children
         usable = [t for t in usable if t.name not in {"delegate", "answer_child"}]
-    return Toolset([t for t in usable if policy.static_tier(t) != Tier.DENY])
+    return Toolset([t for t in usable if policy.static_tier(t) != Tier.DENY], notice=remote.notice())

@@ -1,0 +1,91 @@
+"""The configured servers' tools, listed at most once a minute per instance (``LIST_TTL_SECONDS``).
+
+A server that cannot be reached or listed is logged and skipped for that session; the session's model is told
+which servers' tools are unavailable. A failed listing is not cached: the next session tries again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+
+import jsonschema
+import mcp_types
+
+from shared import config
+from shared.agent.tools.mcp import connection
+from shared.agent.tools.mcp.tool import McpTool
+from shared.mcp_servers import McpServer
+
+log = logging.getLogger(__name__)
+
+LIST_TTL_SECONDS = 60.0  # a server's new or changed tools reach sessions within a minute
+
+_lock = threading.Lock()
+_listed: dict[McpServer, tuple[float, list[mcp_types.Tool]]] = {}  # by server: when listed, what
+
+
+@dataclass(frozen=True)
+class Catalog:
+    tools: list[McpTool]
+    unavailable: list[str]  # "server: why", for the model
+
+    def notice(self) -> str:
+        if not self.unavailable:
+            return ""
+        lines = "\n".join(f"- {reason}" for reason in self.unavailable)
+        return ("These MCP servers (or some of their tools) could not be used, so their tools (mcp.<server>.*) are "
+                f"unavailable in this session; say so if the request needs them:\n{lines}")  # fmt: skip
+
+
+def catalog() -> Catalog:
+    tools: list[McpTool] = []
+    unavailable: list[str] = []
+    for server in config.settings().mcp_servers:
+        try:
+            listed = _tools_of(server)
+        except connection.McpFailure as exc:
+            log.warning("MCP server skipped", extra={"server": server.name, "error": str(exc)})
+            unavailable.append(f"{server.name}: {exc}")
+            continue
+        for listed_tool in (t for t in listed if _wanted(server, t.name)):
+            problem = schema_problem(listed_tool.input_schema)
+            if problem is None:
+                tools.append(McpTool(server, listed_tool))
+            else:  # declared to Gemini, it would fail every model turn of the session
+                where = {"server": server.name, "tool": listed_tool.name}
+                log.warning("MCP tool skipped", extra={**where, "error": problem})
+                unavailable.append(f"{server.name}: its tool {listed_tool.name!r} declares an invalid schema")
+    return Catalog(tools, unavailable)
+
+
+def schema_problem(schema: dict[str, object]) -> str | None:
+    """Why a tool's input schema is not a valid JSON Schema, or None."""
+    try:
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        return exc.message
+    return None
+
+
+def _wanted(server: McpServer, tool: str) -> bool:
+    return (server.include is None or tool in server.include) and tool not in server.exclude
+
+
+def _tools_of(server: McpServer) -> list[mcp_types.Tool]:
+    with _lock:
+        cached = _listed.get(server)
+    if cached is not None and time.monotonic() - cached[0] < LIST_TTL_SECONDS:
+        return cached[1]
+    listed = connection.list_tools(server)
+    with _lock:
+        _listed[server] = (time.monotonic(), listed)
+    return listed
+
+
+def forget() -> None:
+    """Drop every cached listing (the benchmark measures a cold listing with it)."""
+    with _lock:
+        _listed.clear()
