@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import webbrowser
 from pathlib import Path
 
 from infra import chat
@@ -44,6 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     env = {"OPERATOR_USER_IDS": f"{OPERATOR_ID},{CHAT_USER}"}
     try:
         with running(demo_model=not real, real_model=real, extra_env=env, stack_file=args.stack_file) as stack:
+            page = stack.url("fake_slack") + "/"
+            print(f"\nThe workspace: {page}   (open it in a browser; the console is {page}#console)\n", flush=True)
+            if os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
+                webbrowser.open(page)
             print(f"Stack is up; logs in {stack.logs_dir}. Leaving the chat stops it.", flush=True)
             return chat.main(["--stack-file", str(stack.stack_file), "--user", CHAT_USER])
     except StackError as exc:

@@ -33,6 +33,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from infra.fakegemini.demo import NOTICE as DEMO_NOTICE
 from infra.procs import Proc, StackError, free_port, group_alive, http_answers, stop_all, stop_group, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -278,6 +279,10 @@ class Stack:
                 self.function_url("slack_events") if "slack_events" in self.with_functions else "",
                 "--interactivity-url",
                 self.function_url("slack_interactivity") if "slack_interactivity" in self.with_functions else "",
+                "--operators",
+                self.product_env()["OPERATOR_USER_IDS"],
+                "--notice",
+                DEMO_NOTICE if self.demo_model else "",
             ],
         )
         gemini_args = [

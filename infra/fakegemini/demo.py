@@ -159,3 +159,10 @@ def demo_item(body: Mapping[str, Any]) -> dict[str, Any]:
         question = f"{PREFIX} Which option should I use for: {_clip(request_of(str(part['text'])), 80)}?"
         return {"function_calls": [{"name": ASK_TOOL, "args": {"question": question, "options": list(DEMO_OPTIONS)}}]}
     return _text(f'{PREFIX} I read your message: "{_clip(request_of(user_text), 200)}". {DISCLAIMER}')
+
+
+# The line the workspace page shows while the demo model stands in for Gemini.
+NOTICE = (
+    "Scripted demo: the bot runs on the offline demo model, not Gemini. Mention @agent with “demo” for a tour: "
+    "a plain answer, a question with options, an approval and a delegation."
+)

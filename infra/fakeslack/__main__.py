@@ -24,6 +24,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--app-id", default="A0001")
     parser.add_argument("--events-url", default=None, help="where message/app_mention events are POSTed")
     parser.add_argument("--interactivity-url", default=None, help="where block_actions payloads are POSTed")
+    parser.add_argument("--operators", default="", help="comma-separated user ids the page labels as operators")
+    parser.add_argument("--notice", default="", help="a line the workspace page shows at the top")
     parser.add_argument(
         "--echo-bot-messages",
         action="store_true",
@@ -43,6 +45,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         events_url=args.events_url or None,
         interactivity_url=args.interactivity_url or None,
         echo_bot_messages=args.echo_bot_messages,
+        notice=args.notice,
+        operators=tuple(u.strip() for u in args.operators.split(",") if u.strip()),
     )
     server = make_server(config, args.host, args.port)
     stop = threading.Event()

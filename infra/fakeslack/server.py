@@ -310,6 +310,8 @@ class Handler(BaseHTTPRequestHandler):
     def _handle(self, verb: str) -> None:
         started, ws = time.monotonic(), self.server.workspace
         url = urlsplit(self.path)
+        if verb == "GET" and self.server.serve_page(self, ws, url.path):
+            return
         headers: dict[str, str] = {}
         log: Json = {"time": round(time.time(), 3), "verb": verb, "path": url.path}
         args: Json = dict(parse_qsl(url.query, keep_blank_values=True))
@@ -331,6 +333,8 @@ class Handler(BaseHTTPRequestHandler):
             status=status, ok=body.get("ok"), error=body.get("error"), ms=round((time.monotonic() - started) * 1000, 1)
         )
         self._send(status, body, headers)
+        if verb == "POST":  # every change arrives by POST: the page looks again
+            ws.touch()
         print(json.dumps(log), file=sys.stderr, flush=True)
 
     def _web_api(
@@ -399,15 +403,20 @@ class Handler(BaseHTTPRequestHandler):
 
 
 class FakeSlackServer(ThreadingHTTPServer):
-    """A threaded HTTP server that owns one ``Workspace``; ``control`` maps (verb, name) to handlers."""
+    """A threaded HTTP server that owns one ``Workspace``; ``control`` maps (verb, name) to handlers, and
+    ``serve_page`` answers the browser page's own GETs (its files, its event stream) first."""
 
     daemon_threads = True
 
     def __init__(
-        self, address: tuple[str, int], workspace: Workspace, control: Mapping[tuple[str, str], Route]
+        self,
+        address: tuple[str, int],
+        workspace: Workspace,
+        control: Mapping[tuple[str, str], Route],
+        serve_page: Callable[[BaseHTTPRequestHandler, Workspace, str], bool] = lambda handler, ws, path: False,
     ) -> None:
         super().__init__(address, Handler)
-        self.workspace, self.control = workspace, control
+        self.workspace, self.control, self.serve_page = workspace, control, serve_page
         host, port = self.server_address[0], self.server_address[1]
         self.url = f"http://{host!s}:{port}"
         workspace.base_url = self.url
