@@ -20,6 +20,8 @@ from infra.procs import StackError
 from infra.stack import OPERATOR_ID, STACK_FILE, exit_cleanly_on_signals, running
 
 CHAT_USER = "U0HUMAN"
+# You play both the requester and an operator, so you can answer the bot's questions yourself.
+OPERATORS = {"OPERATOR_USER_IDS": f"{OPERATOR_ID},{CHAT_USER}"}
 
 
 def has_real_model() -> bool:
@@ -41,10 +43,8 @@ def main(argv: list[str] | None = None) -> int:
             "Every reply it writes starts with [demo model]. It is not Gemini. Set GEMINI_API_KEY for the real one."
         )
     print("Starting the local stack (Firestore emulator, Cloud Tasks emulator, fake Slack, functions)...", flush=True)
-    # You play both the requester and an operator, so you can answer the bot's questions yourself.
-    env = {"OPERATOR_USER_IDS": f"{OPERATOR_ID},{CHAT_USER}"}
     try:
-        with running(demo_model=not real, real_model=real, extra_env=env, stack_file=args.stack_file) as stack:
+        with running(demo_model=not real, real_model=real, extra_env=OPERATORS, stack_file=args.stack_file) as stack:
             page = stack.url("fake_slack") + "/"
             print(f"\nThe workspace: {page}   (open it in a browser; the console is {page}#console)\n", flush=True)
             if os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):

@@ -1,0 +1,175 @@
+"""The workspace page in a real browser: people type, mention, click and react, and the product answers.
+
+One stack (as ``make dev`` starts it: the demo model, Riley the requester and Olivia operators, Sam not) and one
+headless Chromium serve the whole module; each test opens its own pages, one browser context per person, so
+each sees only their own ephemerals. Every action goes through the page, and so through the fake Slack's
+signed events and interactivity payloads into the product's functions. A failing test leaves a screenshot of
+each of its pages under ``.local/``.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+from playwright.sync_api import Browser, Locator, Page, expect
+
+from infra import browser as chromium
+from infra.dev import OPERATORS
+from infra.fakegemini.control import FakeGemini
+from infra.stack import LOCAL, Stack, running
+from tests.conftest import FAILED, TEST_DIR
+
+WAIT = 45_000  # ms: a session's turn through Cloud Tasks and the model, with room for a busy machine
+RILEY, OLIVIA, SAM = "U0HUMAN", "U0OPERATOR", "U0GUEST"
+SCREENSHOTS = LOCAL / "screenshots"
+
+OpenPage = Callable[[str], Page]
+
+
+@pytest.fixture(scope="module")
+def web_stack() -> Iterator[Stack]:
+    with running(demo_model=True, extra_env=OPERATORS, stack_file=TEST_DIR / "web" / "stack.json") as stack:
+        yield stack
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if chromium.chromium() is None:
+        pytest.fail(chromium.MISSING)
+    with chromium.launched() as launched:
+        yield launched
+
+
+@pytest.fixture
+def open_page(web_stack: Stack, browser: Browser, request: pytest.FixtureRequest) -> Iterator[OpenPage]:
+    """Open the workspace as a person, in a browser context of their own."""
+    pages: list[tuple[str, Page]] = []
+
+    def open_as(user: str) -> Page:
+        context = browser.new_context(viewport={"width": 1280, "height": 800})
+        page = context.new_page()
+        page.goto(f"{web_stack.url('fake_slack')}/?user={user}")
+        page.wait_for_selector("body[data-version]")
+        pages.append((user, page))
+        return page
+
+    yield open_as
+    if request.node.stash.get(FAILED, False):
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        for user, page in pages:
+            page.screenshot(path=str(SCREENSHOTS / f"{request.node.name}-{user}.png"))
+    for _, page in pages:
+        page.context.close()
+
+
+def tag() -> str:
+    return uuid.uuid4().hex[:8]
+
+
+def mention_the_bot(page: Page, text: str) -> Locator:
+    """Type "@age", pick the bot from the autocomplete, finish the message and send it; returns the message."""
+    page.click("#text")
+    page.keyboard.type("@age")
+    expect(page.locator("#autocomplete li.selected")).to_contain_text("@agent")
+    page.keyboard.press("Enter")
+    page.keyboard.type(text)
+    page.keyboard.press("Enter")
+    message = page.locator("#messages .message", has_text=re.sub(r"[*_~`]", "", text))  # as shown: markup rendered
+    expect(message.locator(".mention")).to_have_text("@agent")  # <@U0LOCALBOT> shown as the bot's name
+    return message
+
+
+def open_thread(page: Page, text: str) -> Locator:
+    """Open the thread of the channel message holding ``text`` once it has replies; returns the thread pane."""
+    page.locator("#messages .message", has_text=text).locator(".replies-link").click(timeout=WAIT)
+    thread = page.locator("#thread")
+    expect(thread.locator(".message").first).to_contain_text(text)
+    return thread
+
+
+def pinned(pane: Locator, text: str) -> Locator:
+    """The message in ``pane`` that now holds ``text``, found again by its ts however it is edited later."""
+    message = pane.locator(".message", has_text=text)
+    expect(message).to_be_visible(timeout=WAIT)
+    return pane.locator(f".message[data-ts='{message.get_attribute('data-ts')}']")
+
+
+def test_a_mention_a_question_a_button_and_the_answer(open_page: OpenPage) -> None:
+    page = open_page(RILEY)
+    request = f"please pick a *database* for {tag()}"
+    mention_the_bot(page, request)
+    expect(page.locator("#messages b", has_text="database").first).to_be_visible()  # mrkdwn bold
+    thread = open_thread(page, "please pick a")
+    question = pinned(thread, "Which option should I use")
+    expect(question.locator(".reaction", has_text="💬")).to_be_visible(timeout=WAIT)  # the open question's mark
+    question.get_by_role("button", name="Option B").click()
+    expect(thread.locator(".message", has_text="the operator answered: Option B")).to_be_visible(timeout=WAIT)
+    expect(question).to_contain_text("chose: Option B")  # the card, edited in place
+    expect(question.locator(".edited")).to_be_visible()
+
+
+def test_a_non_operators_click_is_refused_and_only_they_see_why(open_page: OpenPage) -> None:
+    riley, sam = open_page(RILEY), open_page(SAM)
+    expect(sam.locator("#who-role")).to_have_text("not an operator")
+    request = f"which region for {tag()}"
+    mention_the_bot(riley, request)
+    open_thread(riley, request)
+    expect(riley.locator("#thread .block-button", has_text="Option A")).to_be_visible(timeout=WAIT)
+    sam_thread = open_thread(sam, request)  # Sam's page saw it arrive, without a reload
+    sam_thread.get_by_role("button", name="Option A").click()
+    refusal = sam_thread.locator(".message.ephemeral", has_text="Only the operators can answer")
+    expect(refusal).to_be_visible(timeout=WAIT)
+    expect(refusal).to_contain_text("Only visible to you")
+    riley.locator("#thread .block-button", has_text="Option B").click()
+    expect(sam_thread.locator(".message", has_text="the operator answered: Option B")).to_be_visible(timeout=WAIT)
+    expect(riley.locator("#thread")).not_to_contain_text("Only the operators can answer")
+
+
+def test_an_approval_approved_and_another_denied(open_page: OpenPage) -> None:
+    riley, olivia = open_page(RILEY), open_page(OLIVIA)
+    billing = f"restart billing in staging {tag()}"
+    mention_the_bot(riley, billing)
+    card = pinned(open_thread(olivia, billing), "approval needed")
+    expect(card).to_contain_text("restart_service")
+    card.get_by_role("button", name="Approve").click()
+    result = olivia.locator("#thread .message", has_text="The tool restart_service returned")
+    expect(result).to_be_visible(timeout=WAIT)
+    expect(card).to_contain_text("approved by @olivia")
+    expect(card.locator(".block-button")).to_have_count(0)  # a decided card keeps no buttons
+
+    olivia.click("#close-thread")
+    search = f"restart search in production {tag()}"
+    mention_the_bot(riley, search)
+    card = pinned(open_thread(olivia, search), "approval needed")
+    card.get_by_role("button", name="Deny").click()
+    expect(card).to_contain_text("🚫 denied by @olivia", timeout=WAIT)
+    expect(olivia.locator("#thread")).not_to_contain_text("The tool restart_service returned")
+
+
+def test_a_reaction_lands_on_the_message_it_was_given_to(open_page: OpenPage) -> None:
+    page = open_page(RILEY)
+    page.click("#text")
+    words = f"just saying hello {tag()}"  # no mention: the bot stays out of it
+    page.keyboard.type(words)
+    page.keyboard.press("Enter")
+    message = page.locator("#messages .message", has_text=words)
+    message.hover()
+    message.locator("[data-add-reaction='tada']").click()
+    expect(message.locator(".reaction.mine", has_text="🎉 1")).to_be_visible()
+
+
+def test_a_delegated_task_and_its_sessions_timeline(web_stack: Stack, open_page: OpenPage) -> None:
+    marker = tag()
+    task = "count the open incidents"  # the child's conversation holds the task, not the marker
+    FakeGemini(web_stack.url("fake_gemini")).script(
+        FakeGemini.matching(marker, FakeGemini.call("delegate", task=task))
+    )
+    page = open_page(RILEY)
+    mention_the_bot(page, f"ask a helper to count the incidents {marker}")
+    thread = open_thread(page, marker)
+    # The product shows no status message for a delegation yet: the parent's reply carries the helper's result.
+    reply = thread.locator(".message", has_text="The tool delegate returned")
+    expect(reply).to_contain_text("You are a helper session", timeout=WAIT)
