@@ -283,7 +283,9 @@ class Stack:
                 self.product_env()["OPERATOR_USER_IDS"],
                 "--notice",
                 DEMO_NOTICE if self.demo_model else "",
+                "--console",
             ],
+            {k: v for k, v in self.product_env().items() if not k.startswith("SLACK_")},  # the console's Firestore
         )
         gemini_args = [
             sys.executable,

@@ -164,12 +164,24 @@ def test_a_reaction_lands_on_the_message_it_was_given_to(open_page: OpenPage) ->
 def test_a_delegated_task_and_its_sessions_timeline(web_stack: Stack, open_page: OpenPage) -> None:
     marker = tag()
     task = "count the open incidents"  # the child's conversation holds the task, not the marker
-    FakeGemini(web_stack.url("fake_gemini")).script(
-        FakeGemini.matching(marker, FakeGemini.call("delegate", task=task))
-    )
+    FakeGemini(web_stack.url("fake_gemini")).script(FakeGemini.matching(marker, FakeGemini.call("delegate", task=task)))
     page = open_page(RILEY)
     mention_the_bot(page, f"ask a helper to count the incidents {marker}")
     thread = open_thread(page, marker)
     # The product shows no status message for a delegation yet: the parent's reply carries the helper's result.
     reply = thread.locator(".message", has_text="The tool delegate returned")
     expect(reply).to_contain_text("You are a helper session", timeout=WAIT)
+
+    page.click("#views a[data-view='console']")
+    parent = page.locator("#sessions tr.session", has_text=marker)
+    expect(parent.locator(".status")).to_have_text("done", timeout=WAIT)
+    child = parent.locator("xpath=following-sibling::tr[1]")
+    expect(child).to_contain_text("↳")
+    expect(child).to_contain_text(task)
+    expect(child.locator(".status")).to_have_text("done")
+    parent.click()
+    timeline = page.locator("#timeline")
+    expect(timeline.locator(".audit[data-type='tool']", has_text="delegate").first).to_contain_text(task, timeout=WAIT)
+    expect(timeline.locator(".audit[data-type='model']").first).to_contain_text("tokens")
+    timeline.locator(".audit[data-type='post'] .slack-link").last.click()  # back to the message in Slack
+    expect(page.locator("#thread .message", has_text="The tool delegate returned")).to_be_visible()

@@ -13,6 +13,7 @@ import json
 import mimetypes
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from .people import CHANNELS, directory
 from .server import Route, deliver_events
@@ -84,8 +85,9 @@ def ctl_react(ws: Workspace, args: Json) -> Json:
     return {"ok": True, "added": added}
 
 
-def serve_page(handler: BaseHTTPRequestHandler, ws: Workspace, path: str) -> bool:
+def serve_page(handler: BaseHTTPRequestHandler, ws: Workspace, target: str) -> bool:
     """Answer a GET of the page's files or of its event stream; False leaves the request to the API."""
+    path = urlsplit(target).path
     if path == STREAM_PATH:
         _stream(handler, ws)
         return True

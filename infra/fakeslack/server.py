@@ -310,7 +310,7 @@ class Handler(BaseHTTPRequestHandler):
     def _handle(self, verb: str) -> None:
         started, ws = time.monotonic(), self.server.workspace
         url = urlsplit(self.path)
-        if verb == "GET" and self.server.serve_page(self, ws, url.path):
+        if verb == "GET" and self.server.serve_page(self, ws, self.path):
             return
         headers: dict[str, str] = {}
         log: Json = {"time": round(time.time(), 3), "verb": verb, "path": url.path}
@@ -404,7 +404,7 @@ class Handler(BaseHTTPRequestHandler):
 
 class FakeSlackServer(ThreadingHTTPServer):
     """A threaded HTTP server that owns one ``Workspace``; ``control`` maps (verb, name) to handlers, and
-    ``serve_page`` answers the browser page's own GETs (its files, its event stream) first."""
+    ``serve_page`` answers the browser page's own GETs (its files, its event stream, the console) first."""
 
     daemon_threads = True
 
@@ -413,7 +413,7 @@ class FakeSlackServer(ThreadingHTTPServer):
         address: tuple[str, int],
         workspace: Workspace,
         control: Mapping[tuple[str, str], Route],
-        serve_page: Callable[[BaseHTTPRequestHandler, Workspace, str], bool] = lambda handler, ws, path: False,
+        serve_page: Callable[[BaseHTTPRequestHandler, Workspace, str], bool] = lambda handler, ws, target: False,
     ) -> None:
         super().__init__(address, Handler)
         self.workspace, self.control, self.serve_page = workspace, control, serve_page

@@ -294,6 +294,21 @@ function switchUser(id) {
   refresh();
 }
 
+// From the console: show a message's thread (a DM as the person it belongs to).
+function openInWorkspace(channel, ts) {
+  const s = ui.snapshot;
+  const owner = s.people.find((p) => p.dm === channel);
+  if (owner && owner.id !== ui.user) {
+    ui.user = owner.id;
+    localStorage.setItem("user", owner.id);
+  }
+  const message = (s.messages[channel] || []).find((m) => m.ts === ts);
+  ui.channel = channel;
+  ui.thread = message ? message.thread_ts || message.ts : ts;
+  location.hash = "#workspace";
+  refresh();
+}
+
 function showView() {
   const view = location.hash === "#console" || location.pathname === "/console" ? "console" : "workspace";
   $("workspace").hidden = view !== "workspace" || !ui.hasWorkspace;
