@@ -12,9 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from infra import browser
-from infra.dev import CHAT_USER, OPERATORS
 from infra.procs import StackError
-from infra.stack import LOCAL, ROOT, running
+from infra.stack import CHAT_USER, LOCAL, LOCAL_OPERATORS, ROOT, running
 
 IMAGE = ROOT / "docs" / "workspace.png"
 REQUEST = "which *database* should the billing service use? :thinking_face:"
@@ -48,7 +47,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(browser.MISSING, file=sys.stderr)
         return 2
     try:
-        with running(demo_model=True, extra_env=OPERATORS, stack_file=LOCAL / "screenshot" / "stack.json") as stack:
+        stack_file = LOCAL / "screenshot" / "stack.json"
+        with running(demo_model=True, extra_env=LOCAL_OPERATORS, stack_file=stack_file) as stack:
             take(stack.url("fake_slack"), args.out)
     except StackError as exc:
         print(f"error: {exc}", file=sys.stderr)

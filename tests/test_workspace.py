@@ -17,9 +17,8 @@ import pytest
 from playwright.sync_api import Browser, Locator, Page, expect
 
 from infra import browser as chromium
-from infra.dev import OPERATORS
 from infra.fakegemini.control import FakeGemini
-from infra.stack import LOCAL, Stack, running
+from infra.stack import LOCAL, LOCAL_OPERATORS, Stack, running
 from tests.conftest import FAILED, TEST_DIR
 
 WAIT = 45_000  # ms: a session's turn through Cloud Tasks and the model, with room for a busy machine
@@ -31,7 +30,7 @@ OpenPage = Callable[[str], Page]
 
 @pytest.fixture(scope="module")
 def web_stack() -> Iterator[Stack]:
-    with running(demo_model=True, extra_env=OPERATORS, stack_file=TEST_DIR / "web" / "stack.json") as stack:
+    with running(demo_model=True, extra_env=LOCAL_OPERATORS, stack_file=TEST_DIR / "web" / "stack.json") as stack:
         yield stack
 
 
