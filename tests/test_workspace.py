@@ -17,7 +17,6 @@ import pytest
 from playwright.sync_api import Browser, Locator, Page, expect
 
 from infra import browser as chromium
-from infra.fakegemini.control import FakeGemini
 from infra.stack import LOCAL, LOCAL_OPERATORS, Stack, running
 from tests.conftest import FAILED, TEST_DIR
 
@@ -160,23 +159,28 @@ def test_a_reaction_lands_on_the_message_it_was_given_to(open_page: OpenPage) ->
     expect(message.locator(".reaction.mine", has_text="🎉 1")).to_be_visible()
 
 
-def test_a_delegated_task_and_its_sessions_timeline(web_stack: Stack, open_page: OpenPage) -> None:
-    marker = tag()
-    task = "count the open incidents"  # the child's conversation holds the task, not the marker
-    FakeGemini(web_stack.url("fake_gemini")).script(FakeGemini.matching(marker, FakeGemini.call("delegate", task=task)))
+def test_the_demo_tour_a_delegated_task_and_its_sessions_timeline(open_page: OpenPage) -> None:
     page = open_page(RILEY)
-    mention_the_bot(page, f"ask a helper to count the incidents {marker}")
+    expect(page.locator("#notice")).to_contain_text("Scripted demo")
+    mention_the_bot(page, f"demo {tag()}")
+    menu = open_thread(page, "demo").locator(".message", has_text="This is a scripted demo")
+    expect(menu.locator("code", has_text="delegate: count the open incidents")).to_be_visible(timeout=WAIT)
+    page.click("#close-thread")
+
+    marker = tag()
+    task = f"count the open incidents {marker}"
+    mention_the_bot(page, f"delegate: {task}")
     thread = open_thread(page, marker)
     # The product shows no status message for a delegation yet: the parent's reply carries the helper's result.
     reply = thread.locator(".message", has_text="The tool delegate returned")
-    expect(reply).to_contain_text("You are a helper session", timeout=WAIT)
+    expect(reply).to_contain_text(f"Helper session here. I did the task “{task}”", timeout=WAIT)
 
     page.click("#views a[data-view='console']")
-    parent = page.locator("#sessions tr.session", has_text=marker)
+    parent = page.locator("#sessions tr.session", has_text=f"delegate: {task}")
     expect(parent.locator(".status")).to_have_text("done", timeout=WAIT)
     child = parent.locator("xpath=following-sibling::tr[1]")
     expect(child).to_contain_text("↳")
-    expect(child).to_contain_text(task)
+    expect(child.locator("td").last).to_have_text(task)
     expect(child.locator(".status")).to_have_text("done")
     parent.click()
     timeline = page.locator("#timeline")

@@ -15,6 +15,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from . import tour
+
 PREFIX = "[demo model]"
 ASK_TOOL = "ask_operator"
 RESTART_TOOL = "restart_service"  # an approve-tier example tool: the demo shows an approval card with it
@@ -153,6 +155,8 @@ def demo_item(body: Mapping[str, Any]) -> dict[str, Any]:
             f'{PREFIX} Summary: {turns} message(s) so far; the latest says: "{_clip(user_text, 200)}". {DISCLAIMER}'
         )
     fresh = role == "user" and isinstance(part.get("text"), str)
+    if fresh and (walk := tour.item(str(part["text"]), tools)) is not None:  # "demo": the guided tour
+        return walk
     if fresh and RESTART_TOOL in tools and "restart" in request_of(str(part["text"])).lower():
         return {"function_calls": [{"name": RESTART_TOOL, "args": restart_args(request_of(str(part["text"])))}]}
     if fresh and ASK_TOOL in tools and not has_asked(body):
