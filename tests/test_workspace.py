@@ -188,3 +188,18 @@ def test_the_demo_tour_a_delegated_task_and_its_sessions_timeline(open_page: Ope
     expect(timeline.locator(".audit[data-type='model']").first).to_contain_text("tokens")
     timeline.locator(".audit[data-type='post'] .slack-link").last.click()  # back to the message in Slack
     expect(page.locator("#thread .message", has_text="The tool delegate returned")).to_be_visible()
+
+
+def test_a_direct_message_needs_no_mention_and_is_only_for_its_person(open_page: OpenPage) -> None:
+    riley, sam = open_page(RILEY), open_page(SAM)
+    riley.click("#dms li")
+    expect(riley.locator("#channel-title")).to_contain_text("direct message with Riley Requester")
+    words = f"answer: what is this {tag()}"
+    riley.click("#text")
+    riley.keyboard.type(words)
+    riley.keyboard.press("Enter")
+    thread = open_thread(riley, words)
+    expect(thread.locator(".message", has_text="A plain answer")).to_be_visible(timeout=WAIT)
+    sam.click("#dms li")
+    expect(sam.locator("#channel-title")).to_contain_text("direct message with Sam Guest")
+    expect(sam.locator("#messages")).not_to_contain_text(words)
