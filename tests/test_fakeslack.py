@@ -503,6 +503,16 @@ def test_the_snapshot_shows_an_ephemeral_only_to_its_user(fake: FakeSlack, web: 
     assert web.users_info(user=HUMAN)["user"]["real_name"] == "Riley Requester"  # the names the product sees too
 
 
+def test_the_bots_thread_status_is_shown_until_cleared(fake: FakeSlack, web: WebClient) -> None:
+    root = fake.user_message(HUMAN, "C23", f"<@{BOT}> hi")["ts"]
+    web.assistant_threads_setStatus(channel_id="C23", thread_ts=root, status="is thinking…")
+    assert fake.snapshot()["statuses"] == {f"C23/{root}": "is thinking…"}
+    web.assistant_threads_setStatus(channel_id="C23", thread_ts=root, status="")
+    assert fake.snapshot()["statuses"] == {}
+    with pytest.raises(SlackApiError, match="invalid_thread_ts"):
+        web.assistant_threads_setStatus(channel_id="C23", thread_ts="1.000001", status="is thinking…")
+
+
 def test_a_persons_reaction_is_stored_and_delivered(fake: FakeSlack, receiver: Receiver) -> None:
     ts = fake.user_message(HUMAN, "C21", "no mention here")["ts"]
     assert fake.react("U0GUEST", "C21", ts, ":tada:")["added"] is True

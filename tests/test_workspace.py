@@ -203,3 +203,34 @@ def test_a_direct_message_needs_no_mention_and_is_only_for_its_person(open_page:
     sam.click("#dms li")
     expect(sam.locator("#channel-title")).to_contain_text("direct message with Sam Guest")
     expect(sam.locator("#messages")).not_to_contain_text(words)
+
+
+def test_slack_markup_is_rendered_as_slack_shows_it(open_page: OpenPage) -> None:
+    page = open_page(RILEY)
+    html = page.evaluate(
+        "([text]) => mrkdwn(text, names)",
+        ["*bold* _it_ ~gone~ `x<y` <https://example.com|a link> <@U0OPERATOR> :eyes: :nope: &lt;b&gt;\n&gt; quoted"],
+    )
+    assert "<b>bold</b> <i>it</i> <s>gone</s> <code>x&lt;y</code>" in html
+    assert '<a href="https://example.com" target="_blank" rel="noopener">a link</a>' in html
+    assert '<span class="mention" data-user="U0OPERATOR">@olivia</span>' in html
+    assert ">👀</span> :nope: &lt;b&gt;<blockquote>quoted</blockquote>" in html  # unknown shortcodes stay text
+    blocks = [
+        {"type": "header", "text": {"type": "plain_text", "text": "Deploy"}},
+        {"type": "divider"},
+        {"type": "section", "text": {"type": "mrkdwn", "text": "*ready*"}, "fields": [{"type": "mrkdwn", "text": "a"}]},
+        {"type": "markdown", "text": "**strong** and [docs](https://example.com/d)\n- one"},
+        {"type": "context", "elements": [{"type": "mrkdwn", "text": "by <@U0HUMAN>"}]},
+        {"type": "actions", "elements": [{"type": "button", "text": {"type": "plain_text", "text": "Go"},
+                                          "action_id": "go", "style": "primary"}]},
+        {"type": "video"},
+    ]  # fmt: skip
+    body = page.evaluate("([blocks]) => messageBody({text: 'fallback', blocks}, names)", [blocks])
+    assert "fallback" not in body  # blocks replace the text, as in Slack
+    assert '<div class="block header">Deploy</div><hr class="block divider">' in body
+    assert '<div class="fields"><div>a</div></div>' in body
+    assert "<b>strong</b> and <a" in body
+    assert '<span class="md-li">• one</span>' in body
+    assert '<div class="block context"><span>by <span class="mention" data-user="U0HUMAN">@riley</span>' in body
+    assert 'class="block-button primary" data-action="go"' in body
+    assert "[video block]" in body

@@ -51,6 +51,7 @@ def ctl_snapshot(ws: Workspace, args: Json) -> Json:
             "extra_channels": [{"id": c, "name": names.get(c, c)} for c in channels if c not in names],
             "messages": channels,
             "ephemerals": ephemerals,
+            "statuses": {key: status for key, status in ws.statuses.items() if status},
             "connected": bool(cfg.events_url and cfg.interactivity_url),
             "notice": cfg.notice,
         }

@@ -201,11 +201,22 @@ def conversations_replies(ws: Workspace, args: Json) -> Json:
     }
 
 
+def assistant_threads_set_status(ws: Workspace, args: Json) -> Json:
+    """The "is thinking…" line under a thread (Slack's agent surface); an empty status clears it."""
+    channel = req(args, "channel_id", "channel_not_found")
+    thread_ts = req(args, "thread_ts", "invalid_thread_ts")
+    if ws.find(channel, thread_ts) is None:
+        raise SlackError("invalid_thread_ts")
+    ws.statuses[f"{channel}/{thread_ts}"] = opt(args, "status") or ""
+    return {"ok": True}
+
+
 def users_info(ws: Workspace, args: Json) -> Json:
     return {"ok": True, "user": copy.deepcopy(ws.ensure_user(req(args, "user", "user_not_found")))}
 
 
 API: dict[str, Route] = {
+    "assistant.threads.setStatus": assistant_threads_set_status,
     "auth.test": auth_test,
     "chat.postMessage": chat_post_message,
     "chat.update": chat_update,

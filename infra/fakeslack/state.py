@@ -226,6 +226,7 @@ class Workspace:
             self.response_urls: dict[str, Json] = {}
             self.echoes: list[tuple[Message, Json | None]] = []
             self.channel_types: dict[str, str] = {}
+            self.statuses: dict[str, str] = {}  # "channel/thread_ts" -> assistant.threads.setStatus's status
             self._last_ts = 0
 
     def touch(self) -> None:

@@ -135,9 +135,11 @@ function render() {
     const ephemerals = mineOnly.filter((e) => e.thread_ts === ui.thread);
     fill($("thread-messages"), [...thread.map((m) => [m, false]), ...ephemerals.map((e) => [e, true])],
       { inThread: true });
+    // The bot's status: Slack's own (assistant.threads.setStatus) when it sets one, else its 👀 while it works.
+    const status = s.statuses[`${ui.channel}/${ui.thread}`];
     const working = thread.some((m) => (m.reactions || []).some((r) => r.name === "eyes" && r.users.includes(s.bot.id)));
-    $("thread-status").hidden = !working;
-    $("thread-status").textContent = `${s.bot.real_name} is working…`;
+    $("thread-status").hidden = !status && !working;
+    $("thread-status").textContent = `${s.bot.real_name} ${status || "is working…"}`;
   }
 }
 

@@ -68,7 +68,7 @@ function mrkdwn(text, names) {
   html += esc(unslack(source.slice(last)));
   html = emojify(styled(html));
   html = html.split("\n").map((line) => line.startsWith("&gt; ") ? `<blockquote>${line.slice(5)}</blockquote>` : line)
-    .join("\n").replace(/<\/blockquote>\n/g, "</blockquote>").replace(/\n/g, "<br>");
+    .join("\n").replace(/\n?(<\/?blockquote>)\n?/g, "$1").replace(/\n/g, "<br>");
   return html.replace(/\u0000(\d+)\u0000/g, (w, i) => codes[Number(i)]);
 }
 
