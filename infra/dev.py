@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with running(stack_file=args.stack_file, **options) as stack:
             page = stack.url("fake_slack") + "/"
-            print(f"\nThe workspace: {page}   (open it in a browser; the console is {page}#console)\n", flush=True)
+            print(f"\nThe workspace: {page}   (open it in a browser; its Console tab is for operators)\n", flush=True)
             if os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
                 webbrowser.open(page)
             print(f"Stack is up; logs in {stack.logs_dir}. Leaving the chat stops it.", flush=True)

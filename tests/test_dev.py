@@ -24,6 +24,7 @@ from infra import admin, procs
 from infra import stack as local
 from infra.chat import extract_buttons
 from infra.fakeslack import FakeSlack
+from shared import config
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -117,10 +118,9 @@ def procs_of_stack(stack_file: Path) -> list[int]:
 
 
 def clean_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "TASKS_", "FIRESTORE_", "GEMINI_"))}
-    env.pop("GOOGLE_GENAI_USE_VERTEXAI", None)
-    env.pop("GOOGLE_CLOUD_PROJECT", None)
-    return env
+    """A newcomer's shell: none of the product's settings the test stack put in os.environ."""
+    product = {var.name for var in config.VARIABLES} | {"GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_API_KEY"}
+    return {k: v for k, v in os.environ.items() if k not in product and not k.startswith(("TASKS_", "FIRESTORE_"))}
 
 
 def wait_for(check: Callable[[], bool], what: str, timeout: float = 120) -> None:

@@ -17,7 +17,8 @@ import pytest
 from playwright.sync_api import Browser, Locator, Page, expect
 
 from infra import browser as chromium
-from infra.stack import LOCAL, LOCAL_OPERATORS, Stack, running
+from infra.stack import LOCAL, LOCAL_OPERATORS, Stack
+from shared import config
 from tests.conftest import FAILED, TEST_DIR
 
 WAIT = 45_000  # ms: a session's turn through Cloud Tasks and the model, with room for a busy machine
@@ -29,8 +30,16 @@ OpenPage = Callable[[str], Page]
 
 @pytest.fixture(scope="module")
 def web_stack() -> Iterator[Stack]:
-    with running(demo_model=True, extra_env=LOCAL_OPERATORS, stack_file=TEST_DIR / "web" / "stack.json") as stack:
+    """A stack as `make dev` starts it; the product settings the session's test stack put in os.environ (small
+    budgets, tool tiers) are kept out of it, as they are out of a newcomer's shell."""
+    with pytest.MonkeyPatch.context() as patch:
+        for var in config.VARIABLES:
+            patch.delenv(var.name, raising=False)
+        stack = Stack(demo_model=True, extra_env=LOCAL_OPERATORS, stack_file=TEST_DIR / "web" / "stack.json").start()
+    try:
         yield stack
+    finally:
+        stack.stop()
 
 
 @pytest.fixture(scope="module")
@@ -57,8 +66,8 @@ def open_page(web_stack: Stack, browser: Browser, request: pytest.FixtureRequest
     yield open_as
     if request.node.stash.get(FAILED, False):
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        for user, page in pages:
-            page.screenshot(path=str(SCREENSHOTS / f"{request.node.name}-{user}.png"))
+        for number, (user, page) in enumerate(pages, start=1):
+            page.screenshot(path=str(SCREENSHOTS / f"{request.node.name}-{number}-{user}.png"))
     for _, page in pages:
         page.context.close()
 
@@ -110,7 +119,9 @@ def test_a_mention_a_question_a_button_and_the_answer(open_page: OpenPage) -> No
 
 
 def test_a_non_operators_click_is_refused_and_only_they_see_why(open_page: OpenPage) -> None:
-    riley, sam = open_page(RILEY), open_page(SAM)
+    riley, sam = open_page(RILEY), open_page(RILEY)
+    expect(sam.locator("#who-role")).to_have_text("operator")
+    sam.select_option("#user", label="Sam Guest")  # the switcher
     expect(sam.locator("#who-role")).to_have_text("not an operator")
     request = f"which region for {tag()}"
     mention_the_bot(riley, request)
