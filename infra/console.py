@@ -184,13 +184,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from shared import config
 
-    try:
-        project = config.settings().google_cloud_project
-    except config.ConfigError as exc:
-        print(f"make console reads a project's Firestore: {exc}", file=sys.stderr)
+    settings = config.settings()
+    project, database = settings.google_cloud_project, settings.firestore_database
+    if not project:
+        print(
+            "make console reads a project's Firestore: set GOOGLE_CLOUD_PROJECT (and FIRESTORE_DATABASE unless it is "
+            "(default)); it signs in with your application-default credentials (gcloud auth application-default login)",
+            file=sys.stderr,
+        )
         return 2
-    server = ThreadingHTTPServer((args.host, args.port), _Handler)
-    print(f"The console of {project}, read-only: http://{args.host}:{server.server_address[1]}/#console", flush=True)
+    try:
+        server = ThreadingHTTPServer((args.host, args.port), _Handler)
+    except OSError as exc:
+        print(f"cannot listen on {args.host}:{args.port} ({exc.strerror}): choose another with PORT=", file=sys.stderr)
+        return 2
+    url = f"http://{args.host}:{server.server_address[1]}/#console"
+    print(f"The console of {project} (database {database}), read-only: {url}", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

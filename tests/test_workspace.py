@@ -9,15 +9,25 @@ each of its pages under ``.local/``.
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
+import requests
 from playwright.sync_api import Browser, Locator, Page, expect
 
 from infra import browser as chromium
-from infra.stack import LOCAL, LOCAL_OPERATORS, Stack
+from infra import procs
+from infra.console import main as console_main
+from infra.fakeslack import FakeSlack
+from infra.procs import free_port, http_answers
+from infra.stack import BOT_USER_ID, LOCAL, LOCAL_OPERATORS, ROOT, Stack
 from shared import config
 from tests.conftest import FAILED, TEST_DIR
 
@@ -245,3 +255,41 @@ def test_slack_markup_is_rendered_as_slack_shows_it(open_page: OpenPage) -> None
     assert '<div class="block context"><span>by <span class="mention" data-user="U0HUMAN">@riley</span>' in body
     assert 'class="block-button primary" data-action="go"' in body
     assert "[video block]" in body
+
+
+def test_make_console_serves_the_console_alone(web_stack: Stack, browser: Browser, tmp_path: Path) -> None:
+    words = f"answer: hello {tag()}"
+    FakeSlack(web_stack.url("fake_slack")).user_message(RILEY, "C0LOCAL", f"<@{BOT_USER_ID}> {words}")
+    port = free_port()
+    env = {**os.environ, **web_stack.product_env()}  # the emulator stands in for a project's Firestore
+    log = (tmp_path / "console.log").open("w")
+    argv = [sys.executable, "-m", "infra.console", "--port", str(port)]
+    console = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=log, start_new_session=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        page = browser.new_page()
+        deadline = time.monotonic() + 30
+        while not http_answers(f"{url}/_console/overview"):
+            assert time.monotonic() < deadline, (tmp_path / "console.log").read_text()
+            time.sleep(0.2)
+        page.goto(f"{url}/")
+        expect(page.locator("#console")).to_be_visible()
+        expect(page.locator("#workspace")).to_be_hidden()  # no workspace behind a real project's console
+        expect(page.locator("#sessions tr.session", has_text=words)).to_be_visible(timeout=WAIT)
+        assert requests.post(f"{url}/_console/overview", timeout=5).status_code == 501  # GET only: nothing is written
+        page.close()
+    finally:
+        procs.stop_group(console.pid, timeout=5, reap=console.poll)
+        log.close()
+
+
+def test_make_console_without_a_project_says_what_it_needs(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("GOOGLE_CLOUD_PROJECT", raising=False)
+    config.reset()
+    try:
+        assert console_main([]) == 2
+    finally:
+        config.reset()
+    assert "set GOOGLE_CLOUD_PROJECT" in capsys.readouterr().err
