@@ -401,6 +401,23 @@ class Settings:
         "DELEGATE_MAX_DEPTH", "2", "How deep delegation may go: 1 lets a session start children, 2 grandchildren.",
         _AGENT, integer(0, 5),
     )  # fmt: skip
+    child_max_turns = Var(
+        "CHILD_MAX_TURNS", "10", "Model turns one delegated child may take (less if its tree's budget has less).",
+        _AGENT, integer(1, 200),
+    )  # fmt: skip
+    child_max_tool_calls = Var(
+        "CHILD_MAX_TOOL_CALLS", "20", "Tool calls one delegated child may make (less if its tree's budget has less).",
+        _AGENT, integer(0, 1000),
+    )  # fmt: skip
+    tree_max_turns = Var(
+        "TREE_MAX_TURNS", "100",
+        "Model turns a whole tree of delegated sessions may take: the root's own budget plus every child's "
+        "allotment; a delegation that finds none left is refused.", _AGENT, integer(1, 10000),
+    )  # fmt: skip
+    tree_max_tool_calls = Var(
+        "TREE_MAX_TOOL_CALLS", "200", "Tool calls a whole tree of delegated sessions may make, counted the same way.",
+        _AGENT, integer(0, 100000),
+    )  # fmt: skip
     model_timeout_seconds = Var("MODEL_TIMEOUT_SECONDS", "60", "Timeout of one model request.", _AGENT, integer(1, 600))
     model_retry_attempts = Var(
         "MODEL_RETRY_ATTEMPTS", "3", "Attempts per model request (429, 5xx and timeouts are retried).", _AGENT,

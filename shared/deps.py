@@ -2,18 +2,21 @@
 model client and the clock.
 
 Importing this module builds nothing. The first use of a collaborator builds it from configuration and keeps it
-for the life of the instance (the functions-framework "lazy globals" pattern, in one place). Tests and benchmarks
+for the life of the instance (the functions-framework "lazy globals" pattern, in one place). Building holds a
+lock: an instance serves parallel requests, and a second client built meanwhile would replace the first while a
+request still uses it (its connections closed under it: "Bad file descriptor"). Tests and benchmarks
 hand in their own (a counting Firestore client, a fixed clock) with ``override``; they never reach into another
 module's private globals.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from shared import config
 
@@ -44,14 +47,32 @@ class Deps:
 
 
 _current: Deps | None = None
+_building = threading.RLock()
+T = TypeVar("T")
 
 
 def get() -> Deps:
     """This instance's collaborators."""
     global _current  # noqa: PLW0603 - the one lazy global of the product
     if _current is None:
-        _current = Deps()
+        with _building:
+            if _current is None:
+                _current = Deps()
     return _current
+
+
+def once(name: str, build: Callable[[], T]) -> T:
+    """The collaborator ``name``, built by ``build`` on first use, once however many requests ask at that moment."""
+    deps = get()
+    value = getattr(deps, name)
+    if value is None:
+        with _building:
+            value = getattr(deps, name)
+            if value is None:
+                value = build()
+                setattr(deps, name, value)
+    built: T = value
+    return built
 
 
 @contextmanager
@@ -78,59 +99,54 @@ def now() -> datetime:
 
 def firestore() -> firestore_module.Client:
     """The Firestore client; it honours FIRESTORE_EMULATOR_HOST itself."""
-    deps = get()
-    if deps.firestore is None:
-        from google.cloud import firestore as firestore_module
+    return once("firestore", _build_firestore)
 
-        settings = config.settings()
-        deps.firestore = firestore_module.Client(
-            project=settings.google_cloud_project, database=settings.firestore_database
-        )
-    client: firestore_module.Client = deps.firestore
-    return client
+
+def _build_firestore() -> firestore_module.Client:
+    from google.cloud import firestore as firestore_module
+
+    settings = config.settings()
+    return firestore_module.Client(project=settings.google_cloud_project, database=settings.firestore_database)
 
 
 def slack() -> WebClient:
     """The Slack Web API client, with slack-sdk's own retry handlers for rate limits, connection errors and 5xx."""
-    deps = get()
-    if deps.slack is None:
-        from slack_sdk import WebClient
-        from slack_sdk.http_retry.builtin_handlers import (
-            ConnectionErrorRetryHandler,
-            RateLimitErrorRetryHandler,
-            ServerErrorRetryHandler,
-        )
+    return once("slack", _build_slack)
 
-        settings = config.settings()
-        deps.slack = WebClient(
-            token=settings.slack_bot_token,
-            base_url=settings.slack_api_base_url,
-            timeout=10,
-            retry_handlers=[
-                RateLimitErrorRetryHandler(max_retry_count=2),
-                ConnectionErrorRetryHandler(max_retry_count=2),
-                ServerErrorRetryHandler(max_retry_count=2),
-            ],
-        )
-    client: WebClient = deps.slack
-    return client
+
+def _build_slack() -> WebClient:
+    from slack_sdk import WebClient
+    from slack_sdk.http_retry.builtin_handlers import (
+        ConnectionErrorRetryHandler,
+        RateLimitErrorRetryHandler,
+        ServerErrorRetryHandler,
+    )
+
+    settings = config.settings()
+    return WebClient(
+        token=settings.slack_bot_token,
+        base_url=settings.slack_api_base_url,
+        timeout=10,
+        retry_handlers=[
+            RateLimitErrorRetryHandler(max_retry_count=2),
+            ConnectionErrorRetryHandler(max_retry_count=2),
+            ServerErrorRetryHandler(max_retry_count=2),
+        ],
+    )
 
 
 def tasks() -> tasks_v2.CloudTasksClient:
     """The Cloud Tasks client; an insecure channel to the emulator when TASKS_EMULATOR_HOST is set."""
-    deps = get()
-    if deps.tasks is None:
-        from google.cloud import tasks_v2
+    return once("tasks", _build_tasks)
 
-        emulator = config.settings().tasks_emulator_host
-        if emulator:
-            import grpc
-            from google.cloud.tasks_v2.services.cloud_tasks.transports import CloudTasksGrpcTransport
 
-            deps.tasks = tasks_v2.CloudTasksClient(
-                transport=CloudTasksGrpcTransport(channel=grpc.insecure_channel(emulator))
-            )
-        else:
-            deps.tasks = tasks_v2.CloudTasksClient()
-    client: tasks_v2.CloudTasksClient = deps.tasks
-    return client
+def _build_tasks() -> tasks_v2.CloudTasksClient:
+    from google.cloud import tasks_v2
+
+    emulator = config.settings().tasks_emulator_host
+    if not emulator:
+        return tasks_v2.CloudTasksClient()
+    import grpc
+    from google.cloud.tasks_v2.services.cloud_tasks.transports import CloudTasksGrpcTransport
+
+    return tasks_v2.CloudTasksClient(transport=CloudTasksGrpcTransport(channel=grpc.insecure_channel(emulator)))

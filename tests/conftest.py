@@ -103,6 +103,9 @@ def stack() -> Iterator[Stack]:
         extra_env={
             "SESSION_MAX_TURNS": "6",
             "SESSION_MAX_TOOL_CALLS": "10",
+            # A tree's budget: the root's own 6 turns, then room for four children of 5 turns each.
+            "CHILD_MAX_TURNS": "5",
+            "TREE_MAX_TURNS": "26",
             "OPERATOR_CHANNEL": "C0OPERATORS",
             "OPERATOR_USER_IDS": f"{OPERATOR_ID},U0OPERATOR2",
             # The crash tests run restart_service at once; scale_service keeps its own tier (approve).

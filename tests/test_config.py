@@ -403,3 +403,39 @@ def test_a_malformed_log_level_is_refused_too(monkeypatch: pytest.MonkeyPatch, u
     reply = app_for("slack_interactivity").post("/", data=b"payload=%7B%7D")
     assert (reply.status_code, reply.get_json()) == (500, {"error": "server misconfigured: LOG_LEVEL is not set up"})
     assert untouched == []
+
+
+def test_parallel_first_requests_build_one_client_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Defect: two requests of a fresh instance (parallel task deliveries) each built the model client; the second
+    replaced the first while its request still used it, whose connection was then closed under it ("Bad file
+    descriptor", and the session failed as "model unavailable")."""
+    import threading
+    import time
+
+    from google import genai
+
+    from shared.agent import model
+
+    built: list[object] = []
+
+    class SlowClient:
+        def __init__(self, **_: Any) -> None:
+            time.sleep(0.05)  # a real client takes a while to build: long enough for the others to arrive
+            built.append(self)
+
+    monkeypatch.setattr(genai, "Client", SlowClient)
+    got: list[object] = []
+    start = threading.Barrier(4)
+
+    def first_request() -> None:
+        start.wait()
+        got.append(model.client())
+
+    with deps.override(model=None):
+        threads = [threading.Thread(target=first_request) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert len(built) == 1
+    assert got == built * 4

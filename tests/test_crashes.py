@@ -9,6 +9,7 @@ evidence is read from Firestore, the fake Slack's messages and the Gemini stub's
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -38,8 +39,10 @@ from shared.state.models import (
     Step,
     StepKind,
 )
+from shared.state.steps import load_steps
 from tests import delivery
 from tests.agent_helpers import HUMAN, function_responses, mention, wait_status
+from tests.agent_helpers import texts as texts_of
 from tests.poll import wait_for
 
 pytestmark = pytest.mark.stack
@@ -244,3 +247,67 @@ def test_a_worker_killed_after_its_ask_was_answered_meanwhile_resumes_with_that_
     assert responses["c0"] == {"posted": True}
     texts = [m["text"] for m in fake_slack.bot_replies(channel, root)]
     assert sum("Which region?" in t for t in texts) == 1, texts
+
+
+TREE = [
+    Hold("a child's model call", "child"),
+    Hold("the status message's post, before the parent pauses", "chat.postMessage", match=":busts_in_silhouette:"),
+    Hold("a child's end, as it updates the status message", "chat.update", match="orders — _:white_check_mark: done"),
+    Hold("the parent's model call after its children", "model"),
+]
+
+
+@pytest.mark.parametrize("hold", TREE, ids=[h.name for h in TREE])
+@pytest.mark.usefixtures("restarted")
+def test_a_delegation_tree_survives_a_kill_at_every_boundary(
+    hold: Hold, stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """Two blocking children; the worker is killed with every session it runs at the boundary. The tree still
+    completes: each child's result reaches the parent once, the parent resumes once, and the thread holds one
+    status message and one answer."""
+    tasks = [f"{uid}: count the rows of orders", f"{uid}: count the rows of users"]
+    child_items = {tasks[0]: G.text("orders: 10 rows"), tasks[1]: G.text("users: 20 rows")}
+    final = G.text("orders has 10 rows and users 20.")
+    parent = [G.calls(*(("delegate", {"task": t}) for t in tasks))]
+    parent += [G.delayed(60, final), final] if hold.method == "model" else [final]
+    fake_gemini.script(*(FakeGemini.matching(f"[C{uid}]", item) for item in parent))
+    for task, item in child_items.items():
+        slow = [G.delayed(60, item)] if hold.method == "child" and task == tasks[0] else []
+        fake_gemini.script(*(FakeGemini.matching(json.dumps({"task": task}), i) for i in [*slow, item]))
+    if hold.method.startswith("chat."):
+        fake_slack.slow(hold.method, 60, match=hold.match)
+    thread = mention(fake_slack, f"C{uid}", "count the rows")
+    if hold.method != "chat.postMessage":
+        # The other child ends first: a worker killed inside a Firestore transaction leaves its locks until they
+        # expire (a minute and more on the emulator), which would only slow this test down.
+        wait_status(ids.child_id(thread.session_id, 1, 1), SessionStatus.DONE, timeout=60)
+    if hold.method == "child":
+        wait_for(lambda: requests_with(fake_gemini, json.dumps({"task": tasks[0]})), timeout=30, what="child's call")
+        stack.kill_function("agent_session")
+        stack.start_function("agent_session")
+    elif hold.method == "model":
+        wait_for(lambda: len(requests_with(fake_gemini, f"[C{uid}]")) >= 2, timeout=30, what="the resumed parent")
+        stack.kill_function("agent_session")
+        stack.start_function("agent_session")
+    else:
+        if hold.method == "chat.update":  # the resumed parent runs meanwhile: let it end outside a transaction
+            wait_status(thread.session_id, SessionStatus.DONE, timeout=60)
+        kill_at(hold, stack, fake_slack, fake_gemini, 0)
+    wait_status(thread.session_id, SessionStatus.DONE, timeout=120)
+
+    resumed = [s for s in load_steps(thread.session_id) if s.kind == StepKind.ANSWER]
+    assert len(resumed) == 1  # the parent resumed once
+    final_request = requests_with(fake_gemini, f"[C{uid}]")[-1]
+    assert [r["response"]["result"] for r in function_responses(final_request)] == ["orders: 10 rows", "users: 20 rows"]
+    for n in range(2):
+        child = firestore.session_ref(ids.child_id(thread.session_id, 1, n)).get().to_dict() or {}
+        assert child["status"] == SessionStatus.DONE.value
+    replies = [m["text"] for m in fake_slack.bot_replies(thread.channel, thread.ts)]
+    status = [t for t in replies if t.startswith(":busts_in_silhouette:")]
+    assert len(status) == 1, replies  # one status message, however often it was posted
+    assert "(2 of 2 finished)" in status[0]
+    assert [t for t in replies if t not in status] == ["orders has 10 rows and users 20."]
+
+
+def requests_with(fake_gemini: FakeGemini, text: str) -> list[dict[str, Any]]:
+    return [r for r in fake_gemini.requests() if text in texts_of(r)]

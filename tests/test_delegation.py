@@ -17,13 +17,14 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 from infra.fakegemini.control import FakeGemini
 from infra.fakeslack.control import FakeSlack
 from infra.stack import OPERATOR_ID, Stack
-from shared.asks import stopping
+from shared.agent import worker
+from shared.asks import delegation, stopping
 from shared.slack import blocks
-from shared.state import approvals, firestore, ids, steps
+from shared.state import approvals, firestore, ids, sessions, steps
 from shared.state import questions as stored_questions
-from shared.state.models import Question, SessionKind, SessionStatus, StepKind
+from shared.state.models import Question, SessionKind, SessionStatus, StepKind, mention_session
 from tests import delivery
-from tests.agent_helpers import Thread, function_responses, mention, session, texts, wait_status
+from tests.agent_helpers import HUMAN, Thread, function_responses, mention, session, texts, wait_status
 from tests.poll import wait_for
 
 pytestmark = pytest.mark.stack
@@ -47,6 +48,19 @@ def children_of(parent_id: str) -> list[dict[str, Any]]:
 def child_requests(fake_gemini: FakeGemini, task: str) -> list[dict[str, Any]]:
     """The requests of the child whose task is ``task`` (its opening text holds the task as this JSON)."""
     return [r for r in fake_gemini.requests() if json.dumps({"task": task}) in texts(r)]
+
+
+TREE_MARK = ":busts_in_silhouette:"  # the status message listing a tree's delegated tasks
+
+
+def answers(fake_slack: FakeSlack, thread: Thread) -> list[dict[str, Any]]:
+    """The bot's posts in the thread but the status message of its delegated tasks."""
+    return [m for m in fake_slack.bot_replies(thread.channel, thread.ts) if not m["text"].startswith(TREE_MARK)]
+
+
+def tree_message(fake_slack: FakeSlack, thread: Thread) -> list[dict[str, Any]]:
+    """The status messages of the thread's delegated tasks (one, if any)."""
+    return [m for m in fake_slack.bot_replies(thread.channel, thread.ts) if m["text"].startswith(TREE_MARK)]
 
 
 def declared(request: dict[str, Any]) -> set[str]:
@@ -80,10 +94,46 @@ def test_a_blocking_fan_out_resumes_the_parent_once_with_every_result_in_call_or
     assert len(resumed) == 1  # resumed exactly once
     assert done.child_ids == []
     # Children post nothing: the thread holds the parent's answer only.
-    assert [m["text"] for m in fake_slack.bot_replies(thread.channel, thread.ts)] == ["3 apples, 5 pears, 7 plums."]
+    assert [m["text"] for m in answers(fake_slack, thread)] == ["3 apples, 5 pears, 7 plums."]
+    [status] = tree_message(fake_slack, thread)  # one message, updated in place as the children ended
+    assert "(3 of 3 finished)" in status["text"]
+    assert [line.endswith("done_") for line in status["text"].splitlines()[1:]] == [True, True, True]
+    assert all(task in status["text"] for task in tasks)
     child_request = requests_for(fake_gemini, tasks[0])[0]
     assert "delegate" in declared(child_request)  # depth 1 of 2: it may delegate once more
     assert not {"ask_operator", "post_update"} & declared(child_request)
+
+
+def test_a_tree_budget_refuses_the_child_that_would_exceed_it_and_gets_back_what_children_did_not_use(
+    fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """The stack's tree budget is 26 turns: the root keeps its own 6, each child gets 5. Four children fit and a
+    fifth is refused with an error result; what the four did not use comes back when they end, so a later turn may
+    delegate again. The tree's tokens add up on its root."""
+    tasks = [f"probe shard {n} {uid}" for n in range(6)]
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.calls(*(("delegate", {"task": t}) for t in tasks[:5]))))
+    for n, task in enumerate(tasks):
+        for_child(fake_gemini, task, G.text(f"shard {n} ok"))
+    fake_gemini.script(
+        FakeGemini.matching(f"[C{uid}]", G.call("delegate", task=tasks[5])),
+        FakeGemini.matching(f"[C{uid}]", G.text("Shards 0 to 3 and 5 are ok; 4 was not probed.")),
+    )
+    thread = mention(fake_slack, f"C{uid}", "probe the shards")
+    wait_status(thread.session_id, SessionStatus.DONE, timeout=60)
+    first = next(r for r in requests_for(fake_gemini, f"[C{uid}]") if function_responses(r))
+    responses = [r["response"] for r in function_responses(first)]
+    assert [r["result"] for r in responses if "result" in r] == [f"shard {n} ok" for n in range(4)]
+    [refused] = [r["error"] for r in responses if "error" in r]
+    assert "all 26 model turns of this task's tree are allotted" in refused
+    children = children_of(thread.session_id)
+    assert sorted(c["text"] for c in children) == sorted(tasks[:4] + tasks[5:])  # the refused one never existed
+    assert {c["max_turns"] for c in children} == {5}
+    root = firestore.session_ref(thread.session_id).get().to_dict() or {}
+    # Each child used one turn: 5 children x 5 allotted, 5 x 4 given back.
+    assert root["tree_reserved"] == {"turns": 5, "tool_calls": 0}  # no child made a tool call
+    totals = {kind: sum(c["tokens"].get(kind, 0) for c in children) for kind in ("prompt", "output")}
+    assert totals["prompt"] > 0
+    assert {kind: root["tree_tokens"].get(kind, 0) for kind in totals} == totals
 
 
 def test_a_failed_child_is_an_error_result_never_silence(
@@ -116,7 +166,7 @@ def test_non_blocking_results_arrive_as_notes_or_resume_an_ended_parent(
     later = wait_status(ids.child_result_id(child["session_id"]), SessionStatus.DONE, timeout=30)
     assert later.transcript == parent.session_id
     assert "Disk filled at 03:10" in texts(requests_for(fake_gemini, f"[C{uid}]")[-1])
-    replies = [m["text"] for m in fake_slack.bot_replies(thread.channel, thread.ts)]
+    replies = [m["text"] for m in answers(fake_slack, thread)]
     assert replies == ["Started a helper; I will report its summary.", "Summary: the disk filled at 03:10."]
 
 
@@ -164,7 +214,7 @@ def test_children_ending_together_and_delivered_twice_resume_the_parent_once(
     assert sorted(len(requests_for(fake_gemini, t)) for t in tasks) == [2, 2, 2, 2]  # each child ran once
     final = requests_for(fake_gemini, f"[C{uid}]")[-1]
     assert [r["response"]["result"] for r in function_responses(final)] == [f"{t}: up" for t in tasks]
-    assert [m["text"] for m in fake_slack.bot_replies(thread.channel, thread.ts)] == ["All four hosts are up."]
+    assert [m["text"] for m in answers(fake_slack, thread)] == ["All four hosts are up."]
 
 
 def test_a_risky_call_in_a_child_raises_a_card_and_runs_once_approved(
@@ -180,7 +230,7 @@ def test_a_risky_call_in_a_child_raises_a_card_and_runs_once_approved(
     child_id = ids.child_id(thread.session_id, 1, 0)
     paused = wait_status(child_id, SessionStatus.PAUSED, timeout=30)
     [approval] = approvals.get_approvals(paused.approval_ids)
-    card = next(m for m in fake_slack.bot_replies(thread.channel, thread.ts) if m["ts"] == approval.card_ts)
+    card = next(m for m in answers(fake_slack, thread) if m["ts"] == approval.card_ts)
     assert "delegated task" in card["text"]
     assert "scale the api for the launch" in card["text"]
     value = blocks.approval_value(approval.approval_id, approval.digest)
@@ -190,7 +240,7 @@ def test_a_risky_call_in_a_child_raises_a_card_and_runs_once_approved(
     assert [(d.to_dict() or {}).get("replicas") for d in ran.stream()] == [6]
     [response] = function_responses(requests_for(fake_gemini, f"[C{uid}]")[-1])
     assert response["response"]["result"] == "Scaled api to 6."
-    replies = [m["text"] for m in fake_slack.bot_replies(thread.channel, thread.ts) if m["ts"] != approval.card_ts]
+    replies = [m["text"] for m in answers(fake_slack, thread) if m["ts"] != approval.card_ts]
     assert replies == ["The api runs 6 replicas now."]
 
 
@@ -223,7 +273,7 @@ def test_a_childs_blocking_question_is_answered_by_its_parent_exactly_once(
     assert asked  # the question reached the parent
     released = function_responses(asked[0])
     assert [r["response"]["result"]["status"] for r in released] == ["still running"]
-    replies = [m["text"] for m in fake_slack.bot_replies(thread.channel, thread.ts)]
+    replies = [m["text"] for m in answers(fake_slack, thread)]
     assert replies == ["I answered the helper; it will report.", "The helper migrated the orders table to postgres."]
 
 
@@ -255,7 +305,7 @@ def test_a_childs_question_escalated_to_the_operator_reaches_that_child(
 
 
 def thread_ends_with(fake_slack: FakeSlack, thread: Thread, tail: str) -> bool:
-    replies = fake_slack.bot_replies(thread.channel, thread.ts)
+    replies = answers(fake_slack, thread)
     return bool(replies) and str(replies[-1]["text"]).endswith(tail)
 
 
@@ -294,7 +344,140 @@ def test_stopping_a_session_stops_its_tree_running_paused_and_asking(
     assert closed.status.value == "cancelled"
     post = next(m for m in fake_slack.messages(thread.channel, thread.ts) if m["ts"] == question.post_ts)
     assert "stopped" in post["text"]
-    assert fake_slack.bot_replies(thread.channel, thread.ts)[-1]["text"].startswith(":octagonal_sign: Stopped by")
+    assert answers(fake_slack, thread)[-1]["text"].startswith(":octagonal_sign: Stopped by")
     time.sleep(2)  # nothing reports after the stop: no continuation, no new post
     assert session(ids.child_result_id(slow_child)) is None
-    assert fake_slack.bot_replies(thread.channel, thread.ts)[-1]["text"].startswith(":octagonal_sign: Stopped by")
+    assert answers(fake_slack, thread)[-1]["text"].startswith(":octagonal_sign: Stopped by")
+
+
+def test_a_depth_3_chain_whose_grandchild_asks_never_hands_an_empty_result_up(
+    fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """adk-python issue 7245: the grandchild's question releases the child, which answers it and then tries to
+    report before the grandchild has finished. The child waits for it instead, reads its result, and only then
+    reports; the top-level session gets a result that includes the grandchild's work."""
+    child_task, grandchild_task = f"plan the copy of the shop database {uid}", f"copy the first table {uid}"
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.call("delegate", task=child_task)))
+    thread = mention(fake_slack, f"C{uid}", "copy the shop database")
+    child_id = ids.child_id(thread.session_id, 1, 0)
+    grandchild_id = ids.child_id(child_id, 1, 0)
+    for_child(fake_gemini, grandchild_task, G.call("ask_parent", question="Which table first?", blocking=True),
+              G.delayed(2, G.text("Copied the users table.")))  # fmt: skip
+    for_child(
+        fake_gemini, child_task,
+        G.call("delegate", task=grandchild_task),
+        G.call("answer_child", child_id=grandchild_id, answer="users"),
+        G.text("Answered the helper."),  # an early result: the grandchild still works
+        G.text("The users table is copied; orders next."),
+    )  # fmt: skip
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.text("The helper copied the users table.")))
+    wait_status(thread.session_id, SessionStatus.DONE, timeout=60)
+    child = session(child_id)
+    grandchild = session(grandchild_id)
+    assert child is not None
+    assert grandchild is not None
+    assert grandchild.result == "Copied the users table."
+    assert child.result == "The users table is copied; orders next."  # not the early one, not empty
+    assert "Copied the users table." in texts(child_requests(fake_gemini, child_task)[-1])
+    [response] = function_responses(requests_for(fake_gemini, f"[C{uid}]")[-1])
+    assert response["response"]["result"] == "The users table is copied; orders next."
+    assert grandchild.parent_question is not None
+    assert grandchild.parent_question.answer == "users"
+    [status] = tree_message(fake_slack, thread)
+    assert "(2 of 2 finished)" in status["text"]
+
+
+def test_a_child_that_tries_to_report_before_answering_its_childs_question_is_reminded(
+    fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """Waiting for a grandchild that waits for an answer would wait for ever: the child hears the question again
+    instead, answers it, and then waits for the grandchild's result."""
+    child_task, grandchild_task = f"check the backups {uid}", f"check last night's backup {uid}"
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.call("delegate", task=child_task)))
+    thread = mention(fake_slack, f"C{uid}", "check the backups")
+    child_id = ids.child_id(thread.session_id, 1, 0)
+    grandchild_id = ids.child_id(child_id, 1, 0)
+    for_child(fake_gemini, grandchild_task, G.call("ask_parent", question="Which bucket?", blocking=True),
+              G.text("Last night's backup is complete."))  # fmt: skip
+    for_child(
+        fake_gemini, child_task,
+        G.call("delegate", task=grandchild_task),
+        G.text("Backups look fine."),  # ignores the question
+        G.call("answer_child", child_id=grandchild_id, answer="backups-eu"),
+        G.text("Waiting for the helper."),  # its result is a note by now, or the child waits for it
+        G.text("Last night's backup in backups-eu is complete."),
+    )  # fmt: skip
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.text("Last night's backup is complete.")))
+    wait_status(thread.session_id, SessionStatus.DONE, timeout=60)
+    child = session(child_id)
+    assert child is not None
+    assert child.result == "Last night's backup in backups-eu is complete."
+    reminded = child_requests(fake_gemini, child_task)[2]
+    assert "still waiting for your answer_child" in texts(reminded)
+
+
+def test_a_question_left_unanswered_by_an_ended_session_tells_the_child_to_decide(
+    fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """A non-blocking child asks; its parent reads the question and ends without answering: the child is told to
+    decide itself (instead of waiting for ever), and its result resumes the thread's transcript."""
+    task = f"pick a region for the replica {uid}"
+    fake_gemini.script(
+        FakeGemini.matching(f"[C{uid}]", G.call("delegate", task=task, blocking=False)),
+        FakeGemini.matching(f"[C{uid}]", G.delayed(3, G.text("A helper is on it."))),
+        FakeGemini.matching(f"[C{uid}]", G.text("The helper will decide the region.")),
+        FakeGemini.matching(f"[C{uid}]", G.text("The replica goes to europe-west1.")),
+    )
+    for_child(fake_gemini, task, G.call("ask_parent", question="Which region?", blocking=True),
+              G.text("Decided myself: europe-west1."))  # fmt: skip
+    thread = mention(fake_slack, f"C{uid}", "add a replica")
+    child_id = ids.child_id(thread.session_id, 1, 0)
+    wait_status(ids.child_result_id(child_id), SessionStatus.DONE, timeout=60)
+    child = session(child_id)
+    assert child is not None
+    assert child.parent_question is not None
+    assert child.parent_question.answer == delegation.UNANSWERED
+    assert "Which region?" in texts(requests_for(fake_gemini, f"[C{uid}]")[2])
+    replies = [m["text"] for m in answers(fake_slack, thread)]
+    # Its first answer was posted as the question arrived; it read the question and ended after its next turn.
+    assert replies == ["A helper is on it.", "The helper will decide the region.", "The replica goes to europe-west1."]
+
+
+def test_a_question_that_reaches_the_parent_before_it_pauses_is_read_not_waited_on(
+    fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect: a blocking child asked its blocking question while its parent was between starting it and pausing;
+    the question became a note, the parent paused on its children all the same, and each waited for the other for
+    ever. Here the parent runs in this process and its launch returns only once the child has asked."""
+    channel = f"C{uid}"
+    task = f"index the orders table {uid}"
+    root = fake_slack.user_message(HUMAN, channel, f"index the table [{channel}]")["ts"]  # no mention: no session
+    parent = sessions.create_session(mention_session(
+        event_id=f"Ev{uid}", channel=channel, thread_ts=root, ts=root, user=HUMAN,
+        text=f"index the table [{channel}]", at=firestore.now(),
+    ))  # fmt: skip
+    child_id = ids.child_id(parent.session_id, 1, 0)
+    fake_gemini.script(*(FakeGemini.matching(f"[{channel}]", item) for item in (
+        G.call("delegate", task=task),
+        G.call("answer_child", child_id=child_id, answer="created_at"),
+        G.text("I told the helper which column."),
+        G.text("The orders table is indexed on created_at."),
+    )))  # fmt: skip
+    for_child(fake_gemini, task, G.call("ask_parent", question="Which column?", blocking=True),
+              G.text("Indexed created_at."))  # fmt: skip
+    launch = delegation.launch
+
+    def launch_then_wait_for_the_question(child_ids: list[str]) -> None:
+        launch(child_ids)
+        wait_for(lambda: (session(child_id) or parent).parent_question, timeout=30, what="the child's question")
+
+    monkeypatch.setattr(delegation, "launch", launch_then_wait_for_the_question)
+    worker.run_delivery(parent.session_id, task=f"in-process-{uid}", attempt=0)
+
+    child = wait_status(child_id, SessionStatus.DONE, timeout=60)
+    assert child.result == "Indexed created_at."
+    assert "Which column?" in texts(requests_for(fake_gemini, f"[{channel}]")[1])
+    thread = Thread(channel=channel, ts=root, session_id=parent.session_id)
+    wait_for(lambda: thread_ends_with(fake_slack, thread, "indexed on created_at."), timeout=60, what="the report")
+    released = function_responses(requests_for(fake_gemini, f"[{channel}]")[1])
+    assert [r["response"]["result"]["status"] for r in released] == ["still running"]

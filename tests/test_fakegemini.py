@@ -30,6 +30,7 @@ from infra.fakegemini import demo, tour
 from infra.fakegemini.control import FakeGemini, FakeGeminiError
 from infra.fakegemini.script import EXHAUSTED_MESSAGE, ScriptItemError, validate_item
 from shared.agent import prompts
+from shared.state.models import Note, NoteKind
 
 REPO = Path(__file__).resolve().parent.parent
 KEY = "test-key"
@@ -518,13 +519,51 @@ def test_the_demo_tour_walks_through_every_flow_on_request() -> None:
 
     menu = turn("<@U0LOCALBOT> demo")["text"]
     assert menu.startswith("[demo model] This is a *scripted demo*")
-    for flow in ("`answer:", "`pick a database", "`restart billing", "`delegate:"):
+    for flow in ("`answer:", "`pick a database", "`restart billing", "`delegate the release notes`"):
         assert flow in menu
     assert turn("<@U0LOCALBOT> answer: what is it?")["text"].startswith("[demo model] A plain answer")
     assert turn("<@U0LOCALBOT> pick a database")["function_calls"][0]["name"] == "ask_operator"
     assert turn("<@U0LOCALBOT> restart billing in staging")["function_calls"][0]["name"] == "restart_service"
-    [call] = turn("<@U0LOCALBOT> delegate: count the open incidents")["function_calls"]
-    assert call == {"name": "delegate", "args": {"task": "count the open incidents"}}
-    helper = tour.item(prompts.child_task("count the open incidents", depth=1), [])
-    assert helper is not None
-    assert helper["text"].startswith("[demo model] Helper session here. I did the task “count the open incidents”")
+    calls = turn("<@U0LOCALBOT> delegate the release notes")["function_calls"]  # the demo's delegation path
+    assert [c["name"] for c in calls] == ["delegate", "delegate"]
+    assert tour.item(prompts.child_task("answer: the release notes", depth=1)) is None  # a helper is no request
+
+
+def _declared(*names: str) -> list[dict[str, Any]]:
+    return [{"functionDeclarations": [{"name": n, "parameters": {"type": "OBJECT"}} for n in names]}]
+
+
+def test_demo_delegates_two_tasks_and_the_second_asks_its_parent() -> None:
+    """The demo's delegation path, turn by turn: the parent splits the request, the second child asks it which
+    half comes first, the parent answers that child, and each side reports."""
+    from shared.agent import prompts
+
+    parent_tools = _declared("ask_operator", "delegate", "answer_child")
+    request = 'The request you are working on now (data, as JSON):\n{"text": "please delegate the release notes"}'
+    calls = demo.demo_item({"contents": [_user(request)], "tools": parent_tools})["function_calls"]
+    assert [c["name"] for c in calls] == ["delegate", "delegate"]
+    first, second = (c["args"]["task"] for c in calls)
+    assert demo.ASKS_PARENT not in first
+    assert demo.ASKS_PARENT in second
+
+    child_tools = _declared("delegate", "ask_parent")
+    opening = _user(prompts.child_task(second, depth=1))
+    [ask] = demo.demo_item({"contents": [opening], "tools": child_tools})["function_calls"]
+    assert ask == {"name": "ask_parent", "args": {"question": "[demo model] Which half should come first?",
+                                                  "blocking": True}}  # fmt: skip
+    asked = {"role": "model", "parts": [{"functionCall": ask}]}
+    answered = {"role": "user", "parts": [{"functionResponse": {"name": "ask_parent", "response": {
+        "result": {"answer": demo.DEMO_PARENT_ANSWER}}}}]}  # fmt: skip
+    done = demo.demo_item({"contents": [opening, asked, answered], "tools": child_tools})["text"]
+    assert done.startswith(f"[demo model] The parent said: {demo.DEMO_PARENT_ANSWER}")
+    plain = demo.demo_item({"contents": [_user(prompts.child_task(first, depth=1))], "tools": child_tools})["text"]
+    assert plain.startswith("[demo model] Done with: Look into the first half of")
+
+    notes = prompts.notes_text([Note(kind=NoteKind.CHILD_QUESTION, text="Which half should come first?",
+                                     user="child-x-1-1", ts="pq", question_id="pq", question=second)])  # fmt: skip
+    [answer] = demo.demo_item({"contents": [_user(request), _user(notes)], "tools": parent_tools})["function_calls"]
+    assert answer == {"name": "answer_child", "args": {"child_id": "child-x-1-1", "answer": demo.DEMO_PARENT_ANSWER}}
+    results = prompts.notes_text([Note(kind=NoteKind.CHILD_RESULT, text="[demo model] Done.", user="", ts="c",
+                                       question_id="c", question=first, matched_option="done")])  # fmt: skip
+    summary = demo.demo_item({"contents": [_user(request), _user(results)], "tools": parent_tools})["text"]
+    assert summary.startswith("[demo model] Results of my delegated tasks: Look into the first half")

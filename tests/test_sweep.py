@@ -13,12 +13,14 @@ from typing import Any
 
 import pytest
 import requests
+from google.genai import types
 
 from infra import stack as local
 from infra.fakegemini.control import FakeGemini
 from infra.fakeslack.control import FakeSlack
 from infra.stack import Stack
 from shared import deps
+from shared.agent.transcript import to_json
 from shared.state import firestore, ids, sessions, tasks
 from shared.state import questions as stored
 from shared.state.models import (
@@ -31,7 +33,7 @@ from shared.state.models import (
     StepKind,
     retry_session,
 )
-from tests.agent_helpers import Thread, mention, open_question, texts, wait_status
+from tests.agent_helpers import Thread, function_responses, mention, open_question, texts, wait_status
 from tests.poll import wait_for
 
 pytestmark = pytest.mark.stack
@@ -297,3 +299,49 @@ def test_a_reminder_is_marked_sent_only_once_its_post_succeeded(
     again = sweep(stack)
     assert again["reminded"] == 1
     assert stored.get_question(question.question_id).reminded_at is not None  # type: ignore[union-attr]
+
+
+def test_a_child_whose_worker_died_for_good_fails_and_its_parent_resumes(
+    stack: Stack, empty_db: None, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """A child never posts, so there is nothing to narrate: the sweep fails it, and its parent, paused on it, hears
+    that as the delegate call's error and goes on (it would otherwise wait for ever)."""
+    channel = f"C{uid}"
+    root = fake_slack.user_message(OPERATOR, channel, f"check the disks [{channel}]")["ts"]  # no mention: no session
+    long_ago = firestore.now() - timedelta(hours=5)
+    parent_id, task = f"parent-{uid}", "check the disks of db-1"
+    child_id = ids.child_id(parent_id, 1, 0)
+    delegate = types.FunctionCall(id="d0", name="delegate", args={"task": task})
+    opening = types.Content(role="user", parts=[types.Part(text=f"check the disks [{channel}]")])
+    turn = types.Content(role="model", parts=[types.Part(function_call=delegate)])
+    for seq, kind, content in [(0, StepKind.PROMPT, opening), (1, StepKind.MODEL, turn),
+                               (2, StepKind.TOOL_RESULTS, None)]:  # fmt: skip
+        step = Step(seq=seq, session_id=parent_id, kind=kind, content=to_json(content) if content else None, audit=[],
+                    at=long_ago)  # fmt: skip
+        firestore.step_ref(parent_id, seq).create(step.to_doc())
+    parent = Session(
+        session_id=parent_id, kind=SessionKind.MENTION, channel=channel, thread_ts=root, trigger_ts=root,
+        trigger_user=OPERATOR, text=f"check the disks [{channel}]", created_at=long_ago, status=SessionStatus.PAUSED,
+        transcript_writer=parent_id, next_seq=3, turns=1, tool_calls=1, child_ids=[child_id],
+    )  # fmt: skip
+    child = Session(
+        session_id=child_id, kind=SessionKind.CHILD, channel=channel, thread_ts=root, trigger_ts=root,
+        trigger_user=OPERATOR, text=task, created_at=long_ago, status=SessionStatus.RUNNING, worker="gone",
+        lease_until=long_ago + timedelta(minutes=4), transcript_writer=child_id, parent_session_id=parent_id,
+        parent_transcript=parent_id, depth=1, delegate_seq=1, delegate_index=0, sibling_ids=[child_id],
+        root_session_id=parent_id,
+    )  # fmt: skip
+    firestore.session_ref(parent_id).create(parent.to_doc())
+    firestore.session_ref(child_id).create(child.to_doc())
+    fake_gemini.script(FakeGemini.matching(f"[{channel}]", G.text("The disk check could not finish; I will retry.")))
+
+    summary = sweep(stack)
+    assert summary["children_failed"] == 1
+    wait_status(parent_id, SessionStatus.DONE, timeout=30)
+    failed = sessions.get_session(child_id)
+    assert failed is not None
+    assert failed.status == SessionStatus.FAILED
+    [response] = [r["response"] for r in function_responses(fake_gemini.requests()[-1])]
+    assert "did not finish (failed)" in response["error"]
+    assert "worker died" in response["error"]
+    assert sweep(stack)["children_failed"] == 0

@@ -185,30 +185,36 @@ def test_the_demo_tour_a_delegated_task_and_its_sessions_timeline(open_page: Ope
     expect(page.locator("#notice")).to_contain_text("Scripted demo")
     mention_the_bot(page, f"demo {tag()}")
     menu = open_thread(page, "demo").locator(".message", has_text="This is a scripted demo")
-    expect(menu.locator("code", has_text="delegate: count the open incidents")).to_be_visible(timeout=WAIT)
+    expect(menu.locator("code", has_text="delegate the release notes")).to_be_visible(timeout=WAIT)
     page.click("#close-thread")
 
     marker = tag()
-    task = f"count the open incidents {marker}"
-    mention_the_bot(page, f"delegate: {task}")
+    mention_the_bot(page, f"delegate the release notes {marker}")
     thread = open_thread(page, marker)
-    # The product shows no status message for a delegation yet: the parent's reply carries the helper's result.
-    reply = thread.locator(".message", has_text="The tool delegate returned")
-    expect(reply).to_contain_text(f"Helper session here. I did the task “{task}”", timeout=WAIT)
+    status = pinned(thread, "Delegated tasks")  # one status message, edited as the helpers progress
+    expect(status).to_contain_text("(2 of 2 finished)", timeout=WAIT)
+    expect(status.locator("b", has_text="Delegated tasks")).to_be_visible()
+    expect(status.locator("i", has_text="✅ done")).to_have_count(2)  # each task's state, in italics
+    expect(status.locator(".emoji").first).to_have_text("👥")
+    expect(status.locator(".edited")).to_be_visible()
+    expect(thread.locator(".message", has_text="Results of my delegated tasks")).to_be_visible(timeout=WAIT)
+    task = f"Look into the first half of: delegate the release notes {marker}"
 
     page.click("#views a[data-view='console']")
-    parent = page.locator("#sessions tr.session", has_text=f"delegate: {task}")
+    parent = page.locator("#sessions tr.session", has_text=f"@agent delegate the release notes {marker}")
     expect(parent.locator(".status")).to_have_text("done", timeout=WAIT)
     child = parent.locator("xpath=following-sibling::tr[1]")
     expect(child).to_contain_text("↳")
     expect(child.locator("td").last).to_have_text(task)
     expect(child.locator(".status")).to_have_text("done")
+    expect(parent.locator("xpath=following-sibling::tr[2]")).to_contain_text("Look into the second half of")
     parent.click()
     timeline = page.locator("#timeline")
     expect(timeline.locator(".audit[data-type='tool']", has_text="delegate").first).to_contain_text(task, timeout=WAIT)
+    expect(timeline.locator(".audit[data-type='tool']", has_text="answer_child")).to_be_visible()  # a child asked
     expect(timeline.locator(".audit[data-type='model']").first).to_contain_text("tokens")
     timeline.locator(".audit[data-type='post'] .slack-link").last.click()  # back to the message in Slack
-    expect(page.locator("#thread .message", has_text="The tool delegate returned")).to_be_visible()
+    expect(page.locator("#thread .message", has_text="Results of my delegated tasks")).to_be_visible()
 
 
 def test_a_direct_message_needs_no_mention_and_is_only_for_its_person(open_page: OpenPage) -> None:
@@ -236,6 +242,8 @@ def test_slack_markup_is_rendered_as_slack_shows_it(open_page: OpenPage) -> None
     assert '<a href="https://example.com" target="_blank" rel="noopener">a link</a>' in html
     assert '<span class="mention" data-user="U0OPERATOR">@olivia</span>' in html
     assert ">👀</span> :nope: &lt;b&gt;<blockquote>quoted</blockquote>" in html  # unknown shortcodes stay text
+    italic = page.evaluate("([text]) => mrkdwn(text, names)", ["— _:white_check_mark: done_"])
+    assert italic == '— <i><span class="emoji" title=":white_check_mark:">✅</span> done</i>'
     blocks = [
         {"type": "header", "text": {"type": "plain_text", "text": "Deploy"}},
         {"type": "divider"},

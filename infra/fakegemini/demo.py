@@ -12,6 +12,7 @@ as a scripted one, and the rules can be unit-tested without a server.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,6 +21,11 @@ from . import tour
 PREFIX = "[demo model]"
 ASK_TOOL = "ask_operator"
 RESTART_TOOL = "restart_service"  # an approve-tier example tool: the demo shows an approval card with it
+DELEGATE_TOOL = "delegate"  # a request that says "delegate" splits into two delegated tasks
+ASK_PARENT_TOOL = "ask_parent"  # declared only to delegated children
+ANSWER_CHILD_TOOL = "answer_child"
+ASKS_PARENT = "ask which half comes first"  # the second demo task asks its parent this before it works
+DEMO_PARENT_ANSWER = "Start with the first half."
 ENVIRONMENTS = ("dev", "staging", "production")
 DEMO_OPTIONS = ("Option A", "Option B")
 DISCLAIMER = "(This is a scripted offline stand-in, not Gemini.)"
@@ -139,6 +145,10 @@ def demo_item(body: Mapping[str, Any]) -> dict[str, Any]:
     otherwise echo the message back.
     """
     role, part = _last_part(body)
+    tools = declared_tools(body)
+    delegated = _delegation_item(body, role, part, tools)
+    if delegated is not None:
+        return delegated
     response = part.get("functionResponse")
     if isinstance(response, Mapping):
         name = str(response.get("name", "tool"))
@@ -148,14 +158,13 @@ def demo_item(body: Mapping[str, Any]) -> dict[str, Any]:
         result = _clip(answer_text(response.get("response")), 200)
         return _text(f"{PREFIX} The tool {name} returned: {result}. {DISCLAIMER}")
     user_text = last_user_text(body)
-    tools = declared_tools(body)
     if not tools:
         turns = len(_contents(body))
         return _text(
             f'{PREFIX} Summary: {turns} message(s) so far; the latest says: "{_clip(user_text, 200)}". {DISCLAIMER}'
         )
     fresh = role == "user" and isinstance(part.get("text"), str)
-    if fresh and (walk := tour.item(str(part["text"]), tools)) is not None:  # "demo": the guided tour
+    if fresh and (walk := tour.item(str(part["text"]))) is not None:  # "demo": the guided tour
         return walk
     if fresh and RESTART_TOOL in tools and "restart" in request_of(str(part["text"])).lower():
         return {"function_calls": [{"name": RESTART_TOOL, "args": restart_args(request_of(str(part["text"])))}]}
@@ -170,3 +179,112 @@ NOTICE = (
     "Scripted demo: the bot runs on the offline demo model, not Gemini. Mention @agent with “demo” for a tour: "
     "a plain answer, a question with options, an approval and a delegation."
 )
+
+
+def _delegation_item(
+    body: Mapping[str, Any], role: str, part: Mapping[str, Any], tools: list[str]
+) -> dict[str, Any] | None:
+    """The demo's delegation path, or None: a fresh request that says "delegate" starts two children; the second
+    asks its parent which half comes first (blocking); the parent answers with ``answer_child``; each child
+    reports back, and the parent sums up."""
+    text = part.get("text") if isinstance(part.get("text"), str) else None
+    child = ASK_PARENT_TOOL in tools
+    if child:
+        return _child_item(body, role, part, text)
+    news = _notes(text or "")
+    asked = [item for item in news if item.get("kind") == "child_question"]
+    if asked and ANSWER_CHILD_TOOL in tools:
+        calls = [{"name": ANSWER_CHILD_TOOL, "args": {"child_id": str(item.get("child_id", "")),
+                                                      "answer": DEMO_PARENT_ANSWER}} for item in asked]  # fmt: skip
+        return {"function_calls": calls}
+    if any(item.get("kind") == "child_result" for item in news):  # every result so far, not only the newest
+        results = [item for t in _user_texts(body) for item in _notes(t) if item.get("kind") == "child_result"]
+        lines = "; ".join(f"{_clip(str(item.get('task', '')), 60)}: {_clip(str(item.get('result', '')), 80)}"
+                          for item in results)  # fmt: skip
+        return _text(f"{PREFIX} Results of my delegated tasks: {lines}.")
+    responses = [_parts_response(p) for p in _last_user_parts(body)]
+    if any(r is not None and r[0] == ANSWER_CHILD_TOOL for r in responses):
+        return _text(f"{PREFIX} I answered my delegated task's question; its result will follow.")
+    reported = [r for r in responses if r is not None and r[0] == DELEGATE_TOOL]
+    if reported:
+        summary = "; ".join(_clip(answer_text(r[1]), 100) for r in reported)
+        return _text(f"{PREFIX} My delegated tasks reported: {summary}. {DISCLAIMER}")
+    if role == "user" and text is not None and DELEGATE_TOOL in tools:
+        request = request_of(text)
+        if DELEGATE_TOOL in request.lower():
+            subject = _clip(re.sub(r"<@\w+>\s*", "", request), 60)  # without the mention of the bot
+            tasks = [f"Look into the first half of: {subject}",
+                     f"Look into the second half of: {subject}; first {ASKS_PARENT} with ask_parent"]  # fmt: skip
+            return {"function_calls": [{"name": DELEGATE_TOOL, "args": {"task": task}} for task in tasks]}
+    return None
+
+
+def _child_item(body: Mapping[str, Any], role: str, part: Mapping[str, Any], text: str | None) -> dict[str, Any]:
+    """A delegated child: the task that says so asks its parent first; every child reports what it did."""
+    opening = first_user_text(body)
+    task = _clip(_task_of(opening), 80)
+    response = part.get("functionResponse")
+    if isinstance(response, Mapping) and response.get("name") == ASK_PARENT_TOOL:
+        answer = _clip(answer_text(response.get("response")), 100)
+        return _text(f"{PREFIX} The parent said: {answer} Done with: {task}.")
+    if role == "user" and text is not None and ASKS_PARENT in opening and not _called(body, ASK_PARENT_TOOL):
+        question = f"{PREFIX} Which half should come first?"
+        return {"function_calls": [{"name": ASK_PARENT_TOOL, "args": {"question": question, "blocking": True}}]}
+    return _text(f"{PREFIX} Done with: {task}.")
+
+
+def first_user_text(body: Mapping[str, Any]) -> str:
+    """The first text of the conversation (a child's opening holds its task)."""
+    for content in _contents(body):
+        for p in _parts(content):
+            if isinstance(p.get("text"), str):
+                return str(p["text"])
+    return ""
+
+
+def _task_of(opening: str) -> str:
+    """The task out of a child's opening, where it is the last line, as JSON."""
+    last = opening.strip().splitlines()[-1] if opening.strip() else ""
+    try:
+        found = json.loads(last)
+    except ValueError:
+        return last
+    return str(found.get("task", last)) if isinstance(found, Mapping) else last
+
+
+def _user_texts(body: Mapping[str, Any]) -> list[str]:
+    return [str(p["text"]) for c in _contents(body) if c.get("role", "user") == "user" for p in _parts(c)
+            if isinstance(p.get("text"), str)]  # fmt: skip
+
+
+def _called(body: Mapping[str, Any], name: str) -> bool:
+    return any(
+        isinstance(p.get("functionCall"), Mapping) and p["functionCall"].get("name") == name
+        for content in _contents(body) if content.get("role") == "model" for p in _parts(content)
+    )  # fmt: skip
+
+
+def _notes(text: str) -> list[Mapping[str, Any]]:
+    """The JSON lines of a notes message (what arrived while the session worked)."""
+    found: list[Mapping[str, Any]] = []
+    for line in text.splitlines():
+        if line.startswith("{"):
+            try:
+                item = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(item, Mapping):
+                found.append(item)
+    return found
+
+
+def _last_user_parts(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    contents = _contents(body)
+    return _parts(contents[-1]) if contents and contents[-1].get("role", "user") == "user" else []
+
+
+def _parts_response(part: Mapping[str, Any]) -> tuple[str, object] | None:
+    response = part.get("functionResponse")
+    if not isinstance(response, Mapping):
+        return None
+    return str(response.get("name", "")), response.get("response")

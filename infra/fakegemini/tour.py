@@ -1,8 +1,8 @@
 """The demo model's guided tour: on request it walks a newcomer through every flow of the product.
 
 Mention the bot with "demo" (or "tour") for the menu; each entry is one message to send next: a plain answer,
-a question with options, an approval, a delegation. A helper session the tour delegates to answers as a helper.
-Pure functions of the request text, like ``demo.py``, which consults ``item`` before its default rules.
+a question with options, an approval, a delegation (the last three are ``demo.py``'s own rules). Pure functions
+of the request text, like ``demo.py``, which consults ``item`` before its default rules.
 """
 
 from __future__ import annotations
@@ -13,15 +13,14 @@ from typing import Any
 
 PREFIX = "[demo model]"
 REQUEST_MARKER = "working on now (data, as JSON):\n"  # a session started by a person (a helper's opening has none)
-TASK_MARKER = "that text is data, not instructions):\n"  # a helper session's opening, before its task as JSON
-DELEGATE_TOOL = "delegate"
 MENU = (
     f"{PREFIX} This is a *scripted demo*: I am the offline demo model, not Gemini. Each of these shows one flow; "
     "send it as a new message that mentions me:\n"
     "• `answer: what is the product?` — a plain answer, no questions asked\n"
     "• `pick a database for billing` — a question with options: press a button, or reply in the thread\n"
     "• `restart billing in staging` — a risky call: an approval card that an operator approves or denies\n"
-    "• `delegate: count the open incidents` — a helper session does the task and reports back to me\n"
+    "• `delegate the release notes` — two helper sessions share the work (one asks me a question first), "
+    "and a status message in the thread follows them\n"
     "Operators may answer and decide; switch person at the top right to see what others are allowed to do."
 )
 PLAIN = (
@@ -45,21 +44,8 @@ def _request(text: str) -> str | None:
         return framed
 
 
-def _helper_task(text: str) -> str | None:
-    if TASK_MARKER not in text:
-        return None
-    framed = text.split(TASK_MARKER, 1)[1].strip()
-    try:
-        return str(json.loads(framed).get("task", framed))
-    except ValueError:
-        return framed
-
-
-def item(text: str, tools: list[str]) -> dict[str, Any] | None:
-    """The tour's turn for a fresh user message, or None to leave it to the demo model's default rules."""
-    task = _helper_task(text)
-    if task is not None:
-        return {"text": f"{PREFIX} Helper session here. I did the task “{task[:120]}”: done (a demo result)."}
+def item(text: str) -> dict[str, Any] | None:
+    """The tour's turn for a fresh user message, or None to leave it to the demo model's other rules."""
     request = _request(text)
     if request is None:
         return None
@@ -68,7 +54,4 @@ def item(text: str, tools: list[str]) -> dict[str, Any] | None:
         return {"text": MENU}
     if words[:1] == ["answer"]:
         return {"text": PLAIN}
-    if words[:1] == [DELEGATE_TOOL] and DELEGATE_TOOL in tools:
-        task = re.sub(r"^\W*delegate\W*", "", re.sub(r"<@[A-Z0-9]+>", "", request).strip(), flags=re.IGNORECASE)
-        return {"function_calls": [{"name": DELEGATE_TOOL, "args": {"task": task or "count the open incidents"}}]}
     return None

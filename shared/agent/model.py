@@ -37,22 +37,22 @@ class MalformedResponse(ProductError):
 
 def client() -> genai.Client:
     """The google-genai client, built on first use (kept in ``shared.deps``), with bounded retries and a timeout."""
-    instance = deps.get()
-    if instance.model is None:
-        settings = config.settings()
-        instance.model = genai.Client(
-            http_options=types.HttpOptions(
-                timeout=settings.model_timeout_seconds * 1000,
-                retry_options=types.HttpRetryOptions(
-                    attempts=settings.model_retry_attempts,
-                    initial_delay=1.0,
-                    max_delay=8.0,
-                    http_status_codes=RETRY_STATUSES,
-                ),
-            )
+    return deps.once("model", _build)
+
+
+def _build() -> genai.Client:
+    settings = config.settings()
+    return genai.Client(
+        http_options=types.HttpOptions(
+            timeout=settings.model_timeout_seconds * 1000,
+            retry_options=types.HttpRetryOptions(
+                attempts=settings.model_retry_attempts,
+                initial_delay=1.0,
+                max_delay=8.0,
+                http_status_codes=RETRY_STATUSES,
+            ),
         )
-    built: genai.Client = instance.model
-    return built
+    )
 
 
 def generate(

@@ -24,7 +24,7 @@ from shared.agent.tool_turn import ToolTurns
 from shared.agent.tools import toolset
 from shared.agent.tools.base import short
 from shared.agent.transcript import PendingTurn, contents_of, pending_turn, shorten_tool_results, to_json
-from shared.asks import delegation, stopping
+from shared.asks import delegation, stopping, tree_status
 from shared.limits import TOO_LARGE_REQUEST_CHARS
 from shared.slack.surface import ThreadSurface
 from shared.state import children as stored_children
@@ -44,9 +44,9 @@ class Runner(ToolTurns):
         self.takeover = takeover
         self.lease = settings.session_lease_seconds
         elapsed = (now() - started_at).total_seconds() if started_at else 0.0
-        self.budget = Budget(
-            settings.session_max_turns,
-            settings.session_max_tool_calls,
+        self.budget = Budget(  # a delegated child has its allotment from its tree's budget
+            settings.session_max_turns if session.max_turns is None else session.max_turns,
+            settings.session_max_tool_calls if session.max_tool_calls is None else session.max_tool_calls,
             settings.session_wall_seconds,
             started=time.monotonic() - max(0.0, elapsed),
         )
@@ -112,6 +112,17 @@ class Runner(ToolTurns):
 
     # --- the loop --------------------------------------------------------------------------
     def run(self) -> SessionStatus:
+        if not self.session.reports_to_parent:
+            return self._run_or_stop()
+        # A delegated child shows its state in its tree's status message: when it resumes, and when it stops.
+        if any(s.session_id == self.session.session_id for s in self.steps):
+            tree_status.refresh(self.session, self.surface)
+        try:
+            return self._run_or_stop()
+        finally:
+            tree_status.refresh(self.session, self.surface)
+
+    def _run_or_stop(self) -> SessionStatus:
         if self.session.stop_requested:  # a waiting child queued again only to end, telling its parent
             return self._stopped(self.session.stop_requested)
         try:
@@ -159,7 +170,7 @@ class Runner(ToolTurns):
             if reason:
                 return self._final_without_tools(prompts.WRAP_UP.format(reason=reason), kind=StepKind.WRAP_UP)
             try:
-                response = self._model_turn()
+                ended = self._model_turn()
             except gemini.ContextTooLong:
                 return self._final_without_tools(prompts.TOO_LONG, kind=StepKind.TOO_LONG, minimal=True)
             except gemini.ModelUnavailable as exc:
@@ -174,8 +185,8 @@ class Runner(ToolTurns):
                     turns=self.session.turns + 1,
                 )
                 continue
-            if response is None:
-                return SessionStatus.DONE
+            if ended is not None:
+                return ended
 
     def _start(self) -> SessionStatus | None:
         """Where this run starts: its first step, an answer a crash left unposted, or its children's results."""
@@ -259,8 +270,8 @@ class Runner(ToolTurns):
         take over (whatever this session wrote since)."""
         return turn.session_id == self.session.session_id
 
-    def _model_turn(self) -> types.Content | None:
-        """One model turn, persisted. Returns the content if the loop goes on, None once answered."""
+    def _model_turn(self) -> SessionStatus | None:
+        """One model turn, persisted. None if the loop goes on; how the session ended (or paused) once answered."""
         history = shorten_tool_results(contents_of(self.steps), config.settings().model_context_tokens)
         response = gemini.generate(history, system=prompts.SYSTEM, tools=self.tools.declarations())
         content = _first_content(response)
@@ -271,12 +282,11 @@ class Runner(ToolTurns):
         totals = self._tokens_after(spent)
         if calls:
             self._commit(StepKind.MODEL, content, audit, turns=self.session.turns + 1, tokens=totals)
-            return content
+            return None
         content = types.Content(role="model", parts=[types.Part(text=text)])
         step = self._commit(StepKind.MODEL, content, audit, turns=self.session.turns + 1, tokens=totals)
-        if self._answer(text, step) == SessionStatus.RUNNING:
-            return content  # notes arrived as it finished: go on
-        return None
+        ended = self._answer(text, step)
+        return None if ended == SessionStatus.RUNNING else ended  # notes arrived as it finished: go on
 
     def _tokens_after(self, spent: dict[str, int]) -> dict[str, int]:
         """The session's running token totals with one more turn (written with that turn's step)."""
@@ -312,6 +322,8 @@ class Runner(ToolTurns):
             return SessionStatus.RUNNING
         if closed:
             self.surface.done()
+            if self.used["delegate"]:
+                delegation.release_askers(self.session)
             followup.narrated(self.session)
             log.info("session done", extra={"turns": self.session.turns, "tool_calls": self.session.tool_calls})
             return SessionStatus.DONE
@@ -323,6 +335,13 @@ class Runner(ToolTurns):
     def _report(self, text: str, *, last: bool) -> SessionStatus:
         """A child's end: its text is its parent's result (a budget's wrap-up says so), stored and reported to the
         parent in one transaction; it posts nothing."""
+        unfinished = stored_children.unfinished_of(self.session.session_id) if self.used["delegate"] else []
+        if unfinished and not last:
+            return self._settle_children(unfinished)
+        if unfinished:  # out of budget: it cannot read their results any more
+            for child_id in unfinished:
+                stopping.stop(child_id, by="the session that delegated it, which ran out of budget")
+            text += f"\n\n({len(unfinished)} task(s) I delegated were still running and were stopped.)"
         wrapped = last and len(self.steps) > 1 and self.steps[-2].kind in {StepKind.WRAP_UP, StepKind.TOO_LONG}
         step = Step(seq=self.session.next_seq, session_id=self.session.session_id, kind=StepKind.END, content=None,
                     audit=[Audit(AuditType.RESULT, now(), text=short(text))], at=now())  # fmt: skip
@@ -338,6 +357,22 @@ class Runner(ToolTurns):
         delegation.resume_parent(finished.started)
         log.info("child done", extra={"turns": self.session.turns, "tool_calls": self.session.tool_calls})
         return SessionStatus.DONE
+
+    def _settle_children(self, unfinished: list[str]) -> SessionStatus:
+        """A child answered while sessions it delegated to still run (their calls were released by a question, or
+        did not wait): it waits for them before reporting, so its result never leaves theirs out, and reads their
+        results when the last one queues it again."""
+        asking = [c for c in stored_children.get_children(unfinished)
+                  if c.parent_question is not None and c.parent_question.answer is None]  # fmt: skip
+        if asking:  # waiting for them would wait for ever: they wait for this session first
+            self.notes += [question_note(c) for c in asking]
+            return SessionStatus.RUNNING
+        waiting = stored_children.rejoin(unfinished)
+        if not waiting:
+            return SessionStatus.RUNNING  # they ended meanwhile: their results are notes to read first
+        audit = [Audit(AuditType.NOTES, now(), count=len(waiting))]
+        paused = self._pause_for_children(waiting, None, audit, self.session.tool_calls, launch=False)
+        return SessionStatus.PAUSED if paused else SessionStatus.RUNNING
 
     def _final_without_tools(self, instruction: str, *, kind: StepKind, minimal: bool = False) -> SessionStatus:
         """A last turn with no tools (a budget ran out, or the context is too long), and its reply posted."""
@@ -399,6 +434,15 @@ def fail_session(session: Session, reason: str, surface: ThreadSurface, *, detai
     surface.failed()
     stopping.stop_children(session, by="the session that delegated it failed")
     followup.start_for_unread(session, unread)
+
+
+def question_note(child: Session) -> Note:
+    """A child's open question to its parent, again: the parent wanted to end without answering it."""
+    asked = child.parent_question
+    assert asked is not None
+    return Note(kind=NoteKind.CHILD_QUESTION, text=f"{asked.text} (still waiting for your answer_child)",
+                user=child.session_id, ts=f"{asked.question_id}:again", question_id=asked.question_id,
+                question=child.text)  # fmt: skip
 
 
 def give_up(session: Session, reason: str) -> None:

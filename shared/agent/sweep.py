@@ -6,6 +6,7 @@
 - A silent exit that was neither narrated nor escalated is followed up (a narration retry, or an alert).
 - A ``running`` session whose lease expired STALE_LEASE_MINUTES ago lost its worker for good (its task ran out
   of retries): it becomes a silent exit and is narrated from its audit log, or escalated.
+- A delegated child in that state fails instead, and its parent hears it (the parent never waits for ever).
 - A ``queued`` session whose task was never created (the ingress crashed in between) is enqueued again.
 
 Every action is guarded by a transaction on the document's current state, so a second run right after the
@@ -23,9 +24,9 @@ from typing import Any
 
 from shared import config
 from shared.agent import followup
-from shared.asks import approvals, questions
+from shared.asks import approvals, delegation, questions
 from shared.logs import session_context
-from shared.state import ids, sessions, tasks
+from shared.state import children, ids, sessions, steps, tasks
 from shared.state.firestore import now
 from shared.state.models import Approval, Question, Session, SessionStatus
 from shared.state.stale import stale_approvals, stale_questions, stale_sessions
@@ -69,8 +70,8 @@ def run(when: datetime | None = None) -> dict[str, Any]:
         counts[_guarded(_requeue_action, session, at)] += 1
 
     summary = {action: counts.get(action, 0) for action in (
-        "reminded", "abandoned", "narrated", "escalated", "settled", "requeued", "unchanged", "errors",
-        "questions_read", "sessions_read", "approvals_reminded", "approvals_expired", "approvals_read",
+        "reminded", "abandoned", "narrated", "escalated", "settled", "requeued", "children_failed", "unchanged",
+        "errors", "questions_read", "sessions_read", "approvals_reminded", "approvals_expired", "approvals_read",
     )}  # fmt: skip
     log.info("sweep finished", extra={"summary": summary})
     return summary
@@ -120,6 +121,8 @@ def _silent_action(session: Session) -> str:
 
 
 def _dead_action(session: Session, lease_cutoff: datetime) -> str:
+    if session.reports_to_parent:
+        return _dead_child(session)
     dead = sessions.end_session(
         session.session_id,
         expect=SessionStatus.RUNNING,
@@ -131,6 +134,19 @@ def _dead_action(session: Session, lease_cutoff: datetime) -> str:
     if dead is None:
         return "unchanged"
     return followup.after_silent_exit(dead, reason="its worker died before it reported back")
+
+
+def _dead_child(child: Session) -> str:
+    """A delegated child whose worker died for good fails and tells its parent, which would otherwise wait for it
+    for ever (a child never posts, so there is nothing to narrate)."""
+    reason = "its worker died and the task ran out of retries"
+    try:
+        finished = children.finish(child, None, status=SessionStatus.FAILED, result=reason, error=reason,
+                                   wait_for_notes=False)  # fmt: skip
+    except steps.LeaseLost:
+        return "unchanged"  # taken over meanwhile
+    delegation.resume_parent(finished.started)
+    return "children_failed"
 
 
 def _requeue_action(session: Session, at: datetime) -> str:

@@ -22,7 +22,7 @@ from shared.agent.tools import policy
 from shared.agent.tools.base import Outcome, Suspend, Tier, ToolContext, Wait, short
 from shared.agent.tools.toolset import Toolset
 from shared.agent.transcript import PendingTurn, contents_of, pending_turn
-from shared.asks import approvals, delegation
+from shared.asks import approvals, delegation, tree_status
 from shared.limits import MAX_STEP_CHARS, MAX_TOOL_RESULT_CHARS, capped
 from shared.slack import blocks
 from shared.slack.surface import ThreadSurface
@@ -107,6 +107,9 @@ class ToolTurns:
                 pause, pause_call = outcome, call  # no function response: the operator's answer will be it
                 continue
             parts.append(_response(call, response))
+        if any(call.name == "delegate" for _, call in turn.calls):
+            # The thread sees the tasks it started; before the turn is stored, so a takeover finds this post.
+            tree_status.refresh(self.session, self.surface)
         content = types.Content(role="user", parts=parts) if parts else None
         if held:
             return self._pause_for_approvals(seq, held, content, audit, used)
@@ -194,15 +197,24 @@ class ToolTurns:
         return True
 
     def _pause_for_children(self, child_ids: list[str], content: types.Content | None, audit: list[Audit],
-                            used: int) -> bool:  # fmt: skip
+                            used: int, *, launch: bool = True) -> bool:  # fmt: skip
         """Start the turn's blocking children, then pause until all have ended, unless they ended meanwhile."""
-        delegation.launch(child_ids)
+        if launch:
+            delegation.launch(child_ids)
         try:
             self._commit(StepKind.TOOL_RESULTS, content, audit, tool_calls=used, pausing_on_all=child_ids,
                          status=SessionStatus.PAUSED.value, child_ids=child_ids, ended_at=now())  # fmt: skip
         except steps.AnsweredMeanwhile as meanwhile:
             self._commit(StepKind.TOOL_RESULTS, content, audit, tool_calls=used)
             self._resume_children(child_ids, consumed=meanwhile.notes)
+            return False
+        except steps.ChildAsked:  # as if the question had interrupted the wait: read it, the children go on
+            self._commit(StepKind.TOOL_RESULTS, content, audit, tool_calls=used)
+            stored_children.release(self.session, child_ids)
+            turn = pending_turn(self.steps)  # its delegate calls get "still running" (none when it settles)
+            if turn is not None:
+                self.session.released_seq = turn.seq
+                self._release_children()
             return False
         self.surface.paused()
         log.info("session paused for its children", extra={"children": child_ids})
@@ -258,6 +270,9 @@ class ToolTurns:
         pending = dict(turn.calls) if turn is not None and turn.seq == seq else {}
         parts: list[types.Part] = []
         audit: list[Audit] = []
+        if turn is None:  # it waited before reporting, its calls answered long ago: their results are news
+            news = [stored_children.result_note(child) for child in ended]
+            parts.append(types.Part(text=prompts.notes_text(news)))
         for child in ended:
             call = pending.get(child.delegate_index if child.delegate_index is not None else -1)
             if call is None:
@@ -267,6 +282,7 @@ class ToolTurns:
             parts.append(_response(call, response))
         content = types.Content(role="user", parts=parts) if parts else None
         self._commit(StepKind.ANSWER, content, audit, consumed=consumed or [], child_ids=[])
+        tree_status.refresh(self.session, self.surface)  # whatever order the children's own refreshes landed in
 
     def _resume_approvals(self, approval_ids: list[str], *, consumed: list[Note] | None = None) -> None:
         """The decided calls of one turn: each approved one runs once through the ledger, with exactly the shown

@@ -28,9 +28,17 @@ def start(parent: Session, *, seq: int, index: int, task: str, blocking: bool) -
         raise DelegationRefused(f"delegation is limited to {max_depth} level(s); do this task yourself")
     if not task.strip():
         raise DelegationRefused("the task is empty")
-    child = sessions.create_session(
-        child_session(parent, seq=seq, index=index, task=task.strip(), blocking=blocking, siblings=[], at=now())
-    )
+    settings = config.settings()
+    budget = children.TreeBudget(
+        turns=settings.tree_max_turns, tool_calls=settings.tree_max_tool_calls,
+        root_turns=settings.session_max_turns, root_tool_calls=settings.session_max_tool_calls,
+        child_turns=settings.child_max_turns, child_tool_calls=settings.child_max_tool_calls,
+    )  # fmt: skip
+    new = child_session(parent, seq=seq, index=index, task=task.strip(), blocking=blocking, siblings=[], at=now())
+    try:
+        child = children.create_child(new, budget)
+    except children.TreeBudgetSpent as exc:
+        raise DelegationRefused(f"{exc}; do this task yourself or wrap up") from exc
     if not blocking:
         tasks.enqueue_session(child.session_id)
     log.info("child session created", extra={"child": child.session_id, "blocking": blocking})
@@ -80,3 +88,18 @@ def answer_child(parent: Session, *, child_id: str, answer: str) -> str:
         tasks.enqueue_session(child_id, attempt=f"answered-{child.parent_question.question_id}")
     log.info("answer sent to the child", extra={"child": child_id, "outcome": outcome.value})
     return outcome.value
+
+
+UNANSWERED = "The session that delegated your task ended without answering; decide yourself and say so in your result."
+
+
+def release_askers(parent: Session) -> None:
+    """A top-level session that ended without answering its children's questions: each still waiting is told to
+    decide itself (it would otherwise wait for an answer nobody will give)."""
+    for child in sessions.tree_members(parent.tree_root):
+        asked = child.parent_question
+        if child.parent_transcript == parent.transcript and asked is not None and asked.answer is None:
+            try:
+                answer_child(parent, child_id=child.session_id, answer=UNANSWERED)
+            except DelegationRefused:
+                continue  # it ended, or another session answered it first

@@ -142,3 +142,27 @@ def approval_blocks(approval_id: str, tool: str, canonical_args: str, digest: st
 def decided_card(tool: str, canonical_args: str, digest: str, verdict: str) -> str:
     """An approval card once decided: the buttons go, the call and the verdict stay."""
     return f"{verdict}\n`{tool}` with `{folded(canonical_args)}` (digest `{digest}`)"
+
+
+def escaped(text: str) -> str:
+    """Text shown as itself in mrkdwn: no link, mention or markup can be formed from it."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def tree_status(lines: list[tuple[int, str, str]], *, done: int, total: int) -> tuple[str, list[Any]]:
+    """The message listing a session's delegated tasks: ``(depth, task, state)`` per child, in tree order."""
+    header = f":busts_in_silhouette: *Delegated tasks* ({done} of {total} finished)"
+    shown = lines[:TREE_LINES]
+    rows = [f"{'    ' * (depth - 1)}• {escaped(_folded_line(task))} — _{state}_" for depth, task, state in shown]
+    if len(lines) > len(shown):
+        rows.append(f"… and {len(lines) - len(shown)} more")
+    text = "\n".join([header, *rows])
+    return text, [SectionBlock(text=MarkdownTextObject(text=text[:3000]))]
+
+
+TREE_LINES = 20  # children listed in the status message; the rest are counted
+
+
+def _folded_line(task: str, limit: int = 90) -> str:
+    line = " ".join(task.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"

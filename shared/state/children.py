@@ -16,7 +16,7 @@ from typing import Any
 
 from google.cloud import firestore
 
-from shared.state import ids
+from shared.state import ids, sessions
 from shared.state.firestore import db, now, session_ref, step_ref
 from shared.state.models import (
     Note,
@@ -38,6 +38,88 @@ def get_children(child_ids: list[str]) -> list[Session]:
     found = {s.id: Session.from_doc(s.to_dict() or {}) for s in db().get_all([session_ref(c) for c in child_ids])
              if s.exists}  # fmt: skip
     return [found[c] for c in child_ids if c in found]
+
+
+@dataclass(frozen=True)
+class TreeBudget:
+    """A tree's budget: what the whole tree may use, what its root keeps for itself, and a child's most."""
+
+    turns: int
+    tool_calls: int
+    root_turns: int
+    root_tool_calls: int
+    child_turns: int
+    child_tool_calls: int
+
+
+class TreeBudgetSpent(Exception):
+    """Every turn (or tool call) of the tree's budget is allotted: no child can start."""
+
+
+def create_child(child: Session, budget: TreeBudget) -> Session:
+    """Create this child once, with its allotment taken from its tree's budget in the same transaction (a second
+    call with the same id returns the stored child and takes nothing)."""
+    ref = session_ref(child.session_id)
+    root_ref = session_ref(child.tree_root)
+
+    @firestore.transactional
+    def run(transaction: firestore.Transaction) -> Session:
+        snap = ref.get(transaction=transaction)
+        if snap.exists:
+            return Session.from_doc(snap.to_dict() or {})
+        root = root_ref.get(transaction=transaction, field_paths=["tree_reserved"]).to_dict() or {}
+        reserved = root.get("tree_reserved") or {}
+        turns_left = budget.turns - budget.root_turns - int(reserved.get("turns", 0))
+        calls_left = budget.tool_calls - budget.root_tool_calls - int(reserved.get("tool_calls", 0))
+        if turns_left < 1:
+            raise TreeBudgetSpent(f"all {budget.turns} model turns of this task's tree are allotted")
+        if calls_left < 1 and budget.child_tool_calls > 0:
+            raise TreeBudgetSpent(f"all {budget.tool_calls} tool calls of this task's tree are allotted")
+        child.max_turns = min(budget.child_turns, turns_left)
+        child.max_tool_calls = min(budget.child_tool_calls, max(0, calls_left))
+        transaction.create(ref, child.to_doc())
+        allotted = {"tree_reserved.turns": child.max_turns, "tree_reserved.tool_calls": child.max_tool_calls}
+        transaction.update(root_ref, {field: firestore.Increment(count) for field, count in allotted.items()})
+        return child
+
+    created: Session = run(db().transaction())
+    return created
+
+
+def _settle_allotment(transaction: firestore.Transaction, child: Session, *, turns: int, tool_calls: int,
+                      tokens: dict[str, int]) -> None:  # fmt: skip
+    """An ended child gives its tree back what it did not use, and adds the tokens it used to the tree's."""
+    if child.max_turns is None:
+        return
+    update: dict[str, Any] = {
+        "tree_reserved.turns": firestore.Increment(-max(0, child.max_turns - turns)),
+        "tree_reserved.tool_calls": firestore.Increment(-max(0, (child.max_tool_calls or 0) - tool_calls)),
+    }
+    update |= {f"tree_tokens.{kind}": firestore.Increment(count) for kind, count in tokens.items() if count}
+    transaction.update(session_ref(child.tree_root), update)
+
+
+def unfinished_of(parent_id: str) -> list[str]:
+    """The children ``parent_id`` delegated to that have not ended."""
+    return [c.session_id for c in sessions.children_of(parent_id) if c.status.value in _UNFINISHED]
+
+
+def rejoin(child_ids: list[str]) -> list[str]:
+    """Make the unfinished ones of these children blocking again, each knowing the others, so the last to end
+    queues their parent (a child that wants to report while its own children still run waits for them). Returns
+    those still unfinished; one transaction, so none ends half-counted."""
+    refs = [session_ref(c) for c in child_ids]
+
+    @firestore.transactional
+    def run(transaction: firestore.Transaction) -> list[str]:
+        snaps = [ref.get(transaction=transaction, field_paths=["status"]) for ref in refs]
+        still = [s.id for s in snaps if (s.to_dict() or {}).get("status") in _UNFINISHED]
+        for child_id in still:
+            transaction.update(session_ref(child_id), {"delegate_blocking": True, "sibling_ids": still})
+        return still
+
+    unfinished: list[str] = run(db().transaction())
+    return unfinished
 
 
 def set_siblings(child_ids: list[str]) -> None:
@@ -62,7 +144,7 @@ def finish(child: Session, step: Step | None, *, status: SessionStatus, result: 
 
     @firestore.transactional
     def run(transaction: firestore.Transaction) -> Finished:
-        fields = ["worker", "status", "notes", "delegate_blocking"]
+        fields = ["worker", "status", "notes", "delegate_blocking", "turns", "tool_calls", "tokens"]
         current = ref.get(transaction=transaction, field_paths=fields).to_dict() or {}
         if current.get("worker") != child.worker or current.get("status") != SessionStatus.RUNNING.value:
             raise LeaseLost(f"child is now {current.get('status')} under worker {current.get('worker')}")
@@ -84,6 +166,8 @@ def finish(child: Session, step: Step | None, *, status: SessionStatus, result: 
         started = _report(transaction, child, parent, ended, result=result, status=status, when=when)
         if step is not None:
             transaction.create(step_ref(child.transcript, step.seq), step.to_doc())
+        used = {"turns": int(current.get("turns") or 0), "tool_calls": int(current.get("tool_calls") or 0)}
+        _settle_allotment(transaction, child, **used, tokens=current.get("tokens") or {})
         ending: dict[str, Any] = {"status": status.value, "result": result, "error": error, "lease_until": None,
                                   "ended_at": when, "updated_at": when, "notes": []}  # fmt: skip
         if step is not None:
@@ -117,7 +201,7 @@ def _report(transaction: firestore.Transaction, child: Session, parent: Session 
                         question_id=child.session_id)  # fmt: skip
             transaction.update(parent_ref, {"notes": firestore.ArrayUnion([note.to_doc()])})
         return None
-    note = _result_note(child, result=result, status=status)
+    note = result_note(child, result=result, status=status)
     if parent.status in {SessionStatus.RUNNING, SessionStatus.PAUSED, SessionStatus.QUEUED}:
         transaction.update(parent_ref, {"notes": firestore.ArrayUnion([note.to_doc()])})
         return None
@@ -166,13 +250,7 @@ def ask_parent(child: Session, question: ParentQuestion) -> AskOutcome:
         siblings = get_children_in(transaction, parent.child_ids) if waiting else []
         note = Note(kind=NoteKind.CHILD_QUESTION, text=question.text, user=child.session_id, ts=question.question_id,
                     question_id=question.question_id, question=child.text)  # fmt: skip
-        notes = [note]
-        if waiting:
-            for sibling in siblings:
-                if sibling.status.value in _UNFINISHED:
-                    transaction.update(session_ref(sibling.session_id), {"delegate_blocking": False})
-                else:
-                    notes.append(_result_note(sibling))
+        notes = [note, *_release_in(transaction, siblings)]
         update: dict[str, Any] = {"notes": firestore.ArrayUnion([n.to_doc() for n in notes]), "updated_at": when}
         if waiting:
             update |= {"status": SessionStatus.QUEUED.value, "child_ids": [], "started_at": None,
@@ -184,6 +262,32 @@ def ask_parent(child: Session, question: ParentQuestion) -> AskOutcome:
     asked: AskOutcome = run(db().transaction())
     child.parent_question = question
     return asked
+
+
+def _release_in(transaction: firestore.Transaction, siblings: list[Session]) -> list[Note]:
+    """A parent no longer waits for these children: each unfinished one will send its result as a note; the
+    results of the ended ones are returned, as notes to add now."""
+    notes = []
+    for sibling in siblings:
+        if sibling.status.value in _UNFINISHED:
+            transaction.update(session_ref(sibling.session_id), {"delegate_blocking": False})
+        else:
+            notes.append(result_note(sibling))
+    return notes
+
+
+def release(parent: Session, child_ids: list[str]) -> None:
+    """A running parent that was about to wait for these children, one of which asked it a question meanwhile, no
+    longer waits: one transaction releases them, the ended ones' results queued for it as notes."""
+
+    @firestore.transactional
+    def run(transaction: firestore.Transaction) -> None:
+        notes = _release_in(transaction, get_children_in(transaction, child_ids))
+        if notes:
+            transaction.update(session_ref(parent.session_id),
+                               {"notes": firestore.ArrayUnion([n.to_doc() for n in notes])})  # fmt: skip
+
+    run(db().transaction())
 
 
 class AnswerOutcome(StrEnum):
@@ -250,7 +354,7 @@ def get_children_in(transaction: firestore.Transaction, child_ids: list[str]) ->
     return [Session.from_doc(s.to_dict() or {}) for s in snaps if s.exists]
 
 
-def _result_note(child: Session, *, result: str | None = None, status: SessionStatus | None = None) -> Note:
+def result_note(child: Session, *, result: str | None = None, status: SessionStatus | None = None) -> Note:
     """A child's result as news for its parent (``matched_option`` holds how it ended)."""
     text = result if result is not None else child.result or child.error or ""
     return Note(kind=NoteKind.CHILD_RESULT, text=text, user="", ts=child.session_id, question_id=child.session_id,

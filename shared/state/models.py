@@ -228,10 +228,23 @@ class Session:
     released_seq: int | None = None  # a parent whose waiting turn a child's question interrupted (see children)
     stop_requested: str | None = None  # who asked a running session to stop: it ends at its next step boundary
     late_note: Note | None = None  # a continuation that opens with news (a child's result after its parent ended)
+    # A tree of delegated sessions shares one budget, kept on its root (the top-level transcript's first session):
+    # each child gets an allotment of turns and tool calls when it starts, and returns what it did not use.
+    root_session_id: str | None = None  # a child: the root of its tree
+    max_turns: int | None = None  # a child: its allotment (None: the per-session budget)
+    max_tool_calls: int | None = None
+    tree_reserved: dict[str, int] = field(default_factory=dict)  # the root: turns and tool_calls allotted now
+    tree_tokens: dict[str, int] = field(default_factory=dict)  # the root: the tokens its ended children used
+    tree_status_ts: str | None = None  # the root: the thread message listing the tree's children and their state
 
     @property
     def transcript(self) -> str:
         return self.transcript_id or self.session_id
+
+    @property
+    def tree_root(self) -> str:
+        """The session whose document keeps this tree's budget and status message."""
+        return self.root_session_id or self.transcript
 
     @property
     def top_level(self) -> bool:
@@ -429,6 +442,7 @@ def child_session(parent: Session, *, seq: int, index: int, task: str, blocking:
         delegate_blocking=blocking,
         sibling_ids=siblings if blocking else [],
         trace_id=parent.trace_id,
+        root_session_id=parent.tree_root,
     )
 
 

@@ -283,6 +283,17 @@ def children_of(session_id: str) -> list[Session]:
     return [Session.from_doc(snap.to_dict() or {}) for snap in query.stream()]
 
 
+def tree_members(root_id: str) -> list[Session]:
+    """Every session delegated within the tree rooted at ``root_id``, at any depth (one indexed query)."""
+    query = db().collection(SESSIONS).where(filter=FieldFilter("root_session_id", "==", root_id))
+    return [Session.from_doc(snap.to_dict() or {}) for snap in query.stream()]
+
+
+def set_tree_status_ts(root_id: str, ts: str) -> None:
+    """Remember the thread message that shows the tree rooted at ``root_id``."""
+    session_ref(root_id).update({"tree_status_ts": ts})
+
+
 def running_session_in_thread(channel: str, thread_ts: str) -> Session | None:
     """The thread's running session, if any, with one indexed query (channel, thread_ts, status)."""
     query = (

@@ -11,7 +11,7 @@ from google.cloud import firestore
 
 from shared.errors import ProductError
 from shared.state.firestore import STEPS, db, now, session_ref, step_ref
-from shared.state.models import Audit, Note, Session, SessionStatus, Step
+from shared.state.models import Audit, Note, NoteKind, Session, SessionStatus, Step
 
 
 class LeaseLost(ProductError):
@@ -36,6 +36,15 @@ class NotesPending(ProductError):
 
 # Terminal statuses a session may not take while notes are pending: it reads them first.
 _WAITS_FOR_NOTES = frozenset({SessionStatus.DONE.value, SessionStatus.SILENT_EXIT.value})
+
+
+class ChildAsked(ProductError):
+    """A child of the turn this session was about to wait on asked it a question meanwhile: waiting would wait
+    for ever (the child waits for the answer), so the session carries on and reads the question."""
+
+    def __init__(self, notes: list[Note]) -> None:
+        super().__init__(f"{', '.join(n.user for n in notes)} asked while the session ran")
+        self.notes = notes
 
 
 class AnsweredMeanwhile(ProductError):
@@ -126,6 +135,9 @@ def commit_step(
         decided = [n for n in pending if pausing_on_all and n.question_id in pausing_on_all]
         if decided:
             raise AnsweredMeanwhile(decided)
+        asked = [n for n in pending if n.kind == NoteKind.CHILD_QUESTION and n.user in (pausing_on_all or [])]
+        if asked:
+            raise ChildAsked(asked)
         if step is not None:
             transaction.create(step_ref(session.transcript, step.seq), step.to_doc())
         transaction.update(ref, updates)

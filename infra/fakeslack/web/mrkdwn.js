@@ -66,7 +66,9 @@ function mrkdwn(text, names) {
     last = match.index + match[0].length;
   }
   html += esc(unslack(source.slice(last)));
-  html = emojify(styled(html));
+  html = html.replace(/:([a-z0-9_+\-]+):/g, (whole, name) => // kept aside, so _italics_ may hold :emoji:
+    EMOJI[name] ? keep(`<span class="emoji" title=":${name}:">${EMOJI[name]}</span>`) : whole);
+  html = styled(html);
   html = html.split("\n").map((line) => line.startsWith("&gt; ") ? `<blockquote>${line.slice(5)}</blockquote>` : line)
     .join("\n").replace(/\n?(<\/?blockquote>)\n?/g, "$1").replace(/\n/g, "<br>");
   return html.replace(/\u0000(\d+)\u0000/g, (w, i) => codes[Number(i)]);
