@@ -21,13 +21,14 @@ from pathlib import Path
 import pytest
 import requests
 from playwright.sync_api import Browser, Locator, Page, expect
+from slack_sdk import WebClient
 
 from infra import browser as chromium
 from infra import procs
 from infra.console import main as console_main
 from infra.fakeslack import FakeSlack
 from infra.procs import free_port, http_answers
-from infra.stack import BOT_USER_ID, LOCAL, LOCAL_OPERATORS, ROOT, Stack
+from infra.stack import BOT_TOKEN, BOT_USER_ID, LOCAL, LOCAL_OPERATORS, ROOT, Stack
 from shared import config
 from tests.conftest import FAILED, TEST_DIR
 
@@ -265,6 +266,13 @@ def test_slack_markup_is_rendered_as_slack_shows_it(open_page: OpenPage) -> None
     assert "[video block]" in body
 
 
+def answers(url: str) -> bool:
+    try:
+        return http_answers(url)
+    except OSError:  # not listening yet
+        return False
+
+
 def test_make_console_serves_the_console_alone(web_stack: Stack, browser: Browser, tmp_path: Path) -> None:
     words = f"answer: hello {tag()}"
     FakeSlack(web_stack.url("fake_slack")).user_message(RILEY, "C0LOCAL", f"<@{BOT_USER_ID}> {words}")
@@ -277,7 +285,7 @@ def test_make_console_serves_the_console_alone(web_stack: Stack, browser: Browse
         url = f"http://127.0.0.1:{port}"
         page = browser.new_page()
         deadline = time.monotonic() + 30
-        while not http_answers(f"{url}/_console/overview"):
+        while not answers(f"{url}/_console/overview"):
             assert time.monotonic() < deadline, (tmp_path / "console.log").read_text()
             time.sleep(0.2)
         page.goto(f"{url}/")
@@ -301,3 +309,18 @@ def test_make_console_without_a_project_says_what_it_needs(
     finally:
         config.reset()
     assert "set GOOGLE_CLOUD_PROJECT" in capsys.readouterr().err
+
+
+def test_the_bots_status_shows_under_its_thread_until_cleared(web_stack: Stack, open_page: OpenPage) -> None:
+    words = f"a thread the bot works in {tag()}"
+    root = FakeSlack(web_stack.url("fake_slack")).user_message(RILEY, "C0LOCAL", words)["ts"]
+    web = WebClient(token=BOT_TOKEN, base_url=web_stack.url("fake_slack") + "/api/")
+    web.chat_postMessage(channel="C0LOCAL", thread_ts=root, text="on it")
+    page = open_page(RILEY)
+    open_thread(page, words)
+    status = page.locator("#thread-status")
+    expect(status).to_be_hidden()
+    web.assistant_threads_setStatus(channel_id="C0LOCAL", thread_ts=root, status="is reading the runbook…")
+    expect(status).to_have_text("Agent (the bot) is reading the runbook…")  # live, without a reload
+    web.assistant_threads_setStatus(channel_id="C0LOCAL", thread_ts=root, status="")
+    expect(status).to_be_hidden()
