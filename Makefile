@@ -28,7 +28,7 @@ install: $(VENV)/.installed $(TASKS_VENV)/.installed  ## create both virtual env
 dev: install  ## start the whole local stack, print the workspace's URL, and chat with the bot from this terminal
 	$(PY) -m infra.dev
 
-stack: install  ## start the whole local stack in the foreground (Ctrl-C stops it)
+stack: install  ## start the whole local stack as make dev does, in the foreground, and print the workspace's URL (Ctrl-C stops it)
 	$(PY) -m infra.stack up
 
 down: $(VENV)/.installed  ## stop, by pid, anything a killed stack left running
