@@ -69,6 +69,19 @@ FIGURES: dict[str, str] = {
         "of its own), then one model turn to done"
     ),
     "approve_run_resume": "the whole approval cycle: request + approve + run and resume",
+    "delegate": (
+        "agent_session for a mention whose first turn delegates one blocking task: the child created with its "
+        "allotment of the tree's budget, the status message, the child's task, the parent paused"
+    ),
+    "child_result": (
+        "agent_session for that child, answered in one model turn: its end stored (its own document only), then its "
+        "siblings and parent read to queue the parent's task"
+    ),
+    "delegate_resume": (
+        "agent_session for the parent again: its claim checks that its children ended, their results become the "
+        "calls' responses, to done"
+    ),
+    "delegate_result_cycle": "the whole delegation cycle: delegate + child + resume",
     "sweep_empty": "a sweep that finds nothing (its five indexed queries, one empty page each)",
     "sweep_reminded_question": "one more open question older than 24h in a sweep: reminded",
     "sweep_abandoned_question": "one more open question past the abandon age in a sweep: abandoned, session closed",
@@ -334,6 +347,23 @@ def approve_run_resume(rig: Rig) -> dict[str, Ops]:
     return ops
 
 
+def delegate_result(rig: Rig) -> dict[str, Ops]:
+    """A blocking delegation of one task: the parent pauses, the child answers and queues it, the parent answers."""
+    parent = rig.start("compare the error rates")
+    rig.script(FakeGemini.call("delegate", task=f"count the errors of the api [{rig.uid}]"))
+    ops = {"delegate": rig.measure(lambda: rig.deliver(parent))}
+    rig.expect(parent, SessionStatus.PAUSED)
+    child = ids.child_id(parent, 1, 0)
+    rig.script(FakeGemini.text("The api logged 3 errors."))
+    ops["child_result"] = rig.measure(lambda: rig.deliver(child))
+    rig.expect(parent, SessionStatus.PAUSED)  # its task is queued: its claim finds every child ended
+    rig.script(FakeGemini.text("The api had 3 errors."))
+    ops["delegate_resume"] = rig.measure(lambda: rig.deliver(parent))
+    rig.expect(parent, SessionStatus.DONE)
+    ops["delegate_result_cycle"] = ops["delegate"] + ops["child_result"] + ops["delegate_resume"]
+    return ops
+
+
 def _stale_question(rig: Rig, at: datetime, age: timedelta, n: int) -> None:
     """An open blocking question asked ``age`` ago, its session paused, as a real ask leaves them."""
     channel, ts = rig.new_thread(f"old request {n} [{rig.uid}]")
@@ -418,6 +448,7 @@ SCENARIOS: tuple[Callable[[Rig], dict[str, Ops]], ...] = (
     outward_call,
     ask_answer_continuation,
     approve_run_resume,
+    delegate_result,
     sweep_items,
 )
 

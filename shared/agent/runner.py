@@ -50,8 +50,8 @@ class Runner(ToolTurns):
             settings.session_wall_seconds,
             started=time.monotonic() - max(0.0, elapsed),
         )
-        # A mention on its first claim has no steps yet (next_seq moves with every step): skip the query.
-        fresh = session.kind == SessionKind.MENTION and not takeover and session.next_seq == 0
+        # A mention or a child on its first claim has no steps yet (next_seq moves with every step): skip the query.
+        fresh = session.kind in {SessionKind.MENTION, SessionKind.CHILD} and not takeover and session.next_seq == 0
         self.steps: list[Step] = [] if fresh else steps.load_steps(session.transcript)
         # A continuation appends to its asker's transcript: its first step follows the last stored one.
         session.next_seq = max(session.next_seq, self.steps[-1].seq + 1 if self.steps else 0)
@@ -80,6 +80,7 @@ class Runner(ToolTurns):
         wait_for_notes: bool = True,
         pausing_on: str | None = None,
         pausing_on_all: list[str] | None = None,
+        pausing_on_children: list[str] | None = None,
         **fields: Any,
     ) -> Step:
         step = Step(
@@ -99,6 +100,7 @@ class Runner(ToolTurns):
             wait_for_notes=wait_for_notes,
             pausing_on=pausing_on,
             pausing_on_all=pausing_on_all,
+            pausing_on_children=pausing_on_children,
         )
         self.steps.append(step)
         self.committed = time.monotonic()
@@ -138,7 +140,7 @@ class Runner(ToolTurns):
                         content=None, audit=[Audit(AuditType.RESULT, now(), text=text)], at=now())  # fmt: skip
             finished = stored_children.finish(self.session, step, status=SessionStatus.STOPPED, result=text,
                                               error=f"stopped by {by}", wait_for_notes=False)  # fmt: skip
-            delegation.resume_parent(finished.started)
+            delegation.resume_parent(self.session, finished)
         else:
             key = ids.post_key(self.session.session_id, self.session.next_seq, "stopped")
             ts = self.surface.post(
@@ -354,7 +356,7 @@ class Runner(ToolTurns):
             self.notes = pending.notes
             return SessionStatus.RUNNING
         self.steps.append(step)
-        delegation.resume_parent(finished.started)
+        delegation.resume_parent(self.session, finished)
         log.info("child done", extra={"turns": self.session.turns, "tool_calls": self.session.tool_calls})
         return SessionStatus.DONE
 
@@ -413,7 +415,7 @@ def fail_session(session: Session, reason: str, surface: ThreadSurface, *, detai
                     audit=[Audit(AuditType.FAILURE, now(), error=reason)], at=now())  # fmt: skip
         finished = stored_children.finish(session, step, status=SessionStatus.FAILED, result=reason,
                                           error=f"{reason}: {detail}", wait_for_notes=False)  # fmt: skip
-        delegation.resume_parent(finished.started)
+        delegation.resume_parent(session, finished)
         stopping.stop_children(session, by="the session that delegated it failed")
         return
     text = (

@@ -145,7 +145,7 @@ def _dead_child(child: Session) -> str:
                                    wait_for_notes=False)  # fmt: skip
     except steps.LeaseLost:
         return "unchanged"  # taken over meanwhile
-    delegation.resume_parent(finished.started)
+    delegation.resume_parent(child, finished)
     return "children_failed"
 
 

@@ -202,11 +202,11 @@ class ToolTurns:
         if launch:
             delegation.launch(child_ids)
         try:
-            self._commit(StepKind.TOOL_RESULTS, content, audit, tool_calls=used, pausing_on_all=child_ids,
+            self._commit(StepKind.TOOL_RESULTS, content, audit, tool_calls=used, pausing_on_children=child_ids,
                          status=SessionStatus.PAUSED.value, child_ids=child_ids, ended_at=now())  # fmt: skip
-        except steps.AnsweredMeanwhile as meanwhile:
+        except steps.ChildrenEnded:
             self._commit(StepKind.TOOL_RESULTS, content, audit, tool_calls=used)
-            self._resume_children(child_ids, consumed=meanwhile.notes)
+            self._resume_children(child_ids)
             return False
         except steps.ChildAsked:  # as if the question had interrupted the wait: read it, the children go on
             self._commit(StepKind.TOOL_RESULTS, content, audit, tool_calls=used)

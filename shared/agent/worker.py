@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from shared import config
 from shared.logs import current_trace, session_context
 from shared.state import sessions, steps, tasks
-from shared.state.models import Session
+from shared.state.models import Session, SessionStatus
 from shared.state.sessions import Claim, ClaimResult
 
 log = logging.getLogger(__name__)
@@ -25,6 +25,7 @@ GIVE_UP_AFTER_ATTEMPTS = 3  # a session that crashes this often is failed, and t
 # A session taken over more often than this without storing a step is failed too: its worker is killed at the same
 # point every time (out of memory, a timeout), where no exception is ever raised, and the rescue would loop for ever.
 MAX_TAKEOVERS_WITHOUT_PROGRESS = 3
+_ENDED = {SessionStatus.DONE, SessionStatus.FAILED, SessionStatus.STOPPED}
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,11 @@ def _after_claim(claim: Claim, *, task: str, attempt: int) -> Delivery:
             tasks.enqueue_session(claim.handed_to, attempt=f"takeover-{task}")
         return Delivery(False, {"handed_to": claim.handed_to or ""})
     reason = f"already {claim.status.value}" if claim.status else claim.result.value
+    ended_child = claim.found if claim.found is not None and claim.found.reports_to_parent else None
+    if ended_child is not None and ended_child.delegate_blocking and claim.status in _ENDED:
+        from shared.asks import delegation
+
+        delegation.wake_parent(ended_child)  # its worker may have died between storing its end and this
     if session is None:
         log.info("nothing to do for this delivery", extra={"reason": reason, "task": task, "attempt": attempt})
         return Delivery(False, {"skipped": reason})

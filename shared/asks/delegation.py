@@ -10,7 +10,7 @@ import logging
 
 from shared import config
 from shared.state import children, sessions, tasks
-from shared.state.children import AnswerOutcome, AskOutcome
+from shared.state.children import AnswerOutcome, AskOutcome, Finished
 from shared.state.firestore import now
 from shared.state.models import ParentQuestion, Session, child_session
 
@@ -45,13 +45,23 @@ def start(parent: Session, *, seq: int, index: int, task: str, blocking: bool) -
     return child
 
 
-def resume_parent(started: Session | None) -> None:
-    """Queue what a child's end started: its parent queued again, or a continuation of the parent's transcript.
-    The task name carries the parent's step count, so each resumption is its own task."""
-    if started is None:
-        return
-    tasks.enqueue_session(started.session_id, attempt=f"after-{started.next_seq}")
-    log.info("child's end resumes its parent", extra={"resumed": started.session_id})
+def resume_parent(child: Session, finished: Finished) -> None:
+    """Queue what a child's end started: a continuation of its parent's transcript (a late result), or the parent
+    itself once every child of its turn has ended."""
+    if finished.started is not None:
+        tasks.enqueue_session(finished.started.session_id, attempt=f"after-{finished.started.next_seq}")
+        log.info("child's result resumes its parent's transcript", extra={"resumed": finished.started.session_id})
+    if finished.blocking:
+        wake_parent(child)
+
+
+def wake_parent(child: Session) -> None:
+    """Queue the parent of this ended blocking child if its turn's children have all ended. The task name carries
+    the parent's step count: endings that find the turn done at once queue one task, and each turn its own."""
+    parent = children.parent_to_wake(child)
+    if parent is not None:
+        tasks.enqueue_session(parent.session_id, attempt=f"after-{parent.next_seq}")
+        log.info("the children's ends resume their parent", extra={"resumed": parent.session_id})
 
 
 def launch(child_ids: list[str]) -> None:

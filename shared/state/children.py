@@ -1,10 +1,12 @@
-"""Delegated children (flow 10): a child's end is stored and reported to its parent in one transaction.
+"""Delegated children (flow 10): a child's end, what it tells its parent, and the tree's budget.
 
-A blocking child whose siblings (the other blocking children of the same parent turn) have all ended resumes the
-parent: a parent paused on them is queued again, a parent that still runs gets a note (its pause finds it and it
-carries on in place). Racing endings make one resumption: each ending reads its siblings and its parent in its
-transaction, so exactly one finds them all ended and the parent still paused. A non-blocking child's result is a
-note for a parent that runs or waits, and a continuation of the parent's transcript if the parent has ended.
+A blocking child's end writes only its own document. After it is stored, the child reads its siblings (the other
+blocking children of the same parent turn) and its parent: if the parent waits for them and all have ended, it
+queues the parent's task, named after the parent's step count, so endings that race queue it once. The parent's
+claim accepts a paused parent only when every child it waits for has ended, and a parent that has not paused yet
+finds them ended in its pause commit and carries on in place: exactly one resumption, and no transaction of one
+child ever locks a sibling's or the parent's document. A non-blocking child's result is a note for a parent that
+runs or waits, and a continuation of the parent's transcript if the parent has ended.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 from google.cloud import firestore
 
 from shared.state import ids, sessions
-from shared.state.firestore import db, now, session_ref, step_ref
+from shared.state.firestore import contended, db, now, session_ref, step_ref
 from shared.state.models import (
     Note,
     NoteKind,
@@ -29,8 +31,7 @@ from shared.state.models import (
 )
 from shared.state.steps import LeaseLost, NotesPending
 
-# A child in one of these statuses has not ended: its parent waits for it.
-_UNFINISHED = frozenset({SessionStatus.QUEUED.value, SessionStatus.RUNNING.value, SessionStatus.PAUSED.value})
+_UNFINISHED = sessions.UNFINISHED  # a child in one of these has not ended
 
 
 def get_children(child_ids: list[str]) -> list[Session]:
@@ -82,7 +83,7 @@ def create_child(child: Session, budget: TreeBudget) -> Session:
         transaction.update(root_ref, {field: firestore.Increment(count) for field, count in allotted.items()})
         return child
 
-    created: Session = run(db().transaction())
+    created: Session = contended(run)
     return created
 
 
@@ -118,7 +119,7 @@ def rejoin(child_ids: list[str]) -> list[str]:
             transaction.update(session_ref(child_id), {"delegate_blocking": True, "sibling_ids": still})
         return still
 
-    unfinished: list[str] = run(db().transaction())
+    unfinished: list[str] = contended(run)
     return unfinished
 
 
@@ -132,14 +133,21 @@ def set_siblings(child_ids: list[str]) -> None:
 
 @dataclass(frozen=True)
 class Finished:
-    started: Session | None = None  # the parent, queued again, or a continuation of its transcript: queue its task
+    started: Session | None = None  # a continuation of the parent's transcript (a late result): queue its task
+    blocking: bool = False  # its parent may wait for it: see ``parent_to_wake``
 
 
 def finish(child: Session, step: Step | None, *, status: SessionStatus, result: str, error: str | None = None,
            wait_for_notes: bool = True) -> Finished:  # fmt: skip
-    """Store the child's last step and its end (fenced by its lease), and tell its parent, in one transaction."""
+    """Store the child's last step and its end, fenced by its lease, in one transaction; a non-blocking child's
+    result reaches its parent in the same transaction.
+
+    A blocking child writes only its own document (and adds to its tree's counters without reading them): children
+    of one turn end together, and a transaction each that read and wrote their parent would lock each other out.
+    Whether the parent resumes is decided after, from the children's stored ends (``parent_to_wake``), and by the
+    parent's claim.
+    """
     ref = session_ref(child.session_id)
-    parent_ref = session_ref(child.parent_session_id or "")
     when = now()
 
     @firestore.transactional
@@ -151,19 +159,13 @@ def finish(child: Session, step: Step | None, *, status: SessionStatus, result: 
         pending = [Note.from_doc(n) for n in current.get("notes") or []]
         if pending and wait_for_notes and status == SessionStatus.DONE:
             raise NotesPending(pending)
-        parent_doc = parent_ref.get(transaction=transaction).to_dict()
-        parent = Session.from_doc(parent_doc) if parent_doc else None
-        blocking = bool(current.get("delegate_blocking", child.delegate_blocking))
-        if not blocking:  # news goes to whichever session of the parent's transcript writes it now
-            parent = _current_parent(transaction, child, parent)
-        siblings = [s for s in child.sibling_ids if s != child.session_id]
-        ended = all(
-            (snap.to_dict() or {}).get("status") not in _UNFINISHED
-            for snap in (session_ref(s).get(transaction=transaction, field_paths=["status"]) for s in siblings)
-        )
         # Read here, not from the claim: a sibling's question to the parent may have released this child meanwhile.
-        child.delegate_blocking = blocking
-        started = _report(transaction, child, parent, ended, result=result, status=status, when=when)
+        blocking = bool(current.get("delegate_blocking", child.delegate_blocking))
+        started = None
+        if not blocking:  # news goes to whichever session of the parent's transcript writes it now
+            data = session_ref(child.parent_session_id or "").get(transaction=transaction).to_dict()
+            parent = _current_parent(transaction, child, Session.from_doc(data) if data else None)
+            started = _report(transaction, child, parent, result=result, status=status, when=when)
         if step is not None:
             transaction.create(step_ref(child.transcript, step.seq), step.to_doc())
         used = {"turns": int(current.get("turns") or 0), "tool_calls": int(current.get("tool_calls") or 0)}
@@ -173,34 +175,30 @@ def finish(child: Session, step: Step | None, *, status: SessionStatus, result: 
         if step is not None:
             ending["next_seq"] = step.seq + 1
         transaction.update(ref, ending)
-        return Finished(started)
+        return Finished(started, blocking)
 
-    finished: Finished = run(db().transaction())
+    finished: Finished = contended(run)
     child.apply({"status": status.value, "result": result, "error": error})
     return finished
 
 
-def _report(transaction: firestore.Transaction, child: Session, parent: Session | None, ended: bool, *,
-            result: str, status: SessionStatus, when: datetime) -> Session | None:  # fmt: skip
-    """What the child's end does to its parent (reads first, then writes, as a transaction requires)."""
+def parent_to_wake(child: Session) -> Session | None:
+    """After a blocking child's end: its parent, if it waits for this child's turn and every child of that turn has
+    ended now. Every ending asks after its own is stored, so the last one always finds them all ended (two that
+    find it queue the same task, which Cloud Tasks keeps once); the parent's claim checks again."""
+    data = session_ref(child.parent_session_id or "").get().to_dict()
+    parent = Session.from_doc(data) if data else None
+    if parent is None or parent.status != SessionStatus.PAUSED or set(parent.child_ids) != set(child.sibling_ids):
+        return None
+    return parent if sessions.all_ended(parent.child_ids) else None
+
+
+def _report(transaction: firestore.Transaction, child: Session, parent: Session | None, *, result: str,
+            status: SessionStatus, when: datetime) -> Session | None:  # fmt: skip
+    """What a non-blocking child's end does to its parent (reads first, then writes, as a transaction requires)."""
     if parent is None:
         return None
     parent_ref = session_ref(parent.session_id)
-    if child.delegate_blocking:
-        if not ended:
-            return None  # a sibling still works: the last to end resumes the parent
-        if parent.status == SessionStatus.PAUSED and set(parent.child_ids) == set(child.sibling_ids):
-            # Queued again, the parent itself resumes (it keeps its identity, its budget and its own parent);
-            # only the ending that finds it paused does this.
-            transaction.update(parent_ref, {"status": SessionStatus.QUEUED.value, "started_at": None,
-                                            "updated_at": when})  # fmt: skip
-            parent.status = SessionStatus.QUEUED
-            return parent
-        if parent.status == SessionStatus.RUNNING:  # it has not paused yet: its pause finds this and goes on
-            note = Note(kind=NoteKind.DECISION, text=status.value, user="", ts=child.session_id,
-                        question_id=child.session_id)  # fmt: skip
-            transaction.update(parent_ref, {"notes": firestore.ArrayUnion([note.to_doc()])})
-        return None
     note = result_note(child, result=result, status=status)
     if parent.status in {SessionStatus.RUNNING, SessionStatus.PAUSED, SessionStatus.QUEUED}:
         transaction.update(parent_ref, {"notes": firestore.ArrayUnion([note.to_doc()])})
@@ -259,7 +257,7 @@ def ask_parent(child: Session, question: ParentQuestion) -> AskOutcome:
         transaction.update(ref, {"parent_question": question.to_doc()})
         return AskOutcome.RESUMED if waiting else AskOutcome.DELIVERED
 
-    asked: AskOutcome = run(db().transaction())
+    asked: AskOutcome = contended(run)
     child.parent_question = question
     return asked
 
@@ -287,7 +285,7 @@ def release(parent: Session, child_ids: list[str]) -> None:
             transaction.update(session_ref(parent.session_id),
                                {"notes": firestore.ArrayUnion([n.to_doc() for n in notes])})  # fmt: skip
 
-    run(db().transaction())
+    contended(run)
 
 
 class AnswerOutcome(StrEnum):
@@ -328,7 +326,7 @@ def answer_child(parent: Session, child_id: str, answer: str) -> tuple[AnswerOut
         child.parent_question = answered
         return (AnswerOutcome.RESUMED if paused_on_it else AnswerOutcome.NOTED), child
 
-    result: tuple[AnswerOutcome, Session | None] = run(db().transaction())
+    result: tuple[AnswerOutcome, Session | None] = contended(run)
     return result
 
 

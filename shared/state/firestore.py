@@ -6,7 +6,11 @@ Collections: ``events`` (Slack de-duplication, with a TTL field), ``sessions`` (
 
 from __future__ import annotations
 
+import random
+import time
+from collections.abc import Callable
 from datetime import datetime
+from typing import TypeVar
 
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
@@ -26,6 +30,24 @@ EVENT_EXPIRES_FIELD = "expires_at"
 
 # What a ``create()`` of an existing document raises (the emulator and production differ).
 ALREADY_EXISTS = (gexc.AlreadyExists, gexc.Conflict)
+
+
+T = TypeVar("T")
+
+
+def contended(run: Callable[[firestore.Transaction], T], *, attempts: int = 8) -> T:
+    """Run a ``@firestore.transactional`` function on a document many transactions want at once (the children of
+    one parent ending together): its commit is retried more often than the client's default of 5, and the whole
+    transaction again (with jittered backoff) when a read is aborted, which the client does not retry: a read
+    times out waiting for another transaction's lock."""
+    for attempt in range(attempts):
+        try:
+            return run(db().transaction(max_attempts=attempts))
+        except gexc.Aborted:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(random.uniform(0.05, 0.2) * (attempt + 1))  # noqa: S311 - jitter, not secrecy
+    raise AssertionError("unreachable")
 
 
 def db() -> firestore.Client:

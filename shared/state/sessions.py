@@ -65,6 +65,7 @@ class Claim:
     trace_id: str | None = None  # the session's trace, claimable or not (its logs stay one filter)
     handed_to: str | None = None  # HANDED_OVER: the session that now has the answer
     writer_dead: bool = False  # HANDED_OVER: that session runs under an expired lease (its worker is gone)
+    found: Session | None = None  # FINISHED: the session as found (a delivery after its end still has duties)
 
 
 def claim_session(
@@ -94,8 +95,10 @@ def claim_session(
             result = ClaimResult.TOOK_OVER_EXPIRED if expired else ClaimResult.TOOK_OVER_RETRY
         elif session.status == SessionStatus.QUEUED:
             result = ClaimResult.CLAIMED
+        elif session.status == SessionStatus.PAUSED and session.child_ids and _children_ended(transaction, session):
+            result = ClaimResult.CLAIMED  # it waited for its children, and the last of them to end queued it
         else:
-            return Claim(ClaimResult.FINISHED, None, session.status, session.trace_id)
+            return Claim(ClaimResult.FINISHED, None, session.status, session.trace_id, found=session)
         if session.transcript != session.session_id:
             writer = _transcript_writer(transaction, session, when)
             late = _late_note(transaction, session) if writer is not None and writer.active else None
@@ -121,6 +124,21 @@ def claim_session(
 
     claimed: Claim = claim(db().transaction())
     return claimed
+
+
+def _children_ended(transaction: firestore.Transaction, session: Session) -> bool:
+    return all_ended(session.child_ids, transaction)
+
+
+# A session in one of these statuses has not ended: a parent waits for such a child.
+UNFINISHED = frozenset({SessionStatus.QUEUED.value, SessionStatus.RUNNING.value, SessionStatus.PAUSED.value})
+
+
+def all_ended(session_ids: list[str], transaction: firestore.Transaction | None = None) -> bool:
+    """Whether every one of these sessions has ended (point reads; in ``transaction`` if given)."""
+    snaps = db().get_all([session_ref(s) for s in session_ids], field_paths=["status"], transaction=transaction)
+    found = {snap.id: (snap.to_dict() or {}).get("status") for snap in snaps}
+    return all(found.get(s) not in UNFINISHED for s in session_ids)
 
 
 @dataclass(frozen=True)

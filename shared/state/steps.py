@@ -10,6 +10,7 @@ from typing import Any
 from google.cloud import firestore
 
 from shared.errors import ProductError
+from shared.state import sessions
 from shared.state.firestore import STEPS, db, now, session_ref, step_ref
 from shared.state.models import Audit, Note, NoteKind, Session, SessionStatus, Step
 
@@ -47,6 +48,10 @@ class ChildAsked(ProductError):
         self.notes = notes
 
 
+class ChildrenEnded(ProductError):
+    """Every child this session was about to wait for has ended: it carries on in place."""
+
+
 class AnsweredMeanwhile(ProductError):
     """What a session was about to pause on (a question, or every approval of its turn) was answered or decided
     while it ran: it carries on in place."""
@@ -79,6 +84,7 @@ def commit_step(
     wait_for_notes: bool = True,
     pausing_on: str | None = None,
     pausing_on_all: list[str] | None = None,
+    pausing_on_children: list[str] | None = None,
 ) -> list[Note]:
     """Persist one step and the session's progress together, fenced by the lease; returns the pending notes.
 
@@ -88,7 +94,8 @@ def commit_step(
     them costs no extra read; ``consumed_notes`` are removed. A terminal status is not written while notes are
     pending: ``NotesPending`` is raised instead, unless the session may not go on (``wait_for_notes=False``).
     A pause on ``pausing_on`` whose answer is already among the notes, or on ``pausing_on_all`` (a turn's approvals)
-    whose completing decision is, raises ``AnsweredMeanwhile``, writing nothing.
+    whose completing decision is, raises ``AnsweredMeanwhile``, writing nothing. A pause on ``pausing_on_children``
+    raises ``ChildrenEnded`` if they have all ended, and ``ChildAsked`` if one of them has asked a question.
     """
     ref = session_ref(session.session_id)
     when = now()
@@ -135,9 +142,11 @@ def commit_step(
         decided = [n for n in pending if pausing_on_all and n.question_id in pausing_on_all]
         if decided:
             raise AnsweredMeanwhile(decided)
-        asked = [n for n in pending if n.kind == NoteKind.CHILD_QUESTION and n.user in (pausing_on_all or [])]
+        asked = [n for n in pending if n.kind == NoteKind.CHILD_QUESTION and n.user in (pausing_on_children or [])]
         if asked:
             raise ChildAsked(asked)
+        if pausing_on_children and sessions.all_ended(pausing_on_children, transaction):
+            raise ChildrenEnded(f"{len(pausing_on_children)} children ended while the session ran")
         if step is not None:
             transaction.create(step_ref(session.transcript, step.seq), step.to_doc())
         transaction.update(ref, updates)
