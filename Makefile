@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 TASKS_VENV := .venv-tasks
 
-.PHONY: install dev stack down chat sweep admin stop usage test test-fast lint typecheck clean help
+.PHONY: install dev stack down chat sweep admin stop usage console chromium screenshot test test-fast lint typecheck clean help
 
 help:  ## list the targets
 	@grep -E '^[a-z.-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -25,10 +25,10 @@ install: $(VENV)/.installed $(TASKS_VENV)/.installed  ## create both virtual env
 
 .venv-tasks: $(TASKS_VENV)/.installed
 
-dev: install  ## start the whole local stack and chat with the bot from this terminal
+dev: install  ## start the whole local stack, print the workspace's URL, and chat with the bot from this terminal
 	$(PY) -m infra.dev
 
-stack: install  ## start the whole local stack in the foreground (Ctrl-C stops it)
+stack: install  ## start the whole local stack as make dev does, in the foreground, and print the workspace's URL (Ctrl-C stops it)
 	$(PY) -m infra.stack up
 
 down: $(VENV)/.installed  ## stop, by pid, anything a killed stack left running
@@ -49,6 +49,20 @@ stop: $(VENV)/.installed  ## stop a session and every session it delegated to (S
 usage: $(VENV)/.installed  ## tokens and estimated cost per session, user and channel for a day (DAY=YYYY-MM-DD, default today)
 	$(PY) -m infra.admin usage $(if $(DAY),--day $(DAY))
 
+console: $(VENV)/.installed  ## the operator console, read-only, on a project's Firestore (GOOGLE_CLOUD_PROJECT, FIRESTORE_DATABASE, your ADC; PORT=8090)
+	$(PY) -m infra.console $(if $(PORT),--port $(PORT))
+
+# The browser tests drive Debian's chromium (Playwright's own browser download is not used).
+chromium:  ## install Debian's chromium for the browser tests when it is missing (apt-get, as root or with sudo)
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "chromium is missing: installing Debian's chromium for the browser tests (apt-get install -y chromium)"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null 2>&1; then SUDO=sudo; else SUDO=none; fi; \
+	  { [ "$$SUDO" != none ] && { $$SUDO apt-get install -y chromium || { $$SUDO apt-get update && $$SUDO apt-get install -y chromium; }; }; } \
+	  || { echo "Cannot install chromium (it needs root, sudo, or apt): run 'apt-get install chromium' as root. The browser tests (tests/test_workspace.py) need /usr/bin/chromium."; exit 1; }; }
+
+screenshot: install chromium  ## regenerate docs/workspace.png, the README's picture of the workspace (a real demo run)
+	$(PY) -m infra.screenshot
+
 lint: $(VENV)/.installed  ## ruff lint and format check, and the import layers of shared/ (import-linter)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -57,7 +71,7 @@ lint: $(VENV)/.installed  ## ruff lint and format check, and the import layers o
 typecheck: $(VENV)/.installed  ## mypy, strict
 	$(VENV)/bin/mypy
 
-test: install deploy-install lint typecheck deploy-check  ## install, lint, type-check, start the emulators and run every test
+test: install deploy-install chromium lint typecheck deploy-check  ## install, lint, type-check, start the emulators and run every test
 	$(PY) -m pytest
 
 test-fast: $(VENV)/.installed  ## the fast tier only: pure logic, and the handlers in-process on the Firestore emulator

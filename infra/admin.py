@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from infra.stack import STACK_FILE
+from infra.stack import STACK_FILE, live_stack
 
 STUCK_AFTER = timedelta(minutes=15)
 
@@ -103,9 +103,7 @@ def _tokens(spent: Mapping[str, int], prices: Mapping[str, float]) -> str:
 
 def _use_stack(stack_file: Path) -> dict[str, Any]:
     """Point this process at the local stack's emulator, if one is running."""
-    if not stack_file.exists():
-        return {}
-    info: dict[str, Any] = json.loads(stack_file.read_text())
+    info = live_stack(stack_file)
     os.environ.update(info.get("env", {}))
     return info
 
@@ -119,6 +117,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--now", help="sweep as if it were this ISO time (local stack only)")
     args = parser.parse_args(argv)
     info = _use_stack(args.stack_file)
+    deployed = args.command != "sweep" and bool(os.environ.get("GOOGLE_CLOUD_PROJECT"))
+    if not info and not deployed:
+        print(
+            f"no local stack in {args.stack_file}: start one with `make stack` (or `make dev`)"
+            + ("" if args.command == "sweep" else ", or set GOOGLE_CLOUD_PROJECT for a deployed project"),
+            file=sys.stderr,
+        )
+        return 2
     if args.command == "usage":
         day = datetime.fromisoformat(args.day).replace(tzinfo=UTC) if args.day else datetime.now(UTC)
         for line in usage(day.replace(hour=0, minute=0, second=0, microsecond=0)):
@@ -140,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     url = (info.get("functions") or {}).get("sweep")
     if not url:
-        print(f"no local stack in {args.stack_file}: start one with `make stack` (or `make dev`)", file=sys.stderr)
+        print(f"the local stack in {args.stack_file} serves no sweep function", file=sys.stderr)
         return 2
     body = json.dumps({"now": args.now} if args.now else {}).encode()
     headers = {"Content-Type": "application/json"}

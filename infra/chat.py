@@ -19,6 +19,7 @@ from typing import Any
 
 from infra.fakeslack.control import FakeSlack, FakeSlackError
 from infra.fakeslack.state import buttons_in
+from infra.stack import CHAT_USER
 
 Json = dict[str, Any]
 PROMPT = "you> "
@@ -26,7 +27,10 @@ HELP = """Type a message and press Enter. The first line starts a thread and men
   /new [text]   start a new thread (with text: send it right away)
   /click N      press button N of the bot's latest message with buttons
   /help         show this help
-  /quit         leave (Ctrl-D and Ctrl-C work too)"""
+  /quit         leave (Ctrl-D and Ctrl-C work too)
+Any other /word is refused here, as Slack refuses an unknown command: nothing is sent.
+The workspace page (its URL is printed above) shows the same conversation, every channel and thread,
+and lets you switch to another person."""
 
 
 # -- pure helpers (tested directly) ----------------------------------------------------
@@ -70,7 +74,7 @@ def reaction_names(message: Json) -> tuple[str, ...]:
 
 
 def parse_command(line: str) -> tuple[str, str]:
-    """Split a typed line into a command (say, new, click, help, quit) and its argument."""
+    """Split a typed line into a command (say, new, click, help, quit, unknown) and its argument."""
     stripped = line.strip()
     if not stripped.startswith("/"):
         return "say", stripped
@@ -79,7 +83,7 @@ def parse_command(line: str) -> tuple[str, str]:
         return name, rest.strip()
     if name in ("exit", "q"):
         return "quit", ""
-    return "say", stripped  # an unknown /word is just text, as in Slack's composer
+    return "unknown", f"/{name}"  # Slack's composer refuses an unknown command too, sending nothing
 
 
 def load_stack(path: Path) -> Json:
@@ -198,6 +202,8 @@ class ChatSession:
                 self.out("[the next message starts a new thread]")
         elif command == "click":
             self.click(argument)
+        elif command == "unknown":
+            self.out(f"[{argument} is not a command here: nothing was sent. /help lists the commands.]")
         elif argument:
             self.say(argument)
         return True
@@ -261,7 +267,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--stack-file", type=Path, default=Path(".local/stack.json"))
     parser.add_argument("--fake-slack", help="fake Slack root URL (default: from the stack file)")
     parser.add_argument("--bot-user-id", help="the bot's user id (default: from the stack file or the fake)")
-    parser.add_argument("--user", default="U0HUMAN", help="who you are in Slack")
+    parser.add_argument("--user", default=CHAT_USER, help="who you are in Slack (an operator on the local stack)")
     parser.add_argument("--channel", default="C0LOCAL", help="where you talk (a D... id is a DM)")
     parser.add_argument("--interval", type=float, default=0.5, help="seconds between polls")
     return parser.parse_args(argv)

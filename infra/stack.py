@@ -34,7 +34,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from infra.procs import Proc, StackError, free_port, group_alive, http_answers, stop_all, stop_group, wait_until
+from infra.fakegemini.demo import NOTICE as DEMO_NOTICE
+from infra.procs import Proc, StackError, free_port, group_alive, http_answers, stop_all, stop_groups, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCAL = ROOT / ".local"
@@ -49,6 +50,9 @@ BOT_USER_ID = "U0LOCALBOT"
 TEAM_ID = "T0LOCAL"
 APP_ID = "A0LOCALAPP"
 OPERATOR_ID = "U0OPERATOR"
+CHAT_USER = "U0HUMAN"  # who you are in the terminal chat and, at first, in the workspace page
+# You play both the requester and an operator, so you can answer the bot's questions yourself.
+LOCAL_OPERATORS = {"OPERATOR_USER_IDS": f"{OPERATOR_ID},{CHAT_USER}"}
 GEMINI_KEY = "local-gemini-key"
 
 FUNCTIONS = ("slack_events", "slack_interactivity", "agent_session", "sweep")
@@ -61,6 +65,19 @@ def parallel_tasks_from_env() -> bool:
     if value not in ("serial", "parallel"):
         raise StackError(f"{TASKS_DELIVERY} must be 'serial' or 'parallel', not {value!r}")
     return value == "parallel"
+
+
+def has_real_model() -> bool:
+    """Whether the environment reaches the real Gemini (an API key, or Vertex AI settings)."""
+    vertex = os.environ.get("GOOGLE_GENAI_USE_VERTEXAI", "").lower() in {"1", "true", "yes"}
+    return bool(os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY") or vertex)
+
+
+def for_people() -> dict[str, Any]:
+    """What ``make dev`` and ``make stack`` start: the real model if there is one, else the demo model, you an
+    operator, and the sample MCP server."""
+    real = has_real_model()
+    return {"demo_model": not real, "real_model": real, "extra_env": LOCAL_OPERATORS, "mcp_demo": True}
 
 
 def preflight() -> Path:
@@ -287,7 +304,13 @@ class Stack:
                 self.function_url("slack_events") if "slack_events" in self.with_functions else "",
                 "--interactivity-url",
                 self.function_url("slack_interactivity") if "slack_interactivity" in self.with_functions else "",
+                "--operators",
+                self.product_env()["OPERATOR_USER_IDS"],
+                "--notice",
+                DEMO_NOTICE if self.demo_model else "",
+                "--console",
             ],
+            {k: v for k, v in self.product_env().items() if not k.startswith("SLACK_")},  # the console's Firestore
         )
         gemini_args = [
             sys.executable,
@@ -392,6 +415,12 @@ def _live_owner(stack_file: Path) -> tuple[dict[str, Any], int | None]:
     return info, owner if alive else None
 
 
+def live_stack(stack_file: Path = STACK_FILE) -> dict[str, Any]:
+    """What ``stack_file`` records if the run that wrote it is still alive; empty when no local stack runs."""
+    info, owner = _live_owner(stack_file)
+    return info if owner is not None else {}
+
+
 def stop_leftovers(stack_file: Path = STACK_FILE) -> None:
     """Stop, by the pids it recorded, whatever an earlier run that was killed left running.
 
@@ -404,16 +433,26 @@ def stop_leftovers(stack_file: Path = STACK_FILE) -> None:
             f"another local stack (pid {owner}) is running with {stack_file}; stop it first "
             "(Ctrl-C where it runs, or `make down`), or give this one another --stack-file."
         )
-    for pid in (info.get("pids") or {}).values():
-        if isinstance(pid, int) and group_alive(pid) and _started_here(pid):
-            stop_group(pid, timeout=5)
+    left = {
+        name: pid
+        for name, pid in (info.get("pids") or {}).items()
+        if isinstance(pid, int) and group_alive(pid) and _started_here(pid)
+    }
+    if left:
+        listed = ", ".join(f"{name} (pid {pid})" for name, pid in left.items())
+        print(f"Stopping what an earlier local stack left running: {listed}", file=sys.stderr, flush=True)
+        stop_groups(dict.fromkeys(left.values()), timeout=5)
     stack_file.unlink(missing_ok=True)
 
 
 def stop_stack(stack_file: Path = STACK_FILE) -> None:
     """``make down``: stop the stack recorded in ``stack_file``, its owner first, then every recorded pid."""
-    _, owner = _live_owner(stack_file)
+    info, owner = _live_owner(stack_file)
+    if not info:
+        print(f"No local stack is recorded in {stack_file}: nothing to stop.", file=sys.stderr)
     if owner is not None:
+        print(f"Stopping the local stack of pid {owner} and its {len(info.get('pids') or {})} processes...",
+              file=sys.stderr, flush=True)  # fmt: skip
         os.kill(owner, signal.SIGTERM)  # its own shutdown stops its children by pid
         deadline = time.monotonic() + 20
         while _alive(owner) and time.monotonic() < deadline:
@@ -476,9 +515,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     exit_cleanly_on_signals()
     try:
-        with running(stack_file=args.stack_file) as stack:
+        with running(stack_file=args.stack_file, **for_people()) as stack:
             print(json.dumps({k: v for k, v in stack.info().items() if k != "env"}, indent=2))
             print(f"stack is up; logs in {stack.logs_dir}; Ctrl-C stops it", flush=True)
+            print(f"the workspace: {stack.url('fake_slack')}/  (or `make chat` in another terminal)", flush=True)
             while all(proc.alive() for proc in stack.procs.values()):
                 time.sleep(0.5)
             dead = [name for name, proc in stack.procs.items() if not proc.alive()]

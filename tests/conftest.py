@@ -63,6 +63,8 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report: pytest.TestReport = yield
+    if report.when == "call":
+        item.stash[FAILED] = report.failed
     offsets: dict[str, int] | None = item.stash.get(_LOG_OFFSETS, None)
     if report.when == "call" and report.failed and offsets is not None:
         for name, offset in offsets.items():
@@ -78,6 +80,7 @@ def pytest_runtest_makereport(
 
 
 _LOG_OFFSETS = pytest.StashKey[dict[str, int]]()
+FAILED = pytest.StashKey[bool]()  # whether a test's call failed, for fixtures that keep evidence (screenshots)
 
 
 @pytest.fixture(autouse=True)

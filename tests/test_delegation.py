@@ -342,7 +342,7 @@ def test_stopping_a_session_stops_its_tree_running_paused_and_asking(
     closed = stored_questions.get_question(question.question_id)
     assert closed is not None
     assert closed.status.value == "cancelled"
-    post = next(m for m in fake_slack.messages(thread.channel, thread.ts) if m["ts"] == question.post_ts)
+    post = next(m for m in fake_slack.messages(thread.channel, thread.ts) if m["ts"] == closed.post_ts)
     assert "stopped" in post["text"]
     assert answers(fake_slack, thread)[-1]["text"].startswith(":octagonal_sign: Stopped by")
     time.sleep(2)  # nothing reports after the stop: no continuation, no new post

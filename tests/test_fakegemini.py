@@ -26,9 +26,10 @@ import pytest
 from google import genai
 from google.genai import errors, types
 
-from infra.fakegemini import demo
+from infra.fakegemini import demo, tour
 from infra.fakegemini.control import FakeGemini, FakeGeminiError
 from infra.fakegemini.script import EXHAUSTED_MESSAGE, ScriptItemError, validate_item
+from shared.agent import prompts
 from shared.state.models import Note, NoteKind
 
 REPO = Path(__file__).resolve().parent.parent
@@ -503,6 +504,29 @@ def test_demo_round_trip_through_the_sdk(demo_stub: Stub) -> None:
     assert second.text == "[demo model] Thanks — the operator answered: Option A. Done."
     assert third.text == "scripted wins"
     assert [r["reply"]["source"] for r in demo_stub.control.requests()] == ["demo", "demo", "script"]
+
+
+def _framed(request: str) -> str:
+    """A person's request as the product frames it for the model (the thread, then the request as JSON)."""
+    return prompts.thread_prompt([], request=request, requester="U0HUMAN")
+
+
+def test_the_demo_tour_walks_through_every_flow_on_request() -> None:
+    tools = [{"functionDeclarations": [ASK_DECLARATION, {"name": "delegate"}, {"name": "restart_service"}]}]
+
+    def turn(request: str) -> dict[str, Any]:
+        return demo.demo_item({"contents": [_user(_framed(request))], "tools": tools})
+
+    menu = turn("<@U0LOCALBOT> demo")["text"]
+    assert menu.startswith("[demo model] This is a *scripted demo*")
+    for flow in ("`answer:", "`pick a database", "`restart billing", "`delegate the release notes`"):
+        assert flow in menu
+    assert turn("<@U0LOCALBOT> answer: what is it?")["text"].startswith("[demo model] A plain answer")
+    assert turn("<@U0LOCALBOT> pick a database")["function_calls"][0]["name"] == "ask_operator"
+    assert turn("<@U0LOCALBOT> restart billing in staging")["function_calls"][0]["name"] == "restart_service"
+    calls = turn("<@U0LOCALBOT> delegate the release notes")["function_calls"]  # the demo's delegation path
+    assert [c["name"] for c in calls] == ["delegate", "delegate"]
+    assert tour.item(prompts.child_task("answer: the release notes", depth=1)) is None  # a helper is no request
 
 
 def _declared(*names: str) -> list[dict[str, Any]]:

@@ -445,7 +445,7 @@ def test_chat_helpers() -> None:
     assert format_reactions(["eyes", "white_check_mark"]) == "[reactions on your message: eyes, white_check_mark]"
     assert parse_command("/click 2") == ("click", "2")
     assert parse_command("/new  fresh start") == ("new", "fresh start")
-    assert parse_command("/shrug ok") == ("say", "/shrug ok")
+    assert parse_command("/shrug ok") == ("unknown", "/shrug")  # refused locally, as Slack refuses it
     assert parse_command(" hello ") == ("say", "hello")
     assert parse_command("/quit") == ("quit", "")
 
@@ -469,6 +469,67 @@ def test_chat_session_round_trip(fake: FakeSlack, web: WebClient, receiver: Rece
     assert fake.deliveries("interactivity")[0]["status"] == 200
     session.handle("thanks")
     assert fake.messages("C14", thread)[-1]["text"] == "thanks"
+    session.handle("/shrug thanks")
+    assert fake.messages("C14", thread)[-1]["text"] == "thanks"  # nothing sent
+    assert shown[-1] == "[/shrug is not a command here: nothing was sent. /help lists the commands.]"
     session.handle("/new")
     assert session.thread_ts is None
     assert session.handle("/quit") is False
+
+
+# -- the workspace page ----------------------------------------------------------------------
+
+
+def test_the_page_and_only_its_files_are_served(server_url: str) -> None:
+    page = requests.get(f"{server_url}/", timeout=5)
+    assert page.status_code == 200
+    assert page.headers["Content-Type"].startswith("text/html")
+    assert '<script src="/web/app.js">' in page.text
+    script = requests.get(f"{server_url}/web/app.js", timeout=5)
+    assert (script.status_code, "javascript" in script.headers["Content-Type"]) == (200, True)
+    for outside in ("/web/../state.py", "/web/%2e%2e/state.py", "/state.py"):
+        assert requests.get(f"{server_url}{outside}", timeout=5).status_code == 404
+
+
+def test_the_snapshot_shows_an_ephemeral_only_to_its_user(fake: FakeSlack, web: WebClient) -> None:
+    root = fake.user_message(HUMAN, "C20", f"<@{BOT}> hi")
+    web.chat_postEphemeral(channel="C20", user=HUMAN, text="only for you", thread_ts=root["ts"])
+    mine, theirs = fake.snapshot(HUMAN), fake.snapshot("U0GUEST")
+    assert [e["text"] for e in mine["ephemerals"]] == ["only for you"]
+    assert theirs["ephemerals"] == []
+    assert [m["text"] for m in theirs["messages"]["C20"]] == [f"<@{BOT}> hi"]
+    people = {p["id"]: p for p in theirs["people"]}
+    assert (people[HUMAN]["name"], people[HUMAN]["dm"]) == ("riley", "D0HUMAN")
+    assert web.users_info(user=HUMAN)["user"]["real_name"] == "Riley Requester"  # the names the product sees too
+
+
+def test_the_bots_thread_status_is_shown_until_cleared(fake: FakeSlack, web: WebClient) -> None:
+    root = fake.user_message(HUMAN, "C23", f"<@{BOT}> hi")["ts"]
+    web.assistant_threads_setStatus(channel_id="C23", thread_ts=root, status="is thinking…")
+    assert fake.snapshot()["statuses"] == {f"C23/{root}": "is thinking…"}
+    web.assistant_threads_setStatus(channel_id="C23", thread_ts=root, status="")
+    assert fake.snapshot()["statuses"] == {}
+    with pytest.raises(SlackApiError, match="invalid_thread_ts"):
+        web.assistant_threads_setStatus(channel_id="C23", thread_ts="1.000001", status="is thinking…")
+
+
+def test_a_persons_reaction_is_stored_and_delivered(fake: FakeSlack, receiver: Receiver) -> None:
+    ts = fake.user_message(HUMAN, "C21", "no mention here")["ts"]
+    assert fake.react("U0GUEST", "C21", ts, ":tada:")["added"] is True
+    assert fake.reactions("C21", ts) == ["tada"]
+    assert fake.react("U0GUEST", "C21", ts, "tada")["added"] is False  # pressed again: taken back
+    assert fake.reactions("C21", ts) == []
+    events = [json.loads(verified(r))["event"] for r in receiver.wait(3)[1:]]  # after the message itself
+    assert [(e["type"], e["reaction"], e["item"]) for e in events] == [
+        (kind, "tada", {"type": "message", "channel": "C21", "ts": ts})
+        for kind in ("reaction_added", "reaction_removed")
+    ]
+
+
+def test_the_stream_announces_each_change(fake: FakeSlack, server_url: str) -> None:
+    with requests.get(f"{server_url}/_fake/stream", stream=True, timeout=5) as stream:
+        assert stream.headers["Content-Type"] == "text/event-stream"
+        lines = (line for line in stream.iter_lines(chunk_size=1, decode_unicode=True) if line.startswith("data: "))
+        first = json.loads(next(lines).removeprefix("data: "))["version"]
+        fake.user_message(HUMAN, "C22", "something changed")
+        assert json.loads(next(lines).removeprefix("data: "))["version"] > first

@@ -16,6 +16,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from . import tour
+
 PREFIX = "[demo model]"
 ASK_TOOL = "ask_operator"
 RESTART_TOOL = "restart_service"  # an approve-tier example tool: the demo shows an approval card with it
@@ -183,6 +185,8 @@ def demo_item(body: Mapping[str, Any]) -> dict[str, Any]:
             f'{PREFIX} Summary: {turns} message(s) so far; the latest says: "{_clip(user_text, 200)}". {DISCLAIMER}'
         )
     fresh = role == "user" and isinstance(part.get("text"), str)
+    if fresh and (walk := tour.item(str(part["text"]))) is not None:  # "demo": the guided tour
+        return walk
     remote = mcp_call(request_of(str(part["text"])), tools) if fresh else None
     if remote is not None:
         return remote
@@ -192,6 +196,13 @@ def demo_item(body: Mapping[str, Any]) -> dict[str, Any]:
         question = f"{PREFIX} Which option should I use for: {_clip(request_of(str(part['text'])), 80)}?"
         return {"function_calls": [{"name": ASK_TOOL, "args": {"question": question, "options": list(DEMO_OPTIONS)}}]}
     return _text(f'{PREFIX} I read your message: "{_clip(request_of(user_text), 200)}". {DISCLAIMER}')
+
+
+# The line the workspace page shows while the demo model stands in for Gemini.
+NOTICE = (
+    "Scripted demo: the bot runs on the offline demo model, not Gemini. Mention @agent with “demo” for a tour: "
+    "a plain answer, a question with options, an approval and a delegation."
+)
 
 
 def _delegation_item(

@@ -11,6 +11,7 @@ import threading
 from collections.abc import Iterator
 
 from .control import CONTROL, FakeSlack, FakeSlackError
+from .page import PAGE_CONTROL, serve_page
 from .server import FakeSlackServer
 from .state import FakeSlackConfig, Workspace
 
@@ -19,7 +20,7 @@ __all__ = ["FakeSlack", "FakeSlackConfig", "FakeSlackError", "FakeSlackServer", 
 
 def make_server(config: FakeSlackConfig, host: str = "127.0.0.1", port: int = 0) -> FakeSlackServer:
     """Bind (port 0 picks a free one) without serving yet; ``server.url`` says where."""
-    return FakeSlackServer((host, port), Workspace(config), CONTROL)
+    return FakeSlackServer((host, port), Workspace(config), {**CONTROL, **PAGE_CONTROL}, serve_page)
 
 
 @contextlib.contextmanager

@@ -24,6 +24,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--app-id", default="A0001")
     parser.add_argument("--events-url", default=None, help="where message/app_mention events are POSTed")
     parser.add_argument("--interactivity-url", default=None, help="where block_actions payloads are POSTed")
+    parser.add_argument("--operators", default="", help="comma-separated user ids the page labels as operators")
+    parser.add_argument(
+        "--console",
+        action="store_true",
+        help="also answer the console's /_console/ reads (the product's Firestore, from this process's environment)",
+    )
+    parser.add_argument("--notice", default="", help="a line the workspace page shows at the top")
     parser.add_argument(
         "--echo-bot-messages",
         action="store_true",
@@ -43,8 +50,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         events_url=args.events_url or None,
         interactivity_url=args.interactivity_url or None,
         echo_bot_messages=args.echo_bot_messages,
+        notice=args.notice,
+        operators=tuple(u.strip() for u in args.operators.split(",") if u.strip()),
     )
     server = make_server(config, args.host, args.port)
+    if args.console:
+        from infra.console import serve_console
+
+        page = server.serve_page
+        server.serve_page = lambda handler, ws, target: serve_console(handler, target) or page(handler, ws, target)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

@@ -344,6 +344,14 @@ class FakeSlack:
         where = {"user": user, "channel": channel, "message_ts": message_ts}
         return self._post("click", **where, action_id=action_id, value=value, block_id=block_id)
 
+    def react(self, user: str, channel: str, ts: str, name: str) -> Json:
+        """A person adds a reaction (or removes their own, pressed again); Slack delivers ``reaction_added``."""
+        return self._request("POST", "react", body={"user": user, "channel": channel, "ts": ts, "name": name})
+
+    def snapshot(self, user: str | None = None) -> Json:
+        """What the workspace page shows ``user``: people, channels, every message, and only their ephemerals."""
+        return self._get("snapshot", user=user)
+
     def redeliver(self, event_id: str) -> Json:
         """Deliver an event again with ``X-Slack-Retry-Num``, as Slack does when the app was slow."""
         return self._post("redeliver", event_id=event_id)

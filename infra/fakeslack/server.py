@@ -201,11 +201,22 @@ def conversations_replies(ws: Workspace, args: Json) -> Json:
     }
 
 
+def assistant_threads_set_status(ws: Workspace, args: Json) -> Json:
+    """The "is thinking…" line under a thread (Slack's agent surface); an empty status clears it."""
+    channel = req(args, "channel_id", "channel_not_found")
+    thread_ts = req(args, "thread_ts", "invalid_thread_ts")
+    if ws.find(channel, thread_ts) is None:
+        raise SlackError("invalid_thread_ts")
+    ws.statuses[f"{channel}/{thread_ts}"] = opt(args, "status") or ""
+    return {"ok": True}
+
+
 def users_info(ws: Workspace, args: Json) -> Json:
     return {"ok": True, "user": copy.deepcopy(ws.ensure_user(req(args, "user", "user_not_found")))}
 
 
 API: dict[str, Route] = {
+    "assistant.threads.setStatus": assistant_threads_set_status,
     "auth.test": auth_test,
     "chat.postMessage": chat_post_message,
     "chat.update": chat_update,
@@ -310,6 +321,8 @@ class Handler(BaseHTTPRequestHandler):
     def _handle(self, verb: str) -> None:
         started, ws = time.monotonic(), self.server.workspace
         url = urlsplit(self.path)
+        if verb == "GET" and self.server.serve_page(self, ws, self.path):
+            return
         headers: dict[str, str] = {}
         log: Json = {"time": round(time.time(), 3), "verb": verb, "path": url.path}
         args: Json = dict(parse_qsl(url.query, keep_blank_values=True))
@@ -331,6 +344,8 @@ class Handler(BaseHTTPRequestHandler):
             status=status, ok=body.get("ok"), error=body.get("error"), ms=round((time.monotonic() - started) * 1000, 1)
         )
         self._send(status, body, headers)
+        if verb == "POST":  # every change arrives by POST: the page looks again
+            ws.touch()
         print(json.dumps(log), file=sys.stderr, flush=True)
 
     def _web_api(
@@ -399,15 +414,20 @@ class Handler(BaseHTTPRequestHandler):
 
 
 class FakeSlackServer(ThreadingHTTPServer):
-    """A threaded HTTP server that owns one ``Workspace``; ``control`` maps (verb, name) to handlers."""
+    """A threaded HTTP server that owns one ``Workspace``; ``control`` maps (verb, name) to handlers, and
+    ``serve_page`` answers the browser page's own GETs (its files, its event stream, the console) first."""
 
     daemon_threads = True
 
     def __init__(
-        self, address: tuple[str, int], workspace: Workspace, control: Mapping[tuple[str, str], Route]
+        self,
+        address: tuple[str, int],
+        workspace: Workspace,
+        control: Mapping[tuple[str, str], Route],
+        serve_page: Callable[[BaseHTTPRequestHandler, Workspace, str], bool] = lambda handler, ws, target: False,
     ) -> None:
         super().__init__(address, Handler)
-        self.workspace, self.control = workspace, control
+        self.workspace, self.control, self.serve_page = workspace, control, serve_page
         host, port = self.server_address[0], self.server_address[1]
         self.url = f"http://{host!s}:{port}"
         workspace.base_url = self.url

@@ -21,6 +21,8 @@ import uuid
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from .people import person
+
 Json = dict[str, Any]
 
 MENTION = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
@@ -49,6 +51,8 @@ class FakeSlackConfig:
     events_url: str | None = None
     interactivity_url: str | None = None
     echo_bot_messages: bool = False
+    operators: tuple[str, ...] = ()  # the product's operators, for the browser page to label
+    notice: str = ""  # a line the browser page shows above everything (the demo model announces itself)
     verification_token: str = "fakeslack-verification-token"  # noqa: S105 - a fake's constant
 
     def public(self) -> Json:
@@ -204,6 +208,8 @@ class Workspace:
         self.lock = threading.RLock()
         self.initial_config = config
         self.base_url = "http://127.0.0.1"
+        self.version = 0  # counts changes, so the browser page knows when to look again
+        self.changed = threading.Condition(self.lock)
         self.reset()
 
     def reset(self) -> None:
@@ -220,7 +226,20 @@ class Workspace:
             self.response_urls: dict[str, Json] = {}
             self.echoes: list[tuple[Message, Json | None]] = []
             self.channel_types: dict[str, str] = {}
+            self.statuses: dict[str, str] = {}  # "channel/thread_ts" -> assistant.threads.setStatus's status
             self._last_ts = 0
+
+    def touch(self) -> None:
+        """Something may have changed: wake every page waiting in ``wait_for_change``."""
+        with self.changed:
+            self.version += 1
+            self.changed.notify_all()
+
+    def wait_for_change(self, seen: int, timeout: float) -> int:
+        """The version once it differs from ``seen``, or the same one after ``timeout`` seconds."""
+        with self.changed:
+            self.changed.wait_for(lambda: self.version != seen, timeout)
+            return self.version
 
     def configure(self, **changes: Any) -> FakeSlackConfig:
         with self.lock:
@@ -243,6 +262,8 @@ class Workspace:
             if user_id not in self.users:
                 is_bot, team = user_id == self.config.bot_user_id, self.config.team_id
                 name, real = ("fakebot", "Fake Bot") if is_bot else (user_id.lower(), f"User {user_id}")
+                if (known := person(user_id)) is not None:
+                    name, real = known.name, known.real_name
                 profile = {"display_name": name, "real_name": real, "team": team}
                 flags = {"deleted": False, "is_admin": False, "is_bot": is_bot, "tz": "Etc/UTC"}
                 self.users[user_id] = {"id": user_id, "team_id": team, "name": name, "real_name": real, **flags}
@@ -370,7 +391,8 @@ def new_event_id() -> str:
 
 def envelope(config: FakeSlackConfig, event: Json) -> Json:
     """The ``event_callback`` wrapper, field for field as Slack's Events API sends it."""
-    context = {"et": event["type"], "tid": config.team_id, "aid": config.app_id, "cid": event["channel"]}
+    channel = event.get("channel") or event["item"]["channel"]  # a reaction names its message's channel in "item"
+    context = {"et": event["type"], "tid": config.team_id, "aid": config.app_id, "cid": channel}
     encoded = base64.urlsafe_b64encode(json.dumps(context).encode()).decode().rstrip("=")
     return {
         "token": config.verification_token,

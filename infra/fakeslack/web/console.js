@@ -1,0 +1,133 @@
+// The console view: sessions as a tree, open questions and approvals, and a session's timeline from its audit
+// log. It reads /_console/ (the product's Firestore, read-only) every few seconds while it is shown. Links to
+// Slack open the thread in the workspace view when this page has one.
+"use strict";
+
+const consoleUi = { selected: null, timer: null, data: null };
+const POLL_MS = 3000;
+
+function age(iso, now) {
+  if (!iso) return "?";
+  const seconds = Math.max(0, Math.round((new Date(now) - new Date(iso)) / 1000));
+  if (seconds < 60) return `${seconds}s`;
+  if (seconds < 3600) return `${Math.floor(seconds / 60)}m`;
+  if (seconds < 86400) return `${Math.floor(seconds / 3600)}h${String(Math.floor(seconds / 60) % 60).padStart(2, "0")}m`;
+  return `${Math.floor(seconds / 86400)}d${Math.floor(seconds / 3600) % 24}h`;
+}
+
+function tokens(t) {
+  const total = ["prompt", "output", "thinking"].reduce((sum, k) => sum + (t[k] || 0), 0);
+  return `<span title="prompt ${t.prompt || 0}, cached ${t.cached || 0}, output ${t.output || 0}, thinking ${t.thinking || 0}">${total.toLocaleString()}</span>`;
+}
+
+function slackLink(channel, ts, label) {
+  if (!channel || !ts) return esc(label || "");
+  const text = esc(label || `${channel}/${ts}`);
+  return ui.hasWorkspace
+    ? `<a href="#workspace" class="slack-link" data-channel="${esc(channel)}" data-ts="${esc(ts)}">${text}</a>`
+    : `<span title="channel ${esc(channel)}, message ${esc(ts)}">${text}</span>`;
+}
+
+function person(id) {
+  return ui.snapshot ? `@${esc(names(id))}` : `&lt;@${esc(id)}&gt;`;
+}
+
+function sessionRows(data) {
+  const byId = Object.fromEntries(data.sessions.map((s) => [s.id, s]));
+  const rows = [];
+  const add = (s, depth) => {
+    const selected = s.id === consoleUi.selected ? " selected" : "";
+    rows.push(`<tr class="session${selected}" data-session="${esc(s.id)}" data-status="${esc(s.status)}">
+      <td style="padding-left:${8 + depth * 20}px">${depth ? "↳ " : ""}<code>${esc(s.id)}</code></td>
+      <td class="status">${esc(s.status)}</td><td>${esc(s.kind)}</td><td>${age(s.created_at, data.now)}</td>
+      <td>${tokens(s.tokens || {})}</td><td>${slackLink(s.channel, s.thread_ts, "thread")}</td>
+      <td>${ui.snapshot ? mrkdwn(s.text.slice(0, 100), names) : esc(s.text.slice(0, 100))}</td></tr>`);
+    for (const child of data.sessions.filter((c) => c.parent === s.id)) add(child, depth + 1);
+  };
+  const roots = data.sessions.filter((s) => !s.parent || !byId[s.parent]).reverse(); // newest first
+  for (const s of roots) add(s, 0);
+  return rows.join("") || '<tr><td colspan="7">no sessions in the last 7 days</td></tr>';
+}
+
+function renderOverview(data) {
+  document.querySelector("#sessions tbody").innerHTML = sessionRows(data);
+  document.querySelector("#questions tbody").innerHTML = data.questions.map((q) => `<tr>
+      <td>${age(q.asked_at, data.now)}</td><td>${slackLink(q.channel, q.post_ts || q.thread_ts, q.text.slice(0, 100))}</td>
+      <td>${q.options.map(esc).join(" · ")}</td><td>${q.may_answer.map(person).join(", ")}</td>
+      <td><code>${esc(q.session)}</code></td></tr>`).join("") || '<tr><td colspan="5">none</td></tr>';
+  document.querySelector("#approvals tbody").innerHTML = data.approvals.map((a) => `<tr>
+      <td>${age(a.asked_at, data.now)}</td><td>${slackLink(a.channel, a.card_ts || a.thread_ts, a.tool)}</td>
+      <td><code>${esc(a.args)}</code></td><td>${a.may_decide.map(person).join(", ")}</td>
+      <td><code>${esc(a.session)}</code></td></tr>`).join("") || '<tr><td colspan="5">none</td></tr>';
+}
+
+function auditHtml(entry, step) {
+  const ch = step.channel;
+  switch (entry.type) {
+    case "model": {
+      const calls = entry.calls && entry.calls.length ? ` → calls ${entry.calls.map((c) => `<code>${esc(c)}</code>`).join(", ")}` : "";
+      const cost = entry.tokens ? ` <small>(${tokens(entry.tokens)} tokens)</small>` : "";
+      return `model turn${cost}${calls}${entry.text ? `<pre>${esc(entry.text)}</pre>` : ""}${entry.error ? `<pre>${esc(entry.error)}</pre>` : ""}`;
+    }
+    case "tool":
+      return `tool <code>${esc(entry.name)}</code>(<code>${esc(entry.args || "")}</code>)<pre>${esc(entry.result || "")}</pre>` +
+        (entry.posts || []).map((ts) => slackLink(ch, ts, "its post")).join(" ");
+    case "post": return `posted ${slackLink(ch, entry.ts, `${entry.parts || 1} message(s)`)}${entry.text ? `<pre>${esc(entry.text)}</pre>` : ""}`;
+    case "answer": return `answer${entry.text ? `<pre>${esc(entry.text)}</pre>` : ""}`;
+    case "approval": return `decision on <code>${esc(entry.name)}</code>: ${esc(entry.result || "")} ${esc(entry.text || "")}`;
+    case "notes": return `${entry.count || 0} note(s) folded in${entry.text ? `<pre>${esc(entry.text)}</pre>` : ""}`;
+    case "result": return `result handed to the parent<pre>${esc(entry.text || "")}</pre>`;
+    case "failure": return `failure<pre>${esc(entry.error || entry.text || "")}</pre>`;
+    default: return `${esc(entry.type)}${entry.text ? `<pre>${esc(entry.text)}</pre>` : ""}`;
+  }
+}
+
+function renderTimeline(data) {
+  $("timeline-pane").hidden = false;
+  $("timeline-title").innerHTML = `<code>${esc(data.session)}</code> ${slackLink(data.channel, data.thread_ts, "open its thread")}`;
+  $("timeline").innerHTML = data.steps.map((step) => {
+    const audit = step.audit.map((entry) => `<div class="audit" data-type="${esc(entry.type)}">${auditHtml(entry, { ...step, channel: data.channel })}</div>`).join("");
+    const other = step.session !== data.session ? ` <small>by <code>${esc(step.session)}</code></small>` : "";
+    return `<li data-kind="${esc(step.kind)}"><span class="kind">${esc(step.kind)}</span> <small>${esc(new Date(step.at).toLocaleTimeString())}</small>${other}${audit}</li>`;
+  }).join("");
+}
+
+async function consoleRead(path) {
+  const response = await fetch(`/_console/${path}`);
+  const body = await response.json();
+  if (!response.ok || body.ok === false) throw new Error(body.error || `HTTP ${response.status}`);
+  return body;
+}
+
+async function consoleRefresh() {
+  try {
+    consoleUi.data = await consoleRead("overview");
+    renderOverview(consoleUi.data);
+    if (consoleUi.selected) renderTimeline(await consoleRead(`timeline?session=${encodeURIComponent(consoleUi.selected)}`));
+    $("console-error").textContent = "";
+    document.body.dataset.console = consoleUi.data.now; // tests wait for a fresh read
+  } catch (error) {
+    $("console-error").textContent = `cannot read the product's state: ${error.message}`;
+  }
+}
+
+document.addEventListener("view", (event) => {
+  clearInterval(consoleUi.timer);
+  if (event.detail !== "console") return;
+  consoleRefresh();
+  consoleUi.timer = setInterval(consoleRefresh, POLL_MS);
+});
+
+document.addEventListener("click", (event) => {
+  const link = event.target.closest(".slack-link");
+  if (link) {
+    event.preventDefault();
+    openInWorkspace(link.dataset.channel, link.dataset.ts);
+    return;
+  }
+  const row = event.target.closest("tr.session");
+  if (row) {
+    consoleUi.selected = row.dataset.session;
+    consoleRefresh();
+  }
+});

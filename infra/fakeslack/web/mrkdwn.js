@@ -1,0 +1,142 @@
+// Slack's markup as Slack shows it: mrkdwn (bold, italics, strike, code, links, mentions, emoji) and the
+// Block Kit blocks the product posts. Pure functions from a message to HTML; app.js decides where it goes.
+"use strict";
+
+const EMOJI = {
+  eyes: "👀", white_check_mark: "✅", warning: "⚠️", speech_balloon: "💬", octagonal_sign: "🛑",
+  no_entry_sign: "🚫", lock: "🔒", hourglass: "⌛", hourglass_flowing_sand: "⏳", alarm_clock: "⏰",
+  x: "❌", heavy_check_mark: "✔️", "+1": "👍", thumbsup: "👍", "-1": "👎", tada: "🎉", heart: "❤️",
+  raised_hands: "🙌", robot_face: "🤖", rocket: "🚀", gear: "⚙️", question: "❓", bulb: "💡",
+  memo: "📝", mag: "🔍", arrows_counterclockwise: "🔄", wave: "👋", thinking_face: "🤔", fire: "🔥",
+  information_source: "ℹ️", link: "🔗", clipboard: "📋", busts_in_silhouette: "👥", bust_in_silhouette: "👤",
+  red_circle: "🔴", large_green_circle: "🟢", large_yellow_circle: "🟡", stopwatch: "⏱️", calendar: "📅",
+  point_right: "👉", sparkles: "✨", ok_hand: "👌", pray: "🙏", construction: "🚧", package: "📦",
+};
+
+function esc(text) {
+  return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;");
+}
+
+// Slack escapes &, < and > in message text; undo that before escaping for HTML.
+function unslack(text) {
+  return String(text).replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&amp;/g, "&");
+}
+
+function emoji(name) {
+  return EMOJI[name] || `:${name}:`;
+}
+
+function emojify(html) {
+  return html.replace(/:([a-z0-9_+\-]+):/g, (whole, name) =>
+    EMOJI[name] ? `<span class="emoji" title=":${name}:">${EMOJI[name]}</span>` : whole);
+}
+
+function styled(html) {
+  const edge = "(^|[\\s(>])";
+  const end = "(?=$|[\\s).,!?:;<])";
+  return html
+    .replace(new RegExp(`${edge}\\*([^*\\n]+)\\*${end}`, "g"), "$1<b>$2</b>")
+    .replace(new RegExp(`${edge}_([^_\\n]+)_${end}`, "g"), "$1<i>$2</i>")
+    .replace(new RegExp(`${edge}~([^~\\n]+)~${end}`, "g"), "$1<s>$2</s>");
+}
+
+// One <...> token: a mention, a channel, a special mention or a link.
+function token(inner, names) {
+  const [target, label] = inner.split("|", 2);
+  if (target.startsWith("@")) {
+    const id = target.slice(1);
+    return `<span class="mention" data-user="${esc(id)}">@${esc(label || names(id))}</span>`;
+  }
+  if (target.startsWith("#")) return `<span class="mention">#${esc(label || target.slice(1))}</span>`;
+  if (target.startsWith("!")) return `<span class="mention">@${esc(label || target.slice(1).split("^")[0])}</span>`;
+  return `<a href="${esc(target)}" target="_blank" rel="noopener">${esc(unslack(label || target))}</a>`;
+}
+
+// mrkdwn to HTML; names(id) gives a user's handle for <@U...>.
+function mrkdwn(text, names) {
+  const codes = [];
+  const keep = (html) => `\u0000${codes.push(html) - 1}\u0000`;
+  let source = String(text || "")
+    .replace(/```([\s\S]*?)```/g, (w, code) => keep(`<pre>${esc(unslack(code.replace(/^\n/, "")))}</pre>`))
+    .replace(/`([^`\n]+)`/g, (w, code) => keep(`<code>${esc(unslack(code))}</code>`));
+  let html = "";
+  let last = 0;
+  for (const match of source.matchAll(/<([^<>\n]+)>/g)) {
+    html += esc(unslack(source.slice(last, match.index))) + keep(token(match[1], names));
+    last = match.index + match[0].length;
+  }
+  html += esc(unslack(source.slice(last)));
+  html = html.replace(/:([a-z0-9_+\-]+):/g, (whole, name) => // kept aside, so _italics_ may hold :emoji:
+    EMOJI[name] ? keep(`<span class="emoji" title=":${name}:">${EMOJI[name]}</span>`) : whole);
+  html = styled(html);
+  html = html.split("\n").map((line) => line.startsWith("&gt; ") ? `<blockquote>${line.slice(5)}</blockquote>` : line)
+    .join("\n").replace(/\n?(<\/?blockquote>)\n?/g, "$1").replace(/\n/g, "<br>");
+  return html.replace(/\u0000(\d+)\u0000/g, (w, i) => codes[Number(i)]);
+}
+
+// The "markdown" block takes standard Markdown: **bold**, *italics*, `code`, [links](url), lists, headings.
+function markdown(text) {
+  const codes = [];
+  const keep = (html) => `\u0000${codes.push(html) - 1}\u0000`;
+  let html = esc(String(text || ""))
+    .replace(/```([\s\S]*?)```/g, (w, code) => keep(`<pre>${code.replace(/^\n/, "")}</pre>`))
+    .replace(/`([^`\n]+)`/g, (w, code) => keep(`<code>${code}</code>`))
+    .replace(/\[([^\]]+)\]\(([^)\s]+)\)/g, (w, label, url) => keep(`<a href="${url}" target="_blank" rel="noopener">${label}</a>`))
+    .replace(/\*\*([^*\n]+)\*\*/g, "<b>$1</b>")
+    .replace(/(^|[^*\w])[*_]([^*_\n]+)[*_](?=$|[^*\w])/gm, "$1<i>$2</i>")
+    .replace(/~~([^~\n]+)~~/g, "<s>$1</s>");
+  html = html.split("\n").map((line) => {
+    const heading = line.match(/^(#{1,6}) (.*)$/);
+    if (heading) return `<b class="md-h">${heading[2]}</b>`;
+    const item = line.match(/^\s*(?:[-*]|\d+\.) (.*)$/);
+    return item ? `<span class="md-li">• ${item[1]}</span>` : line;
+  }).join("<br>");
+  return emojify(html).replace(/\u0000(\d+)\u0000/g, (w, i) => codes[Number(i)]);
+}
+
+function textObject(obj, names) {
+  if (!obj) return "";
+  return obj.type === "mrkdwn" ? mrkdwn(obj.text, names) : emojify(esc(obj.text));
+}
+
+function button(element, blockId) {
+  const style = element.style ? ` ${element.style}` : "";
+  const data = `data-action="${esc(element.action_id || "")}" data-value="${esc(element.value || "")}" data-block="${esc(blockId || "")}"`;
+  return `<button type="button" class="block-button${style}" ${data}>${emojify(esc(element.text ? element.text.text : ""))}</button>`;
+}
+
+// One Block Kit block as HTML; a block this page does not know is named rather than hidden.
+function block(b, names) {
+  switch (b.type) {
+    case "section": {
+      const fields = (b.fields || []).map((f) => `<div>${textObject(f, names)}</div>`).join("");
+      const accessory = b.accessory && b.accessory.type === "button" ? button(b.accessory, b.block_id) : "";
+      return `<div class="block section"><div>${textObject(b.text, names)}${fields ? `<div class="fields">${fields}</div>` : ""}</div>${accessory}</div>`;
+    }
+    case "markdown": return `<div class="block markdown">${markdown(b.text)}</div>`;
+    case "header": return `<div class="block header">${textObject(b.text, names)}</div>`;
+    case "divider": return `<hr class="block divider">`;
+    case "context": {
+      const parts = (b.elements || []).map((e) => e.type === "image"
+        ? `<img src="${esc(e.image_url)}" alt="${esc(e.alt_text || "")}">` : `<span>${textObject(e, names)}</span>`);
+      return `<div class="block context">${parts.join(" ")}</div>`;
+    }
+    case "actions": {
+      const buttons = (b.elements || []).filter((e) => e.type === "button").map((e) => button(e, b.block_id));
+      return `<div class="block actions">${buttons.join("")}</div>`;
+    }
+    case "image": return `<img class="block image" src="${esc(b.image_url)}" alt="${esc(b.alt_text || "")}">`;
+    default: return `<div class="block unknown">[${esc(b.type)} block]</div>`;
+  }
+}
+
+// A message's body: its blocks when it has any (Slack then shows them instead of the text), else its text.
+function messageBody(message, names) {
+  const blocks = (message.blocks || []).filter((b) => b.type !== "rich_text");
+  let html = blocks.length ? blocks.map((b) => block(b, names)).join("") : mrkdwn(message.text, names);
+  for (const a of message.attachments || []) {
+    const inner = (a.blocks || []).map((b) => block(b, names)).join("") || mrkdwn(a.text || a.fallback || "", names);
+    html += `<div class="attachment" style="border-color:${esc(a.color || "#ddd")}">${inner}</div>`;
+  }
+  return html;
+}

@@ -1,0 +1,326 @@
+"""The workspace page in a real browser: people type, mention, click and react, and the product answers.
+
+One stack (as ``make dev`` starts it: the demo model, Riley the requester and Olivia operators, Sam not) and one
+headless Chromium serve the whole module; each test opens its own pages, one browser context per person, so
+each sees only their own ephemerals. Every action goes through the page, and so through the fake Slack's
+signed events and interactivity payloads into the product's functions. A failing test leaves a screenshot of
+each of its pages under ``.local/``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import requests
+from playwright.sync_api import Browser, Locator, Page, expect
+from slack_sdk import WebClient
+
+from infra import browser as chromium
+from infra import procs
+from infra.console import main as console_main
+from infra.fakeslack import FakeSlack
+from infra.procs import free_port, http_answers
+from infra.stack import BOT_TOKEN, BOT_USER_ID, LOCAL, LOCAL_OPERATORS, ROOT, Stack
+from shared import config
+from tests.conftest import FAILED, TEST_DIR
+
+WAIT = 45_000  # ms: a session's turn through Cloud Tasks and the model, with room for a busy machine
+RILEY, OLIVIA, SAM = "U0HUMAN", "U0OPERATOR", "U0GUEST"
+SCREENSHOTS = LOCAL / "screenshots"
+
+OpenPage = Callable[[str], Page]
+
+
+@pytest.fixture(scope="module")
+def web_stack() -> Iterator[Stack]:
+    """A stack as `make dev` starts it; the product settings the session's test stack put in os.environ (small
+    budgets, tool tiers) are kept out of it, as they are out of a newcomer's shell."""
+    with pytest.MonkeyPatch.context() as patch:
+        for var in config.VARIABLES:
+            patch.delenv(var.name, raising=False)
+        stack = Stack(demo_model=True, extra_env=LOCAL_OPERATORS, stack_file=TEST_DIR / "web" / "stack.json").start()
+    try:
+        yield stack
+    finally:
+        stack.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if chromium.chromium() is None:
+        pytest.fail(chromium.MISSING)
+    with chromium.launched() as launched:
+        yield launched
+
+
+@pytest.fixture
+def open_page(web_stack: Stack, browser: Browser, request: pytest.FixtureRequest) -> Iterator[OpenPage]:
+    """Open the workspace as a person, in a browser context of their own."""
+    pages: list[tuple[str, Page]] = []
+
+    def open_as(user: str) -> Page:
+        context = browser.new_context(viewport={"width": 1280, "height": 800})
+        page = context.new_page()
+        page.goto(f"{web_stack.url('fake_slack')}/?user={user}")
+        page.wait_for_selector("body[data-version]")
+        pages.append((user, page))
+        return page
+
+    yield open_as
+    if request.node.stash.get(FAILED, False):
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        for number, (user, page) in enumerate(pages, start=1):
+            page.screenshot(path=str(SCREENSHOTS / f"{request.node.name}-{number}-{user}.png"))
+    for _, page in pages:
+        page.context.close()
+
+
+def tag() -> str:
+    return uuid.uuid4().hex[:8]
+
+
+def mention_the_bot(page: Page, text: str) -> Locator:
+    """Type "@age", pick the bot from the autocomplete, finish the message and send it; returns the message."""
+    page.click("#text")
+    page.keyboard.type("@age")
+    expect(page.locator("#autocomplete li.selected")).to_contain_text("@agent")
+    page.keyboard.press("Enter")
+    page.keyboard.type(text)
+    page.keyboard.press("Enter")
+    message = page.locator("#messages .message", has_text=re.sub(r"[*_~`]", "", text))  # as shown: markup rendered
+    expect(message.locator(".mention")).to_have_text("@agent")  # <@U0LOCALBOT> shown as the bot's name
+    return message
+
+
+def open_thread(page: Page, text: str) -> Locator:
+    """Open the thread of the channel message holding ``text`` once it has replies; returns the thread pane."""
+    page.locator("#messages .message", has_text=text).locator(".replies-link").click(timeout=WAIT)
+    thread = page.locator("#thread")
+    expect(thread.locator(".message").first).to_contain_text(text)
+    return thread
+
+
+def pinned(pane: Locator, text: str) -> Locator:
+    """The message in ``pane`` that now holds ``text``, found again by its ts however it is edited later."""
+    message = pane.locator(".message", has_text=text)
+    expect(message).to_be_visible(timeout=WAIT)
+    return pane.locator(f".message[data-ts='{message.get_attribute('data-ts')}']")
+
+
+def test_a_mention_a_question_a_button_and_the_answer(open_page: OpenPage) -> None:
+    page = open_page(RILEY)
+    request = f"please pick a *database* for {tag()}"
+    mention_the_bot(page, request)
+    expect(page.locator("#messages b", has_text="database").first).to_be_visible()  # mrkdwn bold
+    thread = open_thread(page, "please pick a")
+    question = pinned(thread, "Which option should I use")
+    expect(question.locator(".reaction", has_text="💬")).to_be_visible(timeout=WAIT)  # the open question's mark
+    question.get_by_role("button", name="Option B").click()
+    expect(thread.locator(".message", has_text="the operator answered: Option B")).to_be_visible(timeout=WAIT)
+    expect(question).to_contain_text("chose: Option B")  # the card, edited in place
+    expect(question.locator(".edited")).to_be_visible()
+
+
+def test_a_non_operators_click_is_refused_and_only_they_see_why(open_page: OpenPage) -> None:
+    riley, sam = open_page(RILEY), open_page(RILEY)
+    expect(sam.locator("#who-role")).to_have_text("operator")
+    sam.select_option("#user", label="Sam Guest")  # the switcher
+    expect(sam.locator("#who-role")).to_have_text("not an operator")
+    request = f"which region for {tag()}"
+    mention_the_bot(riley, request)
+    open_thread(riley, request)
+    expect(riley.locator("#thread .block-button", has_text="Option A")).to_be_visible(timeout=WAIT)
+    sam_thread = open_thread(sam, request)  # Sam's page saw it arrive, without a reload
+    sam_thread.get_by_role("button", name="Option A").click()
+    refusal = sam_thread.locator(".message.ephemeral", has_text="Only the operators can answer")
+    expect(refusal).to_be_visible(timeout=WAIT)
+    expect(refusal).to_contain_text("Only visible to you")
+    riley.locator("#thread .block-button", has_text="Option B").click()
+    expect(sam_thread.locator(".message", has_text="the operator answered: Option B")).to_be_visible(timeout=WAIT)
+    expect(riley.locator("#thread")).not_to_contain_text("Only the operators can answer")
+
+
+def test_an_approval_approved_and_another_denied(open_page: OpenPage) -> None:
+    riley, olivia = open_page(RILEY), open_page(OLIVIA)
+    billing = f"restart billing in staging {tag()}"
+    mention_the_bot(riley, billing)
+    card = pinned(open_thread(olivia, billing), "approval needed")
+    expect(card).to_contain_text("restart_service")
+    card.get_by_role("button", name="Approve").click()
+    result = olivia.locator("#thread .message", has_text="The tool restart_service returned")
+    expect(result).to_be_visible(timeout=WAIT)
+    expect(card).to_contain_text("approved by @olivia")
+    expect(card.locator(".block-button")).to_have_count(0)  # a decided card keeps no buttons
+
+    olivia.click("#close-thread")
+    search = f"restart search in production {tag()}"
+    mention_the_bot(riley, search)
+    card = pinned(open_thread(olivia, search), "approval needed")
+    card.get_by_role("button", name="Deny").click()
+    expect(card).to_contain_text("🚫 denied by @olivia", timeout=WAIT)
+    expect(olivia.locator("#thread")).not_to_contain_text("The tool restart_service returned")
+
+
+def test_a_reaction_lands_on_the_message_it_was_given_to(open_page: OpenPage) -> None:
+    page = open_page(RILEY)
+    page.click("#text")
+    words = f"just saying hello {tag()}"  # no mention: the bot stays out of it
+    page.keyboard.type(words)
+    page.keyboard.press("Enter")
+    message = page.locator("#messages .message", has_text=words)
+    message.hover()
+    message.locator("[data-add-reaction='tada']").click()
+    expect(message.locator(".reaction.mine", has_text="🎉 1")).to_be_visible()
+
+
+def test_the_demo_tour_a_delegated_task_and_its_sessions_timeline(open_page: OpenPage) -> None:
+    page = open_page(RILEY)
+    expect(page.locator("#notice")).to_contain_text("Scripted demo")
+    mention_the_bot(page, f"demo {tag()}")
+    menu = open_thread(page, "demo").locator(".message", has_text="This is a scripted demo")
+    expect(menu.locator("code", has_text="delegate the release notes")).to_be_visible(timeout=WAIT)
+    page.click("#close-thread")
+
+    marker = tag()
+    mention_the_bot(page, f"delegate the release notes {marker}")
+    thread = open_thread(page, marker)
+    status = pinned(thread, "Delegated tasks")  # one status message, edited as the helpers progress
+    expect(status).to_contain_text("(2 of 2 finished)", timeout=WAIT)
+    expect(status.locator("b", has_text="Delegated tasks")).to_be_visible()
+    expect(status.locator("i", has_text="✅ done")).to_have_count(2)  # each task's state, in italics
+    expect(status.locator(".emoji").first).to_have_text("👥")
+    expect(status.locator(".edited")).to_be_visible()
+    expect(thread.locator(".message", has_text="Results of my delegated tasks")).to_be_visible(timeout=WAIT)
+    task = f"Look into the first half of: delegate the release notes {marker}"
+
+    page.click("#views a[data-view='console']")
+    parent = page.locator("#sessions tr.session", has_text=f"@agent delegate the release notes {marker}")
+    expect(parent.locator(".status")).to_have_text("done", timeout=WAIT)
+    child = parent.locator("xpath=following-sibling::tr[1]")
+    expect(child).to_contain_text("↳")
+    expect(child.locator("td").last).to_have_text(task)
+    expect(child.locator(".status")).to_have_text("done")
+    expect(parent.locator("xpath=following-sibling::tr[2]")).to_contain_text("Look into the second half of")
+    parent.click()
+    timeline = page.locator("#timeline")
+    expect(timeline.locator(".audit[data-type='tool']", has_text="delegate").first).to_contain_text(task, timeout=WAIT)
+    expect(timeline.locator(".audit[data-type='tool']", has_text="answer_child")).to_be_visible()  # a child asked
+    expect(timeline.locator(".audit[data-type='model']").first).to_contain_text("tokens")
+    timeline.locator(".audit[data-type='post'] .slack-link").last.click()  # back to the message in Slack
+    expect(page.locator("#thread .message", has_text="Results of my delegated tasks")).to_be_visible()
+
+
+def test_a_direct_message_needs_no_mention_and_is_only_for_its_person(open_page: OpenPage) -> None:
+    riley, sam = open_page(RILEY), open_page(SAM)
+    riley.click("#dms li")
+    expect(riley.locator("#channel-title")).to_contain_text("direct message with Riley Requester")
+    words = f"answer: what is this {tag()}"
+    riley.click("#text")
+    riley.keyboard.type(words)
+    riley.keyboard.press("Enter")
+    thread = open_thread(riley, words)
+    expect(thread.locator(".message", has_text="A plain answer")).to_be_visible(timeout=WAIT)
+    sam.click("#dms li")
+    expect(sam.locator("#channel-title")).to_contain_text("direct message with Sam Guest")
+    expect(sam.locator("#messages")).not_to_contain_text(words)
+
+
+def test_slack_markup_is_rendered_as_slack_shows_it(open_page: OpenPage) -> None:
+    page = open_page(RILEY)
+    html = page.evaluate(
+        "([text]) => mrkdwn(text, names)",
+        ["*bold* _it_ ~gone~ `x<y` <https://example.com|a link> <@U0OPERATOR> :eyes: :nope: &lt;b&gt;\n&gt; quoted"],
+    )
+    assert "<b>bold</b> <i>it</i> <s>gone</s> <code>x&lt;y</code>" in html
+    assert '<a href="https://example.com" target="_blank" rel="noopener">a link</a>' in html
+    assert '<span class="mention" data-user="U0OPERATOR">@olivia</span>' in html
+    assert ">👀</span> :nope: &lt;b&gt;<blockquote>quoted</blockquote>" in html  # unknown shortcodes stay text
+    italic = page.evaluate("([text]) => mrkdwn(text, names)", ["— _:white_check_mark: done_"])
+    assert italic == '— <i><span class="emoji" title=":white_check_mark:">✅</span> done</i>'
+    blocks = [
+        {"type": "header", "text": {"type": "plain_text", "text": "Deploy"}},
+        {"type": "divider"},
+        {"type": "section", "text": {"type": "mrkdwn", "text": "*ready*"}, "fields": [{"type": "mrkdwn", "text": "a"}]},
+        {"type": "markdown", "text": "**strong** and [docs](https://example.com/d)\n- one"},
+        {"type": "context", "elements": [{"type": "mrkdwn", "text": "by <@U0HUMAN>"}]},
+        {"type": "actions", "elements": [{"type": "button", "text": {"type": "plain_text", "text": "Go"},
+                                          "action_id": "go", "style": "primary"}]},
+        {"type": "video"},
+    ]  # fmt: skip
+    body = page.evaluate("([blocks]) => messageBody({text: 'fallback', blocks}, names)", [blocks])
+    assert "fallback" not in body  # blocks replace the text, as in Slack
+    assert '<div class="block header">Deploy</div><hr class="block divider">' in body
+    assert '<div class="fields"><div>a</div></div>' in body
+    assert "<b>strong</b> and <a" in body
+    assert '<span class="md-li">• one</span>' in body
+    assert '<div class="block context"><span>by <span class="mention" data-user="U0HUMAN">@riley</span>' in body
+    assert 'class="block-button primary" data-action="go"' in body
+    assert "[video block]" in body
+
+
+def answers(url: str) -> bool:
+    try:
+        return http_answers(url)
+    except OSError:  # not listening yet
+        return False
+
+
+def test_make_console_serves_the_console_alone(web_stack: Stack, browser: Browser, tmp_path: Path) -> None:
+    words = f"answer: hello {tag()}"
+    FakeSlack(web_stack.url("fake_slack")).user_message(RILEY, "C0LOCAL", f"<@{BOT_USER_ID}> {words}")
+    port = free_port()
+    env = {**os.environ, **web_stack.product_env()}  # the emulator stands in for a project's Firestore
+    log = (tmp_path / "console.log").open("w")
+    argv = [sys.executable, "-m", "infra.console", "--port", str(port)]
+    console = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=log, start_new_session=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        page = browser.new_page()
+        deadline = time.monotonic() + 30
+        while not answers(f"{url}/_console/overview"):
+            assert time.monotonic() < deadline, (tmp_path / "console.log").read_text()
+            time.sleep(0.2)
+        page.goto(f"{url}/")
+        expect(page.locator("#console")).to_be_visible()
+        expect(page.locator("#workspace")).to_be_hidden()  # no workspace behind a real project's console
+        expect(page.locator("#sessions tr.session", has_text=words)).to_be_visible(timeout=WAIT)
+        assert requests.post(f"{url}/_console/overview", timeout=5).status_code == 501  # GET only: nothing is written
+        page.close()
+    finally:
+        procs.stop_group(console.pid, timeout=5, reap=console.poll)
+        log.close()
+
+
+def test_make_console_without_a_project_says_what_it_needs(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("GOOGLE_CLOUD_PROJECT", raising=False)
+    config.reset()
+    try:
+        assert console_main([]) == 2
+    finally:
+        config.reset()
+    assert "set GOOGLE_CLOUD_PROJECT" in capsys.readouterr().err
+
+
+def test_the_bots_status_shows_under_its_thread_until_cleared(web_stack: Stack, open_page: OpenPage) -> None:
+    words = f"a thread the bot works in {tag()}"
+    root = FakeSlack(web_stack.url("fake_slack")).user_message(RILEY, "C0LOCAL", words)["ts"]
+    web = WebClient(token=BOT_TOKEN, base_url=web_stack.url("fake_slack") + "/api/")
+    web.chat_postMessage(channel="C0LOCAL", thread_ts=root, text="on it")
+    page = open_page(RILEY)
+    open_thread(page, words)
+    status = page.locator("#thread-status")
+    expect(status).to_be_hidden()
+    web.assistant_threads_setStatus(channel_id="C0LOCAL", thread_ts=root, status="is reading the runbook…")
+    expect(status).to_have_text("Agent (the bot) is reading the runbook…")  # live, without a reload
+    web.assistant_threads_setStatus(channel_id="C0LOCAL", thread_ts=root, status="")
+    expect(status).to_be_hidden()
