@@ -31,6 +31,15 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def reserved_port() -> socket.socket:
+    """A socket bound to a free loopback port, held until the process that will serve on it starts: while it is
+    held, no other process's bind and no outgoing connection gets that port (the Firestore emulator binds random
+    ports of its own as it starts, and a stack picks its ports up front)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
 @dataclass
 class Proc:
     """One running child, its log file, and how to stop it."""

@@ -26,16 +26,27 @@ import json
 import os
 import shutil
 import signal
+import socket
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from infra.fakegemini.demo import NOTICE as DEMO_NOTICE
-from infra.procs import Proc, StackError, free_port, group_alive, http_answers, stop_all, stop_groups, wait_until
+from infra.procs import (
+    Proc,
+    StackError,
+    free_port,
+    group_alive,
+    http_answers,
+    reserved_port,
+    stop_all,
+    stop_groups,
+    wait_until,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCAL = ROOT / ".local"
@@ -121,6 +132,9 @@ class Stack:
     function_env: dict[str, dict[str, str]] = field(default_factory=dict)  # more environment, per function
     procs: dict[str, Proc] = field(default_factory=dict)
     ports: dict[str, int] = field(default_factory=dict)
+    _reserved: dict[str, socket.socket] = field(
+        default_factory=dict, repr=False
+    )  # ports held until their server starts
     stack_file: Path = STACK_FILE
     wrote_stack_file: bool = False
 
@@ -200,11 +214,13 @@ class Stack:
         dispatch = ("dispatch",) if self.parallel_tasks else ()
         mcp = ("mcp_demo",) if self.mcp_demo else ()
         for name in ("firestore", "tasks", "fake_slack", "fake_gemini", *dispatch, *mcp, *self.with_functions):
-            self.ports[name] = free_port()
+            if name not in self.ports:
+                self._reserved[name] = reserved_port()
+                self.ports[name] = int(self._reserved[name].getsockname()[1])
         atexit.register(self.stop)
         try:
-            self._start_firestore(sdk_root)
-            self._start_tasks()
+            self._on_a_free_port("firestore", lambda: self._start_firestore(sdk_root))
+            self._on_a_free_port("tasks", self._start_tasks)
             self._start_fakes()
             if self.parallel_tasks:
                 self._start_dispatch()
@@ -219,6 +235,22 @@ class Stack:
         self._record()
         return self
 
+    def _on_a_free_port(self, name: str, start: Callable[[], None], attempts: int = 3) -> None:
+        """Start ``name``; if its port was taken meanwhile (a port is only free when it is picked: any outgoing
+        connection may take it as its own before the emulator binds it), stop it and start it on another."""
+        for attempt in range(attempts):
+            try:
+                start()
+                return
+            except StackError as exc:
+                taken = any(sign in str(exc) for sign in ("Address already in use", "Failed to bind"))
+                if not taken or attempt == attempts - 1:
+                    raise
+                failed = self.procs.pop(name, None)
+                if failed is not None:
+                    failed.stop()
+                self.ports[name] = free_port()
+
     def _record(self) -> None:
         """Keep the stack file true to what runs (a restarted function has a new pid)."""
         if self.wrote_stack_file:
@@ -227,6 +259,9 @@ class Stack:
 
     def stop(self) -> None:
         """Stop every process at once (one grace period for all, then SIGKILL); safe to call twice."""
+        for held in self._reserved.values():
+            held.close()
+        self._reserved.clear()
         stopping = [self.procs.pop(name) for name in reversed(list(self.procs))]
         stop_all(stopping)
         if self.wrote_stack_file:
@@ -234,6 +269,9 @@ class Stack:
             self.wrote_stack_file = False
 
     def _spawn(self, name: str, argv: list[str], env: Mapping[str, str] | None = None) -> Proc:
+        held = self._reserved.pop(name, None)
+        if held is not None:
+            held.close()  # its server binds the port next
         base = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "TASKS_", "FIRESTORE_"))}
         proc = Proc(
             name=name,

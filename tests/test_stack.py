@@ -109,7 +109,7 @@ def test_an_interrupted_run_leaves_nothing_behind(tmp_path: Path) -> None:
             assert time.monotonic() < deadline, "the stack did not come up"
             time.sleep(0.2)
         pids = json.loads((tmp_path / "s.json").read_text())["pids"]
-        assert len(pids) == 8
+        assert len(pids) == 9  # the emulators, the fakes, the dispatcher, the sample MCP server, the functions
         os.kill(runner.pid, signal.SIGINT)
         try:
             runner.wait(timeout=60)
