@@ -51,6 +51,9 @@ BUDGET_FILE = Path(__file__).with_name("budget.json")
 # What each figure is, in the words the budget table uses; the keys are the figures' names.
 FIGURES: dict[str, str] = {
     "mention": "a mention at ingress: verify, de-duplicate, create the session, enqueue",
+    "mention_with_limits": (
+        "the same mention with the rate limits on: the limits document read and written in the same commit"
+    ),
     "session_one_turn": "agent_session for a mention answered in one model turn: claim, prompt, turn, post, end",
     "agent_turn": "one more model turn with a tool call (model step and tool step, each persisted)",
     "ledger_outward_call": (
@@ -253,9 +256,17 @@ def environment(**values: str) -> Iterator[None]:
 # --- the scenarios ---------------------------------------------------------------------------------
 
 
+LIMITS_ON = {"USER_SESSIONS_PER_HOUR": "1000", "CHANNEL_SESSIONS_PER_HOUR": "1000", "USER_RUNNING_SESSIONS": "100",
+             "CHANNEL_RUNNING_SESSIONS": "100"}  # fmt: skip
+
+
 def mention_and_one_turn(rig: Rig) -> dict[str, Ops]:
     request, reply = rig.mention(), dict[str, Any]()
     ops = {"mention": rig.measure(lambda: rig.ingress(request, reply))}
+    with environment(**LIMITS_ON):
+        limited, admitted = rig.mention(), dict[str, Any]()
+        ops["mention_with_limits"] = rig.measure(lambda: rig.ingress(limited, admitted))
+    assert "session_id" in admitted, admitted
     session_id = str(reply["session_id"])
     rig.script(FakeGemini.text("All green."))
     ops["session_one_turn"] = rig.measure(lambda: rig.deliver(session_id))

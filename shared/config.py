@@ -50,6 +50,7 @@ _SLACK_FACING = frozenset({SLACK_EVENTS, SLACK_INTERACTIVITY})
 _ALL = frozenset(ENTRY_POINTS)
 _ENQUEUERS = _ALL  # ingress enqueues sessions, sessions enqueue retries, the sweep enqueues narrations
 _AGENT = frozenset({AGENT_SESSION})
+_LIMITED = frozenset({SLACK_EVENTS, AGENT_SESSION})  # the ingress counts sessions, a session's end releases one
 _INTERNAL = frozenset({AGENT_SESSION, SWEEP})
 _SWEEP = frozenset({SWEEP})
 
@@ -322,6 +323,22 @@ class Settings:
     delegate_max_depth = Var(
         "DELEGATE_MAX_DEPTH", "2", "How deep delegation may go: 1 lets a session start children, 2 grandchildren.",
         _AGENT, integer(0, 5),
+    )  # fmt: skip
+    user_sessions_per_hour = Var(
+        "USER_SESSIONS_PER_HOUR", "20", "Sessions one person may start per hour (mentions and DMs); 0: no limit.",
+        _LIMITED, integer(0, 100000),
+    )  # fmt: skip
+    channel_sessions_per_hour = Var(
+        "CHANNEL_SESSIONS_PER_HOUR", "60", "Sessions that may start per hour in one channel; 0: no limit.", _LIMITED,
+        integer(0, 100000),
+    )  # fmt: skip
+    user_running_sessions = Var(
+        "USER_RUNNING_SESSIONS", "3", "Sessions one person may have running at once; 0: no limit.", _LIMITED,
+        integer(0, 1000),
+    )  # fmt: skip
+    channel_running_sessions = Var(
+        "CHANNEL_RUNNING_SESSIONS", "6", "Sessions that may run at once in one channel; 0: no limit.", _LIMITED,
+        integer(0, 1000),
     )  # fmt: skip
     child_max_turns = Var(
         "CHILD_MAX_TURNS", "10", "Model turns one delegated child may take (less if its tree's budget has less).",

@@ -103,6 +103,12 @@ def stack() -> Iterator[Stack]:
         extra_env={
             "SESSION_MAX_TURNS": "6",
             "SESSION_MAX_TOOL_CALLS": "10",
+            # Hundreds of sessions from one test user: the rate limits are off here (tests/test_quotas.py turns
+            # them on for the ingress it runs in its own process).
+            "USER_SESSIONS_PER_HOUR": "0",
+            "CHANNEL_SESSIONS_PER_HOUR": "0",
+            "USER_RUNNING_SESSIONS": "0",
+            "CHANNEL_RUNNING_SESSIONS": "0",
             # A tree's budget: the root's own 6 turns, then room for four children of 5 turns each.
             "CHILD_MAX_TURNS": "5",
             "TREE_MAX_TURNS": "26",

@@ -7,12 +7,15 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from slack_sdk.errors import SlackApiError
+
 from shared.asks import answers, approvals
 from shared.asks.answers import AnswerOutcome
 from shared.limits import MAX_MESSAGE_CHARS, TOO_LARGE_REQUEST_CHARS, capped
 from shared.logs import current_trace, session_context
+from shared.slack import client as slack
 from shared.slack.events import Message
-from shared.state import events, sessions, tasks
+from shared.state import events, quotas, sessions, tasks
 from shared.state import questions as stored_questions
 from shared.state.firestore import now
 from shared.state.models import Note, NoteKind, Session, SessionStatus, mention_session
@@ -108,9 +111,13 @@ def start_session(start: Message, *, retry_num: str | None) -> Routed:
         trace_id=current_trace(),
     )
     with session_context(session.session_id):
-        if not events.start_session_for_event(event_id=start.event_id, event_type=start.event_type, session=session):
+        started = events.start_session_for_event(event_id=start.event_id, event_type=start.event_type,
+                                                 session=session, quota=quotas.in_force())  # fmt: skip
+        if started.outcome == events.Start.DUPLICATE:
             log.info("duplicate event delivery", extra={"event_id": start.event_id, "retry_num": retry_num})
             return _enqueue_if_queued(session.session_id)
+        if started.refusal is not None:
+            return _refuse(start, started.refusal)
         # Never undone: if the task cannot be created now, Slack's retry (asked for below) or the rescue job
         # creates it; the session is recorded and stays queued until then.
         try:
@@ -122,3 +129,15 @@ def start_session(start: Message, *, retry_num: str | None) -> Routed:
             "session queued", extra={"event_id": start.event_id, "channel": start.channel, "thread_ts": start.thread_ts}
         )
         return Routed({"ok": True, "session_id": session.session_id})
+
+
+def _refuse(start: Message, refusal: quotas.Refusal) -> Routed:
+    """A start over a rate limit: one short note only its sender sees, and nothing else."""
+    when = f"after {refusal.resets:%H:%M} UTC" if refusal.resets else "when one of the running requests ends"
+    text = f"I can't take this now: the limit of {refusal.limit} is reached. Try again {when}."
+    try:
+        slack.ephemeral(start.channel, start.user, text, thread_ts=start.thread_ts if start.in_thread else None)
+    except SlackApiError as exc:
+        log.warning("could not tell the sender about the rate limit", extra={"error": str(exc)})
+    log.info("start refused by a rate limit", extra={"limit": refusal.limit, "user": start.user})
+    return Routed({"ok": True, "limited": refusal.limit})

@@ -6,11 +6,15 @@ record is created at most once, so whatever carried the message, it is acted on 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import Any
 
+from google.cloud import firestore
+
 from shared import config
-from shared.state import ids
+from shared.state import ids, quotas
 from shared.state.firestore import ALREADY_EXISTS, EVENT_EXPIRES_FIELD, db, event_ref, now, session_ref
 from shared.state.models import Session
 
@@ -21,23 +25,61 @@ def record(kind: str, session_id: str, at: datetime) -> dict[str, Any]:
     return {"type": kind, "session_id": session_id, "received_at": at, EVENT_EXPIRES_FIELD: expires}
 
 
-def start_session_for_event(*, event_id: str, event_type: str, session: Session) -> bool:
+class Start(StrEnum):
+    STARTED = "started"
+    DUPLICATE = "duplicate"  # a Slack retry, a concurrent duplicate delivery, or the message's twin event
+    LIMITED = "limited"  # over a rate limit: nothing was created but the message's record
+
+
+@dataclass(frozen=True)
+class Started:
+    outcome: Start
+    refusal: quotas.Refusal | None = None
+
+
+def start_session_for_event(*, event_id: str, event_type: str, session: Session,
+                            quota: quotas.Quota | None = None) -> Started:  # fmt: skip
     """Record the Slack event and create its session in one atomic commit.
 
     Every document is written with ``create()``: if the event was seen before (a Slack retry, or a concurrent
-    duplicate delivery) the whole commit fails and nothing changes. True only for the one delivery that won.
+    duplicate delivery) the whole commit fails and nothing changes. With rate limits on, the same commit reads and
+    updates the limits document; a start over a limit records only the message (so its twin event and Slack's
+    retries are not refused twice) and creates no session.
     """
     body = record(event_type, session.session_id, session.created_at)
-    batch = db().batch()
-    batch.create(event_ref(event_id), body)
-    # The same message can arrive as two events (app_mention and its message twin): it acts once.
-    batch.create(event_ref(ids.message_key(session.channel, session.trigger_ts)), body)
-    batch.create(session_ref(session.session_id), session.to_doc())
+    message = event_ref(ids.message_key(session.channel, session.trigger_ts))
+    if quota is None or not quota.on:
+        batch = db().batch()
+        batch.create(event_ref(event_id), body)
+        # The same message can arrive as two events (app_mention and its message twin): it acts once.
+        batch.create(message, body)
+        batch.create(session_ref(session.session_id), session.to_doc())
+        try:
+            batch.commit()
+        except ALREADY_EXISTS:
+            return Started(Start.DUPLICATE)
+        return Started(Start.STARTED)
+
+    @firestore.transactional
+    def start(transaction: firestore.Transaction) -> Started:
+        limits = quotas.ingress_ref().get(transaction=transaction).to_dict() or {}
+        at = session.created_at
+        refused = quotas.refusal(limits, user=session.trigger_user, channel=session.channel, at=at, quota=quota)
+        if refused is not None:
+            transaction.create(message, record("limited", session.session_id, at))
+            return Started(Start.LIMITED, refused)
+        transaction.create(event_ref(event_id), body)
+        transaction.create(message, body)
+        transaction.create(session_ref(session.session_id), session.to_doc())
+        transaction.set(quotas.ingress_ref(), quotas.admitted(limits, session_id=session.session_id,
+                        user=session.trigger_user, channel=session.channel, at=at, quota=quota))  # fmt: skip
+        return Started(Start.STARTED)
+
     try:
-        batch.commit()
+        started: Started = start(db().transaction())
     except ALREADY_EXISTS:
-        return False
-    return True
+        return Started(Start.DUPLICATE)
+    return started
 
 
 def claim_message(channel: str, ts: str, *, kind: str, session_id: str) -> bool:

@@ -10,9 +10,9 @@ from typing import Any
 from google.cloud import firestore
 
 from shared.errors import ProductError
-from shared.state import sessions
+from shared.state import quotas, sessions
 from shared.state.firestore import STEPS, db, now, session_ref, step_ref
-from shared.state.models import Audit, Note, NoteKind, Session, SessionStatus, Step
+from shared.state.models import Audit, Note, NoteKind, Session, SessionKind, SessionStatus, Step
 
 
 class LeaseLost(ProductError):
@@ -110,6 +110,7 @@ def commit_step(
         updates["notes"] = firestore.ArrayRemove(consumed)
 
     continuing = session.transcript != session.session_id
+    releases = session.kind == SessionKind.MENTION and quotas.in_force().on
     root_ref = session_ref(session.transcript)
 
     @firestore.transactional
@@ -149,6 +150,8 @@ def commit_step(
             raise ChildrenEnded(f"{len(pausing_on_children)} children ended while the session ran")
         if step is not None:
             transaction.create(step_ref(session.transcript, step.seq), step.to_doc())
+        if ending and releases:  # a mention's session no longer runs: it stops counting against the rate limits
+            quotas.release(transaction, session.session_id)
         transaction.update(ref, updates)
         return pending
 

@@ -1,0 +1,114 @@
+"""Ingress rate limits (issue 18, flow 13): a burst is cut at the limit with one ephemeral each and nothing created.
+
+The ingress runs in this process (the slack_events handler, with the limits turned on for it) on the stack's
+Firestore and fake Slack; the tasks it creates go to a sink, so the sessions stay queued, counting as running,
+until a test runs one here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from bench import cost
+from bench.sink import Sink
+from infra import slack_payloads as events
+from infra.fakegemini.control import FakeGemini
+from infra.fakeslack.control import FakeSlack
+from infra.stack import Stack
+from shared import config
+from shared.state import firestore, quotas, sessions
+from shared.state.models import SessionStatus
+from tests.poll import wait_for
+
+pytestmark = pytest.mark.stack
+
+
+@pytest.fixture
+def rig(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Iterator[cost.Rig]:
+    """The ingress here, with the limits on: 3 starts per person per hour, 2 running at once per person."""
+    FakeGemini(stack.url("fake_gemini")).reset()
+    with Sink() as sink:
+        monkeypatch.setenv("TASKS_TARGET_URL", sink.url)
+        for name, value in (("USER_SESSIONS_PER_HOUR", "3"), ("CHANNEL_SESSIONS_PER_HOUR", "100"),
+                            ("USER_RUNNING_SESSIONS", "2"), ("CHANNEL_RUNNING_SESSIONS", "100")):  # fmt: skip
+            monkeypatch.setenv(name, value)
+        config.reset()
+        rig = cost.Rig(stack)
+        try:
+            with rig.installed():
+                yield rig
+            wait_for(lambda: sink.count >= rig.created_tasks.created, timeout=60, what="the tasks to reach the sink")
+        finally:
+            monkeypatch.undo()
+            config.reset()
+
+
+def mention_as(rig: cost.Rig, user: str, text: str) -> tuple[dict[str, Any], str, str]:
+    """A signed mention by ``user`` in a new thread, through the ingress; its reply, channel and ts."""
+    text = f"{text} [{rig.uid}]"
+    channel, ts = rig.new_thread(text)
+    event = events.mention(channel=channel, ts=ts, text=text, user=user)
+    reply: dict[str, Any] = {}
+    rig.ingress(events.signed(event, event_id=f"Ev{rig.uid}{channel}"), reply)
+    return reply, channel, ts
+
+
+def test_a_burst_from_one_person_is_cut_at_the_limit_and_another_person_is_unaffected(
+    rig: cost.Rig, fake_slack: FakeSlack
+) -> None:
+    started = []
+    for n in range(2):
+        reply, _, _ = mention_as(rig, "U0BURST", f"job {n}")
+        started.append(reply["session_id"])
+    assert all(rig.session(s).status == SessionStatus.QUEUED for s in started)  # queued: both count as running
+    reply, channel, ts = mention_as(rig, "U0BURST", "one more")
+    assert reply == {"ok": True, "limited": "2 requests running at once per person"}
+    [note] = fake_slack.ephemerals(channel, "U0BURST")
+    assert "2 requests running at once per person" in note["text"]
+    assert "when one of the running requests ends" in note["text"]
+    assert sessions.running_session_in_thread(channel, ts) is None
+    assert firestore.event_ref(f"Ev{rig.uid}{channel}").get().exists is False  # nothing created for it
+    # Another person is unaffected.
+    other, _, _ = mention_as(rig, "U0OTHER", "mine")
+    assert "session_id" in other
+
+    # A session that ends no longer runs: the next start is admitted, and the hour's limit (3) cuts the one after.
+    rig.script(FakeGemini.text("Done."))
+    rig.deliver(started[0])
+    assert rig.session(started[0]).status == SessionStatus.DONE
+    third, _, _ = mention_as(rig, "U0BURST", "now it fits")
+    assert "session_id" in third
+    rig.script(FakeGemini.text("Done."))
+    rig.deliver(started[1])
+    fourth, channel, _ = mention_as(rig, "U0BURST", "past the hour's limit")
+    assert fourth == {"ok": True, "limited": "3 requests per hour per person"}
+    [note] = fake_slack.ephemerals(channel, "U0BURST")
+    assert "UTC" in note["text"]
+
+
+def test_a_refused_message_is_refused_once_whatever_carried_it(rig: cost.Rig, fake_slack: FakeSlack) -> None:
+    """Slack's retry of a refused mention, and its message twin, post no second ephemeral."""
+    for n in range(2):
+        mention_as(rig, "U0TWICE", f"job {n}")
+    text = f"again [{rig.uid}]"
+    channel, ts = rig.new_thread(text)
+    event = events.mention(channel=channel, ts=ts, text=text, user="U0TWICE")
+    for _ in range(2):  # the same event delivered twice
+        reply: dict[str, Any] = {}
+        rig.ingress(events.signed(event, event_id=f"Ev{rig.uid}again"), reply)
+    assert len(fake_slack.ephemerals(channel, "U0TWICE")) == 1
+
+
+def test_a_dead_workers_session_stops_counting_once_no_session_can_live_that_long(rig: cost.Rig) -> None:
+    for n in range(2):
+        mention_as(rig, "U0DEAD", f"job {n}")
+    limits = quotas.ingress_ref().get().to_dict() or {}
+    stale = firestore.now() - quotas.RUNNING_FOR - timedelta(minutes=1)
+    running = {sid: {**entry, "at": stale} for sid, entry in limits["running"].items() if entry["user"] == "U0DEAD"}
+    quotas.ingress_ref().set({"running": running}, merge=True)  # as a worker that died 31 minutes ago leaves them
+    reply, _, _ = mention_as(rig, "U0DEAD", "after the crash")
+    assert "session_id" in reply
