@@ -16,11 +16,8 @@ import pytest
 
 from bench import cost
 from bench.firestore_ops import Ops
-from bench.sink import Sink
-from infra.fakegemini.control import FakeGemini
 from infra.stack import Stack
-from shared import config
-from tests.poll import wait_for
+from tests.rigs import counted_rig
 
 pytestmark = pytest.mark.stack
 
@@ -28,19 +25,8 @@ pytestmark = pytest.mark.stack
 @pytest.fixture
 def rig(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Iterator[cost.Rig]:
     """Counted Firestore; tasks go to a sink, so every session runs here, once, where it is counted."""
-    FakeGemini(stack.url("fake_gemini")).reset()
-    with Sink() as sink:
-        monkeypatch.setenv("TASKS_TARGET_URL", sink.url)
-        config.reset()
-        rig = cost.Rig(stack)
-        try:
-            with rig.installed():
-                yield rig
-            # Close the sink only once the emulator has delivered every task, or it would retry them.
-            wait_for(lambda: sink.count >= rig.created_tasks.created, timeout=60, what="the tasks to reach the sink")
-        finally:
-            monkeypatch.undo()
-            config.reset()
+    with counted_rig(stack, monkeypatch) as rig:
+        yield rig
 
 
 def test_every_figure_has_a_budget_and_a_description() -> None:

@@ -14,15 +14,13 @@ from typing import Any
 import pytest
 
 from bench import cost
-from bench.sink import Sink
 from infra import slack_payloads as events
 from infra.fakegemini.control import FakeGemini
 from infra.fakeslack.control import FakeSlack
 from infra.stack import Stack
-from shared import config
 from shared.state import firestore, quotas, sessions
 from shared.state.models import SessionStatus
-from tests.poll import wait_for
+from tests.rigs import counted_rig
 
 pytestmark = pytest.mark.stack
 
@@ -30,21 +28,10 @@ pytestmark = pytest.mark.stack
 @pytest.fixture
 def rig(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Iterator[cost.Rig]:
     """The ingress here, with the limits on: 3 starts per person per hour, 2 running at once per person."""
-    FakeGemini(stack.url("fake_gemini")).reset()
-    with Sink() as sink:
-        monkeypatch.setenv("TASKS_TARGET_URL", sink.url)
-        for name, value in (("USER_SESSIONS_PER_HOUR", "3"), ("CHANNEL_SESSIONS_PER_HOUR", "100"),
-                            ("USER_RUNNING_SESSIONS", "2"), ("CHANNEL_RUNNING_SESSIONS", "100")):  # fmt: skip
-            monkeypatch.setenv(name, value)
-        config.reset()
-        rig = cost.Rig(stack)
-        try:
-            with rig.installed():
-                yield rig
-            wait_for(lambda: sink.count >= rig.created_tasks.created, timeout=60, what="the tasks to reach the sink")
-        finally:
-            monkeypatch.undo()
-            config.reset()
+    limits = {"USER_SESSIONS_PER_HOUR": "3", "CHANNEL_SESSIONS_PER_HOUR": "100", "USER_RUNNING_SESSIONS": "2",
+              "CHANNEL_RUNNING_SESSIONS": "100"}  # fmt: skip
+    with counted_rig(stack, monkeypatch, **limits) as rig:
+        yield rig
 
 
 def mention_as(rig: cost.Rig, user: str, text: str) -> tuple[dict[str, Any], str, str]:
