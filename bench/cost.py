@@ -56,6 +56,10 @@ FIGURES: dict[str, str] = {
     ),
     "session_one_turn": "agent_session for a mention answered in one model turn: claim, prompt, turn, post, end",
     "agent_turn": "one more model turn with a tool call (model step and tool step, each persisted)",
+    "agent_turn_with_budgets": (
+        "the same turn with the daily token budgets on: the requester's day read and the day's total queried before "
+        "the turn, its tokens added in the turn's commit"
+    ),
     "ledger_outward_call": (
         "the ledger's cost for one call of an outward, non-idempotent tool (started and done records, each fenced "
         "by the lease; the example tool also writes its own record). The tool runs as `safe` (`TOOL_TIERS`), so "
@@ -260,6 +264,9 @@ LIMITS_ON = {"USER_SESSIONS_PER_HOUR": "1000", "CHANNEL_SESSIONS_PER_HOUR": "100
              "CHANNEL_RUNNING_SESSIONS": "100"}  # fmt: skip
 
 
+BUDGETS_ON = {"USER_DAILY_TOKENS": "1000000000", "WORKSPACE_DAILY_TOKENS": "1000000000000"}
+
+
 def mention_and_one_turn(rig: Rig) -> dict[str, Ops]:
     request, reply = rig.mention(), dict[str, Any]()
     ops = {"mention": rig.measure(lambda: rig.ingress(request, reply))}
@@ -275,14 +282,18 @@ def mention_and_one_turn(rig: Rig) -> dict[str, Ops]:
 
 
 def agent_turn(rig: Rig) -> dict[str, Ops]:
-    """One tool turn more costs the difference between these two sessions."""
-    cost = []
-    for tool_turns in (1, 2):
-        session_id = rig.start("read the thread, then answer")
-        rig.script(*[FakeGemini.call("read_thread", limit=5)] * tool_turns, FakeGemini.text("Done."))
-        cost.append(rig.measure(functools.partial(rig.deliver, session_id)))
-        rig.expect(session_id, SessionStatus.DONE)
-    return {"agent_turn": cost[1] - cost[0]}
+    """One tool turn more costs the difference between these two sessions (and with the daily token budgets on)."""
+    figures = {}
+    for name, env in (("agent_turn", {}), ("agent_turn_with_budgets", BUDGETS_ON)):
+        cost = []
+        with environment(**env):
+            for tool_turns in (1, 2):
+                session_id = rig.start("read the thread, then answer")
+                rig.script(*[FakeGemini.call("read_thread", limit=5)] * tool_turns, FakeGemini.text("Done."))
+                cost.append(rig.measure(functools.partial(rig.deliver, session_id)))
+                rig.expect(session_id, SessionStatus.DONE)
+        figures[name] = cost[1] - cost[0]
+    return figures
 
 
 def outward_call(rig: Rig) -> dict[str, Ops]:

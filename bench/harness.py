@@ -98,7 +98,6 @@ class Bench:
                 with_functions=("slack_events",),
                 # product_env() names agent_session's URL; here it is the sink's.
                 ports={"agent_session": self.ports["sink"]},
-                # The rate limits are off: the ingress figure sends thousands of mentions from one user.
                 extra_env={"TASKS_TARGET_URL": self.url("sink"), **{name: "0" for name in RATE_LIMITS}},
                 stack_file=STACK_FILE,
             ).start()

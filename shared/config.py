@@ -340,6 +340,15 @@ class Settings:
         "CHANNEL_RUNNING_SESSIONS", "6", "Sessions that may run at once in one channel; 0: no limit.", _LIMITED,
         integer(0, 1000),
     )  # fmt: skip
+    user_daily_tokens = Var(
+        "USER_DAILY_TOKENS", "5000000",
+        "Tokens one person's sessions may spend per day (UTC); a session that would cross it stops and asks an "
+        "operator whether to go on. 0: no budget.", _AGENT, integer(0, 10**12),
+    )  # fmt: skip
+    workspace_daily_tokens = Var(
+        "WORKSPACE_DAILY_TOKENS", "50000000",
+        "Tokens all sessions may spend per day (UTC), the same way. 0: no budget.", _AGENT, integer(0, 10**13),
+    )  # fmt: skip
     child_max_turns = Var(
         "CHILD_MAX_TURNS", "10", "Model turns one delegated child may take (less if its tree's budget has less).",
         _AGENT, integer(1, 200),

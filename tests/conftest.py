@@ -109,6 +109,8 @@ def stack() -> Iterator[Stack]:
             "CHANNEL_SESSIONS_PER_HOUR": "0",
             "USER_RUNNING_SESSIONS": "0",
             "CHANNEL_RUNNING_SESSIONS": "0",
+            "USER_DAILY_TOKENS": "0",  # the suite's one test user spends millions (tests/test_daily_budget.py)
+            "WORKSPACE_DAILY_TOKENS": "0",
             # A tree's budget: the root's own 6 turns, then room for four children of 5 turns each.
             "CHILD_MAX_TURNS": "5",
             "TREE_MAX_TURNS": "26",

@@ -53,6 +53,15 @@ def web_stack() -> Iterator[Stack]:
         stack.stop()
 
 
+@pytest.fixture(scope="module", autouse=True)
+def patient_expectations() -> Iterator[None]:
+    """Every expectation waits as long as a message through the product's real path can take on a loaded machine
+    (Playwright's default of 5 s failed in CI beside other test runs)."""
+    expect.set_options(timeout=20_000)
+    yield
+    expect.set_options(timeout=5_000)
+
+
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     if chromium.chromium() is None:

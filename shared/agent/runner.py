@@ -16,7 +16,7 @@ from typing import Any
 from google.genai import types
 
 from shared import config, deps
-from shared.agent import followup, gate, prompts
+from shared.agent import daily_budget, followup, gate, prompts
 from shared.agent import model as gemini
 from shared.agent.budget import Budget
 from shared.agent.opening import opening_content
@@ -28,7 +28,7 @@ from shared.asks import delegation, stopping, tree_status
 from shared.limits import TOO_LARGE_REQUEST_CHARS
 from shared.slack.surface import ThreadSurface
 from shared.state import children as stored_children
-from shared.state import ids, steps
+from shared.state import ids, spend, steps
 from shared.state.firestore import now
 from shared.state.models import Audit, AuditType, Note, NoteKind, Session, SessionKind, SessionStatus, Step, StepKind
 
@@ -91,6 +91,8 @@ class Runner(ToolTurns):
             audit=audit,
             at=now(),
         )
+        totals = fields.get("tokens")  # a model turn: what it spent counts against the daily budgets
+        spent = spend.counted(totals) - spend.counted(self.session.tokens) if isinstance(totals, dict) else 0
         self.notes = steps.commit_step(
             self.session,
             step,
@@ -101,6 +103,7 @@ class Runner(ToolTurns):
             pausing_on=pausing_on,
             pausing_on_all=pausing_on_all,
             pausing_on_children=pausing_on_children,
+            spent=spent,
         )
         self.steps.append(step)
         self.committed = time.monotonic()
@@ -171,6 +174,11 @@ class Runner(ToolTurns):
             reason = self.budget.exhausted(self.session.turns, self.session.tool_calls)
             if reason:
                 return self._final_without_tools(prompts.WRAP_UP.format(reason=reason), kind=StepKind.WRAP_UP)
+            halted = self._spent_today()
+            if halted == SessionStatus.RUNNING:
+                continue  # the budget question is the pending call: the next pass asks it
+            if halted is not None:
+                return halted
             try:
                 ended = self._model_turn()
             except gemini.ContextTooLong:
@@ -189,6 +197,25 @@ class Runner(ToolTurns):
                 continue
             if ended is not None:
                 return ended
+
+    def _spent_today(self) -> SessionStatus | None:
+        """None if a daily token budget allows the next model turn. Otherwise a child fails (it cannot ask the
+        operators), a conversation whose operators chose to stop stops, and one not asked yet asks (RUNNING)."""
+        budgets = spend.in_force()
+        reason = spend.over(self.session, now(), budgets) if budgets.on else None
+        if reason is None:
+            return None
+        if self.session.reports_to_parent:
+            return self._fail(f"{reason} is spent for today", detail=reason)
+        answered = daily_budget.answer(self.steps)
+        if answered == daily_budget.LIFT:
+            return None
+        if answered is not None:
+            return self._stopped(f"an operator, as {reason} is spent for today")
+        audit = [Audit(AuditType.MODEL, now(), text=f"{reason} is spent: asking the operators", calls=["ask_operator"])]
+        self._commit(StepKind.MODEL, daily_budget.question(reason, self.session.next_seq), audit)
+        log.warning("a daily token budget is spent; asking the operators", extra={"reason": reason})
+        return SessionStatus.RUNNING
 
     def _start(self) -> SessionStatus | None:
         """Where this run starts: its first step, an answer a crash left unposted, or its children's results."""

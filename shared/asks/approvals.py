@@ -91,7 +91,7 @@ def request(session: Session, seq: int, calls: list[tuple[int, str | None, str, 
                 digest=digest(tool, args_json),
                 turn_ids=turn_ids,
                 asked_at=now(),
-                requested_by=session.trigger_user,
+                requested_by=session.requester,
                 label=label,
             )
         )

@@ -48,7 +48,7 @@ def ask(session: Session, *, seq: int, call_index: int, call_id: str | None, que
             blocking=blocking,
             call_id=call_id,
             asked_at=now(),
-            requester=session.trigger_user,
+            requester=session.requester,
             mcp_input=mcp_input,
         )
     )

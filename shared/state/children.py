@@ -52,6 +52,7 @@ def child_session(parent: Session, *, seq: int, index: int, task: str, blocking:
         thread_ts=parent.thread_ts,
         trigger_ts=parent.trigger_ts,
         trigger_user=parent.trigger_user,
+        requested_by=parent.requester,
         text=task,
         created_at=at,
         transcript_writer=child_id,
@@ -238,7 +239,7 @@ def _report(transaction: firestore.Transaction, child: Session, parent: Session 
         thread_ts=parent.thread_ts, trigger_ts=parent.trigger_ts, trigger_user=parent.trigger_user,
         text=f"the result of {child.session_id}", created_at=when, asker_session_id=parent.session_id,
         transcript_id=parent.transcript, parent_session_id=parent.parent_session_id, depth=parent.depth,
-        late_note=note, trace_id=parent.trace_id,
+        late_note=note, trace_id=parent.trace_id, requested_by=parent.requester,
     )  # fmt: skip
     if session_ref(later.session_id).get(transaction=transaction).exists:
         return None

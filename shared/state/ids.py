@@ -94,3 +94,8 @@ def task_id(session_id: str, attempt: str = "") -> str:
     base = f"{session_id}-{attempt}" if attempt else session_id
     prefix = hashlib.sha256(base.encode()).hexdigest()[:8]
     return f"{prefix}-{_clean(base)}"
+
+
+def spend_doc(day: str, user: str) -> str:
+    """One person's token spend on one day."""
+    return f"{day}-{_clean(user)}"

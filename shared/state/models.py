@@ -235,6 +235,12 @@ class Session:
     tree_reserved: dict[str, int] = field(default_factory=dict)  # the root: turns and tool_calls allotted now
     tree_tokens: dict[str, int] = field(default_factory=dict)  # the root: the tokens its ended children used
     tree_status_ts: str | None = None  # the root: the thread message listing the tree's children and their state
+    requested_by: str | None = None  # who asked for the work, when another person's answer or click started this
+
+    @property
+    def requester(self) -> str:
+        """The person whose request this session works on (its tokens count against their daily budget)."""
+        return self.requested_by or self.trigger_user
 
     @property
     def transcript(self) -> str:
@@ -435,6 +441,7 @@ def continuation_session(question: Question, *, answer_ts: str, user: str, text:
         text=text,
         created_at=at,
         asker_session_id=question.session_id,
+        requested_by=question.requester,
         question_id=question.question_id,
         transcript_id=question.transcript_id,
         trace_id=trace_id,
@@ -453,6 +460,7 @@ def approvals_continuation(approval: Approval, *, user: str, at: datetime, trace
         text=f"decisions on {len(approval.turn_ids)} call(s)",
         created_at=at,
         asker_session_id=approval.session_id,
+        requested_by=approval.requested_by,
         approval_ids=list(approval.turn_ids),
         transcript_id=approval.transcript_id,
         trace_id=trace_id,

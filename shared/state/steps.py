@@ -10,7 +10,7 @@ from typing import Any
 from google.cloud import firestore
 
 from shared.errors import ProductError
-from shared.state import quotas, sessions
+from shared.state import quotas, sessions, spend
 from shared.state.firestore import STEPS, db, now, session_ref, step_ref
 from shared.state.models import Audit, Note, NoteKind, Session, SessionKind, SessionStatus, Step
 
@@ -74,6 +74,24 @@ def audit_of(session: Session) -> list[Audit]:
             for entry in step.audit]  # fmt: skip
 
 
+def _check_pause(transaction: firestore.Transaction, pending: list[Note], pausing_on: str | None,
+                 pausing_on_all: list[str], pausing_on_children: list[str]) -> None:  # fmt: skip
+    """Raise if what a pause would wait for has already happened (the pause is then not written)."""
+    # An answer to the question it pauses on reached it first: no pause (decided with the answer's transaction).
+    answered = [n for n in pending if pausing_on is not None and n.question_id == pausing_on]
+    if answered:
+        raise AnsweredMeanwhile(answered[:1])
+    # A decision note is written only when the last call of its turn was decided: one means all are.
+    decided = [n for n in pending if n.question_id in pausing_on_all]
+    if decided:
+        raise AnsweredMeanwhile(decided)
+    asked = [n for n in pending if n.kind == NoteKind.CHILD_QUESTION and n.user in pausing_on_children]
+    if asked:
+        raise ChildAsked(asked)
+    if pausing_on_children and sessions.all_ended(pausing_on_children, transaction):
+        raise ChildrenEnded(f"{len(pausing_on_children)} children ended while the session ran")
+
+
 def commit_step(
     session: Session,
     step: Step | None,
@@ -85,6 +103,7 @@ def commit_step(
     pausing_on: str | None = None,
     pausing_on_all: list[str] | None = None,
     pausing_on_children: list[str] | None = None,
+    spent: int = 0,
 ) -> list[Note]:
     """Persist one step and the session's progress together, fenced by the lease; returns the pending notes.
 
@@ -135,21 +154,11 @@ def commit_step(
         # A pause is never blocked by notes: they move to the continuation. Only an ending waits for them.
         if ending and pending and wait_for_notes and updates.get("status") in _WAITS_FOR_NOTES:
             raise NotesPending(pending)
-        # An answer to the question it pauses on reached it first: no pause (decided with the answer's transaction).
-        answered = [n for n in pending if pausing_on is not None and n.question_id == pausing_on]
-        if answered:
-            raise AnsweredMeanwhile(answered[:1])
-        # A decision note is written only when the last call of its turn was decided: one means all are.
-        decided = [n for n in pending if pausing_on_all and n.question_id in pausing_on_all]
-        if decided:
-            raise AnsweredMeanwhile(decided)
-        asked = [n for n in pending if n.kind == NoteKind.CHILD_QUESTION and n.user in (pausing_on_children or [])]
-        if asked:
-            raise ChildAsked(asked)
-        if pausing_on_children and sessions.all_ended(pausing_on_children, transaction):
-            raise ChildrenEnded(f"{len(pausing_on_children)} children ended while the session ran")
+        _check_pause(transaction, pending, pausing_on, pausing_on_all or [], pausing_on_children or [])
         if step is not None:
             transaction.create(step_ref(session.transcript, step.seq), step.to_doc())
+        if spent and spend.in_force().on:  # the turn's tokens count against its person's daily budget
+            spend.record(transaction, session, spent, when)
         if ending and releases:  # a mention's session no longer runs: it stops counting against the rate limits
             quotas.release(transaction, session.session_id)
         transaction.update(ref, updates)

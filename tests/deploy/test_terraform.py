@@ -24,7 +24,7 @@ from deploy.evaluate import evaluator as evaluator_for
 from deploy.terraform import Block, Module, body_items
 from shared import config, deps
 from shared.agent import worker
-from shared.state import firestore, indexes, sessions
+from shared.state import firestore, indexes, sessions, spend
 from tests.deploy.conftest import ROOT, TERRAFORM, TFVARS
 
 FUNCTION = ("google_cloudfunctions2_function", "this")
@@ -391,6 +391,13 @@ class _Query:
         self.runs.append(self)
         return iter(())
 
+    def sum(self, _: str, **__: Any) -> _Query:  # an aggregation: recorded when it runs, like a query
+        return self
+
+    def get(self) -> list[Any]:
+        self.runs.append(self)
+        return []
+
     def needs(self) -> indexes.Index | None:
         """The composite index this query needs; None when single-field indexes serve it."""
         equalities = [name for name, op in self.filters if op == "=="]
@@ -424,12 +431,13 @@ def queries_the_code_runs(monkeypatch: pytest.MonkeyPatch) -> list[_Query]:
         sessions.running_session_in_thread("C1", "1.0")
         sessions.children_of("s1")
         sessions.tree_members("s1")
+        spend.day_total("2030-01-01")
     return client.runs
 
 
 # The functions in shared/state/ that run a collection query; each is exercised above.
 QUERYING = {"_stale", "children_of", "decided_approvals", "running_session_in_thread", "sessions_created",
-            "stale_approvals", "stale_questions", "tree_members",
+            "day_total", "stale_approvals", "stale_questions", "tree_members",
             "stale_sessions"}  # fmt: skip
 
 
