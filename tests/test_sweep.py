@@ -193,9 +193,13 @@ def test_a_dead_worker_is_narrated_from_its_audit_log(
     request = fake_gemini.requests()[-1]
     assert "status.example.com" in texts(request)  # the narration was given the audit log
     assert "tools" not in request["body"]
-    dead = sessions.get_session(session.session_id)
-    assert dead is not None
-    assert (dead.status, dead.followed_up) == (SessionStatus.SILENT_EXIT, True)
+    # The narration marks its session followed up just after it ends.
+    def followed_up() -> Session | None:
+        found = sessions.get_session(session.session_id)
+        return found if found is not None and found.followed_up else None
+
+    dead = wait_for(followed_up, timeout=10, what="the dead session marked followed up")
+    assert dead.status == SessionStatus.SILENT_EXIT
     assert sweep(stack)["narrated"] == 0
 
 
