@@ -193,6 +193,7 @@ def test_a_dead_worker_is_narrated_from_its_audit_log(
     request = fake_gemini.requests()[-1]
     assert "status.example.com" in texts(request)  # the narration was given the audit log
     assert "tools" not in request["body"]
+
     # The narration marks its session followed up just after it ends.
     def followed_up() -> Session | None:
         found = sessions.get_session(session.session_id)
