@@ -7,6 +7,7 @@ match its own task text, and every count (resumptions, results, posts) is read f
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -205,9 +206,25 @@ def test_children_ending_together_and_delivered_twice_resume_the_parent_once(
     child_ids = [ids.child_id(thread.session_id, 1, n) for n in range(4)]
     wait_status(child_ids[0], SessionStatus.RUNNING, SessionStatus.DONE, timeout=30)
     url = stack.function_url("agent_session")
-    for child_id in child_ids:  # Cloud Tasks may deliver each child's task again, in parallel
-        delivery.deliver(url, child_id, task=f"again-{child_id}", copies=2)
-    wait_status(thread.session_id, SessionStatus.DONE, timeout=60)
+    # The parent's task delivered again and again, two copies at once, while its children end and it resumes.
+    parent_done = threading.Event()
+
+    def redeliver_parent() -> None:
+        n = 0
+        while not parent_done.is_set():
+            delivery.deliver(url, thread.session_id, task=f"dup-{thread.session_id}-{n}", copies=2)
+            n += 1
+            time.sleep(0.05)
+
+    duplicates = threading.Thread(target=redeliver_parent)
+    duplicates.start()
+    try:
+        for child_id in child_ids:  # Cloud Tasks may deliver each child's task again, in parallel
+            delivery.deliver(url, child_id, task=f"again-{child_id}", copies=2)
+        wait_status(thread.session_id, SessionStatus.DONE, timeout=60)
+    finally:
+        parent_done.set()
+        duplicates.join()
     resumed = [s for s in steps.load_steps(thread.session_id) if s.kind == StepKind.ANSWER]
     assert len(resumed) == 1
     assert len([r for r in requests_for(fake_gemini, f"[C{uid}]") if function_responses(r)]) == 1
