@@ -91,3 +91,30 @@ def test_one_trace_across_ingress_deliveries_and_the_continuation(
     assert len(everything) == 1, found
     [trace] = everything
     assert trace.startswith(f"projects/{local.PROJECT}/traces/")
+
+
+def test_a_delegated_child_logs_under_its_parents_trace(stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini,
+                                                         uid: str) -> None:  # fmt: skip
+    task = json.dumps({"task": f"count the rows {uid}"})
+    fake_gemini.script(
+        FakeGemini.matching(f"[C{uid}]", G.call("delegate", task=f"count the rows {uid}")),
+        FakeGemini.matching(task, G.text("12 rows.")),
+        FakeGemini.matching(f"[C{uid}]", G.text("There are 12 rows.")),
+    )
+    thread = mention(fake_slack, f"C{uid}", "count the rows")
+    wait_status(thread.session_id, SessionStatus.DONE, timeout=60)
+    child = ids.child_id(thread.session_id, 1, 0)
+
+    def traces() -> dict[str, set[str]]:
+        found: dict[str, set[str]] = {}
+        for line in (stack.logs_dir / "agent_session.log").read_text().splitlines():
+            if line.startswith("{") and child in line:
+                entry = json.loads(line)
+                if entry.get("session_id") in {thread.session_id, child}:
+                    found.setdefault(str(entry["session_id"]), set()).add(str(entry.get(TRACE_FIELD)))
+        return found
+
+    found = wait_for(lambda: traces() if child in traces() else None, timeout=10, what="the child's log lines")
+    [trace] = found[child]
+    assert found[thread.session_id] == {trace}  # the parent's lines that name the child (it started it)
+    assert trace.startswith(f"projects/{local.PROJECT}/traces/")
