@@ -75,6 +75,11 @@ class Bench:
     def bolt_url(self) -> str:
         return self.url("bolt")
 
+    @property
+    def limits_url(self) -> str:
+        """Our ingress with the rate limits on."""
+        return self.url("ours_limits")
+
     def sink_count(self) -> int:
         """How many task deliveries the sink has answered."""
         with urllib.request.urlopen(self.url("sink") + "_count", timeout=10) as response:  # noqa: S310 - loopback
@@ -108,6 +113,18 @@ class Bench:
                 self.function_env(),
             )
             wait_until(lambda: http_answers(self.bolt_url), proc=bolt, what="HTTP", timeout=60)
+            # Our ingress again, with the hourly rate limits on (high enough never to refuse): what they cost.
+            self.ports["ours_limits"] = free_port()
+            limited = self.spawn(
+                "ours_limits",
+                function_argv(ROOT / "functions" / "main.py", "slack_events", self.ports["ours_limits"]),
+                {
+                    **self.function_env(),
+                    "USER_SESSIONS_PER_HOUR": "1000000000",
+                    "CHANNEL_SESSIONS_PER_HOUR": "1000000000",
+                },
+            )
+            wait_until(lambda: http_answers(self.limits_url), proc=limited, what="HTTP", timeout=60)
         except BaseException:
             self.stop()
             raise
@@ -130,7 +147,7 @@ class Bench:
 
     def stop(self) -> None:
         """Stop everything this run started, by pid; safe to call twice."""
-        for name in ("bolt", "sink"):
+        for name in ("ours_limits", "bolt", "sink"):
             proc = self.procs.pop(name, None)
             if proc is not None:
                 proc.stop()

@@ -11,7 +11,10 @@ falls on both: at concurrency 1 request by request (one client with a connection
 to each), at concurrency 16 round by round, in alternating order. 900 events per
 server and concurrency, after 30 of warm-up each. At the end, every request's task
 must have reached the sink, and both must refuse a forged signature with a 401, or
-the run fails: a server that skipped part of the work would look fast.
+the run fails: a server that skipped part of the work would look fast. A third server,
+``ours_limits``, is our ingress again with the hourly rate limits on (set high enough
+never to refuse): it takes its turns with the others, and the ratio of its p50 to ours
+is what the limits cost (one more document read and written in the same commit).
 """
 
 from __future__ import annotations
@@ -167,7 +170,7 @@ def measure(bench: Bench) -> dict[tuple[str, int], Run]:
     At concurrency 1 the servers take turns request by request (one client, one connection to each); at
     concurrency 16 round by round, in alternating order, so that each round loads one server at a time.
     """
-    servers = {"ours": bench.ours_url, "bolt": bench.bolt_url}
+    servers = {"ours": bench.ours_url, "bolt": bench.bolt_url, "ours_limits": bench.limits_url}
     for name, url in servers.items():
         refuses_forgeries(name, url)
     before = bench.sink_count()
@@ -246,7 +249,7 @@ def run(bench: Bench) -> Section:
     runs = measure(bench)
     rows = []
     for concurrency in CONCURRENCY:
-        for name in ("ours", "bolt"):
+        for name in ("ours", "bolt", "ours_limits"):
             r = runs[(name, concurrency)]
             p50s = ", ".join(f"{p:.1f}" for p in r.round_p50)
             rows.append(
@@ -268,6 +271,8 @@ def run(bench: Bench) -> Section:
             section.add(below(name, ours.p(q), "ms", P99_LIMIT_MS) if q == 99 else info(name, ours.p(q), "ms"))
             section.add(info(f"ingress_c{concurrency}_p{q}_bolt", bolt.p(q), "ms"))
             section.add(at_most(f"ingress_c{concurrency}_p{q}_ours_over_bolt", ours.p(q) / bolt.p(q), "ratio", 1.0))
+        limited = runs[("ours_limits", concurrency)]
+        section.add(at_most(f"ingress_c{concurrency}_p50_limits_on_over_off", limited.p(50) / ours.p(50), "ratio", 1.1))
     parts = breakdown()
     section.say(
         *prose(__doc__),

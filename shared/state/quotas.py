@@ -98,7 +98,8 @@ def admitted(doc: dict[str, Any], *, session_id: str, user: str, channel: str, a
     users[user] = users.get(user, 0) + 1
     channels[channel] = channels.get(channel, 0) + 1
     running = live(doc, at=at, quota=quota)
-    running[session_id] = {"user": user, "channel": channel, "at": at}
+    if quota.user_running or quota.channel_running:  # kept only while a limit reads it
+        running[session_id] = {"user": user, "channel": channel, "at": at}
     return {"hour": hour_of(at), "users": users, "channels": channels, "running": running}
 
 
