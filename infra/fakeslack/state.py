@@ -227,6 +227,7 @@ class Workspace:
             self.echoes: list[tuple[Message, Json | None]] = []
             self.channel_types: dict[str, str] = {}
             self.statuses: dict[str, str] = {}  # "channel/thread_ts" -> assistant.threads.setStatus's status
+            self.status_refusals: dict[str, str] = {}  # channel -> the error assistant.threads.setStatus answers
             self._last_ts = 0
 
     def touch(self) -> None:

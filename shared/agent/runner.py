@@ -280,6 +280,7 @@ class Runner(ToolTurns):
         """One model turn, persisted. None if the loop goes on; how the session ended (or paused) once answered."""
         history = shorten_tool_results(contents_of(self.steps), config.settings().model_context_tokens)
         system = f"{prompts.SYSTEM}\n\n{self.tools.notice}" if self.tools.notice else prompts.SYSTEM
+        self.surface.working()
         response = gemini.generate(history, system=system, tools=self.tools.declarations())
         content = _first_content(response)
         calls = [p.function_call for p in content.parts or [] if p.function_call]
@@ -390,6 +391,7 @@ class Runner(ToolTurns):
             history = [*contents_of(first), note]
         else:
             history = shorten_tool_results(contents_of(self.steps), config.settings().model_context_tokens)
+        self.surface.working()
         try:
             response = gemini.generate(history, system=prompts.SYSTEM)
         except (gemini.ModelUnavailable, gemini.ContextTooLong) as exc:

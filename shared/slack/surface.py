@@ -1,8 +1,13 @@
 """The thread surface: what a session shows in its Slack thread while it works and when it ends.
 
-The agent talks to a ``ThreadSurface`` (working, paused, done, failed, post) instead of adding reactions itself,
-so Slack's own status and streaming can replace reactions later in one place. Posts carry a key in message
-metadata; after a crash ``recover`` reads the thread once so no key is posted twice.
+The agent talks to a ``ThreadSurface`` (working, doing, paused, done, failed, post) instead of calling Slack
+itself, so this is the one place that decides how work shows: Slack's own status under the thread ("is
+thinking…", "is fetching example.com"), cleared when the session pauses or ends. Where Slack refuses a status (a
+missing scope, a token or a channel it does not allow), the surface falls back to the 👀 reaction for the rest of
+its session, without asking again. The end of a session is marked with a reaction either way: a status is gone
+once the session stops, a reaction stays.
+
+Posts carry a key in message metadata; after a crash ``recover`` reads the thread once so no key is posted twice.
 """
 
 from __future__ import annotations
@@ -22,8 +27,13 @@ class Reaction(StrEnum):
     WORKING = "eyes"
     DONE = "white_check_mark"
     FAILED = "warning"
+    STOPPED = "octagonal_sign"
     QUESTION = "speech_balloon"  # on an open question's post
     ANSWERED = "white_check_mark"  # on the message that answered a question
+
+
+THINKING = "is thinking…"
+MAX_STATUS_CHARS = 100  # a status is one short line under the thread
 
 
 class ThreadSurface:
@@ -35,18 +45,43 @@ class ThreadSurface:
         self.trigger_ts = trigger_ts
         self.quiet = quiet  # a delegated child: it reports to its parent, and posts only what operators must see
         self.posted: dict[str, str] = {}  # post keys Slack already has, mapped to their ts
+        self.status: str | None = None  # the status Slack shows now, as far as this run knows (None: not set yet)
+        self.status_refused = False  # Slack refused a status: the 👀 reaction shows the work instead
+        self.reacted = False  # the 👀 reaction is on the trigger message (the fallback)
 
     def recover(self) -> None:
         """After a takeover: learn which of this session's posts Slack already has (one thread read)."""
         self.posted = slack.posted_keys(self.channel, self.thread_ts)
 
     def working(self) -> None:
-        if not self.quiet:
-            slack.react(self.channel, self.trigger_ts, Reaction.WORKING)
+        """The session is working (a model turn is next)."""
+        self.doing(THINKING)
+
+    def doing(self, status: str) -> None:
+        """What the session is doing now ("is reading the thread"); Slack is asked only when it changes."""
+        if self.quiet:
+            return
+        status = status[:MAX_STATUS_CHARS]
+        if not self.status_refused and status != self.status:
+            if slack.set_status(self.channel, self.thread_ts, status) is None:
+                self.status = status
+                return
+            self.status_refused = True  # for the rest of this session: no retry on every step
+        if self.status_refused and not self.reacted:
+            self.reacted = slack.react(self.channel, self.trigger_ts, Reaction.WORKING)
 
     def paused(self) -> None:
-        if not self.quiet:
+        """The session waits (or ends): its status is cleared, or the fallback's 👀 removed."""
+        if self.quiet:
+            return
+        if not self.status_refused and self.status != "":
+            if slack.set_status(self.channel, self.thread_ts, "") is None:
+                self.status = ""
+                return
+            self.status_refused = True
+        if self.status_refused and (self.reacted or self.status is None):  # a predecessor's 👀 (a takeover)
             slack.unreact(self.channel, self.trigger_ts, Reaction.WORKING)
+            self.reacted = False
 
     def done(self) -> None:
         self._end(Reaction.DONE)
@@ -60,7 +95,7 @@ class ThreadSurface:
 
     def _end(self, reaction: Reaction) -> None:
         if not self.quiet:
-            slack.unreact(self.channel, self.trigger_ts, Reaction.WORKING)
+            self.paused()
             slack.react(self.channel, self.trigger_ts, reaction)
 
     def post(self, text: str, *, key: str, blocks: Sequence[Block] | None = None, for_operators: bool = False) -> str:
@@ -71,7 +106,11 @@ class ThreadSurface:
         """
         if self.quiet and not for_operators:
             return ""
-        ts = self.posted.get(key) or slack.post(self.channel, self.thread_ts, text, key=key, blocks=blocks)
+        ts = self.posted.get(key)
+        if not ts:
+            ts = slack.post(self.channel, self.thread_ts, text, key=key, blocks=blocks)
+            if self.status:
+                self.status = None  # Slack clears a thread's status when the app posts: set it again next step
         self.posted[key] = ts
         return ts
 
