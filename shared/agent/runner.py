@@ -149,7 +149,7 @@ class Runner(ToolTurns):
             posted = [Audit(AuditType.POST, now(), ts=ts)]
             self._commit(StepKind.END, None, posted, status=SessionStatus.STOPPED.value, error=f"stopped by {by}",
                          ended_at=now())  # fmt: skip
-            self.surface.paused()
+            self.surface.stopped()
         stopping.close_waits(self.session, by=by)  # what it asked just before the stop reached it
         stopping.stop_children(self.session, by=by)
         log.info("session stopped", extra={"by": by})

@@ -157,15 +157,39 @@ def escaped(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def tree_status(lines: list[tuple[int, str, str]], *, done: int, total: int) -> tuple[str, list[Any]]:
-    """The message listing a session's delegated tasks: ``(depth, task, state)`` per child, in tree order."""
+# --- the Stop control ---------------------------------------------------------------------------------
+
+STOP_ACTION = "session_stop"
+
+
+def stop_block(session_id: str) -> ActionsBlock:
+    """A Stop button for a working session; its value names the session (checked against the store on press)."""
+    button = ButtonElement(text="Stop", action_id=STOP_ACTION, value=session_id, style="danger")
+    return ActionsBlock(block_id=f"stop:{session_id}", elements=[button])
+
+
+def progress_blocks(text: str, session_id: str) -> list[Any] | None:
+    """A progress message with the Stop button under it; None if the text is too long for a block."""
+    if len(text) > SECTION_CHARS:
+        return None
+    return [SectionBlock(text=MarkdownTextObject(text=text)), stop_block(session_id)]
+
+
+SECTION_CHARS = 3000  # Slack's limit for a section block's text
+
+
+def tree_status(lines: list[tuple[int, str, str]], *, done: int, total: int,
+                stop: str | None = None) -> tuple[str, list[Any]]:  # fmt: skip
+    """The message listing a session's delegated tasks: ``(depth, task, state)`` per child, in tree order; with
+    ``stop`` (the tree's root session, while its tasks run) a Stop button for the whole tree."""
     header = f":busts_in_silhouette: *Delegated tasks* ({done} of {total} finished)"
     shown = lines[:TREE_LINES]
     rows = [f"{'    ' * (depth - 1)}• {escaped(_folded_line(task))} — _{state}_" for depth, task, state in shown]
     if len(lines) > len(shown):
         rows.append(f"… and {len(lines) - len(shown)} more")
     text = "\n".join([header, *rows])
-    return text, [SectionBlock(text=MarkdownTextObject(text=text[:3000]))]
+    section: list[Any] = [SectionBlock(text=MarkdownTextObject(text=text[:SECTION_CHARS]))]
+    return text, section + ([stop_block(stop)] if stop else [])
 
 
 TREE_LINES = 20  # children listed in the status message; the rest are counted

@@ -89,6 +89,9 @@ class ThreadSurface:
     def failed(self) -> None:
         self._end(Reaction.FAILED)
 
+    def stopped(self) -> None:
+        self._end(Reaction.STOPPED)
+
     def silent(self) -> None:
         """Ended without reporting back: the narration that follows will speak."""
         self.paused()
