@@ -155,11 +155,13 @@ def ctl_click(ws: Workspace, args: Json) -> Json:
         message = ws.find(channel, message_ts)
         if message is None:
             raise SlackError("message_not_found")
-        button = next((b for b in buttons_in(message.blocks) if b["action_id"] == action_id), {})
+        pressable = [b for b in buttons_in(message.blocks) if b["action_id"] == action_id]
+        button = next((b for b in pressable if args.get("value") in (None, b["value"])), {})
         block_id = args.get("block_id") or button.get("block_id") or "fake"
         value = args["value"] if "value" in args else button.get("value")
         label = {"type": "plain_text", "text": button.get("text", ""), "emoji": True}
-        action = {"action_id": action_id, "block_id": block_id, "text": label, "value": value, "type": "button"}
+        action = {"action_id": action_id, "block_id": block_id, "text": label, "value": value,
+                  "type": button.get("type", "button")}  # fmt: skip
         action["action_ts"] = f"{time.time():.6f}"
         key = uuid.uuid4().hex
         ws.response_urls[key] = {"channel": channel, "message_ts": message_ts, "user": user}

@@ -305,8 +305,10 @@ class Runner(ToolTurns):
         if self.session.reports_to_parent:
             return self._report(text, last=last)
         audit: list[Audit] = []
+        stamps: list[str] = []
         if text.strip():
-            stamps = self.surface.post_markdown(text, key=ids.post_key(self.session.session_id, step.seq, "answer"))
+            key = ids.post_key(self.session.session_id, step.seq, "answer")
+            stamps = self.surface.post_markdown(text, key=key, feedback=self.session.session_id)
             audit = [Audit(AuditType.POST, now(), ts=stamps[0], parts=len(stamps))]
         own = [entry for s in self.steps if s.session_id == self.session.session_id for entry in s.audit]
         closed = gate.closed_loop(own + audit)
@@ -320,6 +322,7 @@ class Runner(ToolTurns):
                 status=status.value,
                 closed_loop=closed,
                 ended_at=now(),
+                answer_ts=stamps[-1] if stamps else None,  # the message its feedback buttons are on
             )
             if last and self.notes:
                 log.warning("session ended at its budget with unread notes", extra={"notes": len(self.notes)})

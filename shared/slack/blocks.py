@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from slack_sdk.models.blocks import ActionsBlock, ButtonElement, MarkdownTextObject, SectionBlock
+from slack_sdk.models.blocks import (
+    ActionsBlock,
+    ButtonElement,
+    ContextActionsBlock,
+    FeedbackButtonObject,
+    FeedbackButtonsElement,
+    MarkdownTextObject,
+    SectionBlock,
+)
 
 LINK_ACTION = "question_link"  # a link button on a question (an MCP server's URL request): Slack opens the URL
 MAX_OPTIONS = 10  # buttons per question; Slack allows 25 per actions block, people read far fewer
@@ -176,6 +184,41 @@ def progress_blocks(text: str, session_id: str) -> list[Any] | None:
 
 
 SECTION_CHARS = 3000  # Slack's limit for a section block's text
+
+
+# --- feedback on a final answer ------------------------------------------------------------------------
+
+FEEDBACK_ACTION = "answer_feedback"
+RATINGS = ("positive", "negative")
+
+
+def feedback_value(session_id: str, rating: str) -> str:
+    return f"{session_id}|{rating}"
+
+
+def parse_feedback_value(value: str) -> tuple[str, str] | None:
+    """``(session_id, rating)`` from a feedback button's value; None if it is not of that form."""
+    session_id, _, rating = value.rpartition("|")
+    return (session_id, rating) if session_id and rating in RATINGS else None
+
+
+def answer_blocks(text: str, session_id: str) -> list[Any]:
+    """A final answer's last message: its text in sections (each within Slack's limit, cut at a line where it
+    can be), then the 👍/👎 feedback buttons, whose values name the session."""
+    sections: list[Any] = []
+    rest = text
+    while rest:
+        cut = len(rest) if len(rest) <= SECTION_CHARS else (rest.rfind("\n", 0, SECTION_CHARS) + 1 or SECTION_CHARS)
+        sections.append(SectionBlock(text=MarkdownTextObject(text=rest[:cut])))
+        rest = rest[cut:]
+    buttons = FeedbackButtonsElement(
+        action_id=FEEDBACK_ACTION,
+        positive_button=FeedbackButtonObject(text="👍", value=feedback_value(session_id, "positive"),
+                                             accessibility_label="This answer helped"),
+        negative_button=FeedbackButtonObject(text="👎", value=feedback_value(session_id, "negative"),
+                                             accessibility_label="This answer did not help"),
+    )  # fmt: skip
+    return [*sections, ContextActionsBlock(block_id=f"feedback:{session_id}", elements=[buttons])]
 
 
 def tree_status(lines: list[tuple[int, str, str]], *, done: int, total: int,

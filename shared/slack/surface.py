@@ -18,6 +18,7 @@ from enum import StrEnum
 from slack_sdk.models.blocks import Block
 
 from shared.slack import client as slack
+from shared.slack.blocks import answer_blocks
 from shared.slack.mrkdwn import to_slack_messages
 
 
@@ -117,10 +118,13 @@ class ThreadSurface:
         self.posted[key] = ts
         return ts
 
-    def post_markdown(self, markdown: str, *, key: str) -> list[str]:
-        """Post Markdown as one or more messages (converted and split); parts Slack already has are skipped."""
+    def post_markdown(self, markdown: str, *, key: str, feedback: str | None = None) -> list[str]:
+        """Post Markdown as one or more messages (converted and split); parts Slack already has are skipped. With
+        ``feedback`` (the session's id) the last message carries the 👍/👎 buttons."""
         chunks = to_slack_messages(markdown) or ["(no answer)"]
-        return [self.post(chunk, key=f"{key}:{i}") for i, chunk in enumerate(chunks)]
+        last = len(chunks) - 1
+        shown = [answer_blocks(c, feedback) if feedback and i == last else None for i, c in enumerate(chunks)]
+        return [self.post(chunk, key=f"{key}:{i}", blocks=shown[i]) for i, chunk in enumerate(chunks)]
 
     def react(self, ts: str, reaction: Reaction) -> None:
         slack.react(self.channel, ts, reaction)

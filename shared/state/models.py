@@ -235,6 +235,7 @@ class Session:
     tree_reserved: dict[str, int] = field(default_factory=dict)  # the root: turns and tool_calls allotted now
     tree_tokens: dict[str, int] = field(default_factory=dict)  # the root: the tokens its ended children used
     tree_status_ts: str | None = None  # the root: the thread message listing the tree's children and their state
+    answer_ts: str | None = None  # a top-level session that ended: its final answer's last message (feedback)
 
     @property
     def transcript(self) -> str:

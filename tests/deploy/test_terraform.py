@@ -429,8 +429,9 @@ def queries_the_code_runs(monkeypatch: pytest.MonkeyPatch) -> list[_Query]:
 
 
 # The functions in shared/state/ that run a collection query; each is exercised above.
-QUERYING = {"_stale", "active_sessions_in_thread", "children_of", "decided_approvals", "running_session_in_thread",
-            "sessions_created", "stale_approvals", "stale_questions", "tree_members",
+QUERYING = {"_stale", "active_sessions_in_thread", "children_of", "decided_approvals", "on_day",
+            "running_session_in_thread", "sessions_created", "since",
+            "stale_approvals", "stale_questions", "tree_members",
             "stale_sessions"}  # fmt: skip
 
 
