@@ -85,3 +85,18 @@ def test_a_refused_status_at_a_pause_and_a_failure_still_clears_the_reaction(
     wait_status(failed.session_id, SessionStatus.FAILED)
     wait_for(lambda: reaction_calls(fake_slack, failed.ts) == ["+eyes", "-eyes", "+warning"], what="the reactions")
     assert len(fake_slack.statuses(failed_channel, failed.ts)) == 1
+
+
+@pytest.mark.stack
+def test_a_refused_status_and_refused_reactions_are_each_asked_once(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    channel = f"C{uid}"
+    fake_slack.refuse_status(channel, "channel_not_found")
+    fake_slack.fail("reactions.add", times=1, error="channel_not_found")  # the fallback is refused too
+    script(G.call("read_thread"), G.call("read_thread"), G.text("Done."))
+    thread = mention(fake_slack, channel, "work where nothing shows")
+    wait_status(thread.session_id, SessionStatus.DONE)
+    wait_for(lambda: reaction_calls(fake_slack, thread.ts)[-1:] == ["+white_check_mark"], what="the end's reaction")
+    assert len(fake_slack.calls("assistant.threads.setStatus")) == 1
+    assert reaction_calls(fake_slack, thread.ts) == ["+eyes", "-eyes", "+white_check_mark"]

@@ -48,7 +48,7 @@ class ThreadSurface:
         self.posted: dict[str, str] = {}  # post keys Slack already has, mapped to their ts
         self.status: str | None = None  # the status Slack shows now, as far as this run knows (None: not set yet)
         self.status_refused = False  # Slack refused a status: the 👀 reaction shows the work instead
-        self.reacted = False  # the 👀 reaction is on the trigger message (the fallback)
+        self.reacted = False  # the 👀 reaction was added to the trigger message (the fallback), or tried
 
     def recover(self) -> None:
         """After a takeover: learn which of this session's posts Slack already has (one thread read)."""
@@ -69,7 +69,8 @@ class ThreadSurface:
                 return
             self.status_refused = True  # for the rest of this session: no retry on every step
         if self.status_refused and not self.reacted:
-            self.reacted = slack.react(self.channel, self.trigger_ts, Reaction.WORKING)
+            slack.react(self.channel, self.trigger_ts, Reaction.WORKING)
+            self.reacted = True  # tried: a refused reaction is not asked for again at every step either
 
     def paused(self) -> None:
         """The session waits (or ends): its status is cleared, or the fallback's 👀 removed."""
