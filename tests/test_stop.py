@@ -16,11 +16,13 @@ import pytest
 from infra.fakegemini.control import FakeGemini
 from infra.fakeslack.control import FakeSlack
 from infra.stack import OPERATOR_ID
+from shared.asks.answers import decide
 from shared.asks.stopping import is_stop
 from shared.slack import blocks
-from shared.state import ids, steps
+from shared.state import ids, questions, steps, tasks
 from shared.state.models import SessionStatus, StepKind
-from tests.agent_helpers import HUMAN, mention, session, texts, wait_status
+from shared.state.questions import AnswerRecord
+from tests.agent_helpers import HUMAN, mention, open_question, session, texts, wait_status
 from tests.poll import wait_for
 
 G = FakeGemini
@@ -137,3 +139,34 @@ def test_stop_typed_by_an_operator_while_children_run(fake_slack: FakeSlack, fak
     # Once every task has ended, the tree's message no longer offers a Stop.
     wait_for(lambda: not stop_buttons(next(m for m in fake_slack.bot_replies(thread.channel, thread.ts)
                                            if m["ts"] == tree["ts"])), what="the tree's Stop gone")  # fmt: skip
+
+
+@pytest.mark.stack
+def test_the_requester_stops_the_continuation_with_the_first_sessions_button(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """The Stop button names the session that posted it; once an answer has continued that conversation, it stops
+    the continuation, for the person who started it (the continuation was started by the operator's answer)."""
+    script(G.call("post_update", text="Setting up"), G.call("ask_operator", question="sqlite or postgres?"))
+    thread = mention(fake_slack, f"C{uid}", "set up the database")
+    wait_status(thread.session_id, SessionStatus.PAUSED)
+    first = fake_slack.bot_replies(thread.channel, thread.ts)[0]
+    assert stop_buttons(first)[0]["value"] == thread.session_id
+
+    script(G.delayed(4, G.call("read_thread")), G.text("never said"))
+    record = AnswerRecord(answer="postgres", answered_by=OPERATOR_ID, matched_option=None,
+                          answer_ts=f"{time.time():.6f}", text="postgres")  # fmt: skip
+    question = open_question(thread.session_id)
+    answered = questions.answer_question(question.question_id, record, lambda q, asker: decide(record, q, asker))
+    assert answered.continuation is not None
+    continuation = answered.continuation.session_id
+    tasks.enqueue_session(continuation)
+    wait_for(lambda: len(fake_gemini.requests()) == 3, what="the continuation's model call in flight")
+
+    fake_slack.click(HUMAN, thread.channel, first["ts"], blocks.STOP_ACTION)
+    wait_status(continuation, SessionStatus.STOPPED)
+    time.sleep(1.0)
+    assert len(fake_gemini.requests()) == 3
+    assert ephemeral_texts(fake_slack, thread.channel, HUMAN) == [
+        "Stopping: the session ends after the step it is on now."
+    ]

@@ -84,16 +84,32 @@ def is_stop(text: str) -> bool:
 
 
 def stop_by_person(session_id: str, *, user: str, channel: str, thread_ts: str | None) -> StopOutcome:
-    """A person's Stop (a button, or "stop" typed in the thread), answered with an ephemeral note."""
+    """A person's Stop (a button, or "stop" typed in the thread), answered with an ephemeral note. The requester
+    is whoever started the conversation (a continuation's answerer is an operator anyway)."""
     found = sessions.get_session(session_id)
+    first = found if found is None or found.transcript == found.session_id else sessions.get_session(found.transcript)
+    requesters = {s.trigger_user for s in (found, first) if s is not None}
     if found is None or found.channel != channel or not found.top_level:
         outcome, note = StopOutcome.UNKNOWN, "There is no session of mine to stop here."
-    elif user != found.trigger_user and user not in config.settings().operator_user_ids:
+    elif user not in requesters and user not in config.settings().operator_user_ids:
         outcome, note = StopOutcome.REFUSED, "Only the person who asked or an operator can stop this session."
-    elif not stop(session_id, by=f"<@{user}>"):
+    elif not _stop_conversation(found, by=f"<@{user}>"):
         outcome, note = StopOutcome.ENDED, "That session has already ended."
     else:
         outcome, note = StopOutcome.STOPPED, "Stopping: the session ends after the step it is on now."
     slack.ephemeral(channel, user, note, thread_ts=thread_ts)
     log.info("a person's stop", extra={"stop_session": session_id, "user": user, "outcome": outcome.value})
     return outcome
+
+
+def _stop_conversation(session: Session, *, by: str) -> list[str]:
+    """Stop ``session`` and the session that continues its conversation now, if another does (a Stop button
+    names the session that posted it; an answer may have continued it since)."""
+    stopped = stop(session.session_id, by=by)
+    if session.status in {SessionStatus.QUEUED, SessionStatus.RUNNING, SessionStatus.PAUSED}:
+        return stopped
+    active = sessions.active_sessions_in_thread(session.channel, session.thread_ts)
+    later = [
+        other for other in active if other.transcript == session.transcript and other.session_id != session.session_id
+    ]
+    return stopped + [s for other in later for s in stop(other.session_id, by=by)]
