@@ -465,6 +465,9 @@ def test_chat_session_round_trip(fake: FakeSlack, web: WebClient, receiver: Rece
         "bot> sqlite or postgres?\n     [1] SQLite\n     [2] Postgres (primary)",
     ]
     assert session.poll() == []
+    web.assistant_threads_setStatus(channel_id="C14", thread_ts=thread, status="is thinking…")
+    assert session.poll() == ["[bot is thinking…]"]
+    assert session.poll() == []  # shown once, while it lasts
     session.handle("/click 2")
     assert fake.deliveries("interactivity")[0]["status"] == 200
     session.handle("thanks")

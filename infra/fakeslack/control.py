@@ -129,6 +129,13 @@ def ctl_refuse_status(ws: Workspace, args: Json) -> Json:
     return {"ok": True}
 
 
+def ctl_status(ws: Workspace, args: Json) -> Json:
+    """The status the bot shows under one thread now ("" when none)."""
+    channel, thread_ts = _required(args, "channel", "thread_ts")
+    with ws.lock:
+        return {"ok": True, "status": ws.statuses.get(f"{channel}/{thread_ts}", "")}
+
+
 def ctl_user_message(ws: Workspace, args: Json) -> Json:
     """A person types in Slack: store the message, then deliver what Slack would deliver."""
     user, channel, text = _required(args, "user", "channel", "text")
@@ -220,6 +227,7 @@ CONTROL: dict[tuple[str, str], Route] = {
     ("POST", "fail"): ctl_fail,
     ("POST", "slow"): ctl_slow,
     ("POST", "refuse_status"): ctl_refuse_status,
+    ("GET", "status"): ctl_status,
     ("POST", "user_message"): ctl_user_message,
     ("POST", "click"): ctl_click,
     ("POST", "redeliver"): ctl_redeliver,
@@ -346,6 +354,10 @@ class FakeSlack:
     def refuse_status(self, channel: str, error: str | None = "missing_scope") -> None:
         """Make ``assistant.threads.setStatus`` answer ``error`` in ``channel`` (None: show statuses there again)."""
         self._post("refuse_status", channel=channel, error=error)
+
+    def status(self, channel: str, thread_ts: str) -> str:
+        """The status the bot shows under a thread now ("" when none)."""
+        return str(self._get("status", channel=channel, thread_ts=thread_ts)["status"])
 
     def statuses(self, channel: str, thread_ts: str) -> list[str]:
         """The statuses the bot set on one thread, in order ("" clears)."""
