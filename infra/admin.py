@@ -34,7 +34,7 @@ def _age(then: datetime | None, now: datetime) -> str:
 
 def listing(now: datetime) -> list[str]:
     """Lines for a person: every open question, then every stuck session, with age, thread and status."""
-    from shared.state import stale
+    from shared.state import feedback, stale
     from shared.state.models import SessionStatus
 
     far = now + timedelta(days=3650)
@@ -56,6 +56,11 @@ def listing(now: datetime) -> list[str]:
         reason = f"  reason: {a.reason[:60]}" if a.reason and a.status.value == "denied" else ""
         lines.append(f"  {when}  {a.status.value:8}  <@{a.decided_by}>  {a.tool}  {a.digest}  "
                      f"{a.channel}/{a.thread_ts}{reason}  [{a.approval_id}]")  # fmt: skip
+    lines.append("FEEDBACK, LAST 7 DAYS (when, rating, by, channel/thread, session)")
+    for f in feedback.since(now - timedelta(days=7), limit=200):
+        mark = "👍" if f.rating == "positive" else "👎"
+        lines.append(f"  {f.updated_at.isoformat(timespec='minutes')}  {mark}  <@{f.user}>  {f.channel}/{f.thread_ts}"
+                     f"  [{f.session_id}]")  # fmt: skip
     lines.append("STUCK SESSIONS (age, channel/thread, status, why)")
     checks = [
         (SessionStatus.RUNNING, "lease_until", now, False, "lease expired: its worker may be dead"),

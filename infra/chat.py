@@ -116,6 +116,7 @@ class ChatSession:
             self.reactions: dict[str, tuple[str, ...]] = {}
             self.ephemerals: set[str] = set()
             self.buttons: tuple[str, list[Json]] | None = None
+            self.status = ""  # the bot's status under the thread, as last shown
 
     def say(self, text: str) -> None:
         with self.lock:
@@ -165,6 +166,10 @@ class ChatSession:
             lines: list[str] = []
             for message in self.fake.messages(self.channel, self.thread_ts):
                 lines.extend(self._changes(message))
+            status = self.fake.status(self.channel, self.thread_ts)
+            if status != self.status and status:
+                lines.append(f"[bot {status}]")  # Slack's line under the thread: "is thinking…"
+            self.status = status
             for ephemeral in self.fake.ephemerals(self.channel, self.user):
                 if ephemeral["thread_ts"] in (None, self.thread_ts) and ephemeral["ts"] not in self.ephemerals:
                     self.ephemerals.add(ephemeral["ts"])

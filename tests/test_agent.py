@@ -59,9 +59,9 @@ def test_mention_gets_a_final_reply_with_reactions_in_order(
     [reply] = fake_slack.bot_replies(thread.channel, thread.ts)
     assert reply["text"] == "Hello *there*. See <https://example.com/a_b|the docs>."
     # The status is committed first, then the reactions change: wait for them.
-    wait_for(
-        lambda: reaction_calls(fake_slack, thread.ts) == ["+eyes", "-eyes", "+white_check_mark"], what="the reactions"
-    )
+    # Slack's status shows the work and is cleared at the end; the reaction that stays marks how it ended.
+    wait_for(lambda: reaction_calls(fake_slack, thread.ts) == ["+white_check_mark"], what="the reactions")
+    assert fake_slack.statuses(thread.channel, thread.ts) == ["is thinking…", ""]
     assert done.turns == 1
     [request] = fake_gemini.requests()
     assert "say hello" in texts(request)
@@ -102,7 +102,9 @@ def test_ask_operator_pauses_and_the_answer_resumes(
     assert [b["value"] for b in buttons] == [f"{question.question_id}|1", f"{question.question_id}|2"]
     assert fake_slack.reactions(thread.channel, post["ts"]) == ["speech_balloon"]
     # The status is committed first, then the reactions change: wait for them.
-    wait_for(lambda: reaction_calls(fake_slack, thread.ts) == ["+eyes", "-eyes"], what="the reactions")
+    wait_for(lambda: fake_slack.statuses(thread.channel, thread.ts)[-1:] == [""], what="the status cleared")
+    assert fake_slack.statuses(thread.channel, thread.ts) == ["is thinking…", "is asking the operator", ""]
+    assert reaction_calls(fake_slack, thread.ts) == []
 
     script(G.text("Going with postgres."))
     continuation = answer(question.question_id, "postgres", option="postgres")
@@ -242,7 +244,8 @@ def test_a_model_that_stays_down_fails_and_says_so(
     assert "could not finish" in reply["text"]
     assert "unavailable" in reply["text"]
     # The status is committed first, then the reactions change: wait for them.
-    wait_for(lambda: reaction_calls(fake_slack, thread.ts) == ["+eyes", "-eyes", "+warning"], what="the reactions")
+    wait_for(lambda: reaction_calls(fake_slack, thread.ts) == ["+warning"], what="the reactions")
+    assert fake_slack.statuses(thread.channel, thread.ts) == ["is thinking…", ""]
     assert failed.error
     stored = steps.load_steps(thread.session_id)
     assert stored[-1].kind == "failed"

@@ -29,7 +29,7 @@ from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler, Se
 from slack_sdk.signature import SignatureVerifier
 
 from infra.chat import ChatSession, extract_buttons, format_message, format_reactions, parse_command
-from infra.fakeslack import FakeSlack, FakeSlackConfig, running
+from infra.fakeslack import FakeSlack, FakeSlackConfig, FakeSlackError, running
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN, SECRET, BOT, TEAM, APP = "xoxb-test", "test-signing-secret", "UBOT", "T0001", "A0001"
@@ -465,6 +465,9 @@ def test_chat_session_round_trip(fake: FakeSlack, web: WebClient, receiver: Rece
         "bot> sqlite or postgres?\n     [1] SQLite\n     [2] Postgres (primary)",
     ]
     assert session.poll() == []
+    web.assistant_threads_setStatus(channel_id="C14", thread_ts=thread, status="is thinking…")
+    assert session.poll() == ["[bot is thinking…]"]
+    assert session.poll() == []  # shown once, while it lasts
     session.handle("/click 2")
     assert fake.deliveries("interactivity")[0]["status"] == 200
     session.handle("thanks")
@@ -511,6 +514,24 @@ def test_the_bots_thread_status_is_shown_until_cleared(fake: FakeSlack, web: Web
     assert fake.snapshot()["statuses"] == {}
     with pytest.raises(SlackApiError, match="invalid_thread_ts"):
         web.assistant_threads_setStatus(channel_id="C23", thread_ts="1.000001", status="is thinking…")
+    web.assistant_threads_setStatus(channel_id="C23", thread_ts=root, status="is fetching example.com")
+    web.chat_postMessage(channel="C23", thread_ts=root, text="found it")
+    assert fake.snapshot()["statuses"] == {}  # the app answered: Slack clears the status
+    with pytest.raises(SlackApiError, match="invalid_arguments"):
+        web.assistant_threads_setStatus(channel_id="C23", thread_ts=root, status="hi", loading_messages=["."] * 11)
+    assert fake.statuses("C23", root) == ["is thinking…", "", "is fetching example.com", "hi"]
+
+
+def test_a_channel_can_refuse_statuses_with_slacks_errors(fake: FakeSlack, web: WebClient) -> None:
+    root = fake.user_message(HUMAN, "C24", f"<@{BOT}> hi")["ts"]
+    fake.refuse_status("C24", "not_allowed_token_type")
+    with pytest.raises(SlackApiError, match="not_allowed_token_type"):
+        web.assistant_threads_setStatus(channel_id="C24", thread_ts=root, status="is thinking…")
+    with pytest.raises(FakeSlackError, match="error must be one of"):
+        fake.refuse_status("C24", "no_such_error")
+    fake.refuse_status("C24", None)
+    web.assistant_threads_setStatus(channel_id="C24", thread_ts=root, status="is thinking…")
+    assert fake.snapshot()["statuses"] == {f"C24/{root}": "is thinking…"}
 
 
 def test_a_persons_reaction_is_stored_and_delivered(fake: FakeSlack, receiver: Receiver) -> None:

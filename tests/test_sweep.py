@@ -138,7 +138,8 @@ def test_the_sweep_reads_only_stale_documents(stack: Stack, empty_db: None, fake
     assert summary["reminded"] == 5
 
     # Counted on the wire by a gRPC interceptor on the real client: a second, in-process sweep reads
-    # the 5 stale questions, one empty page of each other query, and nothing of the 6,000 fresh documents.
+    # the 5 stale questions, one empty page of each other query (and of yesterday's feedback, for its per-day
+    # summary), and nothing of the 6,000 fresh documents.
     from bench.firestore_ops import CountingClient, OpCounter
     from shared.agent import sweep as daily
 
@@ -146,8 +147,8 @@ def test_the_sweep_reads_only_stale_documents(stack: Stack, empty_db: None, fake
     counted = CountingClient(counter=counter, project=local.PROJECT)
     with deps.override(firestore=counted):
         again = counter.measure(daily.run)
-    assert again.queries == 5
-    assert again.reads == 5 + 4  # 5 stale questions (already reminded: no writes), 4 empty pages
+    assert again.queries == 6
+    assert again.reads == 5 + 5  # 5 stale questions (already reminded: no writes), 5 empty pages
     assert again.writes == 0
 
 

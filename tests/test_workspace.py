@@ -30,6 +30,7 @@ from infra.fakeslack import FakeSlack
 from infra.procs import free_port, http_answers
 from infra.stack import BOT_TOKEN, BOT_USER_ID, LOCAL, LOCAL_OPERATORS, ROOT, Stack
 from shared import config
+from shared.slack.blocks import answer_blocks
 from tests.conftest import FAILED, TEST_DIR
 
 WAIT = 45_000  # ms: a session's turn through Cloud Tasks and the model, with room for a busy machine
@@ -333,3 +334,18 @@ def test_the_bots_status_shows_under_its_thread_until_cleared(web_stack: Stack, 
     expect(status).to_have_text("Agent (the bot) is reading the runbook…")  # live, without a reload
     web.assistant_threads_setStatus(channel_id="C0LOCAL", thread_ts=root, status="")
     expect(status).to_be_hidden()
+
+
+def test_feedback_buttons_show_and_a_press_reaches_the_product(web_stack: Stack, open_page: OpenPage) -> None:
+    words = f"a thread with an answer {tag()}"
+    root = FakeSlack(web_stack.url("fake_slack")).user_message(RILEY, "C0LOCAL", words)["ts"]
+    web = WebClient(token=BOT_TOKEN, base_url=web_stack.url("fake_slack") + "/api/")
+    shown = [b.to_dict() for b in answer_blocks("Here is *the* answer", "no-such-session")]
+    web.chat_postMessage(channel="C0LOCAL", thread_ts=root, text="Here is *the* answer", blocks=shown)
+    page = open_page(RILEY)
+    pane = open_thread(page, words)
+    answer = pinned(pane, "Here is the answer")
+    expect(answer.locator(".block.feedback button")).to_have_text(["👍", "👎"])
+    answer.locator(".block.feedback button", has_text="👍").click()
+    # The product checks the press against its store: this message is no session's final answer.
+    expect(pane.locator(".message.ephemeral")).to_contain_text("Feedback is taken on my final answers only.")

@@ -111,6 +111,31 @@ def ctl_slow(ws: Workspace, args: Json) -> Json:
     return {"ok": True}
 
 
+STATUS_REFUSALS = frozenset({"missing_scope", "not_allowed_token_type", "channel_not_found", "access_denied",
+                             "team_access_not_granted", "method_deprecated"})  # fmt: skip
+
+
+def ctl_refuse_status(ws: Workspace, args: Json) -> Json:
+    """Make ``assistant.threads.setStatus`` refuse one channel with Slack's ``error`` (no error: accept it again)."""
+    (channel,) = _required(args, "channel")
+    error = args.get("error") or None
+    if error is not None and error not in STATUS_REFUSALS:
+        raise SlackError(f"error must be one of {sorted(STATUS_REFUSALS)}")
+    with ws.lock:
+        if error is None:
+            ws.status_refusals.pop(channel, None)
+        else:
+            ws.status_refusals[channel] = error
+    return {"ok": True}
+
+
+def ctl_status(ws: Workspace, args: Json) -> Json:
+    """The status the bot shows under one thread now ("" when none)."""
+    channel, thread_ts = _required(args, "channel", "thread_ts")
+    with ws.lock:
+        return {"ok": True, "status": ws.statuses.get(f"{channel}/{thread_ts}", "")}
+
+
 def ctl_user_message(ws: Workspace, args: Json) -> Json:
     """A person types in Slack: store the message, then deliver what Slack would deliver."""
     user, channel, text = _required(args, "user", "channel", "text")
@@ -137,11 +162,13 @@ def ctl_click(ws: Workspace, args: Json) -> Json:
         message = ws.find(channel, message_ts)
         if message is None:
             raise SlackError("message_not_found")
-        button = next((b for b in buttons_in(message.blocks) if b["action_id"] == action_id), {})
+        pressable = [b for b in buttons_in(message.blocks) if b["action_id"] == action_id]
+        button = next((b for b in pressable if args.get("value") in (None, b["value"])), {})
         block_id = args.get("block_id") or button.get("block_id") or "fake"
         value = args["value"] if "value" in args else button.get("value")
         label = {"type": "plain_text", "text": button.get("text", ""), "emoji": True}
-        action = {"action_id": action_id, "block_id": block_id, "text": label, "value": value, "type": "button"}
+        action = {"action_id": action_id, "block_id": block_id, "text": label, "value": value,
+                  "type": button.get("type", "button")}  # fmt: skip
         action["action_ts"] = f"{time.time():.6f}"
         key = uuid.uuid4().hex
         ws.response_urls[key] = {"channel": channel, "message_ts": message_ts, "user": user}
@@ -199,6 +226,8 @@ CONTROL: dict[tuple[str, str], Route] = {
     ("GET", "deliveries"): ctl_deliveries,
     ("POST", "fail"): ctl_fail,
     ("POST", "slow"): ctl_slow,
+    ("POST", "refuse_status"): ctl_refuse_status,
+    ("GET", "status"): ctl_status,
     ("POST", "user_message"): ctl_user_message,
     ("POST", "click"): ctl_click,
     ("POST", "redeliver"): ctl_redeliver,
@@ -321,6 +350,20 @@ class FakeSlack:
         """Answer the next ``times`` calls of ``method`` (whose arguments contain ``match``) ``seconds`` late; each
         takes effect at once, as a slow Slack does."""
         self._post("slow", method=method, seconds=seconds, times=times, match=match)
+
+    def refuse_status(self, channel: str, error: str | None = "missing_scope") -> None:
+        """Make ``assistant.threads.setStatus`` answer ``error`` in ``channel`` (None: show statuses there again)."""
+        self._post("refuse_status", channel=channel, error=error)
+
+    def status(self, channel: str, thread_ts: str) -> str:
+        """The status the bot shows under a thread now ("" when none)."""
+        return str(self._get("status", channel=channel, thread_ts=thread_ts)["status"])
+
+    def statuses(self, channel: str, thread_ts: str) -> list[str]:
+        """The statuses the bot set on one thread, in order ("" clears)."""
+        calls = self.calls("assistant.threads.setStatus")
+        return [str(c["args"].get("status", "")) for c in calls
+                if c["args"].get("channel_id") == channel and c["args"].get("thread_ts") == thread_ts]  # fmt: skip
 
     def user_message(
         self, user: str, channel: str, text: str, *, thread_ts: str | None = None, channel_type: str | None = None

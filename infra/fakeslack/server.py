@@ -101,6 +101,8 @@ def chat_post_message(ws: Workspace, args: Json) -> Json:
     message.ts = ws.next_ts()
     ws.add_message(message)
     ws.echoes.append((message, None))
+    if message.thread_ts is not None:  # the app answered: Slack clears the thread's status
+        ws.statuses.pop(f"{channel}/{message.thread_ts}", None)
     return {"ok": True, "channel": channel, "ts": message.ts, "message": ws.render(message)}
 
 
@@ -202,11 +204,19 @@ def conversations_replies(ws: Workspace, args: Json) -> Json:
 
 
 def assistant_threads_set_status(ws: Workspace, args: Json) -> Json:
-    """The "is thinking…" line under a thread (Slack's agent surface); an empty status clears it."""
+    """The "is thinking…" line under a thread (Slack's agent surface); an empty status clears it, and so does the
+    app's next post in the thread. A channel the test made refuse statuses answers with its error."""
     channel = req(args, "channel_id", "channel_not_found")
     thread_ts = req(args, "thread_ts", "invalid_thread_ts")
+    if refused := ws.status_refusals.get(channel):
+        raise SlackError(refused)
     if ws.find(channel, thread_ts) is None:
         raise SlackError("invalid_thread_ts")
+    if "status" not in args:
+        raise SlackError("invalid_arguments")
+    loading = args.get("loading_messages")
+    if loading is not None and (not isinstance(loading, list) or len(loading) > 10):
+        raise SlackError("invalid_arguments")
     ws.statuses[f"{channel}/{thread_ts}"] = opt(args, "status") or ""
     return {"ok": True}
 

@@ -143,12 +143,19 @@ def buttons_in(blocks: list[Json] | None) -> list[Json]:
     """Every button in a message's blocks, in reading order, with its block_id and label."""
     found: list[Json] = []
     for block in blocks or []:
-        elements = block.get("elements") if block.get("type") == "actions" else [block.get("accessory")]
+        grouped = block.get("type") in ("actions", "context_actions")
+        elements = block.get("elements") if grouped else [block.get("accessory")]
         for element in elements or []:
             if isinstance(element, dict) and element.get("type") == "button":
                 label = element.get("text", {}).get("text", "")
                 fields = {k: element.get(k) for k in ("action_id", "value", "style")}
-                found.append({"block_id": block.get("block_id"), "text": label, **fields})
+                found.append({"block_id": block.get("block_id"), "text": label, "type": "button", **fields})
+            elif isinstance(element, dict) and element.get("type") == "feedback_buttons":  # 👍 then 👎, one action
+                for side in ("positive_button", "negative_button"):
+                    button = element.get(side) or {}
+                    found.append({"block_id": block.get("block_id"), "text": button.get("text", {}).get("text", ""),
+                                  "type": "feedback_buttons", "action_id": element.get("action_id"),
+                                  "value": button.get("value"), "style": None})  # fmt: skip
     return found
 
 
@@ -227,6 +234,7 @@ class Workspace:
             self.echoes: list[tuple[Message, Json | None]] = []
             self.channel_types: dict[str, str] = {}
             self.statuses: dict[str, str] = {}  # "channel/thread_ts" -> assistant.threads.setStatus's status
+            self.status_refusals: dict[str, str] = {}  # channel -> the error assistant.threads.setStatus answers
             self._last_ts = 0
 
     def touch(self) -> None:

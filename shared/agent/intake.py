@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from slack_sdk.errors import SlackApiError
 
-from shared.asks import answers, approvals
+from shared.asks import answers, approvals, stopping
 from shared.asks.answers import AnswerOutcome
 from shared.limits import MAX_MESSAGE_CHARS, TOO_LARGE_REQUEST_CHARS, capped
 from shared.logs import current_trace, session_context
@@ -34,6 +34,10 @@ class Routed:
 
 def route(message: Message, *, bot_user_id: str | None, retry_num: str | None) -> Routed:
     """A thread reply may answer the thread's open question; a mention or a DM otherwise starts a session."""
+    if message.in_thread and stopping.is_stop(message.text):
+        stopped = _stop(message)
+        if stopped is not None:
+            return stopped
     if message.in_thread:
         thread = stored_questions.thread_questions(message.channel, message.thread_ts)  # one read: questions, approvals
         decided = approvals.deny_by_reply(
@@ -58,6 +62,17 @@ def route(message: Message, *, bot_user_id: str | None, retry_num: str | None) -
     if not message.starts_session:
         return Routed({"ok": True, "ignored": "thread message with no open question and no running session"})
     return start_session(message, retry_num=retry_num)
+
+
+def _stop(message: Message) -> Routed | None:
+    """The word "stop" typed in a thread whose session has not ended stops it (only its requester or an operator
+    may); None if nothing in the thread is working, and the message is handled like any other."""
+    active = sessions.active_sessions_in_thread(message.channel, message.thread_ts)
+    if not active:
+        return None
+    outcomes = [stopping.stop_by_person(s.session_id, user=message.user, channel=message.channel,
+                                        thread_ts=message.thread_ts) for s in active]  # fmt: skip
+    return Routed({"ok": True, "stop": outcomes[0].value})
 
 
 def _steer(message: Message, running: Session, *, bot_user_id: str | None) -> Routed:

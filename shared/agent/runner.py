@@ -152,7 +152,7 @@ class Runner(ToolTurns):
             posted = [Audit(AuditType.POST, now(), ts=ts)]
             self._commit(StepKind.END, None, posted, status=SessionStatus.STOPPED.value, error=f"stopped by {by}",
                          ended_at=now())  # fmt: skip
-            self.surface.paused()
+            self.surface.stopped()
         stopping.close_waits(self.session, by=by)  # what it asked just before the stop reached it
         stopping.stop_children(self.session, by=by)
         log.info("session stopped", extra={"by": by})
@@ -307,6 +307,7 @@ class Runner(ToolTurns):
         """One model turn, persisted. None if the loop goes on; how the session ended (or paused) once answered."""
         history = shorten_tool_results(contents_of(self.steps), config.settings().model_context_tokens)
         system = f"{prompts.SYSTEM}\n\n{self.tools.notice}" if self.tools.notice else prompts.SYSTEM
+        self.surface.working()
         response = gemini.generate(history, system=system, tools=self.tools.declarations())
         content = _first_content(response)
         calls = [p.function_call for p in content.parts or [] if p.function_call]
@@ -331,8 +332,10 @@ class Runner(ToolTurns):
         if self.session.reports_to_parent:
             return self._report(text, last=last)
         audit: list[Audit] = []
+        stamps: list[str] = []
         if text.strip():
-            stamps = self.surface.post_markdown(text, key=ids.post_key(self.session.session_id, step.seq, "answer"))
+            key = ids.post_key(self.session.session_id, step.seq, "answer")
+            stamps = self.surface.post_markdown(text, key=key, feedback=self.session.session_id)
             audit = [Audit(AuditType.POST, now(), ts=stamps[0], parts=len(stamps))]
         own = [entry for s in self.steps if s.session_id == self.session.session_id for entry in s.audit]
         closed = gate.closed_loop(own + audit)
@@ -346,6 +349,7 @@ class Runner(ToolTurns):
                 status=status.value,
                 closed_loop=closed,
                 ended_at=now(),
+                answer_ts=stamps[-1] if stamps else None,  # the message its feedback buttons are on
             )
             if last and self.notes:
                 log.warning("session ended at its budget with unread notes", extra={"notes": len(self.notes)})
@@ -399,7 +403,7 @@ class Runner(ToolTurns):
         asking = [c for c in stored_children.get_children(unfinished)
                   if c.parent_question is not None and c.parent_question.answer is None]  # fmt: skip
         if asking:  # waiting for them would wait for ever: they wait for this session first
-            self.notes += [question_note(c) for c in asking]
+            self.notes += [delegation.question_again(c) for c in asking]
             return SessionStatus.RUNNING
         waiting = stored_children.rejoin(unfinished)
         if not waiting:
@@ -417,6 +421,7 @@ class Runner(ToolTurns):
             history = [*contents_of(first), note]
         else:
             history = shorten_tool_results(contents_of(self.steps), config.settings().model_context_tokens)
+        self.surface.working()
         try:
             response = gemini.generate(history, system=prompts.SYSTEM)
         except (gemini.ModelUnavailable, gemini.ContextTooLong) as exc:
@@ -468,15 +473,6 @@ def fail_session(session: Session, reason: str, surface: ThreadSurface, *, detai
     surface.failed()
     stopping.stop_children(session, by="the session that delegated it failed")
     followup.start_for_unread(session, unread)
-
-
-def question_note(child: Session) -> Note:
-    """A child's open question to its parent, again: the parent wanted to end without answering it."""
-    asked = child.parent_question
-    assert asked is not None
-    return Note(kind=NoteKind.CHILD_QUESTION, text=f"{asked.text} (still waiting for your answer_child)",
-                user=child.session_id, ts=f"{asked.question_id}:again", question_id=asked.question_id,
-                question=child.text)  # fmt: skip
 
 
 def give_up(session: Session, reason: str) -> None:

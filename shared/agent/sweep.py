@@ -27,6 +27,7 @@ from shared.agent import followup
 from shared.asks import approvals, delegation, questions
 from shared.logs import session_context
 from shared.state import children, ids, sessions, steps, tasks
+from shared.state import feedback as stored_feedback
 from shared.state.firestore import now
 from shared.state.models import Approval, Question, Session, SessionStatus
 from shared.state.stale import stale_approvals, stale_questions, stale_sessions
@@ -69,11 +70,23 @@ def run(when: datetime | None = None) -> dict[str, Any]:
         counts["sessions_read"] += 1
         counts[_guarded(_requeue_action, session, at)] += 1
 
+    feedback_summary(at - timedelta(days=1))
+
     summary = {action: counts.get(action, 0) for action in (
         "reminded", "abandoned", "narrated", "escalated", "settled", "requeued", "children_failed", "unchanged",
         "errors", "questions_read", "sessions_read", "approvals_reminded", "approvals_expired", "approvals_read",
     )}  # fmt: skip
     log.info("sweep finished", extra={"summary": summary})
+    return summary
+
+
+def feedback_summary(day: datetime) -> dict[str, Any]:
+    """The 👍/👎 first given on ``day`` (UTC), logged: the sweep logs the last whole day at every run."""
+    given = stored_feedback.on_day(f"{day:%Y-%m-%d}")
+    ratings = Counter(f.rating for f in given)
+    summary = {"day": f"{day:%Y-%m-%d}", "positive": ratings["positive"], "negative": ratings["negative"],
+               "sessions": len({f.session_id for f in given})}  # fmt: skip
+    log.info("feedback per day", extra={"feedback": summary})
     return summary
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from google.genai import types
 
 from shared import config
-from shared.agent import prompts
+from shared.agent import activity, prompts
 from shared.agent.budget import Budget
 from shared.agent.opening import answer_content
 from shared.agent.tools import policy
@@ -97,6 +97,7 @@ class ToolTurns:
             if refused is not None:
                 outcome = refused
             else:
+                self.surface.doing(activity.doing(name, call.args))
                 outcome = self._call(name, call, ctx, recorded.get(index))
                 used += 1
                 self.used[name] += 1
@@ -190,6 +191,7 @@ class ToolTurns:
     def _pause_for_approvals(self, seq: int, held: list[Held], content: types.Content | None, audit: list[Audit],
                              used: int) -> bool:  # fmt: skip
         """Record the held calls and post their cards, then pause, unless every one was decided meanwhile."""
+        self.surface.doing(activity.APPROVAL)
         requested = approvals.request(self.session, seq, held, self.surface)
         approval_ids = [a.approval_id for a in requested]
         try:

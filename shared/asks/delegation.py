@@ -12,7 +12,7 @@ from shared import config
 from shared.state import children, sessions, tasks
 from shared.state.children import AnswerOutcome, AskOutcome, Finished
 from shared.state.firestore import now
-from shared.state.models import ParentQuestion, Session
+from shared.state.models import Note, NoteKind, ParentQuestion, Session
 
 log = logging.getLogger(__name__)
 
@@ -114,3 +114,12 @@ def release_askers(parent: Session) -> None:
                 answer_child(parent, child_id=child.session_id, answer=UNANSWERED)
             except DelegationRefused:
                 continue  # it ended, or another session answered it first
+
+
+def question_again(child: Session) -> Note:
+    """A child's open question to its parent, again: the parent wanted to end without answering it."""
+    asked = child.parent_question
+    assert asked is not None
+    return Note(kind=NoteKind.CHILD_QUESTION, text=f"{asked.text} (still waiting for your answer_child)",
+                user=child.session_id, ts=f"{asked.question_id}:again", question_id=asked.question_id,
+                question=child.text)  # fmt: skip

@@ -1,13 +1,17 @@
 """Stopping a session stops its whole tree (flow 10): nothing it started waits for ever.
 
 A queued or paused member ends at once, its open questions and pending approvals cancelled with their posts
-updated; a running one ends at its next step boundary (it reads the request with every step it stores).
+updated; a running one ends at its next step boundary (it reads the request with every step it stores). A person
+stops a session with its Stop button or by typing "stop" in its thread: only its requester or an operator may.
 """
 
 from __future__ import annotations
 
 import logging
+import re
+from enum import StrEnum
 
+from shared import config
 from shared.asks import approvals
 from shared.slack import blocks
 from shared.slack import client as slack
@@ -36,6 +40,7 @@ def stop(session_id: str, *, by: str) -> list[str]:
                 if found.top_level:  # it waited: nobody else will tell the thread
                     slack.post(found.channel, found.thread_ts, f":octagonal_sign: Stopped by {by}.",
                                key=f"{found.session_id}:stopped")  # fmt: skip
+                    slack.react(found.channel, found.trigger_ts, Reaction.STOPPED)
         if request is not None and request.run_to_stop:
             tasks.enqueue_session(current, attempt=f"stop-{len(stopped)}-{request.was.value}")
         waiting.extend(child.session_id for child in sessions.children_of(current))
@@ -61,3 +66,50 @@ def close_waits(session: Session, *, by: str) -> None:
     for approval in stored_approvals.pending(thread.open_approval_ids):
         if approval.session_id == session.session_id:
             approvals.cancel(approval, by=by)
+
+
+class StopOutcome(StrEnum):
+    STOPPED = "stopped"  # asked to stop (a running session ends at its next step boundary)
+    REFUSED = "refused"  # neither its requester nor an operator: nothing changed
+    ENDED = "ended"  # it had ended already
+    UNKNOWN = "unknown"  # no such session in this thread
+
+
+_STOP_WORD = re.compile(r"\s*(?:<@[A-Z0-9]+>\s*)?stop[\s.!]*", re.IGNORECASE)
+
+
+def is_stop(text: str) -> bool:
+    """Whether a thread message is the word "stop" alone (after a mention of the bot, if any)."""
+    return _STOP_WORD.fullmatch(text) is not None
+
+
+def stop_by_person(session_id: str, *, user: str, channel: str, thread_ts: str | None) -> StopOutcome:
+    """A person's Stop (a button, or "stop" typed in the thread), answered with an ephemeral note. The requester
+    is whoever started the conversation (a continuation's answerer is an operator anyway)."""
+    found = sessions.get_session(session_id)
+    first = found if found is None or found.transcript == found.session_id else sessions.get_session(found.transcript)
+    requesters = {s.trigger_user for s in (found, first) if s is not None}
+    if found is None or found.channel != channel or not found.top_level:
+        outcome, note = StopOutcome.UNKNOWN, "There is no session of mine to stop here."
+    elif user not in requesters and user not in config.settings().operator_user_ids:
+        outcome, note = StopOutcome.REFUSED, "Only the person who asked or an operator can stop this session."
+    elif not _stop_conversation(found, by=f"<@{user}>"):
+        outcome, note = StopOutcome.ENDED, "That session has already ended."
+    else:
+        outcome, note = StopOutcome.STOPPED, "Stopping: the session ends after the step it is on now."
+    slack.ephemeral(channel, user, note, thread_ts=thread_ts)
+    log.info("a person's stop", extra={"stop_session": session_id, "user": user, "outcome": outcome.value})
+    return outcome
+
+
+def _stop_conversation(session: Session, *, by: str) -> list[str]:
+    """Stop ``session`` and the session that continues its conversation now, if another does (a Stop button
+    names the session that posted it; an answer may have continued it since)."""
+    stopped = stop(session.session_id, by=by)
+    if session.status in {SessionStatus.QUEUED, SessionStatus.RUNNING, SessionStatus.PAUSED}:
+        return stopped
+    active = sessions.active_sessions_in_thread(session.channel, session.thread_ts)
+    later = [
+        other for other in active if other.transcript == session.transcript and other.session_id != session.session_id
+    ]
+    return stopped + [s for other in later for s in stop(other.session_id, by=by)]

@@ -78,7 +78,8 @@ def _refresh(session: Session, surface: ThreadSurface) -> None:
         return
     lines = [(member.depth, member.text, state_of(member)) for member in members]
     done = sum(1 for member in members if member.status in _ENDED)
-    text, shown = blocks.tree_status(lines, done=done, total=len(members))
+    running = done < len(members)  # while tasks run, the message carries the tree's Stop button
+    text, shown = blocks.tree_status(lines, done=done, total=len(members), stop=root_id if running else None)
     root = session if session.session_id == root_id else sessions.get_session(root_id)
     ts = root.tree_status_ts if root is not None else None
     if ts:

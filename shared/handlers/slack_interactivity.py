@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from shared.asks import answers, approvals
+from shared.asks import answers, approvals, feedback, stopping
 from shared.handlers.common import SLACK_MAX_BODY_BYTES, Reply, too_large
 from shared.logs import new_trace, session_context, trace_from
 from shared.slack import blocks
@@ -30,6 +30,12 @@ def handle(body: bytes, headers: Mapping[str, str]) -> Reply:
     if press.action_id == blocks.LINK_ACTION:  # Slack opened the link; it answers nothing
         return {"ok": True, "ignored": "link button"}, 200
     with session_context(None, trace=trace_from(headers) or new_trace()):
+        if press.action_id == blocks.FEEDBACK_ACTION:
+            return {"ok": True, "feedback": feedback.press(press).value}, 200
+        if press.action_id == blocks.STOP_ACTION:
+            thread = press.thread_ts or press.message_ts
+            stopped = stopping.stop_by_person(press.value, user=press.user, channel=press.channel, thread_ts=thread)
+            return {"ok": True, "stop": stopped.value}, 200
         if press.action_id in {blocks.APPROVE_ACTION, blocks.DENY_ACTION}:
             return {"ok": True, "decision": approvals.decide_press(press).value}, 200
         outcome = answers.answer_press(press)

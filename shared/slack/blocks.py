@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from slack_sdk.models.blocks import ActionsBlock, ButtonElement, MarkdownTextObject, SectionBlock
+from slack_sdk.models.blocks import (
+    ActionsBlock,
+    ButtonElement,
+    ContextActionsBlock,
+    FeedbackButtonObject,
+    FeedbackButtonsElement,
+    MarkdownTextObject,
+    SectionBlock,
+)
 
 LINK_ACTION = "question_link"  # a link button on a question (an MCP server's URL request): Slack opens the URL
 MAX_OPTIONS = 10  # buttons per question; Slack allows 25 per actions block, people read far fewer
@@ -157,15 +165,74 @@ def escaped(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def tree_status(lines: list[tuple[int, str, str]], *, done: int, total: int) -> tuple[str, list[Any]]:
-    """The message listing a session's delegated tasks: ``(depth, task, state)`` per child, in tree order."""
+# --- the Stop control ---------------------------------------------------------------------------------
+
+STOP_ACTION = "session_stop"
+
+
+def stop_block(session_id: str) -> ActionsBlock:
+    """A Stop button for a working session; its value names the session (checked against the store on press)."""
+    button = ButtonElement(text="Stop", action_id=STOP_ACTION, value=session_id, style="danger")
+    return ActionsBlock(block_id=f"stop:{session_id}", elements=[button])
+
+
+def progress_blocks(text: str, session_id: str) -> list[Any] | None:
+    """A progress message with the Stop button under it; None if the text is too long for a block."""
+    if len(text) > SECTION_CHARS:
+        return None
+    return [SectionBlock(text=MarkdownTextObject(text=text)), stop_block(session_id)]
+
+
+SECTION_CHARS = 3000  # Slack's limit for a section block's text
+
+
+# --- feedback on a final answer ------------------------------------------------------------------------
+
+FEEDBACK_ACTION = "answer_feedback"
+RATINGS = ("positive", "negative")
+
+
+def feedback_value(session_id: str, rating: str) -> str:
+    return f"{session_id}|{rating}"
+
+
+def parse_feedback_value(value: str) -> tuple[str, str] | None:
+    """``(session_id, rating)`` from a feedback button's value; None if it is not of that form."""
+    session_id, _, rating = value.rpartition("|")
+    return (session_id, rating) if session_id and rating in RATINGS else None
+
+
+def answer_blocks(text: str, session_id: str) -> list[Any]:
+    """A final answer's last message: its text in sections (each within Slack's limit, cut at a line where it
+    can be), then the 👍/👎 feedback buttons, whose values name the session."""
+    sections: list[Any] = []
+    rest = text
+    while rest:
+        cut = len(rest) if len(rest) <= SECTION_CHARS else (rest.rfind("\n", 0, SECTION_CHARS) + 1 or SECTION_CHARS)
+        sections.append(SectionBlock(text=MarkdownTextObject(text=rest[:cut])))
+        rest = rest[cut:]
+    buttons = FeedbackButtonsElement(
+        action_id=FEEDBACK_ACTION,
+        positive_button=FeedbackButtonObject(text="👍", value=feedback_value(session_id, "positive"),
+                                             accessibility_label="This answer helped"),
+        negative_button=FeedbackButtonObject(text="👎", value=feedback_value(session_id, "negative"),
+                                             accessibility_label="This answer did not help"),
+    )  # fmt: skip
+    return [*sections, ContextActionsBlock(block_id=f"feedback:{session_id}", elements=[buttons])]
+
+
+def tree_status(lines: list[tuple[int, str, str]], *, done: int, total: int,
+                stop: str | None = None) -> tuple[str, list[Any]]:  # fmt: skip
+    """The message listing a session's delegated tasks: ``(depth, task, state)`` per child, in tree order; with
+    ``stop`` (the tree's root session, while its tasks run) a Stop button for the whole tree."""
     header = f":busts_in_silhouette: *Delegated tasks* ({done} of {total} finished)"
     shown = lines[:TREE_LINES]
     rows = [f"{'    ' * (depth - 1)}• {escaped(_folded_line(task))} — _{state}_" for depth, task, state in shown]
     if len(lines) > len(shown):
         rows.append(f"… and {len(lines) - len(shown)} more")
     text = "\n".join([header, *rows])
-    return text, [SectionBlock(text=MarkdownTextObject(text=text[:3000]))]
+    section: list[Any] = [SectionBlock(text=MarkdownTextObject(text=text[:SECTION_CHARS]))]
+    return text, section + ([stop_block(stop)] if stop else [])
 
 
 TREE_LINES = 20  # children listed in the status message; the rest are counted

@@ -73,6 +73,21 @@ def ephemeral(channel: str, user: str, text: str, *, thread_ts: str | None = Non
     )
 
 
+def set_status(channel: str, thread_ts: str, status: str) -> str | None:
+    """Slack's own status line under a thread ("is thinking…"); an empty ``status`` clears it.
+
+    None if Slack showed it, else Slack's error code (logged): where Slack refuses a status (a missing scope, a
+    token or channel it does not allow), the caller shows its work another way. Never fatal.
+    """
+    try:
+        client().assistant_threads_setStatus(channel_id=channel, thread_ts=thread_ts, status=status)
+    except SlackApiError as exc:
+        error = str(exc.response.get("error") or "unknown_error")
+        log.warning("status refused", extra={"status": status, "error": error})
+        return error
+    return None
+
+
 def react(channel: str, ts: str, name: str) -> bool:
     """Add a reaction; one already there is fine. False (logged) if Slack refused: reactions are never fatal."""
     return _reaction(client().reactions_add, channel, ts, name, fine="already_reacted")

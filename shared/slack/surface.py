@@ -1,8 +1,13 @@
 """The thread surface: what a session shows in its Slack thread while it works and when it ends.
 
-The agent talks to a ``ThreadSurface`` (working, paused, done, failed, post) instead of adding reactions itself,
-so Slack's own status and streaming can replace reactions later in one place. Posts carry a key in message
-metadata; after a crash ``recover`` reads the thread once so no key is posted twice.
+The agent talks to a ``ThreadSurface`` (working, doing, paused, done, failed, post) instead of calling Slack
+itself, so this is the one place that decides how work shows: Slack's own status under the thread ("is
+thinking…", "is fetching example.com"), cleared when the session pauses or ends. Where Slack refuses a status (a
+missing scope, a token or a channel it does not allow), the surface falls back to the 👀 reaction for the rest of
+its session, without asking again. The end of a session is marked with a reaction either way: a status is gone
+once the session stops, a reaction stays.
+
+Posts carry a key in message metadata; after a crash ``recover`` reads the thread once so no key is posted twice.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from enum import StrEnum
 from slack_sdk.models.blocks import Block
 
 from shared.slack import client as slack
+from shared.slack.blocks import answer_blocks
 from shared.slack.mrkdwn import to_slack_messages
 
 
@@ -22,8 +28,13 @@ class Reaction(StrEnum):
     WORKING = "eyes"
     DONE = "white_check_mark"
     FAILED = "warning"
+    STOPPED = "octagonal_sign"
     QUESTION = "speech_balloon"  # on an open question's post
     ANSWERED = "white_check_mark"  # on the message that answered a question
+
+
+THINKING = "is thinking…"
+MAX_STATUS_CHARS = 100  # a status is one short line under the thread
 
 
 class ThreadSurface:
@@ -35,18 +46,44 @@ class ThreadSurface:
         self.trigger_ts = trigger_ts
         self.quiet = quiet  # a delegated child: it reports to its parent, and posts only what operators must see
         self.posted: dict[str, str] = {}  # post keys Slack already has, mapped to their ts
+        self.status: str | None = None  # the status Slack shows now, as far as this run knows (None: not set yet)
+        self.status_refused = False  # Slack refused a status: the 👀 reaction shows the work instead
+        self.reacted = False  # the 👀 reaction was added to the trigger message (the fallback), or tried
 
     def recover(self) -> None:
         """After a takeover: learn which of this session's posts Slack already has (one thread read)."""
         self.posted = slack.posted_keys(self.channel, self.thread_ts)
 
     def working(self) -> None:
-        if not self.quiet:
+        """The session is working (a model turn is next)."""
+        self.doing(THINKING)
+
+    def doing(self, status: str) -> None:
+        """What the session is doing now ("is reading the thread"); Slack is asked only when it changes."""
+        if self.quiet:
+            return
+        status = status[:MAX_STATUS_CHARS]
+        if not self.status_refused and status != self.status:
+            if slack.set_status(self.channel, self.thread_ts, status) is None:
+                self.status = status
+                return
+            self.status_refused = True  # for the rest of this session: no retry on every step
+        if self.status_refused and not self.reacted:
             slack.react(self.channel, self.trigger_ts, Reaction.WORKING)
+            self.reacted = True  # tried: a refused reaction is not asked for again at every step either
 
     def paused(self) -> None:
-        if not self.quiet:
+        """The session waits (or ends): its status is cleared, or the fallback's 👀 removed."""
+        if self.quiet:
+            return
+        if not self.status_refused and self.status != "":
+            if slack.set_status(self.channel, self.thread_ts, "") is None:
+                self.status = ""
+                return
+            self.status_refused = True
+        if self.status_refused and (self.reacted or self.status is None):  # a predecessor's 👀 (a takeover)
             slack.unreact(self.channel, self.trigger_ts, Reaction.WORKING)
+            self.reacted = False
 
     def done(self) -> None:
         self._end(Reaction.DONE)
@@ -54,13 +91,16 @@ class ThreadSurface:
     def failed(self) -> None:
         self._end(Reaction.FAILED)
 
+    def stopped(self) -> None:
+        self._end(Reaction.STOPPED)
+
     def silent(self) -> None:
         """Ended without reporting back: the narration that follows will speak."""
         self.paused()
 
     def _end(self, reaction: Reaction) -> None:
         if not self.quiet:
-            slack.unreact(self.channel, self.trigger_ts, Reaction.WORKING)
+            self.paused()
             slack.react(self.channel, self.trigger_ts, reaction)
 
     def post(self, text: str, *, key: str, blocks: Sequence[Block] | None = None, for_operators: bool = False) -> str:
@@ -71,14 +111,21 @@ class ThreadSurface:
         """
         if self.quiet and not for_operators:
             return ""
-        ts = self.posted.get(key) or slack.post(self.channel, self.thread_ts, text, key=key, blocks=blocks)
+        ts = self.posted.get(key)
+        if not ts:
+            ts = slack.post(self.channel, self.thread_ts, text, key=key, blocks=blocks)
+            if self.status:
+                self.status = None  # Slack clears a thread's status when the app posts: set it again next step
         self.posted[key] = ts
         return ts
 
-    def post_markdown(self, markdown: str, *, key: str) -> list[str]:
-        """Post Markdown as one or more messages (converted and split); parts Slack already has are skipped."""
+    def post_markdown(self, markdown: str, *, key: str, feedback: str | None = None) -> list[str]:
+        """Post Markdown as one or more messages (converted and split); parts Slack already has are skipped. With
+        ``feedback`` (the session's id) the last message carries the 👍/👎 buttons."""
         chunks = to_slack_messages(markdown) or ["(no answer)"]
-        return [self.post(chunk, key=f"{key}:{i}") for i, chunk in enumerate(chunks)]
+        last = len(chunks) - 1
+        shown = [answer_blocks(c, feedback) if feedback and i == last else None for i, c in enumerate(chunks)]
+        return [self.post(chunk, key=f"{key}:{i}", blocks=shown[i]) for i, chunk in enumerate(chunks)]
 
     def react(self, ts: str, reaction: Reaction) -> None:
         slack.react(self.channel, ts, reaction)

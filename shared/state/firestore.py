@@ -24,6 +24,7 @@ STEPS = "steps"  # subcollection of a session: its transcript and audit log
 SESSIONS = "sessions"
 QUESTIONS = "questions"
 APPROVALS = "approvals"
+FEEDBACK = "feedback"  # one document per (session, person): their 👍 or 👎 on its final answer
 
 # The field Firestore's TTL policy on ``events`` deletes by (declared in Terraform).
 EVENT_EXPIRES_FIELD = "expires_at"

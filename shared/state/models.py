@@ -236,6 +236,7 @@ class Session:
     tree_tokens: dict[str, int] = field(default_factory=dict)  # the root: the tokens its ended children used
     tree_status_ts: str | None = None  # the root: the thread message listing the tree's children and their state
     requested_by: str | None = None  # who asked for the work, when another person's answer or click started this
+    answer_ts: str | None = None  # a top-level session that ended: its final answer's last message (feedback)
 
     @property
     def requester(self) -> str:

@@ -327,6 +327,21 @@ def running_session_in_thread(channel: str, thread_ts: str) -> Session | None:
     return None
 
 
+def active_sessions_in_thread(channel: str, thread_ts: str) -> list[Session]:
+    """The thread's top-level sessions that have not ended (queued, running or paused), with one indexed query
+    (channel, thread_ts, status): what a person's "stop" in the thread stops."""
+    active = [SessionStatus.QUEUED.value, SessionStatus.RUNNING.value, SessionStatus.PAUSED.value]
+    query = (
+        db()
+        .collection(SESSIONS)
+        .where(filter=FieldFilter("channel", "==", channel))
+        .where(filter=FieldFilter("thread_ts", "==", thread_ts))
+        .where(filter=FieldFilter("status", "in", active))
+    )
+    found = [Session.from_doc(snap.to_dict() or {}) for snap in query.stream()]
+    return [s for s in found if s.top_level]
+
+
 def mark_followed_up(session_id: str) -> None:
     try:
         session_ref(session_id).update({"followed_up": True, "updated_at": now()})

@@ -26,6 +26,7 @@ EVENT_SCOPES = {
 # Web API methods and the bot scopes they need. A method the code starts calling must be added here.
 METHOD_SCOPES: dict[str, set[str]] = {
     "chat.postMessage": {"chat:write"},
+    "assistant.threads.setStatus": {"chat:write"},  # chat:write since Slack's 2026-03 change (was assistant:write)
     "chat.update": {"chat:write"},
     "chat.postEphemeral": {"chat:write"},
     "chat.delete": {"chat:write"},

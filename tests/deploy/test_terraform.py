@@ -429,6 +429,7 @@ def queries_the_code_runs(monkeypatch: pytest.MonkeyPatch) -> list[_Query]:
         admin.listing(now)
         admin.usage(now)
         sessions.running_session_in_thread("C1", "1.0")
+        sessions.active_sessions_in_thread("C1", "1.0")
         sessions.children_of("s1")
         sessions.tree_members("s1")
         spend.day_total("2030-01-01")
@@ -436,8 +437,9 @@ def queries_the_code_runs(monkeypatch: pytest.MonkeyPatch) -> list[_Query]:
 
 
 # The functions in shared/state/ that run a collection query; each is exercised above.
-QUERYING = {"_stale", "children_of", "decided_approvals", "running_session_in_thread", "sessions_created",
-            "day_total", "stale_approvals", "stale_questions", "tree_members",
+QUERYING = {"_stale", "active_sessions_in_thread", "children_of", "day_total", "decided_approvals", "on_day",
+            "running_session_in_thread", "sessions_created", "since",
+            "stale_approvals", "stale_questions", "tree_members",
             "stale_sessions"}  # fmt: skip
 
 

@@ -125,6 +125,11 @@ function block(b, names) {
       const buttons = (b.elements || []).filter((e) => e.type === "button").map((e) => button(e, b.block_id));
       return `<div class="block actions">${buttons.join("")}</div>`;
     }
+    case "context_actions": {  // feedback buttons: 👍 and 👎 share one action, each with its own value
+      const sides = (b.elements || []).filter((e) => e.type === "feedback_buttons").flatMap((e) =>
+        [e.positive_button, e.negative_button].filter(Boolean).map((side) => button({ ...side, action_id: e.action_id }, b.block_id)));
+      return `<div class="block actions feedback">${sides.join("")}</div>`;
+    }
     case "image": return `<img class="block image" src="${esc(b.image_url)}" alt="${esc(b.alt_text || "")}">`;
     default: return `<div class="block unknown">[${esc(b.type)} block]</div>`;
   }

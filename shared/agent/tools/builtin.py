@@ -12,6 +12,7 @@ from shared.agent.tools.base import Suspend, ToolError, Wait, context
 from shared.agent.tools.function import tool
 from shared.asks import delegation, questions
 from shared.limits import MAX_MESSAGE_CHARS, capped
+from shared.slack import blocks
 from shared.slack import client as slack
 from shared.slack.blocks import MAX_OPTIONS
 from shared.slack.mrkdwn import to_mrkdwn
@@ -133,7 +134,10 @@ def post_update(text: str) -> dict[str, Any]:
         text: The update, in Markdown.
     """
     ctx = context()
-    ts = ctx.surface.post(to_mrkdwn(text), key=ctx.post_key())
+    shown = to_mrkdwn(text)
+    # The session's first update carries the Stop button (the delegated tasks' message has one too).
+    stop = None if ctx.used.get("post_update") else blocks.progress_blocks(shown, ctx.session.session_id)
+    ts = ctx.surface.post(shown, key=ctx.post_key(), blocks=stop)
     ctx.post_ts.append(ts)
     return {"posted": True, "ts": ts}
 

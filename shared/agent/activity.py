@@ -1,0 +1,29 @@
+"""What Slack's status line says a session is doing while one of its tool calls runs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+_DOING = {
+    "read_thread": "is reading the thread",
+    "ask_operator": "is asking the operator",
+    "ask_parent": "is asking the session that delegated its task",
+    "answer_child": "is answering a delegated task",
+    "delegate": "is delegating",
+    "post_update": "is posting an update",
+}
+APPROVAL = "is waiting for an approval"
+
+
+def doing(tool: str, args: Mapping[str, Any] | None) -> str:
+    """The status for a call of ``tool``: a fetch names its host, a tool without its own words is named."""
+    if tool == "fetch_url":
+        url = str((args or {}).get("url") or "")
+        try:
+            host = urlsplit(url).hostname if "://" in url else None
+        except ValueError:  # not a URL the fetch will accept either
+            host = None
+        return f"is fetching {host}" if host else "is fetching a page"
+    return _DOING.get(tool) or f"is running {tool}"

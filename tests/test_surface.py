@@ -1,0 +1,102 @@
+"""Slack's agent surface on the stack: the status while a session works, and its fallback to reactions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from infra.fakegemini.control import FakeGemini
+from infra.fakeslack.control import FakeSlack
+from shared.agent.activity import doing
+from shared.state.models import SessionStatus
+from tests.agent_helpers import mention, wait_status
+from tests.poll import wait_for
+
+G = FakeGemini
+Script = Callable[..., int]
+
+
+def reaction_calls(fake_slack: FakeSlack, ts: str) -> list[str]:
+    """The reaction changes on one message, in order: '+eyes', '-eyes', '+white_check_mark'."""
+    calls = [c for c in fake_slack.calls() if c["method"] in {"reactions.add", "reactions.remove"}]
+    sign = {"reactions.add": "+", "reactions.remove": "-"}
+    return [sign[c["method"]] + c["args"]["name"] for c in calls if c["args"].get("timestamp") == ts]
+
+
+def test_a_status_says_what_each_call_does() -> None:
+    assert doing("read_thread", {}) == "is reading the thread"
+    assert doing("fetch_url", {"url": "https://Example.com/a?b=c"}) == "is fetching example.com"
+    assert doing("fetch_url", {"url": "not a url"}) == "is fetching a page"
+    assert doing("fetch_url", {"url": "http://[::1"}) == "is fetching a page"
+    assert doing("ask_operator", {"question": "?"}) == "is asking the operator"
+    assert doing("restart_service", None) == "is running restart_service"
+
+
+@pytest.mark.stack
+def test_the_status_follows_the_work_and_is_cleared_at_the_end(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    script(G.call("read_thread"), G.call("post_update", text="half way"), G.text("All done."))
+    thread = mention(fake_slack, f"C{uid}", "look around")
+    wait_status(thread.session_id, SessionStatus.DONE)
+    wait_for(lambda: reaction_calls(fake_slack, thread.ts) == ["+white_check_mark"], what="the end's reaction")
+    # A post clears Slack's status, so the next step sets it again; nothing is set twice in a row.
+    assert fake_slack.statuses(thread.channel, thread.ts) == [
+        "is thinking…", "is reading the thread", "is thinking…", "is posting an update", "is thinking…", "",
+    ]  # fmt: skip
+    assert fake_slack.snapshot()["statuses"] == {}
+
+
+@pytest.mark.stack
+@pytest.mark.parametrize("error", ["missing_scope", "not_allowed_token_type", "channel_not_found"])
+def test_a_refused_status_falls_back_to_reactions_once(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, error: str
+) -> None:
+    channel = f"C{uid}"
+    fake_slack.refuse_status(channel, error)
+    script(G.call("read_thread"), G.call("read_thread"), G.call("post_update", text="still here"), G.text("Done."))
+    thread = mention(fake_slack, channel, "work without a status")
+    wait_status(thread.session_id, SessionStatus.DONE)
+    wait_for(
+        lambda: reaction_calls(fake_slack, thread.ts) == ["+eyes", "-eyes", "+white_check_mark"], what="the reactions"
+    )
+    # Asked once; refused, never again in that session, whatever it did next.
+    [refused] = fake_slack.calls("assistant.threads.setStatus")
+    assert refused["response"] == {"ok": False, "error": error}
+    assert [r["text"] for r in fake_slack.bot_replies(channel, thread.ts)] == ["still here", "Done."]
+
+
+@pytest.mark.stack
+def test_a_refused_status_at_a_pause_and_a_failure_still_clears_the_reaction(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    paused_channel, failed_channel = f"C{uid}P", f"C{uid}F"
+    fake_slack.refuse_status(paused_channel)
+    fake_slack.refuse_status(failed_channel)
+    script(G.call("ask_operator", question="which one?"))
+    paused = mention(fake_slack, paused_channel, "ask me")
+    wait_status(paused.session_id, SessionStatus.PAUSED)
+    wait_for(lambda: reaction_calls(fake_slack, paused.ts) == ["+eyes", "-eyes"], what="the pause's reactions")
+    assert len(fake_slack.statuses(paused_channel, paused.ts)) == 1
+
+    script(G.error(503, "UNAVAILABLE", "the model is down", times=20))
+    failed = mention(fake_slack, failed_channel, "anyone there?")
+    wait_status(failed.session_id, SessionStatus.FAILED)
+    wait_for(lambda: reaction_calls(fake_slack, failed.ts) == ["+eyes", "-eyes", "+warning"], what="the reactions")
+    assert len(fake_slack.statuses(failed_channel, failed.ts)) == 1
+
+
+@pytest.mark.stack
+def test_a_refused_status_and_refused_reactions_are_each_asked_once(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    channel = f"C{uid}"
+    fake_slack.refuse_status(channel, "channel_not_found")
+    fake_slack.fail("reactions.add", times=1, error="channel_not_found")  # the fallback is refused too
+    script(G.call("read_thread"), G.call("read_thread"), G.text("Done."))
+    thread = mention(fake_slack, channel, "work where nothing shows")
+    wait_status(thread.session_id, SessionStatus.DONE)
+    wait_for(lambda: reaction_calls(fake_slack, thread.ts)[-1:] == ["+white_check_mark"], what="the end's reaction")
+    assert len(fake_slack.calls("assistant.threads.setStatus")) == 1
+    assert reaction_calls(fake_slack, thread.ts) == ["+eyes", "-eyes", "+white_check_mark"]
