@@ -99,3 +99,15 @@ def test_a_dead_workers_session_stops_counting_once_no_session_can_live_that_lon
     quotas.ingress_ref().set({"running": running}, merge=True)  # as a worker that died 31 minutes ago leaves them
     reply, _, _ = mention_as(rig, "U0DEAD", "after the crash")
     assert "session_id" in reply
+
+
+def test_a_session_that_pauses_no_longer_counts_as_running(rig: cost.Rig) -> None:
+    first, _, _ = mention_as(rig, "U0PAUSE", "decide for me")
+    mention_as(rig, "U0PAUSE", "another job")
+    refused, _, _ = mention_as(rig, "U0PAUSE", "a third")
+    assert refused == {"ok": True, "limited": "2 requests running at once per person"}
+    rig.script(FakeGemini.call("ask_operator", question="Which one?", options=["a", "b"]))
+    rig.deliver(first["session_id"])  # it asks and pauses: waiting for an operator is not running
+    assert rig.session(first["session_id"]).status == SessionStatus.PAUSED
+    admitted, _, _ = mention_as(rig, "U0PAUSE", "now it fits")
+    assert "session_id" in admitted
