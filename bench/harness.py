@@ -120,8 +120,8 @@ class Bench:
                 function_argv(ROOT / "functions" / "main.py", "slack_events", self.ports["ours_limits"]),
                 {
                     **self.function_env(),
-                    "USER_SESSIONS_PER_HOUR": "1000000000",
-                    "CHANNEL_SESSIONS_PER_HOUR": "1000000000",
+                    "USER_SESSIONS_PER_HOUR": "100000",
+                    "CHANNEL_SESSIONS_PER_HOUR": "100000",
                 },
             )
             wait_until(lambda: http_answers(self.limits_url), proc=limited, what="HTTP", timeout=60)
