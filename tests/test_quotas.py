@@ -18,6 +18,7 @@ from infra import slack_payloads as events
 from infra.fakegemini.control import FakeGemini
 from infra.fakeslack.control import FakeSlack
 from infra.stack import Stack
+from shared.state import events as events_state
 from shared.state import firestore, quotas, sessions
 from shared.state.models import SessionStatus
 from tests.rigs import counted_rig
@@ -111,3 +112,17 @@ def test_a_session_that_pauses_no_longer_counts_as_running(rig: cost.Rig) -> Non
     assert rig.session(first["session_id"]).status == SessionStatus.PAUSED
     admitted, _, _ = mention_as(rig, "U0PAUSE", "now it fits")
     assert "session_id" in admitted
+
+
+def test_a_start_the_contended_limits_document_cannot_count_is_admitted_uncounted(
+    rig: cost.Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Many starts at once all want the one limits document: one whose transaction gives up is admitted without
+    being counted, not failed (a 500 would make Slack retry it, adding to the contention)."""
+
+    def contended(*_: object, **__: object) -> events_state.Started:
+        raise ValueError("Failed to commit transaction in 5 attempts.")
+
+    monkeypatch.setattr(events_state, "_start_counted", contended)
+    reply, _, _ = mention_as(rig, "U0BUSY", "at a busy moment")
+    assert rig.session(reply["session_id"]).status == SessionStatus.QUEUED

@@ -6,17 +6,21 @@ record is created at most once, so whatever carried the message, it is acted on 
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
 from shared import config
 from shared.state import ids, quotas
 from shared.state.firestore import ALREADY_EXISTS, EVENT_EXPIRES_FIELD, db, event_ref, now, session_ref
 from shared.state.models import Session
+
+log = logging.getLogger(__name__)
 
 
 def record(kind: str, session_id: str, at: datetime) -> dict[str, Any]:
@@ -48,17 +52,28 @@ def start_session_for_event(*, event_id: str, event_type: str, session: Session,
     """
     body = record(event_type, session.session_id, session.created_at)
     message = event_ref(ids.message_key(session.channel, session.trigger_ts))
-    if quota is None or not quota.on:
-        batch = db().batch()
-        batch.create(event_ref(event_id), body)
-        # The same message can arrive as two events (app_mention and its message twin): it acts once.
-        batch.create(message, body)
-        batch.create(session_ref(session.session_id), session.to_doc())
+    if quota is not None and quota.on:
         try:
-            batch.commit()
-        except ALREADY_EXISTS:
-            return Started(Start.DUPLICATE)
-        return Started(Start.STARTED)
+            return _start_counted(event_id, body, message, session, quota)
+        except (gexc.Aborted, ValueError) as exc:  # the client gives up on a contended commit with a ValueError
+            # Many starts at once all want the one limits document: admit this one uncounted rather than fail it
+            # (Slack would retry it, and add to the contention).
+            log.warning("rate limits skipped: the limits document is contended", extra={"error": str(exc)})
+    batch = db().batch()
+    batch.create(event_ref(event_id), body)
+    # The same message can arrive as two events (app_mention and its message twin): it acts once.
+    batch.create(message, body)
+    batch.create(session_ref(session.session_id), session.to_doc())
+    try:
+        batch.commit()
+    except ALREADY_EXISTS:
+        return Started(Start.DUPLICATE)
+    return Started(Start.STARTED)
+
+
+def _start_counted(event_id: str, body: dict[str, Any], message: firestore.DocumentReference, session: Session,
+                   quota: quotas.Quota) -> Started:  # fmt: skip
+    """The start, with the limits document read and updated in the same transaction."""
 
     @firestore.transactional
     def start(transaction: firestore.Transaction) -> Started:
