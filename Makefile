@@ -77,8 +77,8 @@ test: install deploy-install chromium lint typecheck deploy-check  ## install, l
 test-fast: $(VENV)/.installed  ## the fast tier only: pure logic, and the handlers in-process on the Firestore emulator
 	$(PY) -m pytest -m fast
 
-clean:  ## remove virtual environments and local stack state
-	rm -rf $(VENV) $(TASKS_VENV) .local .pytest_cache .mypy_cache .ruff_cache
+clean:  ## remove virtual environments (.venv-deploy too), build/ and local stack state
+	rm -rf $(VENV) $(TASKS_VENV) $(DEPLOY_VENV) build .local .pytest_cache .mypy_cache .ruff_cache
 
 # ---- Deploy (README "Deploy"): the source zip, the offline Terraform checks, apply, the Slack manifest ----
 DEPLOY_VENV := .venv-deploy
@@ -122,9 +122,6 @@ destroy:  ## terraform destroy (first set firestore.deletion_protection = false 
 
 deploy-test-fast: $(VENV)/.installed  ## the fast tier only: pure logic, and the handlers in-process on the Firestore emulator
 	$(PY) -m pytest -m fast
-
-clean:  ## remove .venv-deploy and build/
-	rm -rf $(DEPLOY_VENV) build
 
 # ---- Benchmarks (BENCHMARKS.md): slack-bolt, the peer the ingress is measured against, is benchmark-only ----
 .PHONY: bench
