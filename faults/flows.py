@@ -71,6 +71,12 @@ class Flow:
 
     def __post_init__(self) -> None:
         self.outcome = Outcome(name=f"{self.kind} {self.marker}")
+        # Drawn first, before the flow runs: the run puts a flow that kills its worker in a batch of its own.
+        self.model_fault = Injector.choose_model_fault(self.rng, may_kill=self.kind != "delegate")
+
+    @property
+    def kills(self) -> bool:
+        return self.model_fault == "agent_session SIGKILL"
 
     @property
     def channel(self) -> str:
@@ -122,13 +128,13 @@ class Flow:
         }
         (where / f"{self.marker}.json").write_text(json.dumps(evidence, indent=1, default=str))
 
-    def script(self, first: dict[str, Any], *rest: dict[str, Any], may_kill: bool = True) -> str:
-        """Queue the flow's replies, a model fault before the first; returns the fault's kind."""
-        before, kind = self.injector.model_fault(self.rng, self.tag, first, may_kill=may_kill)
-        self.injector.gemini.script(*before, *(G.matching(self.tag, item) for item in (first, *rest)))
-        if kind != "none":
-            self.outcome.faults.append(kind)
-        return kind
+    def script(self, first: dict[str, Any], *rest: dict[str, Any]) -> str:
+        """Queue the flow's replies, its model fault's items before the first; returns the fault's kind."""
+        opening = self.injector.model_fault(self.rng, self.model_fault, self.tag, first)
+        self.injector.gemini.script(*opening, *(G.matching(self.tag, item) for item in rest))
+        if self.model_fault != "none":
+            self.outcome.faults.append(self.model_fault)
+        return self.model_fault
 
     def mention(self, text: str, model_fault: str) -> None:
         before = requests_with(self.injector.gemini, self.tag)
@@ -272,7 +278,7 @@ def demo_actions(session_id: str) -> int:
 def delegate(flow: Flow) -> None:
     """Two blocking children; the first asks its parent (blocking ask_parent), the parent answers with answer_child."""
     tasks = flow.tasks
-    fault = flow.script(G.calls(*(("delegate", {"task": t}) for t in tasks)), may_kill=False)
+    fault = flow.script(G.calls(*(("delegate", {"task": t}) for t in tasks)))
     gemini = flow.injector.gemini
     # The child asks a second after it starts: by then the parent's answer below is scripted with the child's id.
     gemini.script(*(G.matching(json.dumps({"task": tasks[0]}), item) for item in (

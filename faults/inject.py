@@ -56,25 +56,27 @@ class Injector:
             self.injected[kind] += 1
 
     # -- Gemini ----------------------------------------------------------------------------
-    def model_fault(
-        self, rng: random.Random, marker: str, first: dict[str, Any], *, may_kill: bool
-    ) -> tuple[list[dict[str, Any]], str]:
-        """The items to queue before a flow's first reply ``first`` (matching ``marker``), and the fault chosen."""
+    @staticmethod
+    def choose_model_fault(rng: random.Random, *, may_kill: bool) -> str:
+        """The fault a flow's first model reply gets: none, a Gemini burst or slow reply, or a SIGKILL while held."""
         choices = ["none", "Gemini 429 burst", "Gemini 503 burst", "Gemini slow reply"]
-        if may_kill:
-            choices.append("agent_session SIGKILL")
-        kind = rng.choice(choices)
+        return rng.choice([*choices, "agent_session SIGKILL"] if may_kill else choices)
+
+    @staticmethod
+    def model_fault(rng: random.Random, kind: str, marker: str, first: dict[str, Any]) -> list[dict[str, Any]]:
+        """What to queue, matching ``marker``, in place of a flow's first reply ``first`` for fault ``kind``."""
+        first = FakeGemini.matching(marker, first)
         if kind == "Gemini 429 burst":
             error = FakeGemini.error(429, "RESOURCE_EXHAUSTED", "Quota exceeded", times=rng.randint(1, 2))
-            return [FakeGemini.matching(marker, error)], kind
+            return [FakeGemini.matching(marker, error), first]
         if kind == "Gemini 503 burst":
             error = FakeGemini.error(503, "UNAVAILABLE", "The model is overloaded", times=rng.randint(1, 2))
-            return [FakeGemini.matching(marker, error)], kind
+            return [FakeGemini.matching(marker, error), first]
         if kind == "Gemini slow reply":
-            return [FakeGemini.matching(marker, FakeGemini.delayed(SLOW_SECONDS, first))], kind
-        if kind == "agent_session SIGKILL":
-            return [FakeGemini.matching(marker, FakeGemini.delayed(HELD_SECONDS, first))], kind
-        return [], kind
+            return [FakeGemini.delayed(SLOW_SECONDS, first)]
+        if kind == "agent_session SIGKILL":  # held, then killed: the takeover's request gets ``first`` itself
+            return [FakeGemini.delayed(HELD_SECONDS, first), first]
+        return [first]
 
     def model_injected(self, kind: str, marker: str, before: int) -> None:
         """Once the flow has started: count a Gemini fault, or kill the worker held inside the model call."""

@@ -89,12 +89,18 @@ def run(*, seed: int, flows: int, batch: int, stack_dir: Path = STACK_DIR) -> Re
         # Each flow draws its faults from its own RNG, seeded in plan order, so a seed replays every choice.
         kinds = plan(rng, flows)
         planned = [Flow(k, f"F{seed}X{n}", injector, random.Random(rng.randrange(2**32))) for n, k in enumerate(kinds)]
-        outcomes: list[Outcome] = []
-        for first in range(0, len(planned), batch):
-            outcomes += run_batch(planned[first : first + batch])
+        outcomes = [outcome for group in batches(planned, batch) for outcome in run_batch(group)]
         if "agent_session" not in stack.procs:
             stack.start_function("agent_session")
     return Results(seed=seed, outcomes=outcomes, injected=dict(injector.injected), seconds=time.monotonic() - started)
+
+
+def batches(flows: list[Flow], size: int) -> list[list[Flow]]:
+    """Flows in batches of ``size`` run at once; a flow that SIGKILLs agent_session runs alone. A kill also ends
+    whatever else the worker runs, and a takeover that makes a model call again takes the next scripted reply, which
+    belongs to a later step of that flow: the scripts could no longer say what each flow must end with."""
+    calm = [f for f in flows if not f.kills]
+    return [calm[n : n + size] for n in range(0, len(calm), size)] + [[f] for f in flows if f.kills]
 
 
 def run_batch(batch: list[Flow]) -> list[Outcome]:
