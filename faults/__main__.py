@@ -16,7 +16,7 @@ from infra.stack import exit_cleanly_on_signals
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m faults", description=__doc__)
     parser.add_argument("--seed", type=int, default=None, help="replay a run (default: a new random seed)")
-    parser.add_argument("--flows", type=int, default=24, help="how many flows to run")
+    parser.add_argument("--flows", type=int, default=48, help="how many flows to run")
     parser.add_argument("--batch", type=int, default=4, help="how many flows run at once")
     parser.add_argument("--no-write", action="store_true", help="print only: leave results.json and BENCHMARKS.md")
     args = parser.parse_args(argv)

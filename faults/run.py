@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -81,6 +82,7 @@ def plan(rng: random.Random, count: int) -> list[str]:
 def run(*, seed: int, flows: int, batch: int, stack_dir: Path = STACK_DIR) -> Results:
     rng = random.Random(seed)
     started = time.monotonic()
+    shutil.rmtree(stack_dir / "evidence", ignore_errors=True)  # what an earlier run's failing flows left
     with fault_stack(stack_dir) as stack:
         gemini, slack = FakeGemini(stack.url("fake_gemini")), FakeSlack(stack.url("fake_slack"))
         gemini.reset()
