@@ -254,9 +254,10 @@ def approve(flow: Flow) -> None:
     paused = wait_status(flow.root, {SessionStatus.PAUSED})
     [approval] = approvals.get_approvals(paused.approval_ids)
     value = blocks.approval_value(approval.approval_id, approval.digest)
-    click = lambda: flow.injector.slack.click(  # noqa: E731
-        OPERATOR, flow.channel, approval.card_ts or "", blocks.APPROVE_ACTION, value=value
-    )
+
+    def click() -> None:
+        flow.injector.slack.click(OPERATOR, flow.channel, approval.card_ts or "", blocks.APPROVE_ACTION, value=value)
+
     in_parallel(click, times=flow.injector.clicks(flow.rng))
     wait_status(ids.resume_id(approval.session_id, approval.seq), {SessionStatus.DONE})
     flow.wait_final()
