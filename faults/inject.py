@@ -26,6 +26,7 @@ KINDS = (
     "Gemini 429 burst",
     "Gemini 503 burst",
     "Gemini slow reply",
+    "Gemini malformed function call",
     "Slack 429 ratelimited (Retry-After)",
     "Slack 503",
     "Slack slow reply",
@@ -34,9 +35,15 @@ KINDS = (
 NOT_INJECTED = (
     "Firestore emulator restart",
     "Cloud Tasks emulator restart",
-    "Gemini malformed function calls",
 )
 SLOW_SECONDS = 2.0
+# A function call whose arguments are not an object, as a model sometimes sends.
+MALFORMED = {
+    "candidates": [
+        {"content": {"role": "model", "parts": [{"functionCall": {"name": "read_thread", "args": "lots"}}]},
+         "finishReason": "STOP"}
+    ]
+}  # fmt: skip
 HELD_SECONDS = 60.0  # a model reply held this long: the worker is inside the call when it is killed
 
 
@@ -59,7 +66,13 @@ class Injector:
     @staticmethod
     def choose_model_fault(rng: random.Random, *, may_kill: bool) -> str:
         """The fault a flow's first model reply gets: none, a Gemini burst or slow reply, or a SIGKILL while held."""
-        choices = ["none", "Gemini 429 burst", "Gemini 503 burst", "Gemini slow reply"]
+        choices = [
+            "none",
+            "Gemini 429 burst",
+            "Gemini 503 burst",
+            "Gemini slow reply",
+            "Gemini malformed function call",
+        ]
         return rng.choice([*choices, "agent_session SIGKILL"] if may_kill else choices)
 
     @staticmethod
@@ -74,6 +87,8 @@ class Injector:
             return [FakeGemini.matching(marker, error), first]
         if kind == "Gemini slow reply":
             return [FakeGemini.delayed(SLOW_SECONDS, first)]
+        if kind == "Gemini malformed function call":  # the product tells the model, which then replies as scripted
+            return [FakeGemini.matching(marker, FakeGemini.raw(MALFORMED)), first]
         if kind == "agent_session SIGKILL":  # held, then killed: the takeover's request gets ``first`` itself
             return [FakeGemini.delayed(HELD_SECONDS, first), first]
         return [first]

@@ -10,7 +10,7 @@ from faults.run import run
 from tests.conftest import TEST_DIR
 
 pytestmark = pytest.mark.stack
-SEED = 7  # injects a SIGKILL, duplicate deliveries, event retries, Gemini 429s and slow replies, Slack 503s
+SEED = 11  # a SIGKILL in the ask flow, Gemini 429, 503, slow and malformed replies, duplicate deliveries, Slack retries
 
 
 def test_a_short_fault_run_loses_and_duplicates_nothing() -> None:
@@ -27,4 +27,5 @@ def test_a_short_fault_run_loses_and_duplicates_nothing() -> None:
     }
     assert len(results.outcomes) == 6
     # The seed injects these, or the run proves less than it says.
-    assert {"agent_session SIGKILL", "duplicate parallel task delivery", "Slack event retry"} <= set(results.injected)
+    assert {"agent_session SIGKILL", "Gemini malformed function call", "duplicate parallel task delivery",
+            "Slack event retry"} <= set(results.injected)  # fmt: skip
