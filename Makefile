@@ -132,3 +132,9 @@ $(VENV)/.bench-installed: $(VENV)/.installed bench/requirements.txt
 
 bench: install $(VENV)/.bench-installed  ## run the benchmarks on a stack of their own; writes BENCHMARKS.md and bench/results.json
 	$(PY) -m bench.run
+
+# ---- Fault injection (README "Fault injection"): flows on a stack of their own while faults are injected ----
+.PHONY: faults
+
+faults: install  ## inject faults into a mix of flows on a stack of its own; prints the counts, writes faults/results.json and BENCHMARKS.md (SEED=N replays a run)
+	$(PY) -m faults $(if $(SEED),--seed $(SEED))

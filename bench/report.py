@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -121,6 +122,7 @@ def write(
         "percent of 1 from run to run. Causes still open in the product:"
     )
     parts.append("\n".join(f"- {finding}" for finding in findings) if findings else "- none found.")
+    parts.extend(kept_sections(markdown))
     markdown.write_text("\n\n".join(p.strip() for p in parts if p.strip()) + "\n")
 
 
@@ -134,3 +136,13 @@ def figure_table(figures: Sequence[Figure]) -> str:
         ["name", "value", "unit", "target", "met"],
         [(f"`{f.name}`", fmt(f.value), f.unit, f.target or "—", f.met) for f in figures],
     )
+
+
+KEPT = ("## Fault injection",)  # written by `make faults` (faults/report.py): kept when the benchmarks rewrite the file
+
+
+def kept_sections(markdown: Path) -> list[str]:
+    """The sections another tool wrote into ``markdown``, as they stand."""
+    text = markdown.read_text() if markdown.exists() else ""
+    found = (re.search(rf"^{re.escape(title)}\n.*?(?=^## |\Z)", text, flags=re.S | re.M) for title in KEPT)
+    return [match.group(0) for match in found if match]

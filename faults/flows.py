@@ -1,0 +1,354 @@
+"""The flows a fault run drives, each scripted on the fake Gemini by its own marker, and what its end must be.
+
+Every flow runs in its own channel ``C<marker>``; the mention carries ``[C<marker>]``, so the scripted replies
+match only its conversation. ``run`` drives it as people would (a mention, the operator's answer, an Approve
+click) while the injector adds faults; ``check`` reads the evidence from Firestore, the fake Slack's messages, the
+fake Gemini's requests and the MCP server's own record of calls.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import requests
+from google.cloud.firestore_v1.base_query import FieldFilter
+
+from faults.inject import Injector, requests_with, texts_of
+from infra import stack as local
+from infra.fakegemini.control import FakeGemini
+from shared.slack import blocks
+from shared.state import approvals, firestore, ids, questions, sessions
+from shared.state.models import QuestionStatus, Session, SessionKind, SessionStatus
+
+G = FakeGemini
+HUMAN = "U0HUMAN"
+OPERATOR = local.OPERATOR_ID
+KINDS = ("plain", "ask", "approve", "delegate", "mcp_read", "mcp_input")
+# A session that ended, or paused and then handed on to the session its answer started.
+SETTLED = {SessionStatus.DONE, SessionStatus.RESUMED}
+WAIT = 150.0  # the bounded wait for a flow to reach its end
+SETTLE = 30.0  # and for its sessions to end once it has
+
+
+@dataclass
+class Outcome:
+    """What one flow's evidence shows; every count but ``reached_end`` must be 0."""
+
+    name: str
+    reached_end: bool = False
+    problem: str = ""
+    answers_lost: int = 0
+    continuations_duplicated: int = 0
+    posts_duplicated: int = 0
+    tools_run_twice: int = 0
+    stuck: int = 0
+    faults: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what the counts that are not 0 saw
+
+    def counts(self) -> dict[str, int]:
+        """The counts that are not 0."""
+        names = ("answers_lost", "continuations_duplicated", "posts_duplicated", "tools_run_twice", "stuck")
+        return {name: int(getattr(self, name)) for name in names if getattr(self, name)}
+
+
+@dataclass
+class Flow:
+    kind: str
+    marker: str  # unique per flow and run: "F<seed>x<n>"
+    injector: Injector
+    rng: random.Random  # this flow's own, drawn from the run's seed: its choices replay whatever the threads do
+    outcome: Outcome = field(init=False)
+    root: str = ""  # the mention's session
+    thread_ts: str = ""
+    question_id: str = ""
+
+    def __post_init__(self) -> None:
+        self.outcome = Outcome(name=f"{self.kind} {self.marker}")
+        # Drawn first, before the flow runs: the run puts a flow that kills its worker in a batch of its own.
+        self.model_fault = Injector.choose_model_fault(self.rng, may_kill=self.kind != "delegate")
+
+    @property
+    def kills(self) -> bool:
+        return self.model_fault == "agent_session SIGKILL"
+
+    @property
+    def channel(self) -> str:
+        return f"C{self.marker}"
+
+    @property
+    def tag(self) -> str:
+        return f"[{self.channel}]"
+
+    @property
+    def tasks(self) -> list[str]:
+        return [f"migrate the orders table {self.marker}", f"count the users {self.marker}"]
+
+    @property
+    def final(self) -> str:
+        return f"Finished {self.kind} for {self.marker}."
+
+    # -- driving ---------------------------------------------------------------------------
+    def run(self) -> Outcome:
+        try:
+            DRIVERS[self.kind](self)
+            self.outcome.reached_end = True
+        except (AssertionError, TimeoutError, requests.RequestException) as exc:
+            self.outcome.problem = f"{type(exc).__name__}: {exc}"
+        self.settle()
+        self.check()
+        if self.outcome.problem or self.outcome.counts():
+            self.keep_evidence()
+        return self.outcome
+
+    def unsettled(self) -> list[Session]:
+        return [s for s in sessions_where("channel", self.channel) if s.status not in SETTLED]
+
+    def settle(self, timeout: float = SETTLE) -> None:
+        """Give the flow's sessions a bounded while to end (a session ends just after its last post)."""
+        deadline = time.monotonic() + timeout
+        while self.unsettled() and time.monotonic() < deadline:
+            time.sleep(0.5)
+
+    def keep_evidence(self) -> None:
+        """The flow's model requests and Slack messages, for whoever replays its seed."""
+        where = self.injector.stack.stack_file.parent / "evidence"
+        where.mkdir(parents=True, exist_ok=True)
+        evidence = {
+            "outcome": self.outcome.__dict__,
+            "model_requests": [r for r in self.injector.gemini.requests() if self.tag in texts_of(r)],
+            "messages": self.injector.slack.messages(self.channel),
+            "sessions": [s.to_doc() for s in sessions_where("channel", self.channel)],
+        }
+        (where / f"{self.marker}.json").write_text(json.dumps(evidence, indent=1, default=str))
+
+    def script(self, first: dict[str, Any], *rest: dict[str, Any]) -> str:
+        """Queue the flow's replies, its model fault's items before the first; returns the fault's kind."""
+        opening = self.injector.model_fault(self.rng, self.model_fault, self.tag, first)
+        self.injector.gemini.script(*opening, *(G.matching(self.tag, item) for item in rest))
+        if self.model_fault != "none":
+            self.outcome.faults.append(self.model_fault)
+        return self.model_fault
+
+    def mention(self, text: str, model_fault: str) -> None:
+        before = requests_with(self.injector.gemini, self.tag)
+        self.injector.slack_storm(self.rng, self.tag)
+        sent = self.injector.slack.user_message(HUMAN, self.channel, f"<@{local.BOT_USER_ID}> {text} {self.tag}")
+        [event] = [d for d in sent["deliveries"] if d["type"] == "app_mention"]
+        self.thread_ts, self.root = sent["ts"], ids.session_for_event(event["event_id"])
+        self.injector.event_retry(self.rng, event["event_id"])
+        self.injector.model_injected(model_fault, self.tag, before)
+        if model_fault != "agent_session SIGKILL":  # a copy that claims the session and is then killed waits its lease
+            self.injector.duplicate_delivery(self.rng, self.root)
+
+    def answer(self, session_id: str, text: str) -> str:
+        """Wait for ``session_id`` to pause on a question, and answer it in the thread as the operator."""
+        paused = wait_status(session_id, {SessionStatus.PAUSED})
+        assert paused.question_id, f"{session_id} paused without a question"
+        self.question_id = paused.question_id
+        self.injector.slack.user_message(OPERATOR, self.channel, text, thread_ts=self.thread_ts)
+        return ids.continuation_id(self.question_id)
+
+    def wait_final(self) -> None:
+        deadline = time.monotonic() + WAIT
+        while self.final not in self.texts():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.final!r} was never posted")
+            time.sleep(0.2)
+
+    def texts(self) -> list[str]:
+        return [str(m["text"]) for m in self.injector.slack.bot_replies(self.channel, self.thread_ts)]
+
+    def note(self, problem: str) -> None:
+        self.outcome.notes.append(problem)
+
+    # -- checking --------------------------------------------------------------------------
+    def check(self) -> None:
+        texts = self.texts() if self.thread_ts else []
+        self.outcome.posts_duplicated = sum(n - 1 for n in Counter(texts).values())
+        if self.question_id:
+            continuations = [s for s in sessions_where("question_id", self.question_id)
+                             if s.kind == SessionKind.CONTINUATION]  # fmt: skip
+            self.outcome.continuations_duplicated = max(0, len(continuations) - 1)
+            question = questions.get_question(self.question_id)
+            if question is None or question.status != QuestionStatus.ANSWERED:
+                self.outcome.answers_lost += 1
+        stuck = self.unsettled()
+        self.outcome.stuck = len(stuck)
+        if stuck:
+            self.note("stuck: " + ", ".join(f"{s.session_id} {s.kind.value} {s.status.value}" for s in stuck))
+        if self.kind in CHECKS:
+            CHECKS[self.kind](self)
+
+
+def wait_status(session_id: str, statuses: set[SessionStatus], timeout: float = WAIT) -> Session:
+    deadline = time.monotonic() + timeout
+    while True:
+        found = sessions.get_session(session_id)
+        if found is not None and found.status in statuses:
+            return found
+        if time.monotonic() > deadline:
+            now = found.status.value if found else "missing"
+            raise TimeoutError(f"session {session_id} is {now}, not {sorted(s.value for s in statuses)}")
+        time.sleep(0.2)
+
+
+def sessions_where(name: str, value: str) -> list[Session]:
+    query = firestore.db().collection(firestore.SESSIONS).where(filter=FieldFilter(name, "==", value))
+    return [Session.from_doc(doc.to_dict() or {}) for doc in query.stream()]
+
+
+def function_results(request: dict[str, Any]) -> list[Any]:
+    """The results of every function response in a recorded model request."""
+    found = []
+    for content in request["body"].get("contents", []):
+        for part in content.get("parts", []):
+            response = part.get("functionResponse") or part.get("function_response")
+            if response:
+                found.append(response["response"].get("result"))
+    return found
+
+
+def last_request_with(flow: Flow, text: str) -> dict[str, Any]:
+    matching = [r for r in flow.injector.gemini.requests() if text in texts_of(r)]
+    assert matching, f"no model request carries {text!r}"
+    return matching[-1]
+
+
+# -- the flows -------------------------------------------------------------------------------
+def plain(flow: Flow) -> None:
+    fault = flow.script(G.text(flow.final))
+    flow.mention("say hello", fault)
+    flow.wait_final()
+
+
+def ask(flow: Flow) -> None:
+    question = f"Which region for {flow.marker}?"
+    fault = flow.script(G.call("ask_operator", question=question, options=["us-central1", "europe-west1"]),
+                        G.text(flow.final))  # fmt: skip
+    flow.mention("deploy it", fault)
+    continuation = flow.answer(flow.root, "2")
+    wait_status(continuation, {SessionStatus.DONE})
+    flow.wait_final()
+
+
+def check_ask(flow: Flow) -> None:
+    texts = flow.texts()
+    if sum(f"Which region for {flow.marker}?" in t for t in texts) > 1:
+        flow.outcome.posts_duplicated += 1  # the question posted twice
+    if flow.outcome.reached_end:
+        results = function_results(last_request_with(flow, flow.tag))
+        if not any(isinstance(r, dict) and r.get("matched_option") == "europe-west1" for r in results):
+            flow.outcome.answers_lost += 1
+
+
+def approve(flow: Flow) -> None:
+    fault = flow.script(G.call("scale_service", name=f"api-{flow.marker}", replicas=3), G.text(flow.final))
+    flow.mention("scale the api", fault)
+    paused = wait_status(flow.root, {SessionStatus.PAUSED})
+    [approval] = approvals.get_approvals(paused.approval_ids)
+    value = blocks.approval_value(approval.approval_id, approval.digest)
+
+    def click() -> None:
+        flow.injector.slack.click(OPERATOR, flow.channel, approval.card_ts or "", blocks.APPROVE_ACTION, value=value)
+
+    in_parallel(click, times=flow.injector.clicks(flow.rng))
+    wait_status(ids.resume_id(approval.session_id, approval.seq), {SessionStatus.DONE})
+    flow.wait_final()
+
+
+def check_approve(flow: Flow) -> None:
+    ran = demo_actions(flow.root)
+    flow.outcome.tools_run_twice = max(0, ran - 1)
+    if flow.outcome.reached_end and ran == 0:
+        flow.outcome.problem = flow.outcome.problem or "approved, but scale_service never ran"
+
+
+def demo_actions(session_id: str) -> int:
+    """How often a demo tool (restart_service, scale_service) really ran for a session, counted in Firestore."""
+    query = firestore.db().collection("demo_actions").where(filter=FieldFilter("session_id", "==", session_id))
+    return sum(1 for _ in query.stream())
+
+
+def delegate(flow: Flow) -> None:
+    """Two blocking children; the first asks its parent (blocking ask_parent), the parent answers with answer_child."""
+    tasks = flow.tasks
+    fault = flow.script(G.calls(*(("delegate", {"task": t}) for t in tasks)))
+    gemini = flow.injector.gemini
+    # The child asks a second after it starts: by then the parent's answer below is scripted with the child's id.
+    gemini.script(*(G.matching(json.dumps({"task": tasks[0]}), item) for item in (
+        G.delayed(1.0, G.call("ask_parent", question=f"Which database for {flow.marker}?", blocking=True)),
+        G.text(f"Migrated the orders of {flow.marker} to postgres."),
+    )))  # fmt: skip
+    gemini.script(G.matching(json.dumps({"task": tasks[1]}), G.text(f"{flow.marker} has 20 users.")))
+    flow.mention("migrate the orders and count the users", fault)
+    seq = 2 if fault == "Gemini malformed function call" else 1  # the malformed reply is a step of its own
+    gemini.script(*(G.matching(flow.tag, item) for item in (
+        G.call("answer_child", child_id=ids.child_id(flow.root, seq, 0), answer="postgres"),
+        G.text(f"I answered the helper of {flow.marker}."),
+        G.text(flow.final),
+    )))  # fmt: skip
+    for n in range(2):
+        wait_status(ids.child_id(flow.root, seq, n), {SessionStatus.DONE})
+    flow.wait_final()
+
+
+def check_delegate(flow: Flow) -> None:
+    if not flow.outcome.reached_end:
+        return
+    results = function_results(last_request_with(flow, json.dumps({"task": flow.tasks[0]})))
+    if not any(isinstance(r, dict) and r.get("answer") == "postgres" for r in results):
+        flow.outcome.answers_lost += 1  # the parent's answer never reached the child
+    final = json.dumps(last_request_with(flow, flow.tag)["body"])  # function responses are not text parts
+    for result in (f"Migrated the orders of {flow.marker} to postgres.", f"{flow.marker} has 20 users."):
+        if result not in final:
+            flow.outcome.answers_lost += 1
+            flow.note(f"{result!r} never reached the parent")
+
+
+def mcp_read(flow: Flow) -> None:
+    fault = flow.script(G.call("mcp.demo.lookup_service", name="api"), G.text(flow.final))
+    flow.mention("how is the api?", fault)
+    wait_status(flow.root, {SessionStatus.DONE})
+    flow.wait_final()
+
+
+def mcp_input(flow: Flow) -> None:
+    fault = flow.script(G.call("mcp.demo.create_ticket", title=f"Login broken {flow.marker}"), G.text(flow.final))
+    flow.mention("file a ticket about the login", fault)
+    continuation = flow.answer(flow.root, "3")
+    wait_status(continuation, {SessionStatus.DONE})
+    flow.wait_final()
+
+
+def check_mcp_input(flow: Flow) -> None:
+    mcp = flow.injector.stack.url("mcp_demo")
+    calls: list[dict[str, Any]] = requests.get(f"{mcp}/calls", timeout=10).json()
+    ran = [c for c in calls if c["tool"] == "create_ticket" and c["event"] == "ran"
+           and c["arguments"].get("title") == f"Login broken {flow.marker}"]  # fmt: skip
+    flow.outcome.tools_run_twice = max(0, len(ran) - 1)
+    if flow.outcome.reached_end and not ran:
+        flow.outcome.answers_lost += 1
+
+
+def in_parallel(action: Callable[[], Any], *, times: int) -> None:
+    threads = [threading.Thread(target=action) for _ in range(times)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+DRIVERS: dict[str, Callable[[Flow], None]] = {
+    "plain": plain, "ask": ask, "approve": approve, "delegate": delegate, "mcp_read": mcp_read,
+    "mcp_input": mcp_input,
+}  # fmt: skip
+CHECKS: dict[str, Callable[[Flow], None]] = {
+    "ask": check_ask, "approve": check_approve, "delegate": check_delegate, "mcp_input": check_mcp_input,
+}  # fmt: skip

@@ -1,0 +1,115 @@
+"""One fault run: its own local stack, the flows in small concurrent batches, the faults, the counts."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from faults.flows import KINDS, Flow, Outcome
+from faults.inject import Injector
+from infra.fakegemini.control import FakeGemini
+from infra.fakeslack.control import FakeSlack
+from infra.stack import LOCAL, OPERATOR_ID, Stack
+from shared import config
+
+STACK_DIR = LOCAL / "faults"
+# The product's defaults, except: no rate limits or daily budgets (one test user starts every flow), the demo
+# tools' tiers as the tests set them, and the sample MCP server's create_ticket allowed at once (it asks for input).
+ENV = {
+    "USER_SESSIONS_PER_HOUR": "0",
+    "CHANNEL_SESSIONS_PER_HOUR": "0",
+    "USER_RUNNING_SESSIONS": "0",
+    "CHANNEL_RUNNING_SESSIONS": "0",
+    "USER_DAILY_TOKENS": "0",
+    "WORKSPACE_DAILY_TOKENS": "0",
+    "OPERATOR_USER_IDS": OPERATOR_ID,
+    "TOOL_TIERS": '{"restart_service": "safe", "mcp.*.create_ticket": "safe"}',
+}
+
+
+@dataclass
+class Results:
+    seed: int
+    outcomes: list[Outcome]
+    injected: dict[str, int]
+    seconds: float
+    notes: list[str] = field(default_factory=list)
+
+    def total(self, name: str) -> int:
+        return sum(int(getattr(o, name)) for o in self.outcomes)
+
+    @property
+    def unfinished(self) -> int:
+        return sum(1 for o in self.outcomes if not o.reached_end or o.problem)
+
+    @property
+    def failed(self) -> list[Outcome]:
+        return [o for o in self.outcomes if not o.reached_end or o.problem or o.counts()]
+
+
+@contextmanager
+def fault_stack(stack_dir: Path) -> Iterator[Stack]:
+    """The stack a run drives: parallel task delivery through the dispatcher, the sample MCP server; the product's
+    environment set in this process (for reading Firestore) and put back afterwards."""
+    stack = Stack(extra_env=ENV, stack_file=stack_dir / "stack.json", parallel_tasks=True, mcp_demo=True)
+    saved = dict(os.environ)
+    try:
+        stack.start()
+        os.environ.update(stack.product_env())
+        config.reset()
+        yield stack
+    finally:
+        stack.stop()
+        os.environ.clear()
+        os.environ.update(saved)
+        config.reset()
+
+
+def plan(rng: random.Random, count: int) -> list[str]:
+    """``count`` flow kinds: every kind once (as far as ``count`` goes), then random ones, shuffled."""
+    kinds = list(KINDS[:count]) + [rng.choice(KINDS) for _ in range(count - len(KINDS))]
+    rng.shuffle(kinds)
+    return kinds
+
+
+def run(*, seed: int, flows: int, batch: int, stack_dir: Path = STACK_DIR) -> Results:
+    rng = random.Random(seed)
+    started = time.monotonic()
+    shutil.rmtree(stack_dir / "evidence", ignore_errors=True)  # what an earlier run's failing flows left
+    with fault_stack(stack_dir) as stack:
+        gemini, slack = FakeGemini(stack.url("fake_gemini")), FakeSlack(stack.url("fake_slack"))
+        gemini.reset()
+        slack.reset()
+        injector = Injector(stack=stack, gemini=gemini, slack=slack)
+        # Each flow draws its faults from its own RNG, seeded in plan order, so a seed replays every choice.
+        kinds = plan(rng, flows)
+        planned = [Flow(k, f"F{seed}X{n}", injector, random.Random(rng.randrange(2**32))) for n, k in enumerate(kinds)]
+        outcomes = [outcome for group in batches(planned, batch) for outcome in run_batch(group)]
+        if "agent_session" not in stack.procs:
+            stack.start_function("agent_session")
+    return Results(seed=seed, outcomes=outcomes, injected=dict(injector.injected), seconds=time.monotonic() - started)
+
+
+def batches(flows: list[Flow], size: int) -> list[list[Flow]]:
+    """Flows in batches of ``size`` run at once; a flow that SIGKILLs agent_session runs alone. A kill also ends
+    whatever else the worker runs, and a takeover that makes a model call again takes the next scripted reply, which
+    belongs to a later step of that flow: the scripts could no longer say what each flow must end with."""
+    calm = [f for f in flows if not f.kills]
+    return [calm[n : n + size] for n in range(0, len(calm), size)] + [[f] for f in flows if f.kills]
+
+
+def run_batch(batch: list[Flow]) -> list[Outcome]:
+    outcomes: dict[int, Outcome] = {}
+    threads = [threading.Thread(target=lambda n=n, f=f: outcomes.__setitem__(n, f.run())) for n, f in enumerate(batch)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return [outcomes[n] for n in range(len(batch))]
