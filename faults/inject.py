@@ -13,6 +13,7 @@ from typing import Any
 import requests
 
 from infra import stack as local
+from infra.dispatch.headers import cloud_tasks_headers
 from infra.fakegemini.control import FakeGemini
 from infra.fakeslack.control import FakeSlack
 from infra.stack import Stack
@@ -159,15 +160,9 @@ def deliver(stack: Stack, session_id: str, task: str, copy: int, max_attempts: i
     url = stack.function_url("agent_session")
     backoff = 0.5
     for attempt in range(max_attempts):
-        headers = {
-            "Content-Type": "application/json",
-            "X-CloudTasks-QueueName": local.QUEUE.rsplit("/", 1)[-1],
-            "X-CloudTasks-TaskName": task,
-            "X-CloudTasks-TaskRetryCount": str(attempt),
-            "X-CloudTasks-TaskExecutionCount": str(attempt),
-            "X-CloudTasks-TaskETA": f"{time.time():.6f}",
-            "X-Faults-Copy": str(copy),
-        }
+        queue = local.QUEUE.rsplit("/", 1)[-1]
+        sent = cloud_tasks_headers(queue=queue, task=task, retry=attempt, executions=attempt, eta=time.time())
+        headers = {"Content-Type": "application/json", "X-Faults-Copy": str(copy), **sent}
         try:
             reply = requests.post(url, data=json.dumps({"session_id": session_id}), headers=headers, timeout=600)
             if 200 <= reply.status_code < 300:

@@ -17,7 +17,7 @@ from faults.inject import Injector
 from infra.fakegemini.control import FakeGemini
 from infra.fakeslack.control import FakeSlack
 from infra.stack import LOCAL, OPERATOR_ID, Stack
-from shared import config
+from shared import config, deps
 
 STACK_DIR = LOCAL / "faults"
 # The product's defaults, except: no rate limits or daily budgets (one test user starts every flow), the demo
@@ -57,19 +57,22 @@ class Results:
 @contextmanager
 def fault_stack(stack_dir: Path) -> Iterator[Stack]:
     """The stack a run drives: parallel task delivery through the dispatcher, the sample MCP server; the product's
-    environment set in this process (for reading Firestore) and put back afterwards."""
+    environment set in this process (for reading Firestore) and put back afterwards, with the clients built for it
+    forgotten (a test run that goes on after it would otherwise keep reading this stack's stopped emulator)."""
     stack = Stack(extra_env=ENV, stack_file=stack_dir / "stack.json", parallel_tasks=True, mcp_demo=True)
     saved = dict(os.environ)
     try:
         stack.start()
         os.environ.update(stack.product_env())
         config.reset()
+        deps.reset()
         yield stack
     finally:
         stack.stop()
         os.environ.clear()
         os.environ.update(saved)
         config.reset()
+        deps.reset()
 
 
 def plan(rng: random.Random, count: int) -> list[str]:

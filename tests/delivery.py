@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import requests
 
 from infra import stack as local
+from infra.dispatch.headers import cloud_tasks_headers
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,9 @@ class Attempt:
     attempt: int
     status: int
     body: dict[str, object]
+
+
+QUEUE_ID = local.QUEUE.rsplit("/", 1)[-1]
 
 
 def deliver(url: str, session_id: str, *, task: str, copies: int = 1, max_attempts: int = 5,
@@ -38,14 +42,8 @@ def deliver(url: str, session_id: str, *, task: str, copies: int = 1, max_attemp
         start.wait()
         backoff = min_backoff
         for attempt in range(max_attempts):
-            headers = {
-                "Content-Type": "application/json",
-                "X-CloudTasks-QueueName": local.QUEUE.rsplit("/", 1)[-1],
-                "X-CloudTasks-TaskName": task,
-                "X-CloudTasks-TaskRetryCount": str(attempt),
-                "X-CloudTasks-TaskExecutionCount": str(attempt),
-                "X-CloudTasks-TaskETA": f"{time.time():.6f}",
-            }
+            sent = cloud_tasks_headers(queue=QUEUE_ID, task=task, retry=attempt, executions=attempt, eta=time.time())
+            headers = {"Content-Type": "application/json", **sent}
             try:
                 reply = requests.post(
                     url, data=json.dumps({"session_id": session_id}), headers=headers, timeout=timeout

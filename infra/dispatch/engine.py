@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+from infra.dispatch.headers import cloud_tasks_headers
+
 Json = dict[str, Any]
 
 USER_AGENT = "Google-Cloud-Tasks"
@@ -398,15 +400,9 @@ class Deliveries:
         headers: dict[str, str] = dict(task.headers)
         if not any(name.lower() == "content-type" for name in headers):
             headers["Content-Type"] = "application/octet-stream"  # what Cloud Tasks sends for a body without one
+        headers["User-Agent"] = USER_AGENT
         headers.update(
-            {
-                "User-Agent": USER_AGENT,
-                "X-CloudTasks-QueueName": task.queue,
-                "X-CloudTasks-TaskName": task.name,
-                "X-CloudTasks-TaskRetryCount": str(retry),
-                "X-CloudTasks-TaskExecutionCount": str(executions),
-                "X-CloudTasks-TaskETA": f"{eta:.6f}",
-            }
+            cloud_tasks_headers(queue=task.queue, task=task.name, retry=retry, executions=executions, eta=eta)
         )
         if previous is not None:
             headers["X-CloudTasks-TaskPreviousResponse"] = str(previous)
