@@ -89,6 +89,28 @@ FIGURES: dict[str, str] = {
         "calls' responses, to done"
     ),
     "delegate_result_cycle": "the whole delegation cycle: delegate + child + resume",
+    "ask_parent": (
+        "agent_session for a child whose first turn asks its parent a blocking question: the question stored, the "
+        "parent's wait released and its task queued, the child paused"
+    ),
+    "answer_child": (
+        "agent_session for that parent, released by the question: its claim (the child's question, the delegate "
+        'call answered "still running"), `answer_child` (the answer stored, the child\'s task queued) and a model '
+        "turn that answers the thread, to done"
+    ),
+    "mcp_call": (
+        "one more model turn calling a read-only MCP tool (`lookup_service` on the sample server) than the same "
+        "session calling an inward Python tool: what the MCP call itself costs in Firestore"
+    ),
+    "feedback_press": "a 👍 on a final answer at slack_interactivity: the session read, the feedback stored",
+    "stop_press": (
+        "the requester's Stop at slack_interactivity on a session paused at a question: the stop, its question "
+        "closed, its children looked up"
+    ),
+    "mention_rate_limited": (
+        "a mention refused by the hourly per-user limit at ingress: de-duplicated, the limits read, refused, "
+        "nothing queued"
+    ),
     "sweep_empty": "a sweep that finds nothing (its five indexed queries and yesterday's feedback, an empty page each)",
     "sweep_reminded_question": "one more open question older than 24h in a sweep: reminded",
     "sweep_abandoned_question": "one more open question past the abandon age in a sweep: abandoned, session closed",
@@ -192,11 +214,11 @@ class Rig:
         self._ts += 1
         return self._ts
 
-    def mention(self, text: str = "what is the status?") -> tuple[bytes, dict[str, str]]:
-        """A signed app_mention that starts a new thread, ready for the ingress."""
+    def mention(self, text: str = "what is the status?", *, user: str = "U0HUMAN") -> tuple[bytes, dict[str, str]]:
+        """A signed app_mention from ``user`` that starts a new thread, ready for the ingress."""
         text = f"{text} [{self.uid}]"
         channel, ts = self.new_thread(text)
-        event = events.mention(channel=channel, ts=ts, text=text)
+        event = events.mention(channel=channel, ts=ts, text=text, user=user)
         return events.signed(event, event_id=f"Ev{self.uid}{self._next()}")
 
     def reply(self, session_id: str, text: str, *, user: str = local.OPERATOR_ID) -> tuple[bytes, dict[str, str]]:
@@ -205,6 +227,32 @@ class Rig:
         ts = str(self.slack.chat_postMessage(channel=session.channel, thread_ts=session.thread_ts, text=text)["ts"])
         event = events.message(channel=session.channel, ts=ts, thread_ts=session.thread_ts, text=text, user=user)
         return events.signed(event, event_id=f"Ev{self.uid}{self._next()}")
+
+    @staticmethod
+    def press(channel: str, message_ts: str, thread_ts: str, *, action_id: str, value: str,
+              user: str = local.OPERATOR_ID) -> tuple[bytes, dict[str, str]]:  # fmt: skip
+        """A signed ``block_actions`` request for one press of a button on a bot message, as Slack sends it."""
+        from infra.signing import signed_headers
+
+        payload = {
+            "type": "block_actions",
+            "user": {"id": user},
+            "channel": {"id": channel},
+            "container": {"type": "message", "channel_id": channel, "message_ts": message_ts, "thread_ts": thread_ts},
+            "actions": [{"action_id": action_id, "value": value, "action_ts": f"{time.time():.6f}"}],
+        }
+        body = urlencode({"payload": json.dumps(payload)}).encode()
+        signed = signed_headers(local.SIGNING_SECRET, body, content_type="application/x-www-form-urlencoded")
+        return body, {k.lower(): v for k, v in signed.items()}
+
+    @staticmethod
+    def interactivity(request: tuple[bytes, dict[str, str]], into: dict[str, Any]) -> None:
+        """The slack_interactivity handler, as the function calls it; its reply lands in ``into``."""
+        from shared.handlers import slack_interactivity
+
+        reply, status = slack_interactivity.handle(*request)
+        assert status == 200, reply
+        into.update(reply)
 
     @staticmethod
     def ingress(request: tuple[bytes, dict[str, str]], into: dict[str, Any]) -> None:
@@ -218,6 +266,12 @@ class Rig:
         """The agent_session handler for one task delivery, as the function calls it."""
         reply, status = worker.handle(json.dumps({"session_id": session_id}).encode(), {})
         assert status == 200, reply
+
+    def script_used(self) -> None:
+        """Every model reply scripted for this rig was asked for: a reply left over would answer the next scenario's
+        session and shift its counts."""
+        left = [item for item in self.gemini.remaining() if self.uid in json.dumps(item)]
+        assert not left, f"scripted model replies never asked for: {left}"
 
     def expect(self, session_id: str, status: SessionStatus) -> None:
         found = self.session(session_id).status
@@ -335,8 +389,6 @@ def ask_answer_continuation(rig: Rig) -> dict[str, Ops]:
 def approve_run_resume(rig: Rig) -> dict[str, Ops]:
     """A risky call: its approval card (the session pauses), the operator's Approve, and the continuation that runs
     it through the ledger and answers."""
-    from infra.signing import signed_headers
-    from shared.handlers import slack_interactivity
     from shared.slack import blocks
     from shared.state import approvals
 
@@ -346,20 +398,11 @@ def approve_run_resume(rig: Rig) -> dict[str, Ops]:
     rig.expect(session_id, SessionStatus.PAUSED)
     [approval] = approvals.get_approvals(rig.session(session_id).approval_ids)
     value = blocks.approval_value(approval.approval_id, approval.digest)
-    action = {"action_id": blocks.APPROVE_ACTION, "value": value, "action_ts": f"{time.time():.6f}"}
-    container = {"channel_id": approval.channel, "message_ts": approval.card_ts}
-    payload = {
-        "type": "block_actions",
-        "user": {"id": local.OPERATOR_ID},
-        "channel": {"id": approval.channel},
-        "container": container,
-        "actions": [action],
-    }
-    body = urlencode({"payload": json.dumps(payload)}).encode()
-    signed = signed_headers(local.SIGNING_SECRET, body, content_type="application/x-www-form-urlencoded")
-    headers = {k.lower(): v for k, v in signed.items()}
+    assert approval.card_ts, "the approval card was not posted"
+    thread = rig.session(session_id).thread_ts
+    request = rig.press(approval.channel, approval.card_ts, thread, action_id=blocks.APPROVE_ACTION, value=value)
     decided: dict[str, Any] = {}
-    ops["approve"] = rig.measure(lambda: decided.update(slack_interactivity.handle(body, headers)[0]))
+    ops["approve"] = rig.measure(lambda: rig.interactivity(request, decided))
     assert decided.get("decision") == "decided", decided
     rig.script(FakeGemini.text("Scaled."))
     continuation = ids.resume_id(session_id, approval.seq)
@@ -383,6 +426,89 @@ def delegate_result(rig: Rig) -> dict[str, Ops]:
     ops["delegate_resume"] = rig.measure(lambda: rig.deliver(parent))
     rig.expect(parent, SessionStatus.DONE)
     ops["delegate_result_cycle"] = ops["delegate"] + ops["child_result"] + ops["delegate_resume"]
+    return ops
+
+
+def child_asks_parent(rig: Rig) -> dict[str, Ops]:
+    """A child's blocking ``ask_parent``, its parent's ``answer_child``, then both run to their ends (uncounted)."""
+    parent = rig.start("migrate the orders table")
+    task = f"migrate the orders table [{rig.uid}]"
+    child = ids.child_id(parent, 1, 0)
+    rig.script(
+        FakeGemini.call("delegate", task=task),  # the parent
+        FakeGemini.call("ask_parent", question="Which database?", blocking=True),  # the child
+        FakeGemini.call("answer_child", child_id=child, answer="postgres"),  # the parent, released by the question
+        FakeGemini.text("I answered the helper; it will report."),
+        FakeGemini.text("Migrated the orders table to postgres."),  # the child, resumed by the answer
+    )
+    rig.deliver(parent)
+    rig.expect(parent, SessionStatus.PAUSED)
+    ops = {"ask_parent": rig.measure(lambda: rig.deliver(child))}
+    rig.expect(child, SessionStatus.PAUSED)
+    ops["answer_child"] = rig.measure(lambda: rig.deliver(parent))
+    rig.expect(parent, SessionStatus.DONE)  # the child's result reaches the thread in a session of its own
+    rig.deliver(child)
+    rig.expect(child, SessionStatus.DONE)
+    return ops
+
+
+def mcp_call(rig: Rig) -> dict[str, Ops]:
+    """A turn calling the sample MCP server's read-only ``lookup_service``, minus the same turn calling an inward
+    Python tool: what the MCP call adds (its listing is cached per process and costs no Firestore operation)."""
+    url = rig.stack.start_mcp_server("mcp_cost")
+    try:
+        cost = []
+        with environment(MCP_SERVERS=json.dumps([{"name": "demo", "url": url}])):
+            for call in (FakeGemini.call("read_thread", limit=5), FakeGemini.call("mcp.demo.lookup_service",
+                                                                                      name="api")):  # fmt: skip
+                session_id = rig.start("look up one thing, then answer")
+                rig.script(call, FakeGemini.text("Done."))
+                cost.append(rig.measure(functools.partial(rig.deliver, session_id)))
+                rig.expect(session_id, SessionStatus.DONE)
+    finally:
+        rig.stack.stop_process("mcp_cost")
+    return {"mcp_call": cost[1] - cost[0]}
+
+
+def surface_presses(rig: Rig) -> dict[str, Ops]:
+    """A 👍 on a final answer, and the requester's Stop on a session paused at a question."""
+    from shared.slack import blocks
+
+    done = rig.start("what is the status?")
+    rig.script(FakeGemini.text("All green."))
+    rig.deliver(done)
+    ended = rig.session(done)
+    assert ended.answer_ts, "the final answer was not recorded"
+    value = blocks.feedback_value(done, "positive")
+    request = rig.press(ended.channel, ended.answer_ts, ended.thread_ts, action_id=blocks.FEEDBACK_ACTION,
+                        value=value, user=ended.trigger_user)  # fmt: skip
+    pressed: dict[str, Any] = {}
+    ops = {"feedback_press": rig.measure(lambda: rig.interactivity(request, pressed))}
+    assert pressed.get("feedback") == "stored", pressed
+    paused = rig.start("set up the database")
+    rig.script(FakeGemini.call("ask_operator", question="sqlite or postgres?", options=["sqlite", "postgres"]))
+    rig.deliver(paused)
+    rig.expect(paused, SessionStatus.PAUSED)
+    session = rig.session(paused)
+    stop = rig.press(session.channel, session.thread_ts, session.thread_ts, action_id=blocks.STOP_ACTION,
+                     value=paused, user=session.trigger_user)  # fmt: skip
+    stopped: dict[str, Any] = {}
+    ops["stop_press"] = rig.measure(lambda: rig.interactivity(stop, stopped))
+    assert stopped.get("stop") == "stopped", stopped
+    return ops
+
+
+def rate_limited_mention(rig: Rig) -> dict[str, Ops]:
+    """A second mention from the same person within the hour, with a limit of one an hour: refused at ingress."""
+    person = f"U{rig.uid}"  # no other scenario's starts count against this person's hour
+    with environment(USER_SESSIONS_PER_HOUR="1"):
+        admitted: dict[str, Any] = {}
+        rig.ingress(rig.mention(user=person), admitted)
+        assert "session_id" in admitted, admitted
+        request, refused = rig.mention(user=person), dict[str, Any]()
+        ops = {"mention_rate_limited": rig.measure(lambda: rig.ingress(request, refused))}
+    assert "session_id" not in refused, refused
+    assert refused.get("limited"), refused
     return ops
 
 
@@ -471,6 +597,10 @@ SCENARIOS: tuple[Callable[[Rig], dict[str, Ops]], ...] = (
     ask_answer_continuation,
     approve_run_resume,
     delegate_result,
+    child_asks_parent,
+    mcp_call,
+    surface_presses,
+    rate_limited_mention,
     sweep_items,
 )
 
@@ -481,6 +611,7 @@ def measure_all(rig: Rig) -> dict[str, Ops]:
     with rig.installed():
         for scenario in SCENARIOS:
             measured.update(scenario(rig))
+            rig.script_used()
     return {name: measured[name] for name in FIGURES if name in measured}
 
 
@@ -512,11 +643,11 @@ def run(bench: Bench) -> Section:
     section.add(*section.glance)
     section.figure_table = False
     traces = [
-        (f"`{name}`", ", ".join(_compact(ops.trace)) or "(a difference of two runs; see above)")
+        (f"`{name}`", ", ".join(compact(ops.trace)) or "(a difference of two runs; see above)")
         for name, ops in measured.items()
         if name in {"mention", "session_one_turn", "ask", "answer", "continuation", "sweep_empty"}
     ]
-    first = _compact(measured["session_one_turn"].trace)[1:2] if "session_one_turn" in measured else []
+    first = compact(measured["session_one_turn"].trace)[1:2] if "session_one_turn" in measured else []
     if first == ["query 1r"]:
         section.findings.append(
             "Every session starts with `steps.load_steps` (in `Runner.__init__`): one query, billed one read even "
@@ -538,7 +669,7 @@ def run(bench: Bench) -> Section:
     return section
 
 
-def _compact(trace: tuple[str, ...]) -> list[str]:
+def compact(trace: tuple[str, ...]) -> list[str]:
     """``BeginTransaction, BatchGetDocuments 1r, Commit 2w`` as ``txn(get 1r, commit 2w)``, for reading."""
     short = [
         t.replace("BatchGetDocuments", "get").replace("RunQuery", "query").replace("Commit", "commit") for t in trace

@@ -35,6 +35,9 @@ RATE_LIMITS = (
     "USER_RUNNING_SESSIONS",
     "CHANNEL_RUNNING_SESSIONS",
 )
+# Off too, as on the test stack that `bench/budget.json` is checked on: a figure measures them where it says so
+# (`agent_turn_with_budgets`, the ingress's `ours_limits`).
+DAILY_BUDGETS = ("USER_DAILY_TOKENS", "WORKSPACE_DAILY_TOKENS")
 STACK_FILE = BENCH_DIR / "stack.json"
 PIDS_FILE = BENCH_DIR / "pids.json"
 
@@ -103,7 +106,7 @@ class Bench:
                 with_functions=("slack_events",),
                 # product_env() names agent_session's URL; here it is the sink's.
                 ports={"agent_session": self.ports["sink"]},
-                extra_env={"TASKS_TARGET_URL": self.url("sink"), **{name: "0" for name in RATE_LIMITS}},
+                extra_env={"TASKS_TARGET_URL": self.url("sink"), **{name: "0" for name in RATE_LIMITS + DAILY_BUDGETS}},
                 stack_file=STACK_FILE,
             ).start()
             self.ports["bolt"] = free_port()

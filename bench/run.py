@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from types import FrameType
 
-from bench import agent_loop, coldstart, cost, fanout, html_text, ingress, mcp_calls, report, scale
+from bench import agent_loop, coldstart, cost, fanout, html_text, ingress, mcp_calls, report, resume, scale
 from bench.figures import Section
 from bench.harness import BENCH_DIR, Bench
 from infra.procs import StackError
@@ -30,6 +30,7 @@ FIGURES: dict[str, Callable[[Bench], Section]] = {
     "cost": cost.run,
     "agent": agent_loop.run,
     "fanout": fanout.run,
+    "resume": resume.run,  # the operator's answer or approval to the continuation's first model request
     "scale": scale.run,
     "html": html_text.run,  # measured in this process without the stack; a few seconds
     "mcp": mcp_calls.run,  # in this process, against the sample MCP server; a few seconds
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     finally:
         bench.stop()
-    sections.sort(key=lambda s: s.title)
+    sections.sort(key=report.order)
     full = not args.only
     markdown = ROOT / "BENCHMARKS.md" if full else BENCH_DIR / "BENCHMARKS.partial.md"
     results = ROOT / "bench" / "results.json" if full else BENCH_DIR / "results.partial.json"

@@ -14,6 +14,11 @@ the first line to the last, filtering as it goes, at the same sizes.
   with its paused session, which the sweep reminds) among 100 and among 50,000
   documents (the rest: answered questions and finished sessions, half and half).
   Between repetitions the 10 questions are made un-reminded again, outside the clock.
+  Its target is on what production pays: the documents it reads at 50,000 over those
+  at 100 (<= 1.05), since Firestore bills per document read and serves an indexed
+  query in time proportional to its results. The wall-time ratio is still reported,
+  without a target: the emulator answers every query by scanning its collection, so
+  its time grows with the database in a way production's does not.
 
 Every client counts its operations (``bench/firestore_ops.py``), so the documents
 each lookup and each sweep read, what Firestore bills, are reported too.
@@ -49,7 +54,7 @@ STALE = 10
 LOOKUP_REPS = 9
 SWEEP_REPS = 5
 LOOKUP_LIMIT = 1.2
-SWEEP_LIMIT = 1.5
+SWEEP_READS_LIMIT = 1.05  # documents read at 50,000 over at 100: what production pays
 BATCH = 500
 TARGET_CHANNEL, TARGET_THREAD = "CTARGET", "1600000000.999999"
 
@@ -370,11 +375,12 @@ def sweep_at_scale(bench: Bench, section: Section) -> None:
     small, large = SWEEP_SIZES
     ratio = median(runs[large].ms) / median(runs[small].ms)
     ledger_ratio = median(ledger[large].ms) / median(ledger[small].ms)
+    reads_ratio = median(runs[large].reads) / median(runs[small].reads)
     section.add(
         info(f"sweep_{STALE}_stale_among_{small}", median(runs[small].ms), "ms"),
         info(f"sweep_{STALE}_stale_among_{large}", median(runs[large].ms), "ms"),
-        at_most("sweep_ratio", ratio, "ratio", SWEEP_LIMIT),
-        info("sweep_documents_read_ratio", median(runs[large].reads) / median(runs[small].reads), "ratio"),
+        info("sweep_ratio", ratio, "ratio"),
+        at_most("sweep_documents_read_ratio", reads_ratio, "ratio", SWEEP_READS_LIMIT),
         info(f"ledger_sweep_{small}_lines", median(ledger[small].ms), "ms"),
         info(f"ledger_sweep_{large}_lines", median(ledger[large].ms), "ms"),
         info("ledger_sweep_ratio", ledger_ratio, "ratio"),
@@ -401,9 +407,16 @@ def sweep_at_scale(bench: Bench, section: Section) -> None:
         ),
     ]
     section.say(f"**Sweep** with {STALE} stale items (median of {SWEEP_REPS} turns each):", table(header, rows))
-    if ratio > SWEEP_LIMIT:
+    if reads_ratio > SWEEP_READS_LIMIT:
         section.say(
-            f"**Missed: `sweep_ratio` is {ratio:.1f}** (target <= {SWEEP_LIMIT}). The same cause as the answer "
+            f"**Missed: `sweep_documents_read_ratio` is {reads_ratio:.2f}** (target <= {SWEEP_READS_LIMIT}): the sweep "
+            f"read {median(runs[small].reads):.0f} documents at {small:,} and {median(runs[large].reads):.0f} at "
+            f"{large:,}. A query of the sweep returns more than its stale items as the database grows: its filter or "
+            "its page bound no longer matches what it acts on (`shared/agent/sweep.py`, `shared/state/stale.py`)."
+        )
+    if ratio > 1.5:
+        section.say(
+            f"`sweep_ratio` (wall time, reported without a target) is {ratio:.1f}. The same cause as the answer "
             "lookup's: the sweep runs five indexed queries (open questions by age, approvals awaiting a decision, "
             "silent exits, dead leases, queued sessions), each one page here, and the emulator answers each by "
             "scanning its collection. "

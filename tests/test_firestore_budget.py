@@ -1,4 +1,4 @@
-"""The Firestore budget: reads, writes and queries per mention, agent turn, ask → answer → continuation, swept item.
+"""The Firestore budget: reads, writes and queries per flow (`bench/cost.py`'s ``FIGURES``), swept item included.
 
 The product's own code runs in this process (the ingress handler, the agent_session
 handler, the sweep) against the emulator, with a client whose gRPC channel counts
@@ -39,6 +39,7 @@ def test_firestore_operations_stay_within_the_budget(rig: cost.Rig) -> None:
     measured: dict[str, Ops] = {}
     for scenario in cost.SCENARIOS:
         measured.update(scenario(rig))
+        rig.script_used()
     assert set(measured) == set(cost.FIGURES)
     table = "\n".join(f"  {name}: {ops.billed()}" for name, ops in measured.items())
     problems = cost.over_budget(measured, cost.load_budget())

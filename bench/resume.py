@@ -1,0 +1,229 @@
+"""Figure 10: resuming costs no more than starting: an operator's click to the continuation's first model request.
+
+Three paths are timed side by side on the same stack, taking turns in rotating
+order, repetition by repetition:
+
+- a mention: the signed ``app_mention`` through the ingress handler (verify,
+  de-duplicate, create the session, enqueue its task), then that task's delivery to
+  the agent_session handler (claim, the thread read, the prompt), to the session's
+  first model request;
+- an answer click: the operator's press of an option button on a blocking question,
+  signed and form-encoded, through the slack_interactivity handler (the answer
+  lookup, the answer and the continuation in one transaction, its task), then the
+  continuation's delivery (claim, the transcript loaded, the answer as the pending
+  call's response), to the continuation's first model request;
+- an approve click: the operator's Approve on an approval card through the same
+  handler (the decision and the resuming session in one transaction, its task), then
+  the resumption's delivery, which runs the approved call once through the ledger
+  (the example tool ``scale_service`` posts and writes its record), to the resumed
+  session's first model request.
+
+Each path runs in this process through the handlers the functions serve, as the
+Firestore budget's scenarios do, against the emulators, the fake Slack and the
+Gemini stub; the question or the approval card a click answers is set up before the
+clock starts. A path's time runs from the handler receiving the signed request to
+the moment the product hands its first request to google-genai
+(``shared.agent.model.generate``). The Cloud Tasks hop between the two handlers is
+left out: each path creates exactly one task on the real emulator queue (which
+delivers to the benchmark's sink), and deployed Cloud Tasks dispatches either in the
+same time, so timing the emulator's one-by-one delivery would add its queueing, not
+the paths' work. The figures are the p50 and p95 over the repetitions after a
+warm-up; the targets are the ratios of each click's p50 and p95 to the mention's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from bench.cost import Rig, compact
+from bench.figures import Section, at_most, info, median, percentile, prose, table
+from bench.firestore_ops import OpCounter, Ops
+from bench.harness import Bench
+from infra.fakegemini.control import FakeGemini
+from shared.agent import model as gemini
+from shared.handlers import slack_events, slack_interactivity
+from shared.slack import blocks
+from shared.state import approvals, ids, questions
+from shared.state.models import SessionStatus
+
+REPS = 40
+WARMUP = 2
+RATIO_LIMIT = 1.2
+PATHS = ("mention", "answer_click", "approve_click")
+
+Request = tuple[bytes, dict[str, str]]  # a signed body and its headers
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One path, timed: ms to the first model request, ms of it in the first handler, and the Firestore operations
+    and RPCs before that request."""
+
+    ms: float
+    handler_ms: float
+    ops: Ops
+
+
+@contextmanager
+def first_model_request(counter: OpCounter) -> Iterator[list[tuple[float, Ops]]]:
+    """The moments (perf_counter) the product calls the model, in order, with the Firestore operations counted then."""
+    calls: list[tuple[float, Ops]] = []
+    original = gemini.generate
+
+    def generate(*args: Any, **kwargs: Any) -> Any:
+        calls.append((time.perf_counter(), counter.snapshot()))
+        return original(*args, **kwargs)
+
+    gemini.generate = generate
+    try:
+        yield calls
+    finally:
+        gemini.generate = original
+
+
+def timed(
+    rig: Rig, handler: Callable[[bytes, dict[str, str]], Any], request: Request, session_of: Callable[[Any], str]
+) -> Sample:
+    """From ``handler`` receiving ``request`` to the first model request of the session it queued."""
+    rig.counter.reset()
+    with first_model_request(rig.counter) as calls:
+        started = time.perf_counter()
+        reply, status = handler(*request)
+        handled = time.perf_counter()
+        assert status == 200, reply
+        session_id = session_of(reply)
+        rig.deliver(session_id)
+    assert calls, f"{session_id} made no model request"
+    rig.expect(session_id, SessionStatus.DONE)
+    at, ops = calls[0]
+    return Sample((at - started) * 1000, (handled - started) * 1000, ops)
+
+
+def mention(rig: Rig) -> Sample:
+    request = rig.mention("what is the status?")
+    rig.script(FakeGemini.text("All green."))
+    return timed(rig, slack_events.handle, request, lambda reply: str(reply["session_id"]))
+
+
+def answer_click(rig: Rig) -> Sample:
+    session_id = rig.start("set up the database")
+    rig.script(FakeGemini.call("ask_operator", question="sqlite or postgres?", options=["sqlite", "postgres"]))
+    rig.deliver(session_id)
+    rig.expect(session_id, SessionStatus.PAUSED)
+    question = questions.get_question(rig.session(session_id).question_id or "")
+    assert question is not None, "the session paused without a question"
+    assert question.post_ts, "the question was not posted"
+    value = blocks.question_value(question.question_id, 2)
+    request = rig.press(question.channel, question.post_ts, question.thread_ts, action_id="answer_2", value=value)
+    rig.script(FakeGemini.text("Going with postgres."))
+
+    def continuation(reply: dict[str, Any]) -> str:
+        assert reply.get("answer") == "answered", reply
+        return ids.continuation_id(question.question_id)
+
+    return timed(rig, slack_interactivity.handle, request, continuation)
+
+
+def approve_click(rig: Rig) -> Sample:
+    session_id = rig.start("scale the api")
+    rig.script(FakeGemini.call("scale_service", name="api", replicas=3))
+    rig.deliver(session_id)
+    rig.expect(session_id, SessionStatus.PAUSED)
+    [approval] = approvals.get_approvals(rig.session(session_id).approval_ids)
+    assert approval.card_ts, "the approval card was not posted"
+    value = blocks.approval_value(approval.approval_id, approval.digest)
+    thread = rig.session(session_id).thread_ts
+    request = rig.press(approval.channel, approval.card_ts, thread, action_id=blocks.APPROVE_ACTION, value=value)
+    rig.script(FakeGemini.text("Scaled."))
+
+    def resumption(reply: dict[str, Any]) -> str:
+        assert reply.get("decision") == "decided", reply
+        return ids.resume_id(session_id, approval.seq)
+
+    return timed(rig, slack_interactivity.handle, request, resumption)
+
+
+MEASURES: dict[str, Callable[[Rig], Sample]] = {
+    "mention": mention,
+    "answer_click": answer_click,
+    "approve_click": approve_click,
+}
+
+
+def measure(rig: Rig, reps: int = REPS) -> dict[str, list[Sample]]:
+    """Every path ``reps`` times, in rotating order, after a warm-up of each."""
+    for _ in range(WARMUP):
+        for path in PATHS:
+            MEASURES[path](rig)
+    samples: dict[str, list[Sample]] = {path: [] for path in PATHS}
+    for rep in range(reps):
+        order = PATHS[rep % len(PATHS) :] + PATHS[: rep % len(PATHS)]
+        for path in order:
+            samples[path].append(MEASURES[path](rig))
+    return samples
+
+
+def run(bench: Bench) -> Section:
+    section = Section("10. Resuming after the operator")
+    rig = Rig(bench.stack)
+    rig.gemini.reset()
+    with rig.installed():
+        samples = measure(rig)
+    ms = {path: [sample.ms for sample in samples[path]] for path in PATHS}
+    base = {q: percentile(ms["mention"], q) for q in (50, 95)}
+    rows = []
+    for path in PATHS:
+        p50, p95 = percentile(ms[path], 50), percentile(ms[path], 95)
+        section.add(info(f"resume_{path}_to_first_model_request_p50", p50, "ms"))
+        section.add(info(f"resume_{path}_to_first_model_request_p95", p95, "ms"))
+        ops = samples[path][-1].ops
+        handler_ms = median([sample.handler_ms for sample in samples[path]])
+        billed = f"{ops.reads}/{ops.writes}/{ops.queries}"
+        rows.append((path, len(ms[path]), p50, p95, p50 / base[50], p95 / base[95], handler_ms, ops.rpcs, billed))
+    for path in PATHS[1:]:
+        for q in (50, 95):
+            value = percentile(ms[path], q) / base[q]
+            section.add(at_most(f"resume_{path}_over_mention_p{q}", value, "ratio", RATIO_LIMIT))
+    header = ["path", "repetitions", "p50 ms", "p95 ms", "p50 / mention's", "p95 / mention's"]
+    header += ["first handler ms (median)", "Firestore RPCs before the model", "reads/writes/queries before it"]
+    traces = [(path, ", ".join(compact(samples[path][-1].ops.trace))) for path in PATHS]
+    section.say(
+        *prose(__doc__),
+        table(header, rows),
+        "The Firestore RPCs of each path before its first model request, in order (the last repetition; "
+        "`txn(...)` is a transaction, as in section 3):",
+        table(["path", "RPCs"], traces),
+    )
+    missed = [f for f in section.figures if f.met is False]
+    if missed:
+        count = {path: samples[path][-1].ops for path in PATHS}
+        section.say(
+            "**Missed: "
+            + ", ".join(f"`{f.name}` ({f.value:.2f})" for f in missed)
+            + ".** The table's last columns are the explanation: on this stack a path's time before its first model "
+            "request is mostly its round trips to the Firestore emulator, and a click makes more of them than a "
+            f"mention ({count['answer_click'].rpcs} and {count['approve_click'].rpcs} RPCs against "
+            f"{count['mention'].rpcs}). The answer's handler looks the question up and commits the answer and the "
+            "continuation in one transaction (a mention's ingress only creates its event and session); the "
+            "continuation's claim then loads the paused conversation (its steps, with a query, and its question) "
+            "where a mention's first claim has nothing to load; an approval's resumption also runs the approved "
+            "call through the ledger (a started and a done record, each fenced by the lease, and the example tool's "
+            "own Slack post and write) before the model is asked again. Each of those operations is what makes the "
+            "resumption exactly-once after a crash (DESIGN.md, flows 4, 8 and 9), and their counts are budgeted in "
+            "section 3 (`answer`, `continuation`, `approve`, `approved_run`). Deployed, a Firestore round trip "
+            "costs a few milliseconds as it does here, so the ratio would be of the same order: meeting 1.2 takes "
+            "fewer sequential round trips on the resuming path (the RPCs above), which is the product's to change."
+        )
+        section.findings.append(
+            f"Resuming takes {percentile(ms['answer_click'], 50) / base[50]:.1f} (answer) and "
+            f"{percentile(ms['approve_click'], 50) / base[50]:.1f} (approval) times a mention's time to the first "
+            f"model request (section 10): {count['answer_click'].rpcs} and {count['approve_click'].rpcs} sequential "
+            f"Firestore RPCs before the model is asked, against {count['mention'].rpcs}. Candidates: the click's "
+            "handler reads the question (or approval) before the transaction that reads it again, and the "
+            "continuation's claim, its transcript query and its opening are separate round trips."
+        )
+    return section
