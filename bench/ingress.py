@@ -6,19 +6,19 @@ new (its own event id, channel and ts), so each request does the whole job: veri
 de-duplicate with one Firestore commit, create one Cloud Task. The load generator
 keeps one HTTP/1.1 connection per client thread and times each request from the
 first byte sent to the last byte of the 200 read. Bodies are signed before the
-clock starts. The two servers take turns so that drift on this shared machine
-falls on both: at concurrency 1 request by request (one client with a connection
+clock starts. The servers take turns so that drift on this shared machine
+falls on all: at concurrency 1 request by request (one client with a connection
 to each), at concurrency 16 round by round, in alternating order. 900 events per
 server and concurrency, after 30 of warm-up each. At the end, every request's task
-must have reached the sink, and both must refuse a forged signature with a 401, or
-the run fails: a server that skipped part of the work would look fast. A third server
+must have reached the sink, and every server must refuse a forged signature with a
+401, or the run fails: a server that skipped part of the work would look fast. A third server
 is our ingress again with the hourly rate limits on (set high enough never to refuse),
 and it takes its turns with the others under two loads: ``ours_limits``, every mention
 from one person in one channel (the worst case: every start counts against the same
 person's and channel's limits), and ``ours_limits_spread``, mentions from 16 people in
 8 channels in rotation, as a real workspace sends them. The ratio of each one's p50 to
-ours (limits off) is what the limits cost (one more document read and written in the
-same commit). At concurrency 16 they run in fewer rounds, each cut off after a few
+ours (limits off) is what the limits cost (one more document read and written, in a
+transaction). At concurrency 16 they run in fewer rounds, each cut off after a few
 seconds, so that contention on the limits document cannot stretch the run without
 bound (the numbers are below).
 

@@ -50,8 +50,9 @@ side by side in the same run, taking turns, rather than against a number from an
 
 `make bench` starts a local stack of its own (`infra/stack.py` with `.local/bench/stack.json`, so it never meets
 a `make dev` or test stack): the Firestore emulator, the Cloud Tasks emulator, the fake Slack, the Gemini stub,
-and `slack_events` under functions-framework, with the Bolt app beside it under functions-framework too. Every
-process runs in its own session and is stopped by its pid at the end.
+and `slack_events` under functions-framework, with the Bolt app beside it under functions-framework too, and
+`slack_events` again with the hourly rate limits on. Every process runs in its own session and is stopped by its
+pid at the end.
 
 `TASKS_TARGET_URL` points at a no-op HTTP sink (`bench/sink.py`, its own process) instead of `agent_session`. The
 Cloud Tasks emulator delivers every task it is given, one after another, and each ingress request creates one:

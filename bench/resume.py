@@ -19,10 +19,11 @@ order, repetition by repetition:
   session's first model request.
 
 Each path runs in this process through the handlers the functions serve, as the
-Firestore budget's scenarios do, against the emulators, the fake Slack and the
-Gemini stub; the question or the approval card a click answers is set up before the
-clock starts. A path's time runs from the handler receiving the signed request to
-the moment the product hands its first request to google-genai
+Firestore budget's scenarios do (with the same counting client, which also says what
+each path asked of Firestore), against the emulators, the fake Slack and the Gemini
+stub; the question or the approval card a click answers is set up before the clock
+starts. A path's time runs from the handler receiving the signed request to the
+moment the product hands its first request to google-genai
 (``shared.agent.model.generate``). The Cloud Tasks hop between the two handlers is
 left out: each path creates exactly one task on the real emulator queue (which
 delivers to the benchmark's sink), and deployed Cloud Tasks dispatches either in the
@@ -154,9 +155,9 @@ MEASURES: dict[str, Callable[[Rig], Sample]] = {
 }
 
 
-def measure(rig: Rig, reps: int = REPS) -> dict[str, list[Sample]]:
-    """Every path ``reps`` times, in rotating order, after a warm-up of each."""
-    for _ in range(WARMUP):
+def measure(rig: Rig, reps: int = REPS, warmup: int = WARMUP) -> dict[str, list[Sample]]:
+    """Every path ``reps`` times, in rotating order, after ``warmup`` runs of each."""
+    for _ in range(warmup):
         for path in PATHS:
             MEASURES[path](rig)
     samples: dict[str, list[Sample]] = {path: [] for path in PATHS}
