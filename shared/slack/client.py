@@ -88,6 +88,33 @@ def set_status(channel: str, thread_ts: str, status: str) -> str | None:
     return None
 
 
+def set_suggested_prompts(
+    channel: str, thread_ts: str, prompts: Sequence[tuple[str, str]], *, title: str
+) -> str | None:
+    """The prompts an assistant thread offers (``(title, message)`` each; Slack shows up to four). None if Slack
+    took them, else its error code (logged): never fatal. ``thread_ts`` is passed, as the assistant_view
+    experience this app's manifest declares needs it."""
+    listed = [{"title": neutralise(shown), "message": neutralise(message)} for shown, message in prompts]
+    return _assistant(client().assistant_threads_setSuggestedPrompts, "suggested prompts refused",
+                      channel_id=channel, thread_ts=thread_ts, prompts=listed, title=title)  # fmt: skip
+
+
+def set_title(channel: str, thread_ts: str, title: str) -> str | None:
+    """The title of an assistant thread (its name in the app's history). None, or Slack's error code (logged)."""
+    return _assistant(client().assistant_threads_setTitle, "title refused",
+                      channel_id=channel, thread_ts=thread_ts, title=neutralise(title))  # fmt: skip
+
+
+def _assistant(method: Callable[..., Any], refused: str, **arguments: Any) -> str | None:
+    try:
+        method(**arguments)
+    except SlackApiError as exc:
+        error = str(exc.response.get("error") or "unknown_error")
+        log.warning(refused, extra={"error": error, "channel": arguments.get("channel_id")})
+        return error
+    return None
+
+
 def react(channel: str, ts: str, name: str) -> bool:
     """Add a reaction; one already there is fine. False (logged) if Slack refused: reactions are never fatal."""
     return _reaction(client().reactions_add, channel, ts, name, fine="already_reacted")
