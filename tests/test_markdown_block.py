@@ -126,3 +126,17 @@ def test_the_fake_refuses_markdown_blocks_over_slacks_limit(fake_slack: FakeSlac
     half = {"type": "markdown", "text": "x" * (blocks.MARKDOWN_CHARS // 2 + 1)}
     assert refused([half, half]) == "msg_blocks_too_long"  # the limit is for all of a message's markdown blocks
     web.chat_postMessage(channel=f"C{uid}", text="fallback", blocks=[{"type": "markdown", "text": "x" * 12_000}])
+
+
+@pytest.mark.stack
+def test_an_answer_whose_markdown_block_slack_refuses_goes_out_as_mrkdwn(
+    script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    script(G.text("The answer is **42**."))
+    fake_slack.fail("chat.postMessage", error="invalid_blocks")  # e.g. Slack counts the block's size otherwise
+    thread = mention(fake_slack, f"C{uid}", "what is it?")
+    wait_status(thread.session_id, SessionStatus.DONE)
+    [answer] = fake_slack.bot_replies(thread.channel, thread.ts)
+    assert markdown_of(answer) == []
+    assert answer["text"] == "The answer is *42*."
+    assert [b["type"] for b in answer["blocks"]] == ["context_actions"]  # the feedback buttons stay
