@@ -40,6 +40,9 @@ def test_the_assistant_events_are_classified_without_side_effects() -> None:
     assert (changed.started, changed.context_channel) == (False, None)
     with pytest.raises(BadEvent, match=r"assistant_thread\.thread_ts"):
         classify(assistant_event("assistant_thread_started", thread_ts=None))
+    anonymous = classify(assistant_event("assistant_thread_started", user_id=None))
+    assert isinstance(anonymous, AssistantThread)
+    assert anonymous.user == ""
     missing = assistant_event("assistant_thread_started")
     del missing["event"]["assistant_thread"]
     with pytest.raises(BadEvent, match="assistant_thread is missing"):

@@ -145,13 +145,13 @@ def _assistant_thread(event_id: str, event: dict[str, Any], *, started: bool) ->
     thread = event.get("assistant_thread")
     if not isinstance(thread, dict):
         raise BadEvent("event.assistant_thread is missing")
-    context = thread.get("context")
+    context, user = thread.get("context"), thread.get("user_id")
     viewed = context.get("channel_id") if isinstance(context, dict) else None
     return AssistantThread(
         event_id=event_id,
         started=started,
         channel=_text_field(thread, "channel_id", "event.assistant_thread"),
         thread_ts=_text_field(thread, "thread_ts", "event.assistant_thread"),
-        user=_text_field(thread, "user_id", "event.assistant_thread"),
+        user=user if isinstance(user, str) else "",  # only logged: a payload without it is still served
         context_channel=viewed if isinstance(viewed, str) and viewed else None,
     )
