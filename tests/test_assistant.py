@@ -98,6 +98,15 @@ def test_a_message_in_the_pane_runs_a_session_answered_in_its_thread(
     assert answer["blocks"][0] == {"type": "markdown", "text": "Here is **the plan**:\n\n- one\n- two"}
     assert answer["text"] == "Here is *the plan*:\n\n• one\n• two"  # the fallback, in mrkdwn
     assert fake_slack.statuses(channel, thread_ts)[0] == "is thinking…"  # the pane shows the work
+    assert fake_slack.assistant_thread(channel, thread_ts)["title"] == f"plan the release [{uid}]"  # named by it
+
+    # A later request in the same thread starts its own session there; the thread keeps the name it has.
+    script(G.text("Done again."))
+    again = fake_slack.user_message(f"U{uid}", channel, f"and the notes [{uid}]", thread_ts=thread_ts)
+    wait_status(ids.session_for_event(again["deliveries"][0]["event_id"]), SessionStatus.DONE)
+    assert fake_slack.bot_replies(channel, thread_ts)[-1]["text"] == "Done again."
+    assert fake_slack.assistant_thread(channel, thread_ts)["title"] == f"plan the release [{uid}]"
+    assert len(calls_for(fake_slack, "assistant.threads.setTitle", thread_ts)) == 2  # "New request", the request
 
 
 @pytest.mark.stack
