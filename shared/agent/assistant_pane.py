@@ -2,9 +2,9 @@
 
 Opening the pane starts an assistant thread in the person's DM with the app; the ingress then sets the thread's
 suggested prompts (``ASSISTANT_PROMPTS``) and a title ("New request", which the first request typed there replaces
-as its session opens), two idempotent Slack calls made right away rather than
-through a Cloud Task: they write nothing to Firestore, a redelivered event repeats them harmlessly, and a task
-would cost a queue round trip and a cold ``agent_session`` for two small calls. A message typed in the pane is a
+as its session opens), two idempotent Slack calls made right away rather than through a Cloud Task: they write
+nothing to Firestore, a redelivered event repeats them harmlessly, and a task would cost a queue round trip and a
+cold ``agent_session`` for two small calls. A message typed in the pane is a
 DM in that thread (``message.im`` with its ``thread_ts``) and goes through ``intake.route`` like any other DM.
 On the Slack ingress path, so it never imports google-genai.
 """
