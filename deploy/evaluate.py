@@ -115,6 +115,7 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "replace": lambda text, old, new: text.replace(old, new),
     "upper": lambda text: text.upper(),
     "lower": lambda text: text.lower(),
+    "trimspace": lambda text: text.strip(),
     "base64encode": lambda text: base64.b64encode(text.encode()).decode(),
     "jsonencode": lambda value: json.dumps(value, separators=(",", ":")),
     "regex": _regex,

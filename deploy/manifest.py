@@ -1,10 +1,13 @@
 """Fill the Slack app manifest's request URLs in from ``terraform output -json``.
 
 ``slack/manifest.yaml`` declares the app (scopes, events, interactivity, bot
-user) with placeholder URLs; this writes a copy with the deployed function URLs
-(``events_url``, ``interactivity_url``), ready to paste into Slack's "Create
-New App -> From an app manifest". It needs only the outputs as JSON, so it
-works offline from a saved file:
+user, the assistant pane) with placeholder URLs; this writes a copy with the
+deployed function URLs (``events_url``, ``interactivity_url``) and the
+assistant pane's suggested prompts (``assistant_prompts``, the same list
+``slack_events`` sets on each assistant thread), ready to paste into Slack's
+"Create New App -> From an app manifest". The scopes and events are the
+template's: ``assistant:write`` and the ``assistant_thread_*`` events among
+them. It needs only the outputs as JSON, so it works offline from a saved file:
 
     terraform -chdir=terraform output -json > build/terraform-outputs.json
     python -m deploy.manifest --outputs build/terraform-outputs.json --out build/slack-manifest.yaml
@@ -28,6 +31,8 @@ URL_OUTPUTS: dict[str, tuple[str, ...]] = {
     "events_url": ("settings", "event_subscriptions", "request_url"),
     "interactivity_url": ("settings", "interactivity", "request_url"),
 }
+PROMPTS_OUTPUT = "assistant_prompts"  # -> features.assistant_view.suggested_prompts
+MAX_PROMPTS = 4  # Slack shows at most four
 
 
 class ManifestError(ValueError):
@@ -53,7 +58,19 @@ def fill(manifest: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
         for key in path[:-1]:
             node = node[key]
         node[path[-1]] = url
+    prompts = values.get(PROMPTS_OUTPUT)
+    if prompts is not None:  # outputs saved before the assistant pane existed keep the template's
+        if not isinstance(prompts, list) or not all(_is_prompt(p) for p in prompts) or len(prompts) > MAX_PROMPTS:
+            raise ManifestError(f"terraform output {PROMPTS_OUTPUT!r} must be a list of at most {MAX_PROMPTS} "
+                                f"{{title, message}} objects, got {prompts!r}")  # fmt: skip
+        filled["features"]["assistant_view"]["suggested_prompts"] = [
+            {"title": p["title"], "message": p["message"]} for p in prompts
+        ]
     return filled
+
+
+def _is_prompt(prompt: Any) -> bool:
+    return isinstance(prompt, dict) and all(isinstance(prompt.get(key), str) for key in ("title", "message"))
 
 
 def render(outputs: dict[str, Any], template: Path = TEMPLATE) -> str:

@@ -29,6 +29,7 @@ from shared.config_values import (
     level,
     optional,
     price_map,
+    prompt_list,
     queue_path,
     slack_token,
     text,
@@ -53,6 +54,13 @@ _AGENT = frozenset({AGENT_SESSION})
 _LIMITED = frozenset({SLACK_EVENTS, AGENT_SESSION})  # the ingress counts sessions, a session's end releases one
 _INTERNAL = frozenset({AGENT_SESSION, SWEEP})
 _SWEEP = frozenset({SWEEP})
+
+# Keys in alphabetical order, as Terraform's jsonencode writes them (terraform/variables.tf has the same list).
+ASSISTANT_PROMPTS_DEFAULT = (
+    '[{"message":"What can you do, and which tools can you use?","title":"What can you do?"},'
+    '{"message":"Fetch https://www.example.com and summarise it in three bullet points.","title":"Summarise a page"},'
+    '{"message":"Help me plan a change: ask me what you need to know first.","title":"Plan a change"}]'
+)
 
 PLACEHOLDER = "unset:"  # how Terraform's placeholder secret versions begin (terraform/secrets.tf)
 # The whole placeholder text, which names its own secret: terraform/secrets.tf's secret_data.
@@ -255,6 +263,11 @@ class Settings:
         "MCP_SERVERS", "[]",
         "JSON list of MCP servers whose tools the agent may use as mcp.<name>.<tool> (README, MCP servers).",
         _AGENT, functools.partial(mcp.parse, error=ConfigError),
+    )  # fmt: skip
+    assistant_prompts = Var(
+        "ASSISTANT_PROMPTS", ASSISTANT_PROMPTS_DEFAULT,
+        'JSON list of at most 4 {"message", "title"} objects: the suggested prompts shown when someone opens the '
+        "app in Slack's assistant pane; [] shows none.", frozenset({SLACK_EVENTS}), prompt_list,
     )  # fmt: skip
     allow_requester_answers = Var(
         "ALLOW_REQUESTER_ANSWERS", "false",

@@ -102,6 +102,26 @@ def price_map(name: str, value: str) -> dict[str, float]:
     return prices
 
 
+MAX_PROMPTS = 4  # Slack shows at most four suggested prompts in an assistant thread
+
+
+def prompt_list(name: str, value: str) -> tuple[tuple[str, str], ...]:
+    """A JSON list of at most four ``{"title", "message"}`` objects: the suggested prompts of an assistant thread."""
+    try:
+        parsed = json.loads(value)
+    except ValueError as exc:
+        raise ConfigError(f'{name} must be a JSON list of {{"title", "message"}} objects: {exc}') from None
+    if not isinstance(parsed, list) or len(parsed) > MAX_PROMPTS:
+        raise ConfigError(f"{name} must be a JSON list of at most {MAX_PROMPTS} prompts")
+    prompts = []
+    for item in parsed:
+        title, message = (item.get("title"), item.get("message")) if isinstance(item, dict) else (None, None)
+        if not (isinstance(title, str) and title.strip() and isinstance(message, str) and message.strip()):
+            raise ConfigError(f"{name}: each prompt needs a non-empty title and message, got {item!r}")
+        prompts.append((title, message))
+    return tuple(prompts)
+
+
 def level(name: str, value: str) -> str:
     level = value.upper()
     if level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:

@@ -14,7 +14,7 @@ locals {
       cpu         = "1"
       concurrency = 20
       max         = 20
-      environment = ["common", "tasks", "slack"]
+      environment = ["common", "tasks", "slack", "assistant"]
       secrets     = ["SLACK_SIGNING_SECRET", "SLACK_BOT_TOKEN"]
       calls_model = false
     }
@@ -86,6 +86,10 @@ locals {
       EVENT_TTL_HOURS           = tostring(var.event_ttl_hours)
       ALLOW_REQUESTER_ANSWERS   = tostring(var.allow_requester_answers)
       ALLOW_REQUESTER_APPROVALS = tostring(var.allow_requester_approvals)
+    }
+    # slack_events sets these on every thread opened in Slack's assistant pane (shared/agent/assistant_pane.py).
+    assistant = {
+      ASSISTANT_PROMPTS = jsonencode(var.assistant_prompts)
     }
     # agent_session and sweep: OIDC checked in the code too, never switched off in the cloud;
     # alerts about unreported work also go to the operator channel, when there is one.

@@ -27,3 +27,8 @@ output "project_id" {
   description = "The project everything was deployed to, for the gcloud commands in the README."
   value       = var.project_id
 }
+
+output "assistant_prompts" {
+  description = "The assistant pane's suggested prompts, for the manifest `make slack-manifest` writes (features.assistant_view)."
+  value       = var.assistant_prompts
+}

@@ -54,6 +54,24 @@ variable "allow_requester_approvals" {
   default     = false
 }
 
+variable "assistant_prompts" {
+  type = list(object({
+    message = string
+    title   = string
+  }))
+  description = "Suggested prompts shown when someone opens the app in Slack's assistant pane, at most 4 (ASSISTANT_PROMPTS; `make slack-manifest` writes them into the manifest too); [] shows none."
+  default = [
+    { message = "What can you do, and which tools can you use?", title = "What can you do?" },
+    { message = "Fetch https://www.example.com and summarise it in three bullet points.", title = "Summarise a page" },
+    { message = "Help me plan a change: ask me what you need to know first.", title = "Plan a change" },
+  ]
+
+  validation {
+    condition     = length(var.assistant_prompts) <= 4 && alltrue([for p in var.assistant_prompts : trimspace(p.title) != "" && trimspace(p.message) != ""])
+    error_message = "assistant_prompts holds at most 4 prompts (Slack shows no more), each with a non-empty title and message."
+  }
+}
+
 variable "tool_tiers" {
   type        = map(string)
   description = "Tool name (or glob, e.g. \"mcp.tickets.*\") to tier: safe, approve or deny; wins over the tool's own tier (TOOL_TIERS)."
@@ -247,13 +265,13 @@ variable "extra_environment" {
       "TASKS_QUEUE", "TASKS_TARGET_URL", "TASKS_SERVICE_ACCOUNT", "TASKS_DISPATCH_DEADLINE_SECONDS",
       "GOOGLE_CLOUD_PROJECT", "FIRESTORE_DATABASE", "LOG_LEVEL", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_CLOUD_LOCATION",
       "GEMINI_MODEL", "OPERATOR_USER_IDS", "OPERATOR_CHANNEL", "ALLOW_REQUESTER_ANSWERS", "EVENT_TTL_HOURS",
-      "ALLOW_REQUESTER_APPROVALS", "TOOL_TIERS", "FETCH_MAX_PER_SESSION", "MCP_SERVERS",
+      "ALLOW_REQUESTER_APPROVALS", "ASSISTANT_PROMPTS", "TOOL_TIERS", "FETCH_MAX_PER_SESSION", "MCP_SERVERS",
       "SESSION_WALL_SECONDS", "SESSION_MAX_TURNS", "SESSION_MAX_TOOL_CALLS",
       "QUESTION_REMIND_HOURS", "QUESTION_ABANDON_HOURS", "STALE_LEASE_MINUTES", "SWEEP_PAGE_SIZE",
       ])) == 0 && alltrue([
       for name in keys(var.extra_environment) : !endswith(name, "_EMULATOR_HOST") && !startswith(name, "MCP_CREDENTIAL_")
     ])
-    error_message = "extra_environment must not set secrets (use Secret Manager), OIDC settings, emulator or stub addresses, or a variable that has its own Terraform variable (operator_user_ids, operator_channel, gemini, session, tasks, sweep, log_level, event_ttl_hours, ...)."
+    error_message = "extra_environment must not set secrets (use Secret Manager), OIDC settings, emulator or stub addresses, or a variable that has its own Terraform variable (operator_user_ids, operator_channel, gemini, session, tasks, sweep, log_level, event_ttl_hours, assistant_prompts, ...)."
   }
 }
 

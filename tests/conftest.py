@@ -21,8 +21,8 @@ import pytest
 
 from infra.fakegemini.control import FakeGemini
 from infra.fakeslack.control import FakeSlack
+from infra.product_env import product_environment
 from infra.stack import LOCAL, OPERATOR_ID, Stack
-from shared import config
 from tests.slack import SlackSender
 
 # Where the test stack keeps its stack file and logs; TEST_STACK_DIR lets two runs of one checkout coexist.
@@ -123,16 +123,11 @@ def stack() -> Iterator[Stack]:
         # Tasks reach agent_session as deployed Cloud Tasks delivers them: in parallel, retried on non-2xx.
         parallel_tasks=True,
     ).start()
-    saved = dict(os.environ)
-    os.environ.update(stack.product_env())
-    config.reset()
     try:
-        yield stack
+        with product_environment(stack):
+            yield stack
     finally:
         stack.stop()
-        os.environ.clear()
-        os.environ.update(saved)
-        config.reset()
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from infra.fakegemini.control import FakeGemini
 from infra.fakeslack.control import FakeSlack
 from infra.stack import Stack
 from shared.asks.answers import decide
+from shared.slack import blocks
 from shared.state import firestore, questions, sessions, steps, tasks
 from shared.state.models import QuestionStatus, SessionStatus
 from shared.state.questions import AnswerRecord
@@ -73,13 +74,14 @@ def test_mention_gets_a_final_reply_with_reactions_in_order(
 def test_long_answers_are_split_into_several_messages(
     script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
 ) -> None:
-    paragraphs = "\n\n".join(f"Paragraph {i}: " + "word " * 150 for i in range(12))
+    paragraphs = "\n\n".join(f"Paragraph {i}: " + "word " * 400 for i in range(12))
     script(G.text(paragraphs))
     thread = mention(fake_slack, f"C{uid}", "write a lot")
     wait_status(thread.session_id, SessionStatus.DONE)
     replies = fake_slack.bot_replies(thread.channel, thread.ts)
     assert len(replies) >= 3
-    assert all(len(r["text"]) <= 3500 for r in replies)
+    # Each message's markdown block holds a part within the limit the split leaves room for (Slack's is 12,000).
+    assert all(len(r["blocks"][0]["text"]) <= blocks.ANSWER_CHARS for r in replies)
     assert "Paragraph 11" in replies[-1]["text"]
 
 

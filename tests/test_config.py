@@ -47,6 +47,11 @@ def test_missing_required_variable_names_it() -> None:
         ("TOOL_TIERS", '{"fetch_url": "maybe"}', "tool_tiers"),
         ("TOOL_TIERS", "[1]", "tool_tiers"),
         ("TOKEN_PRICES", "cheap", "token_prices"),
+        ("ASSISTANT_PROMPTS", "ask me", "assistant_prompts"),
+        ("ASSISTANT_PROMPTS", '[{"title": "t"}]', "assistant_prompts"),
+        ("ASSISTANT_PROMPTS", '[{"title": " ", "message": "m"}]', "assistant_prompts"),
+        ("ASSISTANT_PROMPTS", '{"title": "t", "message": "m"}', "assistant_prompts"),
+        ("ASSISTANT_PROMPTS", "[" + ",".join(['{"title": "t", "message": "m"}'] * 5) + "]", "assistant_prompts"),
     ],
 )
 def test_malformed_values_name_the_variable(name: str, value: str, attribute: str) -> None:
@@ -158,6 +163,8 @@ def test_every_default_parses_to_its_declared_type() -> None:
     assert settings.operator_user_ids == frozenset()
     assert settings.tool_tiers == {}
     assert settings.token_prices["prompt"] == 0.30
+    assert settings.assistant_prompts[0] == ("What can you do?", "What can you do, and which tools can you use?")
+    assert config.Settings({"ASSISTANT_PROMPTS": "[]"}).assistant_prompts == ()
 
 
 def test_values_are_read_once_and_cached() -> None:

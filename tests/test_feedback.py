@@ -42,7 +42,9 @@ def test_a_press_on_the_final_answer_is_stored_once_and_acknowledged(
     assert feedback_values(update) == []  # a progress update is not an answer
     good, bad = (blocks.feedback_value(thread.session_id, rating) for rating in ("positive", "negative"))
     assert feedback_values(answer) == [good, bad]
-    assert answer["blocks"][0]["text"]["text"] == answer["text"] == "The answer is *42*."
+    # Slack renders the model's Markdown itself (a markdown block); the text fallback is mrkdwn.
+    assert answer["blocks"][0] == {"type": "markdown", "text": "The answer is **42**."}
+    assert answer["text"] == "The answer is *42*."
     before = sweep.feedback_summary(now())
 
     fake_slack.click(HUMAN, thread.channel, answer["ts"], blocks.FEEDBACK_ACTION, value=good)

@@ -21,10 +21,11 @@ import pytest
 from google.api_core.exceptions import ServiceUnavailable
 
 from infra.fakeslack.control import FakeSlack
+from infra.product_env import product_environment
 from infra.signing import signed_headers
 from infra.slack_payloads import event_callback, mention
 from infra.stack import LOCAL, SIGNING_SECRET, Stack
-from shared import config, deps
+from shared import deps
 from shared.state import firestore, ids, sessions
 
 MAIN = str(Path(__file__).resolve().parent.parent / "functions" / "main.py")
@@ -47,18 +48,11 @@ def emulators() -> Iterator[Stack]:
     where = Path(os.environ.get("TEST_STACK_DIR") or LOCAL / "test") / "fast"
     unused = "http://127.0.0.1:9/agent_session"  # tasks go to a recorder here, never to this URL
     stack = Stack(with_functions=(), extra_env={"TASKS_TARGET_URL": unused}, stack_file=where / "stack.json").start()
-    saved = dict(os.environ)
-    os.environ.update(stack.product_env())
-    config.reset()
-    deps.reset()
     try:
-        yield stack
+        with product_environment(stack):
+            yield stack
     finally:
         stack.stop()
-        os.environ.clear()
-        os.environ.update(saved)
-        config.reset()
-        deps.reset()
 
 
 @pytest.fixture

@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from shared.slack.mrkdwn import DEFAULT_LIMIT, MIN_LIMIT, split_message, to_mrkdwn, to_slack_messages
+from shared.slack.mrkdwn import to_mrkdwn
+from shared.slack.split import DEFAULT_LIMIT, MIN_LIMIT, split_message
 
 # --- Inline formatting ---
 
@@ -296,8 +297,8 @@ def test_a_realistic_answer() -> None:
 
 def test_empty_input() -> None:
     assert to_mrkdwn("") == ""
-    assert to_slack_messages("") == []
-    assert to_slack_messages(" \n\n ") == []
+    assert split_message("") == []
+    assert split_message(" \n\n ") == []
 
 
 # --- Splitting ---
@@ -434,12 +435,17 @@ def test_pathological_lines_convert_in_reasonable_time(line: str) -> None:
     assert _content(converted.replace("&lt;", "<")) == _content(line)
 
 
-def test_to_slack_messages_converts_then_splits() -> None:
+def test_markdown_is_split_as_it_is_for_the_answers_markdown_blocks() -> None:
     markdown = "\n\n".join(f"## Part {i}\n**Bold** text with a [link](https://x.io/{i}) & more." for i in range(50))
-    messages = to_slack_messages(markdown, limit=300)
-    assert all(len(m) <= 300 for m in messages)
-    assert messages[0].startswith("*Part 0*\n*Bold* text with a <https://x.io/0|link> &amp; more.")
-    assert "\n\n".join(messages) == to_mrkdwn(markdown)
+    parts = split_message(markdown, limit=300)
+    assert all(len(m) <= 300 for m in parts)
+    assert parts[0].startswith("## Part 0\n**Bold** text with a [link](https://x.io/0) & more.")
+    assert "\n\n".join(parts) == markdown
+    code = "```python\n" + "\n".join(f"print({i})" for i in range(60)) + "\n```"
+    first, *rest = split_message(code, limit=200)
+    assert first.startswith("```python\n")
+    assert first.endswith("\n```")  # closed where it is cut
+    assert all(part.startswith("```\n") and part.endswith("```") for part in rest)  # and reopened
 
 
 _WORDS = ["alpha", "snake_case", "2 * 3", "&", "a<b", "**bold**", "_it_", "x" * 90, "日本語", "👍", "~~s~~", "`c<d`"]
@@ -469,10 +475,11 @@ def _random_markdown(rng: random.Random) -> str:
     return "\n\n".join(blocks)
 
 
+@pytest.mark.parametrize("converted", [True, False], ids=["mrkdwn", "markdown"])
 @pytest.mark.parametrize("seed", range(40))
-def test_random_documents_split_within_the_limit_without_losing_content(seed: int) -> None:
+def test_random_documents_split_within_the_limit_without_losing_content(seed: int, converted: bool) -> None:
     rng = random.Random(seed)
-    mrkdwn = to_mrkdwn(_random_markdown(rng))
+    mrkdwn = to_mrkdwn(_random_markdown(rng)) if converted else _random_markdown(rng)
     tokens = re.findall(r"<[^<>\n]*>", re.sub(r"```.*?```", "", mrkdwn, flags=re.DOTALL))
     for limit in (MIN_LIMIT, rng.randint(MIN_LIMIT, 600), rng.randint(600, 4000)):
         chunks = split_message(mrkdwn, limit=limit)

@@ -118,14 +118,8 @@ def answer_text(response: object) -> str:
 
 def request_of(text: str) -> str:
     """The request itself, when the product framed it with the thread: "...working on now (data, as JSON):\n{...}"."""
-    marker = "working on now (data, as JSON):\n"
-    if marker not in text:
-        return text
-    framed = text.split(marker, 1)[1].split("\n", 1)[0]
-    try:
-        return str(json.loads(framed).get("text", framed))
-    except ValueError:
-        return framed
+    request = tour.framed_request(text)
+    return text if request is None else request
 
 
 def restart_args(request: str) -> dict[str, str]:

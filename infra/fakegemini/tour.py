@@ -33,7 +33,7 @@ def _words(text: str) -> list[str]:
     return re.findall(r"[a-z]+", text.lower())
 
 
-def _request(text: str) -> str | None:
+def framed_request(text: str) -> str | None:
     """The request a person made, or None when the text is not a person's request (a helper's task, a note)."""
     if REQUEST_MARKER not in text:
         return None
@@ -46,7 +46,7 @@ def _request(text: str) -> str | None:
 
 def item(text: str) -> dict[str, Any] | None:
     """The tour's turn for a fresh user message, or None to leave it to the demo model's other rules."""
-    request = _request(text)
+    request = framed_request(text)
     if request is None:
         return None
     words = _words(re.sub(r"<@[A-Z0-9]+>", " ", request))

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import urlencode
 
+from .assistant_control import CONTROL as ASSISTANT_CONTROL
 from .server import Route, chat_post_ephemeral, chat_post_message, chat_update, deliver, deliver_events
 from .state import (
     MENTION,
@@ -232,6 +233,7 @@ CONTROL: dict[tuple[str, str], Route] = {
     ("POST", "click"): ctl_click,
     ("POST", "redeliver"): ctl_redeliver,
     ("POST", "response_url"): ctl_response_url,
+    **ASSISTANT_CONTROL,
 }
 
 
@@ -372,6 +374,17 @@ class FakeSlack:
         return self._post(
             "user_message", user=user, channel=channel, text=text, thread_ts=thread_ts, channel_type=channel_type
         )
+
+    def open_assistant(self, user: str, *, context_channel: str | None = None) -> Json:
+        """``user`` opens the app's assistant pane: returns ``{channel, thread_ts, deliveries}`` of the new thread."""
+        return self._post("open_assistant", user=user, context_channel=context_channel)
+
+    def change_assistant_context(self, channel: str, thread_ts: str, context_channel: str | None) -> Json:
+        return self._post("assistant_context", channel=channel, thread_ts=thread_ts, context_channel=context_channel)
+
+    def assistant_thread(self, channel: str, thread_ts: str) -> Json:
+        """The title, suggested prompts (with their list's title) and context of one assistant thread."""
+        return dict(self._get("assistant_thread", channel=channel, thread_ts=thread_ts)["thread"])
 
     def click(
         self,

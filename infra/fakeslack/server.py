@@ -25,6 +25,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from slack_sdk.signature import SignatureVerifier
 
+from . import assistant
 from .state import (
     MAX_TEXT,
     Json,
@@ -60,6 +61,7 @@ def _bot_message(ws: Workspace, args: Json, channel: str) -> Message:
         raise SlackError("no_text")
     if len(text) > MAX_TEXT:
         raise SlackError("msg_too_long")
+    assistant.check_markdown_blocks(blocks)
     cfg = ws.config
     thread_ts = opt(args, "thread_ts")
     message = Message(channel, ts="", user=cfg.bot_user_id, text=text, thread_ts=thread_ts, bot_id=cfg.bot_id)
@@ -114,6 +116,7 @@ def chat_update(ws: Workspace, args: Json) -> Json:
     text, blocks = opt(args, "text"), json_list(args, "blocks", "invalid_blocks")
     if text is None and blocks is None:
         raise SlackError("no_text")
+    assistant.check_markdown_blocks(blocks)
     message.text = text if text is not None else message.text  # omitted fields are kept, as in Slack
     message.blocks = blocks if blocks is not None else message.blocks
     message.edited = {"user": ws.config.bot_user_id, "ts": ws.next_ts()}
@@ -235,6 +238,7 @@ API: dict[str, Route] = {
     "reactions.remove": reactions_remove,
     "conversations.replies": conversations_replies,
     "users.info": users_info,
+    **assistant.API,
 }
 
 

@@ -79,6 +79,7 @@ class Message:
     reactions: list[Json] = field(default_factory=list)
     edited: Json | None = None
     metadata: Json | None = None  # chat.postMessage's message metadata: {event_type, event_payload}
+    subtype: str | None = None  # "assistant_app_thread": the root of a thread in the app's assistant pane
 
 
 @dataclass
@@ -235,6 +236,7 @@ class Workspace:
             self.channel_types: dict[str, str] = {}
             self.statuses: dict[str, str] = {}  # "channel/thread_ts" -> assistant.threads.setStatus's status
             self.status_refusals: dict[str, str] = {}  # channel -> the error assistant.threads.setStatus answers
+            self.assistant_threads: dict[str, Json] = {}  # "channel/thread_ts" -> title, prompts, context_channel
             self._last_ts = 0
 
     def touch(self) -> None:
@@ -323,6 +325,8 @@ class Workspace:
             team = self.config.team_id
             out: Json = {"type": "message", "user": message.user, "text": message.text, "ts": message.ts}
             out["team"] = team
+            if message.subtype is not None:
+                out["subtype"] = message.subtype
             if message.bot_id is not None:
                 out["bot_id"], out["app_id"] = message.bot_id, message.app_id
                 profile = {"id": message.bot_id, "app_id": message.app_id, "name": "fakebot", "deleted": False}
@@ -399,7 +403,9 @@ def new_event_id() -> str:
 
 def envelope(config: FakeSlackConfig, event: Json) -> Json:
     """The ``event_callback`` wrapper, field for field as Slack's Events API sends it."""
-    channel = event.get("channel") or event["item"]["channel"]  # a reaction names its message's channel in "item"
+    # A reaction names its message's channel in "item", an assistant thread event in "assistant_thread".
+    item, thread = event.get("item") or {}, event.get("assistant_thread") or {}
+    channel = event.get("channel") or item.get("channel") or thread["channel_id"]
     context = {"et": event["type"], "tid": config.team_id, "aid": config.app_id, "cid": channel}
     encoded = base64.urlsafe_b64encode(json.dumps(context).encode()).decode().rstrip("=")
     return {

@@ -10,7 +10,7 @@ import logging
 from google.genai import types
 from slack_sdk.errors import SlackApiError
 
-from shared.agent import prompts
+from shared.agent import assistant_pane, prompts
 from shared.agent.transcript import pending_calls
 from shared.errors import ProductError
 from shared.limits import MAX_REQUEST_CHARS, capped
@@ -47,6 +47,7 @@ def opening_content(session: Session, transcript: list[Step], *,
     except SlackApiError as exc:  # e.g. the bot is not in the channel: work from the request alone
         log.warning("could not read the thread", extra={"error": exc.response.get("error")})
         thread = []
+    assistant_pane.name_after_request(session, thread)
     text = prompts.thread_prompt(
         [m for m in thread if m.get("ts") != session.trigger_ts], request=session.text, requester=session.trigger_user
     )

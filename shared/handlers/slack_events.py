@@ -1,7 +1,7 @@
 """The ``slack_events`` entry point: verify, classify, route, answer well inside Slack's 3 seconds.
 
-It waits only on Firestore and one task creation, and never imports google-genai: the model runs later, in
-``agent_session``.
+It waits only on Firestore and one task creation (or, when someone opens the app's assistant pane, two quick
+Slack calls), and never imports google-genai: the model runs later, in ``agent_session``.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from shared.agent import intake
+from shared.agent import assistant_pane, intake
 from shared.handlers.common import SLACK_MAX_BODY_BYTES, Reply, too_large
 from shared.logs import new_trace, session_context, trace_from
-from shared.slack.events import BadEvent, Challenge, Ignore, classify
+from shared.slack.events import AssistantThread, BadEvent, Challenge, Ignore, classify
 from shared.slack.verify import verify
 
 log = logging.getLogger(__name__)
@@ -43,6 +43,8 @@ def handle(body: bytes, headers: Mapping[str, str]) -> Reply:
     if isinstance(outcome, Ignore):
         log.debug("ignored event", extra={"reason": outcome.reason})
         return {"ok": True, "ignored": outcome.reason}, 200
+    if isinstance(outcome, AssistantThread):
+        return (assistant_pane.opened if outcome.started else assistant_pane.context_changed)(outcome), 200
     # One trace per session, from here on: the request's own (Cloud Run's header), or a new one.
     with session_context(None, trace=trace_from(headers) or new_trace()):
         routed = intake.route(outcome, bot_user_id=_bot_user_id(payload), retry_num=headers.get("x-slack-retry-num"))

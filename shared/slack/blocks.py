@@ -1,7 +1,8 @@
-"""Block Kit builders and the texts of the product's own posts: questions now, approval cards later.
+"""Block Kit builders and the texts of the product's own posts: questions, approval cards, answers.
 
 Every message that has blocks also has a plain ``text``: Slack shows it in notifications and where blocks do not
-render.
+render. The model's Markdown (answers, progress updates) goes in Slack's ``markdown`` block, which Slack renders
+itself; the product's own texts are mrkdwn in sections.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from slack_sdk.models.blocks import (
     ContextActionsBlock,
     FeedbackButtonObject,
     FeedbackButtonsElement,
+    MarkdownBlock,
     MarkdownTextObject,
     SectionBlock,
 )
@@ -176,14 +178,20 @@ def stop_block(session_id: str) -> ActionsBlock:
     return ActionsBlock(block_id=f"stop:{session_id}", elements=[button])
 
 
-def progress_blocks(text: str, session_id: str) -> list[Any] | None:
-    """A progress message with the Stop button under it; None if the text is too long for a block."""
-    if len(text) > SECTION_CHARS:
+def progress_blocks(markdown: str, session_id: str | None) -> list[Any] | None:
+    """A progress update as Slack renders the model's Markdown (a ``markdown`` block), with the Stop button under
+    it when ``session_id`` is given; None if the text is too long for one message's markdown block."""
+    if not markdown.strip() or len(markdown) > ANSWER_CHARS:
         return None
-    return [SectionBlock(text=MarkdownTextObject(text=text)), stop_block(session_id)]
+    return [MarkdownBlock(text=markdown), *([stop_block(session_id)] if session_id else [])]
 
 
 SECTION_CHARS = 3000  # Slack's limit for a section block's text
+# Slack's limit for the text of all markdown blocks in one message together (docs: the markdown block).
+MARKDOWN_CHARS = 12_000
+# The Markdown one answer message carries. Half of Slack's limit: neutralising can lengthen a text ("@here" gains a
+# zero-width space) and Slack may count a character outside the Basic Multilingual Plane (an emoji) as two.
+ANSWER_CHARS = MARKDOWN_CHARS // 2
 
 
 # --- feedback on a final answer ------------------------------------------------------------------------
@@ -202,15 +210,13 @@ def parse_feedback_value(value: str) -> tuple[str, str] | None:
     return (session_id, rating) if session_id and rating in RATINGS else None
 
 
-def answer_blocks(text: str, session_id: str) -> list[Any]:
-    """A final answer's last message: its text in sections (each within Slack's limit, cut at a line where it
-    can be), then the 👍/👎 feedback buttons, whose values name the session."""
-    sections: list[Any] = []
-    rest = text
-    while rest:
-        cut = len(rest) if len(rest) <= SECTION_CHARS else (rest.rfind("\n", 0, SECTION_CHARS) + 1 or SECTION_CHARS)
-        sections.append(SectionBlock(text=MarkdownTextObject(text=rest[:cut])))
-        rest = rest[cut:]
+def answer_blocks(markdown: str, session_id: str | None) -> list[Any]:
+    """One message of a final answer: the model's Markdown in a ``markdown`` block, which Slack renders itself
+    (at most ``ANSWER_CHARS``: a longer answer is several messages); on the last one (``session_id`` given) the
+    👍/👎 feedback buttons, whose values name the session."""
+    shown: list[Any] = [MarkdownBlock(text=markdown)]
+    if not session_id:
+        return shown
     buttons = FeedbackButtonsElement(
         action_id=FEEDBACK_ACTION,
         positive_button=FeedbackButtonObject(text="👍", value=feedback_value(session_id, "positive"),
@@ -218,7 +224,7 @@ def answer_blocks(text: str, session_id: str) -> list[Any]:
         negative_button=FeedbackButtonObject(text="👎", value=feedback_value(session_id, "negative"),
                                              accessibility_label="This answer did not help"),
     )  # fmt: skip
-    return [*sections, ContextActionsBlock(block_id=f"feedback:{session_id}", elements=[buttons])]
+    return [*shown, ContextActionsBlock(block_id=f"feedback:{session_id}", elements=[buttons])]
 
 
 def tree_status(lines: list[tuple[int, str, str]], *, done: int, total: int,

@@ -38,13 +38,29 @@ def post(channel: str, thread_ts: str | None, text: str, *, key: str, blocks: Se
     """Post in a thread (or the channel, with no ``thread_ts``); returns the ts. ``key`` marks it for recovery.
 
     Like every post here: no broadcast or user-group ping, and no unfurling (an injected link cannot make Slack
-    fetch an attacker's URL with data in it).
+    fetch an attacker's URL with data in it). If Slack refuses a ``markdown`` block (its size rules, or a workspace
+    where it is not offered), the message goes out without it: its ``text`` (mrkdwn) carries the same content.
     """
+    shown = neutralise_blocks(blocks) if blocks else None
+    try:
+        return _post(channel, thread_ts, text, key=key, blocks=shown)
+    except SlackApiError as exc:
+        plain = [block for block in shown or [] if block.get("type") != "markdown"]
+        if exc.response.get("error") not in MARKDOWN_REFUSALS or plain == (shown or []):
+            raise
+        log.warning("markdown block refused; posting its mrkdwn text", extra={"error": exc.response.get("error")})
+        return _post(channel, thread_ts, text, key=key, blocks=plain or None)
+
+
+MARKDOWN_REFUSALS = frozenset({"invalid_blocks", "msg_blocks_too_long"})
+
+
+def _post(channel: str, thread_ts: str | None, text: str, *, key: str, blocks: list[dict[str, Any]] | None) -> str:
     response = client().chat_postMessage(
         channel=channel,
         thread_ts=thread_ts,
         text=neutralise(text),
-        blocks=neutralise_blocks(blocks) if blocks else None,
+        blocks=blocks,
         metadata={"event_type": POST_KEY_EVENT, "event_payload": {"key": key}},
         unfurl_links=False,
         unfurl_media=False,
@@ -84,6 +100,33 @@ def set_status(channel: str, thread_ts: str, status: str) -> str | None:
     except SlackApiError as exc:
         error = str(exc.response.get("error") or "unknown_error")
         log.warning("status refused", extra={"status": status, "error": error})
+        return error
+    return None
+
+
+def set_suggested_prompts(
+    channel: str, thread_ts: str, prompts: Sequence[tuple[str, str]], *, title: str
+) -> str | None:
+    """The prompts an assistant thread offers (``(title, message)`` each; Slack shows up to four). None if Slack
+    took them, else its error code (logged): never fatal. ``thread_ts`` is passed, as the assistant_view
+    experience this app's manifest declares needs it."""
+    listed = [{"title": neutralise(shown), "message": neutralise(message)} for shown, message in prompts]
+    return _assistant(client().assistant_threads_setSuggestedPrompts, "suggested prompts refused",
+                      channel_id=channel, thread_ts=thread_ts, prompts=listed, title=title)  # fmt: skip
+
+
+def set_title(channel: str, thread_ts: str, title: str) -> str | None:
+    """The title of an assistant thread (its name in the app's history). None, or Slack's error code (logged)."""
+    return _assistant(client().assistant_threads_setTitle, "title refused",
+                      channel_id=channel, thread_ts=thread_ts, title=neutralise(title))  # fmt: skip
+
+
+def _assistant(method: Callable[..., Any], refused: str, **arguments: Any) -> str | None:
+    try:
+        method(**arguments)
+    except SlackApiError as exc:
+        error = str(exc.response.get("error") or "unknown_error")
+        log.warning(refused, extra={"error": error, "channel": arguments.get("channel_id")})
         return error
     return None
 

@@ -54,7 +54,23 @@ class Message:
         return self.mention or self.direct
 
 
-Outcome = Challenge | Ignore | Message
+@dataclass(frozen=True)
+class AssistantThread:
+    """Someone opened the app in Slack's assistant pane (``started``), or moved to another channel with the pane
+    open (``started`` False). ``channel`` is the DM holding the thread; ``context_channel`` the channel they
+    view, when Slack says."""
+
+    event_id: str
+    started: bool
+    channel: str
+    thread_ts: str
+    user: str
+    context_channel: str | None
+
+
+ASSISTANT_EVENTS = {"assistant_thread_started": True, "assistant_thread_context_changed": False}
+
+Outcome = Challenge | Ignore | Message | AssistantThread
 
 
 def _text_field(obj: dict[str, Any], key: str, where: str) -> str:
@@ -92,6 +108,8 @@ def classify(body: Any) -> Outcome:
     if not isinstance(event, dict):
         raise BadEvent("body.event is missing")
     event_type = _text_field(event, "type", "event")
+    if event_type in ASSISTANT_EVENTS:
+        return _assistant_thread(event_id, event, started=ASSISTANT_EVENTS[event_type])
     if event_type not in {"app_mention", "message"}:
         return Ignore(f"event type {event_type!r}")
 
@@ -120,4 +138,20 @@ def classify(body: Any) -> Outcome:
         user=_text_field(event, "user", "event"),
         text=text,
         direct=direct,
+    )
+
+
+def _assistant_thread(event_id: str, event: dict[str, Any], *, started: bool) -> AssistantThread:
+    thread = event.get("assistant_thread")
+    if not isinstance(thread, dict):
+        raise BadEvent("event.assistant_thread is missing")
+    context, user = thread.get("context"), thread.get("user_id")
+    viewed = context.get("channel_id") if isinstance(context, dict) else None
+    return AssistantThread(
+        event_id=event_id,
+        started=started,
+        channel=_text_field(thread, "channel_id", "event.assistant_thread"),
+        thread_ts=_text_field(thread, "thread_ts", "event.assistant_thread"),
+        user=user if isinstance(user, str) else "",  # only logged: a payload without it is still served
+        context_channel=viewed if isinstance(viewed, str) and viewed else None,
     )

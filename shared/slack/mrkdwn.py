@@ -1,13 +1,12 @@
-"""Gemini's Markdown turned into Slack mrkdwn, cut into messages Slack shows whole.
+"""Gemini's Markdown turned into Slack mrkdwn, for where Slack's ``markdown`` block cannot carry it.
 
-Gemini answers in GitHub-flavoured Markdown; Slack's ``text`` field speaks mrkdwn, a
-different dialect (``*bold*``, ``_italic_``, ``<url|label>``, no headings or tables)
-in which ``&``, ``<`` and ``>`` are control characters. The conversion works line by
-line for blocks (fences, tables, headings, lists, quotes) and with CommonMark's
-delimiter-run rules for emphasis (``shared.slack.mrkdwn_inline``), so that ``snake_case`` and ``2 * 3`` stay
-as written.
-
-A long answer goes out as several messages, cut by ``shared.slack.split``.
+An answer or a progress update is posted as a ``markdown`` block, which Slack renders itself; this converter writes
+the ``text`` of those messages: what notifications, screen readers and clients without the block show, and what
+stays when a post's blocks are replaced. Gemini answers in GitHub-flavoured Markdown; Slack's ``text`` field
+speaks mrkdwn, a different dialect (``*bold*``, ``_italic_``, ``<url|label>``, no headings or tables) in which
+``&``, ``<`` and ``>`` are control characters. The conversion works line by line for blocks (fences, tables,
+headings, lists, quotes) and with CommonMark's delimiter-run rules for emphasis (``shared.slack.mrkdwn_inline``),
+so that ``snake_case`` and ``2 * 3`` stay as written.
 """
 
 from __future__ import annotations
@@ -16,9 +15,8 @@ import re
 import unicodedata
 
 from shared.slack.mrkdwn_inline import HEADING_STYLE, PLAIN_STYLE, SLACK_STYLE, inline
-from shared.slack.split import DEFAULT_LIMIT, MIN_LIMIT, split_message
 
-__all__ = ["DEFAULT_LIMIT", "MIN_LIMIT", "split_message", "to_mrkdwn", "to_slack_messages"]
+__all__ = ["to_mrkdwn"]
 
 _FENCE = "```"
 _RULE = "———"
@@ -32,11 +30,6 @@ _BULLET_ITEM = re.compile(r"^([ \t]*)[-*+][ \t]+(?:\[([ xX])\][ \t]+)?(.*)$")
 _ORDERED_ITEM = re.compile(r"^([ \t]*)(\d{1,9}[.)])[ \t]+(.*)$")
 _TABLE_DELIMITER = re.compile(r"^[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
 _CELL_SPLIT = re.compile(r"(?<!\\)\|")
-
-
-def to_slack_messages(markdown: str, limit: int = DEFAULT_LIMIT) -> list[str]:
-    """The model's Markdown as the texts of the Slack messages that carry it, in order."""
-    return split_message(to_mrkdwn(markdown), limit)
 
 
 # --- Markdown to mrkdwn -------------------------------------------------------------------------

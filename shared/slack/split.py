@@ -1,8 +1,10 @@
-"""Cutting mrkdwn into Slack messages that each render whole.
+"""Cutting a long answer into Slack messages that each render whole.
 
-Slack truncates a message's text beyond 40,000 characters and recommends staying under 4,000, so a long answer
-goes out as several messages; each chunk must render on its own, which is why a code block cut in two is closed
-and reopened.
+A message's markdown blocks hold at most 12,000 characters together (and its text is truncated beyond 40,000), so
+a long answer goes out as several messages; each chunk must render on its own, which is why a code block cut in
+two is closed and reopened. The text is the model's Markdown (what the answer's markdown blocks carry) or mrkdwn:
+both fence code with three backticks and write Slack's tokens (``<https://…>``, ``<@U…>``) and entities alike.
+A fence with a language (a Markdown code block's info string) keeps it in its first chunk only.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ class _Cut:
 
 
 def split_message(text: str, limit: int = DEFAULT_LIMIT) -> list[str]:
-    """Cuts mrkdwn into chunks of at most ``limit`` characters that each render on their own.
+    """Cuts Markdown or mrkdwn into chunks of at most ``limit`` characters that each render on their own.
 
     A cut prefers a paragraph break, then a line break, then a space, and only then the
     middle of a word; it never falls inside a ``<...>`` token or an ``&amp;`` entity. A code

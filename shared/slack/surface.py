@@ -18,8 +18,9 @@ from enum import StrEnum
 from slack_sdk.models.blocks import Block
 
 from shared.slack import client as slack
-from shared.slack.blocks import answer_blocks
-from shared.slack.mrkdwn import to_slack_messages
+from shared.slack.blocks import ANSWER_CHARS, answer_blocks
+from shared.slack.mrkdwn import to_mrkdwn
+from shared.slack.split import split_message
 
 
 class Reaction(StrEnum):
@@ -120,12 +121,14 @@ class ThreadSurface:
         return ts
 
     def post_markdown(self, markdown: str, *, key: str, feedback: str | None = None) -> list[str]:
-        """Post Markdown as one or more messages (converted and split); parts Slack already has are skipped. With
-        ``feedback`` (the session's id) the last message carries the 👍/👎 buttons."""
-        chunks = to_slack_messages(markdown) or ["(no answer)"]
-        last = len(chunks) - 1
-        shown = [answer_blocks(c, feedback) if feedback and i == last else None for i, c in enumerate(chunks)]
-        return [self.post(chunk, key=f"{key}:{i}", blocks=shown[i]) for i, chunk in enumerate(chunks)]
+        """Post Markdown as one or more messages, each a ``markdown`` block Slack renders (split to fit its limit)
+        with the part converted to mrkdwn as the ``text`` fallback (notifications, screen readers, clients without
+        the block); parts Slack already has are skipped. With ``feedback`` (the session's id) the last message
+        carries the 👍/👎 buttons."""
+        parts = split_message(markdown, ANSWER_CHARS) or ["(no answer)"]
+        last = len(parts) - 1
+        shown = [answer_blocks(part, feedback if i == last else None) for i, part in enumerate(parts)]
+        return [self.post(to_mrkdwn(part), key=f"{key}:{i}", blocks=shown[i]) for i, part in enumerate(parts)]
 
     def react(self, ts: str, reaction: Reaction) -> None:
         slack.react(self.channel, ts, reaction)

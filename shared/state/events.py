@@ -17,10 +17,12 @@ from google.cloud import firestore
 
 from shared import config
 from shared.state import ids, quotas
-from shared.state.firestore import ALREADY_EXISTS, EVENT_EXPIRES_FIELD, db, event_ref, now, session_ref
+from shared.state.firestore import ALREADY_EXISTS, EVENT_EXPIRES_FIELD, contended, db, event_ref, now, session_ref
 from shared.state.models import Session
 
 log = logging.getLogger(__name__)
+
+START_ATTEMPTS = 4  # a contended start's transaction, tried at most this often before it is admitted uncounted
 
 
 def record(kind: str, session_id: str, at: datetime) -> dict[str, Any]:
@@ -56,9 +58,9 @@ def start_session_for_event(*, event_id: str, event_type: str, session: Session,
         try:
             return _start_counted(event_id, body, message, session, quota)
         except (gexc.Aborted, ValueError) as exc:  # the client gives up on a contended commit with a ValueError
-            # Many starts at once all want the one limits document: admit this one uncounted rather than fail it
-            # (Slack would retry it, and add to the contention).
-            log.warning("rate limits skipped: the limits document is contended", extra={"error": str(exc)})
+            # One person's (or channel's) starts at once all want its limits document: one that still cannot commit
+            # is admitted uncounted rather than failed (Slack would retry it, and add to the contention).
+            log.warning("rate limits skipped: a limits document is contended", extra={"error": str(exc)})
     batch = db().batch()
     batch.create(event_ref(event_id), body)
     # The same message can arrive as two events (app_mention and its message twin): it acts once.
@@ -73,25 +75,30 @@ def start_session_for_event(*, event_id: str, event_type: str, session: Session,
 
 def _start_counted(event_id: str, body: dict[str, Any], message: firestore.DocumentReference, session: Session,
                    quota: quotas.Quota) -> Started:  # fmt: skip
-    """The start, with the limits document read and updated in the same transaction."""
+    """The start, with the person's and the channel's limits documents read and updated in the same transaction."""
+    scopes = quota.scopes(user=session.trigger_user, channel=session.channel)
+    at = session.created_at
 
     @firestore.transactional
     def start(transaction: firestore.Transaction) -> Started:
-        limits = quotas.ingress_ref().get(transaction=transaction).to_dict() or {}
-        at = session.created_at
-        refused = quotas.refusal(limits, user=session.trigger_user, channel=session.channel, at=at, quota=quota)
-        if refused is not None:
-            transaction.create(message, record("limited", session.session_id, at))
-            return Started(Start.LIMITED, refused)
+        docs = quotas.read(transaction, scopes)
+        for scope, doc in zip(scopes, docs, strict=True):
+            refused = scope.refused(doc, at=at, running_for=quota.running_for)
+            if refused is not None:
+                transaction.create(message, record("limited", session.session_id, at))
+                return Started(Start.LIMITED, refused)
         transaction.create(event_ref(event_id), body)
         transaction.create(message, body)
         transaction.create(session_ref(session.session_id), session.to_doc())
-        transaction.set(quotas.ingress_ref(), quotas.admitted(limits, session_id=session.session_id,
-                        user=session.trigger_user, channel=session.channel, at=at, quota=quota))  # fmt: skip
+        for scope, doc in zip(scopes, docs, strict=True):
+            transaction.set(scope.ref, scope.admitted(doc, session_id=session.session_id, at=at,
+                                                      running_for=quota.running_for))  # fmt: skip
         return Started(Start.STARTED)
 
     try:
-        started: Started = start(db().transaction())
+        # One person's burst contends on that person's document: retried a few times with jitter (a limit on it
+        # means those starts take turns), within the ingress's few hundred milliseconds.
+        started: Started = contended(start, attempts=START_ATTEMPTS)
     except ALREADY_EXISTS:
         return Started(Start.DUPLICATE)
     return started

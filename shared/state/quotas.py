@@ -1,10 +1,13 @@
 """Ingress rate limits (flow 13): how many sessions a person and a channel may start per hour, and run at once.
 
-One document, ``limits/ingress``, holds the current hour's starts per user and per channel and the sessions that
-run now. The ingress reads it in the transaction that creates a session and writes it in the same commit: one
-read and one write more per mention, whatever the number of users. A session stops counting as running when it
-first pauses or ends (its step commit removes it, without a read); an entry older than a session can live (its
-worker died, the sweep ends it) no longer counts either.
+Each person and each channel has a document of its own, ``limits/person-{user}`` and ``limits/channel-{channel}``:
+the current hour's starts and the sessions that run now. The ingress reads the two (one request) in the transaction
+that creates a session and writes them in the same commit. Starts by different people in different channels touch
+different documents, so a busy workspace's starts do not wait for each other; only one person's (or one
+channel's) burst is serialised, which is what a limit on it means. A scope whose limits are both 0 has no document.
+
+A session stops counting as running when it first pauses or ends (its step commit removes it, without a read); an
+entry older than a session can live (its worker died, the sweep ends it) no longer counts either.
 """
 
 from __future__ import annotations
@@ -19,14 +22,41 @@ from shared import config
 from shared.state.firestore import db
 
 LIMITS = "limits"
-INGRESS = "ingress"
 # Longer than any session can run (SESSION_WALL_SECONDS is at most 1700 s): an older entry is a dead worker's.
 RUNNING_FOR = timedelta(minutes=30)
 
 
-def ingress_ref() -> firestore.DocumentReference:
-    ref: firestore.DocumentReference = db().collection(LIMITS).document(INGRESS)
-    return ref
+@dataclass(frozen=True)
+class Scope:
+    """One person's or one channel's limits, and the document that counts against them."""
+
+    kind: str  # "person" or "channel": the words of the refusal
+    key: str  # the Slack user or channel id
+    per_hour: int
+    running: int
+
+    @property
+    def ref(self) -> firestore.DocumentReference:
+        ref: firestore.DocumentReference = db().collection(LIMITS).document(f"{self.kind}-{self.key}")
+        return ref
+
+    def refused(self, doc: dict[str, Any], *, at: datetime, running_for: timedelta) -> Refusal | None:
+        """Why this scope refuses one more start, or None."""
+        where = "per person" if self.kind == "person" else "in this channel"
+        if self.per_hour and started_this_hour(doc, at) >= self.per_hour:
+            next_hour = at.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+            return Refusal(f"{self.per_hour} requests per hour {where}", next_hour)
+        if self.running and len(live(doc, at=at, running_for=running_for)) >= self.running:
+            return Refusal(f"{self.running} requests running at once {where}", None)
+        return None
+
+    def admitted(self, doc: dict[str, Any], *, session_id: str, at: datetime, running_for: timedelta) -> dict[str, Any]:
+        """The document after this start: this hour's count one higher, the session running (while a limit reads
+        it), dead workers' entries dropped."""
+        running = live(doc, at=at, running_for=running_for)
+        if self.running:
+            running[session_id] = at
+        return {"hour": hour_of(at), "started": started_this_hour(doc, at) + 1, "running": running}
 
 
 @dataclass(frozen=True)
@@ -42,6 +72,12 @@ class Quota:
     @property
     def on(self) -> bool:
         return any((self.user_per_hour, self.channel_per_hour, self.user_running, self.channel_running))
+
+    def scopes(self, *, user: str, channel: str) -> list[Scope]:
+        """The person's and the channel's limits, those with any limit on."""
+        both = [Scope("person", user, self.user_per_hour, self.user_running),
+                Scope("channel", channel, self.channel_per_hour, self.channel_running)]  # fmt: skip
+        return [scope for scope in both if scope.per_hour or scope.running]
 
 
 @dataclass(frozen=True)
@@ -63,46 +99,25 @@ def hour_of(at: datetime) -> str:
     return at.strftime("%Y%m%d%H")
 
 
-def refusal(doc: dict[str, Any], *, user: str, channel: str, at: datetime, quota: Quota) -> Refusal | None:
-    """Why this start is refused, or None."""
-    this_hour = doc.get("hour") == hour_of(at)
-    users = (doc.get("users") or {}) if this_hour else {}
-    channels = (doc.get("channels") or {}) if this_hour else {}
-    next_hour = at.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
-    if quota.user_per_hour and users.get(user, 0) >= quota.user_per_hour:
-        return Refusal(f"{quota.user_per_hour} requests per hour per person", next_hour)
-    if quota.channel_per_hour and channels.get(channel, 0) >= quota.channel_per_hour:
-        return Refusal(f"{quota.channel_per_hour} requests per hour in this channel", next_hour)
-    running = live(doc, at=at, quota=quota)
-    if quota.user_running and sum(1 for r in running.values() if r.get("user") == user) >= quota.user_running:
-        return Refusal(f"{quota.user_running} requests running at once per person", None)
-    if quota.channel_running and sum(1 for r in running.values() if r.get("channel") == channel) >= (
-        quota.channel_running
-    ):
-        return Refusal(f"{quota.channel_running} requests running at once in this channel", None)
-    return None
+def started_this_hour(doc: dict[str, Any], at: datetime) -> int:
+    return int(doc.get("started") or 0) if doc.get("hour") == hour_of(at) else 0
 
 
-def live(doc: dict[str, Any], *, at: datetime, quota: Quota) -> dict[str, dict[str, Any]]:
+def live(doc: dict[str, Any], *, at: datetime, running_for: timedelta) -> dict[str, datetime]:
     """The sessions that still count as running (entries of dead workers left out)."""
-    oldest = at - quota.running_for
-    return {sid: r for sid, r in (doc.get("running") or {}).items() if isinstance(r, dict) and r.get("at", at) > oldest}
+    oldest = at - running_for
+    running = doc.get("running") or {}
+    return {sid: started for sid, started in running.items() if isinstance(started, datetime) and started > oldest}
 
 
-def admitted(doc: dict[str, Any], *, session_id: str, user: str, channel: str, at: datetime,
-             quota: Quota) -> dict[str, Any]:  # fmt: skip
-    """The document after this start: this hour's counts one higher, the session running."""
-    this_hour = doc.get("hour") == hour_of(at)
-    users = dict((doc.get("users") or {}) if this_hour else {})
-    channels = dict((doc.get("channels") or {}) if this_hour else {})
-    users[user] = users.get(user, 0) + 1
-    channels[channel] = channels.get(channel, 0) + 1
-    running = live(doc, at=at, quota=quota)
-    if quota.user_running or quota.channel_running:  # kept only while a limit reads it
-        running[session_id] = {"user": user, "channel": channel, "at": at}
-    return {"hour": hour_of(at), "users": users, "channels": channels, "running": running}
+def read(transaction: firestore.Transaction, scopes: list[Scope]) -> list[dict[str, Any]]:
+    """The scopes' documents, in their order, read in one request."""
+    by_path = {snap.reference.path: snap.to_dict() or {} for snap in transaction.get_all([s.ref for s in scopes])}
+    return [by_path.get(scope.ref.path, {}) for scope in scopes]
 
 
-def release(transaction: firestore.Transaction, session_id: str) -> None:
-    """This session no longer runs (it paused or ended): a blind write, in the commit that says so."""
-    transaction.set(ingress_ref(), {"running": {session_id: firestore.DELETE_FIELD}}, merge=True)
+def release(transaction: firestore.Transaction, session_id: str, *, user: str, channel: str) -> None:
+    """This session no longer runs (it paused or ended): blind writes, in the commit that says so."""
+    for scope in in_force().scopes(user=user, channel=channel):
+        if scope.running:
+            transaction.set(scope.ref, {"running": {session_id: firestore.DELETE_FIELD}}, merge=True)

@@ -160,7 +160,7 @@ def commit_step(
         if spent and spend.in_force().on:  # the turn's tokens count against its person's daily budget
             spend.record(transaction, session, spent, when)
         if ending and releases:  # a mention's session no longer runs: it stops counting against the rate limits
-            quotas.release(transaction, session.session_id)
+            quotas.release(transaction, session.session_id, user=session.trigger_user, channel=session.channel)
         transaction.update(ref, updates)
         return pending
 

@@ -16,17 +16,21 @@ from tests.deploy.conftest import ROOT
 EVENTS_URL = "https://us-central1-example-project.cloudfunctions.net/opagent-slack-events"
 INTERACTIVITY_URL = "https://us-central1-example-project.cloudfunctions.net/opagent-slack-interactivity"
 
-# Events the product handles, and the scope each needs.
-EVENT_SCOPES = {
+# Events the product handles, and the scope each needs (None: Slack's docs list none).
+EVENT_SCOPES: dict[str, str | None] = {
     "app_mention": "app_mentions:read",
     "message.channels": "channels:history",
     "message.groups": "groups:history",
     "message.im": "im:history",
+    "assistant_thread_started": None,  # the assistant pane; the feature (assistant_view) is what enables them
+    "assistant_thread_context_changed": None,
 }
 # Web API methods and the bot scopes they need. A method the code starts calling must be added here.
 METHOD_SCOPES: dict[str, set[str]] = {
     "chat.postMessage": {"chat:write"},
     "assistant.threads.setStatus": {"chat:write"},  # chat:write since Slack's 2026-03 change (was assistant:write)
+    "assistant.threads.setSuggestedPrompts": {"assistant:write"},
+    "assistant.threads.setTitle": {"assistant:write"},
     "chat.update": {"chat:write"},
     "chat.postEphemeral": {"chat:write"},
     "chat.delete": {"chat:write"},
@@ -69,11 +73,13 @@ def methods_the_code_calls() -> set[str]:
         r"\.(?P<family>chat|reactions|conversations|users|views|files|pins|auth|team|bots)_(?P<name>[A-Za-z]+)\b"
     )
     api_call = re.compile(r"api_call\(\s*[\"'](?P<method>[a-z]+\.[A-Za-z.]+)[\"']")
+    assistant = re.compile(r"\.assistant_threads_(?P<name>[A-Za-z]+)\b")
     found: set[str] = set()
     for path in sources:
         text = path.read_text()
         found |= {f"{m.group('family')}.{m.group('name')}" for m in pattern.finditer(text)}
         found |= {m.group("method") for m in api_call.finditer(text)}
+        found |= {f"assistant.threads.{m.group('name')}" for m in assistant.finditer(text)}
     return found
 
 
@@ -84,7 +90,7 @@ def test_the_manifest_asks_for_the_minimum_scopes() -> None:
     called = methods_the_code_calls()
     unknown = called - set(METHOD_SCOPES)
     assert not unknown, f"the code calls {sorted(unknown)}: add their scopes to METHOD_SCOPES and slack/manifest.yaml"
-    needed = {EVENT_SCOPES[event] for event in events}
+    needed = {scope for event in events if (scope := EVENT_SCOPES[event])}
     for method in called:
         needed |= METHOD_SCOPES[method]
     assert scopes >= needed, f"missing scopes: {sorted(needed - scopes)}"
@@ -99,6 +105,29 @@ def test_the_manifest_subscribes_to_mentions_dms_and_thread_replies() -> None:
     assert data["settings"]["socket_mode_enabled"] is False
     assert data["features"]["bot_user"]["display_name"]
     assert data["features"]["app_home"]["messages_tab_enabled"] is True  # people can DM the bot
+    # Slack's assistant pane: the feature the assistant_thread_* events and assistant.threads.* methods need.
+    assert data["features"]["assistant_view"]["assistant_description"]
+
+
+def test_the_code_calls_the_assistant_methods_the_manifest_has_scopes_for() -> None:
+    called = methods_the_code_calls()
+    assistant = {"assistant.threads.setStatus", "assistant.threads.setSuggestedPrompts", "assistant.threads.setTitle"}
+    assert assistant <= called
+    assert "assistant:write" in template()["oauth_config"]["scopes"]["bot"]
+
+
+def test_the_suggested_prompts_are_filled_in_from_terraform_outputs(tmp_path: Path) -> None:
+    prompts = [{"message": "Is prod healthy?", "title": "Prod"}, {"message": "What can you do?", "title": "Help"}]
+    outputs = tmp_path / "outputs.json"
+    outputs.write_text(json.dumps(terraform_outputs(assistant_prompts=prompts)))
+    out = tmp_path / "slack-manifest.yaml"
+    assert manifest.main(["--outputs", str(outputs), "--out", str(out)]) == 0
+    filled = yaml.safe_load(out.read_text())
+    assert filled["features"]["assistant_view"]["suggested_prompts"] == [
+        {"title": "Prod", "message": "Is prod healthy?"}, {"title": "Help", "message": "What can you do?"}
+    ]  # fmt: skip
+    outputs.write_text(json.dumps(terraform_outputs(assistant_prompts=prompts * 3)))  # six: Slack shows four
+    assert manifest.main(["--outputs", str(outputs), "--out", str(tmp_path / "m.yaml")]) == 1
 
 
 def test_the_urls_are_filled_in_from_terraform_outputs(tmp_path: Path) -> None:

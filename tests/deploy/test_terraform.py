@@ -233,6 +233,7 @@ TUNED: dict[str, Any] = {
     "operator_user_ids": ["U0AAA", "U0BBB"],
     "operator_channel": "C0OPS",
     "allow_requester_answers": True,
+    "assistant_prompts": [{"message": "Is prod healthy?", "title": "Prod"}],
     "event_ttl_hours": 24,
     "gemini": {"model": "gemini-test-model"},
     "session": {"wall_seconds": 300, "max_turns": 9, "max_tool_calls": 12},
@@ -243,6 +244,7 @@ TUNED_ENVIRONMENT = {
     "OPERATOR_USER_IDS": "U0AAA,U0BBB",
     "OPERATOR_CHANNEL": "C0OPS",
     "ALLOW_REQUESTER_ANSWERS": "true",
+    "ASSISTANT_PROMPTS": '[{"message":"Is prod healthy?","title":"Prod"}]',
     "EVENT_TTL_HOURS": "24",
     "GEMINI_MODEL": "gemini-test-model",
     "SESSION_WALL_SECONDS": "300",
@@ -311,6 +313,20 @@ def test_extra_environment_refuses_everything_terraform_sets(module: Module, eva
         evaluator_for(module, {**TFVARS, "extra_environment": {"SESSION_LEASE_SECONDS": "300"}}).failed_validations()
         == []
     )
+
+
+@pytest.mark.parametrize(
+    "prompts",
+    [
+        [{"message": f"m{i}", "title": f"t{i}"} for i in range(5)],  # Slack shows at most four
+        [{"message": "m", "title": " "}],
+        [{"message": "", "title": "t"}],
+    ],
+)
+def test_assistant_prompts_slack_would_not_show_are_refused(module: Module, prompts: list[dict[str, str]]) -> None:
+    assert evaluator_for(module, {**TFVARS, "assistant_prompts": prompts}).failed_validations()
+    assert evaluator_for(module, {**TFVARS, "assistant_prompts": prompts[:1] if prompts[0]["title"] == "t0" else []}
+                         ).failed_validations() == []  # fmt: skip
 
 
 def test_every_validation_and_precondition_holds_for_the_defaults(module: Module, evaluator: Evaluator) -> None:

@@ -134,10 +134,10 @@ def post_update(text: str) -> dict[str, Any]:
         text: The update, in Markdown.
     """
     ctx = context()
-    shown = to_mrkdwn(text)
-    # The session's first update carries the Stop button (the delegated tasks' message has one too).
-    stop = None if ctx.used.get("post_update") else blocks.progress_blocks(shown, ctx.session.session_id)
-    ts = ctx.surface.post(shown, key=ctx.post_key(), blocks=stop)
+    # Slack renders the Markdown (a markdown block; mrkdwn is the text fallback, and the whole post if it is too
+    # long for the block). The session's first update carries the Stop button (the delegated tasks' message too).
+    stop = None if ctx.used.get("post_update") else ctx.session.session_id
+    ts = ctx.surface.post(to_mrkdwn(text), key=ctx.post_key(), blocks=blocks.progress_blocks(text, stop))
     ctx.post_ts.append(ts)
     return {"posted": True, "ts": ts}
 

@@ -1,0 +1,67 @@
+"""Slack's assistant pane: what the app does when someone opens it, and when they look elsewhere with it open.
+
+Opening the pane starts an assistant thread in the person's DM with the app; the ingress then sets the thread's
+suggested prompts (``ASSISTANT_PROMPTS``) and a title ("New request", which the first request typed there replaces
+as its session opens), two idempotent Slack calls made right away rather than through a Cloud Task: they write
+nothing to Firestore, a redelivered event repeats them harmlessly, and a task would cost a queue round trip and a
+cold ``agent_session`` for two small calls. A message typed in the pane is a
+DM in that thread (``message.im`` with its ``thread_ts``) and goes through ``intake.route`` like any other DM.
+On the Slack ingress path, so it never imports google-genai.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from shared import config
+from shared.slack import client as slack
+from shared.slack.events import AssistantThread
+from shared.state.models import Session
+
+log = logging.getLogger(__name__)
+
+THREAD_TITLE = "New request"  # until someone writes: Slack lists the thread under it in the app's history
+PROMPTS_TITLE = "Try asking"
+ROOT_SUBTYPE = "assistant_app_thread"  # the subtype of the message Slack starts a pane's thread with
+MAX_TITLE_CHARS = 60
+
+
+def opened(thread: AssistantThread) -> dict[str, str | bool]:
+    """The pane was opened: offer the configured prompts and name the thread. Slack refusing either (a missing
+    ``assistant:write`` scope, a thread it no longer knows) is logged and answered 200: a retry would not help."""
+    detail: dict[str, str | bool] = {"ok": True, "assistant_thread": thread.thread_ts}
+    prompts = config.settings().assistant_prompts
+    if prompts:
+        refused = slack.set_suggested_prompts(thread.channel, thread.thread_ts, prompts, title=PROMPTS_TITLE)
+        if refused:
+            detail["prompts_refused"] = refused
+    refused = slack.set_title(thread.channel, thread.thread_ts, THREAD_TITLE)
+    if refused:
+        detail["title_refused"] = refused
+    log.info("assistant thread opened", extra={"channel": thread.channel, "thread_ts": thread.thread_ts, **detail})
+    return detail
+
+
+def context_changed(thread: AssistantThread) -> dict[str, str | bool]:
+    """The person moved to another channel with the pane open. Nothing changes: a session reads only its own
+    thread, never the channel someone happens to be viewing (that would need that channel's history scope and
+    would read a conversation nobody asked it to), so the event is acknowledged and logged."""
+    log.info("assistant thread context changed", extra={"channel": thread.channel, "thread_ts": thread.thread_ts,
+                                                         "context_channel": thread.context_channel})  # fmt: skip
+    return {"ok": True, "ignored": "assistant context change: sessions read only their own thread"}
+
+
+def name_after_request(session: Session, thread: list[dict[str, Any]]) -> None:
+    """The first request typed in a pane's thread names it, in place of "New request". Called by a session as it
+    opens, with the thread it read anyway: the root's subtype says whether this is a pane's thread, and a thread
+    holding anything but its root and this request has been named already. A refusal is logged (never fatal)."""
+    root = thread[0] if thread else {}
+    if root.get("subtype") != ROOT_SUBTYPE or root.get("ts") != session.thread_ts:
+        return
+    if any(message.get("ts") not in (session.thread_ts, session.trigger_ts) for message in thread):
+        return
+    line = next((line.strip() for line in session.text.splitlines() if line.strip()), "")
+    if line:
+        title = line if len(line) <= MAX_TITLE_CHARS else line[: MAX_TITLE_CHARS - 1] + "…"
+        slack.set_title(session.channel, session.thread_ts, title)
