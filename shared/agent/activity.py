@@ -27,3 +27,12 @@ def doing(tool: str, args: Mapping[str, Any] | None) -> str:
             host = None
         return f"is fetching {host}" if host else "is fetching a page"
     return _DOING.get(tool) or f"is running {tool}"
+
+
+def task(tool: str, args: Mapping[str, Any] | None) -> tuple[str, list[tuple[str, str]]]:
+    """A tool step as a task card in a streamed answer: its title ("Fetching example.com") and its sources (a
+    fetch's page, as (url, text))."""
+    said = doing(tool, args).removeprefix("is ")
+    url = str((args or {}).get("url") or "") if tool == "fetch_url" else ""
+    sources = [(url, urlsplit(url).hostname or url)] if url.startswith(("http://", "https://")) else []
+    return said[:1].upper() + said[1:], sources
