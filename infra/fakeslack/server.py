@@ -43,6 +43,7 @@ from .state import (
     req,
     ts_key,
 )
+from .streams import chat_append_stream, chat_start_stream, chat_stop_stream
 
 SLACK_TIMEOUT = 3.0  # Slack gives an app three seconds to answer a delivery
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -231,6 +232,9 @@ API: dict[str, Route] = {
     "chat.postMessage": chat_post_message,
     "chat.update": chat_update,
     "chat.postEphemeral": chat_post_ephemeral,
+    "chat.startStream": chat_start_stream,
+    "chat.appendStream": chat_append_stream,
+    "chat.stopStream": chat_stop_stream,
     "reactions.add": reactions_add,
     "reactions.remove": reactions_remove,
     "conversations.replies": conversations_replies,
@@ -379,7 +383,7 @@ class Handler(BaseHTTPRequestHandler):
                 if failure.retry_after is not None:
                     headers["Retry-After"] = str(failure.retry_after)
             else:
-                for key in ("blocks", "attachments"):  # recorded parsed, however the client sent them
+                for key in ("blocks", "attachments", "chunks"):  # recorded parsed, however the client sent them
                     if isinstance(args.get(key), str):
                         with contextlib.suppress(ValueError):
                             args[key] = json.loads(args[key])

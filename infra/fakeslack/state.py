@@ -53,6 +53,7 @@ class FakeSlackConfig:
     echo_bot_messages: bool = False
     operators: tuple[str, ...] = ()  # the product's operators, for the browser page to label
     notice: str = ""  # a line the browser page shows above everything (the demo model announces itself)
+    stream_seconds: float = 300.0  # a streamed message stops taking appends this long after it started (Slack: ~5 min)
     verification_token: str = "fakeslack-verification-token"  # noqa: S105 - a fake's constant
 
     def public(self) -> Json:
@@ -79,6 +80,7 @@ class Message:
     reactions: list[Json] = field(default_factory=list)
     edited: Json | None = None
     metadata: Json | None = None  # chat.postMessage's message metadata: {event_type, event_payload}
+    stream: Json | None = None  # a streamed message: {"until": when its stream ends (None: stopped), "tasks": {...}}
 
 
 @dataclass
@@ -235,6 +237,7 @@ class Workspace:
             self.channel_types: dict[str, str] = {}
             self.statuses: dict[str, str] = {}  # "channel/thread_ts" -> assistant.threads.setStatus's status
             self.status_refusals: dict[str, str] = {}  # channel -> the error assistant.threads.setStatus answers
+            self.stream_refusals: dict[str, str] = {}  # channel -> the error chat.startStream answers
             self._last_ts = 0
 
     def touch(self) -> None:
@@ -348,6 +351,9 @@ class Workspace:
                 out.update(reply_users=users, reply_users_count=len(users), is_locked=False)
             if message.reactions:
                 out["reactions"] = copy.deepcopy(message.reactions)
+            if message.stream is not None:  # the fake's own view of a streamed message (its task cards, its state)
+                out["stream"] = {"streaming": message.stream["until"] is not None and time.time() < message.stream[
+                    "until"], "tasks": list(copy.deepcopy(message.stream["tasks"]).values())}  # fmt: skip
             return out
 
     # -- failure injection and recording --------------------------------------
