@@ -579,5 +579,7 @@ def test_a_stream_sends_its_text_in_pieces_then_the_calls_and_usage(stub: Stub) 
     pieces = [p.text for c in chunks for p in (c.candidates[0].content.parts or []) if p.text]  # type: ignore[index,union-attr]
     assert len(pieces) == 8
     assert "".join(pieces) == text
-    assert chunks[-1].function_calls is not None and chunks[-1].function_calls[0].name == "fetch_url"
-    assert chunks[-1].usage_metadata is not None and chunks[-1].usage_metadata.prompt_token_count
+    assert chunks[-1].function_calls is not None
+    assert chunks[-1].function_calls[0].name == "fetch_url"
+    assert chunks[-1].usage_metadata is not None
+    assert chunks[-1].usage_metadata.prompt_token_count

@@ -117,6 +117,10 @@ def chat_update(ws: Workspace, args: Json) -> Json:
         raise SlackError("no_text")
     message.text = text if text is not None else message.text  # omitted fields are kept, as in Slack
     message.blocks = blocks if blocks is not None else message.blocks
+    metadata = json_object(args, "metadata", "invalid_metadata")  # chat.update takes metadata too: it replaces
+    if metadata is not None and not (isinstance(metadata.get("event_type"), str) and "event_payload" in metadata):
+        raise SlackError("invalid_metadata")
+    message.metadata = metadata if metadata is not None else message.metadata
     message.edited = {"user": ws.config.bot_user_id, "ts": ws.next_ts()}
     ws.echoes.append((message, previous))
     return {

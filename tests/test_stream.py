@@ -1,0 +1,155 @@
+"""Streamed answers (issue 16, items 2 and 7): the answer streams into one message after its tool steps' task
+cards; a SIGKILL mid-stream leaves exactly one answer; every stream error Slack reports falls back to
+chat.postMessage / chat.update with the whole text delivered."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from infra.fakegemini.control import FakeGemini
+from infra.fakeslack.control import FakeSlack
+from infra.stack import Stack
+from shared.agent.activity import task
+from shared.slack import client as slack
+from shared.slack.stream import _safe_end
+from shared.state import ids, sessions
+from shared.state.models import SessionStatus
+from tests.agent_helpers import mention, wait_status
+from tests.poll import wait_for
+
+G = FakeGemini
+Script = Callable[..., int]
+ANSWER = (
+    "The deploy finished: api and web run version 42 in europe-west1, the health checks pass, and the "
+    "error rate is back under one in ten thousand requests since the rollout ended an hour ago."
+)
+
+
+def streamed(text: str, pause: float = 0.0) -> dict[str, Any]:
+    """A model turn whose text the stub streams in eight pieces, ``pause`` seconds apart."""
+    return {"text": text, "stream_delay_seconds": pause}
+
+
+@pytest.fixture
+def streaming(stack: Stack) -> Iterator[None]:
+    """agent_session with answers streamed (the product's default; the suite's stack turns it off)."""
+    stack.function_env["agent_session"] = {"SLACK_STREAM": "true", "SLACK_STREAM_BUFFER_CHARS": "40"}
+    stack.kill_function("agent_session")
+    stack.start_function("agent_session")
+    yield
+    stack.function_env.pop("agent_session", None)
+    if "agent_session" in stack.procs:
+        stack.kill_function("agent_session")
+    stack.start_function("agent_session")
+
+
+def answers(fake_slack: FakeSlack, channel: str, thread_ts: str) -> list[dict[str, Any]]:
+    return fake_slack.bot_replies(channel, thread_ts)
+
+
+def calls(fake_slack: FakeSlack, method: str, channel: str) -> list[dict[str, Any]]:
+    return [c for c in fake_slack.calls(method) if c["args"].get("channel") == channel]
+
+
+def test_a_token_is_never_cut_where_the_safety_check_cannot_see_it() -> None:
+    assert _safe_end("hello <!chan", 0) == len("hello ")
+    assert _safe_end("ping @chan", 0) == len("ping ")
+    assert _safe_end("ping @channel now", 0) == len("ping @channel now")
+    assert _safe_end("a <@U1> b", 0) == len("a <@U1> b")
+
+
+def test_a_fetch_is_a_task_with_its_page_as_source() -> None:
+    assert task("fetch_url", {"url": "https://example.com/a"}) == (
+        "Fetching example.com", [("https://example.com/a", "example.com")]
+    )  # fmt: skip
+    assert task("read_thread", {}) == ("Reading the thread", [])
+
+
+@pytest.mark.stack
+@pytest.mark.usefixtures("streaming")
+def test_a_streamed_answer_arrives_complete_after_its_steps(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    script(G.call("read_thread"), streamed(ANSWER))
+    thread = mention(fake_slack, f"C{uid}", "how did the deploy go?")
+    done = wait_status(thread.session_id, SessionStatus.DONE, timeout=60)
+
+    [reply] = answers(fake_slack, thread.channel, thread.ts)
+    assert reply["text"] == ANSWER
+    assert done.answer_ts == reply["ts"] == done.stream_ts
+    assert len(calls(fake_slack, "chat.startStream", thread.channel)) == 1
+    chunks = [ch for c in calls(fake_slack, "chat.appendStream", thread.channel) for ch in c["args"]["chunks"]]
+    tasks = [(ch["title"], ch["status"]) for ch in chunks if ch["type"] == "task_update"]
+    assert tasks == [("Reading the thread", "in_progress"), ("Reading the thread", "complete")]
+    assert len([ch for ch in chunks if ch["type"] == "markdown_text"]) >= 3  # it streamed, in pieces
+    [stop] = calls(fake_slack, "chat.stopStream", thread.channel)
+    key = ids.post_key(thread.session_id, done.next_seq - 2, "answer") + ":0"
+    assert stop["args"]["metadata"]["event_payload"]["key"] == key
+    assert [b["type"] for b in stop["args"]["blocks"]] == ["context_actions"]  # the feedback buttons
+    assert slack.posted_keys(thread.channel, thread.ts) == {key: reply["ts"]}
+    assert calls(fake_slack, "chat.postMessage", thread.channel) == []
+
+
+@pytest.mark.stack
+@pytest.mark.usefixtures("streaming")
+def test_a_worker_killed_mid_stream_leaves_exactly_one_answer(
+    script: Script, stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    script(streamed("Half of this answer is shown before the worker dies " * 4, pause=30), streamed(ANSWER))
+    thread = mention(fake_slack, f"C{uid}", "tell me everything")
+    wait_for(lambda: calls(fake_slack, "chat.appendStream", thread.channel), timeout=30, what="the first text")
+    stack.kill_function("agent_session")
+    stack.start_function("agent_session")
+    done = wait_status(thread.session_id, SessionStatus.DONE, timeout=120)
+
+    [reply] = answers(fake_slack, thread.channel, thread.ts)
+    assert reply["text"] == ANSWER
+    assert reply["ts"] == done.answer_ts
+    assert list(slack.posted_keys(thread.channel, thread.ts).values()) == [reply["ts"]]
+
+
+FALLBACKS = ["expired", "msg_too_long", "missing_recipient_user_id", "channel_type_not_supported"]
+
+
+@pytest.mark.stack
+@pytest.mark.usefixtures("streaming")
+@pytest.mark.parametrize("error", FALLBACKS)
+def test_every_stream_error_falls_back_with_the_whole_text(
+    error: str, script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    channel = f"C{uid}"
+    pause = 0.0
+    if error == "expired":
+        fake_slack.configure(stream_seconds=1.0)
+        pause = 0.4
+    elif error == "msg_too_long":
+        fake_slack.fail("chat.appendStream", times=2, error="msg_too_long")
+    elif error == "missing_recipient_user_id":
+        fake_slack.fail("chat.startStream", error="missing_recipient_user_id")
+    else:
+        fake_slack.refuse_streams(channel, error)
+    try:
+        script(G.call("read_thread"), G.call("read_thread"), streamed(ANSWER, pause))
+        thread = mention(fake_slack, channel, "how did the deploy go?")
+        done = wait_status(thread.session_id, SessionStatus.DONE, timeout=60)
+    finally:
+        fake_slack.configure(stream_seconds=300)
+
+    [reply] = answers(fake_slack, thread.channel, thread.ts)
+    assert reply["text"] == ANSWER  # the whole text, in one message
+    assert reply["ts"] == done.answer_ts
+    assert list(slack.posted_keys(thread.channel, thread.ts).values()) == [reply["ts"]]
+    failed = [c for c in fake_slack.calls() if str(c["method"]).endswith("Stream") and not c["response"]["ok"]]
+    assert failed, "Slack refused the stream"
+    if error in {"missing_recipient_user_id", "channel_type_not_supported"}:
+        # Refused once: not asked again at the next steps of the session.
+        assert len(calls(fake_slack, "chat.startStream", channel)) == 1
+        assert len(calls(fake_slack, "chat.postMessage", channel)) == 1
+    else:
+        assert calls(fake_slack, "chat.update", channel)  # the stream's message was replaced
+    stored = sessions.get_session(thread.session_id)
+    assert stored is not None
+    assert stored.status == SessionStatus.DONE
