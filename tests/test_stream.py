@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from infra.chat import streamed_lines
 from infra.fakegemini.control import FakeGemini
 from infra.fakeslack.control import FakeSlack
 from infra.stack import Stack
@@ -153,3 +154,20 @@ def test_every_stream_error_falls_back_with_the_whole_text(
     stored = sessions.get_session(thread.session_id)
     assert stored is not None
     assert stored.status == SessionStatus.DONE
+
+
+def test_the_terminal_chat_shows_task_cards_and_streamed_text_as_they_come() -> None:
+    shown: dict[str, str] = {}
+    card = {"id": "3.0", "title": "Fetching example.com", "status": "in_progress",
+            "sources": [{"type": "url", "url": "https://example.com/", "text": "example.com"}]}  # fmt: skip
+    message = {"ts": "1.0", "text": "The page", "stream": {"streaming": True, "tasks": [card]}}
+    assert streamed_lines(message, "", shown) == [
+        "[task: Fetching example.com — in_progress (https://example.com/)]", "bot…> The page",
+    ]  # fmt: skip
+    done = {**card, "status": "complete"}
+    message = {"ts": "1.0", "text": "The page says hello.", "stream": {"streaming": True, "tasks": [done]}}
+    assert streamed_lines(message, "The page", shown) == [
+        "[task: Fetching example.com — complete (https://example.com/)]", "bot…>  says hello.",
+    ]  # fmt: skip
+    finished = {**message, "stream": {"streaming": False, "tasks": [done]}}
+    assert streamed_lines(finished, "The page says hello.", shown) == []  # printed whole, as any message

@@ -50,7 +50,11 @@ def model_turn(
     if stream is None or not stream.streaming:
         return gemini.generate(history, system=system, tools=tools)
     stream.begin_turn()
-    response = gemini.generate_stream(history, system=system, tools=tools, on_text=stream.text)
+    try:
+        response = gemini.generate_stream(history, system=system, tools=tools, on_text=stream.text)
+    except Exception:
+        stream.retract()
+        raise
     content = response.candidates[0].content if response.candidates else None
     calls = any(p.function_call for p in (content.parts if content else None) or [])
     stream.end_turn(answered=not calls)

@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 MAX_STREAM_CHARS = 12_000
 FLUSH_SECONDS = 1.0  # text waiting this long is sent with the next piece, however short
 INTERRUPTED = "_(This answer was interrupted; I am picking it up again…)_"
+CUT_OFF = "_(This answer was cut off.)_"
 
 
 class AnswerStream:
@@ -142,6 +143,16 @@ class AnswerStream:
             slack.stop_stream(self.channel, self.ts, key=f"{self.ts}:{key}" if key else None, chunks=chunks)
         except SlackApiError as exc:
             log.info("stream already over", extra={"error": exc.response.get("error")})
+
+    def retract(self) -> None:
+        """The model turn failed part-way: the text it had shown is taken back (the session says what happened)."""
+        if self.ts is not None and self.sent:
+            self.close(key=None)
+            try:
+                slack.update(self.channel, self.ts, CUT_OFF)
+            except SlackApiError as exc:
+                log.warning("could not take back a cut-off answer", extra={"error": exc.response.get("error")})
+        self.begin_turn()
 
     def adopt(self, ts: str) -> None:
         """A takeover: ``ts`` is the stream a crashed run left unfinished. It is stopped and its partial text taken

@@ -126,6 +126,8 @@ class ThreadSurface:
                 ts = reused
             except SlackApiError as exc:
                 log.warning("could not replace a stream's message", extra={"error": exc.response.get("error")})
+        if not ts and self.stream is not None:
+            self.stream.close()  # what the session posts comes after the steps shown so far, never above them
         if not ts:
             ts = slack.post(self.channel, self.thread_ts, text, key=key, blocks=blocks)
             if self.status:
