@@ -39,9 +39,10 @@ def one_run(rig: Rig, slack: FakeSlack) -> tuple[float, float]:
     rig.deliver(session_id)
     rig.expect(session_id, SessionStatus.DONE)
     channel = rig.session(session_id).channel
-    made = slack.calls(channel=channel)
-    signs = [c["time"] for c in made if c["response"].get("ok")
-             and c["method"] in {"assistant.threads.setStatus", "reactions.add"}]  # fmt: skip
+    made = [c for c in slack.calls() if channel in (c["args"].get("channel"), c["args"].get("channel_id"))]
+    signs = [c["time"] for c in made if c["response"].get("ok") and (  # a status shown, or the 👀 reaction
+        (c["method"] == "assistant.threads.setStatus" and c["args"].get("status"))
+        or (c["method"] == "reactions.add" and c["args"].get("name") == "eyes"))]  # fmt: skip
     texts = [c["time"] for c in made if c["method"] == "chat.appendStream" and c["response"].get("ok")
              and any(ch.get("type") == "markdown_text" for ch in c["args"].get("chunks") or [])]  # fmt: skip
     assert signs, "no status or reaction"
