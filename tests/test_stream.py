@@ -14,11 +14,13 @@ from infra.fakegemini.control import FakeGemini
 from infra.fakeslack.control import FakeSlack
 from infra.stack import Stack
 from shared.agent.activity import task
+from shared.slack import blocks
 from shared.slack import client as slack
 from shared.slack.stream import _safe_end
-from shared.state import ids, sessions
+from shared.state import feedback, ids, sessions
+from shared.state.firestore import now
 from shared.state.models import SessionStatus
-from tests.agent_helpers import mention, wait_status
+from tests.agent_helpers import HUMAN, mention, wait_status
 from tests.poll import wait_for
 
 G = FakeGemini
@@ -92,6 +94,34 @@ def test_a_streamed_answer_arrives_complete_after_its_steps(
     assert [b["type"] for b in stop["args"]["blocks"]] == ["context_actions"]  # the feedback buttons
     assert slack.posted_keys(thread.channel, thread.ts) == {key: reply["ts"]}
     assert calls(fake_slack, "chat.postMessage", thread.channel) == []
+    # The feedback buttons under the streamed answer count: it is the session's recorded answer.
+    good = blocks.feedback_value(thread.session_id, "positive")
+    fake_slack.click(HUMAN, thread.channel, reply["ts"], blocks.FEEDBACK_ACTION, value=good)
+    rated = [f for f in feedback.on_day(f"{now():%Y-%m-%d}") if f.session_id == thread.session_id]
+    assert [(f.user, f.rating) for f in rated] == [(HUMAN, "positive")]
+
+
+@pytest.mark.stack
+@pytest.mark.usefixtures("streaming")
+def test_steps_come_before_what_the_session_posts_and_end_in_the_answer(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    script(G.call("read_thread"), G.call("post_update", text="half way"), G.call("read_thread"), streamed(ANSWER))
+    thread = mention(fake_slack, f"C{uid}", "how did the deploy go?")
+    wait_status(thread.session_id, SessionStatus.DONE, timeout=60)
+
+    # The first steps' stream showed only task cards: it is deleted before the update is posted, and its cards
+    # open the answer's stream, done.
+    assert [m["text"] for m in answers(fake_slack, thread.channel, thread.ts)] == ["half way", ANSWER]
+    [deleted] = calls(fake_slack, "chat.delete", thread.channel)
+    first, second = calls(fake_slack, "chat.startStream", thread.channel)
+    assert deleted["args"]["ts"] == first["response"]["ts"]
+    later = [c for c in calls(fake_slack, "chat.appendStream", thread.channel) if c["args"]["ts"] == second[
+        "response"]["ts"]]  # fmt: skip
+    cards = [(ch["id"], ch["status"]) for c in later for ch in c["args"]["chunks"] if ch["type"] == "task_update"]
+    assert cards[0][1] == "complete"  # the first step, replayed done
+    assert {status for _, status in cards} == {"complete", "in_progress"}
+    assert len({card_id for card_id, _ in cards}) == 3  # read_thread, post_update, read_thread
 
 
 @pytest.mark.stack

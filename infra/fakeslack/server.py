@@ -132,6 +132,14 @@ def chat_update(ws: Workspace, args: Json) -> Json:
     }
 
 
+def chat_delete(ws: Workspace, args: Json) -> Json:
+    message = _existing(ws, args, "ts")
+    if message.bot_id != ws.config.bot_id:
+        raise SlackError("cant_delete_message")
+    ws.channels[message.channel].remove(message)
+    return {"ok": True, "channel": message.channel, "ts": message.ts}
+
+
 def chat_post_ephemeral(ws: Workspace, args: Json) -> Json:
     channel = req(args, "channel", "channel_not_found")
     user = req(args, "user", "user_not_found")
@@ -235,6 +243,7 @@ API: dict[str, Route] = {
     "auth.test": auth_test,
     "chat.postMessage": chat_post_message,
     "chat.update": chat_update,
+    "chat.delete": chat_delete,
     "chat.postEphemeral": chat_post_ephemeral,
     "chat.startStream": chat_start_stream,
     "chat.appendStream": chat_append_stream,

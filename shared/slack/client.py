@@ -97,6 +97,15 @@ def stop_stream(
     )  # fmt: skip
 
 
+def delete(channel: str, ts: str) -> None:
+    """Delete one of the app's messages; one already gone is fine."""
+    try:
+        client().chat_delete(channel=channel, ts=ts)
+    except SlackApiError as exc:
+        if exc.response.get("error") != "message_not_found":
+            raise
+
+
 def _key_metadata(key: str) -> dict[str, Any]:
     return {"event_type": POST_KEY_EVENT, "event_payload": {"key": key}}
 

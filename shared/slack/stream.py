@@ -60,7 +60,9 @@ class AnswerStream:
         self.sent = 0  # how much of turn_text Slack has
         self.total = 0  # characters appended to this message (every turn's)
         self.flushed_at = 0.0
-        self.tasks: dict[str, TaskUpdateChunk] = {}
+        self.tasks: dict[str, TaskUpdateChunk] = {}  # cards in progress, by id
+        self.shown_cards: dict[str, TaskUpdateChunk] = {}  # every card this message showed, by id
+        self.done: list[TaskUpdateChunk] = []  # finished cards of a deleted message, replayed by the next stream
         self.replace_key: str | None = None  # the answer post that replaces this message (a fallback)
 
     @property
@@ -125,29 +127,34 @@ class AnswerStream:
         if key != self.replace_key or self.ts is None:
             return None
         self.replace_key = None
-        self.close(key=None)
+        self._stop(key=None)
         return self.ts
 
-    def close(self, *, key: str | None = "steps") -> None:
-        """Stop the stream without an answer (the session pauses or ends otherwise); its task cards stay. With a
-        ``key`` the message is marked as finished, so a takeover leaves it alone."""
+    def close(self) -> None:
+        """The session pauses, ends or posts something else: the stream stops here, and what the session posts
+        comes after it. A message that got text stays, marked finished (a takeover leaves it alone); one that only
+        showed task cards while they ran is deleted, and its cards open the next stream of the run as done."""
         if self.ts is None or not self.open:
             return
         self._flush(final=True)
-        self.open = False
         for chunk in self.tasks.values():
             chunk.status = "complete"
-        chunks: list[Chunk] = list(self.tasks.values())
+        cards: list[Chunk] = list(self.tasks.values())
         self.tasks.clear()
+        if self.total:
+            self._stop(key=f"{self.ts}:steps", chunks=cards)
+            return
+        self._stop(key=None)
+        self.done = list(self.shown_cards.values())
         try:
-            slack.stop_stream(self.channel, self.ts, key=f"{self.ts}:{key}" if key else None, chunks=chunks)
+            slack.delete(self.channel, self.ts)
         except SlackApiError as exc:
-            log.info("stream already over", extra={"error": exc.response.get("error")})
+            log.warning("could not delete a stream of task cards", extra={"error": exc.response.get("error")})
 
     def retract(self) -> None:
         """The model turn failed part-way: the text it had shown is taken back (the session says what happened)."""
         if self.ts is not None and self.sent:
-            self.close(key=None)
+            self._stop(key=None)
             try:
                 slack.update(self.channel, self.ts, CUT_OFF)
             except SlackApiError as exc:
@@ -158,13 +165,22 @@ class AnswerStream:
         """A takeover: ``ts`` is the stream a crashed run left unfinished. It is stopped and its partial text taken
         back at once; this run streams nothing, and its answer replaces that message."""
         self.ts, self.open, self.refused = ts, True, "taken over"
-        self.close(key=None)
+        self._stop(key=None)
         try:
             slack.update(self.channel, ts, INTERRUPTED)
         except SlackApiError as exc:
             log.warning("could not take back an interrupted stream", extra={"error": exc.response.get("error")})
 
     # --- Slack calls ---------------------------------------------------------------------
+    def _stop(self, *, key: str | None, chunks: Sequence[Chunk] = ()) -> None:
+        if self.ts is None or not self.open:
+            return
+        self.open = False
+        try:
+            slack.stop_stream(self.channel, self.ts, key=key, chunks=chunks)
+        except SlackApiError as exc:
+            log.info("stream already over", extra={"error": exc.response.get("error")})
+
     def _flush(self, *, final: bool) -> None:
         end = len(self.turn_text) if final else _safe_end(self.turn_text, self.sent)
         room = MAX_STREAM_CHARS - self.total
@@ -180,11 +196,13 @@ class AnswerStream:
         if not self._ensure_open():
             return False
         assert self.ts is not None
+        replay, self.done = self.done, []  # the run's earlier steps, done, open a new stream
         try:
-            slack.append_stream(self.channel, self.ts, chunks)
+            slack.append_stream(self.channel, self.ts, [*replay, *chunks])
         except SlackApiError as exc:
             self._failed("chat.appendStream", exc)
             return False
+        self.shown_cards.update({c.id: c for c in [*replay, *chunks] if isinstance(c, TaskUpdateChunk)})
         return True
 
     def _ensure_open(self) -> bool:
@@ -198,7 +216,7 @@ class AnswerStream:
             self.refused = str(exc.response.get("error") or "unknown_error")
             log.warning("stream refused; answers are posted whole", extra={"error": self.refused})
             return False
-        self.open, self.total = True, 0
+        self.open, self.total, self.shown_cards = True, 0, {}
         self.on_open(self.ts)
         return True
 
