@@ -8,15 +8,19 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from slack_sdk import WebClient
 
 from infra.chat import streamed_lines
 from infra.fakegemini.control import FakeGemini
+from infra.fakeslack import FakeSlackConfig, running
 from infra.fakeslack.control import FakeSlack
 from infra.stack import Stack
+from shared import deps
 from shared.agent.activity import task
 from shared.slack import blocks
 from shared.slack import client as slack
-from shared.slack.stream import _safe_end
+from shared.slack.stream import CUT_OFF, AnswerStream, _safe_end
+from shared.slack.surface import ThreadSurface
 from shared.state import feedback, ids, sessions
 from shared.state.firestore import now
 from shared.state.models import SessionStatus
@@ -69,6 +73,7 @@ def test_a_fetch_is_a_task_with_its_page_as_source() -> None:
         "Fetching example.com", [("https://example.com/a", "example.com")]
     )  # fmt: skip
     assert task("read_thread", {}) == ("Reading the thread", [])
+    assert task("ask_operator", {"question": "?"}) is None  # its question is its post
 
 
 @pytest.mark.stack
@@ -121,7 +126,7 @@ def test_steps_come_before_what_the_session_posts_and_end_in_the_answer(
     cards = [(ch["id"], ch["status"]) for c in later for ch in c["args"]["chunks"] if ch["type"] == "task_update"]
     assert cards[0][1] == "complete"  # the first step, replayed done
     assert {status for _, status in cards} == {"complete", "in_progress"}
-    assert len({card_id for card_id, _ in cards}) == 3  # read_thread, post_update, read_thread
+    assert len({card_id for card_id, _ in cards}) == 2  # the two read_thread calls (post_update posts itself)
 
 
 @pytest.mark.stack
@@ -201,3 +206,89 @@ def test_the_terminal_chat_shows_task_cards_and_streamed_text_as_they_come() -> 
     ]  # fmt: skip
     finished = {**message, "stream": {"streaming": False, "tasks": [done]}}
     assert streamed_lines(finished, "The page says hello.", shown) == []  # printed whole, as any message
+
+
+# --- the Slack side alone, against the fake Slack in this process ---------------------------------------------
+
+
+@pytest.fixture
+def surface() -> Iterator[tuple[ThreadSurface, FakeSlack, list[str]]]:
+    """A thread surface with an answer stream, its Slack the fake in this process; the streams it recorded."""
+    with running(FakeSlackConfig(bot_token="xoxb-stream", signing_secret="s")) as server:
+        fake = FakeSlack(server.url)
+        root = fake.user_message(HUMAN, "C1", "<@UBOT> hi")["ts"]
+        recorded: list[str] = []
+        with deps.override(slack=WebClient(token="xoxb-stream", base_url=f"{server.url}/api/")):
+            thread = ThreadSurface("C1", root, root)
+            thread.stream = AnswerStream("C1", root, recipient=HUMAN, on_open=recorded.append, buffer_chars=10)
+            yield thread, fake, recorded
+
+
+def stream_text(thread: ThreadSurface, text: str, *, answered: bool = True) -> None:
+    assert thread.stream is not None
+    thread.stream.begin_turn()
+    for start in range(0, len(text), 7):  # as the model sends it: a few characters at a time
+        thread.stream.text(text[start : start + 7])
+    thread.stream.end_turn(answered=answered)
+
+
+def test_a_streamed_answer_is_recorded_before_its_text_and_finished_with_its_key(
+    surface: tuple[ThreadSurface, FakeSlack, list[str]],
+) -> None:
+    thread, fake, recorded = surface
+    stream_text(thread, "All green now. ")
+    [ts] = thread.answer("All green now. ", key="s:3:answer", feedback="s")
+    assert recorded == [ts]  # recorded when the stream opened, before any text
+    first_text = next(c for c in fake.calls("chat.appendStream"))
+    assert fake.calls("chat.startStream")[0]["time"] <= first_text["time"]
+    assert "markdown_text" not in fake.calls("chat.startStream")[0]["args"]
+    assert slack.posted_keys("C1", thread.thread_ts) == {"s:3:answer:0": ts}
+
+
+def test_a_later_answer_never_replaces_a_finished_one(surface: tuple[ThreadSurface, FakeSlack, list[str]]) -> None:
+    thread, fake, _ = surface
+    stream_text(thread, "First answer. ")
+    [first] = thread.answer("First answer. ", key="s:3:answer", feedback="s")
+    # Notes arrived as it finished: a wrap-up answer, not streamed, is posted, the first answer left alone.
+    [second] = thread.answer("Second answer.", key="s:6:answer", feedback="s")
+    assert first != second
+    assert [m["text"] for m in fake.bot_replies("C1", thread.thread_ts)] == ["First answer. ", "Second answer."]
+    assert fake.calls("chat.update") == []
+    # The same after an answer that replaced its stream's message (the stream had failed).
+    stream_text(thread, "Third, streamed. ")
+    fake.fail("chat.stopStream", error="message_not_in_streaming_state")
+    [third] = thread.answer("Third, streamed. ", key="s:9:answer", feedback="s")
+    [fourth] = thread.answer("Fourth.", key="s:12:answer", feedback="s")
+    texts = [m["text"] for m in fake.bot_replies("C1", thread.thread_ts)]
+    assert texts == ["First answer. ", "Second answer.", "Third, streamed.", "Fourth."]  # replaced: as posted
+    assert len({first, second, third, fourth}) == 4
+
+
+def test_a_failed_model_turn_takes_its_text_back_and_the_retry_replaces_it(
+    surface: tuple[ThreadSurface, FakeSlack, list[str]],
+) -> None:
+    thread, fake, _ = surface
+    assert thread.stream is not None
+    thread.stream.begin_turn()
+    thread.stream.text("Half an ans")
+    thread.stream.retract()
+    assert [m["text"] for m in fake.bot_replies("C1", thread.thread_ts)] == [CUT_OFF]
+    assert not thread.stream.streaming  # the turn tried again is not streamed in this run
+    [ts] = thread.answer("The whole answer.", key="s:5:answer", feedback="s")
+    assert [m["text"] for m in fake.bot_replies("C1", thread.thread_ts)] == ["The whole answer."]
+    assert slack.posted_keys("C1", thread.thread_ts) == {"s:5:answer:0": ts}
+
+
+def test_a_long_answer_streams_up_to_one_message_then_is_posted_split(
+    surface: tuple[ThreadSurface, FakeSlack, list[str]],
+) -> None:
+    thread, fake, _ = surface
+    long = " ".join(f"word{n}" for n in range(3000))  # about 25,000 characters
+    stream_text(thread, long)
+    stamps = thread.answer(long, key="s:3:answer", feedback="s")
+    replies = fake.bot_replies("C1", thread.thread_ts)
+    assert len(stamps) == len(replies) > 1
+    assert stamps[0] == fake.calls("chat.startStream")[0]["response"]["ts"]  # the stream's message, replaced
+    assert " ".join(r["text"] for r in replies).split() == long.split()  # every word, in order
+    streamed = sum(len(ch["text"]) for c in fake.calls("chat.appendStream") for ch in c["args"]["chunks"])
+    assert streamed <= 12_000

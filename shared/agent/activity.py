@@ -29,9 +29,16 @@ def doing(tool: str, args: Mapping[str, Any] | None) -> str:
     return _DOING.get(tool) or f"is running {tool}"
 
 
-def task(tool: str, args: Mapping[str, Any] | None) -> tuple[str, list[tuple[str, str]]]:
+# Tools that post in the thread themselves (a question, an update, the delegated tasks' message): their post says
+# it, and a task card would only open a stream to close it again at once.
+_POSTING = frozenset({"ask_operator", "post_update", "delegate", "ask_parent", "answer_child"})
+
+
+def task(tool: str, args: Mapping[str, Any] | None) -> tuple[str, list[tuple[str, str]]] | None:
     """A tool step as a task card in a streamed answer: its title ("Fetching example.com") and its sources (a
-    fetch's page, as (url, text))."""
+    fetch's page, as (url, text)); None for a tool whose own post shows it."""
+    if tool in _POSTING:
+        return None
     said = doing(tool, args).removeprefix("is ")
     url = str((args or {}).get("url") or "") if tool == "fetch_url" else ""
     sources = [(url, urlsplit(url).hostname or url)] if url.startswith(("http://", "https://")) else []

@@ -132,8 +132,9 @@ class ToolTurns:
                     entry: ledger.Entry | None) -> Outcome:  # fmt: skip
         """A call, shown while it runs: on the status line, and as a task card where the answer streams."""
         self.surface.doing(activity.doing(name, call.args))
-        title, sources = activity.task(name, call.args)
-        self.surface.step(task_id, title, sources=sources)
+        card = activity.task(name, call.args)
+        if card is not None:
+            self.surface.step(task_id, card[0], sources=card[1])
         outcome = self._call(name, call, ctx, entry)
         self.surface.step_done(task_id, failed=isinstance(outcome, dict) and "error" in outcome)
         return outcome

@@ -54,6 +54,7 @@ class AnswerStream:
         self.buffer_chars = buffer_chars
         self.ts: str | None = None  # the stream's message
         self.open = False  # Slack still accepts appends to it
+        self.final = False  # the message is finished (an answer, or steps with text) or deleted: never replaced
         self.refused: str | None = None  # chat.startStream's error: nothing is streamed for the rest of this run
         self.broken: str | None = None  # an append failed: the message is replaced, never appended to again
         self.turn_text = ""  # the current model turn's text, as generated
@@ -105,7 +106,7 @@ class AnswerStream:
     def finish(self, text: str, *, key: str, blocks: Sequence[Block]) -> str | None:
         """End the stream with the whole answer ``text``, its post key and ``blocks``; its ts, or None if the answer
         must be posted instead (then a message this stream left is replaced by the answer's first part)."""
-        if self.ts is None:
+        if self.ts is None or self.final:
             return None
         shown = self.turn_text[: self.sent]
         if self.open and self.broken is None and text.startswith(shown):
@@ -117,7 +118,7 @@ class AnswerStream:
             except SlackApiError as exc:
                 self._failed("chat.stopStream", exc)
             else:
-                self.open = False
+                self.open, self.final = False, True
                 return self.ts
         self.replace_key = key
         return None
@@ -126,7 +127,7 @@ class AnswerStream:
         """The message the answer post ``key`` replaces (its stream stopped first), or None."""
         if key != self.replace_key or self.ts is None:
             return None
-        self.replace_key = None
+        self.replace_key, self.final = None, True  # the answer's from now on: never replaced again
         self._stop(key=None)
         return self.ts
 
@@ -137,6 +138,7 @@ class AnswerStream:
         if self.ts is None or not self.open:
             return
         self._flush(final=True)
+        self.final = True
         for chunk in self.tasks.values():
             chunk.status = "complete"
         cards: list[Chunk] = list(self.tasks.values())
@@ -152,8 +154,10 @@ class AnswerStream:
             log.warning("could not delete a stream of task cards", extra={"error": exc.response.get("error")})
 
     def retract(self) -> None:
-        """The model turn failed part-way: the text it had shown is taken back (the session says what happened)."""
+        """The model turn failed part-way: the text it had shown is taken back (the session says what happened, or
+        the answer of a turn tried again replaces it; nothing more is streamed in this run)."""
         if self.ts is not None and self.sent:
+            self.broken = "cut off"
             self._stop(key=None)
             try:
                 slack.update(self.channel, self.ts, CUT_OFF)
@@ -216,7 +220,7 @@ class AnswerStream:
             self.refused = str(exc.response.get("error") or "unknown_error")
             log.warning("stream refused; answers are posted whole", extra={"error": self.refused})
             return False
-        self.open, self.total, self.shown_cards = True, 0, {}
+        self.open, self.final, self.total, self.shown_cards = True, False, 0, {}
         self.on_open(self.ts)
         return True
 
