@@ -129,14 +129,26 @@ def test_steps_come_before_what_the_session_posts_and_end_in_the_answer(
     assert len({card_id for card_id, _ in cards}) == 2  # the two read_thread calls (post_update posts itself)
 
 
+KILLS = ["mid-stream", "at the answer's stopStream"]
+
+
 @pytest.mark.stack
 @pytest.mark.usefixtures("streaming")
-def test_a_worker_killed_mid_stream_leaves_exactly_one_answer(
-    script: Script, stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+@pytest.mark.parametrize("where", KILLS)
+def test_a_worker_killed_while_streaming_leaves_exactly_one_answer(
+    where: str, script: Script, stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
 ) -> None:
-    script(streamed("Half of this answer is shown before the worker dies " * 4, pause=30), streamed(ANSWER))
+    if where == "mid-stream":  # the model is still sending its text: the takeover asks it again
+        script(G.call("read_thread"), streamed("Half of this answer is shown before the worker dies " * 4, pause=30),
+               streamed(ANSWER))  # fmt: skip
+        held = "chat.appendStream"
+    else:  # Slack has the finished answer (its key), but its answer never reached the worker
+        fake_slack.slow("chat.stopStream", 60)
+        script(G.call("read_thread"), streamed(ANSWER))
+        held = "chat.stopStream"
     thread = mention(fake_slack, f"C{uid}", "tell me everything")
-    wait_for(lambda: calls(fake_slack, "chat.appendStream", thread.channel), timeout=30, what="the first text")
+    wait_for(lambda: [c for c in calls(fake_slack, held, thread.channel) if "markdown_text" in repr(c["args"])
+                      or held == "chat.stopStream"], timeout=30, what=f"the worker to reach {held}")  # fmt: skip
     stack.kill_function("agent_session")
     stack.start_function("agent_session")
     done = wait_status(thread.session_id, SessionStatus.DONE, timeout=120)
@@ -145,6 +157,8 @@ def test_a_worker_killed_mid_stream_leaves_exactly_one_answer(
     assert reply["text"] == ANSWER
     assert reply["ts"] == done.answer_ts
     assert list(slack.posted_keys(thread.channel, thread.ts).values()) == [reply["ts"]]
+    model_calls = [r for r in fake_gemini.requests() if uid in repr(r["body"])]
+    assert len(model_calls) == (3 if where == "mid-stream" else 2)  # a finished answer is not asked for again
 
 
 FALLBACKS = ["expired", "msg_too_long", "missing_recipient_user_id", "channel_type_not_supported"]
