@@ -66,6 +66,8 @@ def test_a_token_is_never_cut_where_the_safety_check_cannot_see_it() -> None:
     assert _safe_end("ping @chan", 0) == len("ping ")
     assert _safe_end("ping @channel now", 0) == len("ping @channel now")
     assert _safe_end("a <@U1> b", 0) == len("a <@U1> b")
+    long = "if a < b then " + "x" * 100
+    assert _safe_end(long, 0) == len(long)  # a less-than sign far back does not hold the stream up
 
 
 def test_a_fetch_is_a_task_with_its_page_as_source() -> None:

@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 # Slack limits one markdown_text to 12,000 characters; a streamed message is kept to what one posted message holds.
 MAX_STREAM_CHARS = 12_000
 FLUSH_SECONDS = 1.0  # text waiting this long is sent with the next piece, however short
+TOKEN_CHARS = 64  # the longest broadcast or user-group token a piece may hold back, waiting for its end
 INTERRUPTED = "_(This answer was interrupted; I am picking it up again…)_"
 CUT_OFF = "_(This answer was cut off.)_"
 
@@ -235,10 +236,11 @@ def _safe_end(text: str, start: int) -> int:
     ``@channel``): a ``<`` not yet closed, or an ``@`` word not yet ended, waits for the next piece."""
     end = len(text)
     tail = text[start:]
-    opened = tail.rfind("<")
+    near = max(0, len(tail) - TOKEN_CHARS)  # a token is short: a "<" further back is only a less-than sign
+    opened = tail.rfind("<", near)
     if opened >= 0 and ">" not in tail[opened:]:
         end = start + opened
-    at = tail.rfind("@", 0, end - start)
+    at = tail.rfind("@", near, end - start)
     if at >= 0 and not any(c.isspace() for c in tail[at:]):
         end = start + at
     return end
