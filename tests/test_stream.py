@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from slack_sdk import WebClient
 
-from infra.chat import streamed_lines
+from infra.chat import STOP_ACTION as chat_stop_action
+from infra.chat import ChatSession, streamed_lines
 from infra.fakegemini.control import FakeGemini
 from infra.fakeslack import FakeSlackConfig, running
 from infra.fakeslack.control import FakeSlack
@@ -308,3 +309,21 @@ def test_a_long_answer_streams_up_to_one_message_then_is_posted_split(
     assert " ".join(r["text"] for r in replies).split() == long.split()  # every word, in order
     streamed = sum(len(ch["text"]) for c in fake.calls("chat.appendStream") for ch in c["args"]["chunks"])
     assert streamed <= 12_000
+
+
+def test_the_terminal_chats_stop_presses_the_sessions_stop_button() -> None:
+    with running(FakeSlackConfig(bot_token="xoxb-stream", signing_secret="s")) as server:
+        fake = FakeSlack(server.url)
+        said: list[str] = []
+        chat = ChatSession(fake, user=HUMAN, channel="C2", bot_user_id="UBOT", out=said.append)
+        chat.handle("/stop")
+        assert said[-1] == "[no Stop button in this thread: nothing is working here now]"
+        chat.say("deploy it")
+        assert chat.thread_ts is not None
+        web = WebClient(token="xoxb-stream", base_url=f"{server.url}/api/")
+        stop = [blocks.stop_block("s1").to_dict()]
+        web.chat_postMessage(channel="C2", thread_ts=chat.thread_ts, text="Working on it", blocks=stop)
+        chat.handle("/stop")
+        assert said[-1] == "[pressed Stop: no interactivity_url configured]"  # no app listening here
+        [pressed] = [c for c in fake.calls() if c["method"] == "chat.postMessage"]
+        assert pressed["args"]["blocks"][0]["elements"][0]["action_id"] == blocks.STOP_ACTION == chat_stop_action
