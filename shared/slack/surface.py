@@ -8,6 +8,8 @@ its session, without asking again. The end of a session is marked with a reactio
 once the session stops, a reaction stays.
 
 Posts carry a key in message metadata; after a crash ``recover`` reads the thread once so no key is posted twice.
+A top-level session's surface also has an answer stream (``shared/slack/stream.py``): its tool steps as task cards
+and its final answer streamed into one message; ``answer`` finishes it, or posts the answer where it cannot.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from shared.slack.blocks import answer_blocks
 from shared.slack.mrkdwn import to_slack_messages
 from shared.slack.stream import AnswerStream, feedback_only
 
+log = logging.getLogger(__name__)
+
 
 class Reaction(StrEnum):
     """Every reaction the product uses, named once."""
@@ -35,8 +39,6 @@ class Reaction(StrEnum):
     QUESTION = "speech_balloon"  # on an open question's post
     ANSWERED = "white_check_mark"  # on the message that answered a question
 
-
-log = logging.getLogger(__name__)
 
 THINKING = "is thinking…"
 MAX_STATUS_CHARS = 100  # a status is one short line under the thread
