@@ -76,17 +76,21 @@ def loop_settings() -> Iterator[None]:
 def model_calls() -> Iterator[list[float]]:
     """The moments (perf_counter) the agent called the model, in order."""
     calls: list[float] = []
-    original = gemini.generate
+    original, streamed = gemini.generate, gemini.generate_stream
 
     def generate(*args: Any, **kwargs: Any) -> Any:
         calls.append(time.perf_counter())
         return original(*args, **kwargs)
 
-    gemini.generate = generate
+    def generate_stream(*args: Any, **kwargs: Any) -> Any:  # an answer streamed into Slack (SLACK_STREAM)
+        calls.append(time.perf_counter())
+        return streamed(*args, **kwargs)
+
+    gemini.generate, gemini.generate_stream = generate, generate_stream
     try:
         yield calls
     finally:
-        gemini.generate = original
+        gemini.generate, gemini.generate_stream = original, streamed
 
 
 def one_session(
@@ -210,7 +214,7 @@ def run(bench: Bench) -> Section:
         stats,
         Part("session", "shared/handlers/agent_session.py", "handle"),
         [
-            Part("the model call (google-genai to the stub and back)", "shared/agent/model.py", "generate"),
+            Part("the model call (google-genai to the stub and back)", "shared/agent/model.py", "generate_stream"),
             Part(
                 "persisting steps (`steps.commit_step`, one transaction each)", "shared/state/steps.py", "commit_step"
             ),

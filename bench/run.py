@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from types import FrameType
 
-from bench import agent_loop, coldstart, cost, fanout, html_text, ingress, mcp_calls, report, resume, scale
+from bench import agent_loop, coldstart, cost, fanout, html_text, ingress, mcp_calls, report, resume, scale, streaming
 from bench.figures import Section
 from bench.harness import BENCH_DIR, Bench
 from infra.procs import StackError
@@ -29,6 +29,7 @@ FIGURES: dict[str, Callable[[Bench], Section]] = {
     "coldstart": coldstart.run,
     "cost": cost.run,
     "agent": agent_loop.run,
+    "streaming": streaming.run,  # 21 mentions answered in this process; a few seconds
     "fanout": fanout.run,
     "resume": resume.run,  # the operator's answer or approval to the continuation's first model request
     "scale": scale.run,

@@ -21,11 +21,14 @@ from infra.fakeslack.control import FakeSlack, FakeSlackError
 from infra.fakeslack.state import buttons_in
 from infra.stack import CHAT_USER
 
+STOP_ACTION = "session_stop"  # shared/slack/blocks.py's Stop button (the chat does not import the product)
+
 Json = dict[str, Any]
 PROMPT = "you> "
 HELP = """Type a message and press Enter. The first line starts a thread and mentions the bot.
   /new [text]   start a new thread (with text: send it right away)
   /click N      press button N of the bot's latest message with buttons
+  /stop         press the Stop button of the session working in this thread
   /help         show this help
   /quit         leave (Ctrl-D and Ctrl-C work too)
 Any other /word is refused here, as Slack refuses an unknown command: nothing is sent.
@@ -65,6 +68,25 @@ def format_message(message: Json, *, edited: bool = False) -> str:
     return "\n".join(lines)
 
 
+def streamed_lines(message: Json, shown_text: str, shown_tasks: dict[str, str]) -> list[str]:
+    """What a streamed message added since it was last shown: its task cards whose state changed, then, while Slack
+    still streams it, the text appended to ``shown_text`` (``bot…>``). Once it is finished the whole message is
+    printed as any other."""
+    stream = message.get("stream") or {}
+    lines = []
+    for card in stream.get("tasks") or []:
+        if shown_tasks.get(card["id"]) != card["status"]:
+            shown_tasks[card["id"]] = card["status"]
+            sources = ", ".join(s.get("url", "") for s in card.get("sources") or [])
+            lines.append(f"[task: {card['title']} — {card['status']}{f' ({sources})' if sources else ''}]")
+    text = str(message.get("text") or "")
+    if stream.get("streaming"):
+        added = text[len(shown_text) :] if text.startswith(shown_text) else text
+        if added:
+            lines.append("bot…> " + added.replace("\n", "\n      "))
+    return lines
+
+
 def format_reactions(names: Sequence[str], *, whose: str = "your message") -> str:
     return f"[reactions on {whose}: {', '.join(names) if names else '(none)'}]"
 
@@ -74,12 +96,12 @@ def reaction_names(message: Json) -> tuple[str, ...]:
 
 
 def parse_command(line: str) -> tuple[str, str]:
-    """Split a typed line into a command (say, new, click, help, quit, unknown) and its argument."""
+    """Split a typed line into a command (say, new, click, stop, help, quit, unknown) and its argument."""
     stripped = line.strip()
     if not stripped.startswith("/"):
         return "say", stripped
     name, _, rest = stripped[1:].partition(" ")
-    if name in ("new", "click", "help", "quit"):
+    if name in ("new", "click", "stop", "help", "quit"):
         return name, rest.strip()
     if name in ("exit", "q"):
         return "quit", ""
@@ -113,6 +135,8 @@ class ChatSession:
         with self.lock:
             self.thread_ts: str | None = None
             self.shown: dict[str, str] = {}  # ts -> fingerprint of what was printed
+            self.streamed: dict[str, str] = {}  # a streamed message's ts -> its text as printed
+            self.tasks: dict[str, str] = {}  # a task card's id -> its state as printed
             self.reactions: dict[str, tuple[str, ...]] = {}
             self.ephemerals: set[str] = set()
             self.buttons: tuple[str, list[Json]] | None = None
@@ -158,6 +182,20 @@ class ChatSession:
         outcome = result.get("error") or f"HTTP {result.get('status')}"
         self.out(f"[clicked {button['text']!r}: {outcome}]")
 
+    def stop(self) -> None:
+        """Press the Stop button of the session working in this thread (the latest one shown)."""
+        with self.lock:
+            thread = self.thread_ts
+        messages = self.fake.messages(self.channel, thread) if thread else []
+        for message in reversed(messages):
+            for button in extract_buttons(message):
+                if button["action_id"] == STOP_ACTION:
+                    result = self.fake.click(self.user, self.channel, message["ts"], button["action_id"],
+                                             value=button.get("value"), block_id=button.get("block_id"))  # fmt: skip
+                    self.out(f"[pressed Stop: {result.get('error') or 'HTTP ' + str(result.get('status'))}]")
+                    return
+        self.out("[no Stop button in this thread: nothing is working here now]")
+
     def poll(self) -> list[str]:
         """What changed in the thread since the last poll, as lines to print."""
         with self.lock:
@@ -179,6 +217,11 @@ class ChatSession:
     def _changes(self, message: Json) -> list[str]:
         lines: list[str] = []
         ts, mine = message["ts"], message.get("user") == self.user and not message.get("bot_id")
+        if message.get("stream") is not None:  # a streamed answer: its task cards and new text as they come
+            lines.extend(streamed_lines(message, self.streamed.get(ts, ""), self.tasks))
+            self.streamed[ts] = str(message.get("text") or "")
+            if message["stream"].get("streaming"):
+                return lines
         if not mine:
             fingerprint = json.dumps([message.get("text"), message.get("blocks")], sort_keys=True)
             if self.shown.get(ts) != fingerprint:
@@ -207,6 +250,8 @@ class ChatSession:
                 self.out("[the next message starts a new thread]")
         elif command == "click":
             self.click(argument)
+        elif command == "stop":
+            self.stop()
         elif command == "unknown":
             self.out(f"[{argument} is not a command here: nothing was sent. /help lists the commands.]")
         elif argument:

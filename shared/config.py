@@ -379,6 +379,16 @@ class Settings:
         "TREE_MAX_TOOL_CALLS", "200", "Tool calls a whole tree of delegated sessions may make, counted the same way.",
         _AGENT, integer(0, 100000),
     )  # fmt: skip
+    slack_stream = Var(
+        "SLACK_STREAM", "true",
+        "'true' streams a final answer into its message as it is generated (chat.startStream), the session's tool "
+        "steps shown as task cards above it; 'false' posts answers whole.", _AGENT, boolean,
+    )  # fmt: skip
+    slack_stream_buffer_chars = Var(
+        "SLACK_STREAM_BUFFER_CHARS", "200",
+        "Answer text gathered before each chat.appendStream (the first piece goes at once; text waiting a second "
+        "goes with the next piece): fewer makes smoother text and more Slack calls.", _AGENT, integer(1, 12000),
+    )  # fmt: skip
     model_timeout_seconds = Var("MODEL_TIMEOUT_SECONDS", "60", "Timeout of one model request.", _AGENT, integer(1, 600))
     model_retry_attempts = Var(
         "MODEL_RETRY_ATTEMPTS", "3", "Attempts per model request (429, 5xx and timeouts are retried).", _AGENT,

@@ -118,6 +118,9 @@ def stack() -> Iterator[Stack]:
             "OPERATOR_USER_IDS": f"{OPERATOR_ID},U0OPERATOR2",
             # The crash tests run restart_service at once; scale_service keeps its own tier (approve).
             "TOOL_TIERS": '{"restart_service": "safe"}',
+            # The answer-path tests count chat.postMessage posts: answers are posted whole here, and
+            # tests/test_stream.py runs agent_session with the product's default (streamed answers).
+            "SLACK_STREAM": "false",
         },
         stack_file=TEST_DIR / "stack.json",
         # Tasks reach agent_session as deployed Cloud Tasks delivers them: in parallel, retried on non-2xx.

@@ -567,3 +567,19 @@ def test_demo_delegates_two_tasks_and_the_second_asks_its_parent() -> None:
                                        question_id="c", question=first, matched_option="done")])  # fmt: skip
     summary = demo.demo_item({"contents": [_user(request), _user(results)], "tools": parent_tools})["text"]
     assert summary.startswith("[demo model] Results of my delegated tasks: Look into the first half")
+
+
+def test_a_stream_sends_its_text_in_pieces_then_the_calls_and_usage(stub: Stub) -> None:
+    text = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen"
+    stub.control.script({"text": text, "function_calls": [{"name": "fetch_url", "args": {"url": "https://a.b"}}]})
+    client = stub.client()
+
+    chunks = list(client.models.generate_content_stream(model=MODEL, contents="hi"))
+
+    pieces = [p.text for c in chunks for p in (c.candidates[0].content.parts or []) if p.text]  # type: ignore[index,union-attr]
+    assert len(pieces) == 8
+    assert "".join(pieces) == text
+    assert chunks[-1].function_calls is not None
+    assert chunks[-1].function_calls[0].name == "fetch_url"
+    assert chunks[-1].usage_metadata is not None
+    assert chunks[-1].usage_metadata.prompt_token_count

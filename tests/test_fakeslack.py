@@ -554,3 +554,62 @@ def test_the_stream_announces_each_change(fake: FakeSlack, server_url: str) -> N
         first = json.loads(next(lines).removeprefix("data: "))["version"]
         fake.user_message(HUMAN, "C22", "something changed")
         assert json.loads(next(lines).removeprefix("data: "))["version"] > first
+
+
+def test_a_stream_takes_slacks_arguments_and_answers_slacks_errors(fake: FakeSlack, web: WebClient) -> None:
+    root = fake.user_message(HUMAN, "C25", f"<@{BOT}> hi")["ts"]
+    with pytest.raises(SlackApiError, match="missing_recipient_user_id"):  # outside a DM
+        web.chat_startStream(channel="C25", thread_ts=root)
+    with pytest.raises(SlackApiError, match="missing_recipient_team_id"):
+        web.chat_startStream(channel="C25", thread_ts=root, recipient_user_id=HUMAN)
+    web.assistant_threads_setStatus(channel_id="C25", thread_ts=root, status="is thinking…")
+    ts = str(web.chat_startStream(channel="C25", thread_ts=root, recipient_user_id=HUMAN,
+                                  recipient_team_id="T0001")["ts"])  # fmt: skip
+    assert fake.status("C25", root) == ""  # the app replied: Slack clears the status
+    task = {"type": "task_update", "id": "1", "title": "Fetching example.com", "status": "in_progress"}
+    web.chat_appendStream(channel="C25", ts=ts, chunks=[task, {"type": "markdown_text", "text": "Hello "}])
+    web.chat_appendStream(channel="C25", ts=ts, markdown_text="world")
+    with pytest.raises(SlackApiError, match="msg_too_long"):
+        web.chat_appendStream(channel="C25", ts=ts, markdown_text="x" * 12_001)
+    with pytest.raises(SlackApiError, match="invalid_chunks"):
+        web.chat_appendStream(channel="C25", ts=ts, chunks=[{"type": "task_update", "id": "2", "status": "nope"}])
+    [streaming] = fake.bot_replies("C25", root)
+    assert streaming["text"] == "Hello world"
+    assert streaming["stream"] == {"streaming": True, "tasks": [task]}
+    metadata = {"event_type": "agent_post", "event_payload": {"key": "k"}}
+    web.chat_stopStream(channel="C25", ts=ts, metadata=metadata, chunks=[{**task, "status": "complete"}])
+    with pytest.raises(SlackApiError, match="message_not_in_streaming_state"):
+        web.chat_appendStream(channel="C25", ts=ts, markdown_text="late")
+    [done] = web.conversations_replies(channel="C25", ts=root, include_all_metadata=True)["messages"][1:]
+    assert done["metadata"] == metadata
+    assert done["stream"]["streaming"] is False
+    assert done["stream"]["tasks"][0]["status"] == "complete"
+    dm = fake.user_message(HUMAN, "D25", "hi")["ts"]
+    web.chat_startStream(channel="D25", thread_ts=dm)  # a DM needs no recipient
+
+
+def test_a_stream_expires_and_a_channel_can_refuse_streams(fake: FakeSlack, web: WebClient) -> None:
+    root = fake.user_message(HUMAN, "C26", f"<@{BOT}> hi")["ts"]
+    fake.configure(stream_seconds=0.2)
+    ts = str(
+        web.chat_startStream(channel="C26", thread_ts=root, recipient_user_id=HUMAN, recipient_team_id="T0001")["ts"]
+    )
+    web.chat_appendStream(channel="C26", ts=ts, markdown_text="in time")
+    time.sleep(0.3)
+    with pytest.raises(SlackApiError, match="message_not_in_streaming_state"):
+        web.chat_appendStream(channel="C26", ts=ts, markdown_text="too late")
+    with pytest.raises(SlackApiError, match="message_not_in_streaming_state"):
+        web.chat_stopStream(channel="C26", ts=ts)
+    metadata = {"event_type": "agent_post", "event_payload": {"key": "k2"}}
+    web.chat_update(channel="C26", ts=ts, text="replaced", metadata=metadata)  # the fallback: an update with a key
+    [replaced] = web.conversations_replies(channel="C26", ts=root, include_all_metadata=True)["messages"][1:]
+    assert (replaced["text"], replaced["metadata"]) == ("replaced", metadata)
+    web.chat_delete(channel="C26", ts=ts)
+    assert fake.bot_replies("C26", root) == []
+    fake.refuse_streams("C26")
+    with pytest.raises(SlackApiError, match="channel_type_not_supported"):
+        web.chat_startStream(channel="C26", thread_ts=root, recipient_user_id=HUMAN, recipient_team_id="T0001")
+    with pytest.raises(FakeSlackError, match="error must be one of"):
+        fake.refuse_streams("C26", "no_such_error")
+    fake.refuse_streams("C26", None)
+    web.chat_startStream(channel="C26", thread_ts=root, recipient_user_id=HUMAN, recipient_team_id="T0001")

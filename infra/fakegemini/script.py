@@ -54,7 +54,7 @@ STATUS_NAMES: dict[int, str] = {
 
 _ITEM_KEYS = frozenset(
     {"text", "function_calls", "error", "times", "retry_after", "raw", "status"}
-    | {"delay_seconds", "match", "finish_reason"}
+    | {"delay_seconds", "match", "finish_reason", "stream_delay_seconds"}
 )
 _CALL_KEYS = frozenset({"name", "args", "id"})
 
@@ -74,6 +74,7 @@ class Reply:
     headers: tuple[tuple[str, str], ...] = ()
     delay_seconds: float = 0.0
     source: str = "script"
+    stream_delay_seconds: float = 0.0  # streamGenerateContent: the pause between its events
 
 
 def google_error(code: int, status: str, message: str, details: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -145,6 +146,10 @@ def _validate_modifiers(index: int, item: Mapping[str, Any]) -> Item:
         if not (_is_number(item["delay_seconds"]) and item["delay_seconds"] >= 0):
             raise _fail(index, '"delay_seconds" must be a non-negative number')
         out["delay_seconds"] = float(item["delay_seconds"])
+    if "stream_delay_seconds" in item:
+        if not (_is_number(item["stream_delay_seconds"]) and item["stream_delay_seconds"] >= 0):
+            raise _fail(index, '"stream_delay_seconds" must be a non-negative number')
+        out["stream_delay_seconds"] = float(item["stream_delay_seconds"])
     if "match" in item:
         match = item["match"]
         if not isinstance(match, dict) or set(match) != {"contains"} or not isinstance(match["contains"], str):
@@ -283,7 +288,35 @@ def build_reply(
         "modelVersion": model,
         "responseId": response_id,
     }
-    return Reply(200, body, delay_seconds=delay, source=source)
+    pause = float(item.get("stream_delay_seconds", 0.0))
+    return Reply(200, body, delay_seconds=delay, source=source, stream_delay_seconds=pause)
+
+
+def stream_events(body: Any, pieces: int = 8) -> list[Any]:
+    """A reply as ``streamGenerateContent?alt=sse`` sends it: its text in up to ``pieces`` events of a few words
+    each, then the function calls, the finish reason and the usage in the last event."""
+    candidates = body.get("candidates") if isinstance(body, dict) else None
+    if not candidates or not isinstance(candidates[0].get("content"), dict):
+        return [body]
+    head = candidates[0]
+    events: list[Any] = []
+    rest: list[Any] = []
+    for part in head["content"].get("parts") or []:
+        text = part.get("text") if isinstance(part, dict) and not part.get("thought") else None
+        if not isinstance(text, str) or not text:
+            rest.append(part)
+            continue
+        words = text.split(" ")
+        size = max(1, -(-len(words) // pieces))
+        for start in range(0, len(words), size):
+            piece = " ".join(words[start : start + size]) + (" " if start + size < len(words) else "")
+            events.append({"candidates": [{"content": {"role": "model", "parts": [{"text": piece}]}, "index": 0}],
+                           "modelVersion": body.get("modelVersion"), "responseId": body.get("responseId")})  # fmt: skip
+    last = copy.deepcopy(body)
+    last["candidates"][0]["content"]["parts"] = rest
+    if events and not rest:  # the last text event carries the ending
+        last["candidates"][0]["content"] = events.pop()["candidates"][0]["content"]
+    return [*events, last]
 
 
 class Script:

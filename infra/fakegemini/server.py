@@ -23,7 +23,7 @@ from typing import IO, Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 from .demo import demo_item
-from .script import Reply, Script, ScriptItemError, error_reply, estimate_tokens
+from .script import Reply, Script, ScriptItemError, error_reply, estimate_tokens, stream_events
 
 MAX_BODY_BYTES = 32 * 1024 * 1024
 REDACTED = "[redacted]"
@@ -197,7 +197,10 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(reply.delay_seconds)
         stream = action == "streamGenerateContent" and reply.status == 200
         try:
-            self._send(reply.status, reply.body, reply.headers, sse=stream)
+            if stream:
+                self._send_events(stream_events(reply.body), reply.headers, reply.stream_delay_seconds)
+            else:
+                self._send(reply.status, reply.body, reply.headers)
         except OSError as exc:  # the client gave up (its timeout) while we slept
             self._log(reply.status, started, model=model, action=action, source=reply.source, error=str(exc))
             return
@@ -214,18 +217,32 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(status, body)
         self._log(status, started, source="control")
 
-    def _send(self, status: int, body: Any, headers: tuple[tuple[str, str], ...] = (), *, sse: bool = False) -> None:
-        """Write the reply; a stream is one server-sent event, as ``alt=sse`` would carry it."""
-        payload = json.dumps(body, ensure_ascii=False)
-        data = (f"data: {payload}\r\n\r\n" if sse else payload).encode()
+    def _send(self, status: int, body: Any, headers: tuple[tuple[str, str], ...] = ()) -> None:
+        """Write the reply (a stream goes by ``_send_events``)."""
+        data = json.dumps(body, ensure_ascii=False).encode()
         self.send_response(status)
-        self.send_header("Content-Type", "text/event-stream" if sse else "application/json; charset=UTF-8")
+        self.send_header("Content-Type", "application/json; charset=UTF-8")
         self.send_header("Content-Length", str(len(data)))
         for name, value in headers:
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)
         self.wfile.flush()
+
+    def _send_events(self, events: list[Any], headers: tuple[tuple[str, str], ...], pause: float) -> None:
+        """A stream as ``alt=sse`` carries it: one server-sent event per piece, ``pause`` seconds apart."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        for name, value in headers:
+            self.send_header(name, value)
+        self.end_headers()
+        self.close_connection = True
+        for index, event in enumerate(events):
+            if index and pause:
+                time.sleep(pause)
+            self.wfile.write(f"data: {json.dumps(event, ensure_ascii=False)}\r\n\r\n".encode())
+            self.wfile.flush()
 
     def _log(self, status: int, started: float, **fields: Any) -> None:
         split = urlsplit(self.path)

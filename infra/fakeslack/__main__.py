@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -36,6 +37,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="also deliver the bot's own posts as message events, as Slack does",
     )
+    parser.add_argument(
+        "--stream-seconds",
+        type=float,
+        default=float(os.environ.get("FAKESLACK_STREAM_SECONDS") or 300),
+        help="a streamed message takes appends this long after it started, as Slack's (about five minutes)",
+    )
     return parser.parse_args(argv)
 
 
@@ -51,6 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         interactivity_url=args.interactivity_url or None,
         echo_bot_messages=args.echo_bot_messages,
         notice=args.notice,
+        stream_seconds=args.stream_seconds,
         operators=tuple(u.strip() for u in args.operators.split(",") if u.strip()),
     )
     server = make_server(config, args.host, args.port)

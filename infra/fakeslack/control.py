@@ -38,6 +38,7 @@ from .state import (
     buttons_in,
     message_event,
 )
+from .streams import STREAM_REFUSALS
 
 T = TypeVar("T")
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -54,7 +55,7 @@ def _required(args: Json, *keys: str) -> list[str]:
 
 
 def ctl_config(ws: Workspace, args: Json) -> Json:
-    allowed = {"events_url", "interactivity_url", "echo_bot_messages"}
+    allowed = {"events_url", "interactivity_url", "echo_bot_messages", "stream_seconds"}
     if unknown := set(args) - allowed:
         raise SlackError(f"unknown settings: {sorted(unknown)}")
     config = ws.configure(**args) if args else ws.config
@@ -127,6 +128,20 @@ def ctl_refuse_status(ws: Workspace, args: Json) -> Json:
             ws.status_refusals.pop(channel, None)
         else:
             ws.status_refusals[channel] = error
+    return {"ok": True}
+
+
+def ctl_refuse_streams(ws: Workspace, args: Json) -> Json:
+    """Make ``chat.startStream`` refuse one channel with Slack's ``error`` (no error: stream there again)."""
+    (channel,) = _required(args, "channel")
+    error = args.get("error") or None
+    if error is not None and error not in STREAM_REFUSALS:
+        raise SlackError(f"error must be one of {sorted(STREAM_REFUSALS)}")
+    with ws.lock:
+        if error is None:
+            ws.stream_refusals.pop(channel, None)
+        else:
+            ws.stream_refusals[channel] = error
     return {"ok": True}
 
 
@@ -228,6 +243,7 @@ CONTROL: dict[tuple[str, str], Route] = {
     ("POST", "fail"): ctl_fail,
     ("POST", "slow"): ctl_slow,
     ("POST", "refuse_status"): ctl_refuse_status,
+    ("POST", "refuse_streams"): ctl_refuse_streams,
     ("GET", "status"): ctl_status,
     ("POST", "user_message"): ctl_user_message,
     ("POST", "click"): ctl_click,
@@ -292,10 +308,15 @@ class FakeSlack:
         events_url: str | None = None,
         interactivity_url: str | None = None,
         echo_bot_messages: bool | None = None,
+        stream_seconds: float | None = None,
     ) -> Json:
         """Change where events go (or whether the bot's posts echo back); returns the configuration."""
         return self._post(
-            "config", events_url=events_url, interactivity_url=interactivity_url, echo_bot_messages=echo_bot_messages
+            "config",
+            events_url=events_url,
+            interactivity_url=interactivity_url,
+            echo_bot_messages=echo_bot_messages,
+            stream_seconds=stream_seconds,
         )
 
     def config(self) -> Json:
@@ -356,6 +377,10 @@ class FakeSlack:
     def refuse_status(self, channel: str, error: str | None = "missing_scope") -> None:
         """Make ``assistant.threads.setStatus`` answer ``error`` in ``channel`` (None: show statuses there again)."""
         self._post("refuse_status", channel=channel, error=error)
+
+    def refuse_streams(self, channel: str, error: str | None = "channel_type_not_supported") -> None:
+        """Make ``chat.startStream`` answer ``error`` in ``channel`` (None: stream there again)."""
+        self._post("refuse_streams", channel=channel, error=error)
 
     def status(self, channel: str, thread_ts: str) -> str:
         """The status the bot shows under a thread now ("" when none)."""

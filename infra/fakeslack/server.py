@@ -44,6 +44,7 @@ from .state import (
     req,
     ts_key,
 )
+from .streams import chat_append_stream, chat_start_stream, chat_stop_stream
 
 SLACK_TIMEOUT = 3.0  # Slack gives an app three seconds to answer a delivery
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -119,6 +120,10 @@ def chat_update(ws: Workspace, args: Json) -> Json:
     assistant.check_markdown_blocks(blocks)
     message.text = text if text is not None else message.text  # omitted fields are kept, as in Slack
     message.blocks = blocks if blocks is not None else message.blocks
+    metadata = json_object(args, "metadata", "invalid_metadata")  # chat.update takes metadata too: it replaces
+    if metadata is not None and not (isinstance(metadata.get("event_type"), str) and "event_payload" in metadata):
+        raise SlackError("invalid_metadata")
+    message.metadata = metadata if metadata is not None else message.metadata
     message.edited = {"user": ws.config.bot_user_id, "ts": ws.next_ts()}
     ws.echoes.append((message, previous))
     return {
@@ -128,6 +133,14 @@ def chat_update(ws: Workspace, args: Json) -> Json:
         "text": message.text,
         "message": ws.render(message),
     }
+
+
+def chat_delete(ws: Workspace, args: Json) -> Json:
+    message = _existing(ws, args, "ts")
+    if message.bot_id != ws.config.bot_id:
+        raise SlackError("cant_delete_message")
+    ws.channels[message.channel].remove(message)
+    return {"ok": True, "channel": message.channel, "ts": message.ts}
 
 
 def chat_post_ephemeral(ws: Workspace, args: Json) -> Json:
@@ -233,7 +246,11 @@ API: dict[str, Route] = {
     "auth.test": auth_test,
     "chat.postMessage": chat_post_message,
     "chat.update": chat_update,
+    "chat.delete": chat_delete,
     "chat.postEphemeral": chat_post_ephemeral,
+    "chat.startStream": chat_start_stream,
+    "chat.appendStream": chat_append_stream,
+    "chat.stopStream": chat_stop_stream,
     "reactions.add": reactions_add,
     "reactions.remove": reactions_remove,
     "conversations.replies": conversations_replies,
@@ -383,7 +400,7 @@ class Handler(BaseHTTPRequestHandler):
                 if failure.retry_after is not None:
                     headers["Retry-After"] = str(failure.retry_after)
             else:
-                for key in ("blocks", "attachments"):  # recorded parsed, however the client sent them
+                for key in ("blocks", "attachments", "chunks"):  # recorded parsed, however the client sent them
                     if isinstance(args.get(key), str):
                         with contextlib.suppress(ValueError):
                             args[key] = json.loads(args[key])

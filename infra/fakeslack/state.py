@@ -53,6 +53,7 @@ class FakeSlackConfig:
     echo_bot_messages: bool = False
     operators: tuple[str, ...] = ()  # the product's operators, for the browser page to label
     notice: str = ""  # a line the browser page shows above everything (the demo model announces itself)
+    stream_seconds: float = 300.0  # a streamed message stops taking appends this long after it started (Slack: ~5 min)
     verification_token: str = "fakeslack-verification-token"  # noqa: S105 - a fake's constant
 
     def public(self) -> Json:
@@ -80,6 +81,7 @@ class Message:
     edited: Json | None = None
     metadata: Json | None = None  # chat.postMessage's message metadata: {event_type, event_payload}
     subtype: str | None = None  # "assistant_app_thread": the root of a thread in the app's assistant pane
+    stream: Json | None = None  # a streamed message: {"until": when its stream ends (None: stopped), "tasks": {...}}
 
 
 @dataclass
@@ -237,6 +239,7 @@ class Workspace:
             self.statuses: dict[str, str] = {}  # "channel/thread_ts" -> assistant.threads.setStatus's status
             self.status_refusals: dict[str, str] = {}  # channel -> the error assistant.threads.setStatus answers
             self.assistant_threads: dict[str, Json] = {}  # "channel/thread_ts" -> title, prompts, context_channel
+            self.stream_refusals: dict[str, str] = {}  # channel -> the error chat.startStream answers
             self._last_ts = 0
 
     def touch(self) -> None:
@@ -352,6 +355,9 @@ class Workspace:
                 out.update(reply_users=users, reply_users_count=len(users), is_locked=False)
             if message.reactions:
                 out["reactions"] = copy.deepcopy(message.reactions)
+            if message.stream is not None:  # the fake's own view of a streamed message (its task cards, its state)
+                out["stream"] = {"streaming": message.stream["until"] is not None and time.time() < message.stream[
+                    "until"], "tasks": list(copy.deepcopy(message.stream["tasks"]).values())}  # fmt: skip
             return out
 
     # -- failure injection and recording --------------------------------------

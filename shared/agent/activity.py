@@ -27,3 +27,19 @@ def doing(tool: str, args: Mapping[str, Any] | None) -> str:
             host = None
         return f"is fetching {host}" if host else "is fetching a page"
     return _DOING.get(tool) or f"is running {tool}"
+
+
+# Tools that post in the thread themselves (a question, an update, the delegated tasks' message): their post says
+# it, and a task card would only open a stream to close it again at once.
+_POSTING = frozenset({"ask_operator", "post_update", "delegate", "ask_parent", "answer_child"})
+
+
+def task(tool: str, args: Mapping[str, Any] | None) -> tuple[str, list[tuple[str, str]]] | None:
+    """A tool step as a task card in a streamed answer: its title ("Fetching example.com") and its sources (a
+    fetch's page, as (url, text)); None for a tool whose own post shows it."""
+    if tool in _POSTING:
+        return None
+    said = doing(tool, args).removeprefix("is ")
+    url = str((args or {}).get("url") or "") if tool == "fetch_url" else ""
+    sources = [(url, urlsplit(url).hostname or url)] if url.startswith(("http://", "https://")) else []
+    return said[:1].upper() + said[1:], sources

@@ -10,7 +10,8 @@ the agent import google-genai; the Slack ingress never does.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 import pydantic
 from google import genai
@@ -61,17 +62,70 @@ def generate(
     system: str,
     tools: Sequence[types.FunctionDeclaration] = (),
 ) -> types.GenerateContentResponse:
-    """One model turn; automatic function calling is off because the product runs its own loop."""
-    cfg = types.GenerateContentConfig(
+    """One model turn, whole."""
+    with _translated():
+        return client().models.generate_content(
+            model=config.settings().gemini_model, contents=list(contents), config=_config(system, tools)
+        )
+
+
+def generate_stream(
+    contents: Sequence[types.Content],
+    *,
+    system: str,
+    tools: Sequence[types.FunctionDeclaration] = (),
+    on_text: Callable[[str], None],
+) -> types.GenerateContentResponse:
+    """One model turn over google-genai's streaming call: ``on_text`` gets each piece of answer text as it arrives
+    (thoughts are not shown); returns the whole turn as ``generate`` would, its text parts joined."""
+    parts: list[types.Part] = []
+    last: types.GenerateContentResponse | None = None
+    with _translated():
+        for chunk in client().models.generate_content_stream(
+            model=config.settings().gemini_model, contents=list(contents), config=_config(system, tools)
+        ):
+            last = chunk
+            content = chunk.candidates[0].content if chunk.candidates else None
+            for part in (content.parts if content else None) or []:
+                if part.text and not part.thought and not part.function_call:
+                    on_text(part.text)
+                parts.append(part)
+    whole = types.Content(role="model", parts=_joined(parts))
+    finish = last.candidates[0].finish_reason if last is not None and last.candidates else None
+    return types.GenerateContentResponse(
+        candidates=[types.Candidate(content=whole, finish_reason=finish)],
+        usage_metadata=last.usage_metadata if last is not None else None,
+    )
+
+
+def _joined(parts: list[types.Part]) -> list[types.Part]:
+    """Adjacent text pieces of a stream as one part (thoughts apart; a signature stays with its first piece)."""
+    out: list[types.Part] = []
+    for part in parts:
+        before = out[-1] if out else None
+        if (before is not None and part.text is not None and before.text is not None and not part.function_call
+                and bool(part.thought) == bool(before.thought) and not part.thought_signature):  # fmt: skip
+            out[-1] = before.model_copy(update={"text": before.text + part.text})
+        else:
+            out.append(part)
+    return out
+
+
+def _config(system: str, tools: Sequence[types.FunctionDeclaration]) -> types.GenerateContentConfig:
+    """Automatic function calling is off because the product runs its own loop."""
+    return types.GenerateContentConfig(
         system_instruction=system,
         tools=[types.Tool(function_declarations=list(tools))] if tools else None,
         automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
         temperature=0.2,
     )
+
+
+@contextmanager
+def _translated() -> Iterator[None]:
+    """google-genai's and httpx's failures as the product's: too long, unavailable, malformed."""
     try:
-        return client().models.generate_content(
-            model=config.settings().gemini_model, contents=list(contents), config=cfg
-        )
+        yield
     except errors.ClientError as exc:
         if exc.code == 400 and _is_too_long(exc):
             raise ContextTooLong(str(exc.message)) from exc

@@ -16,7 +16,7 @@ from typing import Any
 from google.genai import types
 
 from shared import config, deps
-from shared.agent import daily_budget, followup, gate, prompts
+from shared.agent import daily_budget, followup, gate, prompts, streamed
 from shared.agent import model as gemini
 from shared.agent.budget import Budget
 from shared.agent.opening import opening_content
@@ -55,11 +55,7 @@ class Runner(ToolTurns):
         self.steps: list[Step] = [] if fresh else steps.load_steps(session.transcript)
         # A continuation appends to its asker's transcript: its first step follows the last stored one.
         session.next_seq = max(session.next_seq, self.steps[-1].seq + 1 if self.steps else 0)
-        self.surface = ThreadSurface(
-            session.channel, session.thread_ts, session.trigger_ts, quiet=session.reports_to_parent
-        )
-        if takeover:
-            self.surface.recover()
+        self.surface = streamed.surface_for(session, takeover=takeover)  # a takeover reads what Slack has
         self.tools = (deps.get().tools or toolset.for_session)(session)
         # Calls made so far, by tool (the policy bounds some of them per session).
         self.used = Counter(
@@ -308,7 +304,7 @@ class Runner(ToolTurns):
         history = shorten_tool_results(contents_of(self.steps), config.settings().model_context_tokens)
         system = f"{prompts.SYSTEM}\n\n{self.tools.notice}" if self.tools.notice else prompts.SYSTEM
         self.surface.working()
-        response = gemini.generate(history, system=system, tools=self.tools.declarations())
+        response = streamed.model_turn(self.surface, history, system=system, tools=self.tools.declarations())
         content = _first_content(response)
         calls = [p.function_call for p in content.parts or [] if p.function_call]
         text = _text_of(content)
@@ -335,7 +331,7 @@ class Runner(ToolTurns):
         stamps: list[str] = []
         if text.strip():
             key = ids.post_key(self.session.session_id, step.seq, "answer")
-            stamps = self.surface.post_markdown(text, key=key, feedback=self.session.session_id)
+            stamps = self.surface.answer(text, key=key, feedback=self.session.session_id)
             audit = [Audit(AuditType.POST, now(), ts=stamps[0], parts=len(stamps))]
         own = [entry for s in self.steps if s.session_id == self.session.session_id for entry in s.audit]
         closed = gate.closed_loop(own + audit)

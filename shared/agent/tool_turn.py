@@ -97,8 +97,7 @@ class ToolTurns:
             if refused is not None:
                 outcome = refused
             else:
-                self.surface.doing(activity.doing(name, call.args))
-                outcome = self._call(name, call, ctx, recorded.get(index))
+                outcome = self._shown_call(f"{seq}.{index}", name, call, ctx, recorded.get(index))
                 used += 1
                 self.used[name] += 1
             response = outcome.response if isinstance(outcome, Suspend | Wait) else capped_response(outcome, per_call)
@@ -128,6 +127,17 @@ class ToolTurns:
             self._commit(StepKind.TOOL_RESULTS, content, audit, tool_calls=used)
             return False
         return self._pause_for_question(pause, content, audit, used)
+
+    def _shown_call(self, task_id: str, name: str, call: types.FunctionCall, ctx: ToolContext,
+                    entry: ledger.Entry | None) -> Outcome:  # fmt: skip
+        """A call, shown while it runs: on the status line, and as a task card where the answer streams."""
+        self.surface.doing(activity.doing(name, call.args))
+        card = activity.task(name, call.args)
+        if card is not None:
+            self.surface.step(task_id, card[0], sources=card[1])
+        outcome = self._call(name, call, ctx, entry)
+        self.surface.step_done(task_id, failed=isinstance(outcome, dict) and "error" in outcome)
+        return outcome
 
     def _refusal(self, name: str, call: types.FunctionCall, *, held: bool, delegating: bool,
                  used: int) -> dict[str, Any] | None:  # fmt: skip

@@ -19,6 +19,7 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from slack_sdk.models.blocks import Block
+from slack_sdk.models.messages.chunk import Chunk
 
 from shared import deps
 from shared.slack.safety import neutralise, neutralise_blocks
@@ -61,7 +62,7 @@ def _post(channel: str, thread_ts: str | None, text: str, *, key: str, blocks: l
         thread_ts=thread_ts,
         text=neutralise(text),
         blocks=blocks,
-        metadata={"event_type": POST_KEY_EVENT, "event_payload": {"key": key}},
+        metadata=_key_metadata(key),
         unfurl_links=False,
         unfurl_media=False,
         link_names=False,
@@ -69,7 +70,8 @@ def _post(channel: str, thread_ts: str | None, text: str, *, key: str, blocks: l
     return str(response["ts"])
 
 
-def update(channel: str, ts: str, text: str, *, blocks: Sequence[Block] | None = None) -> None:
+def update(channel: str, ts: str, text: str, *, blocks: Sequence[Block] | None = None, key: str | None = None) -> None:
+    """Edit a message; with ``key`` it is marked as that post (an answer replacing the message its stream left)."""
     # chat.update's parse defaults to "client" (postMessage's to "none"): "none" renders an edit as its post was.
     # Slack's chat.update takes no unfurl arguments.
     client().chat_update(
@@ -79,7 +81,61 @@ def update(channel: str, ts: str, text: str, *, blocks: Sequence[Block] | None =
         blocks=neutralise_blocks(blocks or []),
         link_names=False,
         parse="none",
+        metadata=_key_metadata(key) if key else None,
     )
+
+
+def start_stream(channel: str, thread_ts: str, *, recipient: str) -> str:
+    """Open an empty streamed reply in a thread for ``recipient`` (Slack requires the user and their team outside a
+    DM); returns its ts. Text and task cards follow with ``append_stream``."""
+    response = client().chat_startStream(
+        channel=channel,
+        thread_ts=thread_ts,
+        recipient_user_id=recipient,
+        recipient_team_id=_team_id(),
+        task_display_mode="timeline",
+    )
+    return str(response["ts"])
+
+
+def append_stream(channel: str, ts: str, chunks: Sequence[Chunk]) -> None:
+    client().chat_appendStream(channel=channel, ts=ts, chunks=chunks)
+
+
+def stop_stream(
+    channel: str, ts: str, *, key: str | None = None, blocks: Sequence[Any] | None = None,
+    chunks: Sequence[Chunk] | None = None,
+) -> None:  # fmt: skip
+    """Finish a stream; ``key`` marks it for recovery like any post, ``blocks`` show under its text."""
+    client().chat_stopStream(
+        channel=channel, ts=ts, metadata=_key_metadata(key) if key else None, blocks=blocks or None,
+        chunks=chunks or None,
+    )  # fmt: skip
+
+
+def delete(channel: str, ts: str) -> None:
+    """Delete one of the app's messages; one already gone is fine."""
+    try:
+        client().chat_delete(channel=channel, ts=ts)
+    except SlackApiError as exc:
+        if exc.response.get("error") != "message_not_found":
+            raise
+
+
+def _key_metadata(key: str) -> dict[str, Any]:
+    return {"event_type": POST_KEY_EVENT, "event_payload": {"key": key}}
+
+
+def _team_id() -> str:
+    """The workspace's team id (auth.test, asked once per client)."""
+    web = client()
+    team = _TEAMS.get(id(web))
+    if team is None:
+        team = _TEAMS[id(web)] = str(web.auth_test()["team_id"])
+    return team
+
+
+_TEAMS: dict[int, str] = {}  # filled on first use, per WebClient
 
 
 def ephemeral(channel: str, user: str, text: str, *, thread_ts: str | None = None) -> None:

@@ -8,19 +8,26 @@ its session, without asking again. The end of a session is marked with a reactio
 once the session stops, a reaction stays.
 
 Posts carry a key in message metadata; after a crash ``recover`` reads the thread once so no key is posted twice.
+A top-level session's surface also has an answer stream (``shared/slack/stream.py``): its tool steps as task cards
+and its final answer streamed into one message; ``answer`` finishes it, or posts the answer where it cannot.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from enum import StrEnum
 
+from slack_sdk.errors import SlackApiError
 from slack_sdk.models.blocks import Block
 
 from shared.slack import client as slack
 from shared.slack.blocks import ANSWER_CHARS, answer_blocks
 from shared.slack.mrkdwn import to_mrkdwn
 from shared.slack.split import split_message
+from shared.slack.stream import AnswerStream, feedback_only
+
+log = logging.getLogger(__name__)
 
 
 class Reaction(StrEnum):
@@ -50,6 +57,7 @@ class ThreadSurface:
         self.status: str | None = None  # the status Slack shows now, as far as this run knows (None: not set yet)
         self.status_refused = False  # Slack refused a status: the 👀 reaction shows the work instead
         self.reacted = False  # the 👀 reaction was added to the trigger message (the fallback), or tried
+        self.stream: AnswerStream | None = None  # streamed answers with task cards (shared/slack/stream.py)
 
     def recover(self) -> None:
         """After a takeover: learn which of this session's posts Slack already has (one thread read)."""
@@ -77,6 +85,8 @@ class ThreadSurface:
         """The session waits (or ends): its status is cleared, or the fallback's 👀 removed."""
         if self.quiet:
             return
+        if self.stream is not None:
+            self.stream.close()
         if not self.status_refused and self.status != "":
             if slack.set_status(self.channel, self.thread_ts, "") is None:
                 self.status = ""
@@ -113,6 +123,14 @@ class ThreadSurface:
         if self.quiet and not for_operators:
             return ""
         ts = self.posted.get(key)
+        if not ts and self.stream is not None and (reused := self.stream.reuse(key)):
+            try:  # the answer replaces the message its stream left
+                slack.update(self.channel, reused, text, blocks=blocks, key=key)
+                ts = reused
+            except SlackApiError as exc:
+                log.warning("could not replace a stream's message", extra={"error": exc.response.get("error")})
+        if not ts and self.stream is not None:
+            self.stream.close()  # what the session posts comes after the steps shown so far, never above them
         if not ts:
             ts = slack.post(self.channel, self.thread_ts, text, key=key, blocks=blocks)
             if self.status:
@@ -129,6 +147,27 @@ class ThreadSurface:
         last = len(parts) - 1
         shown = [answer_blocks(part, feedback if i == last else None) for i, part in enumerate(parts)]
         return [self.post(to_mrkdwn(part), key=f"{key}:{i}", blocks=shown[i]) for i, part in enumerate(parts)]
+
+    def answer(self, markdown: str, *, key: str, feedback: str) -> list[str]:
+        """The final answer: its stream finished (the feedback buttons under it) when all of it was streamed, else
+        posted as ``post_markdown`` does, the first part replacing whatever message the stream left."""
+        first = f"{key}:0"
+        if self.stream is not None and first not in self.posted:
+            blocks = feedback_only(answer_blocks(markdown or ".", feedback))
+            ts = self.stream.finish(markdown, key=first, blocks=blocks)
+            if ts:
+                self.posted[first] = ts
+                return [ts]
+        return self.post_markdown(markdown, key=key, feedback=feedback)
+
+    def step(self, task_id: str, title: str, *, sources: Sequence[tuple[str, str]] = ()) -> None:
+        """A tool step starts: a task card in the streamed message (the status line says it too)."""
+        if self.stream is not None:
+            self.stream.task(task_id, title, sources=sources)
+
+    def step_done(self, task_id: str, *, failed: bool) -> None:
+        if self.stream is not None:
+            self.stream.task_done(task_id, failed=failed)
 
     def react(self, ts: str, reaction: Reaction) -> None:
         slack.react(self.channel, ts, reaction)

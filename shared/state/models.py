@@ -237,6 +237,7 @@ class Session:
     tree_status_ts: str | None = None  # the root: the thread message listing the tree's children and their state
     requested_by: str | None = None  # who asked for the work, when another person's answer or click started this
     answer_ts: str | None = None  # a top-level session that ended: its final answer's last message (feedback)
+    stream_ts: str | None = None  # its latest streamed message, recorded before any text: a takeover replaces it
 
     @property
     def requester(self) -> str:

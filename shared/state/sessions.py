@@ -312,6 +312,11 @@ def set_tree_status_ts(root_id: str, ts: str) -> None:
     session_ref(root_id).update({"tree_status_ts": ts})
 
 
+def set_stream_ts(session_id: str, ts: str) -> None:
+    """Record a streamed message before anything is appended to it, so a takeover finds it (one write)."""
+    session_ref(session_id).update({"stream_ts": ts})
+
+
 def running_session_in_thread(channel: str, thread_ts: str) -> Session | None:
     """The thread's running session, if any, with one indexed query (channel, thread_ts, status)."""
     query = (

@@ -39,6 +39,9 @@ METHOD_SCOPES: dict[str, set[str]] = {
     "reactions.get": {"reactions:read"},
     "conversations.replies": {"channels:history", "groups:history", "im:history"},
     "conversations.history": {"channels:history", "groups:history", "im:history"},
+    "chat.startStream": {"chat:write"},
+    "chat.appendStream": {"chat:write"},
+    "chat.stopStream": {"chat:write"},
     "users.info": {"users:read"},
     "auth.test": set(),
 }

@@ -135,8 +135,22 @@ function block(b, names) {
   }
 }
 
+// A streamed message (chat.startStream): its task cards, its Markdown text as far as it has come, then the blocks
+// chat.stopStream put under it; "…" while Slack still streams it.
+function streamedBody(message, names) {
+  const cards = (message.stream.tasks || []).map((t) => {
+    const mark = { in_progress: "⏳", complete: "✅", error: "⚠️", pending: "○" }[t.status] || "○";
+    const sources = (t.sources || []).map((s) => `<a href="${esc(s.url)}" target="_blank" rel="noopener">${esc(s.text || s.url)}</a>`);
+    return `<div class="block context task">${mark} ${esc(t.title)}${sources.length ? ` · ${sources.join(", ")}` : ""}</div>`;
+  }).join("");
+  const more = message.stream.streaming ? `<span class="streaming">…</span>` : "";
+  const below = (message.blocks || []).map((b) => block(b, names)).join("");
+  return `${cards}<div class="block markdown">${markdown(message.text || "")}${more}</div>${below}`;
+}
+
 // A message's body: its blocks when it has any (Slack then shows them instead of the text), else its text.
 function messageBody(message, names) {
+  if (message.stream) return streamedBody(message, names);
   const blocks = (message.blocks || []).filter((b) => b.type !== "rich_text");
   let html = blocks.length ? blocks.map((b) => block(b, names)).join("") : mrkdwn(message.text, names);
   for (const a of message.attachments || []) {

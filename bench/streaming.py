@@ -1,0 +1,85 @@
+"""Figure 10: how soon a mention shows that the agent works, and how soon its answer starts to appear.
+
+Each run is one mention through the ingress handler, then its task delivered at once to the agent_session handler,
+both in this process (Cloud Tasks' own dispatch delay is not part of it), against the fake Slack and the Gemini
+stub on loopback, the stub answering at once with a text it streams in eight pieces. Two times are taken from the
+moment the ingress is called, on the fake Slack's clock (the same machine's): to the first visible sign of work
+(Slack's status under the thread, or the 👀 reaction where the status is refused), and to the first streamed text
+(the first ``chat.appendStream`` that carries answer text). The figure is the median and the 95th percentile over
+repeated runs, after one warm-up run.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from bench.cost import Rig, environment
+from bench.figures import Section, at_most, info, median, percentile, prose, table
+from bench.harness import Bench
+from infra.fakeslack.control import FakeSlack
+from shared.state.models import SessionStatus
+
+RUNS = 20
+SIGN_P95_MS = 1000.0  # the status must show within a second of the mention
+TEXT_P95_MS = 2000.0
+ANSWER = (
+    "All green: every service answers its health check, the last deploy finished an hour ago, and no alert fired "
+    "since then."
+)
+
+
+def one_run(rig: Rig, slack: FakeSlack) -> tuple[float, float]:
+    """One mention answered with streamed text: ms to the first sign of work, ms to the first streamed text."""
+    rig.script({"text": ANSWER})
+    request, reply = rig.mention(), dict[str, Any]()
+    started = time.time()
+    rig.ingress(request, reply)
+    session_id = str(reply["session_id"])
+    rig.deliver(session_id)
+    rig.expect(session_id, SessionStatus.DONE)
+    channel = rig.session(session_id).channel
+    made = [c for c in slack.calls() if channel in (c["args"].get("channel"), c["args"].get("channel_id"))]
+    signs = [c["time"] for c in made if c["response"].get("ok") and (  # a status shown, or the 👀 reaction
+        (c["method"] == "assistant.threads.setStatus" and c["args"].get("status"))
+        or (c["method"] == "reactions.add" and c["args"].get("name") == "eyes"))]  # fmt: skip
+    texts = [c["time"] for c in made if c["method"] == "chat.appendStream" and c["response"].get("ok")
+             and any(ch.get("type") == "markdown_text" for ch in c["args"].get("chunks") or [])]  # fmt: skip
+    assert signs, "no status or reaction"
+    assert texts, "no streamed text"
+    return (min(signs) - started) * 1000, (min(texts) - started) * 1000
+
+
+def run(bench: Bench) -> Section:
+    section = Section("10. Time to the first sign of work and to the first streamed text")
+    rig = Rig(bench.stack)
+    slack = FakeSlack(bench.stack.url("fake_slack"))
+    signs: list[float] = []
+    texts: list[float] = []
+    with environment(SLACK_STREAM="true"), rig.installed():
+        one_run(rig, slack)  # warm-up: clients, caches
+        for _ in range(RUNS):
+            sign, text = one_run(rig, slack)
+            signs.append(sign)
+            texts.append(text)
+    section.add(
+        info("first_sign_of_work_ms_p50", median(signs), "ms"),
+        at_most("first_sign_of_work_ms_p95", percentile(signs, 95), "ms", SIGN_P95_MS),
+        info("first_streamed_text_ms_p50", median(texts), "ms"),
+        at_most("first_streamed_text_ms_p95", percentile(texts, 95), "ms", TEXT_P95_MS),
+    )
+    section.say(
+        *prose(__doc__),
+        table(
+            ["from the mention to", "p50 ms", "p95 ms", "runs"],
+            [
+                ("the status (or 👀)", median(signs), percentile(signs, 95), RUNS),
+                ("the first streamed text", median(texts), percentile(texts, 95), RUNS),
+            ],
+        ),
+        "The status is the first thing the worker does once it has claimed the session. The first text follows "
+        "the model's first streamed piece after one `auth.test` (the recipient's team, asked once per instance), "
+        "`chat.startStream`, and the one Firestore write that records the stream's message before any text reaches "
+        "it (what lets a takeover replace it instead of posting a second answer).",
+    )
+    return section

@@ -1,0 +1,61 @@
+"""The streamed side of a session run: its thread surface with an answer stream, and a model turn whose text goes
+to Slack as it is generated (shared/slack/stream.py holds the Slack side).
+
+The stream's message is recorded on the session before any text reaches it; a takeover that finds a recorded
+stream Slack never finished (no post key on it) takes it back and lets its answer replace it, so a crash
+mid-stream never leaves two answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from google.genai import types
+
+from shared import config
+from shared.agent import model as gemini
+from shared.slack.stream import AnswerStream
+from shared.slack.surface import ThreadSurface
+from shared.state import sessions
+from shared.state.models import Session
+
+
+def surface_for(session: Session, *, takeover: bool) -> ThreadSurface:
+    """The session's thread surface; a top-level session streams its answers unless configured not to."""
+    surface = ThreadSurface(session.channel, session.thread_ts, session.trigger_ts, quiet=session.reports_to_parent)
+    settings = config.settings()
+    if not surface.quiet and settings.slack_stream:
+
+        def opened(ts: str) -> None:
+            sessions.set_stream_ts(session.session_id, ts)
+            session.stream_ts = ts
+            surface.status = None  # Slack clears a thread's status when the app replies: set it again next step
+
+        surface.stream = AnswerStream(session.channel, session.thread_ts, recipient=session.requester,
+                                      on_open=opened, buffer_chars=settings.slack_stream_buffer_chars)  # fmt: skip
+    if takeover:
+        surface.recover()
+        left = session.stream_ts
+        if surface.stream is not None and left and left not in surface.posted.values():
+            surface.stream.adopt(left)
+    return surface
+
+
+def model_turn(
+    surface: ThreadSurface, history: Sequence[types.Content], *, system: str,
+    tools: Sequence[types.FunctionDeclaration],
+) -> types.GenerateContentResponse:  # fmt: skip
+    """One model turn, its text streamed into the thread where the surface streams (whole otherwise)."""
+    stream = surface.stream
+    if stream is None or not stream.streaming:
+        return gemini.generate(history, system=system, tools=tools)
+    stream.begin_turn()
+    try:
+        response = gemini.generate_stream(history, system=system, tools=tools, on_text=stream.text)
+    except Exception:
+        stream.retract()
+        raise
+    content = response.candidates[0].content if response.candidates else None
+    calls = any(p.function_call for p in (content.parts if content else None) or [])
+    stream.end_turn(answered=not calls)
+    return response

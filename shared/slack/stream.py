@@ -1,0 +1,251 @@
+"""A streamed answer: Slack's ``chat.startStream`` / ``appendStream`` / ``stopStream`` on one thread message.
+
+The answer's text is appended as the model generates it, after the session's tool steps shown as task cards
+(``task_update`` chunks: in progress, then complete or error, a fetch with its page as the source). The stream is
+opened empty, and its ts handed to ``on_open`` (the session records it in Firestore) before anything is appended,
+so a takeover after a crash finds the message and replaces it instead of posting a second answer. A finished
+answer carries its post key as metadata (``chat.stopStream`` takes metadata, ``startStream`` does not), like any
+post, and the feedback buttons as the blocks ``stopStream`` renders under the text.
+
+Everything Slack refuses degrades without losing text: a refused start (a channel type that does not stream, a
+missing recipient or scope) turns streaming off for the rest of the run and the answer is posted whole; a failed
+append (the stream's time limit, ``message_not_in_streaming_state``; ``msg_too_long``) stops appending, and the
+answer then replaces the message with ``chat.update`` (split as any long answer, the rest posted after it). The
+whole text is kept here, so a fallback never depends on what Slack had already shown.
+
+slack-sdk's ``ChatStream`` helper buffers the same way, but starts its stream with the first text it sends: it
+cannot open an empty stream whose ts is recorded first, which exactly-once needs.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.models.blocks import Block
+from slack_sdk.models.blocks.block_elements import UrlSourceElement
+from slack_sdk.models.messages.chunk import Chunk, MarkdownTextChunk, TaskUpdateChunk
+
+from shared.slack import client as slack
+from shared.slack.safety import neutralise, neutralise_blocks
+
+log = logging.getLogger(__name__)
+
+# Slack limits one markdown_text to 12,000 characters; a streamed message is kept to what one posted message holds.
+MAX_STREAM_CHARS = 12_000
+FLUSH_SECONDS = 1.0  # text waiting this long is sent with the next piece, however short
+TOKEN_CHARS = 64  # the longest broadcast or user-group token a piece may hold back, waiting for its end
+INTERRUPTED = "_(This answer was interrupted; I am picking it up again…)_"
+CUT_OFF = "_(This answer was cut off.)_"
+
+
+class AnswerStream:
+    """The streamed message of one session run, and everything needed to finish or replace it."""
+
+    def __init__(
+        self, channel: str, thread_ts: str, *, recipient: str, on_open: Callable[[str], None], buffer_chars: int
+    ) -> None:
+        self.channel = channel
+        self.thread_ts = thread_ts
+        self.recipient = recipient  # the person the answer is for (Slack requires one outside a DM)
+        self.on_open = on_open
+        self.buffer_chars = buffer_chars
+        self.ts: str | None = None  # the stream's message
+        self.open = False  # Slack still accepts appends to it
+        self.final = False  # the message is finished (an answer, or steps with text) or deleted: never replaced
+        self.refused: str | None = None  # chat.startStream's error: nothing is streamed for the rest of this run
+        self.broken: str | None = None  # an append failed: the message is replaced, never appended to again
+        self.turn_text = ""  # the current model turn's text, as generated
+        self.sent = 0  # how much of turn_text Slack has
+        self.total = 0  # characters appended to this message (every turn's)
+        self.flushed_at = 0.0
+        self.tasks: dict[str, TaskUpdateChunk] = {}  # cards in progress, by id
+        self.shown_cards: dict[str, TaskUpdateChunk] = {}  # every card this message showed, by id
+        self.done: list[TaskUpdateChunk] = []  # finished cards of a deleted message, replayed by the next stream
+        self.replace_key: str | None = None  # the answer post that replaces this message (a fallback)
+
+    @property
+    def streaming(self) -> bool:
+        """Whether a model turn's text should be streamed now."""
+        return self.refused is None and (self.broken is None or self.ts is None)
+
+    # --- a model turn's text -----------------------------------------------------------
+    def begin_turn(self) -> None:
+        self.turn_text, self.sent = "", 0
+
+    def text(self, piece: str) -> None:
+        """More of the turn's text; sent when enough has gathered (the first piece at once)."""
+        self.turn_text += piece
+        due = self.sent == 0 or len(self.turn_text) - self.sent >= self.buffer_chars
+        if due or time.monotonic() - self.flushed_at >= FLUSH_SECONDS:
+            self._flush(final=False)
+
+    def end_turn(self, *, answered: bool) -> None:
+        """The turn is complete: its text is flushed. A turn that called tools keeps its text in the message as
+        narration, and the next turn's text follows it."""
+        self._flush(final=True)
+        if not answered:
+            self.begin_turn()
+
+    # --- tool steps as task cards -----------------------------------------------------
+    def task(self, task_id: str, title: str, *, sources: Sequence[tuple[str, str]] = ()) -> None:
+        chunk = TaskUpdateChunk(id=task_id, title=title[:256], status="in_progress",
+                                sources=[UrlSourceElement(url=u, text=t) for u, t in sources] or None)  # fmt: skip
+        self.tasks[task_id] = chunk
+        self._append([chunk])
+
+    def task_done(self, task_id: str, *, failed: bool = False) -> None:
+        chunk = self.tasks.pop(task_id, None)
+        if chunk is not None:
+            chunk.status = "error" if failed else "complete"
+            self._append([chunk])
+
+    # --- the end of the message --------------------------------------------------------
+    def finish(self, text: str, *, key: str, blocks: Sequence[Block]) -> str | None:
+        """End the stream with the whole answer ``text``, its post key and ``blocks``; its ts, or None if the answer
+        must be posted instead (then a message this stream left is replaced by the answer's first part)."""
+        if self.ts is None or self.final:
+            return None
+        shown = self.turn_text[: self.sent]
+        if self.open and self.broken is None and text.startswith(shown):
+            self.turn_text = text  # a turn that was not streamed (a wrap-up) is appended whole
+            self._flush(final=True)
+        if self.open and self.broken is None and self.sent == len(text) and self.turn_text == text:
+            try:
+                slack.stop_stream(self.channel, self.ts, key=key, blocks=neutralise_blocks(blocks))
+            except SlackApiError as exc:
+                self._failed("chat.stopStream", exc)
+            else:
+                self.open, self.final = False, True
+                return self.ts
+        self.replace_key = key
+        return None
+
+    def reuse(self, key: str) -> str | None:
+        """The message the answer post ``key`` replaces (its stream stopped first), or None."""
+        if key != self.replace_key or self.ts is None:
+            return None
+        self.replace_key, self.final = None, True  # the answer's from now on: never replaced again
+        self._stop(key=None)
+        return self.ts
+
+    def close(self) -> None:
+        """The session pauses, ends or posts something else: the stream stops here, and what the session posts
+        comes after it. A message that got text stays, marked finished (a takeover leaves it alone); one that only
+        showed task cards while they ran is deleted, and its cards open the next stream of the run as done."""
+        if self.ts is None or not self.open:
+            return
+        self._flush(final=True)
+        self.final = True
+        for chunk in self.tasks.values():
+            chunk.status = "complete"
+        cards: list[Chunk] = list(self.tasks.values())
+        self.tasks.clear()
+        if self.total:
+            self._stop(key=f"{self.ts}:steps", chunks=cards)
+            return
+        self._stop(key=None)
+        self.done = list(self.shown_cards.values())
+        try:
+            slack.delete(self.channel, self.ts)
+        except SlackApiError as exc:
+            log.warning("could not delete a stream of task cards", extra={"error": exc.response.get("error")})
+
+    def retract(self) -> None:
+        """The model turn failed part-way: the text it had shown is taken back (the session says what happened, or
+        the answer of a turn tried again replaces it; nothing more is streamed in this run)."""
+        if self.ts is not None and self.sent:
+            self.broken = "cut off"
+            self._stop(key=None)
+            try:
+                slack.update(self.channel, self.ts, CUT_OFF)
+            except SlackApiError as exc:
+                log.warning("could not take back a cut-off answer", extra={"error": exc.response.get("error")})
+        self.begin_turn()
+
+    def adopt(self, ts: str) -> None:
+        """A takeover: ``ts`` is the stream a crashed run left unfinished. It is stopped and its partial text taken
+        back at once; this run streams nothing, and its answer replaces that message."""
+        self.ts, self.open, self.refused = ts, True, "taken over"
+        self._stop(key=None)
+        try:
+            slack.update(self.channel, ts, INTERRUPTED)
+        except SlackApiError as exc:
+            log.warning("could not take back an interrupted stream", extra={"error": exc.response.get("error")})
+
+    # --- Slack calls ---------------------------------------------------------------------
+    def _stop(self, *, key: str | None, chunks: Sequence[Chunk] = ()) -> None:
+        if self.ts is None or not self.open:
+            return
+        self.open = False
+        try:
+            slack.stop_stream(self.channel, self.ts, key=key, chunks=chunks)
+        except SlackApiError as exc:
+            log.info("stream already over", extra={"error": exc.response.get("error")})
+
+    def _flush(self, *, final: bool) -> None:
+        end = len(self.turn_text) if final else _safe_end(self.turn_text, self.sent)
+        room = MAX_STREAM_CHARS - self.total
+        if end <= self.sent or room <= 0:
+            return
+        end = min(end, self.sent + room)
+        piece = self.turn_text[self.sent : end]
+        if self._append([MarkdownTextChunk(text=neutralise(piece))]):
+            self.sent, self.total = end, self.total + len(piece)
+        self.flushed_at = time.monotonic()
+
+    def _append(self, chunks: list[Chunk]) -> bool:
+        if not self._ensure_open():
+            return False
+        assert self.ts is not None
+        replay, self.done = self.done, []  # the run's earlier steps, done, open a new stream
+        try:
+            slack.append_stream(self.channel, self.ts, [*replay, *chunks])
+        except SlackApiError as exc:
+            self._failed("chat.appendStream", exc)
+            return False
+        self.shown_cards.update({c.id: c for c in [*replay, *chunks] if isinstance(c, TaskUpdateChunk)})
+        return True
+
+    def _ensure_open(self) -> bool:
+        if self.open:
+            return self.broken is None
+        if self.refused is not None or self.broken is not None:
+            return False
+        try:
+            self.ts = slack.start_stream(self.channel, self.thread_ts, recipient=self.recipient)
+        except SlackApiError as exc:
+            self.refused = str(exc.response.get("error") or "unknown_error")
+            log.warning("stream refused; answers are posted whole", extra={"error": self.refused})
+            return False
+        self.open, self.final, self.total, self.shown_cards = True, False, 0, {}
+        self.on_open(self.ts)
+        return True
+
+    def _failed(self, method: str, exc: SlackApiError) -> None:
+        self.broken = str(exc.response.get("error") or "unknown_error")
+        log.warning("stream failed; the answer will replace its message", extra={"method": method,
+                                                                                  "error": self.broken})  # fmt: skip
+
+
+def _safe_end(text: str, start: int) -> int:
+    """Where ``text[start:]`` may be cut without splitting a token the safety check must see whole (``<!here>``,
+    ``@channel``): a ``<`` not yet closed, or an ``@`` word not yet ended, waits for the next piece."""
+    end = len(text)
+    tail = text[start:]
+    near = max(0, len(tail) - TOKEN_CHARS)  # a token is short: a "<" further back is only a less-than sign
+    opened = tail.rfind("<", near)
+    if opened >= 0 and ">" not in tail[opened:]:
+        end = start + opened
+    at = tail.rfind("@", near, end - start)
+    if at >= 0 and not any(c.isspace() for c in tail[at:]):
+        end = start + at
+    return end
+
+
+def feedback_only(blocks: Sequence[Any]) -> list[Any]:
+    """The blocks under a streamed answer: its feedback buttons (the text is the stream's own)."""
+    return [b for b in blocks if getattr(b, "type", None) == "context_actions"]
