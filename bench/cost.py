@@ -52,7 +52,7 @@ BUDGET_FILE = Path(__file__).with_name("budget.json")
 FIGURES: dict[str, str] = {
     "mention": "a mention at ingress: verify, de-duplicate, create the session, enqueue",
     "mention_with_limits": (
-        "the same mention with the rate limits on: the person's and the channel's limits read and written in its commit"
+        "the same mention with the rate limits on: the person's and the channel's counters incremented in its commit"
     ),
     "session_one_turn": "agent_session for a mention answered in one model turn: claim, prompt, turn, post, end",
     "agent_turn": "one more model turn with a tool call (model step and tool step, each persisted)",
@@ -108,7 +108,7 @@ FIGURES: dict[str, str] = {
         "closed, its children looked up"
     ),
     "mention_rate_limited": (
-        "a mention refused by the hourly per-user limit at ingress: de-duplicated, the limits read, refused, "
+        "a mention refused by the hourly per-user limit at ingress: counted in its commit, over, taken back, "
         "nothing queued"
     ),
     "sweep_empty": "a sweep that finds nothing (its five indexed queries and yesterday's feedback, an empty page each)",

@@ -25,6 +25,17 @@ resource "google_firestore_field" "event_ttl" {
   index_config {}
 }
 
+# Rate-limit counters (an hour's starts; a person's or channel's running sessions) expire once unused.
+resource "google_firestore_field" "limits_ttl" {
+  database   = google_firestore_database.main.name
+  collection = "limits"
+  field      = "expires_at"
+
+  ttl_config {}
+
+  index_config {}
+}
+
 # The sweep: open questions by age.
 resource "google_firestore_index" "questions_by_age" {
   database    = google_firestore_database.main.name

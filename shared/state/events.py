@@ -12,17 +12,14 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
 from shared import config
 from shared.state import ids, quotas
-from shared.state.firestore import ALREADY_EXISTS, EVENT_EXPIRES_FIELD, contended, db, event_ref, now, session_ref
+from shared.state.firestore import ALREADY_EXISTS, EVENT_EXPIRES_FIELD, db, event_ref, now, session_ref
 from shared.state.models import Session
 
 log = logging.getLogger(__name__)
-
-START_ATTEMPTS = 4  # a contended start's transaction, tried at most this often before it is admitted uncounted
 
 
 def record(kind: str, session_id: str, at: datetime) -> dict[str, Any]:
@@ -48,19 +45,14 @@ def start_session_for_event(*, event_id: str, event_type: str, session: Session,
     """Record the Slack event and create its session in one atomic commit.
 
     Every document is written with ``create()``: if the event was seen before (a Slack retry, or a concurrent
-    duplicate delivery) the whole commit fails and nothing changes. With rate limits on, the same commit reads and
-    updates the limits document; a start over a limit records only the message (so its twin event and Slack's
-    retries are not refused twice) and creates no session.
+    duplicate delivery) the whole commit fails and nothing changes. With rate limits on, the same commit counts the
+    start against them (``shared.state.quotas``); a start past a limit is taken back, leaving only its records (so
+    its twin event and Slack's retries are not refused twice) and no session.
     """
     body = record(event_type, session.session_id, session.created_at)
     message = event_ref(ids.message_key(session.channel, session.trigger_ts))
     if quota is not None and quota.on:
-        try:
-            return _start_counted(event_id, body, message, session, quota)
-        except (gexc.Aborted, ValueError) as exc:  # the client gives up on a contended commit with a ValueError
-            # One person's (or channel's) starts at once all want its limits document: one that still cannot commit
-            # is admitted uncounted rather than failed (Slack would retry it, and add to the contention).
-            log.warning("rate limits skipped: a limits document is contended", extra={"error": str(exc)})
+        return _start_counted(event_id, body, message, session, quota)
     batch = db().batch()
     batch.create(event_ref(event_id), body)
     # The same message can arrive as two events (app_mention and its message twin): it acts once.
@@ -75,33 +67,45 @@ def start_session_for_event(*, event_id: str, event_type: str, session: Session,
 
 def _start_counted(event_id: str, body: dict[str, Any], message: firestore.DocumentReference, session: Session,
                    quota: quotas.Quota) -> Started:  # fmt: skip
-    """The start, with the person's and the channel's limits documents read and updated in the same transaction."""
+    """The start, counted against the person's and the channel's limits in the same commit (no read, nothing held:
+    the commit's answer says what the counters reached); a start past a limit is taken back at once."""
     scopes = quota.scopes(user=session.trigger_user, channel=session.channel)
     at = session.created_at
-
-    @firestore.transactional
-    def start(transaction: firestore.Transaction) -> Started:
-        docs = quotas.read(transaction, scopes)
-        for scope, doc in zip(scopes, docs, strict=True):
-            refused = scope.refused(doc, at=at, running_for=quota.running_for)
-            if refused is not None:
-                transaction.create(message, record("limited", session.session_id, at))
-                return Started(Start.LIMITED, refused)
-        transaction.create(event_ref(event_id), body)
-        transaction.create(message, body)
-        transaction.create(session_ref(session.session_id), session.to_doc())
-        for scope, doc in zip(scopes, docs, strict=True):
-            transaction.set(scope.ref, scope.admitted(doc, session_id=session.session_id, at=at,
-                                                      running_for=quota.running_for))  # fmt: skip
-        return Started(Start.STARTED)
-
+    batch = db().batch()
+    batch.create(event_ref(event_id), body)
+    batch.create(message, body)
+    running = [scope.ref.id for scope in scopes if scope.running]
+    batch.create(session_ref(session.session_id), {**session.to_doc(), quotas.RELEASES: running})
+    counters = [(scope, scope.count(batch, session.session_id, at)) for scope in scopes]
     try:
-        # One person's burst contends on that person's document: retried a few times with jitter (a limit on it
-        # means those starts take turns), within the ingress's few hundred milliseconds.
-        started: Started = contended(start, attempts=START_ATTEMPTS)
+        results = iter(batch.commit()[3:])
     except ALREADY_EXISTS:
         return Started(Start.DUPLICATE)
-    return started
+    for scope, names in counters:
+        counts = quotas.counted(next(results), names)
+        if scope.running and counts["running"] < 1:  # a release counted twice somewhere: recount
+            counts["running"] = quotas.recount(scope, at=at, running_for=quota.running_for)
+        refused = scope.refused(counts, at)
+        if refused is not None and refused.resets is None:  # dead workers' sessions may still be counted
+            counts["running"] = quotas.recount(scope, at=at, running_for=quota.running_for)
+            refused = scope.refused(counts, at)
+        if refused is not None:
+            _take_back(event_id, message, session, scopes)
+            return Started(Start.LIMITED, refused)
+    return Started(Start.STARTED)
+
+
+def _take_back(event_id: str, message: firestore.DocumentReference, session: Session,
+               scopes: list[quotas.Scope]) -> None:  # fmt: skip
+    """Undo a start past a limit: its counts taken back, its session and event record deleted (no task was made for
+    it); its message stays recorded as limited, so Slack's retry and the message's twin are not refused twice."""
+    batch = db().batch()
+    batch.delete(event_ref(event_id))
+    batch.set(message, record("limited", session.session_id, session.created_at))
+    batch.delete(session_ref(session.session_id))
+    for scope in scopes:
+        scope.count(batch, session.session_id, session.created_at, by=-1)
+    batch.commit()
 
 
 def claim_message(channel: str, ts: str, *, kind: str, session_id: str) -> bool:

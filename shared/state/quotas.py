@@ -1,13 +1,17 @@
 """Ingress rate limits (flow 13): how many sessions a person and a channel may start per hour, and run at once.
 
-Each person and each channel has a document of its own, ``limits/person-{user}`` and ``limits/channel-{channel}``:
-the current hour's starts and the sessions that run now. The ingress reads the two (one request) in the transaction
-that creates a session and writes them in the same commit. Starts by different people in different channels touch
-different documents, so a busy workspace's starts do not wait for each other; only one person's (or one
-channel's) burst is serialised, which is what a limit on it means. A scope whose limits are both 0 has no document.
+Counted without reading, in the commit that creates the session (no transaction, nothing to contend on): each
+person and each channel with a limit on has a document, ``limits/person-{user}`` and ``limits/channel-{channel}``,
+holding this hour's start counter (time-bucketed: ``hours.h{YYYYMMDDHH}``, the hours before it forgotten in the same
+write) and the running counter with the sessions that run. The commit adds to both with Firestore's server-side
+``Increment``, and its answer carries the counts after it, so a start learns at once whether it fit: a simultaneous
+burst is cut exactly at the limit, whatever the concurrency. A start past a limit is taken back (its counts, its
+session) before anything else sees it. One write more per scope, no read, no round trip more.
 
-A session stops counting as running when it first pauses or ends (its step commit removes it, without a read); an
-entry older than a session can live (its worker died, the sweep ends it) no longer counts either.
+A session stops counting as running when it first pauses or ends (its step commit takes it back, blind writes, once:
+the session document lists the counters to take it from). One whose worker died is still counted until a start is
+refused on it: the refusal recounts the running sessions from their start times (an entry older than a session can
+live is a dead worker's) and corrects the counter.
 """
 
 from __future__ import annotations
@@ -19,16 +23,27 @@ from typing import Any
 from google.cloud import firestore
 
 from shared import config
-from shared.state.firestore import db
+from shared.state.firestore import EVENT_EXPIRES_FIELD, db
 
 LIMITS = "limits"
 # Longer than any session can run (SESSION_WALL_SECONDS is at most 1700 s): an older entry is a dead worker's.
 RUNNING_FOR = timedelta(minutes=30)
+HOURS = "hours"  # the map of per-hour start counters, by ``hour_field``
+HOURS_KEPT = 48  # every write forgets the 47 hours before its own, so a document holds one hour's counter
+KEPT_FOR = timedelta(hours=HOURS_KEPT)  # a document nobody wrote for this long is deleted by TTL
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Which limit a start would cross, and when it frees up (None: when a running session ends or pauses)."""
+
+    limit: str
+    resets: datetime | None
 
 
 @dataclass(frozen=True)
 class Scope:
-    """One person's or one channel's limits, and the document that counts against them."""
+    """One person's or one channel's limits, and the documents that count against them."""
 
     kind: str  # "person" or "channel": the words of the refusal
     key: str  # the Slack user or channel id
@@ -40,23 +55,31 @@ class Scope:
         ref: firestore.DocumentReference = db().collection(LIMITS).document(f"{self.kind}-{self.key}")
         return ref
 
-    def refused(self, doc: dict[str, Any], *, at: datetime, running_for: timedelta) -> Refusal | None:
-        """Why this scope refuses one more start, or None."""
+    def count(self, batch: firestore.WriteBatch, session_id: str, at: datetime, by: int = 1) -> list[str]:
+        """Add ``by`` (-1 takes a start back) to this scope's counters, one write in ``batch``; the counters' names
+        in the order of the write's transform results (Firestore's: by field path)."""
+        fields: dict[str, Any] = {EVENT_EXPIRES_FIELD: at + KEPT_FOR}
+        counted = []
+        if self.per_hour:  # this hour's counter; the hours before it are forgotten in the same write
+            past = {hour_field(at - timedelta(hours=n)): firestore.DELETE_FIELD for n in range(1, HOURS_KEPT)}
+            fields[HOURS] = {hour_field(at): firestore.Increment(by), **past}
+            counted.append("hour")
+        if self.running:
+            fields["running"] = firestore.Increment(by)
+            fields["sessions"] = {session_id: at if by > 0 else firestore.DELETE_FIELD}
+            counted.append("running")
+        batch.set(self.ref, fields, merge=True)
+        return counted  # "hours.h…" sorts before "running"
+
+    def refused(self, counts: dict[str, int], at: datetime) -> Refusal | None:
+        """Why this scope refuses the start that brought its counters to ``counts``, or None."""
         where = "per person" if self.kind == "person" else "in this channel"
-        if self.per_hour and started_this_hour(doc, at) >= self.per_hour:
+        if self.per_hour and counts["hour"] > self.per_hour:
             next_hour = at.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
             return Refusal(f"{self.per_hour} requests per hour {where}", next_hour)
-        if self.running and len(live(doc, at=at, running_for=running_for)) >= self.running:
+        if self.running and counts["running"] > self.running:
             return Refusal(f"{self.running} requests running at once {where}", None)
         return None
-
-    def admitted(self, doc: dict[str, Any], *, session_id: str, at: datetime, running_for: timedelta) -> dict[str, Any]:
-        """The document after this start: this hour's count one higher, the session running (while a limit reads
-        it), dead workers' entries dropped."""
-        running = live(doc, at=at, running_for=running_for)
-        if self.running:
-            running[session_id] = at
-        return {"hour": hour_of(at), "started": started_this_hour(doc, at) + 1, "running": running}
 
 
 @dataclass(frozen=True)
@@ -80,14 +103,6 @@ class Quota:
         return [scope for scope in both if scope.per_hour or scope.running]
 
 
-@dataclass(frozen=True)
-class Refusal:
-    """Which limit a start would cross, and when it frees up (None: when a running session ends or pauses)."""
-
-    limit: str
-    resets: datetime | None
-
-
 def in_force() -> Quota:
     """The limits configuration sets."""
     current = config.settings()
@@ -99,25 +114,44 @@ def hour_of(at: datetime) -> str:
     return at.strftime("%Y%m%d%H")
 
 
-def started_this_hour(doc: dict[str, Any], at: datetime) -> int:
-    return int(doc.get("started") or 0) if doc.get("hour") == hour_of(at) else 0
+def hour_field(at: datetime) -> str:
+    return f"h{hour_of(at)}"
 
 
-def live(doc: dict[str, Any], *, at: datetime, running_for: timedelta) -> dict[str, datetime]:
-    """The sessions that still count as running (entries of dead workers left out)."""
-    oldest = at - running_for
-    running = doc.get("running") or {}
-    return {sid: started for sid, started in running.items() if isinstance(started, datetime) and started > oldest}
+def counted(result: Any, names: list[str]) -> dict[str, int]:
+    """What a committed ``count`` left in each counter (its write's transform results, in ``names``' order)."""
+    values = list(getattr(result, "transform_results", None) or [])
+    if len(values) != len(names):
+        raise ValueError(f"expected {len(names)} counts from the commit, got {len(values)}")
+    return {name: int(value.integer_value) for name, value in zip(names, values, strict=True)}
 
 
-def read(transaction: firestore.Transaction, scopes: list[Scope]) -> list[dict[str, Any]]:
-    """The scopes' documents, in their order, read in one request."""
-    by_path = {snap.reference.path: snap.to_dict() or {} for snap in transaction.get_all([s.ref for s in scopes])}
-    return [by_path.get(scope.ref.path, {}) for scope in scopes]
+def recount(scope: Scope, *, at: datetime, running_for: timedelta) -> int:
+    """A refused start's second look at ``scope``'s running sessions: entries older than a session can live are
+    dead workers' (dropped), and the counter is set to what remains. Returns that count (this start included)."""
+    ref = scope.ref
+
+    @firestore.transactional
+    def run(transaction: firestore.Transaction) -> int:
+        doc = ref.get(transaction=transaction).to_dict() or {}
+        oldest = at - running_for
+        sessions = doc.get("sessions") or {}
+        live = {sid: began for sid, began in sessions.items() if isinstance(began, datetime) and began > oldest}
+        if len(live) != len(sessions) or int(doc.get("running") or 0) != len(live):
+            transaction.update(ref, {"running": len(live), "sessions": live})
+        return len(live)
+
+    counted: int = run(db().transaction())
+    return counted
 
 
-def release(transaction: firestore.Transaction, session_id: str, *, user: str, channel: str) -> None:
-    """This session no longer runs (it paused or ended): blind writes, in the commit that says so."""
-    for scope in in_force().scopes(user=user, channel=channel):
-        if scope.running:
-            transaction.set(scope.ref, {"running": {session_id: firestore.DELETE_FIELD}}, merge=True)
+RELEASES = "limits_counted"  # the session document's list of running counters its start counted against
+
+
+def release(transaction: firestore.Transaction, session_id: str, counters: list[str]) -> None:
+    """This session no longer runs (it paused or ended): blind writes to the running counters its start counted
+    against (``RELEASES``, read with the session in the same transaction, and cleared there, so once only)."""
+    for name in counters:
+        ref = db().collection(LIMITS).document(name)
+        transaction.set(ref, {"running": firestore.Increment(-1), "sessions": {session_id: firestore.DELETE_FIELD}},
+                        merge=True)  # fmt: skip

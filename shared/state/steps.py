@@ -12,7 +12,7 @@ from google.cloud import firestore
 from shared.errors import ProductError
 from shared.state import quotas, sessions, spend
 from shared.state.firestore import STEPS, db, now, session_ref, step_ref
-from shared.state.models import Audit, Note, NoteKind, Session, SessionKind, SessionStatus, Step
+from shared.state.models import Audit, Note, NoteKind, Session, SessionStatus, Step
 
 
 class LeaseLost(ProductError):
@@ -129,12 +129,11 @@ def commit_step(
         updates["notes"] = firestore.ArrayRemove(consumed)
 
     continuing = session.transcript != session.session_id
-    releases = session.kind == SessionKind.MENTION and quotas.in_force().on
     root_ref = session_ref(session.transcript)
 
     @firestore.transactional
     def write(transaction: firestore.Transaction) -> list[Note]:
-        fields = ["worker", "status", "notes", "transcript_writer", "stop_requested"]
+        fields = ["worker", "status", "notes", "transcript_writer", "stop_requested", quotas.RELEASES]
         current = ref.get(transaction=transaction, field_paths=fields).to_dict() or {}
         if current.get("worker") != session.worker or current.get("status") != SessionStatus.RUNNING.value:
             raise LeaseLost(f"session is now {current.get('status')} under worker {current.get('worker')}")
@@ -159,9 +158,10 @@ def commit_step(
             transaction.create(step_ref(session.transcript, step.seq), step.to_doc())
         if spent and spend.in_force().on:  # the turn's tokens count against its person's daily budget
             spend.record(transaction, session, spent, when)
-        if ending and releases:  # a mention's session no longer runs: it stops counting against the rate limits
-            quotas.release(transaction, session.session_id, user=session.trigger_user, channel=session.channel)
-        transaction.update(ref, updates)
+        counted = current.get(quotas.RELEASES) or []
+        if ending and counted:  # a mention's session no longer runs: it stops counting against the rate limits
+            quotas.release(transaction, session.session_id, counted)
+        transaction.update(ref, {**updates, quotas.RELEASES: []} if ending and counted else updates)
         return pending
 
     pending: list[Note] = write(db().transaction())

@@ -24,7 +24,7 @@ from deploy.evaluate import evaluator as evaluator_for
 from deploy.terraform import Block, Module, body_items
 from shared import config, deps
 from shared.agent import worker
-from shared.state import firestore, indexes, sessions, spend
+from shared.state import firestore, indexes, quotas, sessions, spend
 from tests.deploy.conftest import ROOT, TERRAFORM, TFVARS
 
 FUNCTION = ("google_cloudfunctions2_function", "this")
@@ -532,14 +532,15 @@ def test_a_dropped_index_is_caught(module: Module, evaluator: Evaluator, monkeyp
     assert all(("followed_up", "==") in run.filters for run in missing)
 
 
-def test_event_records_expire_by_ttl(module: Module, evaluator: Evaluator) -> None:
+def test_event_records_and_rate_limit_counters_expire_by_ttl(module: Module, evaluator: Evaluator) -> None:
     ttl = [
         body
         for block in module.resources("google_firestore_field")
         for body in instances(evaluator, block).values()
         if body.get("ttl_config")
     ]
-    assert [(body["collection"], body["field"]) for body in ttl] == [(firestore.EVENTS, firestore.EVENT_EXPIRES_FIELD)]
+    expiring = [(firestore.EVENTS, firestore.EVENT_EXPIRES_FIELD), (quotas.LIMITS, firestore.EVENT_EXPIRES_FIELD)]
+    assert [(body["collection"], body["field"]) for body in ttl] == expiring
     assert ttl[0]["database"] == Unknown("google_firestore_database.main.name")
 
 
