@@ -327,3 +327,21 @@ def test_the_terminal_chats_stop_presses_the_sessions_stop_button() -> None:
         assert said[-1] == "[pressed Stop: no interactivity_url configured]"  # no app listening here
         [pressed] = [c for c in fake.calls() if c["method"] == "chat.postMessage"]
         assert pressed["args"]["blocks"][0]["elements"][0]["action_id"] == blocks.STOP_ACTION == chat_stop_action
+
+
+@pytest.mark.stack
+@pytest.mark.usefixtures("streaming")
+def test_a_model_endpoint_without_the_streaming_call_is_asked_for_the_turn_whole(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """An endpoint that answers ``streamGenerateContent`` with 404 (no such method there) still answers: the turn
+    is asked again with ``generateContent``, and its text still goes out in the thread's stream."""
+    script(G.error(404, "NOT_FOUND", "streamGenerateContent is not offered here"), G.text(ANSWER))
+    thread = mention(fake_slack, f"C{uid}", "how did the deploy go?")
+    done = wait_status(thread.session_id, SessionStatus.DONE, timeout=60)
+
+    [reply] = answers(fake_slack, thread.channel, thread.ts)
+    assert reply["text"] == ANSWER
+    assert reply["ts"] == done.answer_ts
+    asked = [r["path"].rsplit(":", 1)[-1] for r in fake_gemini.requests() if uid in repr(r["body"])]
+    assert asked == ["streamGenerateContent", "generateContent"]

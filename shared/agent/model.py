@@ -36,6 +36,14 @@ class MalformedResponse(ProductError):
     """The model's reply could not be read (for example function-call arguments that are not an object)."""
 
 
+class StreamUnsupported(ProductError):
+    """The model's endpoint does not offer the streaming call (it answered 404, 405 or 501 before any text)."""
+
+
+# What an endpoint without ``streamGenerateContent`` answers: the turn is asked again whole.
+NO_STREAM_STATUSES = (404, 405, 501)
+
+
 def client() -> genai.Client:
     """The google-genai client, built on first use (kept in ``shared.deps``), with bounded retries and a timeout."""
     return deps.once("model", _build)
@@ -80,7 +88,7 @@ def generate_stream(
     (thoughts are not shown); returns the whole turn as ``generate`` would, its text parts joined."""
     parts: list[types.Part] = []
     last: types.GenerateContentResponse | None = None
-    with _translated():
+    with _translated(), _unsupported_stream():
         for chunk in client().models.generate_content_stream(
             model=config.settings().gemini_model, contents=list(contents), config=_config(system, tools)
         ):
@@ -119,6 +127,17 @@ def _config(system: str, tools: Sequence[types.FunctionDeclaration]) -> types.Ge
         automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
         temperature=0.2,
     )
+
+
+@contextmanager
+def _unsupported_stream() -> Iterator[None]:
+    """An endpoint that does not stream (it answers before the first chunk) as ``StreamUnsupported``."""
+    try:
+        yield
+    except errors.APIError as exc:
+        if exc.code in NO_STREAM_STATUSES:
+            raise StreamUnsupported(f"{exc.code} {exc.status}: {exc.message}") from exc
+        raise
 
 
 @contextmanager

@@ -8,6 +8,7 @@ mid-stream never leaves two answers.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 from google.genai import types
@@ -18,6 +19,8 @@ from shared.slack.stream import AnswerStream
 from shared.slack.surface import ThreadSurface
 from shared.state import sessions
 from shared.state.models import Session
+
+log = logging.getLogger(__name__)
 
 
 def surface_for(session: Session, *, takeover: bool) -> ThreadSurface:
@@ -51,11 +54,25 @@ def model_turn(
         return gemini.generate(history, system=system, tools=tools)
     stream.begin_turn()
     try:
-        response = gemini.generate_stream(history, system=system, tools=tools, on_text=stream.text)
+        response = _streamed(stream, history, system=system, tools=tools)
     except Exception:
         stream.retract()
         raise
     content = response.candidates[0].content if response.candidates else None
     calls = any(p.function_call for p in (content.parts if content else None) or [])
     stream.end_turn(answered=not calls)
+    return response
+
+
+def _streamed(stream: AnswerStream, history: Sequence[types.Content], *, system: str,
+              tools: Sequence[types.FunctionDeclaration]) -> types.GenerateContentResponse:  # fmt: skip
+    try:
+        return gemini.generate_stream(history, system=system, tools=tools, on_text=stream.text)
+    except gemini.StreamUnsupported as exc:  # an endpoint without the streaming call: the turn whole, shown whole
+        log.warning("the model endpoint does not stream; asking for the turn whole", extra={"error": str(exc)})
+    response = gemini.generate(history, system=system, tools=tools)
+    whole = response.candidates[0].content if response.candidates else None
+    for part in (whole.parts if whole else None) or []:
+        if part.text and not part.thought and not part.function_call:
+            stream.text(part.text)
     return response
