@@ -1,0 +1,109 @@
+"""Where the rate limits' time goes at the ingress: the start's commit with the limits off, on, and on with the
+counters' ``Increment`` alone, timed in the benchmark's own process against the benchmark stack's emulator.
+
+The product's commit with the limits on (``shared/state/events.py``) adds to two counter documents, and each of
+those writes also deletes the earlier hours' fields of its document (``quotas.Scope.count``). The third variant is
+built here, not by the product: the same commit with each counter write holding only this hour's ``Increment`` and
+the expiry, so that the difference says what those deletes cost. Building the two counter writes in the client
+(``Scope.count``, no round trip) is timed on its own.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from google.cloud import firestore
+
+from bench.figures import percentile
+from shared.state import events, ids, quotas
+from shared.state.firestore import EVENT_EXPIRES_FIELD, db, event_ref, now, session_ref
+from shared.state.models import Session, mention_session
+
+ON = quotas.Quota(100_000, 100_000, 0, 0, quotas.RUNNING_FOR)  # the hourly limits, as the limits-on server has them
+VARIANTS = ("limits off", "limits on", "limits on, Increment alone")
+
+
+@dataclass(frozen=True)
+class Costs:
+    """p50 (ms) of each variant's start commit, and of building the two counter writes in the client."""
+
+    commit: dict[str, float]
+    building: float
+
+
+def start(tag: str, n: int) -> tuple[str, Session]:
+    event_id = f"EvL{tag}{n:05d}"
+    session = mention_session(
+        event_id=event_id, channel=f"CL{tag}", thread_ts=f"1.{n:06d}", ts=f"1.{n:06d}", user=f"UL{tag}",
+        text="status please", at=now(),
+    )  # fmt: skip
+    return event_id, session
+
+
+def increment_alone(event_id: str, session: Session) -> None:
+    """The limits-on commit without the deletes of earlier hours: the event, the message, the session, and each
+    scope's counter with this hour's ``Increment`` and its expiry."""
+    at = session.created_at
+    body = events.record("app_mention", session.session_id, at)
+    batch = db().batch()
+    batch.create(event_ref(event_id), body)
+    batch.create(event_ref(ids.message_key(session.channel, session.trigger_ts)), body)
+    batch.create(session_ref(session.session_id), session.to_doc())
+    for scope in ON.scopes(user=session.trigger_user, channel=session.channel):
+        fields = {
+            EVENT_EXPIRES_FIELD: at + quotas.KEPT_FOR,
+            quotas.HOURS: {quotas.hour_field(at): firestore.Increment(1)},
+        }
+        batch.set(scope.ref, fields, merge=True)
+    batch.commit()
+
+
+def measure(count: int = 200, warmup: int = 20) -> Costs:
+    """``count`` starts of each variant after ``warmup``, taking turns in a new random order at every step (seeded);
+    each variant with its own person and channel, one start after another, as the ingress does one request."""
+    tags = {name: uuid.uuid4().hex[:8].upper() for name in VARIANTS}
+    runs: dict[str, Callable[[int], None]] = {
+        "limits off": lambda n: off(*start(tags["limits off"], n)),
+        "limits on": lambda n: on(*start(tags["limits on"], n)),
+        "limits on, Increment alone": lambda n: increment_alone(*start(tags["limits on, Increment alone"], n)),
+    }
+    for n in range(warmup):
+        for run in runs.values():
+            run(n)
+    shuffler = random.Random(7)  # noqa: S311 - an order of turns, not a secret
+    times: dict[str, list[float]] = {name: [] for name in VARIANTS}
+    for n in range(warmup, warmup + count):
+        for name in shuffler.sample(VARIANTS, len(VARIANTS)):
+            began = time.perf_counter()
+            runs[name](n)
+            times[name].append((time.perf_counter() - began) * 1000)
+    return Costs({name: percentile(ms, 50) for name, ms in times.items()}, building(count))
+
+
+def off(event_id: str, session: Session) -> None:
+    events.start_session_for_event(event_id=event_id, event_type="app_mention", session=session)
+
+
+def on(event_id: str, session: Session) -> None:
+    started = events.start_session_for_event(event_id=event_id, event_type="app_mention", session=session, quota=ON)
+    if started.outcome != events.Start.STARTED:
+        raise RuntimeError(f"a limits-on start was {started.outcome}, not started")
+
+
+def building(count: int) -> float:
+    """p50 (ms) of building the two counter writes in the client (``Scope.count``), with nothing sent."""
+    scopes = ON.scopes(user="UBUILD", channel="CBUILD")
+    at: datetime = now()
+    times = []
+    for n in range(count):
+        batch = db().batch()
+        began = time.perf_counter()
+        for scope in scopes:
+            scope.count(batch, f"s{n}", at)
+        times.append((time.perf_counter() - began) * 1000)
+    return percentile(times, 50)
