@@ -224,36 +224,38 @@ def refuses_forgeries(name: str, url: str) -> None:
 class Counted:
     """The starts sent to the limits-on server, by channel and hour, to be found in its channels' counters."""
 
-    sent: dict[tuple[str, str], int] = field(default_factory=dict)  # (channel, the hour's counter field): starts
+    sent: dict[tuple[str, str], int] = field(default_factory=dict)  # (channel, the hour): starts
     crossed: int = 0  # starts in a batch that crossed the hour: its channel's counter started again, not checked
 
     def add(self, batch: Sequence[Shot], began: datetime, ended: datetime) -> None:
         """``batch``, sent between ``began`` and ``ended`` (its starts were counted in that time's hour)."""
-        if quotas.hour_field(began) != quotas.hour_field(ended):
+        if quotas.hour_of(began) != quotas.hour_of(ended):
             self.crossed += len(batch)
             return
         for _, body, _ in batch:
-            key = (json.loads(body)["event"]["channel"], quotas.hour_field(began))
+            key = (json.loads(body)["event"]["channel"], quotas.hour_of(began))
             self.sent[key] = self.sent.get(key, 0) + 1
 
     def check(self) -> None:
         """Read every channel's counter: each must hold exactly the starts sent there that hour, or the run fails."""
-        refs = [channel_counter(channel) for channel in sorted({channel for channel, _ in self.sent})]
+        keys = sorted(self.sent)
+        hours = {hour: datetime.strptime(hour, "%Y%m%d%H").replace(tzinfo=UTC) for _, hour in keys}
+        refs = [channel_counter(channel, hours[hour]) for channel, hour in keys]
         found = {snapshot.id: snapshot.to_dict() or {} for snapshot in db().get_all(refs)}
         wrong = []
-        for (channel, hour), count in sorted(self.sent.items()):
-            counted = (found.get(channel_counter(channel).id, {}).get(quotas.HOURS) or {}).get(hour, 0)
+        for key, ref in zip(keys, refs, strict=True):
+            counted, count = found.get(ref.id, {}).get("started", 0), self.sent[key]
             if counted != count:
-                wrong.append(f"{channel} {hour}: {counted} of {count}")
+                wrong.append(f"{ref.id}: {counted} of {count}")
         if wrong:
             raise RuntimeError(
                 f"{len(wrong)} channels' counters missed starts of the limits-on server, e.g. {wrong[:3]}"
             )
 
 
-def channel_counter(channel: str) -> firestore.DocumentReference:
-    """The document the limits-on server counts a channel's starts in (the product's own name for it)."""
-    return quotas.Scope("channel", channel, per_hour=1, running=0).ref
+def channel_counter(channel: str, at: datetime) -> firestore.DocumentReference:
+    """The document the limits-on server counts a channel's starts of ``at``'s hour in (the product's own name)."""
+    return quotas.Scope("channel", channel, per_hour=1, running=0).hour_ref(at)
 
 
 def measure(bench: Bench) -> tuple[dict[tuple[str, int], Run], Counted]:
@@ -489,18 +491,6 @@ def explain(
         )
     limits = [f for f in missed if "limits_on" in f.name]
     section.say(limits_cost(runs, limits, costs))
-    off_ms, on_ms, alone_ms = (costs.commit[variant] for variant in ingress_limits.VARIANTS)
-    if limits and on_ms - alone_ms > 0.5 * (on_ms - off_ms):
-        one_on, one_off = runs[("ours_limits", 1)].p(50), runs[("ours", 1)].p(50)
-        section.findings.append(
-            f"Each rate-limit counter write deletes the {quotas.HOURS_KEPT - 1} earlier hours' fields of its document "
-            f"(`quotas.Scope.count`): {on_ms - alone_ms:.1f} of the {on_ms - off_ms:.1f} ms the limits add to a "
-            f"start's commit at p50 on the emulator, against {one_on - one_off:.1f} ms they add to a mention's "
-            f"acknowledgement at concurrency 1 (section 1; without them that ratio would be about "
-            f"{(one_on - on_ms + alone_ms) / one_off:.2f} rather than {one_on / one_off:.2f}, target 1.1). Building "
-            f"the two counter writes in the client alone takes {costs.building:.2f} ms. A counter that needs no "
-            "deletes (one document per scope and hour, say, expired by TTL like the others) would not pay it."
-        )
     worst, spread, off = runs[("ours_limits", 16)], runs[("ours_limits_spread", 16)], runs[("ours", 16)]
     slow = [(what, r) for what, r in (("one person in one channel", worst), ("many", spread)) if r.p(50) > SLACK_ACK_MS]
     if slow:
@@ -537,15 +527,13 @@ def limits_cost(runs: dict[tuple[str, int], Run], missed: Sequence[Figure], cost
             "the counters or waits for another's transaction."
         )
     )
-    off_ms, on_ms, alone_ms = (costs.commit[variant] for variant in ingress_limits.VARIANTS)
+    off_ms, on_ms = (costs.commit[variant] for variant in ingress_limits.VARIANTS)
     text += (
         f" Where the time goes (the start's commit alone, above): {on_ms:.1f} ms at p50 with the limits on against "
-        f"{off_ms:.1f} ms off, and {alone_ms:.1f} ms with the counters' `Increment` alone, so the deletes of the "
-        f"{quotas.HOURS_KEPT - 1} earlier hours' fields in each counter write are {on_ms - alone_ms:.1f} of the "
-        f"{on_ms - off_ms:.1f} ms the limits add to the commit, which is itself {on_ms - off_ms:.1f} of the "
-        f"{one_on - one_off:.1f} ms they added to a request at concurrency 1. Building the two counter writes in the "
-        f"client, deletes included, takes {costs.building:.2f} ms; the rest is the request carrying them and the "
-        "emulator applying them."
+        f"{off_ms:.1f} ms off, so the two counter writes add {on_ms - off_ms:.1f} ms to the commit, of the "
+        f"{one_on - one_off:.1f} ms the limits added to a request at concurrency 1. Building the two counter writes "
+        f"in the client takes {costs.building:.2f} ms; the rest is the request carrying them and the emulator "
+        "applying them."
         " All of this is the emulator. Firestore's own documentation puts a single document's sustained update rate "
         "at about one a second and shows more as contention (latency), so a person or a channel starting sessions "
         "faster than that for long would wait on its counter there (a start refused by a limit writes to it too, "

@@ -1,11 +1,9 @@
-"""Where the rate limits' time goes at the ingress: the start's commit with the limits off, on, and on with the
-counters' ``Increment`` alone, timed in the benchmark's own process against the benchmark stack's emulator.
+"""Where the rate limits' time goes at the ingress: the start's commit with the limits off and on, timed in the
+benchmark's own process against the benchmark stack's emulator.
 
-The product's commit with the limits on (``shared/state/events.py``) adds to two counter documents, and each of
-those writes also deletes the earlier hours' fields of its document (``quotas.Scope.count``). The third variant is
-built here, not by the product: the same commit with each counter write holding only this hour's ``Increment`` and
-the expiry, so that the difference says what those deletes cost. Building the two counter writes in the client
-(``Scope.count``, no round trip) is timed on its own.
+The product's commit with the limits on (``shared/state/events.py``) adds to two counter documents (the person's
+and the channel's hour, ``quotas.Scope.count``). Building those two counter writes in the client (no round trip) is
+timed on its own.
 """
 
 from __future__ import annotations
@@ -17,15 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from google.cloud import firestore
-
 from bench.figures import percentile
-from shared.state import events, ids, quotas
-from shared.state.firestore import EVENT_EXPIRES_FIELD, db, event_ref, now, session_ref
+from shared.state import events, quotas
+from shared.state.firestore import db, now
 from shared.state.models import Session, mention_session
 
 ON = quotas.Quota(100_000, 100_000, 0, 0, quotas.RUNNING_FOR)  # the hourly limits, as the limits-on server has them
-VARIANTS = ("limits off", "limits on", "limits on, Increment alone")
+VARIANTS = ("limits off", "limits on")
 
 
 @dataclass(frozen=True)
@@ -45,24 +41,6 @@ def start(tag: str, n: int) -> tuple[str, Session]:
     return event_id, session
 
 
-def increment_alone(event_id: str, session: Session) -> None:
-    """The limits-on commit without the deletes of earlier hours: the event, the message, the session, and each
-    scope's counter with this hour's ``Increment`` and its expiry."""
-    at = session.created_at
-    body = events.record("app_mention", session.session_id, at)
-    batch = db().batch()
-    batch.create(event_ref(event_id), body)
-    batch.create(event_ref(ids.message_key(session.channel, session.trigger_ts)), body)
-    batch.create(session_ref(session.session_id), session.to_doc())
-    for scope in ON.scopes(user=session.trigger_user, channel=session.channel):
-        fields = {
-            EVENT_EXPIRES_FIELD: at + quotas.KEPT_FOR,
-            quotas.HOURS: {quotas.hour_field(at): firestore.Increment(1)},
-        }
-        batch.set(scope.ref, fields, merge=True)
-    batch.commit()
-
-
 def measure(count: int = 200, warmup: int = 20) -> Costs:
     """``count`` starts of each variant after ``warmup``, taking turns in a new random order at every step (seeded);
     each variant with its own person and channel, one start after another, as the ingress does one request."""
@@ -70,7 +48,6 @@ def measure(count: int = 200, warmup: int = 20) -> Costs:
     runs: dict[str, Callable[[int], None]] = {
         "limits off": lambda n: off(*start(tags["limits off"], n)),
         "limits on": lambda n: on(*start(tags["limits on"], n)),
-        "limits on, Increment alone": lambda n: increment_alone(*start(tags["limits on, Increment alone"], n)),
     }
     for n in range(warmup):
         for run in runs.values():

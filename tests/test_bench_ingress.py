@@ -43,7 +43,7 @@ def test_a_limits_on_start_that_was_not_counted_fails_the_run(stack: Stack) -> N
     counted.check()
 
 
-def test_the_start_commit_is_timed_off_on_and_with_increment_alone(stack: Stack) -> None:
+def test_the_start_commit_is_timed_with_the_limits_off_and_on(stack: Stack) -> None:
     costs = ingress_limits.measure(count=3, warmup=1)
     assert list(costs.commit) == list(ingress_limits.VARIANTS)
     assert all(ms > 0 for ms in costs.commit.values())

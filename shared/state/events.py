@@ -82,7 +82,7 @@ def _start_counted(event_id: str, body: dict[str, Any], message: firestore.Docum
     except ALREADY_EXISTS:
         return Started(Start.DUPLICATE)
     for scope, names in counters:
-        counts = quotas.counted(next(results), names)
+        counts = {name: quotas.counted(next(results)) for name in names}
         if scope.running and counts["running"] < 1:  # a release counted twice somewhere: recount
             counts["running"] = quotas.recount(scope, at=at, running_for=quota.running_for)
         refused = scope.refused(counts, at)

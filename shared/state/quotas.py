@@ -1,12 +1,12 @@
 """Ingress rate limits (flow 13): how many sessions a person and a channel may start per hour, and run at once.
 
-Counted without reading, in the commit that creates the session (no transaction, nothing to contend on): each
-person and each channel with a limit on has a document, ``limits/person-{user}`` and ``limits/channel-{channel}``,
-holding this hour's start counter (time-bucketed: ``hours.h{YYYYMMDDHH}``, the hours before it forgotten in the same
-write) and the running counter with the sessions that run. The commit adds to both with Firestore's server-side
-``Increment``, and its answer carries the counts after it, so a start learns at once whether it fit: a simultaneous
-burst is cut exactly at the limit, whatever the concurrency. A start past a limit is taken back (its counts, its
-session) before anything else sees it. One write more per scope, no read, no round trip more.
+Counted without reading, in the commit that creates the session (no transaction): each person and each channel
+with a limit on has a counter of the hour's starts, time-bucketed, ``limits/person-{user}-h{YYYYMMDDHH}`` (a new
+document every hour, removed by TTL), and a running counter with the sessions that run, ``limits/person-{user}``
+(``channel-{channel}`` likewise). The commit adds to them with Firestore's server-side ``Increment``, and its answer
+carries the counts after it, so a start learns at once whether it fit: a simultaneous burst is cut exactly at the
+limit, whatever the concurrency. A start past a limit is taken back (its counts, its session) before anything else
+sees it. A write more per counter, no read, no round trip more.
 
 A session stops counting as running when it first pauses or ends (its step commit takes it back, blind writes, once:
 the session document lists the counters to take it from). One whose worker died is still counted until a start is
@@ -28,9 +28,7 @@ from shared.state.firestore import EVENT_EXPIRES_FIELD, db
 LIMITS = "limits"
 # Longer than any session can run (SESSION_WALL_SECONDS is at most 1700 s): an older entry is a dead worker's.
 RUNNING_FOR = timedelta(minutes=30)
-HOURS = "hours"  # the map of per-hour start counters, by ``hour_field``
-HOURS_KEPT = 48  # every write forgets the 47 hours before its own, so a document holds one hour's counter
-KEPT_FOR = timedelta(hours=HOURS_KEPT)  # a document nobody wrote for this long is deleted by TTL
+KEPT_FOR = timedelta(days=2)  # a counter nobody wrote for this long is deleted by TTL
 
 
 @dataclass(frozen=True)
@@ -52,24 +50,29 @@ class Scope:
 
     @property
     def ref(self) -> firestore.DocumentReference:
+        """The running counter, with the sessions it counts."""
         ref: firestore.DocumentReference = db().collection(LIMITS).document(f"{self.kind}-{self.key}")
         return ref
 
+    def hour_ref(self, at: datetime) -> firestore.DocumentReference:
+        """The counter of the starts in ``at``'s hour (a document per hour: nothing to reset, TTL removes it)."""
+        ref: firestore.DocumentReference = db().collection(LIMITS).document(f"{self.kind}-{self.key}-h{hour_of(at)}")
+        return ref
+
     def count(self, batch: firestore.WriteBatch, session_id: str, at: datetime, by: int = 1) -> list[str]:
-        """Add ``by`` (-1 takes a start back) to this scope's counters, one write in ``batch``; the counters' names
-        in the order of the write's transform results (Firestore's: by field path)."""
-        fields: dict[str, Any] = {EVENT_EXPIRES_FIELD: at + KEPT_FOR}
+        """Add ``by`` (-1 takes a start back) to this scope's counters in ``batch``, a write each; their names, in
+        the order of the writes (each write's one transform result is its counter's value after the commit)."""
+        expires = {EVENT_EXPIRES_FIELD: at + KEPT_FOR}
         counted = []
-        if self.per_hour:  # this hour's counter; the hours before it are forgotten in the same write
-            past = {hour_field(at - timedelta(hours=n)): firestore.DELETE_FIELD for n in range(1, HOURS_KEPT)}
-            fields[HOURS] = {hour_field(at): firestore.Increment(by), **past}
+        if self.per_hour:
+            batch.set(self.hour_ref(at), {"started": firestore.Increment(by), **expires}, merge=True)
             counted.append("hour")
         if self.running:
-            fields["running"] = firestore.Increment(by)
-            fields["sessions"] = {session_id: at if by > 0 else firestore.DELETE_FIELD}
+            entry = at if by > 0 else firestore.DELETE_FIELD
+            batch.set(self.ref, {"running": firestore.Increment(by), "sessions": {session_id: entry}, **expires},
+                      merge=True)  # fmt: skip
             counted.append("running")
-        batch.set(self.ref, fields, merge=True)
-        return counted  # "hours.h…" sorts before "running"
+        return counted
 
     def refused(self, counts: dict[str, int], at: datetime) -> Refusal | None:
         """Why this scope refuses the start that brought its counters to ``counts``, or None."""
@@ -114,16 +117,12 @@ def hour_of(at: datetime) -> str:
     return at.strftime("%Y%m%d%H")
 
 
-def hour_field(at: datetime) -> str:
-    return f"h{hour_of(at)}"
-
-
-def counted(result: Any, names: list[str]) -> dict[str, int]:
-    """What a committed ``count`` left in each counter (its write's transform results, in ``names``' order)."""
+def counted(result: Any) -> int:
+    """The value a committed counter write left (its one transform result: the ``Increment``)."""
     values = list(getattr(result, "transform_results", None) or [])
-    if len(values) != len(names):
-        raise ValueError(f"expected {len(names)} counts from the commit, got {len(values)}")
-    return {name: int(value.integer_value) for name, value in zip(names, values, strict=True)}
+    if len(values) != 1:
+        raise ValueError(f"expected one count from a counter write, got {len(values)}")
+    return int(values[0].integer_value)
 
 
 def recount(scope: Scope, *, at: datetime, running_for: timedelta) -> int:
