@@ -12,6 +12,7 @@ from typing import Any
 
 import requests
 
+from infra import restarts
 from infra import stack as local
 from infra.dispatch.headers import cloud_tasks_headers
 from infra.fakegemini.control import FakeGemini
@@ -31,12 +32,18 @@ KINDS = (
     "Slack 429 ratelimited (Retry-After)",
     "Slack 503",
     "Slack slow reply",
-)
-# What issue 19 asks for that this run does not inject (reported with the table, never silently left out).
-NOT_INJECTED = (
+    "Slack 429 on another method",
+    "Slack 5xx on another method",
+    "Slack storm outlasting the session's budget",
     "Firestore emulator restart",
     "Cloud Tasks emulator restart",
 )
+RESTARTS = ("Firestore emulator restart", "Cloud Tasks emulator restart")
+# The Web API methods besides chat.postMessage that a flow of each kind makes in its own channel (a storm on one
+# of them is aimed at that flow's channel, so it hits that flow).
+OTHER_METHODS = ("assistant.threads.setStatus", "reactions.add", "conversations.replies")
+MORE_METHODS = {"approve": ("chat.update",), "ask": ("reactions.remove",), "mcp_input": ("reactions.remove",)}
+SERVER_ERRORS = (500, 502, 503, 504)
 SLOW_SECONDS = 2.0
 # A function call whose arguments are not an object, as a model sometimes sends.
 MALFORMED = {
@@ -126,6 +133,33 @@ class Injector:
             self.slack.slow("chat.postMessage", SLOW_SECONDS, match=marker)
         if kind != "none":
             self.count(kind)
+
+    def other_storm(self, rng: random.Random, flow_kind: str, channel: str) -> tuple[str, str] | None:
+        """Perhaps a storm on another method this flow calls, in its channel: one or two 429s (Retry-After 1 s) or
+        5xx answers. Returns ``(kind, method)``; it is counted once the flow's calls show it really hit."""
+        kind = rng.choice(["none", "Slack 429 on another method", "Slack 5xx on another method"])
+        method = rng.choice(OTHER_METHODS + MORE_METHODS.get(flow_kind, ()))
+        times = rng.randint(1, 2)
+        if kind == "Slack 429 on another method":
+            self.slack.fail(method, times, status=429, error="ratelimited", retry_after=1, match=channel)
+        elif kind == "Slack 5xx on another method":
+            self.slack.fail(method, times, status=rng.choice(SERVER_ERRORS), match=channel)
+        return None if kind == "none" else (kind, method)
+
+    def outlasting_storm(self, channel: str, times: int) -> None:
+        """Every chat.postMessage in ``channel`` (``times`` of them) refused with a Retry-After of an hour: longer
+        than any session's budget, so the session must end failed at once, saying why, instead of sleeping."""
+        self.slack.fail("chat.postMessage", times, status=429, error="ratelimited", retry_after=3600, match=channel)
+        self.count("Slack storm outlasting the session's budget")
+
+    # -- the emulators ---------------------------------------------------------------------
+    def restart(self, kind: str) -> None:
+        """Restart an emulator on its port (``infra.restarts``); never while a worker is being killed."""
+        with self._kill_lock:
+            restart = restarts.restart_firestore if kind == "Firestore emulator restart" else restarts.restart_tasks
+            down = restart(self.stack)
+        print(f"  {kind}: unreachable for {down:.1f} s", flush=True)
+        self.count(kind)
 
     def event_retry(self, rng: random.Random, event_id: str) -> None:
         """Perhaps Slack delivers the mention's signed event again (``X-Slack-Retry-Num``)."""
