@@ -9,12 +9,13 @@ import threading
 import time
 
 import pytest
+from google.cloud import firestore as google_firestore
 
 from infra import restarts
 from infra.fakegemini.control import FakeGemini
 from infra.fakeslack.control import FakeSlack
 from infra.stack import BOT_USER_ID, Stack
-from shared.state import ids, sessions
+from shared.state import firestore, ids, sessions
 from shared.state.models import SessionStatus
 from tests.agent_helpers import HUMAN, mention, wait_status
 from tests.poll import wait_for
@@ -64,3 +65,25 @@ def test_a_session_survives_a_firestore_restart_mid_flow_with_its_data(
     assert ended.status == SessionStatus.DONE, ended.error
     assert ended.started_at == before.started_at  # the same document, kept across the restart
     assert [m["text"] for m in fake_slack.bot_replies(channel, thread.ts)] == [f"Done for {uid}."]
+
+
+def test_a_transaction_firestore_forgot_in_a_restart_runs_again_from_its_reads(stack: Stack, uid: str) -> None:
+    """Defect: a step's transaction that read before a Firestore restart and committed after it failed with
+    INVALID_ARGUMENT ("Transaction is invalid or expired"); the delivery crashed and its takeover asked the model
+    again. Nothing of a forgotten transaction was applied, so it runs again from its reads."""
+    ref = firestore.db().collection("restart_tests").document(uid)
+    ref.set({"count": 1})
+    runs: list[int] = []
+
+    @google_firestore.transactional
+    def bump(transaction: google_firestore.Transaction) -> int:
+        count = int((ref.get(transaction=transaction).to_dict() or {})["count"])
+        runs.append(count)
+        if len(runs) == 1:
+            restarts.restart_firestore(stack, down_seconds=0.5)  # between this transaction's read and its commit
+        transaction.update(ref, {"count": count + 1})
+        return count + 1
+
+    assert firestore.transact(bump) == 2
+    assert runs == [1, 1]
+    assert (ref.get().to_dict() or {})["count"] == 2

@@ -17,7 +17,7 @@ from google.cloud import firestore
 
 from shared import config
 from shared.state import ids, quotas
-from shared.state.firestore import ALREADY_EXISTS, EVENT_EXPIRES_FIELD, db, event_ref, now, session_ref
+from shared.state.firestore import ALREADY_EXISTS, EVENT_EXPIRES_FIELD, db, event_ref, now, session_ref, transact
 from shared.state.models import Session
 
 log = logging.getLogger(__name__)
@@ -91,7 +91,7 @@ def _start_counted(event_id: str, body: dict[str, Any], message: firestore.Docum
         return Started(Start.STARTED)
 
     try:
-        started: Started = start(db().transaction())
+        started: Started = transact(start)
     except ALREADY_EXISTS:
         return Started(Start.DUPLICATE)
     return started
