@@ -139,7 +139,7 @@ class Injector:
         5xx answers. Returns ``(kind, method)``; it is counted once the flow's calls show it really hit."""
         kind = rng.choice(["none", "Slack 429 on another method", "Slack 5xx on another method"])
         method = rng.choice(OTHER_METHODS + MORE_METHODS.get(flow_kind, ()))
-        times = rng.randint(1, 2)
+        times, channel = rng.randint(1, 2), json.dumps(channel)  # quoted: C…X3 must not match C…X30
         if kind == "Slack 429 on another method":
             self.slack.fail(method, times, status=429, error="ratelimited", retry_after=1, match=channel)
         elif kind == "Slack 5xx on another method":
@@ -149,7 +149,8 @@ class Injector:
     def outlasting_storm(self, channel: str, times: int) -> None:
         """Every chat.postMessage in ``channel`` (``times`` of them) refused with a Retry-After of an hour: longer
         than any session's budget, so the session must end failed at once, saying why, instead of sleeping."""
-        self.slack.fail("chat.postMessage", times, status=429, error="ratelimited", retry_after=3600, match=channel)
+        self.slack.fail("chat.postMessage", times, status=429, error="ratelimited", retry_after=3600,
+                        match=json.dumps(channel))  # fmt: skip
         self.count("Slack storm outlasting the session's budget")
 
     # -- the emulators ---------------------------------------------------------------------
