@@ -83,11 +83,13 @@ def section(results: Results) -> str:
         "is killed and the functions run again. Every Firestore call they make fails with UNAVAILABLE until the "
         "emulator is back with `--import-data`; the client library retries them, and a delivery that still fails "
         "answers non-2xx so the task is delivered again.",
-        "- *Cloud Tasks emulator restart*: the emulator keeps nothing, but the stack's tasks leave it at once for "
-        "the dispatcher, which holds and retries them as Cloud Tasks does, so no accepted task is lost. What the "
-        "restart takes away is the API: every `create_task` while it is down fails with UNAVAILABLE, and the "
-        "product retries it with backoff (`shared/state/tasks.py`; task names are fixed, so a retry that follows "
-        "a successful attempt is refused as a duplicate); the queue is created again when it starts.",
+        "- *Cloud Tasks emulator restart*: the emulator keeps nothing in memory, but Cloud Tasks never loses a task "
+        "it accepted, so the restart keeps them: with the functions frozen, the tasks it holds and has not yet "
+        "handed to the dispatcher are listed, and once it is back (its queue created again) they are created again "
+        "under their names (one listed while being handed over is delivered twice, a duplicate the product "
+        "ignores). Every `create_task` while it is down fails with UNAVAILABLE, and the product retries it with "
+        "backoff (`shared/state/tasks.py`; task names are fixed, so a retry after an attempt that did get through "
+        "is refused as a duplicate).",
         "- *Slack storms* on chat.postMessage (any flow's next calls) and on the other methods a flow makes in its "
         "own channel (assistant.threads.setStatus, reactions.add/remove, conversations.replies, chat.update) are "
         "retried by slack-sdk's handlers (`shared/backpressure.py`); a storm whose Retry-After is longer than "

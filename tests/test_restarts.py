@@ -14,7 +14,7 @@ from google.cloud import firestore as google_firestore
 from infra import restarts
 from infra.fakegemini.control import FakeGemini
 from infra.fakeslack.control import FakeSlack
-from infra.stack import BOT_USER_ID, Stack
+from infra.stack import BOT_USER_ID, QUEUE, Stack
 from shared.state import firestore, ids, sessions
 from shared.state.models import SessionStatus
 from tests.agent_helpers import HUMAN, mention, wait_status
@@ -87,3 +87,22 @@ def test_a_transaction_firestore_forgot_in_a_restart_runs_again_from_its_reads(s
     assert firestore.transact(bump) == 2
     assert runs == [1, 1]
     assert (ref.get().to_dict() or {})["count"] == 2
+
+
+def test_a_task_the_emulator_accepted_survives_its_restart(stack: Stack, uid: str) -> None:
+    """Cloud Tasks never loses a task it accepted: one the emulator still holds (scheduled a few seconds ahead)
+    when it restarts is created again, under its name, and delivered."""
+    from google.protobuf import timestamp_pb2
+
+    from infra.dispatch.control import Dispatcher
+    from shared.state import tasks
+
+    dispatch = Dispatcher(stack.url("dispatch"))
+    session_id = f"restart-{uid}"  # no such session: agent_session answers 200 and does nothing
+    task = tasks.build_session_task(session_id)
+    task.schedule_time = timestamp_pb2.Timestamp(seconds=int(time.time()) + 4)
+    with restarts.tasks_client(stack) as client:
+        client.create_task(parent=QUEUE, task=task)
+    restarts.restart_tasks(stack, down_seconds=0.5)
+    delivered = wait_for(lambda: dispatch.deliveries(match=session_id), timeout=30, what="the kept task's delivery")
+    assert {d["task"] for d in delivered} == {task.name.rsplit("/", 1)[-1]}
