@@ -123,7 +123,9 @@ def infra_faults(rng: random.Random, count: int) -> list[tuple[str, float] | Non
 def run_batch(batch: list[Flow], injector: Injector, fault: tuple[str, float] | None) -> list[Outcome]:
     """The batch's flows at once; ``fault``'s emulator is restarted that many seconds in, while they run."""
     outcomes: dict[int, Outcome] = {}
-    threads = [threading.Thread(target=lambda n=n, f=f: outcomes.__setitem__(n, f.run())) for n, f in enumerate(batch)]
+    # Daemon threads: a run stopped by a signal exits at once instead of waiting for flows polling a stopped stack.
+    threads = [threading.Thread(target=lambda n=n, f=f: outcomes.__setitem__(n, f.run()), daemon=True)
+               for n, f in enumerate(batch)]  # fmt: skip
     failed: list[BaseException] = []
 
     def restart(kind: str, after: float) -> None:
@@ -134,7 +136,7 @@ def run_batch(batch: list[Flow], injector: Injector, fault: tuple[str, float] | 
             failed.append(exc)
 
     if fault is not None:
-        threads.append(threading.Thread(target=restart, args=fault))
+        threads.append(threading.Thread(target=restart, args=fault, daemon=True))
     for thread in threads:
         thread.start()
     for thread in threads:
