@@ -4,7 +4,8 @@ Every Web API call goes through one ``WebClient`` built with these handlers (``s
 after Slack's ``Retry-After``, a 5xx and a cut connection after slack-sdk's exponential backoff. Outside a
 session (the Slack ingress, the sweep) the retries are few, as before. Inside a session, ``within`` sets the
 deadline of its wall budget: a wait that fits before it is taken (however many retries that makes, up to
-``SESSION_MAX_RETRIES``), and one that does not is never started. The call then fails at once with Slack's own
+``SESSION_MAX_RETRIES``), and one that does not is never started; outside a session no wait may be longer than
+``OUTSIDE_SESSION_MAX_WAIT``. The call then fails at once with Slack's own
 error, and ``storm`` turns that error into the plain reason the session ends ``failed`` with; a session never
 sleeps past its budget and never ends silently because Slack was busy.
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from slack_sdk.http_retry import RetryHandler
 
 OUTSIDE_SESSION_RETRIES = 2  # the ingress answers Slack within 3 seconds; the sweep tries again next run
+OUTSIDE_SESSION_MAX_WAIT = 3.0  # seconds one retry may wait there: a longer Retry-After fails the call at once
 SESSION_MAX_RETRIES = 8  # the budget bounds them first: slack-sdk's backoff doubles from 0.5 s
 SERVER_ERRORS = frozenset({500, 502, 503, 504})
 CONNECTION_ERRORS: tuple[type[Exception], ...] = (URLError, ConnectionError, RemoteDisconnected, TimeoutError)
@@ -63,7 +65,7 @@ def retry_after(response: Any) -> float:
 
 def _fits(wait: float) -> bool:
     left = time_left()
-    return left is None or wait < left
+    return wait < (OUTSIDE_SESSION_MAX_WAIT if left is None else left)
 
 
 def _limit(handler: RetryHandler) -> int:

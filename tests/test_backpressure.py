@@ -83,6 +83,20 @@ def test_a_retry_after_longer_than_the_time_left_fails_at_once(
     assert "this session had left" in reason
 
 
+def test_outside_a_session_a_long_retry_after_is_not_slept_either(
+    fake_slack: FakeSlack, product_client: None, uid: str
+) -> None:
+    """The ingress must answer Slack within 3 s, and the sweep runs again anyway: an hour's Retry-After fails the
+    call at once there too (slack-sdk's own handler would sleep the hour)."""
+    channel = f"C{uid}"
+    fake_slack.fail("reactions.add", status=429, retry_after=3600, match=channel)
+    root = fake_slack.user_message("U0HUMAN", channel, "a thread")["ts"]
+    started = time.monotonic()
+    assert slack.react(channel, root, "eyes") is False  # refused, logged, never fatal
+    assert time.monotonic() - started < 2.0
+    assert calls(fake_slack, "reactions.add", channel) == [429]
+
+
 def test_inside_a_session_retries_go_on_while_the_budget_lasts(
     fake_slack: FakeSlack, product_client: None, uid: str
 ) -> None:

@@ -17,7 +17,17 @@ from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.state import events, ids
-from shared.state.firestore import ALREADY_EXISTS, SESSIONS, db, event_ref, now, question_ref, session_ref, transact
+from shared.state.firestore import (
+    ALREADY_EXISTS,
+    SESSIONS,
+    contended,
+    db,
+    event_ref,
+    now,
+    question_ref,
+    session_ref,
+    transact,
+)
 from shared.state.models import Note, NoteKind, Question, Session, SessionStatus
 
 log = logging.getLogger(__name__)
@@ -122,7 +132,7 @@ def claim_session(
         session.apply(fields)
         return Claim(result, session, trace_id=session.trace_id)
 
-    claimed: Claim = transact(claim)
+    claimed: Claim = contended(claim)  # parallel deliveries of one task race for it
     return claimed
 
 
