@@ -181,7 +181,10 @@ class Injector:
         if not rng.random() < 0.5:
             return
         task = f"faults-dup-{session_id}-{rng.randrange(10**6)}"
-        threads = [threading.Thread(target=deliver, args=(self.stack, session_id, task, n)) for n in range(2)]
+        # Each copy is a delivery chain of its own (its own task name and retry count): a retry of one copy after
+        # a failed attempt is not a retry of the other, which may still run (the product takes a session over from
+        # a task whose own earlier attempt failed, as Cloud Tasks retries only after one has).
+        threads = [threading.Thread(target=deliver, args=(self.stack, session_id, f"{task}-{n}", n)) for n in range(2)]
         for thread in threads:
             thread.start()
         for thread in threads:
