@@ -7,7 +7,6 @@ import random
 import sys
 
 from faults import report
-from faults.inject import NOT_INJECTED
 from faults.run import run
 from infra.procs import StackError
 from infra.stack import exit_cleanly_on_signals
@@ -29,7 +28,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(report.table(results))
-    print("not injected: " + ", ".join(NOT_INJECTED))
     for problem in report.problems(results):
         print(f"FAILED: {problem}")
     if not args.no_write:

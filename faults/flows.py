@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import requests
+from google.api_core import exceptions as gexc
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from faults.inject import Injector, requests_with, texts_of
@@ -30,9 +31,12 @@ from shared.state.models import QuestionStatus, Session, SessionKind, SessionSta
 G = FakeGemini
 HUMAN = "U0HUMAN"
 OPERATOR = local.OPERATOR_ID
-KINDS = ("plain", "ask", "approve", "delegate", "mcp_read", "mcp_input")
+KINDS = ("plain", "ask", "approve", "delegate", "mcp_read", "mcp_input", "outage")
 # A session that ended, or paused and then handed on to the session its answer started.
 SETTLED = {SessionStatus.DONE, SessionStatus.RESUMED}
+# An outage flow's session must end failed: Slack refuses its answer for longer than any budget.
+OUTAGE_END = {SessionStatus.FAILED}
+OUTAGE_REASON = "Slack asked me to wait 3600 s"
 WAIT = 150.0  # the bounded wait for a flow to reach its end
 SETTLE = 30.0  # and for its sessions to end once it has
 
@@ -68,6 +72,8 @@ class Flow:
     root: str = ""  # the mention's session
     thread_ts: str = ""
     question_id: str = ""
+    storm: tuple[str, str] | None = None  # a storm on another Slack method: (kind, method)
+    told: bool = False  # an outage flow: whether Slack takes the failure notice
 
     def __post_init__(self) -> None:
         self.outcome = Outcome(name=f"{self.kind} {self.marker}")
@@ -108,7 +114,14 @@ class Flow:
         return self.outcome
 
     def unsettled(self) -> list[Session]:
-        return [s for s in sessions_where("channel", self.channel) if s.status not in SETTLED]
+        """The flow's sessions not at a legitimate end (terminal, or handed on to the session an answer started)."""
+        ends = SETTLED | OUTAGE_END if self.kind == "outage" else SETTLED
+        for _ in range(60):
+            try:
+                return [s for s in sessions_where("channel", self.channel) if s.status not in ends]
+            except gexc.GoogleAPICallError:  # the Firestore emulator is restarting: ask again
+                time.sleep(1.0)
+        return [s for s in sessions_where("channel", self.channel) if s.status not in ends]
 
     def settle(self, timeout: float = SETTLE) -> None:
         """Give the flow's sessions a bounded while to end (a session ends just after its last post)."""
@@ -139,6 +152,7 @@ class Flow:
     def mention(self, text: str, model_fault: str) -> None:
         before = requests_with(self.injector.gemini, self.tag)
         self.injector.slack_storm(self.rng, self.tag)
+        self.storm = self.injector.other_storm(self.rng, self.kind, self.channel)
         sent = self.injector.slack.user_message(HUMAN, self.channel, f"<@{local.BOT_USER_ID}> {text} {self.tag}")
         [event] = [d for d in sent["deliveries"] if d["type"] == "app_mention"]
         self.thread_ts, self.root = sent["ts"], ids.session_for_event(event["event_id"])
@@ -165,6 +179,14 @@ class Flow:
     def texts(self) -> list[str]:
         return [str(m["text"]) for m in self.injector.slack.bot_replies(self.channel, self.thread_ts)]
 
+    def count_storm(self, kind: str, method: str) -> None:
+        """Count the storm on another method if the flow's calls show it hit (a 429 or 5xx answer in its channel)."""
+        refused = [c for c in self.injector.slack.calls(method) if c["status"] != 200
+                   and self.channel in (c["args"].get("channel"), c["args"].get("channel_id"))]  # fmt: skip
+        if refused:
+            self.injector.count(kind)
+            self.outcome.faults.append(f"{kind} ({method})")
+
     def note(self, problem: str) -> None:
         self.outcome.notes.append(problem)
 
@@ -179,6 +201,8 @@ class Flow:
             question = questions.get_question(self.question_id)
             if question is None or question.status != QuestionStatus.ANSWERED:
                 self.outcome.answers_lost += 1
+        if self.storm is not None:
+            self.count_storm(*self.storm)
         stuck = self.unsettled()
         self.outcome.stuck = len(stuck)
         if stuck:
@@ -190,7 +214,10 @@ class Flow:
 def wait_status(session_id: str, statuses: set[SessionStatus], timeout: float = WAIT) -> Session:
     deadline = time.monotonic() + timeout
     while True:
-        found = sessions.get_session(session_id)
+        try:
+            found = sessions.get_session(session_id)
+        except gexc.GoogleAPICallError:  # the Firestore emulator is restarting: look again
+            found = None
         if found is not None and found.status in statuses:
             return found
         if time.monotonic() > deadline:
@@ -337,6 +364,33 @@ def check_mcp_input(flow: Flow) -> None:
         flow.outcome.answers_lost += 1
 
 
+def outage(flow: Flow) -> None:
+    """A plain question whose answer Slack refuses with a Retry-After of an hour: the session must not sleep, must
+    not be retried for ever, and must end failed with the reason stored; the notice is posted if Slack takes it."""
+    fault = flow.script(G.text(flow.final))
+    flow.told = flow.rng.random() < 0.5  # the storm refuses the answer only, or the failure notice too
+    flow.injector.outlasting_storm(flow.channel, 1 if flow.told else 50)
+    flow.mention("say hello", fault)
+    ended = wait_status(flow.root, {SessionStatus.FAILED, SessionStatus.DONE})
+    assert ended.status == SessionStatus.FAILED, f"{flow.root} ended {ended.status.value} through the storm"
+    if flow.told:
+        deadline = time.monotonic() + WAIT
+        while not any(OUTAGE_REASON in t for t in flow.texts()):
+            if time.monotonic() > deadline:
+                raise TimeoutError("the failure notice was never posted")
+            time.sleep(0.2)
+
+
+def check_outage(flow: Flow) -> None:
+    """The failure is persisted with its plain reason; nothing was posted but the notice (if Slack took it)."""
+    ended = sessions.get_session(flow.root) if flow.root else None
+    if ended is None or ended.status != SessionStatus.FAILED or OUTAGE_REASON not in (ended.error or ""):
+        flow.outcome.answers_lost += 1  # the outcome would be silent
+        flow.note(f"not a plain failure: {ended.status.value if ended else 'missing'} {ended.error if ended else ''}")
+    if flow.final in flow.texts():
+        flow.outcome.problem = flow.outcome.problem or "the answer was posted through a storm that refused it"
+
+
 def in_parallel(action: Callable[[], Any], *, times: int) -> None:
     threads = [threading.Thread(target=action) for _ in range(times)]
     for thread in threads:
@@ -347,8 +401,9 @@ def in_parallel(action: Callable[[], Any], *, times: int) -> None:
 
 DRIVERS: dict[str, Callable[[Flow], None]] = {
     "plain": plain, "ask": ask, "approve": approve, "delegate": delegate, "mcp_read": mcp_read,
-    "mcp_input": mcp_input,
+    "mcp_input": mcp_input, "outage": outage,
 }  # fmt: skip
 CHECKS: dict[str, Callable[[Flow], None]] = {
     "ask": check_ask, "approve": check_approve, "delegate": check_delegate, "mcp_input": check_mcp_input,
+    "outage": check_outage,
 }  # fmt: skip

@@ -12,6 +12,7 @@ from typing import Any
 
 import requests
 
+from infra import restarts
 from infra import stack as local
 from infra.dispatch.headers import cloud_tasks_headers
 from infra.fakegemini.control import FakeGemini
@@ -31,12 +32,18 @@ KINDS = (
     "Slack 429 ratelimited (Retry-After)",
     "Slack 503",
     "Slack slow reply",
-)
-# What issue 19 asks for that this run does not inject (reported with the table, never silently left out).
-NOT_INJECTED = (
+    "Slack 429 on another method",
+    "Slack 5xx on another method",
+    "Slack storm outlasting the session's budget",
     "Firestore emulator restart",
     "Cloud Tasks emulator restart",
 )
+RESTARTS = ("Firestore emulator restart", "Cloud Tasks emulator restart")
+# The Web API methods besides chat.postMessage that a flow of each kind makes in its own channel (a storm on one
+# of them is aimed at that flow's channel, so it hits that flow).
+OTHER_METHODS = ("assistant.threads.setStatus", "reactions.add", "conversations.replies")
+MORE_METHODS = {"approve": ("chat.update",), "ask": ("reactions.remove",), "mcp_input": ("reactions.remove",)}
+SERVER_ERRORS = (500, 502, 503, 504)
 SLOW_SECONDS = 2.0
 # A function call whose arguments are not an object, as a model sometimes sends.
 MALFORMED = {
@@ -127,6 +134,34 @@ class Injector:
         if kind != "none":
             self.count(kind)
 
+    def other_storm(self, rng: random.Random, flow_kind: str, channel: str) -> tuple[str, str] | None:
+        """Perhaps a storm on another method this flow calls, in its channel: one or two 429s (Retry-After 1 s) or
+        5xx answers. Returns ``(kind, method)``; it is counted once the flow's calls show it really hit."""
+        kind = rng.choice(["none", "Slack 429 on another method", "Slack 5xx on another method"])
+        method = rng.choice(OTHER_METHODS + MORE_METHODS.get(flow_kind, ()))
+        times, channel = rng.randint(1, 2), json.dumps(channel)  # quoted: C…X3 must not match C…X30
+        if kind == "Slack 429 on another method":
+            self.slack.fail(method, times, status=429, error="ratelimited", retry_after=1, match=channel)
+        elif kind == "Slack 5xx on another method":
+            self.slack.fail(method, times, status=rng.choice(SERVER_ERRORS), match=channel)
+        return None if kind == "none" else (kind, method)
+
+    def outlasting_storm(self, channel: str, times: int) -> None:
+        """Every chat.postMessage in ``channel`` (``times`` of them) refused with a Retry-After of an hour: longer
+        than any session's budget, so the session must end failed at once, saying why, instead of sleeping."""
+        self.slack.fail("chat.postMessage", times, status=429, error="ratelimited", retry_after=3600,
+                        match=json.dumps(channel))  # fmt: skip
+        self.count("Slack storm outlasting the session's budget")
+
+    # -- the emulators ---------------------------------------------------------------------
+    def restart(self, kind: str) -> None:
+        """Restart an emulator on its port (``infra.restarts``); never while a worker is being killed."""
+        with self._kill_lock:
+            restart = restarts.restart_firestore if kind == "Firestore emulator restart" else restarts.restart_tasks
+            down = restart(self.stack)
+        print(f"  {kind}: unreachable for {down:.1f} s", flush=True)
+        self.count(kind)
+
     def event_retry(self, rng: random.Random, event_id: str) -> None:
         """Perhaps Slack delivers the mention's signed event again (``X-Slack-Retry-Num``)."""
         if rng.random() < 0.5:
@@ -146,7 +181,10 @@ class Injector:
         if not rng.random() < 0.5:
             return
         task = f"faults-dup-{session_id}-{rng.randrange(10**6)}"
-        threads = [threading.Thread(target=deliver, args=(self.stack, session_id, task, n)) for n in range(2)]
+        # Each copy is a delivery chain of its own (its own task name and retry count): a retry of one copy after
+        # a failed attempt is not a retry of the other, which may still run (the product takes a session over from
+        # a task whose own earlier attempt failed, as Cloud Tasks retries only after one has).
+        threads = [threading.Thread(target=deliver, args=(self.stack, session_id, f"{task}-{n}", n)) for n in range(2)]
         for thread in threads:
             thread.start()
         for thread in threads:

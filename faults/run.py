@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from faults.flows import KINDS, Flow, Outcome
-from faults.inject import Injector
+from faults.inject import RESTARTS, Injector
 from infra.fakegemini.control import FakeGemini
 from infra.fakeslack.control import FakeSlack
 from infra.stack import LOCAL, OPERATOR_ID, Stack
@@ -94,7 +94,12 @@ def run(*, seed: int, flows: int, batch: int, stack_dir: Path = STACK_DIR) -> Re
         # Each flow draws its faults from its own RNG, seeded in plan order, so a seed replays every choice.
         kinds = plan(rng, flows)
         planned = [Flow(k, f"F{seed}X{n}", injector, random.Random(rng.randrange(2**32))) for n, k in enumerate(kinds)]
-        outcomes = [outcome for group in batches(planned, batch) for outcome in run_batch(group)]
+        groups = batches(planned, batch)
+        restarts_plan = infra_faults(rng, sum(1 for g in groups if not any(f.kills for f in g)))
+        outcomes = []
+        for group in groups:
+            fault = None if any(f.kills for f in group) else restarts_plan.pop(0)
+            outcomes += run_batch(group, injector, fault)
         if "agent_session" not in stack.procs:
             stack.start_function("agent_session")
     return Results(seed=seed, outcomes=outcomes, injected=dict(injector.injected), seconds=time.monotonic() - started)
@@ -108,11 +113,34 @@ def batches(flows: list[Flow], size: int) -> list[list[Flow]]:
     return [calm[n : n + size] for n in range(0, len(calm), size)] + [[f] for f in flows if f.kills]
 
 
-def run_batch(batch: list[Flow]) -> list[Outcome]:
+def infra_faults(rng: random.Random, count: int) -> list[tuple[str, float] | None]:
+    """For each of ``count`` calm batches: an emulator to restart and how many seconds into the batch, or None.
+    The first two restart Firestore, then Cloud Tasks (a short run has both); the rest are drawn."""
+    kinds = list(RESTARTS) + [rng.choice([None, *RESTARTS]) for _ in range(count - len(RESTARTS))]
+    return [None if kind is None else (kind, round(rng.uniform(1.0, 5.0), 1)) for kind in kinds[:count]]
+
+
+def run_batch(batch: list[Flow], injector: Injector, fault: tuple[str, float] | None) -> list[Outcome]:
+    """The batch's flows at once; ``fault``'s emulator is restarted that many seconds in, while they run."""
     outcomes: dict[int, Outcome] = {}
-    threads = [threading.Thread(target=lambda n=n, f=f: outcomes.__setitem__(n, f.run())) for n, f in enumerate(batch)]
+    # Daemon threads: a run stopped by a signal exits at once instead of waiting for flows polling a stopped stack.
+    threads = [threading.Thread(target=lambda n=n, f=f: outcomes.__setitem__(n, f.run()), daemon=True)
+               for n, f in enumerate(batch)]  # fmt: skip
+    failed: list[BaseException] = []
+
+    def restart(kind: str, after: float) -> None:
+        time.sleep(after)
+        try:
+            injector.restart(kind)
+        except BaseException as exc:  # the run stops with it after the batch: never a restart silently skipped
+            failed.append(exc)
+
+    if fault is not None:
+        threads.append(threading.Thread(target=restart, args=fault, daemon=True))
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    if failed:
+        raise failed[0]
     return [outcomes[n] for n in range(len(batch))]

@@ -137,6 +137,7 @@ class Stack:
     )  # ports held until their server starts
     stack_file: Path = STACK_FILE
     wrote_stack_file: bool = False
+    firestore_import: Path | None = None  # an export the Firestore emulator loads when it starts (a restart)
 
     @property
     def logs_dir(self) -> Path:
@@ -285,12 +286,29 @@ class Stack:
 
     def _start_firestore(self, sdk_root: Path) -> None:
         gcloud = str(sdk_root / "bin" / "gcloud")
+        keep = [f"--import-data={self.firestore_import}"] if self.firestore_import else []
         proc = self._spawn(
             "firestore",
-            [gcloud, "emulators", "firestore", "start", f"--host-port={self.firestore_host}", "--quiet"],
+            [gcloud, "emulators", "firestore", "start", f"--host-port={self.firestore_host}", "--quiet", *keep],
             {"CLOUDSDK_CORE_DISABLE_PROMPTS": "1"},
         )
         wait_until(lambda: http_answers(self.url("firestore")), proc=proc, what="HTTP on its port", timeout=90)
+
+    def restart_emulator(self, name: str, *, attempts: int = 10) -> Proc:
+        """Start the emulator ``name`` ("firestore" or "tasks"), stopped meanwhile, again on the same port (the
+        product's clients reconnect to it); the port may be taken for a moment by an outgoing connection."""
+        start = {"firestore": lambda: self._start_firestore(preflight()), "tasks": self._start_tasks}[name]
+        for attempt in range(attempts):
+            try:
+                start()
+                break
+            except StackError as exc:
+                if attempt == attempts - 1 or not any(s in str(exc) for s in ("Address already in use", "bind")):
+                    raise
+                self.procs.pop(name).stop()
+                time.sleep(0.5)
+        self._record()
+        return self.procs[name]
 
     def _start_tasks(self) -> None:
         proc = self._spawn(

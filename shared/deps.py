@@ -110,28 +110,22 @@ def _build_firestore() -> firestore_module.Client:
 
 
 def slack() -> WebClient:
-    """The Slack Web API client, with slack-sdk's own retry handlers for rate limits, connection errors and 5xx."""
+    """The Slack Web API client, with slack-sdk's own retry handlers for rate limits, connection errors and 5xx,
+    bounded by the current session's wall budget (``shared.backpressure``)."""
     return once("slack", _build_slack)
 
 
 def _build_slack() -> WebClient:
     from slack_sdk import WebClient
-    from slack_sdk.http_retry.builtin_handlers import (
-        ConnectionErrorRetryHandler,
-        RateLimitErrorRetryHandler,
-        ServerErrorRetryHandler,
-    )
+
+    from shared import backpressure
 
     settings = config.settings()
     return WebClient(
         token=settings.slack_bot_token,
         base_url=settings.slack_api_base_url,
         timeout=10,
-        retry_handlers=[
-            RateLimitErrorRetryHandler(max_retry_count=2),
-            ConnectionErrorRetryHandler(max_retry_count=2),
-            ServerErrorRetryHandler(max_retry_count=2),
-        ],
+        retry_handlers=backpressure.retry_handlers(),
     )
 
 

@@ -10,11 +10,11 @@ from faults.run import run
 from tests.conftest import TEST_DIR
 
 pytestmark = pytest.mark.stack
-SEED = 11  # a SIGKILL in the ask flow, Gemini 429, 503, slow and malformed replies, duplicate deliveries, Slack retries
+SEED = 11  # SIGKILLs, Gemini 429, slow and malformed replies, duplicate deliveries, Slack retries and storms, restarts
 
 
 def test_a_short_fault_run_loses_and_duplicates_nothing() -> None:
-    results = run(seed=SEED, flows=6, batch=3, stack_dir=TEST_DIR / "faults")
+    results = run(seed=SEED, flows=7, batch=3, stack_dir=TEST_DIR / "faults")
     print(report.table(results))
     assert report.problems(results) == []
     assert {r["name"]: r["value"] for r in report.records(results) if r["target"] == 0} == {
@@ -25,7 +25,8 @@ def test_a_short_fault_run_loses_and_duplicates_nothing() -> None:
         "tools executed more than once": 0,
         "sessions stuck": 0,
     }
-    assert len(results.outcomes) == 6
+    assert len(results.outcomes) == 7
     # The seed injects these, or the run proves less than it says.
     assert {"agent_session SIGKILL", "Gemini malformed function call", "duplicate parallel task delivery",
-            "Slack event retry"} <= set(results.injected)  # fmt: skip
+            "Slack event retry", "Firestore emulator restart", "Cloud Tasks emulator restart",
+            "Slack storm outlasting the session's budget"} <= set(results.injected)  # fmt: skip

@@ -103,7 +103,7 @@ def ctl_fail(ws: Workspace, args: Json) -> Json:
     if status == 429 and retry_after is None:
         retry_after = 1
     retry_after = None if retry_after is None else int(retry_after)
-    ws.add_failure(method, Failure(int(args.get("times", 1)), status, error, retry_after))
+    ws.add_failure(method, Failure(int(args.get("times", 1)), status, error, retry_after, args.get("match")))
     return {"ok": True}
 
 
@@ -362,12 +362,14 @@ class FakeSlack:
         status: int | None = None,
         error: str | None = None,
         retry_after: int | None = None,
+        match: str | None = None,
     ) -> None:
-        """Make the next ``times`` calls of ``method`` fail: an HTTP ``status`` and/or an ``error`` body.
+        """Make the next ``times`` calls of ``method`` (whose arguments contain ``match``, if given) fail: an HTTP
+        ``status`` and/or an ``error`` body.
 
         A 429 carries ``Retry-After`` (1 second unless told otherwise), as Slack's do.
         """
-        self._post("fail", method=method, times=times, status=status, error=error, retry_after=retry_after)
+        self._post("fail", method=method, times=times, status=status, error=error, retry_after=retry_after, match=match)
 
     def slow(self, method: str, seconds: float, times: int = 1, *, match: str | None = None) -> None:
         """Answer the next ``times`` calls of ``method`` (whose arguments contain ``match``) ``seconds`` late; each

@@ -393,7 +393,7 @@ class Handler(BaseHTTPRequestHandler):
                 body = {"ok": False, "error": "invalid_auth"}
             elif parse_error is not None:
                 body = {"ok": False, "error": parse_error}
-            elif failure := ws.take_failure(method):
+            elif failure := ws.take_failure(method, args):
                 status = failure.status
                 default = {429: "ratelimited", 503: "service_unavailable"}.get(status, "fatal_error")
                 body = {"ok": False, "error": failure.error or default}

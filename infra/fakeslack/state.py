@@ -86,12 +86,13 @@ class Message:
 
 @dataclass
 class Failure:
-    """An injected failure for the next ``remaining`` calls of one method."""
+    """An injected failure for the next ``remaining`` calls of one method (whose arguments contain ``match``)."""
 
     remaining: int
     status: int = 200
     error: str | None = None
     retry_after: int | None = None
+    match: str | None = None
 
 
 @dataclass
@@ -366,13 +367,17 @@ class Workspace:
         with self.lock:
             self.failures.setdefault(method, []).append(failure)
 
-    def take_failure(self, method: str) -> Failure | None:
+    def take_failure(self, method: str, args: Json | None = None) -> Failure | None:
         with self.lock:
             queue = self.failures.get(method, [])
-            if not queue:
-                return None
-            queue[0].remaining -= 1
-            return queue.pop(0) if queue[0].remaining <= 0 else queue[0]
+            text = json.dumps(args or {}, default=str)
+            for failure in queue:
+                if failure.match is None or failure.match in text:
+                    failure.remaining -= 1
+                    if failure.remaining <= 0:
+                        queue.remove(failure)
+                    return failure
+            return None
 
     def add_delay(self, method: str, delay: Delay) -> None:
         with self.lock:

@@ -19,6 +19,7 @@ from shared import config, deps
 from shared.agent import daily_budget, followup, gate, prompts, streamed
 from shared.agent import model as gemini
 from shared.agent.budget import Budget
+from shared.agent.failure import fail_session
 from shared.agent.opening import opening_content
 from shared.agent.tool_turn import ToolTurns
 from shared.agent.tools import toolset
@@ -26,7 +27,6 @@ from shared.agent.tools.base import short
 from shared.agent.transcript import PendingTurn, contents_of, pending_turn, shorten_tool_results, to_json
 from shared.asks import delegation, stopping, tree_status
 from shared.limits import TOO_LARGE_REQUEST_CHARS
-from shared.slack.surface import ThreadSurface
 from shared.state import children as stored_children
 from shared.state import ids, spend, steps
 from shared.state.firestore import now
@@ -436,49 +436,6 @@ class Runner(ToolTurns):
     def _fail(self, reason: str, *, detail: str) -> SessionStatus:
         fail_session(self.session, reason, self.surface, detail=detail)
         return SessionStatus.FAILED
-
-
-def fail_session(session: Session, reason: str, surface: ThreadSurface, *, detail: str) -> None:
-    """Tell the thread in plain words what happened and what to do (the details stay in the logs and the session's
-    record), persist the failure, and end the session as failed. Messages that reached it unread are not lost.
-    A child tells its parent instead, whose delegate call gets the failure as its error."""
-    log.error("session failed", extra={"reason": reason, "detail": detail})
-    if session.reports_to_parent:
-        step = Step(seq=session.next_seq, session_id=session.session_id, kind=StepKind.FAILED, content=None,
-                    audit=[Audit(AuditType.FAILURE, now(), error=reason)], at=now())  # fmt: skip
-        finished = stored_children.finish(session, step, status=SessionStatus.FAILED, result=reason,
-                                          error=f"{reason}: {detail}", wait_for_notes=False)  # fmt: skip
-        delegation.resume_parent(session, finished)
-        stopping.stop_children(session, by="the session that delegated it failed")
-        return
-    text = (
-        f"Sorry, I could not finish this: {reason}. Nothing more will happen on its own. Mention me again in this "
-        "thread to try again; if it keeps failing, an operator can look up what went wrong."
-    )
-    ts = surface.post(text, key=f"{session.session_id}:failed:0")
-    step = Step(
-        seq=session.next_seq,
-        session_id=session.session_id,
-        kind=StepKind.FAILED,
-        content=None,
-        audit=[Audit(AuditType.FAILURE, now(), error=reason), Audit(AuditType.POST, now(), ts=ts)],
-        at=now(),
-    )
-    fields = {"status": SessionStatus.FAILED.value, "error": f"{reason}: {detail}", "ended_at": now()}
-    unread = steps.commit_step(session, step, lease_seconds=0, fields=fields)
-    surface.failed()
-    stopping.stop_children(session, by="the session that delegated it failed")
-    followup.start_for_unread(session, unread)
-
-
-def give_up(session: Session, reason: str) -> None:
-    """End a session that keeps crashing as failed, telling the thread; best effort."""
-    try:
-        surface = ThreadSurface(session.channel, session.thread_ts, session.trigger_ts)
-        surface.recover()
-        fail_session(session, "an internal error stopped me", surface, detail=reason)
-    except Exception:
-        log.exception("could not record the failure of a crashing session")
 
 
 def _first_content(response: types.GenerateContentResponse) -> types.Content:

@@ -13,9 +13,10 @@ import socket
 import uuid
 from dataclasses import dataclass
 
-from shared import config
+from shared import backpressure, config
 from shared.logs import current_trace, session_context
 from shared.state import sessions, steps, tasks
+from shared.state.firestore import now
 from shared.state.models import Session, SessionStatus
 from shared.state.sessions import Claim, ClaimResult
 
@@ -67,7 +68,7 @@ def _after_claim(claim: Claim, *, task: str, attempt: int) -> Delivery:
         log.info("nothing to do for this delivery", extra={"reason": reason, "task": task, "attempt": attempt})
         return Delivery(False, {"skipped": reason})
     if session.takeovers > MAX_TAKEOVERS_WITHOUT_PROGRESS:
-        from shared.agent.runner import give_up
+        from shared.agent.failure import give_up
 
         log.error("session killed at the same step on every attempt; giving up", extra={"takeovers": session.takeovers})
         give_up(session, f"its worker stopped {session.takeovers} times in a row without storing a step")
@@ -76,20 +77,39 @@ def _after_claim(claim: Claim, *, task: str, attempt: int) -> Delivery:
 
 
 def _run(session: Session, takeover: bool, reason: str, *, task: str, attempt: int) -> Delivery:
-    from shared.agent.runner import Runner, give_up
+    from shared.agent.runner import Runner
 
     log.info("session claimed", extra={"reason": reason, "task": task, "attempt": attempt, "kind": session.kind.value})
-    try:
-        status = Runner(session, takeover=takeover, started_at=session.started_at).run()
-    except steps.LeaseLost as exc:
-        log.warning("lost the session to another worker; stopping", extra={"reason": str(exc)})
-        return Delivery(False, {"skipped": "lease lost"})
-    except Exception as exc:
-        if attempt + 1 < GIVE_UP_AFTER_ATTEMPTS:
-            # Probably transient (Slack or Firestore hiccup): Cloud Tasks redelivers and the next attempt resumes.
-            log.exception("session attempt crashed; asking Cloud Tasks to retry", extra={"attempt": attempt})
-            return Delivery(True, {"error": "session attempt failed, retry"})
-        log.exception("session crashed on every attempt; giving up", extra={"attempt": attempt})
-        give_up(session, f"{type(exc).__name__}: {exc}")
-        return Delivery(False, {"status": "failed"})
+    # Slack's retries (a 429's Retry-After, a 5xx's backoff) wait only while the session's wall budget lasts.
+    with backpressure.within(_time_left(session)):
+        try:
+            status = Runner(session, takeover=takeover, started_at=session.started_at).run()
+        except steps.LeaseLost as exc:
+            log.warning("lost the session to another worker; stopping", extra={"reason": str(exc)})
+            return Delivery(False, {"skipped": "lease lost"})
+        except Exception as exc:
+            return _crashed(session, exc, attempt)
     return Delivery(False, {"status": status.value})
+
+
+def _time_left(session: Session) -> float:
+    """Seconds left of the session's wall budget, counted from its first claim (a takeover's clock runs on)."""
+    elapsed = (now() - session.started_at).total_seconds() if session.started_at else 0.0
+    return config.settings().session_wall_seconds - max(0.0, elapsed)
+
+
+def _crashed(session: Session, exc: Exception, attempt: int) -> Delivery:
+    from shared.agent.failure import give_up, slack_storm
+
+    storm = backpressure.storm(exc)
+    if storm is not None:  # Slack refused past the budget: a plain, persisted failure, not a retry loop
+        log.exception("Slack kept refusing; the session ends failed", extra={"reason": storm})
+        slack_storm(session, storm, f"{type(exc).__name__}: {exc}")
+        return Delivery(False, {"status": "failed"})
+    if attempt + 1 < GIVE_UP_AFTER_ATTEMPTS:
+        # Probably transient (Slack or Firestore hiccup): Cloud Tasks redelivers and the next attempt resumes.
+        log.exception("session attempt crashed; asking Cloud Tasks to retry", extra={"attempt": attempt})
+        return Delivery(True, {"error": "session attempt failed, retry"})
+    log.exception("session crashed on every attempt; giving up", extra={"attempt": attempt})
+    give_up(session, f"{type(exc).__name__}: {exc}")
+    return Delivery(False, {"status": "failed"})

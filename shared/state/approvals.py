@@ -15,7 +15,7 @@ from typing import Any
 from google.cloud import firestore
 
 from shared.state import events, ids
-from shared.state.firestore import ALREADY_EXISTS, APPROVALS, db, event_ref, now, session_ref, thread_ref
+from shared.state.firestore import ALREADY_EXISTS, APPROVALS, db, event_ref, now, session_ref, thread_ref, transact
 from shared.state.models import Approval, ApprovalStatus, Note, Session, SessionKind, SessionStatus
 
 
@@ -142,7 +142,7 @@ def decide(approval_id: str, decision: Decision, resume: Resume) -> Decided:
         return Decided(approval, won=True, continuation=continuation)
 
     try:
-        result: Decided = run(db().transaction())
+        result: Decided = transact(run)
     except ALREADY_EXISTS:
         return Decided(get_approval(approval_id), repeated=True)
     return result
@@ -159,5 +159,5 @@ def mark_reminded(approval_id: str, at: datetime) -> bool:
         transaction.update(ref, {"reminded_at": at})
         return True
 
-    marked: bool = mark(db().transaction())
+    marked: bool = transact(mark)
     return marked

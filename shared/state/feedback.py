@@ -15,7 +15,7 @@ from typing import Any
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.state.firestore import ALREADY_EXISTS, FEEDBACK, db, now
+from shared.state.firestore import ALREADY_EXISTS, FEEDBACK, db, now, transact
 
 
 class Recorded(StrEnum):
@@ -65,7 +65,7 @@ def record(session_id: str, user: str, rating: str, *, channel: str, thread_ts: 
         transaction.update(ref, {"rating": rating, "updated_at": at})
         return Recorded.CHANGED
 
-    outcome: Recorded = change(db().transaction())
+    outcome: Recorded = transact(change)
     return outcome
 
 

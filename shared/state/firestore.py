@@ -44,10 +44,29 @@ def contended(run: Callable[[firestore.Transaction], T], *, attempts: int = 8) -
     for attempt in range(attempts):
         try:
             return run(db().transaction(max_attempts=attempts))
-        except gexc.Aborted:
-            if attempt == attempts - 1:
+        except (gexc.Aborted, gexc.InvalidArgument) as exc:
+            if attempt == attempts - 1 or not (isinstance(exc, gexc.Aborted) or forgotten(exc)):
                 raise
             time.sleep(random.uniform(0.05, 0.2) * (attempt + 1))  # noqa: S311 - jitter, not secrecy
+    raise AssertionError("unreachable")
+
+
+def forgotten(exc: BaseException) -> bool:
+    """Whether Firestore refused a transaction it no longer knows (its server restarted, or it expired): nothing of
+    it was applied, so it may run again from its reads. The emulator says INVALID_ARGUMENT, Firestore may say so or
+    ABORTED (which the client library retries itself)."""
+    return isinstance(exc, gexc.InvalidArgument) and "transaction" in str(exc).lower()
+
+
+def transact(run: Callable[[firestore.Transaction], T], *, attempts: int = 3) -> T:
+    """Run a ``@firestore.transactional`` function; again, from its reads, if Firestore forgot the transaction
+    meanwhile (an outage between its reads and its commit). Any other error is the caller's."""
+    for attempt in range(attempts):
+        try:
+            return run(db().transaction())
+        except gexc.InvalidArgument as exc:
+            if not forgotten(exc) or attempt == attempts - 1:
+                raise
     raise AssertionError("unreachable")
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from google.cloud import firestore
 
 from shared.state import ids
-from shared.state.firestore import db, now, session_ref
+from shared.state.firestore import db, now, session_ref, transact
 from shared.state.models import Session, SessionStatus
 from shared.state.steps import LeaseLost
 
@@ -70,7 +70,7 @@ def _fenced(session: Session, write: Any) -> None:
             raise LeaseLost(f"session is now {current.get('status')} under worker {current.get('worker')}")
         write(transaction)
 
-    run(db().transaction())
+    transact(run)
 
 
 def start(session: Session, *, seq: int, index: int, key: str, name: str, args: str, part: str = "") -> None:

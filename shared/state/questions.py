@@ -15,7 +15,7 @@ from typing import Any
 from google.cloud import firestore
 
 from shared.state import events, ids
-from shared.state.firestore import ALREADY_EXISTS, db, event_ref, now, question_ref, session_ref, thread_ref
+from shared.state.firestore import ALREADY_EXISTS, db, event_ref, now, question_ref, session_ref, thread_ref, transact
 from shared.state.models import Note, Question, QuestionStatus, Session, SessionStatus
 
 
@@ -52,7 +52,7 @@ def set_post_ts(question_id: str, post_ts: str) -> Question:
             question.post_ts = post_ts
         return question
 
-    recorded: Question = record(db().transaction())
+    recorded: Question = transact(record)
     return recorded
 
 
@@ -106,7 +106,7 @@ def close_question(question_id: str, status: QuestionStatus) -> bool:
         transaction.set(thread, {"open_question_ids": firestore.ArrayRemove([question_id])}, merge=True)
         return True
 
-    closed: bool = close(db().transaction())
+    closed: bool = transact(close)
     return closed
 
 
@@ -122,7 +122,7 @@ def mark_reminded(question_id: str, at: datetime) -> bool:
         transaction.update(ref, {"reminded_at": at})
         return True
 
-    marked: bool = mark(db().transaction())
+    marked: bool = transact(mark)
     return marked
 
 
@@ -223,7 +223,7 @@ def answer_question(question_id: str, record: AnswerRecord,
         return Answered(question, resolution.continuation, noted=resolution.note is not None)
 
     try:
-        result: Answered = answer_it(db().transaction())
+        result: Answered = transact(answer_it)
     except ALREADY_EXISTS:
         return Answered(get_question(question_id), repeated=True)
     return result

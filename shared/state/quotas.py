@@ -23,7 +23,7 @@ from typing import Any
 from google.cloud import firestore
 
 from shared import config
-from shared.state.firestore import EVENT_EXPIRES_FIELD, db
+from shared.state.firestore import EVENT_EXPIRES_FIELD, db, transact
 
 LIMITS = "limits"
 # Longer than any session can run (SESSION_WALL_SECONDS is at most 1700 s): an older entry is a dead worker's.
@@ -140,7 +140,7 @@ def recount(scope: Scope, *, at: datetime, running_for: timedelta) -> int:
             transaction.update(ref, {"running": len(live), "sessions": live})
         return len(live)
 
-    counted: int = run(db().transaction())
+    counted: int = transact(run)
     return counted
 
 

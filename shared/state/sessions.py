@@ -17,7 +17,17 @@ from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.state import events, ids
-from shared.state.firestore import ALREADY_EXISTS, SESSIONS, db, event_ref, now, question_ref, session_ref
+from shared.state.firestore import (
+    ALREADY_EXISTS,
+    SESSIONS,
+    contended,
+    db,
+    event_ref,
+    now,
+    question_ref,
+    session_ref,
+    transact,
+)
 from shared.state.models import Note, NoteKind, Question, Session, SessionStatus
 
 log = logging.getLogger(__name__)
@@ -122,7 +132,7 @@ def claim_session(
         session.apply(fields)
         return Claim(result, session, trace_id=session.trace_id)
 
-    claimed: Claim = claim(db().transaction())
+    claimed: Claim = contended(claim)  # parallel deliveries of one task race for it
     return claimed
 
 
@@ -230,7 +240,7 @@ def end_session(session_id: str, *, expect: SessionStatus, status: SessionStatus
         session.apply(updates)
         return session
 
-    ended: Session | None = end(db().transaction())
+    ended: Session | None = transact(end)
     return ended
 
 
@@ -256,7 +266,7 @@ def add_note(session_id: str, note: Note, *, channel: str) -> NoteAdded:
         return NoteAdded.ADDED
 
     try:
-        added: NoteAdded = add(db().transaction())
+        added: NoteAdded = transact(add)
     except ALREADY_EXISTS:
         return NoteAdded.DUPLICATE
     return added
@@ -291,7 +301,7 @@ def request_stop(session_id: str, *, by: str) -> StopRequest | None:
         transaction.update(ref, update)
         return StopRequest(status, run_to_stop=waiting)
 
-    found: StopRequest | None = stop(db().transaction())
+    found: StopRequest | None = transact(stop)
     return found
 
 

@@ -11,7 +11,7 @@ from google.cloud import firestore
 
 from shared.errors import ProductError
 from shared.state import quotas, sessions, spend
-from shared.state.firestore import STEPS, db, now, session_ref, step_ref
+from shared.state.firestore import STEPS, now, session_ref, step_ref, transact
 from shared.state.models import Audit, Note, NoteKind, Session, SessionStatus, Step
 
 
@@ -164,7 +164,7 @@ def commit_step(
         transaction.update(ref, {**updates, quotas.RELEASES: []} if ending and counted else updates)
         return pending
 
-    pending: list[Note] = write(db().transaction())
+    pending: list[Note] = transact(write)
     session.apply(updates)
     session.notes = pending
     return pending

@@ -11,6 +11,7 @@ import json
 import logging
 
 from google.api_core import exceptions as gexc
+from google.api_core import retry as retries
 from google.cloud import tasks_v2
 from google.protobuf import duration_pb2
 
@@ -18,6 +19,16 @@ from shared import config, deps, logs
 from shared.state import ids
 
 log = logging.getLogger(__name__)
+
+# How long a task's creation is retried while Cloud Tasks is unavailable. The client library never retries
+# create_task itself (an unnamed task created twice would run twice); ours are named, so a retry that follows an
+# attempt which did get through is refused with AlreadyExists, which counts as enqueued. Waiting beats losing the
+# work: the ingress answers Slack late rather than not at all (Slack's retry of a slow delivery is de-duplicated),
+# and a session's follow-up (a continuation, a child, a narration) is never left for the rescue job to find.
+ENQUEUE_PATIENCE_SECONDS = 20.0
+TRANSIENT = retries.if_exception_type(
+    gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.InternalServerError, gexc.TooManyRequests
+)
 
 
 def build_session_task(session_id: str, *, attempt: str = "") -> tasks_v2.Task:
@@ -54,11 +65,15 @@ def _headers() -> dict[str, str]:
     return headers
 
 
-def enqueue_session(session_id: str, *, attempt: str = "") -> str:
-    """Create the task for ``session_id``; a task that already exists counts as enqueued."""
+def enqueue_session(session_id: str, *, attempt: str = "", patience: float = ENQUEUE_PATIENCE_SECONDS) -> str:
+    """Create the task for ``session_id``, retried with backoff for ``patience`` seconds while Cloud Tasks is
+    unavailable; a task that already exists counts as enqueued."""
     task = build_session_task(session_id, attempt=attempt)
+    retry = retries.Retry(predicate=TRANSIENT, initial=0.25, maximum=4.0, multiplier=2.0, timeout=patience)
     try:
-        created = deps.tasks().create_task(parent=config.settings().tasks_queue, task=task)
+        created = deps.tasks().create_task(
+            parent=config.settings().tasks_queue, task=task, retry=retry, timeout=min(10.0, patience)
+        )
     except gexc.AlreadyExists:
         log.info("task already exists", extra={"task": task.name, "session_id": session_id})
         return str(task.name)

@@ -1,0 +1,78 @@
+"""How a session ends ``failed``: the thread told in plain words where Slack lets it, the failure always persisted.
+
+A model outage, a crash that repeats, or a Slack storm that outlasts the session's budget all end here. Telling
+the thread is best effort when Slack itself is what failed: the failure is stored either way (with why the thread
+could not be told), so a session never ends silently and never stays ``running`` for the sweep to guess about.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from shared import backpressure
+from shared.agent import followup
+from shared.asks import delegation, stopping
+from shared.slack.surface import ThreadSurface
+from shared.state import children as stored_children
+from shared.state import steps
+from shared.state.firestore import now
+from shared.state.models import Audit, AuditType, Session, SessionStatus, Step, StepKind
+
+log = logging.getLogger(__name__)
+
+
+def fail_session(session: Session, reason: str, surface: ThreadSurface, *, detail: str) -> None:
+    """Tell the thread in plain words what happened and what to do (the details stay in the logs and the session's
+    record), persist the failure, and end the session as failed. Messages that reached it unread are not lost.
+    A child tells its parent instead, whose delegate call gets the failure as its error."""
+    log.error("session failed", extra={"reason": reason, "detail": detail})
+    if session.reports_to_parent:
+        step = Step(seq=session.next_seq, session_id=session.session_id, kind=StepKind.FAILED, content=None,
+                    audit=[Audit(AuditType.FAILURE, now(), error=reason)], at=now())  # fmt: skip
+        finished = stored_children.finish(session, step, status=SessionStatus.FAILED, result=reason,
+                                          error=f"{reason}: {detail}", wait_for_notes=False)  # fmt: skip
+        delegation.resume_parent(session, finished)
+        stopping.stop_children(session, by="the session that delegated it failed")
+        return
+    text = (
+        f"Sorry, I could not finish this: {reason}. Nothing more will happen on its own. Mention me again in this "
+        "thread to try again; if it keeps failing, an operator can look up what went wrong."
+    )
+    audit = [Audit(AuditType.FAILURE, now(), error=reason)]
+    error = f"{reason}: {detail}"
+    try:
+        audit.append(Audit(AuditType.POST, now(), ts=surface.post(text, key=f"{session.session_id}:failed:0")))
+    except Exception as exc:
+        untold = backpressure.storm(exc)
+        if untold is None:
+            raise
+        log.error("the thread could not be told of the failure", extra={"reason": untold})
+        error += f" (the thread could not be told: {untold})"
+    step = Step(seq=session.next_seq, session_id=session.session_id, kind=StepKind.FAILED, content=None,
+                audit=audit, at=now())  # fmt: skip
+    fields = {"status": SessionStatus.FAILED.value, "error": error, "ended_at": now()}
+    unread = steps.commit_step(session, step, lease_seconds=0, fields=fields)
+    try:
+        surface.failed()  # the status cleared and ❌ on the request: Slack may take these while refusing posts
+    except Exception as exc:
+        if backpressure.storm(exc) is None:
+            raise
+        log.warning("the failure reaction could not be added", extra={"reason": backpressure.storm(exc)})
+    stopping.stop_children(session, by="the session that delegated it failed")
+    followup.start_for_unread(session, unread)
+
+
+def slack_storm(session: Session, reason: str, detail: str) -> None:
+    """End a session whose Slack calls Slack kept refusing past its budget: failed, with the reason stored."""
+    surface = ThreadSurface(session.channel, session.thread_ts, session.trigger_ts, quiet=session.reports_to_parent)
+    fail_session(session, reason, surface, detail=detail)
+
+
+def give_up(session: Session, reason: str) -> None:
+    """End a session that keeps crashing as failed, telling the thread; best effort."""
+    try:
+        surface = ThreadSurface(session.channel, session.thread_ts, session.trigger_ts)
+        surface.recover()
+        fail_session(session, "an internal error stopped me", surface, detail=reason)
+    except Exception:
+        log.exception("could not record the failure of a crashing session")
