@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import random
 import shutil
 import threading
@@ -16,8 +15,8 @@ from faults.flows import KINDS, Flow, Outcome
 from faults.inject import RESTARTS, Injector
 from infra.fakegemini.control import FakeGemini
 from infra.fakeslack.control import FakeSlack
+from infra.product_env import product_environment
 from infra.stack import LOCAL, OPERATOR_ID, Stack
-from shared import config, deps
 
 STACK_DIR = LOCAL / "faults"
 # The product's defaults, except: no rate limits or daily budgets (one test user starts every flow), the demo
@@ -60,19 +59,12 @@ def fault_stack(stack_dir: Path) -> Iterator[Stack]:
     environment set in this process (for reading Firestore) and put back afterwards, with the clients built for it
     forgotten (a test run that goes on after it would otherwise keep reading this stack's stopped emulator)."""
     stack = Stack(extra_env=ENV, stack_file=stack_dir / "stack.json", parallel_tasks=True, mcp_demo=True)
-    saved = dict(os.environ)
     try:
         stack.start()
-        os.environ.update(stack.product_env())
-        config.reset()
-        deps.reset()
-        yield stack
+        with product_environment(stack):
+            yield stack
     finally:
         stack.stop()
-        os.environ.clear()
-        os.environ.update(saved)
-        config.reset()
-        deps.reset()
 
 
 def plan(rng: random.Random, count: int) -> list[str]:
