@@ -147,10 +147,11 @@ class Injector:
         return None if kind == "none" else (kind, method)
 
     def outlasting_storm(self, channel: str, times: int) -> None:
-        """Every chat.postMessage in ``channel`` (``times`` of them) refused with a Retry-After of an hour: longer
-        than any session's budget, so the session must end failed at once, saying why, instead of sleeping."""
-        self.slack.fail("chat.postMessage", times, status=429, error="ratelimited", retry_after=3600,
-                        match=json.dumps(channel))  # fmt: skip
+        """Every chat.postMessage and chat.startStream in ``channel`` (``times`` of each) refused with a Retry-After
+        of an hour: longer than any session's budget, so the session must end failed at once, saying why, instead of
+        sleeping (a streamed answer is refused as a posted one is)."""
+        for method in ("chat.postMessage", "chat.startStream"):
+            self.slack.fail(method, times, status=429, error="ratelimited", retry_after=3600, match=json.dumps(channel))
         self.count("Slack storm outlasting the session's budget")
 
     # -- the emulators ---------------------------------------------------------------------

@@ -37,7 +37,7 @@ class RecordingTasks:
     def __init__(self) -> None:
         self.created: list[Any] = []
 
-    def create_task(self, *, parent: str, task: Any) -> Any:
+    def create_task(self, *, parent: str, task: Any, retry: Any = None, timeout: float | None = None) -> Any:
         self.created.append(task)
         return task
 
@@ -145,7 +145,7 @@ class FirstCallSlowAndFailing(RecordingTasks):
         self.first = threading.Event()
         self.release = threading.Event()
 
-    def create_task(self, *, parent: str, task: Any) -> Any:
+    def create_task(self, *, parent: str, task: Any, retry: Any = None, timeout: float | None = None) -> Any:
         if not self.first.is_set():
             self.first.set()
             self.release.wait(10)
