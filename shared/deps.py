@@ -38,6 +38,7 @@ class Deps:
     slack: Any = None  # slack_sdk.WebClient
     tasks: Any = None  # google.cloud.tasks_v2.CloudTasksClient
     model: Any = None  # google.genai.Client, built by shared.agent.model (the ingress never imports it)
+    mcp_tls: Any = None  # ssl.SSLContext for MCP servers, built once by shared.agent.tools.mcp.connection
     tools: Any = None  # a session's toolset, ``(session) -> Toolset``; None means shared.agent.tools.toolset's own
     clock: Callable[[], datetime] = field(default=utc_now)
 

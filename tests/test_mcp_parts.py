@@ -3,14 +3,17 @@ made of a server's request for input and the answer made of a reply, and results
 
 from __future__ import annotations
 
+import ssl
 from typing import Any
 
+import httpx2
 import mcp_types
 import pytest
 
-from shared import config
+from infra.procs import free_port
+from shared import config, deps
 from shared.agent.tools.base import Tier
-from shared.agent.tools.mcp import catalog, inputs, results
+from shared.agent.tools.mcp import catalog, connection, inputs, results
 from shared.agent.tools.mcp.tool import MAX_NAME, McpTool, registry_name
 from shared.mcp_servers import McpServer
 
@@ -236,3 +239,22 @@ def test_a_tool_with_an_invalid_schema_is_left_out_rather_than_declared() -> Non
     problem = catalog.schema_problem({"type": "object", "properties": {"a": {"type": "text"}}})
     assert problem is not None
     assert "'text'" in problem
+
+
+def test_every_connection_shares_one_tls_context(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each call opens a short connection of its own; the TLS settings (the CA bundle loaded, about 20 ms) are built
+    once per instance, not once per call (found by ``make bench``, figure 7)."""
+    built: list[ssl.SSLContext] = []
+    real = httpx2.create_ssl_context
+
+    def counted(*args: Any, **kwargs: Any) -> ssl.SSLContext:
+        built.append(real(*args, **kwargs))
+        return built[-1]
+
+    monkeypatch.setattr(httpx2, "create_ssl_context", counted)
+    nobody = McpServer("gone", f"http://127.0.0.1:{free_port()}/mcp", timeout_seconds=2)
+    with deps.override(mcp_tls=None):
+        for _ in range(3):
+            with pytest.raises(connection.McpFailure):
+                connection.list_tools(nobody)
+    assert len(built) == 1
