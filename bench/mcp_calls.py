@@ -117,8 +117,9 @@ def turn_level(section: Section, turns: mcp_turns.Turns, parts: mcp_parts.Parts,
     rounds = ([[x] for x in mcp.turn_ms], [[y] for y in python.turn_ms])
     gap = mcp.turn(50) - python.turn(50)
     without = (mcp.turn(50) - parts.per_connection_ms) / python.turn(50)
-    for q in (50, 95):
-        low, high = round_interval(*rounds, q)
+    intervals = {q: round_interval(*rounds, q) for q in (50, 95)}
+    (low50, high50) = intervals[50]
+    for q, (low, high) in intervals.items():
         section.add(
             info(f"mcp_turn_ms_p{q}", mcp.turn(q), "ms"),
             info(f"python_turn_ms_p{q}", python.turn(q), "ms"),
@@ -177,9 +178,11 @@ def turn_level(section: Section, turns: mcp_turns.Turns, parts: mcp_parts.Parts,
         ),
         f"{pairs} pairs after {mcp_turns.WARMUP} warm-up pairs; the catalog was listed again {turns.relisted} "
         f"time(s) between pairs, untimed, and {turns.listed_in_sessions} time(s) inside a timed session. The "
-        f"turn {verdict}. The two turns do the same work but for the tool: the "
-        f"MCP turn's median is {gap:.1f} ms longer, which is the MCP call's own cost measured above "
-        f"({call_gap_ms:.1f} ms more than the Python call), on a Python turn of {python.turn(50):.1f} ms (the model "
+        f"turn {verdict}. The two turns do the same work but for the tool: the MCP turn's median is {gap:.1f} ms "
+        f"longer, of which the MCP call alone, timed above outside a session, accounts for {call_gap_ms:.1f} ms "
+        f"(the other {gap - call_gap_ms:.1f} ms are not attributed here: the p50 ratio's 95% interval, "
+        f"{low50:.2f} to {high50:.2f}, shows how much the pairs spread on this shared machine), on a Python turn "
+        f"of {python.turn(50):.1f} ms (the model "
         "round trip to the stub, two step commits and the ledger's two records on the emulator). So the ratio is "
         f"1 + {gap:.1f} / {python.turn(50):.1f}{because} Of the MCP call, "
         f"{parts.per_connection_ms:.1f} ms is per connection, paid again on every call because "
