@@ -116,6 +116,7 @@ def turn_level(section: Section, turns: mcp_turns.Turns, parts: mcp_parts.Parts,
     pairs = len(mcp.turn_ms)
     rounds = ([[x] for x in mcp.turn_ms], [[y] for y in python.turn_ms])
     gap = mcp.turn(50) - python.turn(50)
+    tool_mcp, tool_python = median(mcp.tool_ms), median(python.tool_ms)
     without = (mcp.turn(50) - parts.per_connection_ms) / python.turn(50)
     intervals = {q: round_interval(*rounds, q) for q in (50, 95)}
     (low50, high50) = intervals[50]
@@ -133,6 +134,8 @@ def turn_level(section: Section, turns: mcp_turns.Turns, parts: mcp_parts.Parts,
         info("mcp_session_ms_p50", mcp.session(50), "ms"),
         info("python_session_ms_p50", python.session(50), "ms"),
         info("mcp_over_python_session_ratio_p50", turns.session_ratio(), "ratio"),
+        info("mcp_tool_run_in_session_ms_p50", tool_mcp, "ms"),
+        info("python_tool_run_in_session_ms_p50", tool_python, "ms"),
         info("mcp_over_python_turn_ratio_p50_without_per_connection", without, "ratio"),
     )
     missed = [f for f in section.figures if f.name.startswith("mcp_over_python_turn_ratio_p") and f.met is False]
@@ -179,10 +182,13 @@ def turn_level(section: Section, turns: mcp_turns.Turns, parts: mcp_parts.Parts,
         f"{pairs} pairs after {mcp_turns.WARMUP} warm-up pairs; the catalog was listed again {turns.relisted} "
         f"time(s) between pairs, untimed, and {turns.listed_in_sessions} time(s) inside a timed session. The "
         f"turn {verdict}. The two turns do the same work but for the tool: the MCP turn's median is {gap:.1f} ms "
-        f"longer, of which the MCP call alone, timed above outside a session, accounts for {call_gap_ms:.1f} ms "
-        f"(the other {gap - call_gap_ms:.1f} ms are not attributed here: the p50 ratio's 95% interval, "
-        f"{low50:.2f} to {high50:.2f}, shows how much the pairs spread on this shared machine), on a Python turn "
-        f"of {python.turn(50):.1f} ms (the model "
+        f"longer. Inside the sessions the MCP tool's run (`Toolset.run`) took {tool_mcp:.1f} ms at the median "
+        f"against {tool_python:.2f} ms for the Python twin, {tool_mcp - tool_python:.1f} ms of the gap (the call "
+        f"alone, timed above outside a session, is {call_gap_ms:.1f} ms more than the Python call); the other "
+        f"{gap - (tool_mcp - tool_python):.1f} ms are the rest of the turn (the MCP response, larger by its "
+        "`untrusted` wrapper, stored in the step and the ledger and sent back to the model) and the pairs' "
+        f"spread on this shared machine (the p50 ratio's 95% interval runs from {low50:.2f} to {high50:.2f}). "
+        f"That is on a Python turn of {python.turn(50):.1f} ms (the model "
         "round trip to the stub, two step commits and the ledger's two records on the emulator). So the ratio is "
         f"1 + {gap:.1f} / {python.turn(50):.1f}{because} Of the MCP call, "
         f"{parts.per_connection_ms:.1f} ms is per connection, paid again on every call because "

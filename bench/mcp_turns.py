@@ -31,6 +31,7 @@ from infra.fakegemini.control import FakeGemini
 from infra.mcpdemo.server import SERVICES
 from shared import deps
 from shared.agent.tools import toolset
+from shared.agent.tools.base import Outcome, ToolContext
 from shared.agent.tools.function import tool
 from shared.agent.tools.mcp import catalog, connection
 from shared.agent.tools.toolset import Toolset
@@ -57,6 +58,7 @@ class Side:
 
     turn_ms: list[float] = field(default_factory=list)
     session_ms: list[float] = field(default_factory=list)
+    tool_ms: list[float] = field(default_factory=list)  # the tool's run inside the turn (``Toolset.run``)
 
     def turn(self, q: float) -> float:
         return percentile(self.turn_ms, q)
@@ -86,17 +88,39 @@ def twin_registered() -> Iterator[None]:
         yield
 
 
-def one_session(rig: Rig, tool: str) -> tuple[float, float]:
-    """A session whose model calls ``tool`` once, then answers: the tool turn's ms and the whole delivery's."""
+@contextmanager
+def tool_runs() -> Iterator[list[float]]:
+    """The ms of every tool run (``Toolset.run``: the policy check and the tool) inside the block."""
+    timed: list[float] = []
+    original = Toolset.run
+
+    def run(self: Toolset, name: str, args: Any, ctx: ToolContext) -> Outcome:
+        began = time.perf_counter()
+        try:
+            return original(self, name, args, ctx)
+        finally:
+            timed.append((time.perf_counter() - began) * 1000)
+
+    Toolset.run = run  # type: ignore[method-assign]
+    try:
+        yield timed
+    finally:
+        Toolset.run = original  # type: ignore[method-assign]
+
+
+def one_session(rig: Rig, tool: str) -> tuple[float, float, float]:
+    """A session whose model calls ``tool`` once, then answers: the tool turn's ms, the whole delivery's and the
+    tool run's."""
     session_id = rig.start("look up the api service, then answer")
     rig.script(FakeGemini.call(tool, name="api"), FakeGemini.text("The api is healthy, version 1.4.2."))
-    with model_calls() as calls:
+    with model_calls() as calls, tool_runs() as runs:
         began = time.perf_counter()
         rig.deliver(session_id)
         ended = time.perf_counter()
     rig.expect(session_id, SessionStatus.DONE)
     assert len(calls) == 2, f"{len(calls)} model calls"
-    return (calls[1] - calls[0]) * 1000, (ended - began) * 1000
+    assert len(runs) == 1, f"{len(runs)} tool runs"
+    return (calls[1] - calls[0]) * 1000, (ended - began) * 1000, runs[0]
 
 
 def _check_responses(rig: Rig) -> None:
@@ -155,10 +179,11 @@ def measure(rig: Rig, url: str, *, pairs: int = PAIRS, warmup: int = WARMUP) -> 
             order = ("mcp", "python") if n % 2 == 0 else ("python", "mcp")
             for side in order:
                 listed = len(seen)
-                turn_ms, session_ms = one_session(rig, CALLS[side])
+                turn_ms, session_ms, tool_ms = one_session(rig, CALLS[side])
                 if n >= warmup:
                     sides[side].turn_ms.append(turn_ms)
                     sides[side].session_ms.append(session_ms)
+                    sides[side].tool_ms.append(tool_ms)
                     in_sessions += len(seen) - listed
             if n == 0:
                 _check_responses(rig)

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from bench import mcp_calls, mcp_parts, mcp_turns
-from bench.figures import Section
+from bench.figures import Section, median
 from infra.stack import Stack
 from shared.agent.tools.mcp import connection
 from shared.agent.tools.mcp.tool import McpTool
@@ -37,7 +37,9 @@ def test_the_turns_call_each_tool_and_never_list_inside_a_timed_session(
     assert turns.relisted == 3, "listed again, untimed, before each pair"
     assert turns.listed_in_sessions == 0, "a timed session listed the server's tools"
     for side in (turns.mcp, turns.python):
-        assert all(0 < turn < whole for turn, whole in zip(side.turn_ms, side.session_ms, strict=True))
+        assert all(0 < tool < turn < whole for tool, turn, whole in zip(side.tool_ms, side.turn_ms, side.session_ms,
+                                                                         strict=True))  # fmt: skip
+    assert median(turns.mcp.tool_ms) > median(turns.python.tool_ms), "the MCP tool's run is a network call"
 
 
 @pytest.mark.stack
@@ -61,8 +63,8 @@ def parts(per_connection_ms: float) -> mcp_parts.Parts:
 
 
 def turns(mcp_ms: float, python_ms: float) -> mcp_turns.Turns:
-    mcp = mcp_turns.Side([mcp_ms + n for n in range(10)], [3 * mcp_ms + n for n in range(10)])
-    python = mcp_turns.Side([python_ms + n for n in range(10)], [3 * python_ms + n for n in range(10)])
+    mcp = mcp_turns.Side([mcp_ms + n for n in range(10)], [3 * mcp_ms + n for n in range(10)], [mcp_ms / 3] * 10)
+    python = mcp_turns.Side([python_ms + n for n in range(10)], [3 * python_ms + n for n in range(10)], [0.1] * 10)
     return mcp_turns.Turns(mcp, python, relisted=0, listed_in_sessions=0)
 
 
