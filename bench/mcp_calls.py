@@ -1,4 +1,4 @@
-"""Figure 7: what a tool costs over MCP, in this process, against the sample MCP server on loopback.
+"""Figure 7: what a tool costs over MCP, against the sample MCP server on loopback, the call alone and a whole turn.
 
 The same work, a service lookup in a small table, is done by the sample server's read-only ``lookup_service``
 through ``McpTool.run`` (its schema check, one short streamable-HTTP connection with the SDK's protocol
@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any, cast
+from typing import cast
 
-from bench.figures import Section, at_most, info, median, prose, table
+from bench import mcp_parts, mcp_turns
+from bench.cost import Rig
+from bench.figures import Section, at_most, info, median, prose, round_interval, table, unless_interval_above
 from bench.harness import Bench
-from infra.mcpdemo.server import SERVICES
+from bench.mcp_turns import lookup_service
 from shared.agent.tools.base import ToolContext
-from shared.agent.tools.function import tool
 from shared.agent.tools.mcp import connection
 from shared.agent.tools.mcp.tool import McpTool
 from shared.mcp_servers import McpServer
@@ -28,12 +29,7 @@ CALLS = 30
 LISTINGS = 10
 CALL_LIMIT_MS = 250.0  # one MCP call on loopback, connection included
 LIST_LIMIT_MS = 1000.0  # the first listing of a process
-
-
-@tool(outward=False)
-def lookup_service(name: str) -> dict[str, Any]:
-    """Look up a service's status and deployed version (the Python twin of the sample server's tool)."""
-    return {"name": name, **SERVICES[name]}
+RATIO_LIMIT = 1.3  # issue 19: an MCP tool call against a Python tool doing the same work, after the first list
 
 
 def timed_ms(action: Callable[[], object], times: int) -> list[float]:
@@ -63,20 +59,23 @@ def run(bench: Bench) -> Section:
         assert remote_result["result"]["structured"] == python_result["result"], "the two must do the same work"
         mcp_ms = median(timed_ms(lambda: remote.run(args, ctx), CALLS))
         python_ms = median(timed_ms(lambda: lookup_service.run(args, ctx), CALLS))
+        parts = mcp_parts.measure(remote, args)
+        rig = Rig(bench.stack)
+        with rig.installed():
+            turns = mcp_turns.measure(rig, url)
     finally:
         bench.stack.stop_process("mcp_bench")
     ratio = mcp_ms / python_ms if python_ms else float("inf")
-    section.findings.append(
-        "Each MCP request opens its own connection and negotiates the protocol (`server/discover`) before its one "
-        "request (`shared/agent/tools/mcp/connection.py`); keeping the negotiated `DiscoverResult` per server and "
-        "adopting it (the SDK's `Client(mode=<version>, prior_discover=...)`) would save a round trip per call."
-    )
     section.add(
         at_most("mcp_call_ms", mcp_ms, "ms", CALL_LIMIT_MS),
         info("python_tool_call_ms", python_ms, "ms"),
-        info("mcp_over_python_call_ratio", ratio, "ratio"),
+        at_most("mcp_over_python_call_ratio", ratio, "ratio", RATIO_LIMIT),
         at_most("mcp_list_tools_cold_ms", first_ms, "ms", LIST_LIMIT_MS),
         info("mcp_list_tools_ms", median(listings), "ms"),
+        info("mcp_call_http_requests", float(len(parts.requests)), "requests"),
+        info("mcp_call_per_connection_ms", parts.per_connection_ms, "ms"),
+        info("mcp_call_ssl_context_ms", parts.ssl_ms, "ms"),
+        info("mcp_call_tools_call_round_ms", parts.call_round_ms, "ms"),
     )
     section.say(
         *prose(__doc__),
@@ -90,5 +89,133 @@ def run(bench: Bench) -> Section:
                 ("tools/list on a fresh connection", median(listings)),
             ],
         ),
+        call_level(mcp_ms, python_ms, ratio, parts),
+        *prose(mcp_parts.__doc__),
+        table(["part of one MCP call", f"median (ms, of {mcp_ms:.1f})", "share"], parts.rows(mcp_ms)),
     )
+    turn_level(section, turns, parts, mcp_ms - python_ms)
+    section.findings.append(finding(parts, turns))
     return section
+
+
+def call_level(mcp_ms: float, python_ms: float, ratio: float, parts: mcp_parts.Parts) -> str:
+    verdict = "meets" if ratio <= RATIO_LIMIT else "misses"
+    return (
+        f"At the level of the call alone the ratio ({ratio:,.0f}) {verdict} the issue's target of {RATIO_LIMIT:g}, "
+        f"and no MCP call can meet it there: the Python tool is a function called in this process "
+        f"({python_ms * 1000:.0f} µs with pydantic's check), while the MCP call is {len(parts.requests)} HTTP "
+        f"requests to another process ({', '.join(f'`{r}`' for r in parts.requests)}), each a round trip even on "
+        f"loopback. What its {mcp_ms:.1f} ms is made of, part by part, is below; the comparison a user pays for, a "
+        "whole agent turn around the call, follows it."
+    )
+
+
+def turn_level(section: Section, turns: mcp_turns.Turns, parts: mcp_parts.Parts, call_gap_ms: float) -> None:
+    """The turn and session figures, their table and what the ratio is made of."""
+    mcp, python = turns.mcp, turns.python
+    pairs = len(mcp.turn_ms)
+    rounds = ([[x] for x in mcp.turn_ms], [[y] for y in python.turn_ms])
+    gap = mcp.turn(50) - python.turn(50)
+    tool_mcp, tool_python = median(mcp.tool_ms), median(python.tool_ms)
+    without = (mcp.turn(50) - parts.per_connection_ms) / python.turn(50)
+    intervals = {q: round_interval(*rounds, q) for q in (50, 95)}
+    (low50, high50) = intervals[50]
+    for q, (low, high) in intervals.items():
+        section.add(
+            info(f"mcp_turn_ms_p{q}", mcp.turn(q), "ms"),
+            info(f"python_turn_ms_p{q}", python.turn(q), "ms"),
+            unless_interval_above(
+                f"mcp_over_python_turn_ratio_p{q}", turns.ratio(q), "ratio", RATIO_LIMIT, low=low, high=high
+            ),
+            info(f"mcp_over_python_turn_ratio_p{q}_ci95_low", low, "ratio"),
+            info(f"mcp_over_python_turn_ratio_p{q}_ci95_high", high, "ratio"),
+        )
+    section.add(
+        info("mcp_session_ms_p50", mcp.session(50), "ms"),
+        info("python_session_ms_p50", python.session(50), "ms"),
+        info("mcp_over_python_session_ratio_p50", turns.session_ratio(), "ratio"),
+        info("mcp_tool_run_in_session_ms_p50", tool_mcp, "ms"),
+        info("python_tool_run_in_session_ms_p50", tool_python, "ms"),
+        info("mcp_over_python_turn_ratio_p50_without_per_connection", without, "ratio"),
+    )
+    missed = [f for f in section.figures if f.name.startswith("mcp_over_python_turn_ratio_p") and f.met is False]
+    verdict = (
+        f"misses the target of {RATIO_LIMIT:g} ({', '.join(f'`{f.name}` = {f.value:.2f}' for f in missed)})"
+        if missed
+        else f"meets the target of {RATIO_LIMIT:g} at p50 and p95"
+    )
+    share = parts.per_connection_ms / gap if gap > 0 else 0.0
+    if not missed:
+        because = "."
+    elif share >= 0.5:
+        because = (
+            ": it misses because a turn on this stack is short next to what each MCP call pays to open a "
+            f"connection ({share:.0%} of the gap, below)."
+        )
+    else:
+        because = f": the per-connection part below explains only {share:.0%} of the gap."
+    section.say(
+        *prose(mcp_turns.__doc__),
+        table(
+            ["", "MCP p50", "MCP p95", "Python p50", "Python p95", "ratio p50", "ratio p95"],
+            [
+                (
+                    "the tool turn (ms)",
+                    mcp.turn(50),
+                    mcp.turn(95),
+                    python.turn(50),
+                    python.turn(95),
+                    turns.ratio(50),
+                    turns.ratio(95),
+                ),
+                (
+                    "the whole session (ms)",
+                    mcp.session(50),
+                    mcp.session(95),
+                    python.session(50),
+                    python.session(95),
+                    turns.session_ratio(),
+                    mcp.session(95) / python.session(95),
+                ),
+            ],
+        ),
+        f"{pairs} pairs after {mcp_turns.WARMUP} warm-up pairs; the catalog was listed again {turns.relisted} "
+        f"time(s) between pairs, untimed, and {turns.listed_in_sessions} time(s) inside a timed session. The "
+        f"turn {verdict}. The two turns do the same work but for the tool: the MCP turn's median is {gap:.1f} ms "
+        f"longer. Inside the sessions the MCP tool's run (`Toolset.run`) took {tool_mcp:.1f} ms at the median "
+        f"against {tool_python:.2f} ms for the Python twin, {tool_mcp - tool_python:.1f} ms of the gap (the call "
+        f"alone, timed above outside a session, is {call_gap_ms:.1f} ms more than the Python call); the other "
+        f"{gap - (tool_mcp - tool_python):.1f} ms are the rest of the turn (the MCP response, larger by its "
+        "`untrusted` wrapper, stored in the step and the ledger and sent back to the model) and the pairs' "
+        f"spread on this shared machine (the p50 ratio's 95% interval runs from {low50:.2f} to {high50:.2f}). "
+        f"That is on a Python turn of {python.turn(50):.1f} ms (the model "
+        "round trip to the stub, two step commits and the ledger's two records on the emulator). So the ratio is "
+        f"1 + {gap:.1f} / {python.turn(50):.1f}{because} Of the MCP call, "
+        f"{parts.per_connection_ms:.1f} ms is per connection, paid again on every call because "
+        "`connection.call_tool` opens a new one: the new httpx "
+        f"client ({parts.client_ms:.1f} ms, {parts.ssl_ms:.1f} ms of it the SSL context httpx builds for every new "
+        f"client, CA bundle loaded, even for an http:// URL), the TCP connection ({parts.connect_ms:.1f} ms), the "
+        f"`server/discover` negotiation ({parts.discover_ms:.1f} ms) and the `tools/list` the fresh session sends "
+        f"to learn the tool's output schema ({parts.list_round_ms:.1f} ms); the `tools/call` round itself is "
+        f"{parts.call_round_ms:.1f} ms. Without the per-connection part the turn's ratio would be about "
+        f"{without:.2f} (an estimate: the MCP turn's median less that part, over the Python turn's). With a real "
+        f"model taking about a second a turn, the same gap would be {gap / (1000 + python.turn(50)):.0%} of the "
+        "turn; against a real remote server each of those requests is a network round trip and the new "
+        "connection a TLS handshake, which loopback does not show.",
+    )
+
+
+def finding(parts: mcp_parts.Parts, turns: mcp_turns.Turns) -> str:
+    return (
+        "Each MCP call opens its own connection (`shared/agent/tools/mcp/connection.py`, `_run`): a new httpx "
+        f"client, whose SSL context alone costs {parts.ssl_ms:.1f} ms (the CA bundle loaded each time), a new TCP "
+        f"connection, the `server/discover` negotiation ({parts.discover_ms:.1f} ms) and, since the SDK session is "
+        f"fresh, a `tools/list` after the call to learn the output schema ({parts.list_round_ms:.1f} ms): "
+        f"{parts.per_connection_ms:.1f} ms a call on loopback against a {parts.call_round_ms:.1f} ms `tools/call` "
+        "round, which keeps an agent turn calling an MCP tool at "
+        f"{turns.ratio(50):.2f} times the same turn calling a Python tool (figure 7). Building the SSL context "
+        "once per process (httpx's `verify=` takes one), keeping the negotiated `DiscoverResult` per server and "
+        "adopting it (the SDK's `Client(mode=<version>, prior_discover=...)`), and passing the cached listing's "
+        "output schema instead of relisting would leave about the `tools/call` round; the product's client was "
+        "not changed here."
+    )

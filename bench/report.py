@@ -59,7 +59,7 @@ Cloud Tasks emulator delivers every task it is given, one after another, and eac
 with `agent_session` behind it, hundreds of agent sessions (each a model call, Slack calls and a dozen Firestore
 operations) would run on the same two cores while the ingress latency is measured, and the figure would measure
 them. The sink answers 200 at once, so a task is still created on the real emulator queue and delivered, and the
-ingress does exactly its production work. The figures that need sessions (3, 5, 8 and 10) run `agent_session`'s
+ingress does exactly its production work. The figures that need sessions (3, 5, 7, 8 and 10) run `agent_session`'s
 handler in the benchmark's own process, where they are timed and counted, against the same emulators and fakes.
 
 A target on a ratio of two latencies measured in turns (ours over Bolt) is judged with a 95% confidence interval
