@@ -38,7 +38,7 @@ class Parts:
 
     event_loop_ms: float  # anyio.run of nothing: the loop each request is run in
     client_ms: float  # the HTTP client, the transport and the SDK Client opened and closed, without a request
-    ssl_ms: float  # of client_ms: the SSL context every new httpx client builds (the CA bundle loaded), even for http
+    ssl_ms: float  # building the TLS context (the CA bundle loaded): once per instance, shared by every client
     connect_ms: float  # a new TCP connection: a fresh client's first request minus one on its open connection
     discover_ms: float  # the server/discover round, on an open connection
     list_round_ms: float  # the tools/list round a fresh session sends to learn the output schema, on an open connection
@@ -62,7 +62,7 @@ class Parts:
         parts = [
             ("its own event loop (`anyio.run`)", self.event_loop_ms),
             ("HTTP client, transport and SDK `Client` opened and closed", self.client_ms),
-            ("(of which the SSL context a new httpx client builds, CA bundle loaded)", self.ssl_ms),
+            ("(not per call: the TLS context, CA bundle loaded, built once per instance and shared)", self.ssl_ms),
             ("a new TCP connection (loopback)", self.connect_ms),
             (f"`server/discover` round (protocol negotiation, {self.version})", self.discover_ms),
             ("`tools/list` round (the fresh session learns the output schema)", self.list_round_ms),
@@ -90,7 +90,8 @@ async def opened(tool: McpTool, sent: list[str], *, prior: mcp_types.DiscoverRes
         sent.append(str(method))
 
     timeout = server.timeout_seconds
-    async with httpx2.AsyncClient(timeout=httpx2.Timeout(timeout), event_hooks={"request": [record]}) as http:
+    async with httpx2.AsyncClient(timeout=httpx2.Timeout(timeout), event_hooks={"request": [record]},
+                                  verify=connection.tls_context()) as http:  # fmt: skip
         transport = streamable_http_client(server.url, http_client=http)
         mode = version if prior is not None else "auto"
         async with Client(transport, read_timeout_seconds=timeout, cache=None, mode=mode,

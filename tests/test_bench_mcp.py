@@ -50,7 +50,7 @@ def test_the_parts_of_one_call_are_timed_on_the_requests_it_sends(demo: str) -> 
     assert parts.requests[0] == "server/discover", parts.requests  # negotiated before the call, every call
     assert "tools/call" in parts.requests
     assert parts.version
-    assert 0 < parts.ssl_ms <= parts.client_ms
+    assert parts.ssl_ms > 0
     assert min(parts.event_loop_ms, parts.discover_ms, parts.list_round_ms, parts.call_round_ms) > 0
     assert parts.per_connection_ms < parts.total_ms
 

@@ -78,7 +78,9 @@ def _run(server: McpServer, doing: str, operation: Callable[[Client], Awaitable[
         credential = config.mcp_credential(server)  # a ConfigError naming the variable if it is missing
         headers = {"Authorization": f"Bearer {credential}"} if credential else {}
         with anyio.fail_after(timeout):
-            async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(timeout), verify=_tls()) as http:
+            async with httpx2.AsyncClient(
+                headers=headers, timeout=httpx2.Timeout(timeout), verify=tls_context()
+            ) as http:
                 transport = streamable_http_client(server.url, http_client=http)
                 async with Client(transport, read_timeout_seconds=timeout, cache=None) as client:
                     return await operation(client)
@@ -89,7 +91,7 @@ def _run(server: McpServer, doing: str, operation: Callable[[Client], Awaitable[
         raise _failure(server, doing, timeout, exc) from None
 
 
-def _tls() -> ssl.SSLContext:
+def tls_context() -> ssl.SSLContext:
     """The TLS settings every connection shares, built once per instance: httpx would otherwise load the CA
     bundle for each new client, about 20 ms of every call (measured in ``make bench``, figure 7)."""
     context: ssl.SSLContext = deps.once("mcp_tls", httpx2.create_ssl_context)
