@@ -73,17 +73,21 @@ class Sample:
 def first_model_request(counter: OpCounter) -> Iterator[list[tuple[float, Ops]]]:
     """The moments (perf_counter) the product calls the model, in order, with the Firestore operations counted then."""
     calls: list[tuple[float, Ops]] = []
-    original = gemini.generate
+    original, streamed = gemini.generate, gemini.generate_stream
 
     def generate(*args: Any, **kwargs: Any) -> Any:
         calls.append((time.perf_counter(), counter.snapshot()))
         return original(*args, **kwargs)
 
-    gemini.generate = generate
+    def generate_stream(*args: Any, **kwargs: Any) -> Any:  # a turn streamed into Slack (SLACK_STREAM, the default)
+        calls.append((time.perf_counter(), counter.snapshot()))
+        return streamed(*args, **kwargs)
+
+    gemini.generate, gemini.generate_stream = generate, generate_stream
     try:
         yield calls
     finally:
-        gemini.generate = original
+        gemini.generate, gemini.generate_stream = original, streamed
 
 
 def timed(

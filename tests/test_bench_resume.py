@@ -12,8 +12,10 @@ from tests.rigs import counted_rig
 pytestmark = pytest.mark.stack
 
 
-def test_each_path_reaches_its_first_model_request(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
-    with counted_rig(stack, monkeypatch) as rig:
+@pytest.mark.parametrize("streams", ["true", "false"])
+def test_each_path_reaches_its_first_model_request(stack: Stack, monkeypatch: pytest.MonkeyPatch, streams: str) -> None:
+    """With answers streamed (the product's default, as on the benchmark's stack) and without."""
+    with counted_rig(stack, monkeypatch, SLACK_STREAM=streams) as rig:
         samples = resume.measure(rig, reps=1, warmup=0)
         rig.script_used()
     assert set(samples) == set(resume.PATHS)
