@@ -62,7 +62,6 @@ class Parts:
         parts = [
             ("its own event loop (`anyio.run`)", self.event_loop_ms),
             ("HTTP client, transport and SDK `Client` opened and closed", self.client_ms),
-            ("(not per call: the TLS context, CA bundle loaded, built once per instance and shared)", self.ssl_ms),
             ("a new TCP connection (loopback)", self.connect_ms),
             (f"`server/discover` round (protocol negotiation, {self.version})", self.discover_ms),
             ("`tools/list` round (the fresh session learns the output schema)", self.list_round_ms),

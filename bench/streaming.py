@@ -51,7 +51,7 @@ def one_run(rig: Rig, slack: FakeSlack) -> tuple[float, float]:
 
 
 def run(bench: Bench) -> Section:
-    section = Section("10. Time to the first sign of work and to the first streamed text")
+    section = Section("11. Time to the first sign of work and to the first streamed text")
     rig = Rig(bench.stack)
     slack = FakeSlack(bench.stack.url("fake_slack"))
     signs: list[float] = []
