@@ -20,9 +20,9 @@ import json
 import os
 import pstats
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any, TypeVar
 
 from bench.cost import Rig
 from bench.figures import Section, at_least, at_most, info, median, prose, table
@@ -35,6 +35,8 @@ from shared.agent.tools import toolset
 from shared.agent.tools.function import tool
 from shared.agent.tools.toolset import Toolset
 from shared.state.models import SessionStatus
+
+M = TypeVar("M")
 
 TURNS = 40
 PREFIX_SHARE_TARGET = 0.9  # of each request, the beginning repeated from the turn before (implicit caching)
@@ -72,18 +74,23 @@ def loop_settings() -> Iterator[None]:
         config.reset()
 
 
-@contextmanager
-def model_calls() -> Iterator[list[float]]:
+def model_calls() -> AbstractContextManager[list[float]]:
     """The moments (perf_counter) the agent called the model, in order."""
-    calls: list[float] = []
+    return marked_model_calls(time.perf_counter)
+
+
+@contextmanager
+def marked_model_calls(mark: Callable[[], M]) -> Iterator[list[M]]:
+    """What ``mark`` said each time the agent called the model (whole or streamed), in order."""
+    calls: list[M] = []
     original, streamed = gemini.generate, gemini.generate_stream
 
     def generate(*args: Any, **kwargs: Any) -> Any:
-        calls.append(time.perf_counter())
+        calls.append(mark())
         return original(*args, **kwargs)
 
     def generate_stream(*args: Any, **kwargs: Any) -> Any:  # an answer streamed into Slack (SLACK_STREAM)
-        calls.append(time.perf_counter())
+        calls.append(mark())
         return streamed(*args, **kwargs)
 
     gemini.generate, gemini.generate_stream = generate, generate_stream

@@ -539,6 +539,16 @@ def limits_cost(runs: dict[tuple[str, int], Run], missed: Sequence[Figure], cost
         "faster than that for long would wait on its counter there (a start refused by a limit writes to it too, "
         "twice: its count and the count taken back)."
     )
+    if any("_c16_" in f.name for f in missed):
+        intervals = "; ".join(f"`{f.name}` {f.value:.2f}" for f in missed if "_c16_" in f.name)
+        text += (
+            f" At concurrency 16 a request's latency is mostly queueing (section 1: 16 requests in flight on "
+            f"{os.cpu_count()} cores shared with the emulators), so the work the limits add to each request, "
+            f"{one_on - one_off:.1f} ms one at a time, comes back multiplied by the queue ahead of it: "
+            f"{worst - off:+.1f} and {spread - off:+.1f} ms at p50 here ({intervals}). These ratios move by several "
+            "hundredths from run to run on this shared machine (their 95% intervals are in the table above); the "
+            "ingress does no more Firestore requests with the limits on, only two more writes in the same commit."
+        )
     if missed:
         text = "**Missed: " + ", ".join(f"`{f.name}` ({f.value:.3f})" for f in missed) + ".** " + text
     return text

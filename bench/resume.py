@@ -35,17 +35,17 @@ warm-up; the targets are the ratios of each click's p50 and p95 to the mention's
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
+from bench import agent_loop
 from bench.cost import Rig, compact
 from bench.figures import Section, at_most, info, median, percentile, prose, table
 from bench.firestore_ops import OpCounter, Ops
 from bench.harness import Bench
 from infra.fakegemini.control import FakeGemini
-from shared.agent import model as gemini
 from shared.handlers import slack_events, slack_interactivity
 from shared.slack import blocks
 from shared.state import approvals, ids, questions
@@ -69,25 +69,9 @@ class Sample:
     ops: Ops
 
 
-@contextmanager
-def first_model_request(counter: OpCounter) -> Iterator[list[tuple[float, Ops]]]:
+def first_model_request(counter: OpCounter) -> AbstractContextManager[list[tuple[float, Ops]]]:
     """The moments (perf_counter) the product calls the model, in order, with the Firestore operations counted then."""
-    calls: list[tuple[float, Ops]] = []
-    original, streamed = gemini.generate, gemini.generate_stream
-
-    def generate(*args: Any, **kwargs: Any) -> Any:
-        calls.append((time.perf_counter(), counter.snapshot()))
-        return original(*args, **kwargs)
-
-    def generate_stream(*args: Any, **kwargs: Any) -> Any:  # a turn streamed into Slack (SLACK_STREAM, the default)
-        calls.append((time.perf_counter(), counter.snapshot()))
-        return streamed(*args, **kwargs)
-
-    gemini.generate, gemini.generate_stream = generate, generate_stream
-    try:
-        yield calls
-    finally:
-        gemini.generate, gemini.generate_stream = original, streamed
+    return agent_loop.marked_model_calls(lambda: (time.perf_counter(), counter.snapshot()))
 
 
 def timed(

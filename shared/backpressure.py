@@ -79,6 +79,13 @@ def _sleep_within(handler: RetryHandler, state: Any) -> None:
     time.sleep(max(0.0, duration if left is None else min(duration, left)))
 
 
+def _next_attempt(handler: RetryHandler, state: Any) -> None:
+    """What slack-sdk does between attempts, its backoff cut at the deadline."""
+    state.next_attempt_requested = True
+    _sleep_within(handler, state)
+    state.increment_current_attempt()
+
+
 def retry_handlers() -> list[RetryHandler]:
     """Rate limits, server errors and cut connections, each retried only while the session's budget allows."""
     from slack_sdk.http_retry.builtin_handlers import (
@@ -107,9 +114,7 @@ def retry_handlers() -> list[RetryHandler]:
         def prepare_for_next_attempt(
             self, *, state: Any, request: Any, response: Any = None, error: Any = None
         ) -> None:
-            state.next_attempt_requested = True
-            _sleep_within(self, state)
-            state.increment_current_attempt()
+            _next_attempt(self, state)
 
     class Connections(ConnectionErrorRetryHandler):
         """A refused or cut connection, after slack-sdk's backoff, if that ends in time."""
@@ -123,9 +128,7 @@ def retry_handlers() -> list[RetryHandler]:
         def prepare_for_next_attempt(
             self, *, state: Any, request: Any, response: Any = None, error: Any = None
         ) -> None:
-            state.next_attempt_requested = True
-            _sleep_within(self, state)
-            state.increment_current_attempt()
+            _next_attempt(self, state)
 
     count = OUTSIDE_SESSION_RETRIES
     return [
