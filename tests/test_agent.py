@@ -191,6 +191,32 @@ def test_a_live_lease_is_not_taken_by_another_task(fake_slack: FakeSlack, uid: s
         steps.commit_step(redelivered, None, lease_seconds=60)
 
 
+def test_a_copy_of_a_delivery_that_loses_the_claim_for_contention_is_a_duplicate(
+    uid: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Parallel copies of one task delivery all want the session document: one that cannot commit its claim after
+    the retries, while a copy of the same delivery holds a live lease, is a duplicate (200), not a failure (500);
+    one that loses to anything else still fails, for Cloud Tasks to retry."""
+    from shared.state.models import Session, SessionKind
+
+    session = Session(
+        session_id=f"copy-{uid}", kind=SessionKind.MENTION, channel=f"C{uid}", thread_ts="1.0", trigger_ts="1.0",
+        trigger_user="U1", text="x", created_at=firestore.now(),
+    )  # fmt: skip
+    firestore.db().collection(firestore.SESSIONS).document(session.session_id).create(session.to_doc())
+    assert sessions.claim_session(session.session_id, worker="w1", task="t1", attempt=2, lease_seconds=60).session
+
+    def contended(*_: object, **__: object) -> object:
+        raise ValueError("Failed to commit transaction in 8 attempts.")
+
+    monkeypatch.setattr(sessions, "contended", contended)
+    copy = sessions.claim_session(session.session_id, worker="w2", task="t1", attempt=2, lease_seconds=60)
+    assert (copy.result, copy.session) == (ClaimResult.LIVE_LEASE, None)
+    for task, attempt in (("t1", 3), ("t2", 0)):  # a later attempt, or another task: not a copy of the winner
+        with pytest.raises(ValueError, match="Failed to commit"):
+            sessions.claim_session(session.session_id, worker="w3", task=task, attempt=attempt, lease_seconds=60)
+
+
 def test_a_killed_worker_is_taken_over_without_posting_twice(
     script: Script, stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
 ) -> None:

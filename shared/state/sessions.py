@@ -132,8 +132,27 @@ def claim_session(
         session.apply(fields)
         return Claim(result, session, trace_id=session.trace_id)
 
-    claimed: Claim = contended(claim)  # parallel deliveries of one task race for it
+    try:
+        claimed: Claim = contended(claim)  # parallel deliveries of one task race for it
+    except (gexc.Aborted, ValueError):  # the client gives up on a contended commit with a ValueError
+        lost = _lost_to_a_copy(session_id, task=task, attempt=attempt, when=when)
+        if lost is None:
+            raise
+        return lost
     return claimed
+
+
+def _lost_to_a_copy(session_id: str, *, task: str, attempt: int, when: datetime) -> Claim | None:
+    """After a claim that could not commit for contention: a live lease taken by a copy of this very delivery (the
+    same task, this attempt or a later one) makes this delivery a duplicate, as if it had read that lease; anything
+    else is left to Cloud Tasks' retry (None)."""
+    data = session_ref(session_id).get().to_dict()
+    found = Session.from_doc(data) if data else None
+    live = found is not None and found.status == SessionStatus.RUNNING and (found.lease_until or when) > when
+    if found is None or not live or found.lease_task != task or found.lease_attempt < attempt:
+        return None
+    log.info("a parallel copy of this delivery claimed the session first", extra={"session_id": session_id})
+    return Claim(ClaimResult.LIVE_LEASE, None, trace_id=found.trace_id)
 
 
 def _children_ended(transaction: firestore.Transaction, session: Session) -> bool:
