@@ -176,7 +176,9 @@ def test_an_approval_approved_and_another_denied(open_page: OpenPage) -> None:
     card = pinned(open_thread(olivia, search), "approval needed")
     card.get_by_role("button", name="Deny").click()
     expect(card).to_contain_text("🚫 denied by @olivia", timeout=WAIT)
-    expect(olivia.locator("#thread")).not_to_contain_text("The tool restart_service returned")
+    # The model hears the denial and says so; the tool never ran (it would have posted "Restarting …" first).
+    expect(olivia.locator("#thread")).to_contain_text("It did not run", timeout=WAIT)
+    expect(olivia.locator("#thread")).not_to_contain_text("Restarting")
 
 
 def test_a_reaction_lands_on_the_message_it_was_given_to(open_page: OpenPage) -> None:
