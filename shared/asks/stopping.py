@@ -12,7 +12,7 @@ import re
 from enum import StrEnum
 
 from shared import config
-from shared.asks import approvals
+from shared.asks import approvals, delegation
 from shared.slack import blocks
 from shared.slack import client as slack
 from shared.slack.surface import Reaction
@@ -37,6 +37,7 @@ def stop(session_id: str, *, by: str) -> list[str]:
             found = sessions.get_session(current)
             if found is not None:
                 close_waits(found, by=by)
+                delegation.release_askers(found)  # children of earlier sessions of its conversation
                 if found.top_level:  # it waited: nobody else will tell the thread
                     slack.post(found.channel, found.thread_ts, f":octagonal_sign: Stopped by {by}.",
                                key=f"{found.session_id}:stopped")  # fmt: skip
