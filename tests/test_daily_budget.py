@@ -141,3 +141,39 @@ def test_a_lift_by_anyone_but_an_operator_is_not_read_as_one(monkeypatch: pytest
     finally:
         monkeypatch.undo()
         config.reset()
+
+
+@pytest.fixture
+def roomy(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Iterator[cost.Rig]:
+    with counted_rig(stack, monkeypatch, USER_DAILY_TOKENS="1000000000", WORKSPACE_DAILY_TOKENS="0") as rig:
+        yield rig
+
+
+def negative_usage(text: str) -> dict[str, Any]:
+    """A model reply whose usage metadata claims it cost minus five million tokens."""
+    body = {"candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP"}],
+            "usageMetadata": {"promptTokenCount": -5_000_000, "candidatesTokenCount": -7, "thoughtsTokenCount": -1,
+                              "cachedContentTokenCount": -3, "totalTokenCount": -5_000_008}}  # fmt: skip
+    return FakeGemini.raw(body)
+
+
+def test_token_counts_are_clamped_at_zero_and_spend_never_decreases(roomy: cost.Rig) -> None:
+    """Issue 24.5: a model response reporting -5,000,000 prompt tokens took a person's day to -4,999,999."""
+    rig = roomy
+    session_id = rig.start("read, then answer")
+    rig.script(FakeGemini.call("read_thread", limit=5), negative_usage("Done."))
+    rig.deliver(session_id)
+    done = rig.session(session_id)
+    assert done.status == SessionStatus.DONE
+    [first] = [r["reply"]["usage"] for r in model_requests(rig)[:1]]
+    assert done.tokens["prompt"] == first["promptTokenCount"] > 0  # the bad turn added nothing
+    assert min(done.tokens.values()) >= 0
+    spent = spend.spent_today(done.requester, now())[0]
+    assert spent == spend.counted(done.tokens) > 0
+
+    # The same again from a fresh session: the day only grows.
+    again = rig.start("only the bad turn")
+    rig.script(negative_usage("Nothing."))
+    rig.deliver(again)
+    assert rig.session(again).tokens == {"prompt": 0, "cached": 0, "output": 0, "thinking": 0}
+    assert spend.spent_today(done.requester, now())[0] == spent
