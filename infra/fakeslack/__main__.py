@@ -63,10 +63,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     server = make_server(config, args.host, args.port)
     if args.console:
-        from infra.console import serve_console
+        from infra.console import serve_workspace_console
 
-        page = server.serve_page
-        server.serve_page = lambda handler, ws, target: serve_console(handler, target) or page(handler, ws, target)
+        page, port = server.serve_page, server.server_address[1]
+        server.serve_page = lambda handler, ws, target: (
+            serve_workspace_console(handler, target, port) or page(handler, ws, target)
+        )
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
