@@ -88,34 +88,41 @@ class McpTool:
         problem = self._bad_arguments(args)
         if problem is not None:
             return {"error": problem}
+        asked: list[str] = []
         try:
-            outcome = connection.call_tool(self.server, self.listed.name, args)
+            outcome = connection.call_tool(self.server, self.listed.name, args, asked_mid_call=asked)
         except connection.McpFailure as exc:
-            return {"error": f"{exc}; the call may not have completed"}
-        return self._outcome(outcome, args, ctx, round=1)
+            return results.declined_mid_call(
+                self.server.name, asked, {"error": f"{exc}; the call may not have completed"}
+            )
+        return self._outcome(outcome, args, ctx, round=1, asked=asked)
 
     def resume(self, pending: inputs.Pending, question: Question, ctx: ToolContext) -> Outcome:
         """The same call again, with the operator's answer and the state the server gave with its request."""
         answer = inputs.elicit_result(pending, question.answer or "", question.matched_option)
+        asked: list[str] = []
         try:
             outcome = connection.call_tool(self.server, pending.tool, pending.arguments,
                                            input_responses={pending.key: answer},
-                                           request_state=pending.request_state)  # fmt: skip
+                                           request_state=pending.request_state, asked_mid_call=asked)  # fmt: skip
         except connection.McpFailure as exc:
             if not exc.expired_state:
-                return {"error": f"{exc}; the call may not have completed"}
+                failed = {"error": f"{exc}; the call may not have completed"}
+                return results.declined_mid_call(self.server.name, asked, failed)
             text = (f"The request of `{self.name}` expired on MCP server `{self.server.name}` before the answer "
                     "reached it (a server keeps such requests only for a while), so the call did not complete. "
                     "Call it again if it is still needed.")  # fmt: skip
             ctx.post_ts.append(ctx.surface.post(f":hourglass: {text}", key=ctx.post_key(f":expired{pending.round}")))
             log.info("an MCP request state expired", extra={"tool": self.name})
             return {"error": text}
-        return self._outcome(outcome, pending.arguments, ctx, round=pending.round + 1)
+        return self._outcome(outcome, pending.arguments, ctx, round=pending.round + 1, asked=asked)
 
-    def _outcome(self, outcome: connection.Outcome, args: dict[str, Any], ctx: ToolContext, *, round: int) -> Outcome:
+    def _outcome(self, outcome: connection.Outcome, args: dict[str, Any], ctx: ToolContext, *, round: int,
+                 asked: list[str]) -> Outcome:  # fmt: skip
         if isinstance(outcome, mcp_types.InputRequiredResult):
             return self._ask(outcome, args, ctx, round=round)
-        return results.response(self.server.name, self.name, outcome)
+        response = results.response(self.server.name, self.name, outcome)
+        return results.declined_mid_call(self.server.name, asked, response)
 
     def _ask(self, result: mcp_types.InputRequiredResult, args: dict[str, Any], ctx: ToolContext, *,
              round: int) -> Outcome:  # fmt: skip
