@@ -14,7 +14,7 @@ from shared.state.models import Session, SessionKind
 MAX_HOPS = 8  # a chain longer than any tree this product builds (depth, continuations): stop rather than loop
 
 
-def _origin_of(session: Session) -> str | None:
+def origin_of(session: Session) -> str | None:
     """The session one step nearer the request, or None for a mention (it is the request)."""
     if session.kind == SessionKind.MENTION:
         return None
@@ -29,7 +29,7 @@ def request_ts(session: Session) -> str:
     """The ts of the request message behind ``session`` (its own trigger when the chain cannot be followed)."""
     current = session
     for _ in range(MAX_HOPS):
-        origin = _origin_of(current)
+        origin = origin_of(current)
         if not origin or origin == current.session_id:
             break
         found = sessions.get_session(origin)
