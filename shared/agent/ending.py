@@ -53,9 +53,7 @@ class Endings:
             delegation.resume_parent(self.session, finished)
         else:
             key = ids.post_key(self.session.session_id, self.session.next_seq, "stopped")
-            ts = self.surface.post(
-                f":octagonal_sign: {text} Nothing more will happen unless someone asks again.", key=key
-            )
+            ts = self.surface.post(stopping.stopped_text(by), key=key)
             posted = [Audit(AuditType.POST, now(), ts=ts)]
             self._commit(StepKind.END, None, posted, status=SessionStatus.STOPPED.value, error=f"stopped by {by}",
                          ended_at=now())  # fmt: skip
