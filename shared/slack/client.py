@@ -85,15 +85,16 @@ def update(channel: str, ts: str, text: str, *, blocks: Sequence[Block] | None =
     )
 
 
-def start_stream(channel: str, thread_ts: str, *, recipient: str) -> str:
+def start_stream(channel: str, thread_ts: str, *, recipient: str, display: str = "timeline") -> str:
     """Open an empty streamed reply in a thread for ``recipient`` (Slack requires the user and their team outside a
-    DM); returns its ts. Text and task cards follow with ``append_stream``."""
+    DM); returns its ts. Text and task cards follow with ``append_stream``; ``display`` is Slack's
+    ``task_display_mode``: "timeline" (cards between the text) or "plan" (the tasks together in a plan block)."""
     response = client().chat_startStream(
         channel=channel,
         thread_ts=thread_ts,
         recipient_user_id=recipient,
         recipient_team_id=_team_id(),
-        task_display_mode="timeline",
+        task_display_mode=display,
     )
     return str(response["ts"])
 

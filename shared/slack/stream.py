@@ -35,7 +35,7 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.models.blocks import Block
 from slack_sdk.models.blocks.block_elements import UrlSourceElement
-from slack_sdk.models.messages.chunk import Chunk, MarkdownTextChunk, TaskUpdateChunk
+from slack_sdk.models.messages.chunk import Chunk, MarkdownTextChunk, PlanUpdateChunk, TaskUpdateChunk
 
 from shared.slack import client as slack
 from shared.slack.safety import neutralise_blocks, neutralise_markdown
@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 MARKDOWN_CHARS = 12_000  # Slack: one markdown_text holds at most this many characters
 CHUNKS_PER_CALL = 50  # Slack: one call's chunks (and stopStream's blocks) hold at most this many
 MESSAGE_CHARS = 36_000  # a streamed message's text, kept under the 40,000 of any message; more rolls over
+MAX_PLAN_STEPS = 20
 CLOSED = "message_not_in_streaming_state"  # Slack closed the stream: its time is up, or it ended it
 FLUSH_SECONDS = 1.0  # text waiting this long is sent with the next piece, however short
 INTERRUPTED = "_(This answer was interrupted; I am picking it up again…)_"
@@ -80,7 +81,9 @@ class AnswerStream:
         self.flushed_at = 0.0
         self.tasks: dict[str, TaskUpdateChunk] = {}  # cards in progress, by id
         self.shown_cards: dict[str, TaskUpdateChunk] = {}  # every card this message showed, by id
-        self.done: list[TaskUpdateChunk] = []  # cards of a closed message, replayed (as they stand) by the next one
+        self.done: list[Chunk] = []  # the plan and cards of a closed message, replayed (as they stand) by the next one
+        self.mode = "timeline"  # Slack's task_display_mode for the next stream: "plan" once the session states one
+        self.plan_title: str | None = None
         self.replace_key: str | None = None  # the answer post that replaces this message (a fallback)
         self.rolled_now = False  # the message was just opened because Slack closed the last one
 
@@ -119,6 +122,24 @@ class AnswerStream:
         if chunk is not None:
             chunk.status = "error" if failed else "complete"
             self._append([chunk])
+
+    def plan(self, title: str, steps: Sequence[str], done: int) -> bool:
+        """The session's plan in Slack's plan display: its ``steps`` as the plan's tasks, the first ``done``
+        complete and the next in progress. A stream's display mode is set when it starts, so an open timeline
+        stream rolls over to one in plan mode, its cards and text carried on. False where nothing streams."""
+        if not self.streaming:
+            return False
+        self.plan_title = title.strip()[:256] or "Plan"
+        if self.mode != "plan":
+            self.mode = "plan"
+            if self.open:
+                self._roll_over()  # the new message opens with the plan's title and the cards
+        carried = bool(self.done) and isinstance(self.done[0], PlanUpdateChunk)
+        chunks: list[Chunk] = [] if carried else [PlanUpdateChunk(title=self.plan_title)]
+        for n, step in enumerate(steps[:MAX_PLAN_STEPS]):
+            status = "complete" if n < done else "in_progress" if n == done else "pending"
+            chunks.append(TaskUpdateChunk(id=f"plan.{n}", title=step.strip()[:256] or f"Step {n + 1}", status=status))
+        return self._append(chunks)
 
     # --- the end of the message --------------------------------------------------------
     def finish(self, text: str, *, key: str, blocks: Sequence[Block]) -> str | None:
@@ -182,7 +203,7 @@ class AnswerStream:
             self._stop(key=f"{self.ts}:steps", chunks=cards)
             return
         self._stop(key=None)
-        self.done = list(self.shown_cards.values())
+        self.done = self._carried()
         try:
             slack.delete(self.channel, self.ts)
         except SlackApiError as exc:
@@ -289,7 +310,12 @@ class AnswerStream:
         self.open, self.final = False, True
         self.rolled.append(self.ts)
         self.rolled_now = closed  # a new message that Slack closes at once is not rolled over again
-        self.done = list({**self.shown_cards, **self.tasks}.values())
+        self.done = self._carried()
+
+    def _carried(self) -> list[Chunk]:
+        """What a new message of this run opens with: the plan's title and every card shown, as they stand."""
+        plan: list[Chunk] = [PlanUpdateChunk(title=self.plan_title)] if self.plan_title else []
+        return [*plan, *{**self.shown_cards, **self.tasks}.values()]
 
     def _ensure_open(self) -> bool:
         if self.open:
@@ -297,7 +323,7 @@ class AnswerStream:
         if self.refused is not None or self.broken is not None:
             return False
         try:
-            self.ts = slack.start_stream(self.channel, self.thread_ts, recipient=self.recipient)
+            self.ts = slack.start_stream(self.channel, self.thread_ts, recipient=self.recipient, display=self.mode)
         except SlackApiError as exc:
             self.refused = str(exc.response.get("error") or "unknown_error")
             log.warning("stream refused; answers are posted whole", extra={"error": self.refused})
