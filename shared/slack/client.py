@@ -162,14 +162,15 @@ def set_status(channel: str, thread_ts: str, status: str) -> str | None:
 
 
 def set_suggested_prompts(
-    channel: str, thread_ts: str, prompts: Sequence[tuple[str, str]], *, title: str
+    channel: str, thread_ts: str | None, prompts: Sequence[tuple[str, str]], *, title: str
 ) -> str | None:
-    """The prompts an assistant thread offers (``(title, message)`` each; Slack shows up to four). None if Slack
-    took them, else its error code (logged): never fatal. ``thread_ts`` is passed, as the assistant_view
-    experience this app's manifest declares needs it."""
+    """The prompts a DM with the app offers (``(title, message)`` each; Slack shows up to four) under ``title``.
+    None if Slack took them, else its error code (logged): never fatal. ``thread_ts`` only for the assistant
+    pane's threads (``assistant_view``); an agent app (``agent_view``) passes None, as Slack requires."""
     listed = [{"title": neutralise(shown), "message": neutralise(message)} for shown, message in prompts]
+    where = {"thread_ts": thread_ts} if thread_ts else {}
     return _assistant(client().assistant_threads_setSuggestedPrompts, "suggested prompts refused",
-                      channel_id=channel, thread_ts=thread_ts, prompts=listed, title=title)  # fmt: skip
+                      channel_id=channel, prompts=listed, title=title, **where)  # fmt: skip
 
 
 def set_title(channel: str, thread_ts: str, title: str) -> str | None:
