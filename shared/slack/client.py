@@ -21,13 +21,14 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.models.blocks import Block
 from slack_sdk.models.messages.chunk import Chunk
 
-from shared import deps
+from shared import backpressure, deps
 from shared.slack.safety import neutralise, neutralise_blocks
 
 log = logging.getLogger(__name__)
 
 POST_KEY_EVENT = "agent_post"  # the metadata event_type that marks a post made by a session step
 THREAD_READ_LIMIT = 200  # messages read from a thread at most (a bounded prompt)
+THREAD_READ_MAX_WAIT = 5.0  # seconds a thread read waits out a rate limit; a longer Retry-After: go on without it
 
 
 def client() -> WebClient:
@@ -225,6 +226,37 @@ def thread_messages(channel: str, thread_ts: str, *, limit: int = THREAD_READ_LI
     if len(messages) > limit:
         messages = messages[:1] + messages[-(limit - 1) :]  # keep the opening message for context
     return messages
+
+
+def thread_read(
+    channel: str, thread_ts: str, *, limit: int = THREAD_READ_LIMIT
+) -> tuple[list[dict[str, Any]], float | None]:
+    """The thread's messages as ``thread_messages`` reads them, and None; or, when Slack rate-limits the read for
+    longer than ``THREAD_READ_MAX_WAIT`` (``conversations.replies`` allows an app distributed outside the
+    Marketplace one request a minute, 15 messages), the messages read before that and Slack's ``Retry-After``."""
+    messages: list[dict[str, Any]] = []
+    cursor = None
+    with backpressure.waiting_at_most(THREAD_READ_MAX_WAIT):
+        while True:
+            try:
+                response = client().conversations_replies(
+                    channel=channel, ts=thread_ts, limit=min(limit, 200), cursor=cursor, include_all_metadata=True
+                )
+            except SlackApiError as exc:
+                if exc.response.get("error") != "ratelimited" and exc.response.status_code != 429:
+                    raise
+                wait = backpressure.retry_after(exc.response)
+                log.warning("thread read rate-limited; going on with what was read",
+                            extra={"read": len(messages), "retry_after": wait})  # fmt: skip
+                return _newest(messages, limit), wait
+            messages.extend(response.get("messages") or [])
+            cursor = (response.get("response_metadata") or {}).get("next_cursor")
+            if not cursor or not response.get("has_more"):
+                return _newest(messages, limit), None
+
+
+def _newest(messages: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
+    return messages if len(messages) <= limit else messages[:1] + messages[-(limit - 1) :]
 
 
 def posted_keys(channel: str, thread_ts: str) -> dict[str, str]:
