@@ -164,7 +164,7 @@ def measure(tool: McpTool, args: dict[str, Any]) -> Parts:
         discover_ms=_ms(anyio.run(rounds, lambda client: client.session.send_discover(version))),
         list_round_ms=_ms(anyio.run(rounds, lambda client: client.session.list_tools())),
         call_round_ms=_ms(anyio.run(rounds, call)),  # the first, uncounted, listed the tools
-        schema_ms=_ms(_timed(lambda: tool._bad_arguments(args))),  # the check run() makes first
+        schema_ms=_ms(_timed(lambda: tool.argument_problem(args))),  # the check run() makes first
         convert_ms=_ms(_timed(lambda: results.response(tool.server.name, tool.name, outcome))),
         requests=tuple(requests),
         version=version,

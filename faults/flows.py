@@ -31,7 +31,7 @@ from shared.state.models import QuestionStatus, Session, SessionKind, SessionSta
 G = FakeGemini
 HUMAN = "U0HUMAN"
 OPERATOR = local.OPERATOR_ID
-KINDS = ("plain", "ask", "approve", "delegate", "mcp_read", "mcp_input", "outage")
+KINDS = ("plain", "ask", "approve", "delegate", "mcp_read", "mcp_input", "mcp_elicit", "outage")
 # A session that ended, or paused and then handed on to the session its answer started.
 SETTLED = {SessionStatus.DONE, SessionStatus.RESUMED}
 # An outage flow's session must end failed: Slack refuses its answer for longer than any budget.
@@ -354,11 +354,29 @@ def mcp_input(flow: Flow) -> None:
     flow.wait_final()
 
 
+def mcp_elicit(flow: Flow) -> None:
+    """An MCP server that asks the way the SDK teaches (a resolver returning ``Elicit``, issue 24.10): the
+    operator is asked, and the answer resumes the call once."""
+    fault = flow.script(G.call("mcp.demo.deploy_service", service=f"svc-{flow.marker}"), G.text(flow.final))
+    flow.mention("deploy the service", fault)
+    continuation = flow.answer(flow.root, "production")
+    wait_status(continuation, {SessionStatus.DONE})
+    flow.wait_final()
+
+
 def check_mcp_input(flow: Flow) -> None:
+    check_mcp_ran(flow, "create_ticket", "title", f"Login broken {flow.marker}")
+
+
+def check_mcp_elicit(flow: Flow) -> None:
+    check_mcp_ran(flow, "deploy_service", "service", f"svc-{flow.marker}")
+
+
+def check_mcp_ran(flow: Flow, tool: str, argument: str, value: str) -> None:
+    """The sample server ran the flow's call once (its own record), and at least once if the flow reached its end."""
     mcp = flow.injector.stack.url("mcp_demo")
     calls: list[dict[str, Any]] = requests.get(f"{mcp}/calls", timeout=10).json()
-    ran = [c for c in calls if c["tool"] == "create_ticket" and c["event"] == "ran"
-           and c["arguments"].get("title") == f"Login broken {flow.marker}"]  # fmt: skip
+    ran = [c for c in calls if c["tool"] == tool and c["event"] == "ran" and c["arguments"].get(argument) == value]
     flow.outcome.tools_run_twice = max(0, len(ran) - 1)
     if flow.outcome.reached_end and not ran:
         flow.outcome.answers_lost += 1
@@ -401,9 +419,9 @@ def in_parallel(action: Callable[[], Any], *, times: int) -> None:
 
 DRIVERS: dict[str, Callable[[Flow], None]] = {
     "plain": plain, "ask": ask, "approve": approve, "delegate": delegate, "mcp_read": mcp_read,
-    "mcp_input": mcp_input, "outage": outage,
+    "mcp_input": mcp_input, "mcp_elicit": mcp_elicit, "outage": outage,
 }  # fmt: skip
 CHECKS: dict[str, Callable[[Flow], None]] = {
     "ask": check_ask, "approve": check_approve, "delegate": check_delegate, "mcp_input": check_mcp_input,
-    "outage": check_outage,
+    "mcp_elicit": check_mcp_elicit, "outage": check_outage,
 }  # fmt: skip

@@ -1,8 +1,12 @@
 """Talking to one MCP server: list its tools, call one. Each operation opens its own short connection.
 
 The SDK's ``Client`` negotiates the protocol (the stateless 2026-07-28 revision, or the older handshake); its
-own response cache is off because ``catalog`` keeps tool lists. A call is made with ``allow_input_required`` so a
-server's request for input comes back to us (to become an operator question) instead of being answered here.
+own response cache is off because ``catalog`` keeps tool lists. The client declares form and URL elicitation, so a
+server may ask for input the way the SDK teaches (a resolver returning ``Elicit``). A call is made with
+``allow_input_required`` so on the 2026-07-28 revision a server's request for input comes back to us (to become an
+operator question) instead of being answered here. On the older handshake a server asks in the middle of the
+call, while the request is open; nobody can answer that in time, so it is declined (``decline_mid_call``) and the
+caller is told what was asked.
 Every failure is an ``McpFailure`` with words fit for the model; the credential never reaches a message or a log.
 """
 
@@ -16,6 +20,7 @@ import anyio
 import httpx2
 import mcp_types
 from mcp.client import Client
+from mcp.client.session import ClientRequestContext, ElicitationFnT
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
@@ -54,8 +59,10 @@ def list_tools(server: McpServer) -> list[mcp_types.Tool]:
 
 
 def call_tool(server: McpServer, name: str, arguments: dict[str, Any], *,
-              input_responses: dict[str, Any] | None = None, request_state: str | None = None) -> Outcome:  # fmt: skip
-    """One ``tools/call`` round: the result, or the server's request for input."""
+              input_responses: dict[str, Any] | None = None, request_state: str | None = None,
+              asked_mid_call: list[str] | None = None) -> Outcome:  # fmt: skip
+    """One ``tools/call`` round: the result, or the server's request for input. What a server on the older
+    handshake asked in the middle of the call (declined) is appended to ``asked_mid_call``."""
     responses = _responses(input_responses) if input_responses is not None else None
 
     async def calling(client: Client) -> Outcome:
@@ -63,7 +70,19 @@ def call_tool(server: McpServer, name: str, arguments: dict[str, Any], *,
             name, arguments, input_responses=responses, request_state=request_state, allow_input_required=True
         )
 
-    return _run(server, f"call {name}", calling)
+    return _run(server, f"call {name}", calling, asked=asked_mid_call)
+
+
+def decline_mid_call(asked: list[str]) -> ElicitationFnT:
+    """The elicitation callback: its presence declares form and URL elicitation. It is only called when a server
+    on the older handshake asks in the middle of a call (on 2026-07-28 a request for input ends the round
+    instead); the answer is "decline", and what was asked is noted for the model."""
+
+    async def declining(context: ClientRequestContext, params: mcp_types.ElicitRequestParams) -> mcp_types.ElicitResult:
+        asked.append(params.message)
+        return mcp_types.ElicitResult(action="decline")
+
+    return declining
 
 
 def _responses(raw: dict[str, Any]) -> mcp_types.InputResponses:
@@ -71,8 +90,10 @@ def _responses(raw: dict[str, Any]) -> mcp_types.InputResponses:
     return {key: mcp_types.ElicitResult.model_validate(value) for key, value in raw.items()}
 
 
-def _run(server: McpServer, doing: str, operation: Callable[[Client], Awaitable[T]]) -> T:
+def _run(server: McpServer, doing: str, operation: Callable[[Client], Awaitable[T]], *,
+         asked: list[str] | None = None) -> T:  # fmt: skip
     timeout = server.timeout_seconds
+    declining = decline_mid_call(asked if asked is not None else [])
 
     async def run() -> T:
         credential = config.mcp_credential(server)  # a ConfigError naming the variable if it is missing
@@ -82,7 +103,9 @@ def _run(server: McpServer, doing: str, operation: Callable[[Client], Awaitable[
                 headers=headers, timeout=httpx2.Timeout(timeout), verify=tls_context()
             ) as http:
                 transport = streamable_http_client(server.url, http_client=http)
-                async with Client(transport, read_timeout_seconds=timeout, cache=None) as client:
+                async with Client(
+                    transport, read_timeout_seconds=timeout, cache=None, elicitation_callback=declining
+                ) as client:
                     return await operation(client)
 
     try:
