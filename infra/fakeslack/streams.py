@@ -1,8 +1,8 @@
 """The fake Slack's streamed messages: ``chat.startStream`` / ``chat.appendStream`` / ``chat.stopStream``.
 
 Argument names and errors are Slack's: outside a DM a stream needs ``recipient_user_id`` and
-``recipient_team_id`` (``missing_recipient_user_id`` / ``missing_recipient_team_id``); one ``markdown_text`` holds
-at most 12,000 characters and a message at most ``MAX_TEXT`` (``msg_too_long``); one call at most 50 chunks
+``recipient_team_id`` (``missing_recipient_user_id`` / ``missing_recipient_team_id``); one call's ``markdown_text``
+holds at most 12,000 characters and a message at most ``MAX_TEXT`` (``msg_too_long``); one call at most 50 chunks
 (``invalid_chunks``) and ``stopStream`` at most 50 blocks (``invalid_blocks``); a stream ends on its own some
 time after it started (Slack: about five minutes; here ``stream_seconds`` in the config, ``--stream-seconds`` or
 ``FAKESLACK_STREAM_SECONDS``), after which appends and the stop answer ``message_not_in_streaming_state``. A test
@@ -113,9 +113,9 @@ def _absorb(message: Message, args: Json) -> None:
             piece = chunk.get("text")
             if not isinstance(piece, str):
                 raise SlackError("invalid_chunks")
-            if len(piece) > MAX_MARKDOWN:
-                raise SlackError("msg_too_long")
             added += piece
+            if len(added) > MAX_MARKDOWN:  # one call's markdown_text, over all its chunks
+                raise SlackError("msg_too_long")
         if kind == "task_update" and (not chunk.get("id") or not chunk.get("title")
                                       or chunk.get("status") not in TASK_STATUSES):  # fmt: skip
             raise SlackError("invalid_chunks")

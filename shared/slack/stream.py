@@ -340,15 +340,23 @@ class AnswerStream:
 
 
 def _batches(chunks: Sequence[Chunk]) -> list[list[Chunk]]:
-    """``chunks`` as Slack takes them: no ``markdown_text`` over 12,000 characters, no call over 50 chunks."""
-    split: list[Chunk] = []
+    """``chunks`` as Slack takes them: at most 12,000 characters of ``markdown_text`` and 50 chunks a call (a
+    longer text is split over several chunks and calls; the text Slack assembles is the same)."""
+    batches: list[list[Chunk]] = [[]]
+    room = MARKDOWN_CHARS
     for chunk in chunks:
         text = chunk.text if isinstance(chunk, MarkdownTextChunk) else None
-        if text is None or len(text) <= MARKDOWN_CHARS:
-            split.append(chunk)
-            continue
-        split += [MarkdownTextChunk(text=text[i : i + MARKDOWN_CHARS]) for i in range(0, len(text), MARKDOWN_CHARS)]
-    return [split[i : i + CHUNKS_PER_CALL] for i in range(0, len(split), CHUNKS_PER_CALL)]
+        while text is not None and len(text) > room:  # what fits ends this call, the rest opens the next
+            if room:
+                batches[-1].append(MarkdownTextChunk(text=text[:room]))
+            text, room = text[room:], MARKDOWN_CHARS
+            batches.append([])
+        if len(batches[-1]) == CHUNKS_PER_CALL:
+            batches.append([])
+            room = MARKDOWN_CHARS
+        batches[-1].append(MarkdownTextChunk(text=text) if text is not None else chunk)
+        room -= len(text or "")
+    return [batch for batch in batches if batch]
 
 
 def feedback_only(blocks: Sequence[Any]) -> list[Any]:
