@@ -358,8 +358,10 @@ class Workspace:
             if message.reactions:
                 out["reactions"] = copy.deepcopy(message.reactions)
             if message.stream is not None:  # the fake's own view of a streamed message (its task cards, its state)
-                out["stream"] = {"streaming": message.stream["until"] is not None and time.time() < message.stream[
-                    "until"], "tasks": list(copy.deepcopy(message.stream["tasks"]).values())}  # fmt: skip
+                stream = message.stream
+                out["stream"] = {"streaming": stream["until"] is not None and time.time() < stream["until"],
+                                 "tasks": list(copy.deepcopy(stream["tasks"]).values()),
+                                 "display": stream.get("display", "timeline"), "plan": stream.get("plan")}  # fmt: skip
             return out
 
     # -- failure injection and recording --------------------------------------

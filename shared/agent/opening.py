@@ -43,15 +43,15 @@ def opening_content(session: Session, transcript: list[Step], *,
         if question is None:
             raise MissingQuestion(f"continuation {session.session_id} names no stored question")
         return StepKind.ANSWER, answer_content(question, transcript), [Audit(AuditType.ANSWER, now())]
-    try:
-        thread = slack.thread_messages(session.channel, session.thread_ts)
+    limited: float | None = None
+    try:  # a long rate limit (Slack's one read a minute): the session goes on with what it has, and says so
+        thread, limited = slack.thread_read(session.channel, session.thread_ts)
     except SlackApiError as exc:  # e.g. the bot is not in the channel: work from the request alone
         log.warning("could not read the thread", extra={"error": exc.response.get("error")})
         thread = []
     assistant_pane.name_after_request(session, thread)
-    text = prompts.thread_prompt(
-        [m for m in thread if m.get("ts") != session.trigger_ts], request=session.text, requester=session.trigger_user
-    )
+    text = prompts.thread_prompt([m for m in thread if m.get("ts") != session.trigger_ts], request=session.text,
+                                 requester=session.trigger_user, limited=limited)  # fmt: skip
     return StepKind.PROMPT, _user(text), []
 
 
