@@ -1,11 +1,11 @@
 """Figure 7: what a tool costs over MCP, against the sample MCP server on loopback, the call alone and a whole turn.
 
 The same work, a service lookup in a small table, is done by the sample server's read-only ``lookup_service``
-through ``McpTool.run`` (its schema check, one short streamable-HTTP connection with the SDK's protocol
-negotiation, the ``tools/call`` round and the result turned into the function response) and by a Python tool
+through ``McpTool.run`` (its schema check, the ``tools/call`` round on the connection and negotiation the instance
+keeps for the server, and the result turned into the function response) and by a Python tool
 (``FunctionTool.run``: pydantic's check and the call). Each is called ``CALLS`` times after one warm-up call; the
 figures are medians and the ratio is MCP over Python. Listing a server's tools is measured cold (the first
-listing of this process, imports of the SDK's client paths included) and warm but uncached (a fresh connection
+listing of this process, imports of the SDK's client paths included) and warm but uncached (negotiated afresh
 each time, as every instance does once a minute); a cached listing (``catalog``) costs no request at all.
 """
 
@@ -105,7 +105,7 @@ def call_level(mcp_ms: float, python_ms: float, ratio: float, parts: mcp_parts.P
         f"At the level of the call alone the ratio ({ratio:,.0f}) {verdict} the issue's target of {RATIO_LIMIT:g}, "
         f"and no MCP call can meet it there: the Python tool is a function called in this process "
         f"({python_ms * 1000:.0f} µs with pydantic's check), while the MCP call is {len(parts.requests)} HTTP "
-        f"requests to another process ({', '.join(f'`{r}`' for r in parts.requests)}), each a round trip even on "
+        f"request(s) to another process ({', '.join(f'`{r}`' for r in parts.requests)}), each a round trip even on "
         f"loopback. What its {mcp_ms:.1f} ms is made of, part by part, is below; the comparison a user pays for, a "
         "whole agent turn around the call, follows it."
     )
