@@ -3,6 +3,11 @@
     python -m infra.console            # make console: read-only, against GOOGLE_CLOUD_PROJECT with ADC
     python -m infra.console --port 8090
 
+It reads production with the operator's own credentials, so it answers only its own page: a request must be
+addressed to the loopback origin it printed (the ``Host`` header, exactly; a page elsewhere that rebinds its own
+name to 127.0.0.1 sends its own name) and carry this run's secret (the printed URL's ``key``, which it trades for a
+cookie). Anything else is a 403.
+
 The same page the local workspace serves shows it (its Console view); against the local stack the fake Slack
 answers ``/_console/`` itself, through ``api`` here. Everything is read through ``shared.state``'s functions and
 nothing is ever written, so an operator can run it from their own machine against production
@@ -12,10 +17,16 @@ nothing is ever written, so an operator can run it from their own machine agains
 from __future__ import annotations
 
 import argparse
+import hmac
+import ipaddress
 import json
+import os
+import secrets
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from http.cookies import CookieError, SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -154,12 +165,90 @@ def serve_console(handler: BaseHTTPRequestHandler, path: str) -> bool:
     return True
 
 
+def serve_workspace_console(handler: BaseHTTPRequestHandler, path: str, port: int) -> bool:
+    """The fake Slack's ``/_console/`` (``make dev``'s Console tab): as ``serve_console``, but only for the local
+    Firestore emulator, where no credentials are held, and only to requests addressed to loopback on its own port.
+    A fake Slack started with a real project's settings refuses: ``make console`` (with its key) is for those."""
+    if not urlsplit(path).path.startswith(PREFIX):
+        return False
+    if handler.headers.get("Host") not in {f"{name}:{port}" for name in ("127.0.0.1", "localhost", "[::1]")}:
+        refuse(handler, "forbidden: the console answers only its loopback address")
+    elif not os.environ.get("FIRESTORE_EMULATOR_HOST"):
+        refuse(handler, "the workspace's console reads only the local Firestore emulator; make console reads a project")
+    else:
+        serve_console(handler, path)
+    return True
+
+
+@dataclass(frozen=True)
+class Lock:
+    """Who ``make console`` answers: requests to ``host`` (``127.0.0.1:<port>``, as printed) with this run's secret."""
+
+    host: str
+    secret: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+
+    @property
+    def cookie(self) -> str:
+        """One cookie name per port: a browser sends 127.0.0.1's cookies to every port of it."""
+        return f"console_key_{self.host.rpartition(':')[2]}"
+
+    def url(self) -> str:
+        return f"http://{self.host}/?key={self.secret}#console"
+
+    def _matches(self, offered: str | None) -> bool:
+        return offered is not None and hmac.compare_digest(offered.encode(), self.secret.encode())
+
+    def admits(self, headers: Any, query: Json) -> tuple[bool, bool]:
+        """(whether the request may be answered, whether it brought the key in its URL: trade it for the cookie)."""
+        if headers.get("Host") != self.host:
+            return False, False
+        if self._matches(query.get("key")):
+            return True, True
+        try:
+            jar = SimpleCookie(headers.get("Cookie") or "")
+        except CookieError:
+            return False, False
+        morsel = jar.get(self.cookie)
+        return self._matches(morsel.value if morsel else None), False
+
+
+def refuse(handler: BaseHTTPRequestHandler, why: str) -> None:
+    send_json(handler, 403, {"ok": False, "error": why})
+
+
 class _Handler(BaseHTTPRequestHandler):
-    """``make console``: the page's files and the console's JSON, GET only."""
+    """``make console``: the page's files and the console's JSON, GET only, for its own page (``Lock``)."""
+
+    server: _ConsoleServer
+
+    def _admitted(self) -> bool:
+        url = urlsplit(self.path)
+        allowed, with_key = self.server.lock.admits(self.headers, dict(parse_qsl(url.query)))
+        if not allowed:
+            refuse(self, "forbidden: open the URL make console printed (it holds this run's key)")
+            return False
+        if with_key:  # the key becomes a cookie and leaves the address bar (the #console fragment stays)
+            self.send_response(303)
+            self.send_header("Location", url.path or "/")
+            cookie = f"{self.server.lock.cookie}={self.server.lock.secret}; Path=/; HttpOnly; SameSite=Strict"
+            self.send_header("Set-Cookie", cookie)
+            self.send_header("Content-Length", "0")
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            return False
+        return True
+
+    def _refuse_other(self) -> None:
+        if self._admitted():
+            send_json(self, 501, {"ok": False, "error": "the console is read-only: GET only"})
+
+    do_POST = do_PUT = do_DELETE = do_PATCH = _refuse_other
 
     def do_GET(self) -> None:
         from infra.fakeslack.page import static_file
 
+        if not self._admitted():
+            return
         if serve_console(self, self.path):
             return
         found = static_file(urlsplit(self.path).path)
@@ -175,6 +264,19 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: the console is for reading, not for its own log."""
+
+
+class _ConsoleServer(ThreadingHTTPServer):
+    def __init__(self, address: tuple[str, int]) -> None:
+        super().__init__(address, _Handler)
+        self.lock = Lock(f"{address[0]}:{self.server_address[1]}")
+
+
+def loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -193,13 +295,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    if not loopback(args.host) or ":" in args.host:
+        print(f"make console listens on a loopback IPv4 address only (127.0.0.1), not {args.host}", file=sys.stderr)
+        return 2
     try:
-        server = ThreadingHTTPServer((args.host, args.port), _Handler)
+        server = _ConsoleServer((args.host, args.port))
     except OSError as exc:
         print(f"cannot listen on {args.host}:{args.port} ({exc.strerror}): choose another with PORT=", file=sys.stderr)
         return 2
-    url = f"http://{args.host}:{server.server_address[1]}/#console"
-    print(f"The console of {project} (database {database}), read-only: {url}", flush=True)
+    print(f"The console of {project} (database {database}), read-only: {server.lock.url()}", flush=True)
+    print("Open that exact address: the key in it is this run's, and nothing else is answered.", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -13,9 +13,9 @@ import os
 import re
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -31,6 +31,7 @@ from infra.procs import free_port, http_answers
 from infra.stack import BOT_TOKEN, BOT_USER_ID, LOCAL, LOCAL_OPERATORS, ROOT, Stack
 from shared import config
 from shared.slack.blocks import answer_blocks
+from tests import poll
 from tests.conftest import FAILED, TEST_DIR
 
 WAIT = 45_000  # ms: a session's turn through Cloud Tasks and the model, with room for a busy machine
@@ -278,6 +279,45 @@ def test_slack_markup_is_rendered_as_slack_shows_it(open_page: OpenPage) -> None
     assert "[video block]" in body
 
 
+HOSTILE_LINKS = (
+    "<javascript:alert(document.domain)|click me> <JavaScript:alert(1)> <data:text/html,<b>x</b>|data> "
+    "<vbscript:msgbox|vb> < javascript:alert(2)|spaced> <https://example.com/ok?a=1&amp;b=2|fine> "
+    "<mailto:ops@example.com|mail us> <http://example.com|plain>"
+)
+
+
+def test_only_http_https_and_mailto_links_are_rendered(web_stack: Stack, open_page: OpenPage) -> None:
+    marker = tag()
+    fake = FakeSlack(web_stack.url("fake_slack"))
+    fake.user_message(RILEY, "C0LOCAL", f"<@{BOT_USER_ID}> answer: {marker} {HOSTILE_LINKS}")  # a session too
+    web = WebClient(token=BOT_TOKEN, base_url=web_stack.url("fake_slack") + "/api/")
+    markdown = f"[md click](javascript:alert(3)) [md fine](https://example.com/md) {marker}"
+    blocks = [
+        {"type": "markdown", "text": markdown},
+        {"type": "image", "image_url": "javascript:alert(4)", "alt_text": "bad image"},
+    ]
+    web.chat_postMessage(channel="C0LOCAL", text=markdown, blocks=blocks)
+    page = open_page(RILEY)
+    page.on("dialog", lambda dialog: pytest.fail(f"script ran: {dialog.message}"))
+    message = page.locator("#messages .message", has_text="click me")
+    expect(message).to_contain_text("<javascript:alert(document.domain)|click me>")  # shown as the text it is
+    hrefs = message.locator(".body a").evaluate_all("(links) => links.map((a) => a.getAttribute('href'))")
+    assert hrefs == ["https://example.com/ok?a=1&b=2", "mailto:ops@example.com", "http://example.com"]
+    message.locator(".body", has_text="click me").click()  # a click on the text runs nothing
+    posted = page.locator("#messages .message", has_text="md fine")
+    expect(posted).to_contain_text("[md click](javascript:alert(3))")
+    md_hrefs = posted.locator("a").evaluate_all("(links) => links.map((a) => a.getAttribute('href'))")
+    assert md_hrefs == ["https://example.com/md"]
+    expect(posted.locator("img")).to_have_count(0)
+    expect(posted).to_contain_text("[image: bad image]")
+
+    page.click("#views a[data-view='console']")  # the console tab renders the request's text the same way
+    row = page.locator("#sessions tr.session", has_text=marker)
+    expect(row).to_contain_text("click me", timeout=WAIT)
+    row_hrefs = row.locator("a:not(.slack-link)").evaluate_all("(links) => links.map((a) => a.getAttribute('href'))")
+    assert all(h.startswith(("https:", "http:", "mailto:")) for h in row_hrefs), row_hrefs
+
+
 def answers(url: str) -> bool:
     try:
         return http_answers(url)
@@ -285,29 +325,92 @@ def answers(url: str) -> bool:
         return False
 
 
-def test_make_console_serves_the_console_alone(web_stack: Stack, browser: Browser, tmp_path: Path) -> None:
-    words = f"answer: hello {tag()}"
-    FakeSlack(web_stack.url("fake_slack")).user_message(RILEY, "C0LOCAL", f"<@{BOT_USER_ID}> {words}")
+@contextmanager
+def make_console(web_stack: Stack, tmp_path: Path) -> Iterator[str]:
+    """``make console`` against the web stack's emulator (standing in for a project's Firestore); yields the URL
+    it printed (with this run's key)."""
     port = free_port()
-    env = {**os.environ, **web_stack.product_env()}  # the emulator stands in for a project's Firestore
-    log = (tmp_path / "console.log").open("w")
+    env = {**os.environ, **web_stack.product_env()}
+    log_path = tmp_path / "console.log"
+    log = log_path.open("w")
     argv = [sys.executable, "-m", "infra.console", "--port", str(port)]
     console = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=log, start_new_session=True)
     try:
-        url = f"http://127.0.0.1:{port}"
-        page = browser.new_page()
-        deadline = time.monotonic() + 30
-        while not answers(f"{url}/_console/overview"):
-            assert time.monotonic() < deadline, (tmp_path / "console.log").read_text()
-            time.sleep(0.2)
-        page.goto(f"{url}/")
-        expect(page.locator("#console")).to_be_visible()
-        expect(page.locator("#workspace")).to_be_hidden()  # no workspace behind a real project's console
-        expect(page.locator("#sessions tr.session", has_text=words)).to_be_visible(timeout=WAIT)
-        assert requests.post(f"{url}/_console/overview", timeout=5).status_code == 501  # GET only: nothing is written
-        page.close()
+        printed = poll.wait_for(
+            lambda: re.search(r"http://\S+", log_path.read_text()), timeout=30, what="the console's URL"
+        )
+        yield printed.group(0)
     finally:
         procs.stop_group(console.pid, timeout=5, reap=console.poll)
+        log.close()
+
+
+def test_make_console_serves_the_console_alone(web_stack: Stack, browser: Browser, tmp_path: Path) -> None:
+    words = f"answer: hello {tag()}"
+    FakeSlack(web_stack.url("fake_slack")).user_message(RILEY, "C0LOCAL", f"<@{BOT_USER_ID}> {words}")
+    with make_console(web_stack, tmp_path) as url:
+        page = browser.new_page()
+        page.goto(url)
+        expect(page.locator("#console")).to_be_visible()
+        assert "key=" not in page.url  # traded for a cookie: the key does not stay in the address bar or history
+        expect(page.locator("#workspace")).to_be_hidden()  # no workspace behind a real project's console
+        expect(page.locator("#sessions tr.session", has_text=words)).to_be_visible(timeout=WAIT)
+        cookies = {c["name"]: c["value"] for c in page.context.cookies()}
+        origin = url.split("/?")[0]
+        post = requests.post(f"{origin}/_console/overview", cookies=cookies, timeout=5)
+        assert post.status_code == 501  # GET only: nothing is written
+        page.close()
+
+
+def test_make_console_answers_only_its_printed_origin_with_its_key(web_stack: Stack, tmp_path: Path) -> None:
+    with make_console(web_stack, tmp_path) as url:
+        origin, key = url.split("/?key=")[0], url.split("key=")[1].split("#")[0]
+        host = origin.removeprefix("http://")
+        overview = f"{origin}/_console/overview"
+        got = requests.get(f"{origin}/?key={key}", allow_redirects=False, timeout=5)
+        assert got.status_code == 303
+        assert got.headers["Location"] == "/"
+        cookie = got.cookies.items()[0]
+        assert requests.get(overview, cookies=dict([cookie]), timeout=10).status_code == 200
+        assert requests.get(f"{overview}?key={key}", allow_redirects=False, timeout=10).status_code == 303
+        refused = [
+            requests.get(overview, timeout=5),  # no key
+            requests.get(f"{origin}/", timeout=5),  # not even the page
+            requests.get(overview, cookies={cookie[0]: key[:-1] + "x"}, timeout=5),  # a wrong key
+            requests.post(overview, timeout=5),
+            # DNS rebinding: a page at evil.example:<port> resolved to 127.0.0.1 sends its own name, key or not
+            requests.get(
+                overview, cookies=dict([cookie]), headers={"Host": f"evil.example:{host.split(':')[1]}"}, timeout=5
+            ),
+            requests.get(f"{overview}?key={key}", headers={"Host": "localhost:" + host.split(":")[1]}, timeout=5),
+            requests.get(overview, cookies=dict([cookie]), headers={"Host": host.split(":")[0]}, timeout=5),
+        ]
+        assert [r.status_code for r in refused] == [403] * len(refused)
+        assert "sessions" not in refused[-1].text
+
+
+def test_the_workspace_console_reads_only_the_emulator_and_only_for_loopback(web_stack: Stack, tmp_path: Path) -> None:
+    fake = web_stack.url("fake_slack")
+    port = fake.rsplit(":", 1)[1]
+    assert requests.get(f"{fake}/_console/overview", timeout=10).status_code == 200  # make dev's Console tab
+    assert requests.get(f"{fake}/_console/overview", headers={"Host": "localhost:" + port}, timeout=10).ok
+    rebound = requests.get(f"{fake}/_console/overview", headers={"Host": f"evil.example:{port}"}, timeout=5)
+    assert rebound.status_code == 403
+    assert "sessions" not in rebound.text
+    # A fake Slack given a real project's settings (no emulator) would read it with credentials: it refuses.
+    env = {k: v for k, v in {**os.environ, **web_stack.product_env()}.items() if k != "FIRESTORE_EMULATOR_HOST"}
+    other = free_port()
+    argv = [sys.executable, "-m", "infra.fakeslack", "--port", str(other), "--bot-token", "x", "--signing-secret", "y",
+            "--console"]  # fmt: skip
+    log = (tmp_path / "fakeslack.log").open("w")
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=log, start_new_session=True)
+    try:
+        poll.wait_for(lambda: answers(f"http://127.0.0.1:{other}/_fake/health"), timeout=30, what="the fake Slack")
+        refused = requests.get(f"http://127.0.0.1:{other}/_console/overview", timeout=10)
+        assert refused.status_code == 403
+        assert "emulator" in refused.json()["error"]
+    finally:
+        procs.stop_group(proc.pid, timeout=5, reap=proc.poll)
         log.close()
 
 

@@ -77,9 +77,13 @@ def match_option(reply: str, options: list[str]) -> str | None:
 
 
 def may_answer(user: str, question: Question) -> bool:
+    """Operators may answer; the requester too if ALLOW_REQUESTER_ANSWERS says so, except the daily-budget
+    question: lifting a budget is the operators' alone."""
     settings = config.settings()
     if user in settings.operator_user_ids:
         return True
+    if ids.is_daily_budget_call(question.call_id):
+        return False
     return settings.allow_requester_answers and user == question.requester
 
 

@@ -30,14 +30,14 @@ from slack_sdk.models.blocks.block_elements import UrlSourceElement
 from slack_sdk.models.messages.chunk import Chunk, MarkdownTextChunk, TaskUpdateChunk
 
 from shared.slack import client as slack
-from shared.slack.safety import neutralise, neutralise_blocks
+from shared.slack.safety import neutralise_blocks, neutralise_markdown
+from shared.slack.stream_safety import inert, safe_cut
 
 log = logging.getLogger(__name__)
 
 # Slack limits one markdown_text to 12,000 characters; a streamed message is kept to what one posted message holds.
 MAX_STREAM_CHARS = 12_000
 FLUSH_SECONDS = 1.0  # text waiting this long is sent with the next piece, however short
-TOKEN_CHARS = 64  # the longest broadcast or user-group token a piece may hold back, waiting for its end
 INTERRUPTED = "_(This answer was interrupted; I am picking it up again…)_"
 CUT_OFF = "_(This answer was cut off.)_"
 
@@ -59,7 +59,8 @@ class AnswerStream:
         self.refused: str | None = None  # chat.startStream's error: nothing is streamed for the rest of this run
         self.broken: str | None = None  # an append failed: the message is replaced, never appended to again
         self.turn_text = ""  # the current model turn's text, as generated
-        self.sent = 0  # how much of turn_text Slack has
+        self.sent = 0  # how much of turn_text was taken: sent, or neutralised into `held`
+        self.held = ""  # neutralised text not sent yet: it may be the beginning of a token the next piece finishes
         self.total = 0  # characters appended to this message (every turn's)
         self.flushed_at = 0.0
         self.tasks: dict[str, TaskUpdateChunk] = {}  # cards in progress, by id
@@ -74,7 +75,7 @@ class AnswerStream:
 
     # --- a model turn's text -----------------------------------------------------------
     def begin_turn(self) -> None:
-        self.turn_text, self.sent = "", 0
+        self.turn_text, self.sent, self.held = "", 0, ""
 
     def text(self, piece: str) -> None:
         """More of the turn's text; sent when enough has gathered (the first piece at once)."""
@@ -113,7 +114,7 @@ class AnswerStream:
         if self.open and self.broken is None and text.startswith(shown):
             self.turn_text = text  # a turn that was not streamed (a wrap-up) is appended whole
             self._flush(final=True)
-        if self.open and self.broken is None and self.sent == len(text) and self.turn_text == text:
+        if self.open and self.broken is None and self.all_sent and self.turn_text == text:
             try:
                 slack.stop_stream(self.channel, self.ts, key=key, blocks=neutralise_blocks(blocks))
             except SlackApiError as exc:
@@ -187,15 +188,30 @@ class AnswerStream:
             log.info("stream already over", extra={"error": exc.response.get("error")})
 
     def _flush(self, *, final: bool) -> None:
-        end = len(self.turn_text) if final else _safe_end(self.turn_text, self.sent)
+        """Send what of the turn's text may be sent: neutralised as the Markdown it is, and cut where no token can
+        form with what comes next (shared/slack/stream_safety.py); a final piece is made inert at its end."""
         room = MAX_STREAM_CHARS - self.total
-        if end <= self.sent or room <= 0:
+        if (self.sent == len(self.turn_text) and not self.held) or room <= 0:
             return
-        end = min(end, self.sent + room)
-        piece = self.turn_text[self.sent : end]
-        if self._append([MarkdownTextChunk(text=neutralise(piece))]):
-            self.sent, self.total = end, self.total + len(piece)
+        text = neutralise_markdown(self.held + self.turn_text[self.sent :])
+        if len(text) > room:  # the message is full: nothing is appended to it after this piece
+            piece, rest = inert(text[:room]), text[room:]
+        elif final:
+            piece, rest = inert(text), ""
+        else:
+            cut = safe_cut(text)
+            piece, rest = text[:cut], text[cut:]
         self.flushed_at = time.monotonic()
+        if not piece:
+            self.sent, self.held = len(self.turn_text), rest
+            return
+        if self._append([MarkdownTextChunk(text=piece)]):
+            self.sent, self.held, self.total = len(self.turn_text), rest, self.total + len(piece)
+
+    @property
+    def all_sent(self) -> bool:
+        """Slack has all of the turn's text."""
+        return self.sent == len(self.turn_text) and not self.held
 
     def _append(self, chunks: list[Chunk]) -> bool:
         if not self._ensure_open():
@@ -229,21 +245,6 @@ class AnswerStream:
         self.broken = str(exc.response.get("error") or "unknown_error")
         log.warning("stream failed; the answer will replace its message", extra={"method": method,
                                                                                   "error": self.broken})  # fmt: skip
-
-
-def _safe_end(text: str, start: int) -> int:
-    """Where ``text[start:]`` may be cut without splitting a token the safety check must see whole (``<!here>``,
-    ``@channel``): a ``<`` not yet closed, or an ``@`` word not yet ended, waits for the next piece."""
-    end = len(text)
-    tail = text[start:]
-    near = max(0, len(tail) - TOKEN_CHARS)  # a token is short: a "<" further back is only a less-than sign
-    opened = tail.rfind("<", near)
-    if opened >= 0 and ">" not in tail[opened:]:
-        end = start + opened
-    at = tail.rfind("@", near, end - start)
-    if at >= 0 and not any(c.isspace() for c in tail[at:]):
-        end = start + at
-    return end
 
 
 def feedback_only(blocks: Sequence[Any]) -> list[Any]:

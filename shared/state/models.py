@@ -201,7 +201,9 @@ class Session:
     worker: str | None = None
     lease_task: str | None = None
     lease_attempt: int = 0
-    takeovers: int = 0  # takeovers since the last step was stored: a session killed at one step every time
+    takeovers: int = 0  # how often another delivery took it over from a dead worker (never reset)
+    # Takeovers since the last step was stored: a session killed at one step every time is failed, not retried.
+    takeovers_without_progress: int = 0
     started_at: datetime | None = None
     ended_at: datetime | None = None
     error: str | None = None
