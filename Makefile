@@ -109,10 +109,10 @@ apply: package  ## build the zip, then terraform init and apply (needs terraform
 	$(TF) init
 	$(TF) apply
 
-slack-manifest: $(VENV)/.installed  ## write build/slack-manifest.yaml with the deployed URLs (OUTPUTS=saved.json skips terraform)
+slack-manifest: $(VENV)/.installed  ## write build/slack-manifest.yaml with the deployed URLs (OUTPUTS=saved.json skips terraform; SLACK_SURFACE=assistant for the assistant pane)
 	@mkdir -p build
 	$(if $(OUTPUTS),,$(TF) output -json > build/terraform-outputs.json)
-	$(PY) -m deploy.manifest --outputs $(or $(OUTPUTS),build/terraform-outputs.json) --out build/slack-manifest.yaml
+	$(PY) -m deploy.manifest --outputs $(or $(OUTPUTS),build/terraform-outputs.json) --out build/slack-manifest.yaml --surface $(or $(SLACK_SURFACE),agent)
 
 restart: $(VENV)/.installed  ## start a new revision of every function, so instances re-read their secrets
 	$(PY) -m deploy.restart

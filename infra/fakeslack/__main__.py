@@ -38,6 +38,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="also deliver the bot's own posts as message events, as Slack does",
     )
     parser.add_argument(
+        "--delivery-seconds",
+        type=float,
+        default=float(os.environ.get("FAKESLACK_DELIVERY_SECONDS") or 3),
+        help="how long a delivery waits for the app's answer before it counts as timed out (Slack: three seconds)",
+    )
+    parser.add_argument(
         "--stream-seconds",
         type=float,
         default=float(os.environ.get("FAKESLACK_STREAM_SECONDS") or 300),
@@ -59,6 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         echo_bot_messages=args.echo_bot_messages,
         notice=args.notice,
         stream_seconds=args.stream_seconds,
+        delivery_seconds=args.delivery_seconds,
         operators=tuple(u.strip() for u in args.operators.split(",") if u.strip()),
     )
     server = make_server(config, args.host, args.port)

@@ -59,6 +59,7 @@ def fail_session(session: Session, reason: str, surface: ThreadSurface, *, detai
             raise
         log.warning("the failure reaction could not be added", extra={"reason": backpressure.storm(exc)})
     stopping.stop_children(session, by="the session that delegated it failed")
+    delegation.release_askers(session)  # children an earlier session of this conversation started
     followup.start_for_unread(session, unread)
 
 

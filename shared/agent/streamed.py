@@ -36,7 +36,8 @@ def surface_for(session: Session, *, takeover: bool) -> ThreadSurface:
             surface.status = None  # Slack clears a thread's status when the app replies: set it again next step
 
         surface.stream = AnswerStream(session.channel, session.thread_ts, recipient=session.requester,
-                                      on_open=opened, buffer_chars=settings.slack_stream_buffer_chars)  # fmt: skip
+                                      on_open=opened, buffer_chars=settings.slack_stream_buffer_chars,
+                                      stream_seconds=settings.slack_stream_seconds)  # fmt: skip
     if takeover:
         surface.recover()
         left = session.stream_ts

@@ -16,7 +16,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.models.blocks import Block
 
 from shared import config
-from shared.asks import approvals
+from shared.asks import approvals, delegation
 from shared.slack import blocks
 from shared.slack import client as slack
 from shared.slack.blocks import STOP_BLOCK_PREFIX
@@ -50,6 +50,7 @@ def stop(session_id: str, *, by: str) -> list[str]:
             found = sessions.get_session(current)
             if found is not None:
                 close_waits(found, by=by)
+                delegation.release_askers(found)  # children of earlier sessions of its conversation
                 if found.top_level:  # it waited: nobody else will tell the thread
                     slack.post(found.channel, found.thread_ts, stopped_text(by), key=f"{found.session_id}:stopped")
                     slack.react(found.channel, origin.request_ts(found), Reaction.STOPPED)
