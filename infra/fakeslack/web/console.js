@@ -30,13 +30,21 @@ function slackLink(channel, ts, label) {
 
 // One row per conversation (its request, who asked, its state); the open one shows its sessions and the timeline
 // below it, across the whole table, so the list keeps its columns. The server gives people by name already.
+// A session that handed its conversation to the next one is "resumed" in the store; a person reads "continued".
+const STATUS_WORDS = { resumed: "continued below", silent_exit: "ended silently" };
+
+// A request as Slack showed it (bold, emoji); its mentions and links are already plain text from the server.
+function shown(text) {
+  return mrkdwn(text, (id) => id);
+}
+
 function memberRows(c, now) {
   return c.sessions.map((m) => {
     const selected = m.id === consoleUi.selected ? " selected" : "";
-    const task = m.depth ? ` <span class="task">${esc(m.text.slice(0, 100))}</span>` : "";
+    const task = m.depth ? ` <span class="task">${shown(m.text.slice(0, 100))}</span>` : "";
     return `<tr class="session${selected}" data-session="${esc(m.id)}" data-status="${esc(m.status)}">
       <td style="padding-left:${8 + m.depth * 20}px">${m.depth ? "↳ " : ""}${esc(m.role)}${task}</td>
-      <td class="status">${esc(m.status)}</td><td>${age(m.created_at, now)}</td><td>${tokens(m.tokens || {})}</td>
+      <td class="status">${esc(STATUS_WORDS[m.status] || m.status)}</td><td>${age(m.created_at, now)}</td><td>${tokens(m.tokens || {})}</td>
       <td><code>${esc(m.id)}</code></td></tr>`;
   }).join("");
 }
@@ -45,7 +53,7 @@ function sessionRows(data) {
   const rows = data.conversations.map((c) => {
     const open = c.id === consoleUi.open;
     const row = `<tr class="conversation${open ? " open" : ""}" data-conversation="${esc(c.id)}" data-state="${esc(c.state)}">
-      <td class="request">${open ? "▾" : "▸"} ${esc(c.request.slice(0, 140))}</td><td class="who">${esc(c.who)}</td>
+      <td class="request">${open ? "▾" : "▸"} ${shown(c.request.slice(0, 140))}</td><td class="who">${esc(c.who)}</td>
       <td class="status state-${esc(c.state)}">${esc(c.label)}</td><td>${age(c.created_at, data.now)}</td>
       <td>${tokens(c.tokens || {})}</td><td>${slackLink(c.channel, c.ts, "thread")}</td></tr>`;
     if (!open) return row;
