@@ -31,7 +31,7 @@ from shared.state.models import QuestionStatus, Session, SessionKind, SessionSta
 G = FakeGemini
 HUMAN = "U0HUMAN"
 OPERATOR = local.OPERATOR_ID
-KINDS = ("plain", "ask", "approve", "delegate", "mcp_read", "mcp_input", "mcp_elicit", "outage")
+KINDS = ("plain", "ask", "approve", "delegate", "mcp_read", "mcp_input", "outage", "mcp_elicit")
 # A session that ended, or paused and then handed on to the session its answer started.
 SETTLED = {SessionStatus.DONE, SessionStatus.RESUMED}
 # An outage flow's session must end failed: Slack refuses its answer for longer than any budget.
