@@ -317,3 +317,17 @@ def test_additional_properties_false_is_refused_once_by_the_validator() -> None:
     assert isinstance(outcome, dict)
     assert "Additional properties are not allowed ('more' was unexpected)" in outcome["error"]
     assert "unknown argument" not in outcome["error"]
+
+
+def test_what_a_server_asked_mid_call_is_told_to_the_model_with_the_result_or_the_error() -> None:
+    """Issue 24.10: a server on the older handshake asks while the call is open; the client said "decline", and the
+    model hears what was asked (as untrusted text), whether the server then failed the call or went on."""
+    asked = ["Deploy api to which environment?"]
+    failed = results.declined_mid_call("old", asked, {"error": "deploy_service reported an error"})
+    assert failed["error"].startswith("deploy_service reported an error\n")
+    assert "wanted input in the middle of the call" in failed["error"]
+    assert "'Deploy api to which environment?'" in failed["error"]
+    went_on = results.declined_mid_call("old", asked, {"result": {"text": "deployed to staging"}})
+    assert went_on["result"]["text"] == "deployed to staging"
+    assert "answered 'decline'" in went_on["result"]["input_declined"]
+    assert results.declined_mid_call("old", [], {"result": {"text": "x"}}) == {"result": {"text": "x"}}
