@@ -60,7 +60,7 @@ chromium:  ## install Debian's chromium for the browser tests when it is missing
 	  { [ "$$SUDO" != none ] && { $$SUDO apt-get install -y chromium || { $$SUDO apt-get update && $$SUDO apt-get install -y chromium; }; }; } \
 	  || { echo "Cannot install chromium (it needs root, sudo, or apt): run 'apt-get install chromium' as root. The browser tests (tests/test_workspace.py) need /usr/bin/chromium."; exit 1; }; }
 
-screenshot: install chromium  ## regenerate docs/workspace.png, the README's picture of the workspace (a real demo run)
+screenshot: install chromium  ## regenerate docs/workspace.png and docs/console.png, the README's pictures (a real demo run)
 	$(PY) -m infra.screenshot
 
 lint: $(VENV)/.installed  ## ruff lint and format check, and the import layers of shared/ (import-linter)

@@ -31,7 +31,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from infra.names import Names
+
 Json = dict[str, Any]
+NAMES = Names()  # one per process: each person is looked up once
 RECENT = timedelta(days=7)  # the sessions the console lists: those created this long ago or later
 PAGE_SIZE = 200
 PREFIX = "/_console/"
@@ -50,48 +53,38 @@ def _who_may(requester: str | None, requester_allowed: bool) -> list[str]:
     return people
 
 
-def overview() -> Json:
-    """Recent sessions (each with its children's ids), open questions and pending approvals, oldest first."""
+def overview(names: Names | None = None) -> Json:
+    """Recent conversations (a request with every session that worked on it, and its state), open questions and
+    pending approvals, with people by name."""
+    from infra import conversations
     from shared import config
     from shared.state import firestore, stale
 
+    names = names or NAMES
     now = firestore.now()
     far = now + timedelta(days=3650)
     settings = config.settings()
-    sessions = [
-        {
-            "id": s.session_id,
-            "status": s.status.value,
-            "kind": s.kind.value,
-            "created_at": _iso(s.created_at),
-            "channel": s.channel,
-            "thread_ts": s.thread_ts,
-            "trigger_ts": s.trigger_ts,
-            "user": s.trigger_user,
-            "text": s.text[:200],
-            "tokens": s.tokens,
-            "turns": s.turns,
-            "tool_calls": s.tool_calls,
-            "parent": s.parent_session_id,
-            "children": s.child_ids,
-            "depth": s.depth,
-            "transcript": s.transcript,
-        }
-        for s in stale.sessions_created(now - RECENT, far, page_size=PAGE_SIZE)
-    ]
+    open_questions = list(stale.stale_questions(far, page_size=PAGE_SIZE))
+    pending = list(stale.stale_approvals(far, page_size=PAGE_SIZE))
+    recent = list(stale.sessions_created(now - RECENT, far, page_size=PAGE_SIZE))
+    rows = conversations.group(recent, open_questions, pending, names.name, names.readable)
+    for row in rows:
+        row["created_at"] = _iso(row["created_at"])
+        for member in row["sessions"]:
+            member["created_at"] = _iso(member["created_at"])
     questions = [
         {
             "id": q.question_id,
             "session": q.session_id,
-            "text": q.text,
-            "options": q.options,
+            "text": names.readable(q.text),
+            "options": [names.readable(o) for o in q.options],
             "asked_at": _iso(q.asked_at),
             "channel": q.channel,
             "thread_ts": q.thread_ts,
             "post_ts": q.post_ts,
-            "may_answer": _who_may(q.requester, settings.allow_requester_answers),
+            "may_answer": [names.name(u) for u in _who_may(q.requester, settings.allow_requester_answers)],
         }
-        for q in stale.stale_questions(far, page_size=PAGE_SIZE)
+        for q in open_questions
     ]
     approvals = [
         {
@@ -103,17 +96,32 @@ def overview() -> Json:
             "channel": a.channel,
             "thread_ts": a.thread_ts,
             "card_ts": a.card_ts,
-            "may_decide": _who_may(a.requested_by, settings.allow_requester_approvals),
+            "requested_by": names.name(a.requested_by),
+            "may_decide": [names.name(u) for u in _who_may(a.requested_by, settings.allow_requester_approvals)],
         }
-        for a in stale.stale_approvals(far, page_size=PAGE_SIZE)
+        for a in pending
     ]
-    return {"now": _iso(now), "sessions": sessions, "questions": questions, "approvals": approvals}
+    return {"now": _iso(now), "conversations": rows, "questions": questions, "approvals": approvals}
 
 
-def timeline(session_id: str) -> Json:
+READABLE_FIELDS = ("text", "result", "error", "args")
+
+
+def _readable_audit(entry: Json, names: Names) -> Json:
+    shown = {**entry}
+    for key in READABLE_FIELDS:
+        if isinstance(shown.get(key), str):
+            shown[key] = names.readable(shown[key])
+    if shown.get("type") == "approval" and shown.get("text"):
+        shown["text"] = names.name(str(shown["text"]))  # who decided
+    return shown
+
+
+def timeline(session_id: str, names: Names | None = None) -> Json:
     """Every step of the session's transcript (its continuations share it), with the audit records of each."""
     from shared.state import sessions, steps
 
+    names = names or NAMES
     session = sessions.get_session(session_id)
     if session is None:
         return {"ok": False, "error": f"no session {session_id}"}
@@ -123,12 +131,12 @@ def timeline(session_id: str) -> Json:
             "session": step.session_id,
             "kind": step.kind.value,
             "at": _iso(step.at),
-            "audit": [{**entry.to_doc(), "at": _iso(entry.at)} for entry in step.audit],
+            "audit": [_readable_audit({**entry.to_doc(), "at": _iso(entry.at)}, names) for entry in step.audit],
         }
         for step in steps.load_steps(session.transcript)
     ]
     where = {"channel": session.channel, "thread_ts": session.thread_ts, "transcript": session.transcript}
-    return {"ok": True, "session": session_id, **where, "steps": entries}
+    return {"ok": True, "session": session_id, "request": names.readable(session.text)[:200], **where, "steps": entries}
 
 
 def api(path: str, query: Json) -> tuple[int, Json]:
@@ -290,8 +298,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     project, database = settings.google_cloud_project, settings.firestore_database
     if not project:
         print(
-            "make console reads a project's Firestore: set GOOGLE_CLOUD_PROJECT (and FIRESTORE_DATABASE unless it is "
-            "(default)); it signs in with your application-default credentials (gcloud auth application-default login)",
+            "make console reads a deployed project's Firestore: set GOOGLE_CLOUD_PROJECT (and FIRESTORE_DATABASE "
+            "unless it is (default)); it signs in with your application-default credentials (gcloud auth "
+            "application-default login).\nFor the local stack, the Console tab of `make dev`'s workspace page (or "
+            "`make stack`'s) is the same view.",
             file=sys.stderr,
         )
         return 2

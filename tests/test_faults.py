@@ -14,6 +14,7 @@ pytestmark = pytest.mark.stack
 SEED = 11  # SIGKILLs, Gemini 429, slow and malformed replies, duplicate deliveries, Slack retries and storms, restarts
 
 
+@pytest.mark.timeout(360)  # one flow of every kind, in batches of three, on a stack of its own
 def test_a_short_fault_run_loses_and_duplicates_nothing() -> None:
     results = run(seed=SEED, flows=len(KINDS), batch=3, stack_dir=TEST_DIR / "faults")
     print(report.table(results))

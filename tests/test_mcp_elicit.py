@@ -11,6 +11,7 @@ Two sample servers as real processes: ``demo`` (the 2026-07-28 revision) and ``o
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -19,10 +20,11 @@ import pytest
 import requests
 
 from infra import stack as local
+from infra.dispatch.headers import cloud_tasks_headers
 from infra.fakegemini.control import FakeGemini
 from infra.fakeslack.control import FakeSlack
 from infra.stack import Stack
-from shared.state import ids
+from shared.state import ids, sessions
 from shared.state.models import SessionStatus
 from tests import delivery
 from tests.agent_helpers import function_responses, mention, open_question, wait_status
@@ -92,7 +94,9 @@ def test_a_resolver_that_elicits_asks_the_operator_and_the_answer_resumes_the_ca
     resumed = ids.continuation_id(question.question_id)
     # Cloud Tasks may deliver the continuation's task again, several copies at once.
     attempts = delivery.deliver(stack.function_url("agent_session"), resumed, task=f"again-{resumed}", copies=4)
-    assert {a.status for a in attempts} == {200}
+    assert 200 in {
+        a.status for a in attempts
+    }  # a copy that lost the race for the claim is retried, as Cloud Tasks does
     wait_status(resumed, SessionStatus.DONE)
     [deployed] = servers.deployed(servers.demo, service)
     assert deployed["arguments"]["environment"] == "production"
@@ -125,6 +129,7 @@ HOLDS = ["the resumed call on the server", "the continuation's model call"]
 
 
 @pytest.mark.parametrize("hold", HOLDS)
+@pytest.mark.timeout(360)  # a restart on a busy machine, and Cloud Tasks' retry
 def test_a_resolver_elicitation_survives_a_kill(
     hold: str, servers: Servers, stack: Stack, script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini,
     uid: str,
@@ -150,6 +155,7 @@ def test_a_resolver_elicitation_survives_a_kill(
             fake_gemini.wait_for_requests(before + 2, timeout=60)
         stack.kill_function("agent_session")
         stack.start_function("agent_session")
+        retried_by_cloud_tasks(stack, ids.continuation_id(question.question_id))
         wait_status(ids.continuation_id(question.question_id), SessionStatus.DONE, timeout=120)
     finally:
         if "agent_session" not in stack.procs:
@@ -163,3 +169,27 @@ def test_a_resolver_elicitation_survives_a_kill(
         assert response["result"]["structured"] == {"deployed": service, "environment": "staging"}
     texts = [m["text"] for m in fake_slack.bot_replies(thread.channel, thread.ts)]
     assert sum(f"Deploy {service} to which environment?" in t for t in texts) == 1, texts
+
+
+def retried_by_cloud_tasks(stack: Stack, session_id: str) -> None:
+    """Deliver the killed worker's task again, as Cloud Tasks retries a failed attempt after its backoff: the local
+    dispatcher gives up after five attempts in about a second and a half, which a restart on a busy machine
+    outlasts. A retry of the same task takes the session over (its lease names the task); if the dispatcher's own
+    retry got there first, this one is a duplicate and changes nothing."""
+    session = sessions.get_session(session_id)
+    assert session is not None
+    if session.status != SessionStatus.RUNNING or session.lease_task is None:
+        return
+    retry = session.lease_attempt + 1
+    headers = {"Content-Type": "application/json", **cloud_tasks_headers(
+        queue=delivery.QUEUE_ID, task=session.lease_task, retry=retry, executions=retry, eta=time.time())}  # fmt: skip
+    body = json.dumps({"session_id": session_id})
+    url = stack.function_url("agent_session")
+
+    def answered() -> bool:
+        try:
+            return requests.post(url, data=body, headers=headers, timeout=120).status_code == 200
+        except requests.ConnectionError:  # still starting
+            return False
+
+    wait_for(answered, timeout=150, what=f"a retry of {session_id}'s task to be answered")

@@ -132,11 +132,13 @@ def test_a_mention_a_question_a_button_and_the_answer(open_page: OpenPage) -> No
     mention_the_bot(page, request)
     expect(page.locator("#messages b", has_text="database").first).to_be_visible()  # mrkdwn bold
     thread = open_thread(page, "please pick a")
-    question = pinned(thread, "Which option should I use")
+    question = pinned(thread, "Which database should I use")
+    expect(question).not_to_contain_text("@agent")  # the question does not quote the raw request and its mention
     expect(question.locator(".reaction", has_text="💬")).to_be_visible(timeout=WAIT)  # the open question's mark
-    question.get_by_role("button", name="Option B").click()
-    expect(thread.locator(".message", has_text="the operator answered: Option B")).to_be_visible(timeout=WAIT)
-    expect(question).to_contain_text("chose: Option B")  # the card, edited in place
+    expect(question.locator(".block-button")).to_have_text(["PostgreSQL", "SQLite"])  # options say what they are
+    question.get_by_role("button", name="SQLite").click()
+    expect(thread.locator(".message", has_text="the operator answered: SQLite")).to_be_visible(timeout=WAIT)
+    expect(question).to_contain_text("chose: SQLite")  # the card, edited in place
     expect(question.locator(".edited")).to_be_visible()
 
 
@@ -148,14 +150,14 @@ def test_a_non_operators_click_is_refused_and_only_they_see_why(open_page: OpenP
     request = f"which region for {tag()}"
     mention_the_bot(riley, request)
     open_thread(riley, request)
-    expect(riley.locator("#thread .block-button", has_text="Option A")).to_be_visible(timeout=WAIT)
+    expect(riley.locator("#thread .block-button", has_text="europe-west1")).to_be_visible(timeout=WAIT)
     sam_thread = open_thread(sam, request)  # Sam's page saw it arrive, without a reload
-    sam_thread.get_by_role("button", name="Option A").click()
+    sam_thread.get_by_role("button", name="europe-west1").click()
     refusal = sam_thread.locator(".message.ephemeral", has_text="Only the operators can answer")
     expect(refusal).to_be_visible(timeout=WAIT)
     expect(refusal).to_contain_text("Only visible to you")
-    riley.locator("#thread .block-button", has_text="Option B").click()
-    expect(sam_thread.locator(".message", has_text="the operator answered: Option B")).to_be_visible(timeout=WAIT)
+    riley.locator("#thread .block-button", has_text="us-central1").click()
+    expect(sam_thread.locator(".message", has_text="the operator answered: us-central1")).to_be_visible(timeout=WAIT)
     expect(riley.locator("#thread")).not_to_contain_text("Only the operators can answer")
 
 
@@ -215,18 +217,28 @@ def test_the_demo_tour_a_delegated_task_and_its_sessions_timeline(open_page: Ope
     task = f"Look into the first half of: delegate the release notes {marker}"
 
     page.click("#views a[data-view='console']")
-    parent = page.locator("#sessions tr.session", has_text=f"@agent delegate the release notes {marker}")
-    expect(parent.locator(".status")).to_have_text("done", timeout=WAIT)
-    child = parent.locator("xpath=following-sibling::tr[1]")
-    expect(child).to_contain_text("↳")
-    expect(child.locator("td").last).to_have_text(task)
-    expect(child.locator(".status")).to_have_text("done")
-    expect(parent.locator("xpath=following-sibling::tr[2]")).to_contain_text("Look into the second half of")
-    parent.click()
+    rows = page.locator("#sessions tr.conversation", has_text=f"delegate the release notes {marker}")
+    expect(rows).to_have_count(1)  # one row for the conversation, whatever sessions and children worked on it
+    conversation = rows.first
+    expect(conversation.locator(".status")).to_have_text("done", timeout=WAIT)
+    expect(conversation.locator(".who")).to_have_text("@riley")  # people by name, the bot too
+    expect(conversation.locator(".request")).to_contain_text(f"@agent delegate the release notes {marker}")
+    width = conversation.locator(".request").evaluate("(cell) => cell.getBoundingClientRect().width")
+    conversation.click()
+    members = page.locator("#sessions tr.detail tr.session")
+    expect(members.first).to_contain_text("the request")
+    children = members.filter(has_text="a delegated task")
+    expect(children).to_have_count(2)
+    expect(children.first).to_contain_text("↳")
+    expect(children.first).to_contain_text(task)
+    expect(children.first.locator(".status")).to_have_text("done")
+    expect(children.nth(1)).to_contain_text("Look into the second half of")
     timeline = page.locator("#timeline")
     expect(timeline.locator(".audit[data-type='tool']", has_text="delegate").first).to_contain_text(task, timeout=WAIT)
     expect(timeline.locator(".audit[data-type='tool']", has_text="answer_child")).to_be_visible()  # a child asked
     expect(timeline.locator(".audit[data-type='model']").first).to_contain_text("tokens")
+    opened = conversation.locator(".request").evaluate("(cell) => cell.getBoundingClientRect().width")
+    assert opened >= width * 0.9  # the open timeline does not squeeze the list into narrow columns
     timeline.locator(".audit[data-type='post'] .slack-link").last.click()  # back to the message in Slack
     expect(page.locator("#thread .message", has_text="Results of my delegated tasks")).to_be_visible()
 
@@ -258,6 +270,8 @@ def test_slack_markup_is_rendered_as_slack_shows_it(open_page: OpenPage) -> None
     assert ">👀</span> :nope: &lt;b&gt;<blockquote>quoted</blockquote>" in html  # unknown shortcodes stay text
     italic = page.evaluate("([text]) => mrkdwn(text, names)", ["— _:white_check_mark: done_"])
     assert italic == '— <i><span class="emoji" title=":white_check_mark:">✅</span> done</i>'
+    waiting = page.evaluate("([text]) => mrkdwn(text, names)", ["— _:raising_hand: waiting for the parent's answer_"])
+    assert waiting == '— <i><span class="emoji" title=":raising_hand:">🙋</span> waiting for the parent\'s answer</i>'
     blocks = [
         {"type": "header", "text": {"type": "plain_text", "text": "Deploy"}},
         {"type": "divider"},
@@ -312,7 +326,7 @@ def test_only_http_https_and_mailto_links_are_rendered(web_stack: Stack, open_pa
     expect(posted).to_contain_text("[image: bad image]")
 
     page.click("#views a[data-view='console']")  # the console tab renders the request's text the same way
-    row = page.locator("#sessions tr.session", has_text=marker)
+    row = page.locator("#sessions tr.conversation", has_text=marker)
     expect(row).to_contain_text("click me", timeout=WAIT)
     row_hrefs = row.locator("a:not(.slack-link)").evaluate_all("(links) => links.map((a) => a.getAttribute('href'))")
     assert all(h.startswith(("https:", "http:", "mailto:")) for h in row_hrefs), row_hrefs
@@ -354,7 +368,7 @@ def test_make_console_serves_the_console_alone(web_stack: Stack, browser: Browse
         expect(page.locator("#console")).to_be_visible()
         assert "key=" not in page.url  # traded for a cookie: the key does not stay in the address bar or history
         expect(page.locator("#workspace")).to_be_hidden()  # no workspace behind a real project's console
-        expect(page.locator("#sessions tr.session", has_text=words)).to_be_visible(timeout=WAIT)
+        expect(page.locator("#sessions tr.conversation", has_text=words)).to_be_visible(timeout=WAIT)
         cookies = {c["name"]: c["value"] for c in page.context.cookies()}
         origin = url.split("/?")[0]
         post = requests.post(f"{origin}/_console/overview", cookies=cookies, timeout=5)
@@ -423,7 +437,9 @@ def test_make_console_without_a_project_says_what_it_needs(
         assert console_main([]) == 2
     finally:
         config.reset()
-    assert "set GOOGLE_CLOUD_PROJECT" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "set GOOGLE_CLOUD_PROJECT" in err
+    assert "the Console tab of `make dev`'s workspace page" in err  # the local equivalent
 
 
 def test_the_bots_status_shows_under_its_thread_until_cleared(web_stack: Stack, open_page: OpenPage) -> None:
@@ -451,6 +467,17 @@ def test_feedback_buttons_show_and_a_press_reaches_the_product(web_stack: Stack,
     pane = open_thread(page, words)
     answer = pinned(pane, "Here is the answer")
     expect(answer.locator(".block.feedback button")).to_have_text(["👍", "👎"])
+    expect(answer.locator(".block.feedback button.chosen")).to_have_count(0)
     answer.locator(".block.feedback button", has_text="👍").click()
     # The product checks the press against its store: this message is no session's final answer.
     expect(pane.locator(".message.ephemeral")).to_contain_text("Feedback is taken on my final answers only.")
+    expect(answer.locator(".block.feedback button.chosen")).to_have_text("👍")  # the person sees their vote
+    answer.locator(".block.feedback button", has_text="👎").click()
+    expect(answer.locator(".block.feedback button.chosen")).to_have_text("👎")  # changed their mind
+
+
+def test_the_operators_channel_says_what_it_is_for(open_page: OpenPage) -> None:
+    page = open_page(OLIVIA)
+    page.locator("#channels li", has_text="operators").click()
+    expect(page.locator("#channel-title")).to_have_text("# operators")
+    expect(page.locator("#channel-purpose")).to_contain_text("For the operators")

@@ -26,6 +26,7 @@ from urllib.parse import parse_qsl, urlsplit
 from slack_sdk.signature import SignatureVerifier
 
 from . import assistant
+from .people import BOT_NAME
 from .state import (
     MAX_TEXT,
     Json,
@@ -89,7 +90,7 @@ def auth_test(ws: Workspace, args: Json) -> Json:
         "ok": True,
         "url": "https://fake-workspace.slack.com/",
         "team": "Fake Workspace",
-        "user": "fakebot",
+        "user": BOT_NAME,
         "team_id": cfg.team_id,
         "user_id": cfg.bot_user_id,
         "bot_id": cfg.bot_id,

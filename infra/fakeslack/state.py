@@ -21,7 +21,7 @@ import uuid
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from .people import person
+from .people import BOT_NAME, BOT_REAL_NAME, person
 
 Json = dict[str, Any]
 
@@ -276,7 +276,7 @@ class Workspace:
         with self.lock:
             if user_id not in self.users:
                 is_bot, team = user_id == self.config.bot_user_id, self.config.team_id
-                name, real = ("fakebot", "Fake Bot") if is_bot else (user_id.lower(), f"User {user_id}")
+                name, real = (BOT_NAME, BOT_REAL_NAME) if is_bot else (user_id.lower(), f"User {user_id}")
                 if (known := person(user_id)) is not None:
                     name, real = known.name, known.real_name
                 profile = {"display_name": name, "real_name": real, "team": team}

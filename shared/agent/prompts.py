@@ -152,6 +152,15 @@ def child_task(task: str, *, depth: int) -> str:
     return CHILD.format(depth=depth, task=as_data(task=capped(task, MAX_REQUEST_CHARS)))
 
 
+def late_result_text(note: Note) -> str:
+    """What the thread is told of a delegated task's result that arrived after the request's budget was spent
+    (posted as it is: no model turn reads it first)."""
+    result = capped(note.text, MAX_REQUEST_CHARS // 4) or "(no result)"
+    quoted = "\n".join(f"> {line}" for line in result.splitlines()) or "> (no result)"
+    return (f"A task I delegated (_{capped(note.question or '', 200)}_) finished after this request's budget was "
+            f"spent, so I am passing on its result as it is:\n{quoted}")  # fmt: skip
+
+
 def late_answer(question: Question) -> str:
     """An answer to a non-blocking question whose asker had already finished: news, not a call's result."""
     answer = as_data(kind="operator_answer", **{"from": f"<@{question.answered_by}>"}, question=question.text,

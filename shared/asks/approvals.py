@@ -25,7 +25,7 @@ from shared.slack import client as slack
 from shared.slack.actions import ButtonPress
 from shared.slack.surface import ThreadSurface
 from shared.state import approvals as stored
-from shared.state import events, ids, tasks
+from shared.state import events, ids, sessions, tasks
 from shared.state.approvals import Decision
 from shared.state.firestore import now
 from shared.state.models import (
@@ -142,6 +142,8 @@ def _decide(approval: Approval, decision: Decision) -> DecisionOutcome:
     found = result.approval
     if found is None:
         return DecisionOutcome.NO_APPROVAL
+    if result.repeated or not result.won:  # decided already: its continuation may never have been queued
+        _requeue_decided(found)
     if result.repeated:
         return DecisionOutcome.DUPLICATE
     if not result.won:
@@ -155,10 +157,23 @@ def _decide(approval: Approval, decision: Decision) -> DecisionOutcome:
     if found.status == ApprovalStatus.DENIED and found.card_ts:
         update_card(found, f":no_entry_sign: denied by <@{found.decided_by}>" + (
             f": {found.reason}" if found.reason else ""))  # fmt: skip
-    elif found.card_ts:
+    elif found.card_ts and result.resumes:  # "running" only when a run is queued
         update_card(found, f":hourglass_flowing_sand: approved by <@{found.decided_by}>; running it now")
+    elif found.card_ts:
+        update_card(found, f":hourglass_flowing_sand: approved by <@{found.decided_by}>; it runs once the other "
+                    "calls of its turn are decided")  # fmt: skip
     log.info("approval decided", extra={"approval_id": found.approval_id, "status": found.status.value})
     return DecisionOutcome.DECIDED
+
+
+def _requeue_decided(approval: Approval) -> None:
+    """A decision already recorded (Slack's redelivery, a second press): the turn's continuation, if it is still
+    queued, gets its task again (the same name; the delivery that decided may have found Cloud Tasks down)."""
+    # The decision that completed the turn names it (a child resumes itself: its own id); other siblings do not.
+    session_id = approval.continuation_id or ids.resume_id(approval.session_id, approval.seq)
+    continuation = sessions.get_session(session_id)
+    if continuation is not None and continuation.status == SessionStatus.QUEUED:
+        tasks.enqueue_session(session_id, attempt=f"decided-{approval.seq}")
 
 
 def decide_press(press: ButtonPress) -> DecisionOutcome:

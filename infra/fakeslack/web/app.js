@@ -123,6 +123,9 @@ function render() {
   ui.seen[ui.channel] = (s.messages[ui.channel] || []).length;
   sidebar();
   $("channel-title").textContent = channelName(ui.channel);
+  const purpose = (s.channels.find((c) => c.id === ui.channel) || {}).purpose || "";
+  $("channel-purpose").hidden = !purpose;
+  $("channel-purpose").textContent = purpose;
   const all = s.messages[ui.channel] || [];
   const mineOnly = s.ephemerals.filter((e) => e.channel === ui.channel);
   // A DM with the bot is Slack's agent view: its threads show in the conversation's timeline, answers included.
@@ -155,7 +158,19 @@ function fill(el, items, where) {
   const atBottom = el.scrollHeight - el.scrollTop - el.clientHeight < 40;
   items.sort((a, b) => Number(a[0].ts) - Number(b[0].ts));
   el.innerHTML = items.map(([m, ephemeral]) => messageHtml({ ...m, channel: m.channel }, { ...where, ephemeral })).join("");
+  showVotes(el);
   if (atBottom) el.scrollTop = el.scrollHeight;
+}
+
+// Slack shows a person the feedback button they pressed (their vote), until they press the other one.
+const voteKey = (ts) => `vote:${ui.user}:${ts}`;
+
+function showVotes(el) {
+  for (const button of el.querySelectorAll(".block.feedback button")) {
+    const chosen = localStorage.getItem(voteKey(button.closest(".message").dataset.ts)) === button.dataset.value;
+    button.classList.toggle("chosen", chosen);
+    button.setAttribute("aria-pressed", String(chosen));
+  }
 }
 
 async function refresh() {
@@ -281,6 +296,9 @@ async function onClick(event) {
       const result = await api("click", body);
       if (result.error || result.status < 200 || result.status >= 300) {
         toast(`the app did not accept the click: ${result.error || `HTTP ${result.status}`}`);
+      } else if (target.closest(".block.feedback")) {
+        localStorage.setItem(voteKey(message.dataset.ts), target.dataset.value);
+        render();
       }
     } else if (target.dataset.reaction || target.dataset.addReaction) {
       const name = target.dataset.reaction || target.dataset.addReaction;

@@ -61,8 +61,9 @@ def delegate(task: str, blocking: bool = True) -> Any:
     """Hand a self-contained piece of work to a helper session (a child) with its own budget.
 
     Use it to split a large job into independent parts that can run in parallel (several delegate calls in one
-    turn run at once), or to keep a long side investigation out of your own context. The child cannot see this
-    thread or talk to people: write in the task everything it needs. Its final answer is returned to you.
+    turn run at once), or to keep a long side investigation out of your own context. The child sees only the task
+    you write: not this thread (it cannot read it) and not your conversation, and it cannot talk to people. Write
+    in the task everything it needs, quoting from the thread what matters. Its final answer is returned to you.
 
     Args:
         task: What the child must do and what it must report back, self-contained.
@@ -163,7 +164,7 @@ def show_plan(steps: list[str], done: int = 0, title: str = "Plan") -> dict[str,
     return {"shown": shown} if shown else {"shown": False, "note": "Answers are not streamed here; go on."}
 
 
-@tool(outward=False, idempotent=True)
+@tool(outward=False, idempotent=True, top_level_only=True)  # a helper sees only its task (delegate says so)
 def read_thread(limit: int = 50) -> dict[str, Any]:
     """Read the latest messages of this Slack thread, oldest first.
 

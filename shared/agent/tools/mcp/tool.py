@@ -90,7 +90,9 @@ class McpTool:
             return {"error": problem}
         asked: list[str] = []
         try:
-            outcome = connection.call_tool(self.server, self.listed.name, args, asked_mid_call=asked)
+            outcome = connection.call_tool(
+                self.server, self.listed.name, args, listed=self.listed, asked_mid_call=asked
+            )
         except connection.McpFailure as exc:
             return results.declined_mid_call(
                 self.server.name, asked, {"error": f"{exc}; the call may not have completed"}
@@ -102,7 +104,7 @@ class McpTool:
         answer = inputs.elicit_result(pending, question.answer or "", question.matched_option)
         asked: list[str] = []
         try:
-            outcome = connection.call_tool(self.server, pending.tool, pending.arguments,
+            outcome = connection.call_tool(self.server, pending.tool, pending.arguments, listed=self.listed,
                                            input_responses={pending.key: answer},
                                            request_state=pending.request_state, asked_mid_call=asked)  # fmt: skip
         except connection.McpFailure as exc:
