@@ -571,11 +571,15 @@ def test_a_stream_takes_slacks_arguments_and_answers_slacks_errors(fake: FakeSla
     web.chat_appendStream(channel="C25", ts=ts, markdown_text="world")
     with pytest.raises(SlackApiError, match="msg_too_long"):
         web.chat_appendStream(channel="C25", ts=ts, markdown_text="x" * 12_001)
+    with pytest.raises(SlackApiError, match="msg_too_long"):  # 12,000 a call, over all its chunks
+        web.chat_appendStream(channel="C25", ts=ts, chunks=[{"type": "markdown_text", "text": "x" * 6001}] * 2)
+    with pytest.raises(SlackApiError, match="invalid_chunks"):  # 50 chunks a call
+        web.chat_appendStream(channel="C25", ts=ts, chunks=[{"type": "markdown_text", "text": "x"}] * 51)
     with pytest.raises(SlackApiError, match="invalid_chunks"):
         web.chat_appendStream(channel="C25", ts=ts, chunks=[{"type": "task_update", "id": "2", "status": "nope"}])
     [streaming] = fake.bot_replies("C25", root)
     assert streaming["text"] == "Hello world"
-    assert streaming["stream"] == {"streaming": True, "tasks": [task]}
+    assert streaming["stream"] == {"streaming": True, "tasks": [task], "display": "timeline", "plan": None}
     metadata = {"event_type": "agent_post", "event_payload": {"key": "k"}}
     web.chat_stopStream(channel="C25", ts=ts, metadata=metadata, chunks=[{**task, "status": "complete"}])
     with pytest.raises(SlackApiError, match="message_not_in_streaming_state"):

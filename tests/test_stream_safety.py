@@ -142,3 +142,21 @@ def test_an_answer_streamed_a_character_at_a_time_pings_nobody_and_keeps_its_wor
     assert tokens(shown) == []
     for word in ("Done.", "oncall", "bye."):
         assert word in shown
+
+
+def test_text_held_back_as_a_tokens_beginning_is_sent_inert_when_too_long(
+    thread: tuple[ThreadSurface, FakeSlack], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An opening that never closes does not hold the answer back for the rest of the turn."""
+    surface, fake = thread
+    opening = "Look: <!channel|" + "a label that goes on and on " * 100  # 2,800 characters, no ">" yet
+    pieces = [opening[i : i + 100] for i in range(0, len(opening), 100)] + ["> the end."]
+    surface.stream = AnswerStream("C1", surface.thread_ts, recipient=HUMAN, on_open=lambda _: None, buffer_chars=1)
+    model_says(monkeypatch, pieces)
+    streamed.model_turn(surface, [], system="s", tools=[])
+    ts = surface.stream.ts
+    assert ts is not None
+    sent = [ch["text"] for c in fake.calls("chat.appendStream") if c["args"]["ts"] == ts
+            for ch in c["args"].get("chunks") or [] if ch["type"] == "markdown_text"]  # fmt: skip
+    assert len(sent) > 2  # "Look: ", then the rest as it comes once past the cap, not all of it at the end
+    assert tokens("".join(sent)) == []

@@ -47,6 +47,7 @@ MARKDOWN_CHARS = 12_000  # Slack: one markdown_text holds at most this many char
 CHUNKS_PER_CALL = 50  # Slack: one call's chunks (and stopStream's blocks) hold at most this many
 MESSAGE_CHARS = 36_000  # a streamed message's text, kept under the 40,000 of any message; more rolls over
 MAX_PLAN_STEPS = 20
+MAX_HELD = 2_000  # text held back as a possible token's beginning; past this it is sent, its opening made inert
 CLOSED = "message_not_in_streaming_state"  # Slack closed the stream: its time is up, or it ended it
 FLUSH_SECONDS = 1.0  # text waiting this long is sent with the next piece, however short
 INTERRUPTED = "_(This answer was interrupted; I am picking it up again…)_"
@@ -255,7 +256,7 @@ class AnswerStream:
         text = neutralise_markdown(self.held + self.turn_text[self.sent :])
         if len(text) > room:  # the message is full after this piece: nothing can join its end
             piece, rest = inert(text[:room]), text[room:]
-        elif final:
+        elif final or len(text) - safe_cut(text) > MAX_HELD:  # the end, or a "token" too long to be one: made inert
             piece, rest = inert(text), ""
         else:
             cut = safe_cut(text)
