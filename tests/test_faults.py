@@ -30,3 +30,18 @@ def test_a_short_fault_run_loses_and_duplicates_nothing() -> None:
     assert {"agent_session SIGKILL", "Gemini malformed function call", "duplicate parallel task delivery",
             "Slack event retry", "Firestore emulator restart", "Cloud Tasks emulator restart",
             "Slack storm outlasting the session's budget"} <= set(results.injected)  # fmt: skip
+
+
+@pytest.mark.timeout(600)  # the dead worker's lease runs out (SESSION_LEASE_SECONDS) before its takeover
+def test_a_cloud_tasks_outage_during_an_answer_and_a_kill_without_retry_lose_nothing() -> None:
+    """Issue 24.8 and 24.9's faults: the operator answers while Cloud Tasks is down (the ingress answers 503, Slack's
+    redelivery queues the continuation), and a worker killed with no redelivery is taken over by a thread message
+    once its lease has run out."""
+    kinds = ("tasks_outage_answer", "killed_no_retry")
+    results = run(seed=SEED, flows=2, batch=2, stack_dir=TEST_DIR / "faults", kinds=kinds)
+    print(report.table(results))
+    assert report.problems(results) == []
+    assert sorted(o.name.split()[0] for o in results.outcomes) == sorted(kinds)
+    assert {"Cloud Tasks outage during an answer", "agent_session SIGKILL, Cloud Tasks not retrying"} <= set(
+        results.injected
+    )
