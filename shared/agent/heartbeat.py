@@ -32,9 +32,8 @@ def kept(session: Session, *, lease_seconds: int, for_seconds: float) -> Iterato
     until = time.monotonic() + for_seconds
 
     def beat() -> None:
-        # The first beat at once: a claim that took long under load (its lease counts from its start) is renewed
-        # before the work begins; then every quarter of the lease.
-        while not stop.is_set():
+        # The first beat a quarter of a lease after the claim (a short session costs no Firestore operation more).
+        while not stop.wait(every):
             if time.monotonic() > until:
                 log.warning("the session outlived its wall budget; its lease is no longer renewed")
                 return
@@ -43,7 +42,6 @@ def kept(session: Session, *, lease_seconds: int, for_seconds: float) -> Iterato
                     return  # not this worker's any more: nothing to keep
             except Exception:  # a Firestore hiccup: the next beat tries again, within the lease
                 log.warning("could not renew the session's lease", exc_info=True)
-            stop.wait(every)
 
     context = contextvars.copy_context()  # the beat logs under the session and its trace
     thread = threading.Thread(target=context.run, args=(beat,), name=f"heartbeat-{session.session_id}", daemon=True)
