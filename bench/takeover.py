@@ -110,9 +110,10 @@ def one_round(bench: Bench, worker: Worker, gemini: FakeGemini, path: str) -> fl
                       trigger_ts=root, trigger_user="U0HUMAN", text=f"deploy it [{uid}]",
                       created_at=firestore.now())  # fmt: skip
     firestore.session_ref(session.session_id).create(session.to_doc())
+    # Held for ever; the takeover's answer; its answer to the message's note (the message path).
     gemini.script(FakeGemini.matching(uid, FakeGemini.delayed(3600, FakeGemini.text("never"))),
                   FakeGemini.matching(uid, FakeGemini.text("Deployed.")),
-                  FakeGemini.matching(uid, FakeGemini.text("Still here: it is deployed.")))  # the message's note  # fmt: skip
+                  FakeGemini.matching(uid, FakeGemini.text("Still here: it is deployed.")))  # fmt: skip
     DirectTasks(worker.url).create_task(parent="", task=_task_of(session.session_id))
     _wait(lambda: _requests_for(gemini, uid) >= 1, 60)
     time.sleep(LEASE_S / 2)  # somewhere between two beats
