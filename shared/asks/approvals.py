@@ -157,8 +157,11 @@ def _decide(approval: Approval, decision: Decision) -> DecisionOutcome:
     if found.status == ApprovalStatus.DENIED and found.card_ts:
         update_card(found, f":no_entry_sign: denied by <@{found.decided_by}>" + (
             f": {found.reason}" if found.reason else ""))  # fmt: skip
-    elif found.card_ts:
+    elif found.card_ts and result.resumes:  # "running" only when a run is queued
         update_card(found, f":hourglass_flowing_sand: approved by <@{found.decided_by}>; running it now")
+    elif found.card_ts:
+        update_card(found, f":hourglass_flowing_sand: approved by <@{found.decided_by}>; it runs once the other "
+                    "calls of its turn are decided")  # fmt: skip
     log.info("approval decided", extra={"approval_id": found.approval_id, "status": found.status.value})
     return DecisionOutcome.DECIDED
 

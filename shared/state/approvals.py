@@ -82,6 +82,7 @@ class Decided:
     won: bool = False  # this decision was the one recorded
     continuation: Session | None = None  # the turn is fully decided and its paused session resumes
     repeated: bool = False  # this press or message already decided something
+    resumes: bool = False  # it completed its turn and its asker resumes (a continuation, or a note it reads)
 
 
 Resume = Callable[[Approval, SessionStatus | None, str | None], Session | Note | None]  # approval, asker, trace
@@ -139,7 +140,7 @@ def decide(approval_id: str, decision: Decision, resume: Resume) -> Decided:
             {"open_approval_ids": firestore.ArrayRemove([approval_id])},
             merge=True,
         )
-        return Decided(approval, won=True, continuation=continuation)
+        return Decided(approval, won=True, continuation=continuation, resumes=outcome is not None)
 
     try:
         result: Decided = transact(run)
