@@ -16,7 +16,20 @@ import time
 from collections.abc import Callable
 from types import FrameType
 
-from bench import agent_loop, coldstart, cost, fanout, html_text, ingress, mcp_calls, report, resume, scale, streaming
+from bench import (
+    agent_loop,
+    coldstart,
+    cost,
+    fanout,
+    html_text,
+    ingress,
+    mcp_calls,
+    report,
+    resume,
+    scale,
+    streaming,
+    takeover,
+)
 from bench.figures import Section
 from bench.harness import BENCH_DIR, Bench
 from infra.procs import StackError
@@ -35,6 +48,7 @@ FIGURES: dict[str, Callable[[Bench], Section]] = {
     "scale": scale.run,
     "html": html_text.run,  # measured in this process without the stack; a few seconds
     "mcp": mcp_calls.run,  # in this process, against the sample MCP server: the calls, then 66 sessions; ~25 s
+    "takeover": takeover.run,  # a worker SIGKILLed mid model call, taken over: 6 rounds of ~15 s
 }
 
 

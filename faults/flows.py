@@ -21,7 +21,7 @@ import requests
 from google.api_core import exceptions as gexc
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from faults.inject import Injector, requests_with, texts_of
+from faults.inject import HELD_SECONDS, Injector, deliver, requests_with, texts_of
 from infra import stack as local
 from infra.fakegemini.control import FakeGemini
 from shared.slack import blocks
@@ -31,7 +31,8 @@ from shared.state.models import QuestionStatus, Session, SessionKind, SessionSta
 G = FakeGemini
 HUMAN = "U0HUMAN"
 OPERATOR = local.OPERATOR_ID
-KINDS = ("plain", "ask", "approve", "delegate", "mcp_read", "mcp_input", "mcp_elicit", "outage", "mixed")
+KINDS = ("plain", "ask", "approve", "delegate", "mcp_read", "mcp_input", "mcp_elicit", "outage", "mixed",
+         "tasks_outage_answer", "killed_no_retry")  # fmt: skip
 # A session that ended, or paused and then handed on to the session its answer started.
 SETTLED = {SessionStatus.DONE, SessionStatus.RESUMED}
 # An outage flow's session must end failed: Slack refuses its answer for longer than any budget.
@@ -79,6 +80,8 @@ class Flow:
         self.outcome = Outcome(name=f"{self.kind} {self.marker}")
         # Drawn first, before the flow runs: the run puts a flow that kills its worker in a batch of its own.
         self.model_fault = Injector.choose_model_fault(self.rng, may_kill=self.kind not in {"delegate", "mixed"})
+        if self.kind == "killed_no_retry":  # its worker is killed whatever was drawn: it runs in a batch of its own
+            self.model_fault = "agent_session SIGKILL"
 
     @property
     def kills(self) -> bool:
@@ -154,6 +157,7 @@ class Flow:
         self.injector.slack_storm(self.rng, self.tag)
         self.storm = self.injector.other_storm(self.rng, self.kind, self.channel)
         sent = self.injector.slack.user_message(HUMAN, self.channel, f"<@{local.BOT_USER_ID}> {text} {self.tag}")
+        self.retried(sent)
         [event] = [d for d in sent["deliveries"] if d["type"] == "app_mention"]
         self.thread_ts, self.root = sent["ts"], ids.session_for_event(event["event_id"])
         self.injector.event_retry(self.rng, event["event_id"])
@@ -166,8 +170,19 @@ class Flow:
         paused = wait_status(session_id, {SessionStatus.PAUSED})
         assert paused.question_id, f"{session_id} paused without a question"
         self.question_id = paused.question_id
-        self.injector.slack.user_message(OPERATOR, self.channel, text, thread_ts=self.thread_ts)
+        self.retried(self.injector.slack.user_message(OPERATOR, self.channel, text, thread_ts=self.thread_ts))
         return ids.continuation_id(self.question_id)
+
+    def retried(self, sent: dict[str, Any]) -> None:
+        """Slack delivers again what the app did not acknowledge (a 503 while Cloud Tasks restarts, a slow answer),
+        up to three times; here a second apart instead of minutes."""
+        for delivery in sent["deliveries"]:
+            status = delivery["status"]
+            for _ in range(3):
+                if status == 200:
+                    break
+                time.sleep(1.0)
+                status = self.injector.slack.redeliver(delivery["event_id"])["status"]
 
     def wait_final(self) -> None:
         deadline = time.monotonic() + WAIT
@@ -438,6 +453,63 @@ def check_outage(flow: Flow) -> None:
         flow.outcome.problem = flow.outcome.problem or "the answer was posted through a storm that refused it"
 
 
+def tasks_outage_answer(flow: Flow) -> None:
+    """The operator answers while Cloud Tasks is down: the ingress records the answer and its continuation, answers
+    503 within Slack's 3 s, and Slack's redelivery (once Cloud Tasks is back) creates the continuation's task."""
+    fault = flow.script(G.call("ask_operator", question=f"Which zone for {flow.marker}?", options=["a", "b"]),
+                        G.text(flow.final))  # fmt: skip
+    flow.mention("pick a zone", fault)
+    paused = wait_status(flow.root, {SessionStatus.PAUSED})
+    assert paused.question_id, f"{flow.root} paused without a question"
+    flow.question_id = paused.question_id
+    slack = flow.injector.slack
+    sent = flow.injector.tasks_down_while(lambda: slack.user_message(OPERATOR, flow.channel, "b",
+                                                                     thread_ts=flow.thread_ts))  # fmt: skip
+    flow.outcome.faults.append("Cloud Tasks outage during an answer")
+    for delivery in sent["deliveries"]:  # 503 within Slack's 3 s, not a timeout
+        assert delivery["status"] in {200, 503}, f"the answer during the outage was answered {delivery}"
+    flow.retried(sent)  # Slack delivers it again once Cloud Tasks is back
+    wait_status(ids.continuation_id(flow.question_id), {SessionStatus.DONE})
+    flow.wait_final()
+
+
+def killed_no_retry(flow: Flow) -> None:
+    """A worker SIGKILLed inside a model call whose task Cloud Tasks does not deliver again (retries spent): its
+    heartbeat stops, its lease runs out within SESSION_LEASE_SECONDS, and a message in the thread then starts the
+    takeover at once, without the rescue job."""
+    injector = flow.injector
+    flow.thread_ts = injector.slack.user_message(HUMAN, flow.channel, f"deploy it {flow.tag}")["ts"]  # no mention
+    queued = Session(session_id=f"noretry-{flow.marker}", kind=SessionKind.MENTION, channel=flow.channel,
+                     thread_ts=flow.thread_ts, trigger_ts=flow.thread_ts, trigger_user=HUMAN,
+                     text=f"deploy it {flow.tag}", created_at=firestore.now())  # fmt: skip
+    firestore.session_ref(queued.session_id).create(queued.to_doc())
+    flow.root = queued.session_id
+    first = G.matching(flow.tag, G.text(flow.final))
+    injector.gemini.script(G.delayed(HELD_SECONDS, first), first)
+    before = requests_with(injector.gemini, flow.tag)
+    once = threading.Thread(target=deliver, args=(injector.stack, queued.session_id, f"noretry-{flow.marker}", 0),
+                            kwargs={"max_attempts": 1}, daemon=True)  # fmt: skip
+    once.start()
+    injector.kill_when_held(flow.tag, before, kind="agent_session SIGKILL, Cloud Tasks not retrying")
+    flow.outcome.faults.append("agent_session SIGKILL, Cloud Tasks not retrying")
+    deadline = time.monotonic() + WAIT
+    while not lease_expired(queued.session_id):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the dead worker's lease on {queued.session_id} never ran out")
+        time.sleep(0.5)
+    injector.slack.user_message(HUMAN, flow.channel, f"are you still there? {flow.tag}", thread_ts=flow.thread_ts)
+    flow.wait_final()
+
+
+def lease_expired(session_id: str) -> bool:
+    try:
+        found = sessions.get_session(session_id)
+    except gexc.GoogleAPICallError:
+        return False
+    lease = found.lease_until if found is not None else None
+    return found is not None and found.status == SessionStatus.RUNNING and lease is not None and lease < firestore.now()
+
+
 def in_parallel(action: Callable[[], Any], *, times: int) -> None:
     threads = [threading.Thread(target=action) for _ in range(times)]
     for thread in threads:
@@ -449,6 +521,7 @@ def in_parallel(action: Callable[[], Any], *, times: int) -> None:
 DRIVERS: dict[str, Callable[[Flow], None]] = {
     "plain": plain, "ask": ask, "approve": approve, "delegate": delegate, "mcp_read": mcp_read,
     "mcp_input": mcp_input, "mcp_elicit": mcp_elicit, "outage": outage, "mixed": mixed,
+    "tasks_outage_answer": tasks_outage_answer, "killed_no_retry": killed_no_retry,
 }  # fmt: skip
 CHECKS: dict[str, Callable[[Flow], None]] = {
     "ask": check_ask, "approve": check_approve, "delegate": check_delegate, "mcp_input": check_mcp_input,

@@ -7,8 +7,9 @@ import random
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import requests
 
@@ -37,6 +38,8 @@ KINDS = (
     "Slack storm outlasting the session's budget",
     "Firestore emulator restart",
     "Cloud Tasks emulator restart",
+    "Cloud Tasks outage during an answer",
+    "agent_session SIGKILL, Cloud Tasks not retrying",
 )
 RESTARTS = ("Firestore emulator restart", "Cloud Tasks emulator restart")
 # The Web API methods besides chat.postMessage that a flow of each kind makes in its own channel (a storm on one
@@ -54,6 +57,8 @@ MALFORMED = {
     ]
 }  # fmt: skip
 HELD_SECONDS = 60.0  # a model reply held this long: the worker is inside the call when it is killed
+OUTAGE_SECONDS = 1.0  # Cloud Tasks stays down at least this long, and until the request made meanwhile is answered
+T = TypeVar("T")
 
 
 @dataclass
@@ -109,7 +114,7 @@ class Injector:
         elif kind != "none":
             self.count(kind)
 
-    def kill_when_held(self, marker: str, before: int) -> None:
+    def kill_when_held(self, marker: str, before: int, kind: str = "agent_session SIGKILL") -> None:
         """Wait until the flow's held model request arrives, SIGKILL agent_session, start it again at once."""
         deadline = time.monotonic() + 60
         while requests_with(self.gemini, marker) <= before:
@@ -119,7 +124,7 @@ class Injector:
         with self._kill_lock:
             self.stack.kill_function("agent_session")
             self.stack.start_function("agent_session")
-        self.count("agent_session SIGKILL")
+        self.count(kind)
 
     # -- Slack -----------------------------------------------------------------------------
     def slack_storm(self, rng: random.Random, marker: str) -> None:
@@ -163,6 +168,28 @@ class Injector:
             down = restart(self.stack)
         print(f"  {kind}: unreachable for {down:.1f} s", flush=True)
         self.count(kind)
+
+    def tasks_down_while(self, action: Callable[[], T]) -> T:
+        """``action`` run while the Cloud Tasks emulator is down (stopped, then started again on its port with the
+        tasks it held, as ``restart``): a Cloud Tasks outage during one request."""
+        stopped = threading.Event()
+        done = threading.Event()
+
+        def outage() -> None:
+            with self._kill_lock:
+                restarts.restart_tasks(self.stack, down_seconds=OUTAGE_SECONDS, stopped=stopped, until=done)
+
+        restarting = threading.Thread(target=outage, daemon=True)
+        restarting.start()
+        if not stopped.wait(60):
+            raise TimeoutError("the Cloud Tasks emulator was never stopped")
+        try:
+            result = action()
+        finally:
+            done.set()
+            restarting.join(120)
+        self.count("Cloud Tasks outage during an answer")
+        return result
 
     def event_retry(self, rng: random.Random, event_id: str) -> None:
         """Perhaps Slack delivers the mention's signed event again (``X-Slack-Retry-Num``)."""

@@ -67,14 +67,14 @@ def fault_stack(stack_dir: Path) -> Iterator[Stack]:
         stack.stop()
 
 
-def plan(rng: random.Random, count: int) -> list[str]:
+def plan(rng: random.Random, count: int, among: tuple[str, ...] = KINDS) -> list[str]:
     """``count`` flow kinds: every kind once (as far as ``count`` goes), then random ones, shuffled."""
-    kinds = list(KINDS[:count]) + [rng.choice(KINDS) for _ in range(count - len(KINDS))]
+    kinds = list(among[:count]) + [rng.choice(among) for _ in range(count - len(among))]
     rng.shuffle(kinds)
     return kinds
 
 
-def run(*, seed: int, flows: int, batch: int, stack_dir: Path = STACK_DIR) -> Results:
+def run(*, seed: int, flows: int, batch: int, stack_dir: Path = STACK_DIR, kinds: tuple[str, ...] = KINDS) -> Results:
     rng = random.Random(seed)
     started = time.monotonic()
     shutil.rmtree(stack_dir / "evidence", ignore_errors=True)  # what an earlier run's failing flows left
@@ -84,8 +84,8 @@ def run(*, seed: int, flows: int, batch: int, stack_dir: Path = STACK_DIR) -> Re
         slack.reset()
         injector = Injector(stack=stack, gemini=gemini, slack=slack)
         # Each flow draws its faults from its own RNG, seeded in plan order, so a seed replays every choice.
-        kinds = plan(rng, flows)
-        planned = [Flow(k, f"F{seed}X{n}", injector, random.Random(rng.randrange(2**32))) for n, k in enumerate(kinds)]
+        chosen = plan(rng, flows, kinds)
+        planned = [Flow(k, f"F{seed}X{n}", injector, random.Random(rng.randrange(2**32))) for n, k in enumerate(chosen)]
         groups = batches(planned, batch)
         restarts_plan = infra_faults(rng, sum(1 for g in groups if not any(f.kills for f in g)))
         outcomes = []

@@ -23,6 +23,7 @@ import json
 import os
 import shutil
 import signal
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator, Sequence
@@ -88,9 +89,11 @@ def restart_firestore(stack: Stack, *, down_seconds: float = 1.0) -> float:
     return time.monotonic() - down
 
 
-def restart_tasks(stack: Stack, *, down_seconds: float = 1.0) -> float:
+def restart_tasks(stack: Stack, *, down_seconds: float = 1.0, stopped: threading.Event | None = None,
+                  until: threading.Event | None = None) -> float:  # fmt: skip
     """Restart the Cloud Tasks emulator on its port with the tasks it had accepted (see the module's docstring);
-    the seconds it was unreachable."""
+    the seconds it was unreachable. ``stopped`` is set once it is down; it stays down ``down_seconds``, and until
+    ``until`` is set if given (an outage during a request the caller makes meanwhile)."""
     from google.cloud import tasks_v2
 
     writers = [stack.procs[name] for name in FUNCTIONS if name in stack.procs]
@@ -101,7 +104,11 @@ def restart_tasks(stack: Stack, *, down_seconds: float = 1.0) -> float:
             kept = list(client.list_tasks(request=request, timeout=10))
         stack.procs.pop("tasks").kill()
     down = time.monotonic()
+    if stopped is not None:
+        stopped.set()
     time.sleep(down_seconds)
+    if until is not None:
+        until.wait(120)
     stack.restart_emulator("tasks")
     unreachable = time.monotonic() - down
     with tasks_client(stack) as client:

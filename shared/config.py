@@ -325,8 +325,9 @@ class Settings:
         integer(10, 1700), check=_below_deadline,
     )  # fmt: skip
     session_lease_seconds = Var(
-        "SESSION_LEASE_SECONDS", "240",
-        "How long a claimed session stays locked without progress before another delivery may take it over.",
+        "SESSION_LEASE_SECONDS", "60",
+        "How long a claimed session stays locked after its worker's last heartbeat (every quarter of it, during model "
+        "calls and tools too) before another delivery may take it over: how soon a dead worker is known.",
         _AGENT, integer(5, 3600),
     )  # fmt: skip
     fetch_max_per_session = Var(

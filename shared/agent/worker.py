@@ -14,6 +14,7 @@ import uuid
 from dataclasses import dataclass
 
 from shared import backpressure, config
+from shared.agent import heartbeat
 from shared.logs import current_trace, session_context
 from shared.state import sessions, steps, tasks
 from shared.state.firestore import now
@@ -81,8 +82,11 @@ def _run(session: Session, takeover: bool, reason: str, *, task: str, attempt: i
     from shared.agent.runner import Runner
 
     log.info("session claimed", extra={"reason": reason, "task": task, "attempt": attempt, "kind": session.kind.value})
-    # Slack's retries (a 429's Retry-After, a 5xx's backoff) wait only while the session's wall budget lasts.
-    with backpressure.within(_time_left(session)):
+    # Slack's retries (a 429's Retry-After, a 5xx's backoff) wait only while the session's wall budget lasts. The
+    # heartbeat keeps the short lease alive meanwhile (a long model call or tool included), a wrap-up's time more.
+    lease = config.settings().session_lease_seconds
+    beating = heartbeat.kept(session, lease_seconds=lease, for_seconds=_time_left(session) + 2 * lease)
+    with backpressure.within(_time_left(session)), beating:
         try:
             status = Runner(session, takeover=takeover, started_at=session.started_at).run()
         except steps.LeaseLost as exc:

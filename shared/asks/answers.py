@@ -140,6 +140,7 @@ def answer(question: Question, *, user: str, text: str, answer_ts: str, label: s
         log.info("this message already answered a question", extra={"question_id": found.question_id})
         return Outcome(AnswerOutcome.DUPLICATE, found.question_id)
     if result.noted:
+        _wake_if_dead(found.session_id, answer_ts)
         _acknowledge(found, answer_ts, pressed=pressed)
         log.info("answer queued as a note for the running session", extra={"question_id": found.question_id})
         return Outcome(AnswerOutcome.NOTED, found.question_id, found.session_id)
@@ -166,6 +167,16 @@ def _requeue_if_queued(session_id: str) -> None:
         with session_context(session_id, trace=session.trace_id):
             tasks.enqueue_session(session_id)
             log.info("an answer already recorded: its continuation's task created again")
+
+
+def _wake_if_dead(session_id: str, answer_ts: str) -> None:
+    """An answer noted for an asker that still runs: if its worker is dead (its lease, renewed by a heartbeat while
+    it lives, has expired), its takeover is queued at once to read it, as a thread message's is."""
+    asker = sessions.get_session(session_id)
+    if asker is not None and asker.status == SessionStatus.RUNNING and asker.lease_until is not None \
+            and asker.lease_until <= now():  # fmt: skip
+        tasks.enqueue_session(session_id, attempt=f"takeover-{answer_ts}")
+        log.warning("the asker's worker is gone; a takeover is queued to read the answer")
 
 
 def requeue_answered(question_id: str) -> None:
