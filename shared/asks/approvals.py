@@ -28,15 +28,8 @@ from shared.state import approvals as stored
 from shared.state import events, ids, sessions, tasks
 from shared.state.approvals import Decision
 from shared.state.firestore import now
-from shared.state.models import (
-    Approval,
-    ApprovalStatus,
-    Note,
-    NoteKind,
-    Session,
-    SessionStatus,
-    approvals_continuation,
-)
+from shared.state.models import Approval, ApprovalStatus, Note, NoteKind, Session, SessionStatus
+from shared.state.new_sessions import approvals_continuation
 
 log = logging.getLogger(__name__)
 
