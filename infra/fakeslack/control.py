@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import urlencode
 
+from . import usergroups
 from .assistant_control import CONTROL as ASSISTANT_CONTROL
 from .server import Route, chat_post_ephemeral, chat_post_message, chat_update, deliver, deliver_events
 from .state import (
@@ -250,6 +251,7 @@ CONTROL: dict[tuple[str, str], Route] = {
     ("POST", "redeliver"): ctl_redeliver,
     ("POST", "response_url"): ctl_response_url,
     **ASSISTANT_CONTROL,
+    **usergroups.CONTROL,
 }
 
 
@@ -370,6 +372,10 @@ class FakeSlack:
         A 429 carries ``Retry-After`` (1 second unless told otherwise), as Slack's do.
         """
         self._post("fail", method=method, times=times, status=status, error=error, retry_after=retry_after, match=match)
+
+    def set_usergroup(self, group: str, users: list[str]) -> None:
+        """Make a user group's members ``users`` (``usergroups.users.list`` answers them)."""
+        self._post("usergroup", usergroup=group, users=users)
 
     def slow(self, method: str, seconds: float, times: int = 1, *, match: str | None = None) -> None:
         """Answer the next ``times`` calls of ``method`` (whose arguments contain ``match``) ``seconds`` late; each

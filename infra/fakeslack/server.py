@@ -25,7 +25,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from slack_sdk.signature import SignatureVerifier
 
-from . import assistant
+from . import assistant, usergroups
 from .state import (
     MAX_TEXT,
     Json,
@@ -256,6 +256,7 @@ API: dict[str, Route] = {
     "conversations.replies": conversations_replies,
     "users.info": users_info,
     **assistant.API,
+    **usergroups.API,
 }
 
 

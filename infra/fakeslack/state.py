@@ -241,6 +241,7 @@ class Workspace:
             self.status_refusals: dict[str, str] = {}  # channel -> the error assistant.threads.setStatus answers
             self.assistant_threads: dict[str, Json] = {}  # "channel/thread_ts" -> title, prompts, context_channel
             self.stream_refusals: dict[str, str] = {}  # channel -> the error chat.startStream answers
+            self.usergroups: dict[str, list[str]] = {"S0ONCALL": ["U0OPERATOR"]}  # group -> members (usergroups.py)
             self._last_ts = 0
 
     def touch(self) -> None:

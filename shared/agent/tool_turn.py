@@ -16,7 +16,7 @@ from typing import Any
 from google.genai import types
 
 from shared import config
-from shared.agent import activity, prompts
+from shared.agent import activity, presenting, prompts
 from shared.agent.budget import Budget
 from shared.agent.opening import answer_content
 from shared.agent.tools import policy
@@ -84,6 +84,9 @@ class ToolTurns:
         # A takeover may re-run a turn whose calls partly ran: the ledger says which.
         recorded = ledger.entries(self.session, seq, [i for i, _ in turn.calls]) if self._replaying() else {}
         held = self._held(turn)
+        asked = presenting.asked(self.tools, held)
+        oversized = presenting.oversized(held, asked)  # never shown, never run: the model makes a smaller call
+        held = [h for h in held if h[0] not in oversized]
         waits: list[Wait] = []  # the blocking children this turn started, or its blocking question to its parent
         delegating = any(c.name == "delegate" and _blocking(c) for _, c in turn.calls)
         for index, call in turn.calls:
@@ -93,7 +96,8 @@ class ToolTurns:
             ctx = self._context(seq, index, call)
             outcome: Outcome
             self._keep_lease()
-            refused = self._refusal(name, call, held=bool(held), delegating=delegating, used=used)
+            refused = oversized.get(index) or self._refusal(name, call, held=bool(held), delegating=delegating,
+                                                            used=used)  # fmt: skip
             if refused is not None:
                 outcome = refused
             else:
@@ -117,7 +121,7 @@ class ToolTurns:
             tree_status.refresh(self.session, self.surface)
         content = types.Content(role="user", parts=parts) if parts else None
         if held:
-            return self._pause_for_approvals(seq, held, content, audit, used)
+            return self._pause_for_approvals(seq, held, content, audit, used, asked=asked)
         children = [w.key for w in waits if w.child]
         if children:
             return self._pause_for_children(children, content, audit, used)
@@ -199,10 +203,10 @@ class ToolTurns:
         return True
 
     def _pause_for_approvals(self, seq: int, held: list[Held], content: types.Content | None, audit: list[Audit],
-                             used: int) -> bool:  # fmt: skip
+                             used: int, *, asked: dict[int, approvals.Asked] | None = None) -> bool:  # fmt: skip
         """Record the held calls and post their cards, then pause, unless every one was decided meanwhile."""
         self.surface.doing(activity.APPROVAL)
-        requested = approvals.request(self.session, seq, held, self.surface)
+        requested = approvals.request(self.session, seq, held, self.surface, asked=asked)
         approval_ids = [a.approval_id for a in requested]
         try:
             self._commit(StepKind.TOOL_RESULTS, content, audit, tool_calls=used, pausing_on_all=approval_ids,
@@ -346,13 +350,12 @@ class ToolTurns:
             approvals.update_card(approval, ":no_entry_sign: not run: the pending call is not the one approved")
             return {"error": "not run: the pending call is not the call that was approved"}
         ctx = self._context(seq, approval.call_index, call, caller=approval.session_id)
+        approvals.update_card(approval, approvals.running_verdict(approval))  # read before what the call posts
         outcome = self._call(approval.tool, call, ctx, entry)
         response = (
             outcome.response if isinstance(outcome, Suspend | Wait) else capped_response(outcome, MAX_TOOL_RESULT_CHARS)
         )
-        summary = short(response.get("result", response.get("error", response.get("status", ""))), 200)
-        mark = ":warning:" if "error" in response else ":white_check_mark:"
-        approvals.update_card(approval, f"{mark} approved by <@{approval.decided_by}>: {summary}")
+        approvals.ran(approval, response)
         return outcome if isinstance(outcome, Suspend) else response
 
     def _replaying(self) -> bool:

@@ -1,7 +1,8 @@
 """Approvals: ``approvals/{id}``, listed on their thread's document while pending (point reads, like questions).
 
-A decision is one transaction: the approval must be pending; it becomes approved, denied or expired; the deciding
-message or press is claimed with ``create()``; and if it was the last undecided call of its turn, what the caller
+A decision is one transaction: the approval must be pending; it becomes approved, denied or expired (an approval
+that needs several approvers records each distinct one and stays pending until the last); the deciding message or
+press is claimed with ``create()``; and if it was the last undecided call of its turn, what the caller
 decided (a continuation for a paused session, a note for one still running) is written with it.
 """
 
@@ -82,6 +83,8 @@ class Decided:
     won: bool = False  # this decision was the one recorded
     continuation: Session | None = None  # the turn is fully decided and its paused session resumes
     repeated: bool = False  # this press or message already decided something
+    partial: bool = False  # an approval recorded; more approvers are needed before it runs
+    again: bool = False  # this approver had already approved it: a second approval needs another person
 
 
 Resume = Callable[[Approval, SessionStatus | None, str | None], Session | Note | None]  # approval, asker, trace
@@ -101,6 +104,16 @@ def decide(approval_id: str, decision: Decision, resume: Resume) -> Decided:
         approval = Approval.from_doc(data)
         if approval.status != ApprovalStatus.PENDING:
             return Decided(approval)
+        approved_by = approval.approved_by
+        if decision.status == ApprovalStatus.APPROVED:
+            if decision.by in approved_by:
+                return Decided(approval, again=True)
+            approved_by = [*approved_by, decision.by]
+            if len(approved_by) < approval.approvals_needed:  # one of several: recorded, still pending
+                transaction.create(event_ref(ids.message_key(approval.channel, decision.ts)),
+                                   events.record("decision", approval.session_id, when))  # fmt: skip
+                transaction.update(ref, {"approved_by": approved_by})
+                return Decided(Approval.from_doc({**data, "approved_by": approved_by}), won=True, partial=True)
         others = [a for a in approval.turn_ids if a != approval_id]
         siblings = [Approval.from_doc(s.to_dict() or {}) for s in (_ref(a).get(transaction=transaction)
                                                                    for a in others) if s.exists]  # fmt: skip
@@ -113,6 +126,7 @@ def decide(approval_id: str, decision: Decision, resume: Resume) -> Decided:
             "decided_at": when,
             "reason": decision.reason,
             "decision_ts": decision.ts,
+            "approved_by": approved_by,
         }
         approval = Approval.from_doc({**approval.to_doc(), **fields})
         complete = all(s.status != ApprovalStatus.PENDING for s in siblings)

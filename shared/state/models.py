@@ -405,6 +405,12 @@ class Approval(Stored):
     reason: str | None = None
     decision_ts: str | None = None  # the press or message that decided
     continuation_id: str | None = None
+    summary: str | None = None  # the card's one sentence of what will happen (inert mrkdwn, from the tool)
+    shown_order: list[str] = field(default_factory=list)  # the arguments in the order the card shows them
+    expires_at: datetime | None = None  # when the sweep expires it (shown on the card)
+    approvers: list[str] = field(default_factory=list)  # user and user-group ids who may decide; empty: operators
+    approvals_needed: int = 1  # distinct approvers who must approve before it runs
+    approved_by: list[str] = field(default_factory=list)  # who approved so far, in order
 
 
 # --- one factory per kind of session ------------------------------------------------------------
