@@ -162,7 +162,7 @@ def test_an_approval_approved_and_another_denied(open_page: OpenPage) -> None:
     riley, olivia = open_page(RILEY), open_page(OLIVIA)
     billing = f"restart billing in staging {tag()}"
     mention_the_bot(riley, billing)
-    card = pinned(open_thread(olivia, billing), "approval needed")
+    card = pinned(open_thread(olivia, billing), "who may decide")
     expect(card).to_contain_text("restart_service")
     card.get_by_role("button", name="Approve").click()
     result = olivia.locator("#thread .message", has_text="The tool restart_service returned")
@@ -173,7 +173,7 @@ def test_an_approval_approved_and_another_denied(open_page: OpenPage) -> None:
     olivia.click("#close-thread")
     search = f"restart search in production {tag()}"
     mention_the_bot(riley, search)
-    card = pinned(open_thread(olivia, search), "approval needed")
+    card = pinned(open_thread(olivia, search), "who may decide")
     card.get_by_role("button", name="Deny").click()
     expect(card).to_contain_text("🚫 denied by @olivia", timeout=WAIT)
     # The model hears the denial and says so; the tool never ran (it would have posted "Restarting …" first).

@@ -25,7 +25,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from slack_sdk.signature import SignatureVerifier
 
-from . import assistant, usergroups
+from . import assistant, modals, usergroups
 from .state import (
     MAX_TEXT,
     Json,
@@ -257,6 +257,7 @@ API: dict[str, Route] = {
     "users.info": users_info,
     **assistant.API,
     **usergroups.API,
+    **modals.API,
 }
 
 

@@ -7,6 +7,7 @@ model to make a smaller call, and nothing runs.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,6 +16,7 @@ from shared.agent.tools.toolset import Toolset
 from shared.asks.approvals import Asked
 from shared.slack import call_view
 
+MAX_SCHEMA = 20_000  # characters of a tool's schema kept on its approval for the Edit modal (more: no Edit button)
 Held = tuple[int, str | None, str, dict[str, Any]]  # (call index, call id, tool, arguments)
 
 
@@ -30,6 +32,7 @@ def asked(tools: Toolset, held: Sequence[Held]) -> dict[int, Asked]:
             shown_order=tuple(call_view.order(args, schema)),
             approvers=rule.ids,
             approvals=rule.approvals,
+            schema=json.dumps(schema) if schema.get("properties") and len(json.dumps(schema)) <= MAX_SCHEMA else None,
         )
     return facts
 

@@ -76,6 +76,7 @@ class Asked:
     shown_order: tuple[str, ...] = ()
     approvers: tuple[str, ...] = ()
     approvals: int = 1
+    schema: str | None = None  # the tool's JSON Schema: the Edit modal's fields (None: no Edit button)
 
 
 def shown_size(tool: str, args: Mapping[str, Any], shown_order: tuple[str, ...] = ()) -> int:
@@ -89,8 +90,19 @@ def card_of(approval: Approval) -> approval_card.Card:
         summary=approval.summary, shown_order=approval.shown_order, requested_by=approval.requested_by,
         label=approval.label, expires_at=approval.expires_at, approvers=approval.approvers,
         approvals_needed=approval.approvals_needed, approved_by=approval.approved_by,
-        operators=config.settings().operator_user_ids,
+        operators=config.settings().operator_user_ids, editable=approval.schema is not None,
+        edited_args=approval.edited_args, edited_by=approval.edited_by, edited_digest=approval.edited_digest,
     )  # fmt: skip
+
+
+def effective_args(approval: Approval) -> dict[str, Any] | None:
+    """The arguments an approved call runs with: an operator's edit (when its digest holds), else the original
+    (None: the stored edit does not match its digest, so nothing may run)."""
+    if approval.edited_args is None:
+        return dict(json.loads(approval.args))
+    if approval.edited_digest != digest(approval.tool, approval.edited_args):
+        return None
+    return dict(json.loads(approval.edited_args))
 
 
 def expiry(asked_at: datetime) -> datetime:
@@ -134,6 +146,7 @@ def request(session: Session, seq: int, calls: list[tuple[int, str | None, str, 
                 expires_at=expiry(asked_at),
                 approvers=list(about.approvers),
                 approvals_needed=about.approvals,
+                schema=about.schema,
             )
         )
     recorded = stored.create_approvals(wanted)
@@ -163,13 +176,16 @@ def resume(approval: Approval, asker: SessionStatus | None, trace_id: str | None
     return None
 
 
-def _decide(approval: Approval, decision: Decision) -> DecisionOutcome:
+def _decide(approval: Approval, decision: Decision, *, quiet: bool = False) -> DecisionOutcome:
+    """Record one decision and show it; ``quiet``: the loser of a race is told by the caller (an Edit modal)."""
     result = stored.decide(approval.approval_id, decision, resume)
     found = result.approval
     if found is None:
         return DecisionOutcome.NO_APPROVAL
     if result.repeated:
         return DecisionOutcome.DUPLICATE
+    if result.again and quiet:
+        return DecisionOutcome.ALREADY_DECIDED
     if result.again:
         slack.ephemeral(found.channel, decision.by, "You have approved this call already; it needs another "
                         "approver's approval too.", thread_ts=found.thread_ts)  # fmt: skip
@@ -177,6 +193,8 @@ def _decide(approval: Approval, decision: Decision) -> DecisionOutcome:
     if not result.won:
         if found.decision_ts == decision.ts:
             return DecisionOutcome.DUPLICATE
+        if quiet:
+            return DecisionOutcome.ALREADY_DECIDED
         slack.ephemeral(found.channel, decision.by, closed_note(found), thread_ts=found.thread_ts)
         return DecisionOutcome.ALREADY_DECIDED
     if result.partial:  # one approver of several: the card counts it and keeps its buttons
@@ -205,6 +223,11 @@ def _people(approval: Approval) -> str:
     return " and ".join(f"<@{u}>" for u in approval.approved_by or [approval.decided_by or "someone"])
 
 
+def decide_edit(approval: Approval, decision: Decision) -> DecisionOutcome:
+    """A valid Edit submission: the editor's approval of the edited call (``decision.edit``), exactly once."""
+    return _decide(approval, decision, quiet=True)
+
+
 def decide_press(press: ButtonPress) -> DecisionOutcome:
     """An Approve or Deny press: valid only for a pending approval, on its own card, for the call it showed."""
     parsed = blocks.parse_approval_value(press.value)
@@ -215,7 +238,11 @@ def decide_press(press: ButtonPress) -> DecisionOutcome:
     if parsed is None or approval is None or approval.channel != press.channel or not on_its_card:
         slack.ephemeral(press.channel, press.user, "That button does not belong to an approval here; nothing changed.")
         return DecisionOutcome.NO_APPROVAL
-    if parsed[1] != approval.digest or digest(approval.tool, approval.args) != approval.digest:
+    if approval.status != ApprovalStatus.PENDING and parsed[1] in {approval.digest, approval.edited_digest}:
+        slack.ephemeral(press.channel, press.user, closed_note(approval), thread_ts=approval.thread_ts)
+        return DecisionOutcome.ALREADY_DECIDED  # an edit decided it while this card still showed the original
+    runs = approval.edited_digest or approval.digest
+    if parsed[1] != runs or digest(approval.tool, approval.args) != approval.digest:
         log.warning("approval press with a digest that is not the call's", extra={"approval_id": approval.approval_id})
         slack.ephemeral(press.channel, press.user, "That button does not match the call it was shown for; nothing ran.")
         return DecisionOutcome.TAMPERED
@@ -260,6 +287,16 @@ def update_card(approval: Approval, verdict: str, *, result: str | None = None) 
         card = card_of(approval)
         slack.update(approval.channel, approval.card_ts, approval_card.decided_text(card, verdict),
                      blocks=approval_card.decided_blocks(card, verdict, result=result))  # fmt: skip
+
+
+def edited_response(approval: Approval, response: dict[str, Any]) -> dict[str, Any]:
+    """The model's function response for a call an operator edited: it ran with these arguments, not the model's."""
+    if approval.edited_args is None:
+        return response
+    edit = {"by": approval.edited_by, "arguments": json.loads(approval.edited_args),
+            "note": "An operator edited this call's arguments before approving it; it ran with these arguments, "
+                    "not the ones you asked for."}  # fmt: skip
+    return {**response, "edited": edit}
 
 
 RESULT_CHARS = 1_500  # of a call's result on its card (plain text; the model gets it whole)

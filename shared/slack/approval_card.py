@@ -45,6 +45,14 @@ class Card:
     approved_by: list[str] = field(default_factory=list)
     operators: frozenset[str] = frozenset()
     editable: bool = False
+    edited_args: str | None = None  # canonical JSON of an operator's edit, which runs instead
+    edited_by: str | None = None
+    edited_digest: str | None = None
+
+    @property
+    def runs_digest(self) -> str:
+        """The digest of the call that runs: the edit's, once there is one."""
+        return self.edited_digest or self.digest
 
 
 def sentence(card: Card) -> str:
@@ -75,8 +83,21 @@ def call_text(card: Card) -> str:
     return call_view.shown_call(card.tool, json.loads(card.args), card.shown_order)
 
 
+def _sections(text: str) -> list[Any]:
+    return [SectionBlock(text=PlainTextObject(text=piece, emoji=False)) for piece in call_view.chunks(text)]
+
+
 def _call_sections(card: Card) -> list[Any]:
-    return [SectionBlock(text=PlainTextObject(text=piece, emoji=False)) for piece in call_view.chunks(call_text(card))]
+    """The call; after an edit, the original (which will not run) and then the edited call (which runs)."""
+    if card.edited_args is None:
+        return _sections(call_text(card))
+    edited = call_view.shown_call(card.tool, json.loads(card.edited_args), card.shown_order)
+    return [
+        ContextBlock(elements=[MarkdownTextObject(text="The call as the model asked for it (it does not run):")]),
+        *_sections(call_text(card)),
+        SectionBlock(text=MarkdownTextObject(text=f":pencil2: *Edited by <@{card.edited_by}>; this call runs:*")),
+        *_sections(edited),
+    ]
 
 
 def _header(card: Card) -> list[Any]:
@@ -93,12 +114,13 @@ def _header(card: Card) -> list[Any]:
 
 
 def _footer(card: Card, note: str) -> Any:
-    return ContextBlock(elements=[MarkdownTextObject(text=f"The exact call above runs · digest `{card.digest}`{note}")])
+    text = f"The exact call above runs · digest `{card.runs_digest}`{note}"
+    return ContextBlock(elements=[MarkdownTextObject(text=text)])
 
 
 def blocks(card: Card) -> list[Any]:
     """A pending card: the sentence and its facts, the exact call, the buttons bound to its digest."""
-    value = approval_value(card.approval_id, card.digest)
+    value = approval_value(card.approval_id, card.runs_digest)
     buttons = [
         ButtonElement(text="Approve", action_id=APPROVE_ACTION, value=value, style="primary"),
         ButtonElement(text="Deny", action_id=DENY_ACTION, value=value, style="danger"),

@@ -75,6 +75,7 @@ class Decision:
     by: str
     reason: str | None
     ts: str  # the press or message that decided (claimed once)
+    edit: tuple[str, str] | None = None  # an edit: the edited call's canonical arguments and digest (an approval)
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,10 @@ def decide(approval_id: str, decision: Decision, resume: Resume) -> Decided:
         if approval.status != ApprovalStatus.PENDING:
             return Decided(approval)
         approved_by = approval.approved_by
+        edited: dict[str, Any] = {}
+        if decision.edit is not None:  # approving the edited call: earlier approvals were of another call
+            edited = {"edited_args": decision.edit[0], "edited_digest": decision.edit[1], "edited_by": decision.by}
+            approved_by = []
         if decision.status == ApprovalStatus.APPROVED:
             if decision.by in approved_by:
                 return Decided(approval, again=True)
@@ -112,8 +117,9 @@ def decide(approval_id: str, decision: Decision, resume: Resume) -> Decided:
             if len(approved_by) < approval.approvals_needed:  # one of several: recorded, still pending
                 transaction.create(event_ref(ids.message_key(approval.channel, decision.ts)),
                                    events.record("decision", approval.session_id, when))  # fmt: skip
-                transaction.update(ref, {"approved_by": approved_by})
-                return Decided(Approval.from_doc({**data, "approved_by": approved_by}), won=True, partial=True)
+                transaction.update(ref, {"approved_by": approved_by, **edited})
+                return Decided(Approval.from_doc({**data, "approved_by": approved_by, **edited}), won=True,
+                               partial=True)  # fmt: skip
         others = [a for a in approval.turn_ids if a != approval_id]
         siblings = [Approval.from_doc(s.to_dict() or {}) for s in (_ref(a).get(transaction=transaction)
                                                                    for a in others) if s.exists]  # fmt: skip
@@ -127,6 +133,7 @@ def decide(approval_id: str, decision: Decision, resume: Resume) -> Decided:
             "reason": decision.reason,
             "decision_ts": decision.ts,
             "approved_by": approved_by,
+            **edited,
         }
         approval = Approval.from_doc({**approval.to_doc(), **fields})
         complete = all(s.status != ApprovalStatus.PENDING for s in siblings)
