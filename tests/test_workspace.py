@@ -351,3 +351,28 @@ def test_feedback_buttons_show_and_a_press_reaches_the_product(web_stack: Stack,
     answer.locator(".block.feedback button", has_text="👍").click()
     # The product checks the press against its store: this message is no session's final answer.
     expect(pane.locator(".message.ephemeral")).to_contain_text("Feedback is taken on my final answers only.")
+
+
+def test_an_edit_with_a_schema_error_then_a_valid_one(open_page: OpenPage) -> None:
+    """Issue 25.2: Edit opens Slack's modal of the call's arguments; a bad value is answered in the modal, and a
+    valid edit is the editor's approval: the edited call runs, and the card shows both calls."""
+    riley, olivia = open_page(RILEY), open_page(OLIVIA)
+    request = f"restart ledger in staging {tag()}"
+    mention_the_bot(riley, request)
+    card = pinned(open_thread(olivia, request), "who may decide")
+    card.get_by_role("button", name="Edit").click()
+    modal = olivia.locator("#modal")
+    expect(modal).to_be_visible(timeout=WAIT)
+    environment = modal.locator("[data-block='arg:environment'] input")
+    expect(environment).to_have_value("staging")
+    environment.fill("")  # a required argument left out: the schema says no
+    modal.get_by_role("button", name="Approve edited").click()
+    error = modal.locator("[data-block='arg:environment'] .modal-error")
+    expect(error).to_contain_text("required", timeout=WAIT)
+    expect(modal).to_be_visible()
+    environment.fill("dev")
+    modal.get_by_role("button", name="Approve edited").click()
+    expect(modal).to_be_hidden(timeout=WAIT)
+    expect(card).to_contain_text("Edited by @olivia", timeout=WAIT)
+    expect(olivia.locator("#thread")).to_contain_text("Restarting ledger in dev", timeout=WAIT)
+    expect(card.locator(".block-button")).to_have_count(0, timeout=WAIT)
