@@ -222,7 +222,8 @@ class Settings:
     )
     operator_channel = Var(
         "OPERATOR_CHANNEL", "",
-        "Slack channel id where operator alerts also go (unreported work that could not be narrated).", _INTERNAL,
+        "Slack channel id where operator alerts also go (unreported work that could not be narrated), and where "
+        "approval cards asked in a direct message are posted.", _INTERNAL,
         text,
     )  # fmt: skip
     question_mentions_operators = Var(

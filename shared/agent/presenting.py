@@ -13,8 +13,12 @@ from typing import Any
 
 from shared.agent.tools import describe, policy
 from shared.agent.tools.toolset import Toolset
+from shared.asks import routing
 from shared.asks.approvals import Asked
 from shared.slack import call_view
+from shared.slack.surface import ThreadSurface
+from shared.state import ids
+from shared.state.models import Session
 
 MAX_SCHEMA = 20_000  # characters of a tool's schema kept on its approval for the Edit modal (more: no Edit button)
 Held = tuple[int, str | None, str, dict[str, Any]]  # (call index, call id, tool, arguments)
@@ -35,6 +39,15 @@ def asked(tools: Toolset, held: Sequence[Held]) -> dict[int, Asked]:
             schema=json.dumps(schema) if schema.get("properties") and len(json.dumps(schema)) <= MAX_SCHEMA else None,
         )
     return facts
+
+
+def undecidable(session: Session, surface: ThreadSurface, seq: int, held: Sequence[Held]) -> dict[int, dict[str, Any]]:
+    """Held calls nobody can decide (a direct message, and no operator channel): each gets an error response at
+    once, and the person is told in plain words, once per turn."""
+    if not held or not routing.nobody_can_decide(session.channel):
+        return {}
+    surface.post(routing.NOBODY_FOR_PERSON, key=ids.post_key(session.session_id, seq, "nobody-to-approve"))
+    return {index: {"error": routing.NOBODY_FOR_MODEL} for index, *_ in held}
 
 
 def oversized(held: Sequence[Held], facts: dict[int, Asked]) -> dict[int, dict[str, Any]]:

@@ -86,6 +86,7 @@ class ToolTurns:
         held = self._held(turn)
         asked = presenting.asked(self.tools, held)
         oversized = presenting.oversized(held, asked)  # never shown, never run: the model makes a smaller call
+        oversized |= presenting.undecidable(self.session, self.surface, seq, [h for h in held if h[0] not in oversized])
         held = [h for h in held if h[0] not in oversized]
         waits: list[Wait] = []  # the blocking children this turn started, or its blocking question to its parent
         delegating = any(c.name == "delegate" and _blocking(c) for _, c in turn.calls)

@@ -21,7 +21,7 @@ from enum import StrEnum
 from typing import Any
 
 from shared import config
-from shared.asks import approvers
+from shared.asks import approvers, routing
 from shared.limits import MAX_MESSAGE_CHARS, capped
 from shared.logs import session_context
 from shared.slack import approval_card, blocks, call_view
@@ -92,6 +92,7 @@ def card_of(approval: Approval) -> approval_card.Card:
         approvals_needed=approval.approvals_needed, approved_by=approval.approved_by,
         operators=config.settings().operator_user_ids, editable=approval.schema is not None,
         edited_args=approval.edited_args, edited_by=approval.edited_by, edited_digest=approval.edited_digest,
+        asked_in=approval.asked_in,
     )  # fmt: skip
 
 
@@ -150,17 +151,24 @@ def request(session: Session, seq: int, calls: list[tuple[int, str | None, str, 
             )
         )
     recorded = stored.create_approvals(wanted)
+    elsewhere = routing.operator_channel(session.channel)
     for approval in recorded:
         if approval.card_ts:
             continue
-        card = card_of(approval)
-        card_ts = surface.post(
-            approval_card.text(card),
-            key=ids.post_key(session.session_id, seq, f"{approval.call_index}:approval"),
-            for_operators=True,
-            blocks=approval_card.blocks(card),
-        )
-        stored.set_card_ts(approval.approval_id, card_ts)
+        key = ids.post_key(session.session_id, seq, f"{approval.call_index}:approval")
+        if elsewhere:  # operators cannot see this conversation: the card goes to their channel, linked back
+            approval.card_channel, approval.asked_in = elsewhere, routing.link(session.channel, session.thread_ts)
+            card = card_of(approval)
+            card_ts = slack.post(elsewhere, None, approval_card.text(card), key=key, blocks=approval_card.blocks(card))
+            stored.set_card_ts(approval.approval_id, card_ts, channel=elsewhere, asked_in=approval.asked_in)
+            surface.post(f":lock: This needs an operator's approval: {approval_card.sentence(card)}. I asked the "
+                         f"operators in <#{elsewhere}>, and I will carry on here once one decides.",
+                         key=f"{key}:asked")  # fmt: skip
+        else:
+            card = card_of(approval)
+            card_ts = surface.post(approval_card.text(card), key=key, for_operators=True,
+                                   blocks=approval_card.blocks(card))  # fmt: skip
+            stored.set_card_ts(approval.approval_id, card_ts)
         approval.card_ts = card_ts
     return recorded
 
@@ -187,20 +195,21 @@ def _decide(approval: Approval, decision: Decision, *, quiet: bool = False) -> D
     if result.again and quiet:
         return DecisionOutcome.ALREADY_DECIDED
     if result.again:
-        slack.ephemeral(found.channel, decision.by, "You have approved this call already; it needs another "
-                        "approver's approval too.", thread_ts=found.thread_ts)  # fmt: skip
+        slack.ephemeral(found.card_place()[0], decision.by, "You have approved this call already; it needs another "
+                        "approver's approval too.", thread_ts=found.card_place()[1])  # fmt: skip
         return DecisionOutcome.ALREADY_DECIDED
     if not result.won:
         if found.decision_ts == decision.ts:
             return DecisionOutcome.DUPLICATE
         if quiet:
             return DecisionOutcome.ALREADY_DECIDED
-        slack.ephemeral(found.channel, decision.by, closed_note(found), thread_ts=found.thread_ts)
+        slack.ephemeral(found.card_place()[0], decision.by, closed_note(found), thread_ts=found.card_place()[1])
         return DecisionOutcome.ALREADY_DECIDED
     if result.partial:  # one approver of several: the card counts it and keeps its buttons
         if found.card_ts:
             card = card_of(found)
-            slack.update(found.channel, found.card_ts, approval_card.text(card), blocks=approval_card.blocks(card))
+            slack.update(found.card_place()[0], found.card_ts, approval_card.text(card),
+                         blocks=approval_card.blocks(card))  # fmt: skip
         log.info("approval counted", extra={"approval_id": found.approval_id, "approved_by": found.approved_by})
         return DecisionOutcome.DECIDED
     if result.continuation is not None:  # the work first (a slow or failing card update must not hold it back)
@@ -235,11 +244,11 @@ def decide_press(press: ButtonPress) -> DecisionOutcome:
     on_its_card = approval is not None and (
         approval.card_ts == press.message_ts or (approval.card_ts is None and press.thread_ts == approval.thread_ts)
     )
-    if parsed is None or approval is None or approval.channel != press.channel or not on_its_card:
+    if parsed is None or approval is None or approval.card_place()[0] != press.channel or not on_its_card:
         slack.ephemeral(press.channel, press.user, "That button does not belong to an approval here; nothing changed.")
         return DecisionOutcome.NO_APPROVAL
     if approval.status != ApprovalStatus.PENDING and parsed[1] in {approval.digest, approval.edited_digest}:
-        slack.ephemeral(press.channel, press.user, closed_note(approval), thread_ts=approval.thread_ts)
+        slack.ephemeral(press.channel, press.user, closed_note(approval), thread_ts=approval.card_place()[1])
         return DecisionOutcome.ALREADY_DECIDED  # an edit decided it while this card still showed the original
     runs = approval.edited_digest or approval.digest
     if parsed[1] != runs or digest(approval.tool, approval.args) != approval.digest:
@@ -247,10 +256,10 @@ def decide_press(press: ButtonPress) -> DecisionOutcome:
         slack.ephemeral(press.channel, press.user, "That button does not match the call it was shown for; nothing ran.")
         return DecisionOutcome.TAMPERED
     if not may_decide(press.user, approval):
-        slack.ephemeral(press.channel, press.user, approvers.refusal(approval), thread_ts=approval.thread_ts)
+        slack.ephemeral(press.channel, press.user, approvers.refusal(approval), thread_ts=approval.card_place()[1])
         return DecisionOutcome.NOT_ALLOWED
     if approval.status != ApprovalStatus.PENDING:
-        slack.ephemeral(press.channel, press.user, closed_note(approval), thread_ts=approval.thread_ts)
+        slack.ephemeral(press.channel, press.user, closed_note(approval), thread_ts=approval.card_place()[1])
         return DecisionOutcome.ALREADY_DECIDED
     status = ApprovalStatus.APPROVED if press.action_id == blocks.APPROVE_ACTION else ApprovalStatus.DENIED
     return _decide(approval, Decision(status, press.user, None, ids.press_key(press.action_ts)))
@@ -285,7 +294,7 @@ def update_card(approval: Approval, verdict: str, *, result: str | None = None) 
     """The decided card: its verdict (and the call's result once it ran), the exact call still shown, no buttons."""
     if approval.card_ts:
         card = card_of(approval)
-        slack.update(approval.channel, approval.card_ts, approval_card.decided_text(card, verdict),
+        slack.update(approval.card_place()[0], approval.card_ts, approval_card.decided_text(card, verdict),
                      blocks=approval_card.decided_blocks(card, verdict, result=result))  # fmt: skip
 
 
@@ -320,7 +329,7 @@ def remind(approval: Approval, at: datetime) -> bool:
     hours = int((at - approval.asked_at).total_seconds() // 3600)
     text = f":alarm_clock: {approval_card.who_decides(card)}: this call has waited {hours} hours for approval: " + (
         approval_card.sentence(card))  # fmt: skip
-    slack.post(approval.channel, approval.thread_ts, text, key=f"{approval.approval_id}:reminder")
+    slack.post(*approval.card_place(), text, key=f"{approval.approval_id}:reminder")
     return stored.mark_reminded(approval.approval_id, at)
 
 

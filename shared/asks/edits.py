@@ -36,19 +36,20 @@ def open_editor(press: ButtonPress) -> str:
     """An Edit press: the modal of this call's arguments, or a private note why not. Returns what happened."""
     parsed = parse_approval_value(press.value)
     approval = stored.get_approval(parsed[0]) if parsed else None
-    if parsed is None or approval is None or approval.channel != press.channel or approval.card_ts != press.message_ts:
+    on_its_card = approval is not None and approval.card_place()[0] == press.channel
+    if parsed is None or approval is None or not on_its_card or approval.card_ts != press.message_ts:
         slack.ephemeral(press.channel, press.user, "That button does not belong to an approval here; nothing changed.")
         return "no_approval"
     if not approvers.may_decide(press.user, approval):
-        slack.ephemeral(press.channel, press.user, approvers.refusal(approval), thread_ts=approval.thread_ts)
+        slack.ephemeral(press.channel, press.user, approvers.refusal(approval), thread_ts=approval.card_place()[1])
         return "not_allowed"
     if approval.status != ApprovalStatus.PENDING:
-        slack.ephemeral(press.channel, press.user, approvals.closed_note(approval), thread_ts=approval.thread_ts)
+        slack.ephemeral(press.channel, press.user, approvals.closed_note(approval), thread_ts=approval.card_place()[1])
         return "already_decided"
     runs = approval.edited_digest or approval.digest
     if parsed[1] != runs or approval.schema is None:
         slack.ephemeral(press.channel, press.user, "That button does not match the call it was shown for.",
-                        thread_ts=approval.thread_ts)  # fmt: skip
+                        thread_ts=approval.card_place()[1])  # fmt: skip
         return "tampered"
     current = approvals.effective_args(approval) or {}
     modal = edit_modal.view(approval.approval_id, runs, approval.tool, schema=json.loads(approval.schema),
@@ -58,7 +59,7 @@ def open_editor(press: ButtonPress) -> str:
     except SlackApiError as exc:  # an expired trigger (the press took over 3 s to reach us): say so
         log.warning("edit modal not opened", extra={"error": exc.response.get("error")})
         slack.ephemeral(press.channel, press.user, "Slack did not let me open the editor in time; press Edit again.",
-                        thread_ts=approval.thread_ts)  # fmt: skip
+                        thread_ts=approval.card_place()[1])  # fmt: skip
         return "not_opened"
     return "opened"
 

@@ -48,6 +48,7 @@ class Card:
     edited_args: str | None = None  # canonical JSON of an operator's edit, which runs instead
     edited_by: str | None = None
     edited_digest: str | None = None
+    asked_in: str | None = None  # a link to the conversation, when the card is in the operator channel
 
     @property
     def runs_digest(self) -> str:
@@ -103,7 +104,7 @@ def _call_sections(card: Card) -> list[Any]:
 def _header(card: Card) -> list[Any]:
     about = f" — {escaped(card.label)}" if card.label else ""
     asked = f"Asked by <@{card.requested_by}>" if card.requested_by else "Asked by the session"
-    facts = [asked]
+    facts = [asked + (f" in {card.asked_in}" if card.asked_in else "")]
     if card.expires_at is not None:
         facts.append(f"expires {_when(card.expires_at)}")
     facts.append(f"who may decide: {who_decides(card)}")

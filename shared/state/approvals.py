@@ -60,8 +60,12 @@ def get_approvals(approval_ids: list[str]) -> list[Approval]:
     return [Approval.from_doc(snaps[a].to_dict() or {}) for a in approval_ids if a in snaps and snaps[a].exists]
 
 
-def set_card_ts(approval_id: str, card_ts: str) -> None:
-    _ref(approval_id).update({"card_ts": card_ts})
+def set_card_ts(approval_id: str, card_ts: str, *, channel: str | None = None, asked_in: str | None = None) -> None:
+    """Note the posted card; ``channel``: it went to the operator channel, not the thread (``asked_in`` links back)."""
+    fields: dict[str, Any] = {"card_ts": card_ts}
+    if channel:
+        fields.update(card_channel=channel, asked_in=asked_in)
+    _ref(approval_id).update(fields)
 
 
 def pending(approval_ids: list[str]) -> list[Approval]:

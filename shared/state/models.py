@@ -415,6 +415,12 @@ class Approval(Stored):
     edited_args: str | None = None  # canonical JSON of the call an operator's edit made: it runs instead
     edited_digest: str | None = None  # its digest (tool name + edited canonical arguments)
     edited_by: str | None = None
+    card_channel: str | None = None  # the operator channel, when the card went there (its conversation is a DM)
+    asked_in: str | None = None  # a mrkdwn link to that conversation, shown on the card
+
+    def card_place(self) -> tuple[str, str | None]:
+        """Where the card is: the operator channel (top level), or the session's thread."""
+        return (self.card_channel, None) if self.card_channel else (self.channel, self.thread_ts)
 
 
 # --- one factory per kind of session ------------------------------------------------------------

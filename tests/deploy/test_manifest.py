@@ -44,6 +44,8 @@ METHOD_SCOPES: dict[str, set[str]] = {
     "chat.stopStream": {"chat:write"},
     "users.info": {"users:read"},
     "usergroups.users.list": {"usergroups:read"},
+    "chat.getPermalink": set(),  # no scope of its own
+    "views.open": set(),  # a modal, with a press's trigger_id: no scope of its own
     "auth.test": set(),
 }
 
