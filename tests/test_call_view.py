@@ -98,3 +98,38 @@ def test_the_card_opens_with_the_sentence_who_asked_and_the_expiry_and_shows_the
     assert shown[-1]["type"] == "actions"
     two = approval_card.Card(**{**card.__dict__, "approvals_needed": 2, "approved_by": ["U0ONE"]})
     assert "*1 of 2 approvals*: approved by <@U0ONE>" in approval_card.blocks(two)[0].to_dict()["text"]["text"]
+
+
+def test_the_edit_modal_has_a_field_per_argument_and_checks_a_submission_against_the_schema() -> None:
+    from shared.slack import edit_modal
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"}, "replicas": {"type": "integer", "maximum": 50},
+            "mode": {"type": "string", "enum": ["rolling", "all"]}, "dry_run": {"type": "boolean"},
+            "labels": {"type": "object"},
+        },
+        "required": ["name", "replicas"],
+    }  # fmt: skip
+    args = {"name": "api", "replicas": 3, "labels": {"a": "b"}, "stray": 1}
+    shown = edit_modal.view("a-1", "d1", "scale", schema=schema, args=args, order=["name", "replicas"]).to_dict()
+    fields = {b["block_id"]: b for b in shown["blocks"] if b["type"] == "input"}
+    assert list(fields) == ["arg:name", "arg:replicas", "arg:mode", "arg:dry_run", "arg:labels", "arg:*others"]
+    assert fields["arg:replicas"]["element"]["type"] == "number_input"
+    assert fields["arg:mode"]["element"]["type"] == "static_select"
+    assert json.loads(fields["arg:labels"]["element"]["initial_value"]) == {"a": "b"}
+    assert (fields["arg:name"]["optional"], fields["arg:mode"]["optional"]) == (False, True)
+    assert shown["private_metadata"] == "a-1|d1"
+
+    def state(**typed: str) -> dict[str, Any]:
+        return {f"arg:{k}": {"value": {"type": "plain_text_input", "value": v}} for k, v in typed.items()}
+
+    edited, errors = edit_modal.parse(schema, state(name="web", replicas="7", labels='{"x": 1}'))
+    assert (edited, errors) == ({"name": "web", "replicas": 7, "labels": {"x": 1}}, {})
+    assert edit_modal.parse(schema, state(name="web", replicas="70"))[1] == {
+        "arg:replicas": "70 is greater than the maximum of 50"
+    }
+    assert "arg:replicas" in edit_modal.parse(schema, state(name="web", replicas="2.5"))[1]
+    assert "arg:labels" in edit_modal.parse(schema, state(name="web", replicas="1", labels="{nope"))[1]
+    assert edit_modal.parse(schema, state(replicas="1"))[1] == {"arg:name": "'name' is a required property"}
