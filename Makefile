@@ -60,7 +60,7 @@ chromium:  ## install Debian's chromium for the browser tests when it is missing
 	  { [ "$$SUDO" != none ] && { $$SUDO apt-get install -y chromium || { $$SUDO apt-get update && $$SUDO apt-get install -y chromium; }; }; } \
 	  || { echo "Cannot install chromium (it needs root, sudo, or apt): run 'apt-get install chromium' as root. The browser tests (tests/test_workspace.py) need /usr/bin/chromium."; exit 1; }; }
 
-screenshot: install chromium  ## regenerate docs/workspace.png, the README's picture of the workspace (a real demo run)
+screenshot: install chromium  ## regenerate docs/workspace.png and docs/console.png, the README's pictures (a real demo run)
 	$(PY) -m infra.screenshot
 
 lint: $(VENV)/.installed  ## ruff lint and format check, and the import layers of shared/ (import-linter)
@@ -109,10 +109,10 @@ apply: package  ## build the zip, then terraform init and apply (needs terraform
 	$(TF) init
 	$(TF) apply
 
-slack-manifest: $(VENV)/.installed  ## write build/slack-manifest.yaml with the deployed URLs (OUTPUTS=saved.json skips terraform)
+slack-manifest: $(VENV)/.installed  ## write build/slack-manifest.yaml with the deployed URLs (OUTPUTS=saved.json skips terraform; SLACK_SURFACE=assistant for the assistant pane)
 	@mkdir -p build
 	$(if $(OUTPUTS),,$(TF) output -json > build/terraform-outputs.json)
-	$(PY) -m deploy.manifest --outputs $(or $(OUTPUTS),build/terraform-outputs.json) --out build/slack-manifest.yaml
+	$(PY) -m deploy.manifest --outputs $(or $(OUTPUTS),build/terraform-outputs.json) --out build/slack-manifest.yaml --surface $(or $(SLACK_SURFACE),agent)
 
 restart: $(VENV)/.installed  ## start a new revision of every function, so instances re-read their secrets
 	$(PY) -m deploy.restart

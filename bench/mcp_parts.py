@@ -1,21 +1,23 @@
 """What one MCP tool call is made of: its parts, each timed on its own against the sample server.
 
-``McpTool.run`` checks the arguments against the tool's schema, then ``connection.call_tool`` runs the request in
-an event loop of its own (``anyio.run``) on a new HTTP client, whose first request opens a new TCP connection,
-with the SDK's ``Client`` in ``auto`` mode, which sends ``server/discover`` and waits for its answer before the
-``tools/call`` round. The SDK's session checks a result's structured content against the tool's output schema,
-which a session that has not listed the tools does not know: a fresh session sends ``tools/list`` first. The
-result is then turned into the function response. The parts below are built with the
-same SDK calls and settings, and each is timed ``REPS`` times; a part's figure is its median. What they do not
-add up to is the rest (the SDK's per-request tasks, timing noise): they were timed apart, not inside one call.
+``McpTool.run`` checks the arguments against the tool's schema, then ``connection.call_tool`` runs the request on
+the instance's event loop (``pool``), on the server's kept HTTP client (its TCP connection open), with the SDK's
+``Client`` pinned to the protocol the last listing negotiated (``prior_discover``: no ``server/discover``) and given
+the cached listing's entry of the tool (so the session knows the output schema without a ``tools/list``): the
+``tools/call`` round is the only request (``requests``, recorded on the product's own call). The result is then
+turned into the function response. The parts that each call paid before issue 28.2 and that a listing (once a
+minute) pays now are timed too, apart: an event loop of its own, a new HTTP client and SDK ``Client``, a new TCP
+connection, the ``server/discover`` round and the ``tools/list`` round. Each part is timed ``REPS`` times; a part's
+figure is its median. What they do not add up to is the rest (the SDK's per-request tasks, timing noise): they
+were timed apart, not inside one call.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +28,7 @@ from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from bench.figures import median
-from shared.agent.tools.mcp import connection, results
+from shared.agent.tools.mcp import capped, connection, results
 from shared.agent.tools.mcp.tool import McpTool
 
 REPS = 20
@@ -45,7 +47,7 @@ class Parts:
     call_round_ms: float  # the tools/call round, on an open connection
     schema_ms: float  # the arguments checked against the tool's input schema
     convert_ms: float  # the CallToolResult turned into the function response
-    requests: tuple[str, ...]  # the JSON-RPC methods one call sends, in order
+    requests: tuple[str, ...]  # the JSON-RPC methods one call of the product sends, in order
     version: str  # the protocol version negotiated
 
     @property
@@ -98,6 +100,25 @@ async def opened(tool: McpTool, sent: list[str], *, prior: mcp_types.DiscoverRes
             yield client
 
 
+@contextmanager
+def recorded(sent: list[str]) -> Iterator[None]:
+    """The JSON-RPC methods the product's own connections send inside the block, appended to ``sent``."""
+    real = capped.CappedTransport.handle_async_request
+
+    async def recording(self: capped.CappedTransport, request: httpx2.Request) -> httpx2.Response:
+        try:
+            sent.append(str(json.loads(request.content).get("method", "?")))
+        except (ValueError, AttributeError):
+            sent.append(request.method)
+        return await real(self, request)
+
+    capped.CappedTransport.handle_async_request = recording  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        capped.CappedTransport.handle_async_request = real  # type: ignore[method-assign]
+
+
 def _ms(samples: list[float]) -> float:
     return median(samples) * 1000
 
@@ -126,7 +147,7 @@ def measure(tool: McpTool, args: dict[str, Any]) -> Parts:
             assert found is not None, "the sample server speaks the stateless revision"
             return found, client.protocol_version, sent
 
-    prior, version, requests = anyio.run(negotiated)
+    prior, version, _ = anyio.run(negotiated)
 
     async def nothing() -> None:
         return None
@@ -154,7 +175,10 @@ def measure(tool: McpTool, args: dict[str, Any]) -> Parts:
         return samples
 
     pairs = [anyio.run(first_and_second) for _ in range(REPS)]
-    outcome = connection.call_tool(tool.server, name, args)
+    connection.list_tools(tool.server)  # as the catalog lists: the negotiation kept
+    requests: list[str] = []
+    with recorded(requests):
+        outcome = connection.call_tool(tool.server, name, args, listed=tool.listed)
     assert isinstance(outcome, mcp_types.CallToolResult), outcome
     return Parts(
         event_loop_ms=_ms(_timed(lambda: anyio.run(nothing))),
@@ -164,7 +188,7 @@ def measure(tool: McpTool, args: dict[str, Any]) -> Parts:
         discover_ms=_ms(anyio.run(rounds, lambda client: client.session.send_discover(version))),
         list_round_ms=_ms(anyio.run(rounds, lambda client: client.session.list_tools())),
         call_round_ms=_ms(anyio.run(rounds, call)),  # the first, uncounted, listed the tools
-        schema_ms=_ms(_timed(lambda: tool._bad_arguments(args))),  # the check run() makes first
+        schema_ms=_ms(_timed(lambda: tool.argument_problem(args))),  # the check run() makes first
         convert_ms=_ms(_timed(lambda: results.response(tool.server.name, tool.name, outcome))),
         requests=tuple(requests),
         version=version,

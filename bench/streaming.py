@@ -7,6 +7,11 @@ moment the ingress is called, on the fake Slack's clock (the same machine's): to
 (Slack's status under the thread, or the 👀 reaction where the status is refused), and to the first streamed text
 (the first ``chat.appendStream`` that carries answer text). The figure is the median and the 95th percentile over
 repeated runs, after one warm-up run.
+
+Slack's agent messaging experience adds two: from a person opening the app's Messages tab (``app_home_opened``
+through the same ingress handler) to the suggested prompts set on their DM (the fake Slack's record of
+``assistant.threads.setSuggestedPrompts``), and from a top-level message in a DM (no mention, no
+``assistant_app_thread`` root) to its first streamed text, measured as the mention's.
 """
 
 from __future__ import annotations
@@ -17,12 +22,14 @@ from typing import Any
 from bench.cost import Rig, environment
 from bench.figures import Section, at_most, info, median, percentile, prose, table
 from bench.harness import Bench
+from infra import slack_payloads as events
 from infra.fakeslack.control import FakeSlack
 from shared.state.models import SessionStatus
 
 RUNS = 20
 SIGN_P95_MS = 1000.0  # the status must show within a second of the mention
 TEXT_P95_MS = 2000.0
+PROMPTS_P95_MS = 1000.0  # the prompts are two quick calls inside the ingress: well inside Slack's 3 s
 ANSWER = (
     "All green: every service answers its health check, the last deploy finished an hour ago, and no alert fired "
     "since then."
@@ -50,23 +57,66 @@ def one_run(rig: Rig, slack: FakeSlack) -> tuple[float, float]:
     return (min(signs) - started) * 1000, (min(texts) - started) * 1000
 
 
+def messages_tab(rig: Rig, slack: FakeSlack, n: int) -> float:
+    """ms from the ingress getting ``app_home_opened`` (the Messages tab) to the prompts set on the DM."""
+    channel = f"D{rig.uid}{n}"
+    rig.slack.chat_postMessage(channel=channel, text="(the DM exists)")
+    event = {"type": "app_home_opened", "user": "U0HUMAN", "channel": channel, "tab": "messages", "event_ts": "1.0"}
+    started = time.time()
+    rig.ingress(events.signed(event, event_id=f"Ev{rig.uid}home{n}"), {})
+    set_at = [c["time"] for c in slack.calls("assistant.threads.setSuggestedPrompts")
+              if c["args"].get("channel_id") == channel and c["response"].get("ok")]  # fmt: skip
+    assert set_at, "no prompts set"
+    return (min(set_at) - started) * 1000
+
+
+def dm_text(rig: Rig, slack: FakeSlack, n: int) -> float:
+    """ms from a top-level DM message (agent view: no mention, no assistant root) to its first streamed text."""
+    rig.script({"text": ANSWER})
+    channel = f"D{rig.uid}{n}"
+    text = f"what is the status? [{rig.uid}]"
+    ts = str(rig.slack.chat_postMessage(channel=channel, text=text)["ts"])
+    event = events.message(channel=channel, ts=ts, text=text, channel_type="im")
+    reply: dict[str, Any] = {}
+    started = time.time()
+    rig.ingress(events.signed(event, event_id=f"Ev{rig.uid}dm{n}"), reply)
+    session_id = str(reply["session_id"])
+    rig.deliver(session_id)
+    rig.expect(session_id, SessionStatus.DONE)
+    texts = [c["time"] for c in slack.calls("chat.appendStream") if c["args"].get("channel") == channel
+             and c["response"].get("ok") and any(ch.get("type") == "markdown_text"
+                                                 for ch in c["args"].get("chunks") or [])]  # fmt: skip
+    assert texts, "no streamed text"
+    return (min(texts) - started) * 1000
+
+
 def run(bench: Bench) -> Section:
     section = Section("11. Time to the first sign of work and to the first streamed text")
     rig = Rig(bench.stack)
     slack = FakeSlack(bench.stack.url("fake_slack"))
     signs: list[float] = []
     texts: list[float] = []
+    prompts: list[float] = []
+    dms: list[float] = []
     with environment(SLACK_STREAM="true"), rig.installed():
         one_run(rig, slack)  # warm-up: clients, caches
-        for _ in range(RUNS):
+        messages_tab(rig, slack, 0)
+        dm_text(rig, slack, 1)
+        for n in range(RUNS):
             sign, text = one_run(rig, slack)
             signs.append(sign)
             texts.append(text)
+            prompts.append(messages_tab(rig, slack, 100 + n))
+            dms.append(dm_text(rig, slack, 200 + n))
     section.add(
         info("first_sign_of_work_ms_p50", median(signs), "ms"),
         at_most("first_sign_of_work_ms_p95", percentile(signs, 95), "ms", SIGN_P95_MS),
         info("first_streamed_text_ms_p50", median(texts), "ms"),
         at_most("first_streamed_text_ms_p95", percentile(texts, 95), "ms", TEXT_P95_MS),
+        info("messages_tab_to_prompts_ms_p50", median(prompts), "ms"),
+        at_most("messages_tab_to_prompts_ms_p95", percentile(prompts, 95), "ms", PROMPTS_P95_MS),
+        info("dm_to_first_streamed_text_ms_p50", median(dms), "ms"),
+        at_most("dm_to_first_streamed_text_ms_p95", percentile(dms, 95), "ms", TEXT_P95_MS),
     )
     section.say(
         *prose(__doc__),
@@ -75,6 +125,8 @@ def run(bench: Bench) -> Section:
             [
                 ("the status (or 👀)", median(signs), percentile(signs, 95), RUNS),
                 ("the first streamed text", median(texts), percentile(texts, 95), RUNS),
+                ("(Messages tab opened) the suggested prompts", median(prompts), percentile(prompts, 95), RUNS),
+                ("(a DM, agent view) the first streamed text", median(dms), percentile(dms, 95), RUNS),
             ],
         ),
         "The status is the first thing the worker does once it has claimed the session. The first text follows "

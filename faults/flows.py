@@ -31,7 +31,7 @@ from shared.state.models import QuestionStatus, Session, SessionKind, SessionSta
 G = FakeGemini
 HUMAN = "U0HUMAN"
 OPERATOR = local.OPERATOR_ID
-KINDS = ("plain", "ask", "approve", "delegate", "mcp_read", "mcp_input", "outage")
+KINDS = ("plain", "ask", "approve", "delegate", "mcp_read", "mcp_input", "mcp_elicit", "outage", "mixed")
 # A session that ended, or paused and then handed on to the session its answer started.
 SETTLED = {SessionStatus.DONE, SessionStatus.RESUMED}
 # An outage flow's session must end failed: Slack refuses its answer for longer than any budget.
@@ -78,7 +78,7 @@ class Flow:
     def __post_init__(self) -> None:
         self.outcome = Outcome(name=f"{self.kind} {self.marker}")
         # Drawn first, before the flow runs: the run puts a flow that kills its worker in a batch of its own.
-        self.model_fault = Injector.choose_model_fault(self.rng, may_kill=self.kind != "delegate")
+        self.model_fault = Injector.choose_model_fault(self.rng, may_kill=self.kind not in {"delegate", "mixed"})
 
     @property
     def kills(self) -> bool:
@@ -339,6 +339,35 @@ def check_delegate(flow: Flow) -> None:
             flow.note(f"{result!r} never reached the parent")
 
 
+def mixed(flow: Flow) -> None:
+    """One turn whose calls carry no ids (as Gemini 2.x sends them): two blocking children, a delegate refused at
+    once and a tool that answers at once. Each call must get its own response, the turn resume once."""
+    tasks = flow.tasks
+    calls = [("delegate", {"task": tasks[0]}), ("read_thread", {"limit": 1}), ("delegate", {"task": " "}),
+             ("delegate", {"task": tasks[1]})]  # fmt: skip
+    fault = flow.script({"function_calls": [{"name": n, "args": a, "id": None} for n, a in calls]}, G.text(flow.final))
+    gemini = flow.injector.gemini
+    gemini.script(G.matching(json.dumps({"task": tasks[0]}), G.delayed(1.0, G.text(f"{flow.marker}: orders moved."))))
+    gemini.script(G.matching(json.dumps({"task": tasks[1]}), G.text(f"{flow.marker} has 20 users.")))
+    flow.mention("migrate the orders and count the users", fault)
+    flow.wait_final()
+
+
+def check_mixed(flow: Flow) -> None:
+    children = [s for s in sessions_where("channel", flow.channel) if s.kind == SessionKind.CHILD]
+    flow.outcome.tools_run_twice += max(0, len(children) - 2)  # a delegate call run again starts another child
+    for task in flow.tasks:
+        asked = [r for r in flow.injector.gemini.requests() if json.dumps({"task": task}) in texts_of(r)]
+        flow.outcome.tools_run_twice += max(0, len(asked) - 1)
+    if not flow.outcome.reached_end:
+        return
+    results = function_results(last_request_with(flow, flow.tag))
+    expected = [f"{flow.marker}: orders moved.", f"{flow.marker} has 20 users."]
+    if [r for r in results if isinstance(r, str)] != expected:
+        flow.outcome.answers_lost += 1
+        flow.note(f"the children's results reached the parent as {results!r}")
+
+
 def mcp_read(flow: Flow) -> None:
     fault = flow.script(G.call("mcp.demo.lookup_service", name="api"), G.text(flow.final))
     flow.mention("how is the api?", fault)
@@ -354,11 +383,29 @@ def mcp_input(flow: Flow) -> None:
     flow.wait_final()
 
 
+def mcp_elicit(flow: Flow) -> None:
+    """An MCP server that asks the way the SDK teaches (a resolver returning ``Elicit``, issue 24.10): the
+    operator is asked, and the answer resumes the call once."""
+    fault = flow.script(G.call("mcp.demo.deploy_service", service=f"svc-{flow.marker}"), G.text(flow.final))
+    flow.mention("deploy the service", fault)
+    continuation = flow.answer(flow.root, "production")
+    wait_status(continuation, {SessionStatus.DONE})
+    flow.wait_final()
+
+
 def check_mcp_input(flow: Flow) -> None:
+    check_mcp_ran(flow, "create_ticket", "title", f"Login broken {flow.marker}")
+
+
+def check_mcp_elicit(flow: Flow) -> None:
+    check_mcp_ran(flow, "deploy_service", "service", f"svc-{flow.marker}")
+
+
+def check_mcp_ran(flow: Flow, tool: str, argument: str, value: str) -> None:
+    """The sample server ran the flow's call once (its own record), and at least once if the flow reached its end."""
     mcp = flow.injector.stack.url("mcp_demo")
     calls: list[dict[str, Any]] = requests.get(f"{mcp}/calls", timeout=10).json()
-    ran = [c for c in calls if c["tool"] == "create_ticket" and c["event"] == "ran"
-           and c["arguments"].get("title") == f"Login broken {flow.marker}"]  # fmt: skip
+    ran = [c for c in calls if c["tool"] == tool and c["event"] == "ran" and c["arguments"].get(argument) == value]
     flow.outcome.tools_run_twice = max(0, len(ran) - 1)
     if flow.outcome.reached_end and not ran:
         flow.outcome.answers_lost += 1
@@ -401,9 +448,9 @@ def in_parallel(action: Callable[[], Any], *, times: int) -> None:
 
 DRIVERS: dict[str, Callable[[Flow], None]] = {
     "plain": plain, "ask": ask, "approve": approve, "delegate": delegate, "mcp_read": mcp_read,
-    "mcp_input": mcp_input, "outage": outage,
+    "mcp_input": mcp_input, "mcp_elicit": mcp_elicit, "outage": outage, "mixed": mixed,
 }  # fmt: skip
 CHECKS: dict[str, Callable[[Flow], None]] = {
     "ask": check_ask, "approve": check_approve, "delegate": check_delegate, "mcp_input": check_mcp_input,
-    "outage": check_outage,
+    "mcp_elicit": check_mcp_elicit, "outage": check_outage, "mixed": check_mixed,
 }  # fmt: skip

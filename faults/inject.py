@@ -42,7 +42,8 @@ RESTARTS = ("Firestore emulator restart", "Cloud Tasks emulator restart")
 # The Web API methods besides chat.postMessage that a flow of each kind makes in its own channel (a storm on one
 # of them is aimed at that flow's channel, so it hits that flow).
 OTHER_METHODS = ("assistant.threads.setStatus", "reactions.add", "conversations.replies")
-MORE_METHODS = {"approve": ("chat.update",), "ask": ("reactions.remove",), "mcp_input": ("reactions.remove",)}
+MORE_METHODS = {"approve": ("chat.update",), "ask": ("reactions.remove",), "mcp_input": ("reactions.remove",),
+                "mcp_elicit": ("reactions.remove",)}  # fmt: skip
 SERVER_ERRORS = (500, 502, 503, 504)
 SLOW_SECONDS = 2.0
 # A function call whose arguments are not an object, as a model sometimes sends.

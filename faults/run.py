@@ -29,7 +29,7 @@ ENV = {
     "USER_DAILY_TOKENS": "0",
     "WORKSPACE_DAILY_TOKENS": "0",
     "OPERATOR_USER_IDS": OPERATOR_ID,
-    "TOOL_TIERS": '{"restart_service": "safe", "mcp.*.create_ticket": "safe"}',
+    "TOOL_TIERS": '{"restart_service": "safe", "mcp.*.create_ticket": "safe", "mcp.*.deploy_service": "safe"}',
 }
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from infra.fakeslack.control import FakeSlack, FakeSlackError
 from infra.fakeslack.state import buttons_in
+from infra.names import Names
 from infra.stack import CHAT_USER
 
 STOP_ACTION = "session_stop"  # shared/slack/blocks.py's Stop button (the chat does not import the product)
@@ -56,10 +57,13 @@ def block_text(blocks: list[Json] | None) -> str:
     return "\n".join(p for p in parts if p)
 
 
-def format_message(message: Json, *, edited: bool = False) -> str:
-    """One message for the terminal: who, its text (indented), then its numbered buttons."""
+def format_message(message: Json, *, edited: bool = False, names: Names | None = None) -> str:
+    """One message for the terminal: who, its text (indented), then its numbered buttons; with ``names``, people
+    by name and Slack's markup as it reads (``<@U0HUMAN>`` is ``@riley``)."""
     text = message.get("text") or block_text(message.get("blocks")) or "(no text)"
     who = message["user"] if message.get("user") and not message.get("bot_id") else "bot"  # another person
+    if names is not None:
+        text, who = names.readable(text), (names.name(who) if who != "bot" else who)
     head = f"{who} (edited)> " if edited else f"{who}> "
     lines = [head + text.replace("\n", "\n" + " " * len(head))]
     for number, button in enumerate(extract_buttons(message), start=1):
@@ -127,9 +131,19 @@ class ChatSession:
         self, fake: FakeSlack, *, user: str, channel: str, bot_user_id: str, out: Callable[[str], None] = print
     ) -> None:
         self.fake, self.user, self.channel, self.bot_user_id, self.out = fake, user, channel, bot_user_id, out
+        self.names = Names(self._handle)
         self.lock = threading.Lock()
         self.warned = False
         self.new_thread()
+
+    def _handle(self, user_id: str) -> str | None:
+        """A person's handle, from the workspace's directory (the page's people and the bot)."""
+        try:
+            directory = self.fake.snapshot(self.user)
+        except FakeSlackError:
+            return None
+        people = [directory.get("bot") or {}, *(directory.get("people") or [])]
+        return next((str(p.get("name")) for p in people if p.get("id") == user_id), None)
 
     def new_thread(self) -> None:
         with self.lock:
@@ -211,7 +225,7 @@ class ChatSession:
             for ephemeral in self.fake.ephemerals(self.channel, self.user):
                 if ephemeral["thread_ts"] in (None, self.thread_ts) and ephemeral["ts"] not in self.ephemerals:
                     self.ephemerals.add(ephemeral["ts"])
-                    lines.append("[only visible to you] " + format_message(ephemeral))
+                    lines.append("[only visible to you] " + format_message(ephemeral, names=self.names))
             return lines
 
     def _changes(self, message: Json) -> list[str]:
@@ -225,7 +239,7 @@ class ChatSession:
         if not mine:
             fingerprint = json.dumps([message.get("text"), message.get("blocks")], sort_keys=True)
             if self.shown.get(ts) != fingerprint:
-                lines.append(format_message(message, edited=ts in self.shown))
+                lines.append(format_message(message, edited=ts in self.shown, names=self.names))
                 self.shown[ts] = fingerprint
             if extract_buttons(message):
                 self.buttons = (ts, extract_buttons(message))

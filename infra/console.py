@@ -3,6 +3,11 @@
     python -m infra.console            # make console: read-only, against GOOGLE_CLOUD_PROJECT with ADC
     python -m infra.console --port 8090
 
+It reads production with the operator's own credentials, so it answers only its own page: a request must be
+addressed to the loopback origin it printed (the ``Host`` header, exactly; a page elsewhere that rebinds its own
+name to 127.0.0.1 sends its own name) and carry this run's secret (the printed URL's ``key``, which it trades for a
+cookie). Anything else is a 403.
+
 The same page the local workspace serves shows it (its Console view); against the local stack the fake Slack
 answers ``/_console/`` itself, through ``api`` here. Everything is read through ``shared.state``'s functions and
 nothing is ever written, so an operator can run it from their own machine against production
@@ -12,15 +17,24 @@ nothing is ever written, so an operator can run it from their own machine agains
 from __future__ import annotations
 
 import argparse
+import hmac
+import ipaddress
 import json
+import os
+import secrets
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from http.cookies import CookieError, SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from infra.names import Names
+
 Json = dict[str, Any]
+NAMES = Names()  # one per process: each person is looked up once
 RECENT = timedelta(days=7)  # the sessions the console lists: those created this long ago or later
 PAGE_SIZE = 200
 PREFIX = "/_console/"
@@ -39,48 +53,38 @@ def _who_may(requester: str | None, requester_allowed: bool) -> list[str]:
     return people
 
 
-def overview() -> Json:
-    """Recent sessions (each with its children's ids), open questions and pending approvals, oldest first."""
+def overview(names: Names | None = None) -> Json:
+    """Recent conversations (a request with every session that worked on it, and its state), open questions and
+    pending approvals, with people by name."""
+    from infra import conversations
     from shared import config
     from shared.state import firestore, stale
 
+    names = names or NAMES
     now = firestore.now()
     far = now + timedelta(days=3650)
     settings = config.settings()
-    sessions = [
-        {
-            "id": s.session_id,
-            "status": s.status.value,
-            "kind": s.kind.value,
-            "created_at": _iso(s.created_at),
-            "channel": s.channel,
-            "thread_ts": s.thread_ts,
-            "trigger_ts": s.trigger_ts,
-            "user": s.trigger_user,
-            "text": s.text[:200],
-            "tokens": s.tokens,
-            "turns": s.turns,
-            "tool_calls": s.tool_calls,
-            "parent": s.parent_session_id,
-            "children": s.child_ids,
-            "depth": s.depth,
-            "transcript": s.transcript,
-        }
-        for s in stale.sessions_created(now - RECENT, far, page_size=PAGE_SIZE)
-    ]
+    open_questions = list(stale.stale_questions(far, page_size=PAGE_SIZE))
+    pending = list(stale.stale_approvals(far, page_size=PAGE_SIZE))
+    recent = list(stale.sessions_created(now - RECENT, far, page_size=PAGE_SIZE))
+    rows = conversations.group(recent, open_questions, pending, names.name, names.readable)
+    for row in rows:
+        row["created_at"] = _iso(row["created_at"])
+        for member in row["sessions"]:
+            member["created_at"] = _iso(member["created_at"])
     questions = [
         {
             "id": q.question_id,
             "session": q.session_id,
-            "text": q.text,
-            "options": q.options,
+            "text": names.readable(q.text),
+            "options": [names.readable(o) for o in q.options],
             "asked_at": _iso(q.asked_at),
             "channel": q.channel,
             "thread_ts": q.thread_ts,
             "post_ts": q.post_ts,
-            "may_answer": _who_may(q.requester, settings.allow_requester_answers),
+            "may_answer": [names.name(u) for u in _who_may(q.requester, settings.allow_requester_answers)],
         }
-        for q in stale.stale_questions(far, page_size=PAGE_SIZE)
+        for q in open_questions
     ]
     approvals = [
         {
@@ -92,17 +96,32 @@ def overview() -> Json:
             "channel": a.channel,
             "thread_ts": a.thread_ts,
             "card_ts": a.card_ts,
-            "may_decide": _who_may(a.requested_by, settings.allow_requester_approvals),
+            "requested_by": names.name(a.requested_by),
+            "may_decide": [names.name(u) for u in _who_may(a.requested_by, settings.allow_requester_approvals)],
         }
-        for a in stale.stale_approvals(far, page_size=PAGE_SIZE)
+        for a in pending
     ]
-    return {"now": _iso(now), "sessions": sessions, "questions": questions, "approvals": approvals}
+    return {"now": _iso(now), "conversations": rows, "questions": questions, "approvals": approvals}
 
 
-def timeline(session_id: str) -> Json:
+READABLE_FIELDS = ("text", "result", "error", "args")
+
+
+def _readable_audit(entry: Json, names: Names) -> Json:
+    shown = {**entry}
+    for key in READABLE_FIELDS:
+        if isinstance(shown.get(key), str):
+            shown[key] = names.readable(shown[key])
+    if shown.get("type") == "approval" and shown.get("text"):
+        shown["text"] = names.name(str(shown["text"]))  # who decided
+    return shown
+
+
+def timeline(session_id: str, names: Names | None = None) -> Json:
     """Every step of the session's transcript (its continuations share it), with the audit records of each."""
     from shared.state import sessions, steps
 
+    names = names or NAMES
     session = sessions.get_session(session_id)
     if session is None:
         return {"ok": False, "error": f"no session {session_id}"}
@@ -112,12 +131,12 @@ def timeline(session_id: str) -> Json:
             "session": step.session_id,
             "kind": step.kind.value,
             "at": _iso(step.at),
-            "audit": [{**entry.to_doc(), "at": _iso(entry.at)} for entry in step.audit],
+            "audit": [_readable_audit({**entry.to_doc(), "at": _iso(entry.at)}, names) for entry in step.audit],
         }
         for step in steps.load_steps(session.transcript)
     ]
     where = {"channel": session.channel, "thread_ts": session.thread_ts, "transcript": session.transcript}
-    return {"ok": True, "session": session_id, **where, "steps": entries}
+    return {"ok": True, "session": session_id, "request": names.readable(session.text)[:200], **where, "steps": entries}
 
 
 def api(path: str, query: Json) -> tuple[int, Json]:
@@ -154,12 +173,90 @@ def serve_console(handler: BaseHTTPRequestHandler, path: str) -> bool:
     return True
 
 
+def serve_workspace_console(handler: BaseHTTPRequestHandler, path: str, port: int) -> bool:
+    """The fake Slack's ``/_console/`` (``make dev``'s Console tab): as ``serve_console``, but only for the local
+    Firestore emulator, where no credentials are held, and only to requests addressed to loopback on its own port.
+    A fake Slack started with a real project's settings refuses: ``make console`` (with its key) is for those."""
+    if not urlsplit(path).path.startswith(PREFIX):
+        return False
+    if handler.headers.get("Host") not in {f"{name}:{port}" for name in ("127.0.0.1", "localhost", "[::1]")}:
+        refuse(handler, "forbidden: the console answers only its loopback address")
+    elif not os.environ.get("FIRESTORE_EMULATOR_HOST"):
+        refuse(handler, "the workspace's console reads only the local Firestore emulator; make console reads a project")
+    else:
+        serve_console(handler, path)
+    return True
+
+
+@dataclass(frozen=True)
+class Lock:
+    """Who ``make console`` answers: requests to ``host`` (``127.0.0.1:<port>``, as printed) with this run's secret."""
+
+    host: str
+    secret: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+
+    @property
+    def cookie(self) -> str:
+        """One cookie name per port: a browser sends 127.0.0.1's cookies to every port of it."""
+        return f"console_key_{self.host.rpartition(':')[2]}"
+
+    def url(self) -> str:
+        return f"http://{self.host}/?key={self.secret}#console"
+
+    def _matches(self, offered: str | None) -> bool:
+        return offered is not None and hmac.compare_digest(offered.encode(), self.secret.encode())
+
+    def admits(self, headers: Any, query: Json) -> tuple[bool, bool]:
+        """(whether the request may be answered, whether it brought the key in its URL: trade it for the cookie)."""
+        if headers.get("Host") != self.host:
+            return False, False
+        if self._matches(query.get("key")):
+            return True, True
+        try:
+            jar = SimpleCookie(headers.get("Cookie") or "")
+        except CookieError:
+            return False, False
+        morsel = jar.get(self.cookie)
+        return self._matches(morsel.value if morsel else None), False
+
+
+def refuse(handler: BaseHTTPRequestHandler, why: str) -> None:
+    send_json(handler, 403, {"ok": False, "error": why})
+
+
 class _Handler(BaseHTTPRequestHandler):
-    """``make console``: the page's files and the console's JSON, GET only."""
+    """``make console``: the page's files and the console's JSON, GET only, for its own page (``Lock``)."""
+
+    server: _ConsoleServer
+
+    def _admitted(self) -> bool:
+        url = urlsplit(self.path)
+        allowed, with_key = self.server.lock.admits(self.headers, dict(parse_qsl(url.query)))
+        if not allowed:
+            refuse(self, "forbidden: open the URL make console printed (it holds this run's key)")
+            return False
+        if with_key:  # the key becomes a cookie and leaves the address bar (the #console fragment stays)
+            self.send_response(303)
+            self.send_header("Location", url.path or "/")
+            cookie = f"{self.server.lock.cookie}={self.server.lock.secret}; Path=/; HttpOnly; SameSite=Strict"
+            self.send_header("Set-Cookie", cookie)
+            self.send_header("Content-Length", "0")
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            return False
+        return True
+
+    def _refuse_other(self) -> None:
+        if self._admitted():
+            send_json(self, 501, {"ok": False, "error": "the console is read-only: GET only"})
+
+    do_POST = do_PUT = do_DELETE = do_PATCH = _refuse_other
 
     def do_GET(self) -> None:
         from infra.fakeslack.page import static_file
 
+        if not self._admitted():
+            return
         if serve_console(self, self.path):
             return
         found = static_file(urlsplit(self.path).path)
@@ -177,6 +274,19 @@ class _Handler(BaseHTTPRequestHandler):
         """Quiet: the console is for reading, not for its own log."""
 
 
+class _ConsoleServer(ThreadingHTTPServer):
+    def __init__(self, address: tuple[str, int]) -> None:
+        super().__init__(address, _Handler)
+        self.lock = Lock(f"{address[0]}:{self.server_address[1]}")
+
+
+def loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m infra.console", description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
@@ -188,18 +298,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     project, database = settings.google_cloud_project, settings.firestore_database
     if not project:
         print(
-            "make console reads a project's Firestore: set GOOGLE_CLOUD_PROJECT (and FIRESTORE_DATABASE unless it is "
-            "(default)); it signs in with your application-default credentials (gcloud auth application-default login)",
+            "make console reads a deployed project's Firestore: set GOOGLE_CLOUD_PROJECT (and FIRESTORE_DATABASE "
+            "unless it is (default)); it signs in with your application-default credentials (gcloud auth "
+            "application-default login).\nFor the local stack, the Console tab of `make dev`'s workspace page (or "
+            "`make stack`'s) is the same view.",
             file=sys.stderr,
         )
         return 2
+    if not loopback(args.host) or ":" in args.host:
+        print(f"make console listens on a loopback IPv4 address only (127.0.0.1), not {args.host}", file=sys.stderr)
+        return 2
     try:
-        server = ThreadingHTTPServer((args.host, args.port), _Handler)
+        server = _ConsoleServer((args.host, args.port))
     except OSError as exc:
         print(f"cannot listen on {args.host}:{args.port} ({exc.strerror}): choose another with PORT=", file=sys.stderr)
         return 2
-    url = f"http://{args.host}:{server.server_address[1]}/#console"
-    print(f"The console of {project} (database {database}), read-only: {url}", flush=True)
+    print(f"The console of {project} (database {database}), read-only: {server.lock.url()}", flush=True)
+    print("Open that exact address: the key in it is this run's, and nothing else is answered.", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

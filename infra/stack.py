@@ -50,6 +50,7 @@ from infra.procs import (
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCAL = ROOT / ".local"
+CONSOLE_SLACK_VARS = ("SLACK_BOT_TOKEN", "SLACK_API_BASE_URL")
 STACK_FILE = LOCAL / "stack.json"
 TASKS_VENV = ROOT / ".venv-tasks"
 
@@ -63,7 +64,7 @@ APP_ID = "A0LOCALAPP"
 OPERATOR_ID = "U0OPERATOR"
 CHAT_USER = "U0HUMAN"  # who you are in the terminal chat and, at first, in the workspace page
 # You play both the requester and an operator, so you can answer the bot's questions yourself.
-LOCAL_OPERATORS = {"OPERATOR_USER_IDS": f"{OPERATOR_ID},{CHAT_USER}"}
+LOCAL_OPERATORS = {"OPERATOR_USER_IDS": f"{OPERATOR_ID},{CHAT_USER}", "OPERATOR_CHANNEL": "C0OPERATORS"}
 GEMINI_KEY = "local-gemini-key"
 
 FUNCTIONS = ("slack_events", "slack_interactivity", "agent_session", "sweep")
@@ -366,7 +367,8 @@ class Stack:
                 DEMO_NOTICE if self.demo_model else "",
                 "--console",
             ],
-            {k: v for k, v in self.product_env().items() if not k.startswith("SLACK_")},  # the console's Firestore
+            # the console's Firestore, and the bot's token and API (itself) to show people by name (users.info)
+            {k: v for k, v in self.product_env().items() if not k.startswith("SLACK_") or k in CONSOLE_SLACK_VARS},
         )
         gemini_args = [
             sys.executable,
@@ -514,6 +516,8 @@ def stop_stack(stack_file: Path = STACK_FILE) -> None:
         while _alive(owner) and time.monotonic() < deadline:
             time.sleep(0.1)
     stop_leftovers(stack_file)
+    if info:
+        print("The local stack is stopped.", flush=True)
 
 
 def _alive(pid: int) -> bool:
@@ -546,8 +550,13 @@ def running(**kwargs: Any) -> Iterator[Stack]:
         stack.stop()
 
 
+class SignalStop(SystemExit):
+    """A signal asked the stack to stop (``make down``, ``timeout``, a closed terminal): a normal end, exit status
+    0 (make would otherwise report ``Error 143``), with every ``finally`` block run on the way out."""
+
+
 def _raise_exit(signum: int, _frame: FrameType | None) -> None:
-    raise SystemExit(128 + signum)
+    raise SignalStop(0)
 
 
 def exit_cleanly_on_signals() -> None:
@@ -583,7 +592,8 @@ def main(argv: list[str] | None = None) -> int:
     except StackError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SignalStop):
+        print("The local stack is stopped.", flush=True)
         return 0
 
 

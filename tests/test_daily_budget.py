@@ -15,11 +15,13 @@ import pytest
 from bench import cost
 from infra.fakegemini.control import FakeGemini
 from infra.stack import Stack
+from shared import config
 from shared.agent import daily_budget
-from shared.state import ids, spend
+from shared.slack import blocks
+from shared.state import ids, sessions, spend
 from shared.state import questions as stored
 from shared.state.firestore import now
-from shared.state.models import SessionStatus
+from shared.state.models import QuestionStatus, SessionStatus
 from tests.agent_helpers import function_responses
 from tests.rigs import counted_rig
 
@@ -76,3 +78,102 @@ def test_an_operator_may_stop_it_instead(rig: cost.Rig) -> None:
     rig.deliver(continuation)
     assert rig.session(continuation).status == SessionStatus.STOPPED
     assert len(model_requests(rig)) == 1  # no model turn after the budget was spent
+
+
+@pytest.fixture
+def lenient(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Iterator[cost.Rig]:
+    """Requesters may answer their own questions here: the budget question is still the operators' alone."""
+    with counted_rig(stack, monkeypatch, USER_DAILY_TOKENS=str(BUDGET), WORKSPACE_DAILY_TOKENS="0",
+                     ALLOW_REQUESTER_ANSWERS="true") as rig:  # fmt: skip
+        yield rig
+
+
+def test_the_requester_cannot_lift_their_own_budget_whatever_allow_requester_answers_says(lenient: cost.Rig) -> None:
+    """Issue 24.4: with ALLOW_REQUESTER_ANSWERS=true the budget question was an ordinary question, so the person
+    whose budget was spent could answer "Let it continue" (by reply or by button) and lift it."""
+    rig = lenient
+    session_id, question_id = crossed_mid_session(rig)
+    requester = rig.session(session_id).requester
+    assert requester not in config.settings().operator_user_ids
+    reply: dict[str, Any] = {}
+    rig.ingress(rig.reply(session_id, "1", user=requester), reply)
+    assert reply == {"ok": True, "answer": "not_allowed"}
+    question = stored.get_question(question_id)
+    assert question is not None
+    assert question.post_ts is not None
+    pressed: dict[str, Any] = {}
+    press = rig.press(question.channel, question.post_ts, question.thread_ts, action_id="answer_1",
+                      value=blocks.question_value(question_id, 1), user=requester)  # fmt: skip
+    rig.interactivity(press, pressed)
+    assert pressed == {"ok": True, "answer": "not_allowed"}
+    still = stored.get_question(question_id)
+    assert still is not None
+    assert still.status == QuestionStatus.OPEN
+    assert rig.session(session_id).status == SessionStatus.PAUSED
+    assert sessions.get_session(ids.continuation_id(question_id)) is None  # nothing resumed
+    assert len(model_requests(rig)) == 1
+
+    rig.ingress(rig.reply(session_id, "1"), reply)  # an operator may lift it
+    assert reply == {"ok": True, "answer": "answered"}
+    rig.deliver(ids.continuation_id(question_id))
+    assert rig.session(ids.continuation_id(question_id)).status == SessionStatus.DONE
+
+
+def test_a_lift_by_anyone_but_an_operator_is_not_read_as_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever reached the transcript, only an operator's answer to the budget question counts."""
+    from google.genai import types
+
+    from shared.agent.transcript import to_json
+    from shared.state.models import Step, StepKind
+
+    def answered_by(user: str) -> list[Step]:
+        response = types.FunctionResponse(id=f"{daily_budget.CALL_PREFIX}3", name="ask_operator",
+                                          response={"result": {"answer": "1", "answered_by": user,
+                                                               "matched_option": daily_budget.LIFT}})  # fmt: skip
+        content = types.Content(role="user", parts=[types.Part(function_response=response)])
+        return [Step(seq=4, session_id="s", kind=StepKind.ANSWER, content=to_json(content), audit=[], at=now())]
+
+    monkeypatch.setenv("OPERATOR_USER_IDS", "U0OPS")
+    config.reset()
+    try:
+        assert daily_budget.answer(answered_by("U0OPS")) == daily_budget.LIFT
+        assert daily_budget.answer(answered_by("U0REQUESTER")) is None
+    finally:
+        monkeypatch.undo()
+        config.reset()
+
+
+@pytest.fixture
+def roomy(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Iterator[cost.Rig]:
+    with counted_rig(stack, monkeypatch, USER_DAILY_TOKENS="1000000000", WORKSPACE_DAILY_TOKENS="0") as rig:
+        yield rig
+
+
+def negative_usage(text: str) -> dict[str, Any]:
+    """A model reply whose usage metadata claims it cost minus five million tokens."""
+    body = {"candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP"}],
+            "usageMetadata": {"promptTokenCount": -5_000_000, "candidatesTokenCount": -7, "thoughtsTokenCount": -1,
+                              "cachedContentTokenCount": -3, "totalTokenCount": -5_000_008}}  # fmt: skip
+    return FakeGemini.raw(body)
+
+
+def test_token_counts_are_clamped_at_zero_and_spend_never_decreases(roomy: cost.Rig) -> None:
+    """Issue 24.5: a model response reporting -5,000,000 prompt tokens took a person's day to -4,999,999."""
+    rig = roomy
+    session_id = rig.start("read, then answer")
+    rig.script(FakeGemini.call("read_thread", limit=5), negative_usage("Done."))
+    rig.deliver(session_id)
+    done = rig.session(session_id)
+    assert done.status == SessionStatus.DONE
+    [first] = [r["reply"]["usage"] for r in model_requests(rig)[:1]]
+    assert done.tokens["prompt"] == first["promptTokenCount"] > 0  # the bad turn added nothing
+    assert min(done.tokens.values()) >= 0
+    spent = spend.spent_today(done.requester, now())[0]
+    assert spent == spend.counted(done.tokens) > 0
+
+    # The same again from a fresh session: the day only grows.
+    again = rig.start("only the bad turn")
+    rig.script(negative_usage("Nothing."))
+    rig.deliver(again)
+    assert rig.session(again).tokens == {"prompt": 0, "cached": 0, "output": 0, "thinking": 0}
+    assert spend.spent_today(done.requester, now())[0] == spent

@@ -172,7 +172,8 @@ def test_non_blocking_results_arrive_as_notes_or_resume_an_ended_parent(
 
 
 def test_delegation_stops_at_the_depth_limit(fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str) -> None:
-    """Depth 2 (the default): a grandchild is not offered delegate, and its call would be refused."""
+    """Depth 2 (the default): a grandchild is not offered delegate, and its call is refused saying the depth limit
+    is reached (issue 24.11: not "unknown tool")."""
     child_task, grandchild_task = f"plan the migration {uid}", f"list the tables {uid}"
     fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.call("delegate", task=child_task)))
     for_child(fake_gemini, child_task, G.call("delegate", task=grandchild_task))
@@ -188,7 +189,8 @@ def test_delegation_stops_at_the_depth_limit(fake_slack: FakeSlack, fake_gemini:
     grandchild_request = child_requests(fake_gemini, grandchild_task)[0]
     assert "delegate" not in declared(grandchild_request)
     refused = function_responses(requests_for(fake_gemini, f"deeper {uid}")[-1])
-    assert any("unknown tool 'delegate'" in str(r["response"].get("error")) for r in refused)
+    assert any("delegation depth limit (2 level(s)) is reached" in str(r["response"].get("error")) for r in refused)
+    assert not any("unknown tool" in str(r["response"].get("error")) for r in refused)
     # The grandchild's result reached its parent, and that parent's result reached the top (never empty).
     assert grandchild["result"] == "users, orders"
     assert child["result"] == "Plan: copy users, then orders."

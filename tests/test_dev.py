@@ -69,8 +69,8 @@ def test_a_terminal_conversation_with_an_ask_and_an_answer(tmp_path: Path) -> No
         expect("Chatting in")
         dev.stdin.write("please pick a database\n")
         dev.stdin.flush()
-        expect("[demo model] Which option should I use for: <@U0LOCALBOT> please pick a database")
-        expect("[2] Option B")
+        expect("[demo model] Which database should I use for: please pick a database?")  # no raw <@U…> mention
+        expect("[2] SQLite")  # an option that says what it is
         dev.stdin.write("2\n")  # a thread reply with the option number
         dev.stdin.flush()
         expect("[demo model] Thanks — the operator answered: 2")
@@ -170,12 +170,13 @@ def test_make_stack_then_make_chat_talks_to_the_demo_model_as_an_operator(tmp_pa
         [root] = slack.messages("C0LOCAL")
         question = slack.wait_for_bot_replies("C0LOCAL", root["ts"], timeout=60)[0]
         assert question["text"].startswith(":speech_balloon:")  # the demo model asked, not a script that ran out
-        assert "[demo model] Which option should I use" in question["text"]
+        assert "[demo model] Which database should I use" in question["text"]
         option_b = extract_buttons(question)[1]
-        assert option_b["text"] == "Option B"
+        assert option_b["text"] == "SQLite"
         slack.click(local.CHAT_USER, "C0LOCAL", question["ts"], option_b["action_id"])
-        wait_for(lambda: len(slack.bot_replies("C0LOCAL", root["ts"])) == 2, "the answer being taken", 60)
-        assert "the operator answered: Option B" in slack.bot_replies("C0LOCAL", root["ts"])[-1]["text"]
+        answered = "the operator answered: SQLite"  # a streamed answer: its text arrives after the message
+        wait_for(lambda: answered in str(slack.bot_replies("C0LOCAL", root["ts"])[-1].get("text")), answered, 60)
+        assert len(slack.bot_replies("C0LOCAL", root["ts"])) == 2
         assert not [e for e in slack.ephemerals("C0LOCAL") if "Only the operators" in e["text"]]
         pids = procs_of_stack(stack_file)
         down = subprocess.run(
@@ -183,7 +184,9 @@ def test_make_stack_then_make_chat_talks_to_the_demo_model_as_an_operator(tmp_pa
             check=True, cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         assert f"Stopping the local stack of pid {stack.pid}" in down.stderr
-        stack.wait(timeout=30)
+        assert "The local stack is stopped." in down.stdout  # make down says it stopped
+        assert stack.wait(timeout=30) == 0  # a stop asked for is a normal end: no "make: *** Error 143"
+        assert "The local stack is stopped." in (tmp_path / "stack.log").read_text()
         assert not any(procs.group_alive(pid) for pid in pids)
     finally:
         procs.stop_group(stack.pid, timeout=10, reap=stack.poll)

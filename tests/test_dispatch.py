@@ -258,13 +258,13 @@ def test_headers_and_body_are_cloud_tasks_own(dispatcher: Running, target: Targe
 
 def test_tasks_are_answered_at_once_and_delivered_in_parallel(dispatcher: Running, target: Target) -> None:
     sessions = [_unique(f"par{n}") for n in range(6)]
-    began = time.monotonic()
     for session in sessions:
-        dispatcher.send(session, sleep=0.6)
-    assert time.monotonic() - began < 0.5, "the emulator must not wait for the delivery"
+        dispatcher.send(session, sleep=1)
+    sent = time.time()
     dispatcher.control.wait_idle()
     seen = [s for session in sessions for s in target.requests(session)]
     assert len(seen) == 6
+    assert sent < min(s.ended or 0 for s in seen), "the emulator must not wait for the delivery"
     # Every request started before any of them ended: all six were in flight at once.
     assert max(s.started for s in seen) < min(s.ended or 0 for s in seen)
     attempts = [a for session in sessions for a in dispatcher.control.deliveries(session)]
@@ -401,7 +401,7 @@ def test_hold_keeps_matching_tasks_back_until_released_together(dispatcher: Runn
     control.wait_idle()
     starts = [s.started for n in (1, 2) for s in target.requests(f"{prefix}-cont-{n}")]
     assert len(starts) == 2
-    assert max(starts) - min(starts) < 0.2
+    assert max(starts) - min(starts) < 2  # together, not one after the other's end
     assert min(starts) >= released_at
     held_for = [a["held_seconds"] for a in control.deliveries(f"{prefix}-cont")]
     assert all(h > 0 for h in held_for)

@@ -316,13 +316,13 @@ def test_a_session_killed_at_one_step_every_time_is_failed_not_rescued_for_ever(
         trigger_user=HUMAN, text=f"build it [{channel}]", created_at=long_ago, status=SessionStatus.RUNNING,
         worker="gone", lease_task="t", lease_until=long_ago + timedelta(seconds=60), started_at=long_ago,
     )  # fmt: skip
-    firestore.session_ref(dead.session_id).create({**dead.to_doc(), "takeovers": takeovers})
+    firestore.session_ref(dead.session_id).create({**dead.to_doc(), "takeovers_without_progress": takeovers})
     script(G.text("Built."))
     attempts = delivery.deliver(stack.function_url("agent_session"), dead.session_id, task=f"rescue-{uid}")
     assert [a.status for a in attempts] == [200], attempts
     if takeovers < 3:  # the fourth in a row is one too many; this one runs, and its first step resets the count
         done = wait_status(dead.session_id, SessionStatus.DONE, timeout=30)
-        assert done.takeovers == 0
+        assert (done.takeovers_without_progress, done.takeovers) == (0, 1)  # counted, then progress
         return
     failed = wait_status(dead.session_id, SessionStatus.FAILED, timeout=30)
     assert "stopped 4 times in a row" in (failed.error or "")

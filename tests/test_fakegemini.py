@@ -429,8 +429,8 @@ def test_demo_asks_once_on_a_fresh_message() -> None:
 
     [call] = item["function_calls"]
     assert call["name"] == "ask_operator"
-    assert call["args"]["question"].startswith("[demo model] Which option should I use for: Set up the database x")
-    assert call["args"]["options"] == ["Option A", "Option B"]
+    assert call["args"]["question"] == "[demo model] Which database should I use for: Set up the database…?"
+    assert call["args"]["options"] == ["PostgreSQL", "SQLite"]  # options that say what they are
     asked = {"role": "model", "parts": [{"functionCall": {"name": "ask_operator", "args": {}}}]}
     again = {**body, "contents": [_user("a"), asked, _user("and now?")]}
     assert demo.demo_item(again)["text"] == (
@@ -566,7 +566,7 @@ def test_demo_delegates_two_tasks_and_the_second_asks_its_parent() -> None:
     results = prompts.notes_text([Note(kind=NoteKind.CHILD_RESULT, text="[demo model] Done.", user="", ts="c",
                                        question_id="c", question=first, matched_option="done")])  # fmt: skip
     summary = demo.demo_item({"contents": [_user(request), _user(results)], "tools": parent_tools})["text"]
-    assert summary.startswith("[demo model] Results of my delegated tasks: Look into the first half")
+    assert summary.startswith("[demo model] Results of my delegated tasks:\n• Look into the first half")
 
 
 def test_a_stream_sends_its_text_in_pieces_then_the_calls_and_usage(stub: Stub) -> None:
@@ -583,3 +583,35 @@ def test_a_stream_sends_its_text_in_pieces_then_the_calls_and_usage(stub: Stub) 
     assert chunks[-1].function_calls[0].name == "fetch_url"
     assert chunks[-1].usage_metadata is not None
     assert chunks[-1].usage_metadata.prompt_token_count
+
+
+@pytest.mark.parametrize(
+    ("request_text", "question", "options"),
+    [
+        ("<@U0LOCALBOT> pick a cache: redis or memcached", "Which should I use for: pick a cache: redis or memcached?",
+         ["redis", "memcached"]),
+        ("<@U0LOCALBOT> please pick a database for billing", "Which database should I use for: please pick a database "
+         "for billing?", ["PostgreSQL", "SQLite"]),
+        ("<@U0LOCALBOT> tidy the wiki", "Should I go ahead with: tidy the wiki?", ["Yes, go ahead", "No, leave it"]),
+    ],
+)  # fmt: skip
+def test_the_demo_question_names_its_options_and_leaves_out_the_mention(
+    request_text: str, question: str, options: list[str]
+) -> None:
+    assert demo.demo_question(request_text) == (f"[demo model] {question}", options)
+
+
+def test_a_delegations_summary_is_one_line_per_task_without_nested_labels_or_cut_words() -> None:
+    long = "[demo model] Done with: Look into the first half of: delegate the release notes for the winter release " * 2
+    notes = "\n".join(json.dumps(item) for item in (
+        {"kind": "child_result", "task": "first half", "result": long},
+        {"kind": "child_result", "task": "second half", "result": "[demo model] Done with: b."},
+    ))  # fmt: skip
+    body = {"contents": [_user(notes)], "tools": [{"functionDeclarations": [{"name": "delegate"}]}]}
+    text = demo.demo_item(body)["text"]
+    assert text.count("[demo model]") == 1
+    first, second = text.splitlines()[1:]
+    assert first.startswith("• first half: Done with: Look into the first half of")
+    assert first.endswith("…")
+    assert first.removesuffix("…").split()[-1] in long.split()  # cut at a word's end, not inside one
+    assert second == "• second half: Done with: b."

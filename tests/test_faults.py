@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from faults import report
+from faults.flows import KINDS
 from faults.run import run
 from tests.conftest import TEST_DIR
 
@@ -13,8 +14,9 @@ pytestmark = pytest.mark.stack
 SEED = 11  # SIGKILLs, Gemini 429, slow and malformed replies, duplicate deliveries, Slack retries and storms, restarts
 
 
+@pytest.mark.timeout(360)  # one flow of every kind, in batches of three, on a stack of its own
 def test_a_short_fault_run_loses_and_duplicates_nothing() -> None:
-    results = run(seed=SEED, flows=7, batch=3, stack_dir=TEST_DIR / "faults")
+    results = run(seed=SEED, flows=len(KINDS), batch=3, stack_dir=TEST_DIR / "faults")
     print(report.table(results))
     assert report.problems(results) == []
     assert {r["name"]: r["value"] for r in report.records(results) if r["target"] == 0} == {
@@ -25,7 +27,7 @@ def test_a_short_fault_run_loses_and_duplicates_nothing() -> None:
         "tools executed more than once": 0,
         "sessions stuck": 0,
     }
-    assert len(results.outcomes) == 7
+    assert len(results.outcomes) == len(KINDS)
     # The seed injects these, or the run proves less than it says.
     assert {"agent_session SIGKILL", "Gemini malformed function call", "duplicate parallel task delivery",
             "Slack event retry", "Firestore emulator restart", "Cloud Tasks emulator restart",

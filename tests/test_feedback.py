@@ -11,6 +11,7 @@ import pytest
 from infra import admin
 from infra.fakegemini.control import FakeGemini
 from infra.fakeslack.control import FakeSlack
+from infra.names import Names
 from shared.agent import sweep
 from shared.slack import blocks
 from shared.state import feedback
@@ -61,8 +62,10 @@ def test_a_press_on_the_final_answer_is_stored_once_and_acknowledged(
     assert (after["positive"], after["negative"]) == (before["positive"] + 1, before["negative"] + 1)
     assert any(getattr(r, "feedback", None) == after for r in caplog.records)
     listed = [line for line in admin.listing(now()) if thread.session_id in line]
-    assert any("👍" in line and HUMAN in line for line in listed)
-    assert any("👎" in line and "U0OTHER" in line for line in listed)
+    names = Names()
+    assert any("👍" in line and names.name(HUMAN) in line for line in listed)
+    assert any("👎" in line and names.name("U0OTHER") in line for line in listed)
+    assert not any("<@" in line for line in listed)
 
     # Changing one's mind changes the one document.
     fake_slack.click(HUMAN, thread.channel, answer["ts"], blocks.FEEDBACK_ACTION, value=bad)

@@ -350,11 +350,15 @@ def test_body_exactly_at_the_limit_is_not_truncated(server: _Server) -> None:
     assert (result.truncated, result.bytes_read) == (False, 1000)
 
 
+# How far past its deadline a fetch may end on a busy machine: well under the 10 s a dripping route keeps going.
+MARGIN = 4.0
+
+
 def test_endless_body_stops_at_the_limit(server: _Server) -> None:
     started = time.monotonic()
     result = get(server.url("/endless"), max_bytes=100_000)
     assert (result.truncated, result.bytes_read) == (True, 100_000)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 5 + MARGIN
 
 
 def test_compressed_body_is_limited_after_decompression(server: _Server) -> None:
@@ -372,7 +376,7 @@ def test_slow_drip_hits_the_overall_deadline(server: _Server) -> None:
     started = time.monotonic()
     with pytest.raises(FetchError, match=r"^timed out after 0\.3 s$"):
         get(server.url("/drip"), timeout=0.3)  # every byte arrives within 0.3 s, the whole never does
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 0.3 + MARGIN
 
 
 @pytest.mark.parametrize("path", ["/drip-headers", "/drip-body"])
@@ -380,7 +384,7 @@ def test_a_server_dripping_bytes_cannot_hold_a_fetch_past_its_deadline(server: _
     started = time.monotonic()
     with pytest.raises(FetchError, match=r"^timed out after 2 s$"):
         get(server.url(path), timeout=2)
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 2 + MARGIN
 
 
 @pytest.mark.parametrize("scheme", ["http", "https"])
@@ -390,7 +394,7 @@ def test_a_silent_server_cannot_hold_a_fetch_past_its_deadline(scheme: str) -> N
         started = time.monotonic()
         with pytest.raises(FetchError, match=r"^timed out after 0\.5 s$"):
             get(f"{scheme}://public.test:{silent.getsockname()[1]}/", timeout=0.5)
-        assert time.monotonic() - started < 1.5
+        assert time.monotonic() - started < 0.5 + MARGIN
 
 
 def test_a_slow_name_lookup_counts_against_the_deadline() -> None:
@@ -404,7 +408,7 @@ def test_a_slow_name_lookup_counts_against_the_deadline() -> None:
     try:
         with pytest.raises(FetchError, match=r"^timed out after 0\.5 s$"):
             fetch("http://public.test/", resolver=slow, allow=only_test_server, timeout=0.5)
-        assert time.monotonic() - started < 1.5
+        assert time.monotonic() - started < 0.5 + MARGIN
     finally:
         release.set()
 
@@ -413,7 +417,7 @@ def test_the_deadline_timer_is_gone_after_the_fetch(server: _Server) -> None:
     get(server.url("/hello"))
     with contextlib.suppress(FetchError):
         get(server.url("/drip"), timeout=0.2)
-    waited = time.monotonic() + 2
+    waited = time.monotonic() + 10  # a condition waited on, not a deadline
     while any(t.name == "fetch-deadline" for t in threading.enumerate()) and time.monotonic() < waited:
         time.sleep(0.01)
     assert not [t for t in threading.enumerate() if t.name == "fetch-deadline"]
@@ -531,16 +535,20 @@ PATHOLOGICAL = {
 }
 
 
+CPU_SECONDS = 3  # each shape takes well under a second of CPU here; the quadratic ones would take minutes to hours
+
+
 @pytest.mark.parametrize("shape", list(PATHOLOGICAL))
 def test_html_to_text_is_linear_on_hostile_pages(shape: str) -> None:
+    # CPU time, not wall time: a busy machine slows the wall clock, not the work. A quadratic shape takes hours.
     page = PATHOLOGICAL[shape]
-    started = time.monotonic()
+    started = time.process_time()
     text.html_to_text(page)
-    assert time.monotonic() - started < 1, "the converter itself, on the whole page"
-    started = time.monotonic()
+    assert time.process_time() - started < CPU_SECONDS, "the converter itself, on the whole page"
+    started = time.process_time()
     described = describe(FetchResult(url="u", status=200, content_type="text/html", text=page, truncated=False,
                                      bytes_read=len(page)))  # fmt: skip
-    assert time.monotonic() - started < 1, "the tool's answer"
+    assert time.process_time() - started < CPU_SECONDS, "the tool's answer"
     assert described["truncated"] is (len(page) > text.LIMIT)
 
 

@@ -27,6 +27,7 @@ from shared.state import ids
 from shared.state.models import SessionStatus
 from tests.agent_helpers import function_responses, mention, open_question, wait_status
 from tests.poll import wait_for
+from tests.test_mcp_elicit import retried_by_cloud_tasks
 
 pytestmark = pytest.mark.stack
 G = FakeGemini
@@ -152,6 +153,7 @@ def test_a_destructive_tool_raises_an_approval_card_and_runs_once_after_approval
     assert response["result"]["text"] == f"deleted app:{branch}"
 
 
+@pytest.mark.timeout(360)  # a restart on a busy machine, and Cloud Tasks' retry
 def test_a_non_idempotent_mcp_call_is_not_run_again_after_its_worker_is_killed(
     servers: Servers, stack: Stack, script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
 ) -> None:
@@ -171,6 +173,7 @@ def test_a_non_idempotent_mcp_call_is_not_run_again_after_its_worker_is_killed(
     )  # fmt: skip
     stack.kill_function("agent_session")
     stack.start_function("agent_session")
+    retried_by_cloud_tasks(stack, ids.resume_id(approval.session_id, approval.seq))
     wait_status(ids.resume_id(approval.session_id, approval.seq), SessionStatus.DONE, timeout=90)
     time.sleep(1)  # a re-run, had there been one, would have reached the server by now
     ran = [c for c in servers.calls(servers.demo, "delete_branch") if c["arguments"]["branch"] == branch]

@@ -4,7 +4,7 @@ made of a server's request for input and the answer made of a reply, and results
 from __future__ import annotations
 
 import ssl
-from typing import Any
+from typing import Any, cast
 
 import httpx2
 import mcp_types
@@ -12,7 +12,7 @@ import pytest
 
 from infra.procs import free_port
 from shared import config, deps
-from shared.agent.tools.base import Tier
+from shared.agent.tools.base import Tier, ToolContext
 from shared.agent.tools.mcp import catalog, connection, inputs, results
 from shared.agent.tools.mcp.tool import MAX_NAME, McpTool, registry_name
 from shared.mcp_servers import McpServer
@@ -258,3 +258,62 @@ def test_every_connection_shares_one_tls_context(monkeypatch: pytest.MonkeyPatch
             with pytest.raises(connection.McpFailure):
                 connection.list_tools(nobody)
     assert len(built) == 1
+
+
+def schema_tool(schema: dict[str, Any]) -> McpTool:
+    return McpTool(SERVER, mcp_types.Tool(name="delete_branch", input_schema=schema))
+
+
+@pytest.mark.parametrize(
+    ("schema", "args", "refused"),
+    [
+        # The review's call: a padding argument the schema never names is refused, not passed through.
+        (
+            {"type": "object", "properties": {"repo": {"type": "string"}}},
+            {"aaaa_padding": "x" * 50, "repo": "p"},
+            ["'aaaa_padding'"],
+        ),
+        (
+            {"type": "object", "properties": {"a": {}}, "allOf": [{"properties": {"b": {}}}]},
+            {"a": 1, "b": 2, "c": 3},
+            ["'c'"],
+        ),
+        ({"type": "object"}, {"anything": 1}, ["'anything'"]),
+        ({"type": "object", "properties": {"repo": {}}, "patternProperties": {"^x-": {}}}, {"repo": 1, "x-a": 1}, []),
+        ({"type": "object", "properties": {"repo": {}}, "additionalProperties": True}, {"repo": 1, "more": 1}, []),
+        ({"type": "object", "properties": {}, "additionalProperties": {"type": "string"}}, {"more": "ok"}, []),
+        ({"type": "object", "properties": {"repo": {}}}, {"repo": 1}, []),
+    ],
+)
+def test_arguments_the_schema_does_not_name_are_refused_unless_it_allows_more(
+    schema: dict[str, Any], args: dict[str, Any], refused: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 25.1: JSON Schema lets unnamed keys pass unless ``additionalProperties`` says otherwise; the check
+    refuses them, with the names, before anything reaches the server."""
+    sent: list[dict[str, Any]] = []
+
+    def call_tool(server: McpServer, name: str, arguments: dict[str, Any], **_: Any) -> mcp_types.CallToolResult:
+        sent.append(arguments)
+        return mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text="done")])
+
+    monkeypatch.setattr(connection, "call_tool", call_tool)
+    outcome = schema_tool(schema).run(args, cast(ToolContext, None))
+    assert isinstance(outcome, dict)
+    if refused:
+        assert sent == []
+        error = outcome["error"]
+        assert error.startswith("bad arguments for mcp.tickets.delete_branch: unknown argument(s) ")
+        for name in refused:
+            assert name in error
+        assert "does not name them" in error
+    else:
+        assert sent == [args]
+        assert "result" in outcome
+
+
+def test_additional_properties_false_is_refused_once_by_the_validator() -> None:
+    schema = {"type": "object", "properties": {"repo": {}}, "additionalProperties": False}
+    outcome = schema_tool(schema).run({"repo": 1, "more": 2}, cast(ToolContext, None))
+    assert isinstance(outcome, dict)
+    assert "Additional properties are not allowed ('more' was unexpected)" in outcome["error"]
+    assert "unknown argument" not in outcome["error"]

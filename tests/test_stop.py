@@ -43,6 +43,21 @@ def ephemeral_texts(fake_slack: FakeSlack, channel: str, user: str) -> list[str]
     return [e["text"] for e in fake_slack.ephemerals(channel, user)]
 
 
+def what_the_stop_showed(fake_slack: FakeSlack, channel: str, since: int, button_ts: str) -> list[str]:
+    """The Slack calls a stop made, in order: "button off" (the edit that took the Stop button off ``button_ts``),
+    "note: …" (a private note), "post: …" (a thread message)."""
+    shown = []
+    for call in fake_slack.calls(channel=channel)[since:]:
+        args = call["args"]
+        if call["method"] == "chat.update" and args.get("ts") == button_ts and "stop:" not in json.dumps(args):
+            shown.append("button off")
+        elif call["method"] == "chat.postEphemeral":
+            shown.append(f"note: {args['text']}")
+        elif call["method"] == "chat.postMessage" and "Stopped" in str(args.get("text")):
+            shown.append(f"post: {args['text']}")
+    return shown
+
+
 def test_stop_is_the_word_alone() -> None:
     assert all(is_stop(text) for text in ("stop", "  Stop!", "<@UBOT> STOP."))
     assert not any(is_stop(text) for text in ("stop the service", "don't stop", ""))
@@ -100,15 +115,23 @@ def test_the_stop_button_during_a_tool_call(
     assert ephemeral_texts(fake_slack, thread.channel, STRANGER) == [
         "Only the person who asked or an operator can stop this session."
     ]
+    since = len(fake_slack.calls(channel=thread.channel))
     fake_slack.click(OPERATOR_ID, thread.channel, first["ts"], blocks.STOP_ACTION)
     wait_status(thread.session_id, SessionStatus.STOPPED)
     time.sleep(1.0)
     assert len(fake_gemini.requests()) == 2  # the call ran to its end; no model turn after it
     wait_for(lambda: reactions(fake_slack, thread.channel, thread.ts) == ["octagonal_sign"], what="the stop's mark")
-    assert fake_slack.bot_replies(thread.channel, thread.ts)[-1]["text"].startswith(
-        f":octagonal_sign: Stopped by <@{OPERATOR_ID}>."
-    )
-    fake_slack.click(OPERATOR_ID, thread.channel, first["ts"], blocks.STOP_ACTION)  # pressed again, too late
+    stopped = f":octagonal_sign: Stopped by <@{OPERATOR_ID}>. Nothing more will happen unless someone asks again."
+    assert fake_slack.bot_replies(thread.channel, thread.ts)[-1]["text"] == stopped
+    # In the order it happened: the button goes first, then the private note, then (at the boundary) the post.
+    assert what_the_stop_showed(fake_slack, thread.channel, since, first["ts"]) == [
+        "button off",
+        "note: Stopping: the session ends after the step it is on now.",
+        f"post: {stopped}",
+    ]
+    assert stop_buttons(fake_slack.bot_replies(thread.channel, thread.ts)[0]) == []
+    # pressed again, too late, on a copy of the button still on someone's screen
+    fake_slack.click(OPERATOR_ID, thread.channel, first["ts"], blocks.STOP_ACTION, value=thread.session_id)
     assert ephemeral_texts(fake_slack, thread.channel, OPERATOR_ID)[-1] == "That session has already ended."
 
 
@@ -170,3 +193,27 @@ def test_the_requester_stops_the_continuation_with_the_first_sessions_button(
     assert ephemeral_texts(fake_slack, thread.channel, HUMAN) == [
         "Stopping: the session ends after the step it is on now."
     ]
+
+
+@pytest.mark.stack
+def test_a_waiting_session_stopped_shows_one_message_and_its_button_goes_first(
+    script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    """Issue 26.5: a paused session ends at once, so its "Stopped by" is the one message; no "Stopping…" note
+    follows it, and the Stop button is gone before it appears."""
+    script(G.call("post_update", text="Looking"), G.call("ask_operator", question="which bucket?"))
+    thread = mention(fake_slack, f"C{uid}", "clean a bucket")
+    wait_status(thread.session_id, SessionStatus.PAUSED)
+    first = fake_slack.bot_replies(thread.channel, thread.ts)[0]
+    assert stop_buttons(first)
+    since = len(fake_slack.calls(channel=thread.channel))
+    assert fake_slack.click(HUMAN, thread.channel, first["ts"], blocks.STOP_ACTION)["status"] == 200
+    wait_status(thread.session_id, SessionStatus.STOPPED)
+    stopped = f":octagonal_sign: Stopped by <@{HUMAN}>. Nothing more will happen unless someone asks again."
+    wait_for(lambda: what_the_stop_showed(fake_slack, thread.channel, since, first["ts"]), what="the stop's messages")
+    assert what_the_stop_showed(fake_slack, thread.channel, since, first["ts"]) == ["button off", f"post: {stopped}"]
+    assert ephemeral_texts(fake_slack, thread.channel, HUMAN) == []
+    assert stop_buttons(next(m for m in fake_slack.messages(thread.channel, thread.ts) if m["ts"] == first["ts"])) == []
+    # A press on a copy of the button still on someone's screen (the fake Slack sends the value it was given):
+    fake_slack.click(HUMAN, thread.channel, first["ts"], blocks.STOP_ACTION, value=thread.session_id)
+    assert ephemeral_texts(fake_slack, thread.channel, HUMAN) == ["That session has already ended."]

@@ -284,11 +284,19 @@ def test_the_admin_cli_lists_open_questions_and_runs_the_sweep(
     run = [sys.executable, "-m", "infra.admin", "--stack-file", str(stack.stack_file)]
     listed = subprocess.run([*run, "list"], capture_output=True, text=True, timeout=60, check=True, cwd=local.ROOT)
     assert "which cloud?" in listed.stdout
-    assert thread.session_id in listed.stdout  # the paused session waits for an operator
+    # The paused session waits for an operator: listed as waiting, not as stuck.
+    waiting, stuck = listed.stdout.split("STUCK SESSIONS")
+    assert f"waiting for an operator's answer  [{thread.session_id}]" in waiting
+    assert thread.session_id not in stuck
     later = (firestore.now() + timedelta(hours=25)).isoformat()
     swept = subprocess.run([*run, "sweep", "--now", later], capture_output=True, text=True, timeout=60, check=True,
                            cwd=local.ROOT)  # fmt: skip
-    assert json.loads(swept.stdout)["reminded"] == 1
+    assert "reminded the operators of 1 open question" in swept.stdout  # sentences, not a JSON of counters
+    assert "{" not in swept.stdout
+    nope = subprocess.run([*run, "stop", f"nope-{uid}"], capture_output=True, text=True, timeout=60, check=False,
+                          cwd=local.ROOT)  # fmt: skip
+    assert nope.returncode == 1
+    assert f"There is no session nope-{uid}" in nope.stderr
 
 
 def test_a_reminder_is_marked_sent_only_once_its_post_succeeded(

@@ -55,7 +55,9 @@ def test_the_admin_usage_report_adds_up_per_session_user_and_channel(
     day = datetime(created.year, created.month, created.day, tzinfo=UTC)
     report = admin.usage(day)
     [line] = [line for line in report if thread.session_id in line]
-    assert f"{done.tokens['prompt']:>9,}" in line
+    assert f"{done.tokens['prompt']:,}" in line
+    sessions = report[1 : report.index("")]  # the header and one line per session, in aligned columns
+    assert len({len(row) for row in sessions}) == 1  # every column as wide in every row, numbers to the right
     assert "$" in line
     assert any(line.strip().startswith(thread.channel) for line in report[report.index(next(
         line for line in report if line.startswith("PER CHANNEL"))):])  # fmt: skip

@@ -13,9 +13,9 @@ import os
 import re
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -31,6 +31,7 @@ from infra.procs import free_port, http_answers
 from infra.stack import BOT_TOKEN, BOT_USER_ID, LOCAL, LOCAL_OPERATORS, ROOT, Stack
 from shared import config
 from shared.slack.blocks import answer_blocks
+from tests import poll
 from tests.conftest import FAILED, TEST_DIR
 
 WAIT = 45_000  # ms: a session's turn through Cloud Tasks and the model, with room for a busy machine
@@ -131,11 +132,13 @@ def test_a_mention_a_question_a_button_and_the_answer(open_page: OpenPage) -> No
     mention_the_bot(page, request)
     expect(page.locator("#messages b", has_text="database").first).to_be_visible()  # mrkdwn bold
     thread = open_thread(page, "please pick a")
-    question = pinned(thread, "Which option should I use")
+    question = pinned(thread, "Which database should I use")
+    expect(question).not_to_contain_text("@agent")  # the question does not quote the raw request and its mention
     expect(question.locator(".reaction", has_text="💬")).to_be_visible(timeout=WAIT)  # the open question's mark
-    question.get_by_role("button", name="Option B").click()
-    expect(thread.locator(".message", has_text="the operator answered: Option B")).to_be_visible(timeout=WAIT)
-    expect(question).to_contain_text("chose: Option B")  # the card, edited in place
+    expect(question.locator(".block-button")).to_have_text(["PostgreSQL", "SQLite"])  # options say what they are
+    question.get_by_role("button", name="SQLite").click()
+    expect(thread.locator(".message", has_text="the operator answered: SQLite")).to_be_visible(timeout=WAIT)
+    expect(question).to_contain_text("chose: SQLite")  # the card, edited in place
     expect(question.locator(".edited")).to_be_visible()
 
 
@@ -147,14 +150,14 @@ def test_a_non_operators_click_is_refused_and_only_they_see_why(open_page: OpenP
     request = f"which region for {tag()}"
     mention_the_bot(riley, request)
     open_thread(riley, request)
-    expect(riley.locator("#thread .block-button", has_text="Option A")).to_be_visible(timeout=WAIT)
+    expect(riley.locator("#thread .block-button", has_text="europe-west1")).to_be_visible(timeout=WAIT)
     sam_thread = open_thread(sam, request)  # Sam's page saw it arrive, without a reload
-    sam_thread.get_by_role("button", name="Option A").click()
+    sam_thread.get_by_role("button", name="europe-west1").click()
     refusal = sam_thread.locator(".message.ephemeral", has_text="Only the operators can answer")
     expect(refusal).to_be_visible(timeout=WAIT)
     expect(refusal).to_contain_text("Only visible to you")
-    riley.locator("#thread .block-button", has_text="Option B").click()
-    expect(sam_thread.locator(".message", has_text="the operator answered: Option B")).to_be_visible(timeout=WAIT)
+    riley.locator("#thread .block-button", has_text="us-central1").click()
+    expect(sam_thread.locator(".message", has_text="the operator answered: us-central1")).to_be_visible(timeout=WAIT)
     expect(riley.locator("#thread")).not_to_contain_text("Only the operators can answer")
 
 
@@ -214,18 +217,28 @@ def test_the_demo_tour_a_delegated_task_and_its_sessions_timeline(open_page: Ope
     task = f"Look into the first half of: delegate the release notes {marker}"
 
     page.click("#views a[data-view='console']")
-    parent = page.locator("#sessions tr.session", has_text=f"@agent delegate the release notes {marker}")
-    expect(parent.locator(".status")).to_have_text("done", timeout=WAIT)
-    child = parent.locator("xpath=following-sibling::tr[1]")
-    expect(child).to_contain_text("↳")
-    expect(child.locator("td").last).to_have_text(task)
-    expect(child.locator(".status")).to_have_text("done")
-    expect(parent.locator("xpath=following-sibling::tr[2]")).to_contain_text("Look into the second half of")
-    parent.click()
+    rows = page.locator("#sessions tr.conversation", has_text=f"delegate the release notes {marker}")
+    expect(rows).to_have_count(1)  # one row for the conversation, whatever sessions and children worked on it
+    conversation = rows.first
+    expect(conversation.locator(".status")).to_have_text("done", timeout=WAIT)
+    expect(conversation.locator(".who")).to_have_text("@riley")  # people by name, the bot too
+    expect(conversation.locator(".request")).to_contain_text(f"@agent delegate the release notes {marker}")
+    width = conversation.locator(".request").evaluate("(cell) => cell.getBoundingClientRect().width")
+    conversation.click()
+    members = page.locator("#sessions tr.detail tr.session")
+    expect(members.first).to_contain_text("the request")
+    children = members.filter(has_text="a delegated task")
+    expect(children).to_have_count(2)
+    expect(children.first).to_contain_text("↳")
+    expect(children.first).to_contain_text(task)
+    expect(children.first.locator(".status")).to_have_text("done")
+    expect(children.nth(1)).to_contain_text("Look into the second half of")
     timeline = page.locator("#timeline")
     expect(timeline.locator(".audit[data-type='tool']", has_text="delegate").first).to_contain_text(task, timeout=WAIT)
     expect(timeline.locator(".audit[data-type='tool']", has_text="answer_child")).to_be_visible()  # a child asked
     expect(timeline.locator(".audit[data-type='model']").first).to_contain_text("tokens")
+    opened = conversation.locator(".request").evaluate("(cell) => cell.getBoundingClientRect().width")
+    assert opened >= width * 0.9  # the open timeline does not squeeze the list into narrow columns
     timeline.locator(".audit[data-type='post'] .slack-link").last.click()  # back to the message in Slack
     expect(page.locator("#thread .message", has_text="Results of my delegated tasks")).to_be_visible()
 
@@ -257,6 +270,8 @@ def test_slack_markup_is_rendered_as_slack_shows_it(open_page: OpenPage) -> None
     assert ">👀</span> :nope: &lt;b&gt;<blockquote>quoted</blockquote>" in html  # unknown shortcodes stay text
     italic = page.evaluate("([text]) => mrkdwn(text, names)", ["— _:white_check_mark: done_"])
     assert italic == '— <i><span class="emoji" title=":white_check_mark:">✅</span> done</i>'
+    waiting = page.evaluate("([text]) => mrkdwn(text, names)", ["— _:raising_hand: waiting for the parent's answer_"])
+    assert waiting == '— <i><span class="emoji" title=":raising_hand:">🙋</span> waiting for the parent\'s answer</i>'
     blocks = [
         {"type": "header", "text": {"type": "plain_text", "text": "Deploy"}},
         {"type": "divider"},
@@ -278,6 +293,45 @@ def test_slack_markup_is_rendered_as_slack_shows_it(open_page: OpenPage) -> None
     assert "[video block]" in body
 
 
+HOSTILE_LINKS = (
+    "<javascript:alert(document.domain)|click me> <JavaScript:alert(1)> <data:text/html,<b>x</b>|data> "
+    "<vbscript:msgbox|vb> < javascript:alert(2)|spaced> <https://example.com/ok?a=1&amp;b=2|fine> "
+    "<mailto:ops@example.com|mail us> <http://example.com|plain>"
+)
+
+
+def test_only_http_https_and_mailto_links_are_rendered(web_stack: Stack, open_page: OpenPage) -> None:
+    marker = tag()
+    fake = FakeSlack(web_stack.url("fake_slack"))
+    fake.user_message(RILEY, "C0LOCAL", f"<@{BOT_USER_ID}> answer: {marker} {HOSTILE_LINKS}")  # a session too
+    web = WebClient(token=BOT_TOKEN, base_url=web_stack.url("fake_slack") + "/api/")
+    markdown = f"[md click](javascript:alert(3)) [md fine](https://example.com/md) {marker}"
+    blocks = [
+        {"type": "markdown", "text": markdown},
+        {"type": "image", "image_url": "javascript:alert(4)", "alt_text": "bad image"},
+    ]
+    web.chat_postMessage(channel="C0LOCAL", text=markdown, blocks=blocks)
+    page = open_page(RILEY)
+    page.on("dialog", lambda dialog: pytest.fail(f"script ran: {dialog.message}"))
+    message = page.locator("#messages .message", has_text="click me")
+    expect(message).to_contain_text("<javascript:alert(document.domain)|click me>")  # shown as the text it is
+    hrefs = message.locator(".body a").evaluate_all("(links) => links.map((a) => a.getAttribute('href'))")
+    assert hrefs == ["https://example.com/ok?a=1&b=2", "mailto:ops@example.com", "http://example.com"]
+    message.locator(".body", has_text="click me").click()  # a click on the text runs nothing
+    posted = page.locator("#messages .message", has_text="md fine")
+    expect(posted).to_contain_text("[md click](javascript:alert(3))")
+    md_hrefs = posted.locator("a").evaluate_all("(links) => links.map((a) => a.getAttribute('href'))")
+    assert md_hrefs == ["https://example.com/md"]
+    expect(posted.locator("img")).to_have_count(0)
+    expect(posted).to_contain_text("[image: bad image]")
+
+    page.click("#views a[data-view='console']")  # the console tab renders the request's text the same way
+    row = page.locator("#sessions tr.conversation", has_text=marker)
+    expect(row).to_contain_text("click me", timeout=WAIT)
+    row_hrefs = row.locator("a:not(.slack-link)").evaluate_all("(links) => links.map((a) => a.getAttribute('href'))")
+    assert all(h.startswith(("https:", "http:", "mailto:")) for h in row_hrefs), row_hrefs
+
+
 def answers(url: str) -> bool:
     try:
         return http_answers(url)
@@ -285,29 +339,92 @@ def answers(url: str) -> bool:
         return False
 
 
-def test_make_console_serves_the_console_alone(web_stack: Stack, browser: Browser, tmp_path: Path) -> None:
-    words = f"answer: hello {tag()}"
-    FakeSlack(web_stack.url("fake_slack")).user_message(RILEY, "C0LOCAL", f"<@{BOT_USER_ID}> {words}")
+@contextmanager
+def make_console(web_stack: Stack, tmp_path: Path) -> Iterator[str]:
+    """``make console`` against the web stack's emulator (standing in for a project's Firestore); yields the URL
+    it printed (with this run's key)."""
     port = free_port()
-    env = {**os.environ, **web_stack.product_env()}  # the emulator stands in for a project's Firestore
-    log = (tmp_path / "console.log").open("w")
+    env = {**os.environ, **web_stack.product_env()}
+    log_path = tmp_path / "console.log"
+    log = log_path.open("w")
     argv = [sys.executable, "-m", "infra.console", "--port", str(port)]
     console = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=log, start_new_session=True)
     try:
-        url = f"http://127.0.0.1:{port}"
-        page = browser.new_page()
-        deadline = time.monotonic() + 30
-        while not answers(f"{url}/_console/overview"):
-            assert time.monotonic() < deadline, (tmp_path / "console.log").read_text()
-            time.sleep(0.2)
-        page.goto(f"{url}/")
-        expect(page.locator("#console")).to_be_visible()
-        expect(page.locator("#workspace")).to_be_hidden()  # no workspace behind a real project's console
-        expect(page.locator("#sessions tr.session", has_text=words)).to_be_visible(timeout=WAIT)
-        assert requests.post(f"{url}/_console/overview", timeout=5).status_code == 501  # GET only: nothing is written
-        page.close()
+        printed = poll.wait_for(
+            lambda: re.search(r"http://\S+", log_path.read_text()), timeout=30, what="the console's URL"
+        )
+        yield printed.group(0)
     finally:
         procs.stop_group(console.pid, timeout=5, reap=console.poll)
+        log.close()
+
+
+def test_make_console_serves_the_console_alone(web_stack: Stack, browser: Browser, tmp_path: Path) -> None:
+    words = f"answer: hello {tag()}"
+    FakeSlack(web_stack.url("fake_slack")).user_message(RILEY, "C0LOCAL", f"<@{BOT_USER_ID}> {words}")
+    with make_console(web_stack, tmp_path) as url:
+        page = browser.new_page()
+        page.goto(url)
+        expect(page.locator("#console")).to_be_visible()
+        assert "key=" not in page.url  # traded for a cookie: the key does not stay in the address bar or history
+        expect(page.locator("#workspace")).to_be_hidden()  # no workspace behind a real project's console
+        expect(page.locator("#sessions tr.conversation", has_text=words)).to_be_visible(timeout=WAIT)
+        cookies = {c["name"]: c["value"] for c in page.context.cookies()}
+        origin = url.split("/?")[0]
+        post = requests.post(f"{origin}/_console/overview", cookies=cookies, timeout=5)
+        assert post.status_code == 501  # GET only: nothing is written
+        page.close()
+
+
+def test_make_console_answers_only_its_printed_origin_with_its_key(web_stack: Stack, tmp_path: Path) -> None:
+    with make_console(web_stack, tmp_path) as url:
+        origin, key = url.split("/?key=")[0], url.split("key=")[1].split("#")[0]
+        host = origin.removeprefix("http://")
+        overview = f"{origin}/_console/overview"
+        got = requests.get(f"{origin}/?key={key}", allow_redirects=False, timeout=5)
+        assert got.status_code == 303
+        assert got.headers["Location"] == "/"
+        cookie = got.cookies.items()[0]
+        assert requests.get(overview, cookies=dict([cookie]), timeout=10).status_code == 200
+        assert requests.get(f"{overview}?key={key}", allow_redirects=False, timeout=10).status_code == 303
+        refused = [
+            requests.get(overview, timeout=5),  # no key
+            requests.get(f"{origin}/", timeout=5),  # not even the page
+            requests.get(overview, cookies={cookie[0]: key[:-1] + "x"}, timeout=5),  # a wrong key
+            requests.post(overview, timeout=5),
+            # DNS rebinding: a page at evil.example:<port> resolved to 127.0.0.1 sends its own name, key or not
+            requests.get(
+                overview, cookies=dict([cookie]), headers={"Host": f"evil.example:{host.split(':')[1]}"}, timeout=5
+            ),
+            requests.get(f"{overview}?key={key}", headers={"Host": "localhost:" + host.split(":")[1]}, timeout=5),
+            requests.get(overview, cookies=dict([cookie]), headers={"Host": host.split(":")[0]}, timeout=5),
+        ]
+        assert [r.status_code for r in refused] == [403] * len(refused)
+        assert "sessions" not in refused[-1].text
+
+
+def test_the_workspace_console_reads_only_the_emulator_and_only_for_loopback(web_stack: Stack, tmp_path: Path) -> None:
+    fake = web_stack.url("fake_slack")
+    port = fake.rsplit(":", 1)[1]
+    assert requests.get(f"{fake}/_console/overview", timeout=10).status_code == 200  # make dev's Console tab
+    assert requests.get(f"{fake}/_console/overview", headers={"Host": "localhost:" + port}, timeout=10).ok
+    rebound = requests.get(f"{fake}/_console/overview", headers={"Host": f"evil.example:{port}"}, timeout=5)
+    assert rebound.status_code == 403
+    assert "sessions" not in rebound.text
+    # A fake Slack given a real project's settings (no emulator) would read it with credentials: it refuses.
+    env = {k: v for k, v in {**os.environ, **web_stack.product_env()}.items() if k != "FIRESTORE_EMULATOR_HOST"}
+    other = free_port()
+    argv = [sys.executable, "-m", "infra.fakeslack", "--port", str(other), "--bot-token", "x", "--signing-secret", "y",
+            "--console"]  # fmt: skip
+    log = (tmp_path / "fakeslack.log").open("w")
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=log, start_new_session=True)
+    try:
+        poll.wait_for(lambda: answers(f"http://127.0.0.1:{other}/_fake/health"), timeout=30, what="the fake Slack")
+        refused = requests.get(f"http://127.0.0.1:{other}/_console/overview", timeout=10)
+        assert refused.status_code == 403
+        assert "emulator" in refused.json()["error"]
+    finally:
+        procs.stop_group(proc.pid, timeout=5, reap=proc.poll)
         log.close()
 
 
@@ -320,7 +437,9 @@ def test_make_console_without_a_project_says_what_it_needs(
         assert console_main([]) == 2
     finally:
         config.reset()
-    assert "set GOOGLE_CLOUD_PROJECT" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "set GOOGLE_CLOUD_PROJECT" in err
+    assert "the Console tab of `make dev`'s workspace page" in err  # the local equivalent
 
 
 def test_the_bots_status_shows_under_its_thread_until_cleared(web_stack: Stack, open_page: OpenPage) -> None:
@@ -348,9 +467,20 @@ def test_feedback_buttons_show_and_a_press_reaches_the_product(web_stack: Stack,
     pane = open_thread(page, words)
     answer = pinned(pane, "Here is the answer")
     expect(answer.locator(".block.feedback button")).to_have_text(["👍", "👎"])
+    expect(answer.locator(".block.feedback button.chosen")).to_have_count(0)
     answer.locator(".block.feedback button", has_text="👍").click()
     # The product checks the press against its store: this message is no session's final answer.
     expect(pane.locator(".message.ephemeral")).to_contain_text("Feedback is taken on my final answers only.")
+    expect(answer.locator(".block.feedback button.chosen")).to_have_text("👍")  # the person sees their vote
+    answer.locator(".block.feedback button", has_text="👎").click()
+    expect(answer.locator(".block.feedback button.chosen")).to_have_text("👎")  # changed their mind
+
+
+def test_the_operators_channel_says_what_it_is_for(open_page: OpenPage) -> None:
+    page = open_page(OLIVIA)
+    page.locator("#channels li", has_text="operators").click()
+    expect(page.locator("#channel-title")).to_have_text("# operators")
+    expect(page.locator("#channel-purpose")).to_contain_text("For the operators")
 
 
 def test_an_edit_with_a_schema_error_then_a_valid_one(open_page: OpenPage) -> None:

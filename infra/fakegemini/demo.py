@@ -27,7 +27,17 @@ ANSWER_CHILD_TOOL = "answer_child"
 ASKS_PARENT = "ask which half comes first"  # the second demo task asks its parent this before it works
 DEMO_PARENT_ANSWER = "Start with the first half."
 ENVIRONMENTS = ("dev", "staging", "production")
-DEMO_OPTIONS = ("Option A", "Option B")
+# The demo's question names real choices, as a model would: the two a request offers ("redis or memcached"), the
+# usual two for what it asks to pick, or whether to go ahead.
+CHOICES = {
+    "database": ("PostgreSQL", "SQLite"),
+    "cache": ("Redis", "Memcached"),
+    "region": ("europe-west1", "us-central1"),
+    "queue": ("Cloud Tasks", "Pub/Sub"),
+}
+GO_AHEAD = ("Yes, go ahead", "No, leave it")
+_EITHER = re.compile(r"([\w./-]+),? or ([\w./-]+)", re.IGNORECASE)
+_MENTION = re.compile(r"<@\w+>\s*")
 # "mcp lookup api", "mcp delete <branch>", "mcp ticket <title>": the sample MCP server's three paths (make dev)
 MCP_VERBS = {
     "lookup": "mcp.demo.lookup_service",
@@ -38,9 +48,30 @@ DISCLAIMER = "(This is a scripted offline stand-in, not Gemini.)"
 
 
 def _clip(text: str, limit: int) -> str:
-    """Collapse whitespace so a quoted Slack thread reads as one line, then cut it short."""
+    """Collapse whitespace so a quoted Slack thread reads as one line, then cut it short at a word's end."""
     flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[:limit] + "…"
+    if len(flat) <= limit:
+        return flat
+    cut = flat[:limit].rsplit(" ", 1)[0] if " " in flat[:limit] else flat[:limit]
+    return cut.rstrip(",;:") + "…"
+
+
+def _quoted(text: str, limit: int) -> str:
+    """Another demo text quoted in this one: without its own "[demo model]" label (this text has one already)."""
+    return _clip(text.replace(PREFIX, " "), limit)
+
+
+def demo_question(request: str) -> tuple[str, list[str]]:
+    """The demo's question about a request and its options, each option saying what it is; the request is quoted
+    without the mention of the bot."""
+    subject = _clip(_MENTION.sub("", request).strip(), 80)
+    either = _EITHER.search(subject)
+    if either:
+        return f"{PREFIX} Which should I use for: {subject}?", [either.group(1), either.group(2)]
+    kind = next((k for k in CHOICES if k in subject.lower()), None)
+    if kind is not None:
+        return f"{PREFIX} Which {kind} should I use for: {subject}?", list(CHOICES[kind])
+    return f"{PREFIX} Should I go ahead with: {subject}?", list(GO_AHEAD)
 
 
 def _contents(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -193,8 +224,8 @@ def demo_item(body: Mapping[str, Any]) -> dict[str, Any]:
     if fresh and RESTART_TOOL in tools and "restart" in request_of(str(part["text"])).lower():
         return {"function_calls": [{"name": RESTART_TOOL, "args": restart_args(request_of(str(part["text"])))}]}
     if fresh and ASK_TOOL in tools and not has_asked(body):
-        question = f"{PREFIX} Which option should I use for: {_clip(request_of(str(part['text'])), 80)}?"
-        return {"function_calls": [{"name": ASK_TOOL, "args": {"question": question, "options": list(DEMO_OPTIONS)}}]}
+        question, options = demo_question(request_of(str(part["text"])))
+        return {"function_calls": [{"name": ASK_TOOL, "args": {"question": question, "options": options}}]}
     return _text(f'{PREFIX} I read your message: "{_clip(request_of(user_text), 200)}". {DISCLAIMER}')
 
 
@@ -223,16 +254,16 @@ def _delegation_item(
         return {"function_calls": calls}
     if any(item.get("kind") == "child_result" for item in news):  # every result so far, not only the newest
         results = [item for t in _user_texts(body) for item in _notes(t) if item.get("kind") == "child_result"]
-        lines = "; ".join(f"{_clip(str(item.get('task', '')), 60)}: {_clip(str(item.get('result', '')), 80)}"
+        lines = "\n".join(f"• {_quoted(str(item.get('task', '')), 60)}: {_quoted(str(item.get('result', '')), 90)}"
                           for item in results)  # fmt: skip
-        return _text(f"{PREFIX} Results of my delegated tasks: {lines}.")
+        return _text(f"{PREFIX} Results of my delegated tasks:\n{lines}")
     responses = [_parts_response(p) for p in _last_user_parts(body)]
     if any(r is not None and r[0] == ANSWER_CHILD_TOOL for r in responses):
         return _text(f"{PREFIX} I answered my delegated task's question; its result will follow.")
     reported = [r for r in responses if r is not None and r[0] == DELEGATE_TOOL]
     if reported:
-        summary = "; ".join(_clip(answer_text(r[1]), 100) for r in reported)
-        return _text(f"{PREFIX} My delegated tasks reported: {summary}. {DISCLAIMER}")
+        summary = "\n".join(f"• {_quoted(answer_text(r[1]), 120)}" for r in reported)
+        return _text(f"{PREFIX} My delegated tasks reported:\n{summary}\n{DISCLAIMER}")
     if role == "user" and text is not None and DELEGATE_TOOL in tools:
         request = request_of(text)
         if DELEGATE_TOOL in request.lower():
@@ -249,7 +280,7 @@ def _child_item(body: Mapping[str, Any], role: str, part: Mapping[str, Any], tex
     task = _clip(_task_of(opening), 80)
     response = part.get("functionResponse")
     if isinstance(response, Mapping) and response.get("name") == ASK_PARENT_TOOL:
-        answer = _clip(answer_text(response.get("response")), 100)
+        answer = _quoted(answer_text(response.get("response")), 100)
         return _text(f"{PREFIX} The parent said: {answer} Done with: {task}.")
     if role == "user" and text is not None and ASKS_PARENT in opening and not _called(body, ASK_PARENT_TOOL):
         question = f"{PREFIX} Which half should come first?"

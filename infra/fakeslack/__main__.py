@@ -38,6 +38,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="also deliver the bot's own posts as message events, as Slack does",
     )
     parser.add_argument(
+        "--delivery-seconds",
+        type=float,
+        default=float(os.environ.get("FAKESLACK_DELIVERY_SECONDS") or 3),
+        help="how long a delivery waits for the app's answer before it counts as timed out (Slack: three seconds)",
+    )
+    parser.add_argument(
         "--stream-seconds",
         type=float,
         default=float(os.environ.get("FAKESLACK_STREAM_SECONDS") or 300),
@@ -59,14 +65,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         echo_bot_messages=args.echo_bot_messages,
         notice=args.notice,
         stream_seconds=args.stream_seconds,
+        delivery_seconds=args.delivery_seconds,
         operators=tuple(u.strip() for u in args.operators.split(",") if u.strip()),
     )
     server = make_server(config, args.host, args.port)
     if args.console:
-        from infra.console import serve_console
+        from infra.console import serve_workspace_console
 
-        page = server.serve_page
-        server.serve_page = lambda handler, ws, target: serve_console(handler, target) or page(handler, ws, target)
+        page, port = server.serve_page, server.server_address[1]
+        server.serve_page = lambda handler, ws, target: (
+            serve_workspace_console(handler, target, port) or page(handler, ws, target)
+        )
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

@@ -1,4 +1,5 @@
-"""Slack's agent surface in the fake: assistant threads (opened, titled, offered prompts) and the markdown block.
+"""Slack's agent surface in the fake: agent-view DMs and assistant threads (opened, titled, offered prompts) and
+the markdown block.
 
 Opening the app's assistant pane makes Slack post a thread root in the person's DM with the app (subtype
 ``assistant_app_thread``) and send ``assistant_thread_started``; moving to another channel with the pane open sends
@@ -48,14 +49,15 @@ def set_suggested_prompts(ws: Workspace, args: Json) -> Json:
     for prompt in prompts:
         if not all(isinstance(prompt.get(key), str) and prompt[key] for key in ("title", "message")):
             raise SlackError("invalid_arguments")
-    if thread_ts is None:
+    shown = {"prompts": [{"title": p["title"], "message": p["message"]} for p in prompts],
+             "prompts_title": opt(args, "title")}  # fmt: skip
+    if thread_ts is None:  # the DM's own prompts (agent view), and its latest thread's (the assistant pane's docs)
+        ws.assistant_threads.setdefault(channel, {}).update(shown)
         roots = [m for m in ws.channels.get(channel, []) if m.thread_ts is None]
         if not roots:
-            raise SlackError("message_not_found")
+            return {"ok": True}
         thread_ts = roots[-1].ts
-    entry = ws.assistant_threads.setdefault(f"{channel}/{thread_ts}", {})
-    entry.update(prompts=[{"title": p["title"], "message": p["message"]} for p in prompts])
-    entry["prompts_title"] = opt(args, "title")
+    ws.assistant_threads.setdefault(f"{channel}/{thread_ts}", {}).update(shown)
     return {"ok": True}
 
 

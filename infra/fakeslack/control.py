@@ -424,9 +424,19 @@ class FakeSlack:
     def change_assistant_context(self, channel: str, thread_ts: str, context_channel: str | None) -> Json:
         return self._post("assistant_context", channel=channel, thread_ts=thread_ts, context_channel=context_channel)
 
-    def assistant_thread(self, channel: str, thread_ts: str) -> Json:
-        """The title, suggested prompts (with their list's title) and context of one assistant thread."""
-        return dict(self._get("assistant_thread", channel=channel, thread_ts=thread_ts)["thread"])
+    def assistant_thread(self, channel: str, thread_ts: str | None = None) -> Json:
+        """The title, suggested prompts (with their list's title) and context of one assistant thread, or with no
+        ``thread_ts`` of the DM itself (agent view)."""
+        where = {"thread_ts": thread_ts} if thread_ts else {}
+        return dict(self._get("assistant_thread", channel=channel, **where)["thread"])
+
+    def open_app_home(self, user: str) -> Json:
+        """``user`` opens the app's Messages tab (agent view): ``{channel, deliveries}``."""
+        return self._post("open_app_home", user=user)
+
+    def change_app_context(self, user: str, context_channel: str | None) -> Json:
+        """``user`` looks at ``context_channel`` with the app open (agent view): ``app_context_changed``."""
+        return self._post("app_context", user=user, context_channel=context_channel)
 
     def click(
         self,

@@ -52,6 +52,12 @@ def ctl_snapshot(ws: Workspace, args: Json) -> Json:
             "messages": channels,
             "ephemerals": ephemerals,
             "statuses": {key: status for key, status in ws.statuses.items() if status},
+            # The prompts an agent-view DM offers (set without a thread when its Messages tab opens).
+            "prompts": {
+                key: {"prompts": entry.get("prompts") or [], "prompts_title": entry.get("prompts_title")}
+                for key, entry in ws.assistant_threads.items()
+                if "/" not in key and entry.get("prompts")
+            },
             "connected": bool(cfg.events_url and cfg.interactivity_url),
             "notice": cfg.notice,
         }

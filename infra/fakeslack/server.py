@@ -26,6 +26,7 @@ from urllib.parse import parse_qsl, urlsplit
 from slack_sdk.signature import SignatureVerifier
 
 from . import assistant, modals, usergroups
+from .people import BOT_NAME
 from .state import (
     MAX_TEXT,
     Json,
@@ -46,7 +47,6 @@ from .state import (
 )
 from .streams import chat_append_stream, chat_start_stream, chat_stop_stream
 
-SLACK_TIMEOUT = 3.0  # Slack gives an app three seconds to answer a delivery
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 Route = Callable[[Workspace, Json], Json]
 
@@ -90,7 +90,7 @@ def auth_test(ws: Workspace, args: Json) -> Json:
         "ok": True,
         "url": "https://fake-workspace.slack.com/",
         "team": "Fake Workspace",
-        "user": "fakebot",
+        "user": BOT_NAME,
         "team_id": cfg.team_id,
         "user_id": cfg.bot_user_id,
         "bot_id": cfg.bot_id,
@@ -282,7 +282,7 @@ def deliver(
     record.update(content_type=content_type, body=body, status=None, error=None)
     request = urllib.request.Request(url, data=body.encode(), headers=headers, method="POST")  # noqa: S310
     try:
-        with _NO_PROXY.open(request, timeout=SLACK_TIMEOUT) as response:
+        with _NO_PROXY.open(request, timeout=ws.config.delivery_seconds) as response:
             record["status"], record["response"] = response.status, response.read(4000).decode(errors="replace")
     except urllib.error.HTTPError as exc:
         record["status"], record["response"] = exc.code, exc.read(4000).decode(errors="replace")

@@ -21,7 +21,7 @@ import uuid
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from .people import person
+from .people import BOT_NAME, BOT_REAL_NAME, person
 
 Json = dict[str, Any]
 
@@ -53,6 +53,7 @@ class FakeSlackConfig:
     echo_bot_messages: bool = False
     operators: tuple[str, ...] = ()  # the product's operators, for the browser page to label
     notice: str = ""  # a line the browser page shows above everything (the demo model announces itself)
+    delivery_seconds: float = 3.0  # how long a delivery waits for the app's answer (Slack: three seconds)
     stream_seconds: float = 300.0  # a streamed message stops taking appends this long after it started (Slack: ~5 min)
     verification_token: str = "fakeslack-verification-token"  # noqa: S105 - a fake's constant
 
@@ -278,7 +279,7 @@ class Workspace:
         with self.lock:
             if user_id not in self.users:
                 is_bot, team = user_id == self.config.bot_user_id, self.config.team_id
-                name, real = ("fakebot", "Fake Bot") if is_bot else (user_id.lower(), f"User {user_id}")
+                name, real = (BOT_NAME, BOT_REAL_NAME) if is_bot else (user_id.lower(), f"User {user_id}")
                 if (known := person(user_id)) is not None:
                     name, real = known.name, known.real_name
                 profile = {"display_name": name, "real_name": real, "team": team}
@@ -360,8 +361,10 @@ class Workspace:
             if message.reactions:
                 out["reactions"] = copy.deepcopy(message.reactions)
             if message.stream is not None:  # the fake's own view of a streamed message (its task cards, its state)
-                out["stream"] = {"streaming": message.stream["until"] is not None and time.time() < message.stream[
-                    "until"], "tasks": list(copy.deepcopy(message.stream["tasks"]).values())}  # fmt: skip
+                stream = message.stream
+                out["stream"] = {"streaming": stream["until"] is not None and time.time() < stream["until"],
+                                 "tasks": list(copy.deepcopy(stream["tasks"]).values()),
+                                 "display": stream.get("display", "timeline"), "plan": stream.get("plan")}  # fmt: skip
             return out
 
     # -- failure injection and recording --------------------------------------

@@ -1,4 +1,4 @@
-"""python -m infra.mcpdemo --port N [--state-ttl S] [--token T]: serve the sample MCP server on loopback."""
+"""python -m infra.mcpdemo --port N [--state-ttl S] [--token T] [--legacy]: serve the sample MCP server on loopback."""
 
 from __future__ import annotations
 
@@ -15,8 +15,10 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--state-ttl", type=float, default=600.0, help="seconds a request state stays valid")
     parser.add_argument("--token", default="", help="bearer token MCP requests must carry (none when empty)")
+    parser.add_argument("--legacy", action="store_true", help="speak only the older (initialize) handshake")
     args = parser.parse_args()
-    uvicorn.run(app(state_ttl=args.state_ttl, token=args.token), host=args.host, port=args.port, log_level="warning")
+    served = app(state_ttl=args.state_ttl, token=args.token, legacy=args.legacy)
+    uvicorn.run(served, host=args.host, port=args.port, log_level="warning")
 
 
 if __name__ == "__main__":

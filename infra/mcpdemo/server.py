@@ -1,12 +1,16 @@
 """The sample MCP server, built with the ``mcp`` package's server side and served over streamable HTTP.
 
 Tools: ``lookup_service`` (read-only), ``delete_branch`` (destructive), ``create_ticket`` (asks which priority,
-through the 2026-07-28 input-required result, before it creates anything), ``rename_service`` (asks twice: a
-name, then a confirmation), ``ask_for_token`` (asks for a secret,
-which the agent must refuse to collect), ``open_dashboard`` (a URL-mode request), ``slow_report`` (sleeps: the
-timeout path) and ``internal_debug`` (for include/exclude). Every call is recorded; ``GET /calls`` lists them
-and ``DELETE /calls`` clears them, so tests count calls on the server's side. With ``token`` set, MCP requests
-must carry ``Authorization: Bearer <token>``.
+through a hand-built 2026-07-28 input-required result, before it creates anything), ``deploy_service`` (asks which
+environment through the SDK's own resolver, ``Resolve`` returning ``Elicit``: an input-required result on the
+2026-07-28 revision, an ``elicitation/create`` request in the middle of the call on the older handshake),
+``rename_service`` (asks twice: a name, then a confirmation), ``ask_for_token`` (asks for a secret, which the agent
+must refuse to collect), ``open_dashboard`` (a URL-mode request), ``slow_report`` (sleeps: the timeout path),
+``big_report`` (a result of the size asked for: the client's byte cap) and ``internal_debug`` (for
+include/exclude). Every call is recorded; ``GET /calls`` lists them and ``DELETE /calls`` clears them, so tests
+count calls on the server's side. With ``token`` set, MCP requests must carry ``Authorization: Bearer <token>``.
+With ``legacy`` set the server speaks only the older handshake (``initialize``, a stateful session whose responses
+stream, so it can send requests to the client mid-call), as servers built before 2026-07-28 do.
 """
 
 from __future__ import annotations
@@ -14,12 +18,14 @@ from __future__ import annotations
 import json
 import threading
 import time
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import mcp_types
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context, Elicit, MCPServer, Resolve
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.request_state import RequestStateSecurity
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -56,6 +62,7 @@ def build(*, state_ttl: float = 600.0) -> tuple[MCPServer, Calls]:
     )  # fmt: skip
     _plain_tools(server, calls)
     _asking_tools(server, calls)
+    _resolver_tools(server, calls)
 
     @server.custom_route("/calls", methods=["GET", "DELETE"])  # type: ignore[untyped-decorator]  # the SDK leaves it unannotated
     async def recorded(request: Request) -> Response:
@@ -88,6 +95,12 @@ def _plain_tools(server: MCPServer, calls: Calls) -> None:
         calls.add("slow_report", "ran", {"seconds": seconds})
         time.sleep(min(seconds, 60.0))
         return "report ready"
+
+    @server.tool(annotations=mcp_types.ToolAnnotations(read_only_hint=True))
+    def big_report(megabytes: float) -> str:
+        """A report of about the size asked for (text)."""
+        calls.add("big_report", "ran", {"megabytes": megabytes})
+        return "x" * int(min(megabytes, 100.0) * 1_000_000)
 
     @server.tool()
     def internal_debug(flag: str) -> str:
@@ -175,6 +188,30 @@ def _asking_tools(server: MCPServer, calls: Calls) -> None:
         return f"dashboard of {service} is open" if accepted else "not signed in"
 
 
+class Target(BaseModel):
+    """What ``deploy_service`` asks the person: the environment to deploy to."""
+
+    environment: Literal["staging", "production"]
+
+
+def which_environment(service: str) -> Elicit[Target]:
+    """``deploy_service``'s resolver (at module level: the SDK reads the tool's annotations by name)."""
+    return Elicit(f"Deploy {service} to which environment?", Target)
+
+
+def _resolver_tools(server: MCPServer, calls: Calls) -> None:
+    """A tool that asks the way the SDK teaches: a resolver returning ``Elicit``; the SDK picks the wire form."""
+
+    @server.tool(annotations=mcp_types.ToolAnnotations(destructive_hint=False, idempotent_hint=False))
+    def deploy_service(
+        service: str, target: Annotated[Target, Resolve(which_environment)], hold_seconds: float = 0.0
+    ) -> dict[str, Any]:
+        """Deploy a service's current build; asks which environment. hold_seconds waits before answering."""
+        calls.add("deploy_service", "ran", {"service": service, "environment": target.environment})
+        time.sleep(min(hold_seconds, 60.0))
+        return {"deployed": service, "environment": target.environment}
+
+
 def _ask(field: str, message: str, spec: dict[str, Any], state: dict[str, Any]) -> mcp_types.InputRequiredResult:
     """One form question about one field, keyed by the field's name."""
     form = mcp_types.ElicitRequestFormParams(
@@ -201,7 +238,27 @@ class BearerToken:
         await self.app(scope, receive, send)
 
 
-def app(*, state_ttl: float = 600.0, token: str = "") -> ASGIApp:
+class HandshakeOnly:
+    """Refuse the 2026-07-28 revision's requests (a plain 400, as a server that predates it answers an unknown
+    protocol version), so clients fall back to the ``initialize`` handshake."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/mcp"):
+            version = dict(scope["headers"]).get(b"mcp-protocol-version", b"").decode("latin-1")
+            if version and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+                await Response("unsupported protocol version", status_code=400)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def app(*, state_ttl: float = 600.0, token: str = "", legacy: bool = False) -> ASGIApp:
     server, _calls = build(state_ttl=state_ttl)
-    served: ASGIApp = server.streamable_http_app(stateless_http=True, json_response=True)
+    served: ASGIApp
+    if legacy:  # a session per client, responses as event streams: the server can ask the client mid-call
+        served = HandshakeOnly(server.streamable_http_app(stateless_http=False, json_response=False))
+    else:
+        served = server.streamable_http_app(stateless_http=True, json_response=True)
     return BearerToken(served, token) if token else served

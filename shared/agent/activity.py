@@ -13,6 +13,7 @@ _DOING = {
     "answer_child": "is answering a delegated task",
     "delegate": "is delegating",
     "post_update": "is posting an update",
+    "show_plan": "is planning",
 }
 APPROVAL = "is waiting for an approval"
 
@@ -29,9 +30,9 @@ def doing(tool: str, args: Mapping[str, Any] | None) -> str:
     return _DOING.get(tool) or f"is running {tool}"
 
 
-# Tools that post in the thread themselves (a question, an update, the delegated tasks' message): their post says
-# it, and a task card would only open a stream to close it again at once.
-_POSTING = frozenset({"ask_operator", "post_update", "delegate", "ask_parent", "answer_child"})
+# Tools that post in the thread themselves (a question, an update, the delegated tasks' message) or show themselves
+# (the plan): their post says it, and a task card would only open a stream to close it again at once.
+_POSTING = frozenset({"ask_operator", "post_update", "delegate", "ask_parent", "answer_child", "show_plan"})
 
 
 def task(tool: str, args: Mapping[str, Any] | None) -> tuple[str, list[tuple[str, str]]] | None:

@@ -1,4 +1,10 @@
-"""Slack's assistant pane: what the app does when someone opens it, and when they look elsewhere with it open.
+"""Slack's agent surfaces: what the app does when someone opens it, and when they look elsewhere with it open.
+
+The agent messaging experience (``agent_view``, what the manifest declares): opening the app's Messages tab
+(``app_home_opened``, ``tab: "messages"``) sets the suggested prompts and their title on the DM, with no
+``thread_ts`` (Slack silently drops a call that names one for an agent app); every DM message and thread there is a
+conversation with the agent (no ``assistant_app_thread`` root), routed as any DM; ``app_context_changed`` is
+acknowledged like the pane's context change. The older assistant pane (``assistant_view``) keeps working.
 
 Opening the pane starts an assistant thread in the person's DM with the app; the ingress then sets the thread's
 suggested prompts (``ASSISTANT_PROMPTS``) and a title ("New request", which the first request typed there replaces
@@ -30,15 +36,17 @@ MAX_TITLE_CHARS = 60
 def opened(thread: AssistantThread) -> dict[str, str | bool]:
     """The pane was opened: offer the configured prompts and name the thread. Slack refusing either (a missing
     ``assistant:write`` scope, a thread it no longer knows) is logged and answered 200: a retry would not help."""
-    detail: dict[str, str | bool] = {"ok": True, "assistant_thread": thread.thread_ts}
+    detail: dict[str, str | bool] = {"ok": True}
+    detail["assistant_thread" if thread.thread_ts else "agent_dm"] = thread.thread_ts or thread.channel
     prompts = config.settings().assistant_prompts
     if prompts:
         refused = slack.set_suggested_prompts(thread.channel, thread.thread_ts, prompts, title=PROMPTS_TITLE)
         if refused:
             detail["prompts_refused"] = refused
-    refused = slack.set_title(thread.channel, thread.thread_ts, THREAD_TITLE)
-    if refused:
-        detail["title_refused"] = refused
+    if thread.thread_ts:  # the agent view names no thread here: its threads are the person's own messages
+        refused = slack.set_title(thread.channel, thread.thread_ts, THREAD_TITLE)
+        if refused:
+            detail["title_refused"] = refused
     log.info("assistant thread opened", extra={"channel": thread.channel, "thread_ts": thread.thread_ts, **detail})
     return detail
 

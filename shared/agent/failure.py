@@ -14,7 +14,7 @@ from shared.agent import followup
 from shared.asks import delegation, stopping
 from shared.slack.surface import ThreadSurface
 from shared.state import children as stored_children
-from shared.state import steps
+from shared.state import origin, steps
 from shared.state.firestore import now
 from shared.state.models import Audit, AuditType, Session, SessionStatus, Step, StepKind
 
@@ -59,19 +59,21 @@ def fail_session(session: Session, reason: str, surface: ThreadSurface, *, detai
             raise
         log.warning("the failure reaction could not be added", extra={"reason": backpressure.storm(exc)})
     stopping.stop_children(session, by="the session that delegated it failed")
+    delegation.release_askers(session)  # children an earlier session of this conversation started
     followup.start_for_unread(session, unread)
 
 
 def slack_storm(session: Session, reason: str, detail: str) -> None:
     """End a session whose Slack calls Slack kept refusing past its budget: failed, with the reason stored."""
-    surface = ThreadSurface(session.channel, session.thread_ts, session.trigger_ts, quiet=session.reports_to_parent)
+    request = origin.request_ts(session)
+    surface = ThreadSurface(session.channel, session.thread_ts, request, quiet=session.reports_to_parent)
     fail_session(session, reason, surface, detail=detail)
 
 
 def give_up(session: Session, reason: str) -> None:
     """End a session that keeps crashing as failed, telling the thread; best effort."""
     try:
-        surface = ThreadSurface(session.channel, session.thread_ts, session.trigger_ts)
+        surface = ThreadSurface(session.channel, session.thread_ts, origin.request_ts(session))
         surface.recover()
         fail_session(session, "an internal error stopped me", surface, detail=reason)
     except Exception:

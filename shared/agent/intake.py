@@ -88,11 +88,14 @@ def _steer(message: Message, running: Session, *, bot_user_id: str | None) -> Ro
         note = Note(kind=NoteKind.STEER, text=capped(message.text, MAX_MESSAGE_CHARS), user=message.user, ts=message.ts,
                     starts_session=mentions or None)  # fmt: skip
         added = sessions.add_note(session_id, note, channel=message.channel)
+        dead = running.lease_until is not None and running.lease_until <= now()
         if added == NoteAdded.DUPLICATE:
+            if dead:  # Slack's redelivery: the first delivery may have found Cloud Tasks down (same task name)
+                tasks.enqueue_session(session_id, attempt=f"takeover-{message.ts}")
             return Routed({"ok": True, "duplicate": True})
         if added == NoteAdded.ADDED:
             log.info("message queued as a note for the running session", extra={"ts": message.ts})
-            if running.lease_until is not None and running.lease_until <= now():
+            if dead:
                 tasks.enqueue_session(session_id, attempt=f"takeover-{message.ts}")
                 log.warning("the session's worker is gone; a takeover is queued", extra={"ts": message.ts})
             return Routed({"ok": True, "noted": session_id})
@@ -108,6 +111,9 @@ def _enqueue_if_queued(session_id: str) -> Routed:
     if existing is not None and existing.status == SessionStatus.QUEUED:
         try:
             tasks.enqueue_session(session_id)
+        except tasks.QueueUnavailable as exc:
+            log.warning("could not enqueue the session task again; asking Slack to retry", extra={"reason": str(exc)})
+            return Routed({"error": "could not enqueue, retry"}, retry=True)
         except Exception:
             log.exception("could not enqueue the session task again; asking Slack to retry")
             return Routed({"error": "could not enqueue, retry"}, retry=True)
@@ -137,6 +143,9 @@ def start_session(start: Message, *, retry_num: str | None) -> Routed:
         # creates it; the session is recorded and stays queued until then.
         try:
             tasks.enqueue_session(session.session_id)
+        except tasks.QueueUnavailable as exc:  # an outage, not a bug: no traceback
+            log.warning("could not enqueue the session task; asking Slack to retry", extra={"reason": str(exc)})
+            return Routed({"error": "could not enqueue, retry"}, retry=True)
         except Exception:
             log.exception("could not enqueue the session task; asking Slack to retry")
             return Routed({"error": "could not enqueue, retry"}, retry=True)

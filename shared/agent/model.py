@@ -168,16 +168,22 @@ TOKEN_KINDS = ("prompt", "cached", "output", "thinking")
 
 def usage(response: types.GenerateContentResponse) -> dict[str, int]:
     """What one model turn cost, from the response's ``usage_metadata``: prompt (cached among them), output and
-    thinking tokens."""
+    thinking tokens. A count is what the endpoint says, never below zero: a negative one would take a person's day
+    back (a turn costs nothing less than nothing)."""
     meta = response.usage_metadata
     if meta is None:
         return dict.fromkeys(TOKEN_KINDS, 0)
     return {
-        "prompt": meta.prompt_token_count or 0,
-        "cached": meta.cached_content_token_count or 0,
-        "output": meta.candidates_token_count or 0,
-        "thinking": meta.thoughts_token_count or 0,
+        "prompt": tokens(meta.prompt_token_count),
+        "cached": tokens(meta.cached_content_token_count),
+        "output": tokens(meta.candidates_token_count),
+        "thinking": tokens(meta.thoughts_token_count),
     }
+
+
+def tokens(count: int | None) -> int:
+    """A reported token count, clamped at zero."""
+    return max(0, int(count or 0))
 
 
 def _first_error(exc: pydantic.ValidationError) -> str:

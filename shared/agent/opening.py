@@ -11,7 +11,7 @@ from google.genai import types
 from slack_sdk.errors import SlackApiError
 
 from shared.agent import assistant_pane, prompts
-from shared.agent.transcript import pending_calls
+from shared.agent.transcript import Responses, pending_calls, pending_turn
 from shared.errors import ProductError
 from shared.limits import MAX_REQUEST_CHARS, capped
 from shared.slack import client as slack
@@ -28,7 +28,8 @@ class MissingQuestion(ProductError):
 
 
 def opening_content(session: Session, transcript: list[Step], *,
-                    question: Question | None = None) -> tuple[StepKind, types.Content, list[Audit]]:  # fmt: skip
+                    question: Question | None = None) -> tuple[StepKind, types.Content | Responses,
+                                                               list[Audit]]:  # fmt: skip
     """The first step this session writes: what it starts from (``question``: a continuation's, if already read)."""
     # Failure narration wins over resumption (seed 000): a retry never resumes a pending ask.
     if session.kind == SessionKind.RETRY:
@@ -42,21 +43,21 @@ def opening_content(session: Session, transcript: list[Step], *,
         if question is None:
             raise MissingQuestion(f"continuation {session.session_id} names no stored question")
         return StepKind.ANSWER, answer_content(question, transcript), [Audit(AuditType.ANSWER, now())]
-    try:
-        thread = slack.thread_messages(session.channel, session.thread_ts)
+    limited: float | None = None
+    try:  # a long rate limit (Slack's one read a minute): the session goes on with what it has, and says so
+        thread, limited = slack.thread_read(session.channel, session.thread_ts)
     except SlackApiError as exc:  # e.g. the bot is not in the channel: work from the request alone
         log.warning("could not read the thread", extra={"error": exc.response.get("error")})
         thread = []
     assistant_pane.name_after_request(session, thread)
-    text = prompts.thread_prompt(
-        [m for m in thread if m.get("ts") != session.trigger_ts], request=session.text, requester=session.trigger_user
-    )
+    text = prompts.thread_prompt([m for m in thread if m.get("ts") != session.trigger_ts], request=session.text,
+                                 requester=session.trigger_user, limited=limited)  # fmt: skip
     return StepKind.PROMPT, _user(text), []
 
 
-def answer_content(question: Question, transcript: list[Step]) -> types.Content:
-    """The operator's answer: the function response of the pending call that asked, or news if the asker had
-    finished (a non-blocking question)."""
+def answer_content(question: Question, transcript: list[Step]) -> types.Content | Responses:
+    """The operator's answer: the function response of the pending call that asked (the call at the question's
+    position; none if a re-run already stored it), or news if the asker had finished (a non-blocking question)."""
     if not question.blocking:
         return _user(prompts.late_answer(question))
     answer = {"answer": question.answer, "answered_by": question.answered_by}
@@ -64,7 +65,14 @@ def answer_content(question: Question, transcript: list[Step]) -> types.Content:
         answer["matched_option"] = question.matched_option
         if question.matched_option is None:
             answer["note"] = "The reply matched none of the options; read it as free text."
-    names = {call.id: call.name for call in pending_calls(transcript)}
+    if question.seq is not None and question.call_index is not None:
+        turn = pending_turn(transcript)
+        call = dict(turn.calls).get(question.call_index) if turn and turn.seq == question.seq else None
+        responses = Responses()
+        if call is not None:
+            responses.add(question.seq, question.call_index, call, {"result": answer})
+        return responses
+    names = {call.id: call.name for call in pending_calls(transcript)}  # a question stored before calls had ids
     name = names.get(question.call_id) or "ask_operator"
     response = types.FunctionResponse(id=question.call_id, name=name, response={"result": answer})
     return types.Content(role="user", parts=[types.Part(function_response=response)])

@@ -17,7 +17,7 @@ from shared import config
 from shared.agent import model as gemini
 from shared.slack.stream import AnswerStream
 from shared.slack.surface import ThreadSurface
-from shared.state import sessions
+from shared.state import origin, sessions
 from shared.state.models import Session
 
 log = logging.getLogger(__name__)
@@ -25,7 +25,8 @@ log = logging.getLogger(__name__)
 
 def surface_for(session: Session, *, takeover: bool) -> ThreadSurface:
     """The session's thread surface; a top-level session streams its answers unless configured not to."""
-    surface = ThreadSurface(session.channel, session.thread_ts, session.trigger_ts, quiet=session.reports_to_parent)
+    request = origin.request_ts(session)  # a continuation marks the request it continues, not what resumed it
+    surface = ThreadSurface(session.channel, session.thread_ts, request, quiet=session.reports_to_parent)
     settings = config.settings()
     if not surface.quiet and settings.slack_stream:
 
@@ -35,7 +36,8 @@ def surface_for(session: Session, *, takeover: bool) -> ThreadSurface:
             surface.status = None  # Slack clears a thread's status when the app replies: set it again next step
 
         surface.stream = AnswerStream(session.channel, session.thread_ts, recipient=session.requester,
-                                      on_open=opened, buffer_chars=settings.slack_stream_buffer_chars)  # fmt: skip
+                                      on_open=opened, buffer_chars=settings.slack_stream_buffer_chars,
+                                      stream_seconds=settings.slack_stream_seconds)  # fmt: skip
     if takeover:
         surface.recover()
         left = session.stream_ts

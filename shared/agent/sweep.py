@@ -146,6 +146,7 @@ def _dead_action(session: Session, lease_cutoff: datetime) -> str:
     )
     if dead is None:
         return "unchanged"
+    delegation.release_askers(dead)
     return followup.after_silent_exit(dead, reason="its worker died before it reported back")
 
 

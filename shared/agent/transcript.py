@@ -7,13 +7,13 @@ signatures as base64), so loading gives back objects the model accepts unchanged
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from google.genai import types
 
 from shared.agent.model import estimate_tokens
-from shared.state.models import Step
+from shared.state.models import CallRef, Step
 
 SHORTENED = "[older tool result shortened to fit the model's context window]"
 
@@ -29,20 +29,38 @@ def from_json(data: dict[str, Any]) -> types.Content:
 def contents_of(steps: Sequence[Step]) -> list[types.Content]:
     """The conversation for the model: each step's content, with adjacent turns of one role merged.
 
-    Merging matters after a pause: the responses of the other calls of that turn
-    and the operator's answer are stored in two steps, but the model expects all
-    responses to one turn's calls together.
+    Merging matters after a pause: the responses of the other calls of that turn and the ones that came later
+    (an answer, a decision, a child's result) are stored in several steps, but the model expects all responses
+    to one turn's calls together, in the order of the calls: each response is placed by the identity of the call
+    it answers (responses stored without one keep their stored order).
     """
     merged: list[types.Content] = []
+    keys: list[list[CallRef | None]] = []  # per merged content: the call each of its parts answers
     for step in steps:
         if step.content is None:
             continue
         content = from_json(step.content)
+        parts = list(content.parts or [])
+        refs = iter(step.answers) if step.answers is not None else None
+        own = [(next(refs, None) if refs is not None else None) if p.function_response else None for p in parts]
         if merged and merged[-1].role == content.role:
-            merged[-1] = types.Content(role=content.role, parts=[*(merged[-1].parts or []), *(content.parts or [])])
+            merged[-1] = types.Content(role=content.role, parts=[*(merged[-1].parts or []), *parts])
+            keys[-1].extend(own)
         else:
-            merged.append(content)
-    return merged
+            merged.append(types.Content(role=content.role, parts=parts))
+            keys.append(own)
+    return [_in_call_order(content, refs) for content, refs in zip(merged, keys, strict=True)]
+
+
+def _in_call_order(content: types.Content, refs: list[CallRef | None]) -> types.Content:
+    """A user turn's function responses first, in call order, then its other parts; unchanged when any response
+    has no stored identity (an old transcript)."""
+    parts = content.parts or []
+    answering = [(ref, part) for ref, part in zip(refs, parts, strict=True) if part.function_response]
+    if len(answering) < 2 or any(ref is None for ref, _ in answering):
+        return content
+    ordered = [part for _, part in sorted(answering, key=lambda pair: pair[0] or CallRef(0, 0))]
+    return types.Content(role=content.role, parts=[*ordered, *(p for p in parts if not p.function_response)])
 
 
 @dataclass(frozen=True)
@@ -66,25 +84,61 @@ def pending_turn(steps: Sequence[Step]) -> PendingTurn | None:
         if turn.role != "model":
             continue
         calls = [p.function_call for p in turn.parts or [] if p.function_call]
-        answered = [
-            p.function_response
-            for later in steps[position + 1 :]
-            if later.content is not None
-            for p in from_json(later.content).parts or []
-            if p.function_response
-        ]
-        ids = {r.id for r in answered if r.id}
-        names = [r.name for r in answered if not r.id]
-        pending: list[tuple[int, types.FunctionCall]] = []
-        for index, call in enumerate(calls):
-            if call.id and call.id in ids:
-                continue
-            if not call.id and call.name in names:
-                names.remove(call.name)
-                continue
-            pending.append((index, call))
+        done = answered(step.seq, calls, steps[position + 1 :])
+        pending = [(index, call) for index, call in enumerate(calls) if index not in done]
         return PendingTurn(step.seq, step.session_id, pending) if pending else None
     return None
+
+
+def answered(seq: int, calls: Sequence[types.FunctionCall], later: Sequence[Step]) -> set[int]:
+    """The indexes of the calls of the model turn at ``seq`` that a later step answers: by the identity each
+    response is stored with. Only a response stored without one (an old transcript) is matched the old way, by
+    the model's id, else by tool name."""
+    done: set[int] = set()
+    for step in later:
+        if step.content is None:
+            continue
+        responses = [p.function_response for p in from_json(step.content).parts or [] if p.function_response]
+        if step.answers is not None:
+            done |= {ref.index for ref in step.answers if ref.seq == seq and 0 <= ref.index < len(calls)}
+            continue
+        for response in responses:
+            left = [i for i in range(len(calls)) if i not in done]
+            match = next((i for i in left if response.id and calls[i].id == response.id), None)
+            if match is None and not response.id:
+                match = next((i for i in left if not calls[i].id and calls[i].name == response.name), None)
+            if match is not None:
+                done.add(match)
+    return done
+
+
+@dataclass
+class Responses:
+    """The function responses one step stores, each with the identity of the call it answers. A response echoes
+    the call's ``id`` only when the model gave one."""
+
+    parts: list[types.Part] = field(default_factory=list)
+    answers: list[CallRef] = field(default_factory=list)
+    texts: list[types.Part] = field(default_factory=list)
+
+    def add(self, seq: int, index: int, call: types.FunctionCall, response: dict[str, Any]) -> None:
+        reply = types.FunctionResponse(id=call.id, name=call.name, response=response)
+        self.parts.append(types.Part(function_response=reply))
+        self.answers.append(CallRef(seq, index))
+
+    def text(self, text: str) -> None:
+        self.texts.append(types.Part(text=text))
+
+    def __bool__(self) -> bool:
+        return bool(self.parts or self.texts)
+
+    def content(self) -> types.Content | None:
+        """The step's content: the responses in the order of their calls, then any text."""
+        ordered = [part for _, part in sorted(zip(self.answers, self.parts, strict=True), key=lambda p: p[0])]
+        return types.Content(role="user", parts=[*ordered, *self.texts]) if self else None
+
+    def refs(self) -> list[CallRef]:
+        return sorted(self.answers)
 
 
 def pending_calls(steps: Sequence[Step]) -> list[types.FunctionCall]:

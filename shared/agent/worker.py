@@ -67,11 +67,12 @@ def _after_claim(claim: Claim, *, task: str, attempt: int) -> Delivery:
     if session is None:
         log.info("nothing to do for this delivery", extra={"reason": reason, "task": task, "attempt": attempt})
         return Delivery(False, {"skipped": reason})
-    if session.takeovers > MAX_TAKEOVERS_WITHOUT_PROGRESS:
+    stalled = session.takeovers_without_progress
+    if stalled > MAX_TAKEOVERS_WITHOUT_PROGRESS:
         from shared.agent.failure import give_up
 
-        log.error("session killed at the same step on every attempt; giving up", extra={"takeovers": session.takeovers})
-        give_up(session, f"its worker stopped {session.takeovers} times in a row without storing a step")
+        log.error("session killed at the same step on every attempt; giving up", extra={"takeovers": stalled})
+        give_up(session, f"its worker stopped {stalled} times in a row without storing a step")
         return Delivery(False, {"status": "failed"})
     return _run(session, claim.result.takeover, reason, task=task, attempt=attempt)
 

@@ -77,9 +77,13 @@ def match_option(reply: str, options: list[str]) -> str | None:
 
 
 def may_answer(user: str, question: Question) -> bool:
+    """Operators may answer; the requester too if ALLOW_REQUESTER_ANSWERS says so, except the daily-budget
+    question: lifting a budget is the operators' alone."""
     settings = config.settings()
     if user in settings.operator_user_ids:
         return True
+    if ids.is_daily_budget_call(question.call_id):
+        return False
     return settings.allow_requester_answers and user == question.requester
 
 
@@ -145,6 +149,7 @@ def answer(question: Question, *, user: str, text: str, answer_ts: str, label: s
             if found.continuation_id and found.continuation_id != found.session_id:
                 _requeue_if_queued(found.continuation_id)
             return Outcome(AnswerOutcome.DUPLICATE, found.question_id, found.continuation_id)
+        requeue_answered(found.question_id)  # the winner's delivery may have found Cloud Tasks down
         _tell_loser(found.channel, found.thread_ts, user, answer_ts, closed_note(found))
         return Outcome(AnswerOutcome.ALREADY_ANSWERED, found.question_id)
     with session_context(continuation.session_id, trace=continuation.trace_id):
@@ -158,7 +163,16 @@ def _requeue_if_queued(session_id: str) -> None:
     """Create the task of a session that never ran again (task names are fixed, so this is idempotent)."""
     session = sessions.get_session(session_id) if session_id else None
     if session is not None and session.status == SessionStatus.QUEUED:
-        tasks.enqueue_session(session_id)
+        with session_context(session_id, trace=session.trace_id):
+            tasks.enqueue_session(session_id)
+            log.info("an answer already recorded: its continuation's task created again")
+
+
+def requeue_answered(question_id: str) -> None:
+    """Any path that finds ``question_id`` answered already (Slack's redelivery of the answer, a second press, a
+    late reply): its continuation's task is created again if the continuation is still queued, as a mention's
+    duplicate does. The delivery that recorded the answer may have found Cloud Tasks down and answered 503."""
+    _requeue_if_queued(ids.continuation_id(question_id))
 
 
 def _tell_loser(channel: str, thread_ts: str, user: str, ts: str, text: str) -> None:
@@ -197,10 +211,12 @@ def answer_reply(*, channel: str, thread_ts: str, user: str, text: str, ts: str,
     if thread.open:
         return answer(thread.open[0], user=user, text=strip_mention(text, bot_user_id), answer_ts=ts)
     last = thread.last_answer
-    if last and last.get("ts") == ts:
-        return Outcome(AnswerOutcome.DUPLICATE, str(last["question_id"]))  # the answer itself, again
+    if last and last.get("ts") == ts:  # the answer itself, again (Slack's redelivery): make sure it is queued
+        requeue_answered(str(last["question_id"]))
+        return Outcome(AnswerOutcome.DUPLICATE, str(last["question_id"]))
     if last and user in config.settings().operator_user_ids and now() - last["at"] < RACE_WINDOW:
         # It lost a race it could not see: the question closed while this reply was on its way.
+        requeue_answered(str(last["question_id"]))
         _tell_loser(channel, thread_ts, user, ts, f"This question was already answered by <@{last['by']}>.")
         return Outcome(AnswerOutcome.ALREADY_ANSWERED, str(last["question_id"]))
     return Outcome(AnswerOutcome.NO_QUESTION)
@@ -228,6 +244,8 @@ def answer_press(press: ButtonPress) -> Outcome:
         )
         return Outcome(AnswerOutcome.NO_QUESTION)
     if question.status != QuestionStatus.OPEN:
+        if question.status == QuestionStatus.ANSWERED:  # a second press: the first may have found Cloud Tasks down
+            requeue_answered(question.question_id)
         slack.ephemeral(press.channel, press.user, closed_note(question), thread_ts=question.thread_ts)
         return Outcome(AnswerOutcome.NOT_OPEN, question.question_id)
     label = question.options[parsed[1] - 1]

@@ -29,7 +29,7 @@ from shared.slack import client as slack
 from shared.slack.actions import ButtonPress
 from shared.slack.surface import ThreadSurface
 from shared.state import approvals as stored
-from shared.state import events, ids, tasks
+from shared.state import events, ids, sessions, tasks
 from shared.state.approvals import Decision
 from shared.state.firestore import now
 from shared.state.models import (
@@ -184,27 +184,30 @@ def resume(approval: Approval, asker: SessionStatus | None, trace_id: str | None
     return None
 
 
+def _lost(found: Approval, decision: Decision, *, again: bool, quiet: bool) -> DecisionOutcome:
+    """A decision that was not recorded: the same approver twice, or another decision first (told privately,
+    unless ``quiet``: an Edit modal tells its editor itself)."""
+    if not again and found.decision_ts == decision.ts:
+        return DecisionOutcome.DUPLICATE
+    if not quiet:
+        note = "You have approved this call already; it needs another approver's approval too." if again else (
+            closed_note(found))  # fmt: skip
+        slack.ephemeral(found.card_place()[0], decision.by, note, thread_ts=found.card_place()[1])
+    return DecisionOutcome.ALREADY_DECIDED
+
+
 def _decide(approval: Approval, decision: Decision, *, quiet: bool = False) -> DecisionOutcome:
     """Record one decision and show it; ``quiet``: the loser of a race is told by the caller (an Edit modal)."""
     result = stored.decide(approval.approval_id, decision, resume)
     found = result.approval
     if found is None:
         return DecisionOutcome.NO_APPROVAL
+    if result.repeated or not result.won:  # decided already: its continuation may never have been queued
+        _requeue_decided(found)
     if result.repeated:
         return DecisionOutcome.DUPLICATE
-    if result.again and quiet:
-        return DecisionOutcome.ALREADY_DECIDED
-    if result.again:
-        slack.ephemeral(found.card_place()[0], decision.by, "You have approved this call already; it needs another "
-                        "approver's approval too.", thread_ts=found.card_place()[1])  # fmt: skip
-        return DecisionOutcome.ALREADY_DECIDED
-    if not result.won:
-        if found.decision_ts == decision.ts:
-            return DecisionOutcome.DUPLICATE
-        if quiet:
-            return DecisionOutcome.ALREADY_DECIDED
-        slack.ephemeral(found.card_place()[0], decision.by, closed_note(found), thread_ts=found.card_place()[1])
-        return DecisionOutcome.ALREADY_DECIDED
+    if result.again or not result.won:
+        return _lost(found, decision, again=result.again, quiet=quiet)
     if result.partial:  # one approver of several: the card counts it and keeps its buttons
         if found.card_ts:
             card = card_of(found)
@@ -218,8 +221,11 @@ def _decide(approval: Approval, decision: Decision, *, quiet: bool = False) -> D
     if found.status == ApprovalStatus.DENIED and found.card_ts:
         update_card(found, f":no_entry_sign: denied by <@{found.decided_by}>" + (
             f": {blocks.escaped(found.reason)}" if found.reason else ""))  # fmt: skip
-    elif found.card_ts:
+    elif found.card_ts and result.resumes:  # "running" only when a run is queued
         update_card(found, running_verdict(found))
+    elif found.card_ts:
+        update_card(found, f":hourglass_flowing_sand: approved by {_people(found)}; it runs once the other calls of "
+                    "its turn are decided")  # fmt: skip
     log.info("approval decided", extra={"approval_id": found.approval_id, "status": found.status.value})
     return DecisionOutcome.DECIDED
 
@@ -235,6 +241,16 @@ def _people(approval: Approval) -> str:
 def decide_edit(approval: Approval, decision: Decision) -> DecisionOutcome:
     """A valid Edit submission: the editor's approval of the edited call (``decision.edit``), exactly once."""
     return _decide(approval, decision, quiet=True)
+
+
+def _requeue_decided(approval: Approval) -> None:
+    """A decision already recorded (Slack's redelivery, a second press): the turn's continuation, if it is still
+    queued, gets its task again (the same name; the delivery that decided may have found Cloud Tasks down)."""
+    # The decision that completed the turn names it (a child resumes itself: its own id); other siblings do not.
+    session_id = approval.continuation_id or ids.resume_id(approval.session_id, approval.seq)
+    continuation = sessions.get_session(session_id)
+    if continuation is not None and continuation.status == SessionStatus.QUEUED:
+        tasks.enqueue_session(session_id, attempt=f"decided-{approval.seq}")
 
 
 def decide_press(press: ButtonPress) -> DecisionOutcome:

@@ -12,7 +12,7 @@ from shared import config
 from shared.state import children, sessions, tasks
 from shared.state.children import AnswerOutcome, AskOutcome, Finished
 from shared.state.firestore import now
-from shared.state.models import Note, NoteKind, ParentQuestion, Session
+from shared.state.models import AuditType, Note, NoteKind, ParentQuestion, Session, Step
 
 log = logging.getLogger(__name__)
 
@@ -88,9 +88,10 @@ def ask_parent(child: Session, *, seq: int, index: int, question: str, blocking:
     return asked.question_id
 
 
-def answer_child(parent: Session, *, child_id: str, answer: str) -> str:
-    """The parent's answer to its child's open question; returns what happened, for the model."""
-    outcome, child = children.answer_child(parent, child_id, answer)
+def answer_child(parent: Session, *, child_id: str, answer: str, released: bool = False) -> str:
+    """The parent's answer to its child's open question (``released``: no answer, an error for the child's model:
+    the conversation it asked ended); returns what happened, for the model."""
+    outcome, child = children.answer_child(parent, child_id, answer, released=released)
     if outcome == AnswerOutcome.NOT_ASKED:
         raise DelegationRefused(f"{child_id} is not a child of this session with an open question")
     if outcome == AnswerOutcome.ENDED:
@@ -104,16 +105,41 @@ def answer_child(parent: Session, *, child_id: str, answer: str) -> str:
 UNANSWERED = "The session that delegated your task ended without answering; decide yourself and say so in your result."
 
 
-def release_askers(parent: Session) -> None:
-    """A top-level session that ended without answering its children's questions: each still waiting is told to
-    decide itself (it would otherwise wait for an answer nobody will give)."""
-    for child in sessions.tree_members(parent.tree_root):
+STARTS_CHILDREN = "delegate"  # the tool whose calls start children (they may then ask this conversation)
+
+
+def delegated_in(transcript: list[Step]) -> bool:
+    """Whether a conversation started children, read from its stored steps (no Firestore read)."""
+    return any(entry.type == AuditType.TOOL and entry.name == STARTS_CHILDREN for step in transcript
+               for entry in step.audit)  # fmt: skip
+
+
+def _tree_started(session: Session) -> bool:
+    """Whether any child was ever created in this session's tree: its root keeps the tree's allotments (a point
+    read, only when ``session`` is not the root itself)."""
+    root = session if session.session_id == session.tree_root else sessions.get_session(session.tree_root)
+    return root is not None and bool(root.tree_reserved)
+
+
+def release_askers(ended: Session, *, delegated: bool | None = None) -> list[str]:
+    """A conversation ended, in any status, without answering its children's questions: each one still open is
+    released at once with an error its model sees (it would otherwise wait for an answer nobody will give).
+    ``delegated``: whether the conversation started children, if the caller knows (from its steps); otherwise
+    its tree's root says. Returns the children released."""
+    if not (_tree_started(ended) if delegated is None else delegated):
+        return []
+    released = []
+    for child in sessions.tree_members(ended.tree_root):
         asked = child.parent_question
-        if child.parent_transcript == parent.transcript and asked is not None and asked.answer is None:
+        if child.parent_transcript == ended.transcript and asked is not None and asked.answer is None:
             try:
-                answer_child(parent, child_id=child.session_id, answer=UNANSWERED)
+                answer_child(ended, child_id=child.session_id, answer=UNANSWERED, released=True)
             except DelegationRefused:
                 continue  # it ended, or another session answered it first
+            released.append(child.session_id)
+    if released:
+        log.info("children asking an ended conversation released", extra={"children": released})
+    return released
 
 
 def question_again(child: Session) -> Note:

@@ -13,6 +13,7 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 
 from shared import config
+from shared.asks import delegation
 from shared.slack import blocks
 from shared.slack import client as slack
 from shared.slack.surface import Reaction, ThreadSurface
@@ -50,6 +51,8 @@ def ask(session: Session, *, seq: int, call_index: int, call_id: str | None, que
             asked_at=now(),
             requester=session.requester,
             mcp_input=mcp_input,
+            seq=seq,
+            call_index=call_index,
         )
     )
     settings = config.settings()
@@ -85,7 +88,9 @@ def cancel_older(channel: str, thread_ts: str, *, keep: str, asker: str) -> None
             slack.update(channel, older.post_ts, blocks.cancelled_text(older.text))
             slack.unreact(channel, older.post_ts, Reaction.QUESTION)
         if older.session_id != asker:
-            sessions.end_session(older.session_id, expect=SessionStatus.PAUSED, status=SessionStatus.ABANDONED)
+            ended = sessions.end_session(older.session_id, expect=SessionStatus.PAUSED, status=SessionStatus.ABANDONED)
+            if ended is not None:
+                delegation.release_askers(ended)
 
 
 def remind(question: Question, at: datetime) -> bool:
@@ -120,5 +125,7 @@ def abandon(question: Question, at: datetime) -> bool:
         "To start again, mention me in this thread with what you would like.",
         key=f"{question.question_id}:abandoned",
     )
-    sessions.end_session(question.session_id, expect=SessionStatus.PAUSED, status=SessionStatus.ABANDONED)
+    ended = sessions.end_session(question.session_id, expect=SessionStatus.PAUSED, status=SessionStatus.ABANDONED)
+    if ended is not None:
+        delegation.release_askers(ended)  # its children's questions will not be answered either
     return True

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 Reply = tuple[dict[str, Any], int]
 
@@ -15,3 +18,11 @@ def too_large(body: bytes, limit: int) -> Reply | None:
     if len(body) > limit:
         return {"error": "body too large"}, 413
     return None
+
+
+def queue_unavailable(exc: Exception) -> Reply:
+    """Cloud Tasks stayed down for the part of Slack's 3 s the ingress may wait: a 503, so Slack delivers again
+    (what was recorded is kept, and the redelivery's duplicate path creates the task). Logged without a
+    traceback: an outage of a service, not a bug."""
+    log.warning("Cloud Tasks is unavailable; asking Slack to deliver again", extra={"reason": str(exc)})
+    return {"error": "the task queue is unavailable; retry"}, 503

@@ -6,16 +6,27 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from shared.asks import answers, approvals, edits, feedback, stopping
-from shared.handlers.common import SLACK_MAX_BODY_BYTES, Reply, too_large
+from shared.handlers.common import SLACK_MAX_BODY_BYTES, Reply, queue_unavailable, too_large
 from shared.logs import new_trace, session_context, trace_from
 from shared.slack import approval_card, blocks, edit_modal
 from shared.slack.actions import BadPayload, button_press, parse_payload
 from shared.slack.verify import verify
+from shared.state import tasks
 
 MAX_BODY_BYTES = SLACK_MAX_BODY_BYTES
 
 
 def handle(body: bytes, headers: Mapping[str, str]) -> Reply:
+    """Slack waits 3 s: every task creation of this request together waits at most INGRESS_PATIENCE_SECONDS for
+    Cloud Tasks, then the answer is a 503 (Slack delivers again; what was recorded is kept)."""
+    with tasks.within(tasks.INGRESS_PATIENCE_SECONDS):
+        try:
+            return _handle(body, headers)
+        except tasks.QueueUnavailable as exc:
+            return queue_unavailable(exc)
+
+
+def _handle(body: bytes, headers: Mapping[str, str]) -> Reply:
     refused = too_large(body, MAX_BODY_BYTES)
     if refused:
         return refused

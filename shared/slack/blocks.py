@@ -122,12 +122,13 @@ def escaped(text: str) -> str:
 # --- the Stop control ---------------------------------------------------------------------------------
 
 STOP_ACTION = "session_stop"
+STOP_BLOCK_PREFIX = "stop:"  # a Stop button's block: "stop:<session id>"
 
 
 def stop_block(session_id: str) -> ActionsBlock:
     """A Stop button for a working session; its value names the session (checked against the store on press)."""
     button = ButtonElement(text="Stop", action_id=STOP_ACTION, value=session_id, style="danger")
-    return ActionsBlock(block_id=f"stop:{session_id}", elements=[button])
+    return ActionsBlock(block_id=f"{STOP_BLOCK_PREFIX}{session_id}", elements=[button])
 
 
 def progress_blocks(markdown: str, session_id: str | None) -> list[Any] | None:

@@ -21,13 +21,14 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.models.blocks import Block
 from slack_sdk.models.messages.chunk import Chunk
 
-from shared import deps
+from shared import backpressure, deps
 from shared.slack.safety import neutralise, neutralise_blocks
 
 log = logging.getLogger(__name__)
 
 POST_KEY_EVENT = "agent_post"  # the metadata event_type that marks a post made by a session step
 THREAD_READ_LIMIT = 200  # messages read from a thread at most (a bounded prompt)
+THREAD_READ_MAX_WAIT = 5.0  # seconds a thread read waits out a rate limit; a longer Retry-After: go on without it
 
 
 def client() -> WebClient:
@@ -85,15 +86,16 @@ def update(channel: str, ts: str, text: str, *, blocks: Sequence[Block] | None =
     )
 
 
-def start_stream(channel: str, thread_ts: str, *, recipient: str) -> str:
+def start_stream(channel: str, thread_ts: str, *, recipient: str, display: str = "timeline") -> str:
     """Open an empty streamed reply in a thread for ``recipient`` (Slack requires the user and their team outside a
-    DM); returns its ts. Text and task cards follow with ``append_stream``."""
+    DM); returns its ts. Text and task cards follow with ``append_stream``; ``display`` is Slack's
+    ``task_display_mode``: "timeline" (cards between the text) or "plan" (the tasks together in a plan block)."""
     response = client().chat_startStream(
         channel=channel,
         thread_ts=thread_ts,
         recipient_user_id=recipient,
         recipient_team_id=_team_id(),
-        task_display_mode="timeline",
+        task_display_mode=display,
     )
     return str(response["ts"])
 
@@ -161,14 +163,15 @@ def set_status(channel: str, thread_ts: str, status: str) -> str | None:
 
 
 def set_suggested_prompts(
-    channel: str, thread_ts: str, prompts: Sequence[tuple[str, str]], *, title: str
+    channel: str, thread_ts: str | None, prompts: Sequence[tuple[str, str]], *, title: str
 ) -> str | None:
-    """The prompts an assistant thread offers (``(title, message)`` each; Slack shows up to four). None if Slack
-    took them, else its error code (logged): never fatal. ``thread_ts`` is passed, as the assistant_view
-    experience this app's manifest declares needs it."""
+    """The prompts a DM with the app offers (``(title, message)`` each; Slack shows up to four) under ``title``.
+    None if Slack took them, else its error code (logged): never fatal. ``thread_ts`` only for the assistant
+    pane's threads (``assistant_view``); an agent app (``agent_view``) passes None, as Slack requires."""
     listed = [{"title": neutralise(shown), "message": neutralise(message)} for shown, message in prompts]
+    where = {"thread_ts": thread_ts} if thread_ts else {}
     return _assistant(client().assistant_threads_setSuggestedPrompts, "suggested prompts refused",
-                      channel_id=channel, thread_ts=thread_ts, prompts=listed, title=title)  # fmt: skip
+                      channel_id=channel, prompts=listed, title=title, **where)  # fmt: skip
 
 
 def set_title(channel: str, thread_ts: str, title: str) -> str | None:
@@ -223,6 +226,37 @@ def thread_messages(channel: str, thread_ts: str, *, limit: int = THREAD_READ_LI
     if len(messages) > limit:
         messages = messages[:1] + messages[-(limit - 1) :]  # keep the opening message for context
     return messages
+
+
+def thread_read(
+    channel: str, thread_ts: str, *, limit: int = THREAD_READ_LIMIT
+) -> tuple[list[dict[str, Any]], float | None]:
+    """The thread's messages as ``thread_messages`` reads them, and None; or, when Slack rate-limits the read for
+    longer than ``THREAD_READ_MAX_WAIT`` (``conversations.replies`` allows an app distributed outside the
+    Marketplace one request a minute, 15 messages), the messages read before that and Slack's ``Retry-After``."""
+    messages: list[dict[str, Any]] = []
+    cursor = None
+    with backpressure.waiting_at_most(THREAD_READ_MAX_WAIT):
+        while True:
+            try:
+                response = client().conversations_replies(
+                    channel=channel, ts=thread_ts, limit=min(limit, 200), cursor=cursor, include_all_metadata=True
+                )
+            except SlackApiError as exc:
+                if exc.response.get("error") != "ratelimited" and exc.response.status_code != 429:
+                    raise
+                wait = backpressure.retry_after(exc.response)
+                log.warning("thread read rate-limited; going on with what was read",
+                            extra={"read": len(messages), "retry_after": wait})  # fmt: skip
+                return _newest(messages, limit), wait
+            messages.extend(response.get("messages") or [])
+            cursor = (response.get("response_metadata") or {}).get("next_cursor")
+            if not cursor or not response.get("has_more"):
+                return _newest(messages, limit), None
+
+
+def _newest(messages: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
+    return messages if len(messages) <= limit else messages[:1] + messages[-(limit - 1) :]
 
 
 def posted_keys(channel: str, thread_ts: str) -> dict[str, str]:

@@ -56,19 +56,26 @@ class Message:
 
 @dataclass(frozen=True)
 class AssistantThread:
-    """Someone opened the app in Slack's assistant pane (``started``), or moved to another channel with the pane
-    open (``started`` False). ``channel`` is the DM holding the thread; ``context_channel`` the channel they
-    view, when Slack says."""
+    """Someone opened the app (``started``), or looks at something else with it open (``started`` False).
+
+    Two surfaces send these. Slack's agent messaging experience (``agent_view``, the manifest's): the app's
+    Messages tab was opened (``app_home_opened`` with ``tab: "messages"``) or the person moved on
+    (``app_context_changed``); ``thread_ts`` is None, the DM itself is the conversation. The older assistant pane
+    (``assistant_view``): ``assistant_thread_started`` / ``assistant_thread_context_changed``, about one thread
+    of the DM. ``channel`` is the DM ("" when Slack leaves it out of a context change); ``context_channel`` the
+    channel they view, when Slack says."""
 
     event_id: str
     started: bool
     channel: str
-    thread_ts: str
+    thread_ts: str | None
     user: str
     context_channel: str | None
 
 
 ASSISTANT_EVENTS = {"assistant_thread_started": True, "assistant_thread_context_changed": False}
+AGENT_EVENTS = {"app_home_opened", "app_context_changed"}
+CHANNEL_ENTITY = "slack#/types/channel_id"  # an app_context_changed entity naming a channel
 
 Outcome = Challenge | Ignore | Message | AssistantThread
 
@@ -110,6 +117,8 @@ def classify(body: Any) -> Outcome:
     event_type = _text_field(event, "type", "event")
     if event_type in ASSISTANT_EVENTS:
         return _assistant_thread(event_id, event, started=ASSISTANT_EVENTS[event_type])
+    if event_type in AGENT_EVENTS:
+        return _agent_view(event_id, event)
     if event_type not in {"app_mention", "message"}:
         return Ignore(f"event type {event_type!r}")
 
@@ -155,3 +164,22 @@ def _assistant_thread(event_id: str, event: dict[str, Any], *, started: bool) ->
         user=user if isinstance(user, str) else "",  # only logged: a payload without it is still served
         context_channel=viewed if isinstance(viewed, str) and viewed else None,
     )
+
+
+def _agent_view(event_id: str, event: dict[str, Any]) -> AssistantThread | Ignore:
+    """``app_home_opened`` on the Messages tab, or ``app_context_changed`` (its first ``channel_id`` entity, the
+    most relevant, is what the person views)."""
+    user = event.get("user")
+    user = user if isinstance(user, str) else ""
+    if event["type"] == "app_home_opened":
+        if event.get("tab") != "messages":
+            return Ignore(f"app home tab {event.get('tab')!r}")
+        return AssistantThread(event_id=event_id, started=True, channel=_text_field(event, "channel", "event"),
+                               thread_ts=None, user=user, context_channel=None)  # fmt: skip
+    context = event.get("context")
+    entities = context.get("entities") if isinstance(context, dict) else None
+    channels = [e.get("value") for e in entities or [] if isinstance(e, dict) and e.get("type") == CHANNEL_ENTITY]
+    viewed = next((c for c in channels if isinstance(c, str)), None)
+    dm = event.get("channel")
+    return AssistantThread(event_id=event_id, started=False, channel=dm if isinstance(dm, str) else "",
+                           thread_ts=None, user=user, context_channel=viewed or None)  # fmt: skip

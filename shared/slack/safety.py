@@ -7,44 +7,98 @@ inside its blocks: the tokens stay readable, and ping no one. Rich text's ``broa
 (the block form of the same pings, e.g. in a quoted message) become plain text. User mentions (``<@U…>``, the
 product's own operator mentions among them), channel links and other special tokens (``<!date…>``) are left alone.
 
-A ``markdown`` block's text is Markdown, which Slack parses before it renders: there a character reference
-(``&lt;!channel&gt;``, ``&#60;!here&#62;``) becomes the character it names, so the same tokens written with
-references for their brackets are neutralised too (``neutralise_markdown``).
+Neutralising runs until nothing changes: taking a token out of a label (``<!here x <!channel>>``) must not leave
+the outer one whole.
+
+A ``markdown`` block's text (and a stream's ``markdown_text``) is Markdown, which Slack parses before it renders:
+there a character reference (``&lt;!channel&gt;``, ``&#60;!here&#62;``, ``&#x3c;&#33;here>``, ``&commat;here``)
+becomes the character it names, so ``neutralise_markdown`` looks for the tokens in the text as the references
+decode, and quiets them where they are written. A streamed answer reaches Slack in pieces; what may be cut where
+is ``shared/slack/stream_safety.py``'s.
 """
 
 from __future__ import annotations
 
+import html
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 # A zero-width space after "@" keeps the word readable and makes it no mention.
 _QUIET_AT = "@\u200b"
+NAMES = ("here", "channel", "everyone", "group", "subteam")  # what may follow "<!" in a broadcast/group token
+PLAIN_NAMES = ("here", "channel", "everyone")  # what may follow a plain "@"
 _BROADCAST = re.compile(r"<!(here|channel|everyone|group)\b[^<>]*>", re.IGNORECASE)
 _SUBTEAM = re.compile(r"<!subteam\b[^<>|]*(?:\|@?([^<>]*))?>", re.IGNORECASE)
 _PLAIN = re.compile(r"(?<![\w@])@(here|channel|everyone)\b", re.IGNORECASE)
-
-
-# "<" and ">" as Markdown may write them: the characters themselves, or character references naming them.
-_LT = r"(?:<|&lt;|&#0*60;|&#x0*3c;)"
-_GT = r"(?:>|&gt;|&#0*62;|&#x0*3e;)"
-_INSIDE = rf"(?:(?!{_GT})[^<>\n])"
-_MD_BROADCAST = re.compile(rf"{_LT}!(here|channel|everyone|group)\b{_INSIDE}*{_GT}", re.IGNORECASE)
-_MD_SUBTEAM = re.compile(rf"{_LT}!subteam\b(?:(?!{_GT})[^<>|\n])*(?:\|@?({_INSIDE}*))?{_GT}", re.IGNORECASE)
+# A character reference as an HTML5 (and so a Markdown) parser reads one, the ";" optional as legacy names allow.
+REFERENCE = re.compile(r"&(?:#[0-9]+|#x[0-9a-f]+|[a-z][a-z0-9]*);?", re.IGNORECASE)
+_ROUNDS = 64  # every round takes a token out; a text holding more nested tokens than this is quieted whole
 
 
 def neutralise(text: str) -> str:
     """``text`` with every broadcast and user-group mention turned into text that pings nobody."""
+    for _ in range(_ROUNDS):
+        quiet = _quiet_once(text)
+        if quiet == text:
+            return text
+        text = quiet
+    return text.replace("<", "&lt;").replace("@", _QUIET_AT)  # too deeply nested to take apart: no brackets left
+
+
+def _quiet_once(text: str) -> str:
     text = _BROADCAST.sub(lambda m: f"{_QUIET_AT}{m.group(1).lower()}", text)
     text = _SUBTEAM.sub(lambda m: f"{_QUIET_AT}{m.group(1) or 'group'}", text)
     return _PLAIN.sub(lambda m: f"{_QUIET_AT}{m.group(1)}", text)
 
 
+def decoded(text: str) -> tuple[str, list[tuple[int, int]]]:
+    """``text`` with its character references decoded, and for each decoded character the span of ``text`` it
+    was written as (a reference's every character has the whole reference's span)."""
+    chars: list[str] = []
+    spans: list[tuple[int, int]] = []
+    at = 0
+    for ref in REFERENCE.finditer(text):
+        chars.extend(text[at : ref.start()])
+        spans.extend((i, i + 1) for i in range(at, ref.start()))
+        value = html.unescape(ref.group())
+        if value == ref.group():  # not a reference ("&nope;"): its characters stand for themselves
+            chars.extend(value)
+            spans.extend((i, i + 1) for i in range(ref.start(), ref.end()))
+        else:
+            chars.extend(value)
+            spans.extend((ref.start(), ref.end()) for _ in value)
+        at = ref.end()
+    chars.extend(text[at:])
+    spans.extend((i, i + 1) for i in range(at, len(text)))
+    return "".join(chars), spans
+
+
+_QUIETED: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...] = (
+    (_BROADCAST, lambda m: m.group(1).lower()),
+    (_SUBTEAM, lambda m: m.group(1) or "group"),
+    (_PLAIN, lambda m: m.group(1)),
+)  # each token, and the name its quiet form shows
+
+
 def neutralise_markdown(text: str) -> str:
-    """``neutralise`` for a ``markdown`` block's text: the tokens are caught however Markdown spells their brackets."""
-    text = _MD_BROADCAST.sub(lambda m: f"{_QUIET_AT}{m.group(1).lower()}", text)
-    text = _MD_SUBTEAM.sub(lambda m: f"{_QUIET_AT}{m.group(1) or 'group'}", text)
-    return neutralise(text)
+    """``neutralise`` for Markdown: the tokens are caught however Markdown spells their characters."""
+    for _ in range(_ROUNDS):
+        text = neutralise(text)
+        plain, spans = decoded(text)
+        if plain == text:
+            return text
+        found: list[tuple[int, int, str]] = []
+        for pattern, name in _QUIETED:
+            found += [(spans[m.start()][0], spans[m.end() - 1][1], f"{_QUIET_AT}{name(m)}")
+                      for m in pattern.finditer(plain)]  # fmt: skip
+        if not found:
+            return text
+        end = len(text) + 1
+        for start, stop, shown in sorted(found, reverse=True):  # from the end, so spans stay valid; no overlaps
+            if stop <= end:
+                text, end = text[:start] + shown + text[stop:], start
+    return neutralise(text.replace("&", "&amp;"))
 
 
 def neutralise_blocks(blocks: Sequence[Any]) -> list[dict[str, Any]]:

@@ -7,11 +7,19 @@ so a takeover after a crash finds the message and replaces it instead of posting
 answer carries its post key as metadata (``chat.stopStream`` takes metadata, ``startStream`` does not), like any
 post, and the feedback buttons as the blocks ``stopStream`` renders under the text.
 
-Everything Slack refuses degrades without losing text: a refused start (a channel type that does not stream, a
-missing recipient or scope) turns streaming off for the rest of the run and the answer is posted whole; a failed
-append (the stream's time limit, ``message_not_in_streaming_state``; ``msg_too_long``) stops appending, and the
-answer then replaces the message with ``chat.update`` (split as any long answer, the rest posted after it). The
-whole text is kept here, so a fallback never depends on what Slack had already shown.
+Slack's limits are kept: one ``markdown_text`` holds at most 12,000 characters and one call at most 50 chunks
+(``stopStream``'s ``blocks`` too), so larger appends go in several calls. A stream is open for five minutes at most
+(``SLACK_STREAM_SECONDS``) and a message holds so much text (``MESSAGE_CHARS``): a session that streams for longer,
+or more, rolls over to a new streamed message in the same thread, which opens with every task card the last one
+showed (as they stand) and takes the text on from where it stopped; the last one is stopped with its text, finished.
+A stream Slack closes before that (``message_not_in_streaming_state``) rolls over the same way, the piece it
+refused sent to the new message, so no text is lost.
+
+Everything else Slack refuses degrades without losing text: a refused start (a channel type that does not stream,
+a missing recipient or scope) turns streaming off for the rest of the run and the answer is posted whole; another
+failed append (``msg_too_long``, ...) stops appending, and the answer then replaces the message with ``chat.update``
+(split as any long answer, the rest posted after it). The whole text is kept here, so a fallback never depends on
+what Slack had already shown.
 
 slack-sdk's ``ChatStream`` helper buffers the same way, but starts its stream with the first text it sends: it
 cannot open an empty stream whose ts is recorded first, which exactly-once needs.
@@ -27,17 +35,20 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.models.blocks import Block
 from slack_sdk.models.blocks.block_elements import UrlSourceElement
-from slack_sdk.models.messages.chunk import Chunk, MarkdownTextChunk, TaskUpdateChunk
+from slack_sdk.models.messages.chunk import Chunk, MarkdownTextChunk, PlanUpdateChunk, TaskUpdateChunk
 
 from shared.slack import client as slack
-from shared.slack.safety import neutralise, neutralise_blocks
+from shared.slack.safety import neutralise_blocks, neutralise_markdown
+from shared.slack.stream_safety import inert, safe_cut
 
 log = logging.getLogger(__name__)
 
-# Slack limits one markdown_text to 12,000 characters; a streamed message is kept to what one posted message holds.
-MAX_STREAM_CHARS = 12_000
+MARKDOWN_CHARS = 12_000  # Slack: one markdown_text holds at most this many characters
+CHUNKS_PER_CALL = 50  # Slack: one call's chunks (and stopStream's blocks) hold at most this many
+MESSAGE_CHARS = 36_000  # a streamed message's text, kept under the 40,000 of any message; more rolls over
+MAX_PLAN_STEPS = 20
+CLOSED = "message_not_in_streaming_state"  # Slack closed the stream: its time is up, or it ended it
 FLUSH_SECONDS = 1.0  # text waiting this long is sent with the next piece, however short
-TOKEN_CHARS = 64  # the longest broadcast or user-group token a piece may hold back, waiting for its end
 INTERRUPTED = "_(This answer was interrupted; I am picking it up again…)_"
 CUT_OFF = "_(This answer was cut off.)_"
 
@@ -46,26 +57,35 @@ class AnswerStream:
     """The streamed message of one session run, and everything needed to finish or replace it."""
 
     def __init__(
-        self, channel: str, thread_ts: str, *, recipient: str, on_open: Callable[[str], None], buffer_chars: int
-    ) -> None:
+        self, channel: str, thread_ts: str, *, recipient: str, on_open: Callable[[str], None], buffer_chars: int,
+        stream_seconds: float = 300.0, clock: Callable[[], float] = time.monotonic,
+    ) -> None:  # fmt: skip
         self.channel = channel
         self.thread_ts = thread_ts
         self.recipient = recipient  # the person the answer is for (Slack requires one outside a DM)
         self.on_open = on_open
         self.buffer_chars = buffer_chars
+        self.lifetime = stream_seconds - min(30.0, stream_seconds / 10)  # rolled over before Slack closes it
+        self.clock = clock
+        self.opened_at = 0.0
+        self.rolled: list[str] = []  # the earlier messages of this run's stream, finished with their part
         self.ts: str | None = None  # the stream's message
         self.open = False  # Slack still accepts appends to it
         self.final = False  # the message is finished (an answer, or steps with text) or deleted: never replaced
         self.refused: str | None = None  # chat.startStream's error: nothing is streamed for the rest of this run
         self.broken: str | None = None  # an append failed: the message is replaced, never appended to again
         self.turn_text = ""  # the current model turn's text, as generated
-        self.sent = 0  # how much of turn_text Slack has
+        self.sent = 0  # how much of turn_text was taken: sent, or neutralised into `held`
+        self.held = ""  # neutralised text not sent yet: it may be the beginning of a token the next piece finishes
         self.total = 0  # characters appended to this message (every turn's)
         self.flushed_at = 0.0
         self.tasks: dict[str, TaskUpdateChunk] = {}  # cards in progress, by id
         self.shown_cards: dict[str, TaskUpdateChunk] = {}  # every card this message showed, by id
-        self.done: list[TaskUpdateChunk] = []  # finished cards of a deleted message, replayed by the next stream
+        self.done: list[Chunk] = []  # the plan and cards of a closed message, replayed (as they stand) by the next one
+        self.mode = "timeline"  # Slack's task_display_mode for the next stream: "plan" once the session states one
+        self.plan_title: str | None = None
         self.replace_key: str | None = None  # the answer post that replaces this message (a fallback)
+        self.rolled_now = False  # the message was just opened because Slack closed the last one
 
     @property
     def streaming(self) -> bool:
@@ -74,7 +94,7 @@ class AnswerStream:
 
     # --- a model turn's text -----------------------------------------------------------
     def begin_turn(self) -> None:
-        self.turn_text, self.sent = "", 0
+        self.turn_text, self.sent, self.held = "", 0, ""
 
     def text(self, piece: str) -> None:
         """More of the turn's text; sent when enough has gathered (the first piece at once)."""
@@ -103,6 +123,24 @@ class AnswerStream:
             chunk.status = "error" if failed else "complete"
             self._append([chunk])
 
+    def plan(self, title: str, steps: Sequence[str], done: int) -> bool:
+        """The session's plan in Slack's plan display: its ``steps`` as the plan's tasks, the first ``done``
+        complete and the next in progress. A stream's display mode is set when it starts, so an open timeline
+        stream rolls over to one in plan mode, its cards and text carried on. False where nothing streams."""
+        if not self.streaming:
+            return False
+        self.plan_title = title.strip()[:256] or "Plan"
+        if self.mode != "plan":
+            self.mode = "plan"
+            if self.open:
+                self._roll_over()  # the new message opens with the plan's title and the cards
+        carried = bool(self.done) and isinstance(self.done[0], PlanUpdateChunk)
+        chunks: list[Chunk] = [] if carried else [PlanUpdateChunk(title=self.plan_title)]
+        for n, step in enumerate(steps[:MAX_PLAN_STEPS]):
+            status = "complete" if n < done else "in_progress" if n == done else "pending"
+            chunks.append(TaskUpdateChunk(id=f"plan.{n}", title=step.strip()[:256] or f"Step {n + 1}", status=status))
+        return self._append(chunks)
+
     # --- the end of the message --------------------------------------------------------
     def finish(self, text: str, *, key: str, blocks: Sequence[Block]) -> str | None:
         """End the stream with the whole answer ``text``, its post key and ``blocks``; its ts, or None if the answer
@@ -113,16 +151,33 @@ class AnswerStream:
         if self.open and self.broken is None and text.startswith(shown):
             self.turn_text = text  # a turn that was not streamed (a wrap-up) is appended whole
             self._flush(final=True)
-        if self.open and self.broken is None and self.sent == len(text) and self.turn_text == text:
-            try:
-                slack.stop_stream(self.channel, self.ts, key=key, blocks=neutralise_blocks(blocks))
-            except SlackApiError as exc:
-                self._failed("chat.stopStream", exc)
-            else:
-                self.open, self.final = False, True
+        if self.open and self.broken is None and self.all_sent and self.turn_text == text:
+            if self.clock() - self.opened_at >= self.lifetime:
+                self._roll_over()  # too old to stop in time: the answer ends in a new message with its cards
+                self._append([])
+            if self._stop_answer(key, blocks):
                 return self.ts
         self.replace_key = key
         return None
+
+    def _stop_answer(self, key: str, blocks: Sequence[Block]) -> bool:
+        """Stop the stream with the answer's key and buttons; a stream Slack closed meanwhile (its text is all
+        there) rolls over, and the key and buttons end a new message that carries the cards."""
+        for attempt in range(2):
+            if not self.open or self.ts is None:
+                return False
+            try:
+                slack.stop_stream(self.channel, self.ts, key=key, blocks=neutralise_blocks(blocks))
+            except SlackApiError as exc:
+                if exc.response.get("error") == CLOSED and attempt == 0:
+                    self._roll_over(closed=True)
+                    self._append([])
+                    continue
+                self._failed("chat.stopStream", exc)
+                return False
+            self.open, self.final = False, True
+            return True
+        return False
 
     def reuse(self, key: str) -> str | None:
         """The message the answer post ``key`` replaces (its stream stopped first), or None."""
@@ -148,7 +203,7 @@ class AnswerStream:
             self._stop(key=f"{self.ts}:steps", chunks=cards)
             return
         self._stop(key=None)
-        self.done = list(self.shown_cards.values())
+        self.done = self._carried()
         try:
             slack.delete(self.channel, self.ts)
         except SlackApiError as exc:
@@ -181,34 +236,86 @@ class AnswerStream:
         if self.ts is None or not self.open:
             return
         self.open = False
+        *first, last = _batches(list(chunks)) or [[]]
         try:
-            slack.stop_stream(self.channel, self.ts, key=key, chunks=chunks)
+            for batch in first:  # more than one call holds: the last batch goes with the stop
+                slack.append_stream(self.channel, self.ts, batch)
+            slack.stop_stream(self.channel, self.ts, key=key, chunks=last)
         except SlackApiError as exc:
             log.info("stream already over", extra={"error": exc.response.get("error")})
 
     def _flush(self, *, final: bool) -> None:
-        end = len(self.turn_text) if final else _safe_end(self.turn_text, self.sent)
-        room = MAX_STREAM_CHARS - self.total
-        if end <= self.sent or room <= 0:
+        """Send what of the turn's text may be sent: neutralised as the Markdown it is, and cut where no token can
+        form with what comes next (shared/slack/stream_safety.py); a final piece is made inert at its end."""
+        if self.sent == len(self.turn_text) and not self.held:
             return
-        end = min(end, self.sent + room)
-        piece = self.turn_text[self.sent : end]
-        if self._append([MarkdownTextChunk(text=neutralise(piece))]):
-            self.sent, self.total = end, self.total + len(piece)
+        if self.open and self.total >= MESSAGE_CHARS:
+            self._roll_over()  # the message is full: the text goes on in a new one
+        room = MESSAGE_CHARS - (self.total if self.open else 0)  # a message opened for this piece is empty
+        text = neutralise_markdown(self.held + self.turn_text[self.sent :])
+        if len(text) > room:  # the message is full after this piece: nothing can join its end
+            piece, rest = inert(text[:room]), text[room:]
+        elif final:
+            piece, rest = inert(text), ""
+        else:
+            cut = safe_cut(text)
+            piece, rest = text[:cut], text[cut:]
         self.flushed_at = time.monotonic()
+        if not piece:
+            self.sent, self.held = len(self.turn_text), rest
+            return
+        if self._append([MarkdownTextChunk(text=piece)]):
+            self.sent, self.held, self.total = len(self.turn_text), rest, self.total + len(piece)
+
+    @property
+    def all_sent(self) -> bool:
+        """Slack has all of the turn's text."""
+        return self.sent == len(self.turn_text) and not self.held
 
     def _append(self, chunks: list[Chunk]) -> bool:
-        if not self._ensure_open():
-            return False
-        assert self.ts is not None
-        replay, self.done = self.done, []  # the run's earlier steps, done, open a new stream
-        try:
-            slack.append_stream(self.channel, self.ts, [*replay, *chunks])
-        except SlackApiError as exc:
-            self._failed("chat.appendStream", exc)
-            return False
-        self.shown_cards.update({c.id: c for c in [*replay, *chunks] if isinstance(c, TaskUpdateChunk)})
+        """Send ``chunks`` to the stream, in as many calls as Slack's limits need, rolling over to a new message
+        when this one is too old or Slack closed it; False if the stream cannot take them (nothing is lost: the
+        answer is posted whole)."""
+        if self.open and self.broken is None and self.clock() - self.opened_at >= self.lifetime:
+            self._roll_over()
+        pending = _batches(chunks)
+        while pending or self.done:
+            if not self._ensure_open():
+                return False
+            assert self.ts is not None
+            if self.done:  # the run's earlier cards open a new message, as they stand
+                pending, self.done = _batches([*self.done, *[c for b in pending for c in b]]), []
+            batch = pending[0]
+            try:
+                slack.append_stream(self.channel, self.ts, batch)
+            except SlackApiError as exc:
+                if exc.response.get("error") == CLOSED and not self.rolled_now:
+                    self._roll_over(closed=True)  # Slack closed it: the same chunks go to a new message
+                    continue
+                self._failed("chat.appendStream", exc)
+                return False
+            self.rolled_now = False
+            self.shown_cards.update({c.id: c for c in batch if isinstance(c, TaskUpdateChunk)})
+            pending = pending[1:]
         return True
+
+    def _roll_over(self, *, closed: bool = False) -> None:
+        """This message is done (too old, full, or ``closed`` by Slack): it is stopped with what it shows, and the
+        next chunk opens a new streamed message in the thread that starts with every card this one showed."""
+        if self.ts is None:
+            return
+        log.info("stream rolls over to a new message", extra={"ts": self.ts, "closed": closed, "chars": self.total})
+        if not closed:
+            self._stop(key=f"{self.ts}:steps")
+        self.open, self.final = False, True
+        self.rolled.append(self.ts)
+        self.rolled_now = closed  # a new message that Slack closes at once is not rolled over again
+        self.done = self._carried()
+
+    def _carried(self) -> list[Chunk]:
+        """What a new message of this run opens with: the plan's title and every card shown, as they stand."""
+        plan: list[Chunk] = [PlanUpdateChunk(title=self.plan_title)] if self.plan_title else []
+        return [*plan, *{**self.shown_cards, **self.tasks}.values()]
 
     def _ensure_open(self) -> bool:
         if self.open:
@@ -216,12 +323,13 @@ class AnswerStream:
         if self.refused is not None or self.broken is not None:
             return False
         try:
-            self.ts = slack.start_stream(self.channel, self.thread_ts, recipient=self.recipient)
+            self.ts = slack.start_stream(self.channel, self.thread_ts, recipient=self.recipient, display=self.mode)
         except SlackApiError as exc:
             self.refused = str(exc.response.get("error") or "unknown_error")
             log.warning("stream refused; answers are posted whole", extra={"error": self.refused})
             return False
         self.open, self.final, self.total, self.shown_cards = True, False, 0, {}
+        self.opened_at = self.clock()
         self.on_open(self.ts)
         return True
 
@@ -231,19 +339,24 @@ class AnswerStream:
                                                                                   "error": self.broken})  # fmt: skip
 
 
-def _safe_end(text: str, start: int) -> int:
-    """Where ``text[start:]`` may be cut without splitting a token the safety check must see whole (``<!here>``,
-    ``@channel``): a ``<`` not yet closed, or an ``@`` word not yet ended, waits for the next piece."""
-    end = len(text)
-    tail = text[start:]
-    near = max(0, len(tail) - TOKEN_CHARS)  # a token is short: a "<" further back is only a less-than sign
-    opened = tail.rfind("<", near)
-    if opened >= 0 and ">" not in tail[opened:]:
-        end = start + opened
-    at = tail.rfind("@", near, end - start)
-    if at >= 0 and not any(c.isspace() for c in tail[at:]):
-        end = start + at
-    return end
+def _batches(chunks: Sequence[Chunk]) -> list[list[Chunk]]:
+    """``chunks`` as Slack takes them: at most 12,000 characters of ``markdown_text`` and 50 chunks a call (a
+    longer text is split over several chunks and calls; the text Slack assembles is the same)."""
+    batches: list[list[Chunk]] = [[]]
+    room = MARKDOWN_CHARS
+    for chunk in chunks:
+        text = chunk.text if isinstance(chunk, MarkdownTextChunk) else None
+        while text is not None and len(text) > room:  # what fits ends this call, the rest opens the next
+            if room:
+                batches[-1].append(MarkdownTextChunk(text=text[:room]))
+            text, room = text[room:], MARKDOWN_CHARS
+            batches.append([])
+        if len(batches[-1]) == CHUNKS_PER_CALL:
+            batches.append([])
+            room = MARKDOWN_CHARS
+        batches[-1].append(MarkdownTextChunk(text=text) if text is not None else chunk)
+        room -= len(text or "")
+    return [batch for batch in batches if batch]
 
 
 def feedback_only(blocks: Sequence[Any]) -> list[Any]:

@@ -165,6 +165,10 @@ class ThreadSurface:
         if self.stream is not None:
             self.stream.task(task_id, title, sources=sources)
 
+    def plan(self, title: str, steps: Sequence[str], done: int) -> bool:
+        """The session's plan, shown in its streamed message's plan display; False where nothing streams."""
+        return self.stream is not None and self.stream.plan(title, steps, done)
+
     def step_done(self, task_id: str, *, failed: bool) -> None:
         if self.stream is not None:
             self.stream.task_done(task_id, failed=failed)

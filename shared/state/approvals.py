@@ -90,6 +90,7 @@ class Decided:
     repeated: bool = False  # this press or message already decided something
     partial: bool = False  # an approval recorded; more approvers are needed before it runs
     again: bool = False  # this approver had already approved it: a second approval needs another person
+    resumes: bool = False  # it completed its turn and its asker resumes (a continuation, or a note it reads)
 
 
 Resume = Callable[[Approval, SessionStatus | None, str | None], Session | Note | None]  # approval, asker, trace
@@ -164,7 +165,7 @@ def decide(approval_id: str, decision: Decision, resume: Resume) -> Decided:
             {"open_approval_ids": firestore.ArrayRemove([approval_id])},
             merge=True,
         )
-        return Decided(approval, won=True, continuation=continuation)
+        return Decided(approval, won=True, continuation=continuation, resumes=outcome is not None)
 
     try:
         result: Decided = transact(run)

@@ -32,6 +32,7 @@ from shared.state.models import (
 from shared.state.steps import LeaseLost, NotesPending
 
 _UNFINISHED = sessions.UNFINISHED  # a child in one of these has not ended
+NO_RESULT = "the helper ended without a result"  # what a parent hears of a child that ended with no text
 
 
 def get_children(child_ids: list[str]) -> list[Session]:
@@ -322,7 +323,8 @@ class AnswerOutcome(StrEnum):
     ENDED = "ended"  # the child has ended
 
 
-def answer_child(parent: Session, child_id: str, answer: str) -> tuple[AnswerOutcome, Session | None]:
+def answer_child(parent: Session, child_id: str, answer: str, *,
+                 released: bool = False) -> tuple[AnswerOutcome, Session | None]:  # fmt: skip
     """The parent's answer to its child's open question, exactly once, to exactly that child. Any session of the
     parent's transcript may answer (the parent, or the continuation that resumed it after asking the operator)."""
     parent_id = parent.session_id
@@ -340,7 +342,7 @@ def answer_child(parent: Session, child_id: str, answer: str) -> tuple[AnswerOut
             return AnswerOutcome.NOT_ASKED, child
         if child.status.value not in _UNFINISHED:
             return AnswerOutcome.ENDED, child
-        answered = ParentQuestion(**{**asked.to_doc(), "answer": answer})
+        answered = ParentQuestion(**{**asked.to_doc(), "answer": answer, "released": released})
         update: dict[str, Any] = {"parent_question": answered.to_doc(), "updated_at": when}
         paused_on_it = child.status == SessionStatus.PAUSED and asked.blocking
         if paused_on_it:
@@ -382,5 +384,7 @@ def get_children_in(transaction: firestore.Transaction, child_ids: list[str]) ->
 def result_note(child: Session, *, result: str | None = None, status: SessionStatus | None = None) -> Note:
     """A child's result as news for its parent (``matched_option`` holds how it ended)."""
     text = result if result is not None else child.result or child.error or ""
+    if not text.strip():
+        text, status = f"(error: {NO_RESULT})", SessionStatus.FAILED
     return Note(kind=NoteKind.CHILD_RESULT, text=text, user="", ts=child.session_id, question_id=child.session_id,
                 question=child.text, matched_option=(status or child.status).value)  # fmt: skip

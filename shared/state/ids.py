@@ -99,3 +99,12 @@ def task_id(session_id: str, attempt: str = "") -> str:
 def spend_doc(day: str, user: str) -> str:
     """One person's token spend on one day."""
     return f"{day}-{_clean(user)}"
+
+
+# The call id of the product's own daily-budget question (``shared.agent.daily_budget``): never one the model made.
+DAILY_BUDGET_CALL = "daily-budget-"
+
+
+def is_daily_budget_call(call_id: str | None) -> bool:
+    """Whether a question stands for the product's daily-budget question, which only operators may answer."""
+    return bool(call_id) and str(call_id).startswith(DAILY_BUDGET_CALL)

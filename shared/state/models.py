@@ -166,6 +166,7 @@ class ParentQuestion(Stored):
     seq: int
     index: int
     answer: str | None = None
+    released: bool = False  # not answered: the conversation it asked ended (``answer`` says so, as an error)
 
 
 @dataclass
@@ -201,7 +202,9 @@ class Session:
     worker: str | None = None
     lease_task: str | None = None
     lease_attempt: int = 0
-    takeovers: int = 0  # takeovers since the last step was stored: a session killed at one step every time
+    takeovers: int = 0  # how often another delivery took it over from a dead worker (never reset)
+    # Takeovers since the last step was stored: a session killed at one step every time is failed, not retried.
+    takeovers_without_progress: int = 0
     started_at: datetime | None = None
     ended_at: datetime | None = None
     error: str | None = None
@@ -303,12 +306,23 @@ class Session:
                 setattr(self, key, value)
 
 
+@dataclass(frozen=True, order=True)
+class CallRef(Stored):
+    """A function call's identity: its position, (the model step's seq, the call's index in that turn). Fixed when
+    the model turn is stored; never the model's optional ``id``, never the tool's name."""
+
+    seq: int
+    index: int
+
+
 @dataclass
 class Step:
     """One durable step of a transcript: ``sessions/{transcript}/steps/{seq}``.
 
     ``content`` is a google-genai ``Content`` as JSON (None for a step that only records something, like a
-    failure); ``audit`` holds the records the silent-exit gate and narrations read.
+    failure); ``audit`` holds the records the silent-exit gate and narrations read. ``answers`` names, for each
+    function response in ``content`` (in order), the call it answers (None on steps stored before calls had an
+    identity: those are matched the old way, by id or name).
     """
 
     seq: int
@@ -317,9 +331,10 @@ class Step:
     content: dict[str, Any] | None
     audit: list[Audit]
     at: datetime
+    answers: list[CallRef] | None = None
 
     def to_doc(self) -> dict[str, Any]:
-        return {
+        doc = {
             "seq": self.seq,
             "session_id": self.session_id,
             "kind": self.kind.value,
@@ -327,9 +342,13 @@ class Step:
             "audit": [entry.to_doc() for entry in self.audit],
             "at": self.at,
         }
+        if self.answers is not None:
+            doc["answers"] = [ref.to_doc() for ref in self.answers]
+        return doc
 
     @classmethod
     def from_doc(cls, doc: dict[str, Any]) -> Step:
+        answers = doc.get("answers")
         return cls(
             seq=doc["seq"],
             session_id=doc["session_id"],
@@ -337,6 +356,7 @@ class Step:
             content=doc.get("content"),
             audit=[Audit.from_doc(entry) for entry in doc.get("audit") or []],
             at=doc["at"],
+            answers=[CallRef.from_doc(ref) for ref in answers] if answers is not None else None,
         )
 
 
@@ -370,6 +390,9 @@ class Question(Stored):
     # An MCP server's request for input that this question stands for: the answer resumes that call
     # (``shared.agent.tools.mcp.inputs.Pending``).
     mcp_input: dict[str, Any] | None = None
+    # The call that asked: its model step and its index there (None on questions stored before calls had one).
+    seq: int | None = None
+    call_index: int | None = None
 
 
 @dataclass

@@ -8,10 +8,13 @@ carries the counts after it, so a start learns at once whether it fit: a simulta
 limit, whatever the concurrency. A start past a limit is taken back (its counts, its session) before anything else
 sees it. A write more per counter, no read, no round trip more.
 
-A session stops counting as running when it first pauses or ends (its step commit takes it back, blind writes, once:
-the session document lists the counters to take it from). One whose worker died is still counted until a start is
-refused on it: the refusal recounts the running sessions from their start times (an entry older than a session can
-live is a dead worker's) and corrects the counter.
+A session stops counting as running when it first leaves ``queued`` or ``running`` for anything else: it pauses or
+ends (its step commit), is stopped while queued or paused, is ended by the sweep or handed over. Every such write
+goes through ``released`` in its own transaction: blind writes to the counters the session document lists, and the
+list cleared in the same commit, so each start is taken back exactly once, whichever path ends it and however often
+those paths race or repeat. One whose worker died is still counted until the sweep ends it or a start is refused
+on it: the refusal recounts the running sessions from their start times (an entry older than a session can live
+is a dead worker's) and corrects the counter.
 """
 
 from __future__ import annotations
@@ -147,9 +150,20 @@ def recount(scope: Scope, *, at: datetime, running_for: timedelta) -> int:
 RELEASES = "limits_counted"  # the session document's list of running counters its start counted against
 
 
+def released(transaction: firestore.Transaction, session_id: str, current: dict[str, Any]) -> dict[str, Any]:
+    """The session whose document ``current`` was just read in ``transaction`` leaves ``queued`` or ``running``:
+    its start's running counters are taken back in that transaction, and the returned fields (to add to the
+    transaction's update of the session) clear its list of them, so no later path takes them back again. Callers
+    read ``RELEASES`` with the session; reading it is enough, whatever the session's status."""
+    counters = list(current.get(RELEASES) or [])
+    if not counters:
+        return {}
+    release(transaction, session_id, counters)
+    return {RELEASES: []}
+
+
 def release(transaction: firestore.Transaction, session_id: str, counters: list[str]) -> None:
-    """This session no longer runs (it paused or ended): blind writes to the running counters its start counted
-    against (``RELEASES``, read with the session in the same transaction, and cleared there, so once only)."""
+    """Blind writes to the running counters ``counters`` (a session's ``RELEASES``): it no longer runs."""
     for name in counters:
         ref = db().collection(LIMITS).document(name)
         transaction.set(ref, {"running": firestore.Increment(-1), "sessions": {session_id: firestore.DELETE_FIELD}},

@@ -16,7 +16,7 @@ from google.api_core import exceptions as gexc
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.state import events, ids
+from shared.state import events, ids, quotas
 from shared.state.firestore import (
     ALREADY_EXISTS,
     SESSIONS,
@@ -125,6 +125,7 @@ def claim_session(
             "lease_attempt": attempt,
             "lease_until": when + timedelta(seconds=lease_seconds),
             "takeovers": session.takeovers + 1 if result.takeover else session.takeovers,
+            "takeovers_without_progress": session.takeovers_without_progress + (1 if result.takeover else 0),
             "started_at": session.started_at or when,
             "updated_at": when,
         }
@@ -255,7 +256,7 @@ def end_session(session_id: str, *, expect: SessionStatus, status: SessionStatus
         if cutoff is not None and (session.lease_until is None or session.lease_until > cutoff):
             return None
         updates = {"status": status.value, "lease_until": None, "ended_at": now(), "updated_at": now(), **fields}
-        transaction.update(ref, updates)
+        transaction.update(ref, {**updates, **quotas.released(transaction, session_id, data)})
         session.apply(updates)
         return session
 
@@ -305,14 +306,16 @@ def request_stop(session_id: str, *, by: str) -> StopRequest | None:
 
     @firestore.transactional
     def stop(transaction: firestore.Transaction) -> StopRequest | None:
-        current = ref.get(transaction=transaction, field_paths=["status", "parent_session_id"]).to_dict() or {}
+        fields = ["status", "parent_session_id", quotas.RELEASES]
+        current = ref.get(transaction=transaction, field_paths=fields).to_dict() or {}
         status = SessionStatus(current["status"]) if current.get("status") else None
         if status is None or status.value not in {"queued", "paused", "running"}:
             return None
         waiting = status in {SessionStatus.QUEUED, SessionStatus.PAUSED}
         if waiting and not current.get("parent_session_id"):
             transaction.update(ref, {"status": SessionStatus.STOPPED.value, "error": f"stopped by {by}",
-                                     "lease_until": None, "ended_at": now(), "updated_at": now()})  # fmt: skip
+                                     "lease_until": None, "ended_at": now(), "updated_at": now(),
+                                     **quotas.released(transaction, session_id, current)})  # fmt: skip
             return StopRequest(status, run_to_stop=False)
         update = {"stop_requested": by, "updated_at": now()}
         if waiting:

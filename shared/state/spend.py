@@ -51,11 +51,15 @@ def in_force() -> Budgets:
 
 
 def counted(tokens: dict[str, int]) -> int:
-    return sum(tokens.get(kind, 0) for kind in COUNTED)
+    """The tokens of a turn's (or a session's) counts that a budget counts, each clamped at zero."""
+    return sum(max(0, int(tokens.get(kind) or 0)) for kind in COUNTED)
 
 
 def record(transaction: firestore.Transaction, session: Session, tokens: int, at: datetime) -> None:
-    """Add one turn's tokens to its person's day, in the transaction that stores the turn."""
+    """Add one turn's tokens to its person's day, in the transaction that stores the turn. Recorded spend never
+    decreases: a count below zero (a session's stored totals from a bad report) adds nothing."""
+    if tokens <= 0:
+        return
     day = day_of(at)
     update = {"day": day, "user": session.requester, "tokens": firestore.Increment(tokens)}
     transaction.set(spend_ref(day, session.requester), update, merge=True)

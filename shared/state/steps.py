@@ -121,7 +121,7 @@ def commit_step(
     updates: dict[str, Any] = {"updated_at": when, **(fields or {})}
     if step is not None:
         updates["next_seq"] = step.seq + 1
-        updates["takeovers"] = 0  # progress: a later takeover starts counting again
+        updates["takeovers_without_progress"] = 0  # progress: a later takeover starts counting again
     ending = updates.get("status", SessionStatus.RUNNING.value) != SessionStatus.RUNNING.value
     updates["lease_until"] = None if ending else when + timedelta(seconds=lease_seconds)
     consumed = [note.to_doc() for note in consumed_notes or []]
@@ -158,10 +158,9 @@ def commit_step(
             transaction.create(step_ref(session.transcript, step.seq), step.to_doc())
         if spent and spend.in_force().on:  # the turn's tokens count against its person's daily budget
             spend.record(transaction, session, spent, when)
-        counted = current.get(quotas.RELEASES) or []
-        if ending and counted:  # a mention's session no longer runs: it stops counting against the rate limits
-            quotas.release(transaction, session.session_id, counted)
-        transaction.update(ref, {**updates, quotas.RELEASES: []} if ending and counted else updates)
+        # A mention's session that pauses or ends no longer runs: it stops counting against the rate limits.
+        released = quotas.released(transaction, session.session_id, current) if ending else {}
+        transaction.update(ref, {**updates, **released})
         return pending
 
     pending: list[Note] = transact(write)

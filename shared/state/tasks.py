@@ -9,6 +9,11 @@ from __future__ import annotations
 
 import json
 import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 
 from google.api_core import exceptions as gexc
 from google.api_core import retry as retries
@@ -16,19 +21,62 @@ from google.cloud import tasks_v2
 from google.protobuf import duration_pb2
 
 from shared import config, deps, logs
+from shared.errors import ProductError
 from shared.state import ids
 
 log = logging.getLogger(__name__)
 
 # How long a task's creation is retried while Cloud Tasks is unavailable. The client library never retries
 # create_task itself (an unnamed task created twice would run twice); ours are named, so a retry that follows an
-# attempt which did get through is refused with AlreadyExists, which counts as enqueued. Waiting beats losing the
-# work: the ingress answers Slack late rather than not at all (Slack's retry of a slow delivery is de-duplicated),
-# and a session's follow-up (a continuation, a child, a narration) is never left for the rescue job to find.
+# attempt which did get through is refused with AlreadyExists, which counts as enqueued. In agent_session and the
+# sweep, waiting beats losing the work: a session's follow-up (a continuation, a child, a narration) is never left
+# for the rescue job to find, and a worker has minutes.
 ENQUEUE_PATIENCE_SECONDS = 20.0
-TRANSIENT = retries.if_exception_type(
-    gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.InternalServerError, gexc.TooManyRequests
-)
+# The Slack ingress has Slack's 3 s in all: its task creations together wait at most this long (``within``), then
+# it answers 503 and Slack delivers the event again, whose duplicate path creates the task again (same name).
+INGRESS_PATIENCE_SECONDS = 2.0
+_TRANSIENT_ERRORS = (gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.InternalServerError, gexc.TooManyRequests)
+TRANSIENT = retries.if_exception_type(*_TRANSIENT_ERRORS)
+
+
+class QueueUnavailable(ProductError):
+    """Cloud Tasks could not be reached in the time this request may wait for it: nothing was enqueued."""
+
+
+@dataclass
+class _Budget:
+    """Seconds a request may still spend waiting on Cloud Tasks (a nested budget spends its outer one's too)."""
+
+    remaining: float
+    outer: _Budget | None = None
+
+    def left(self) -> float:
+        return min(self.remaining, self.outer.left()) if self.outer is not None else self.remaining
+
+    def spend(self, seconds: float) -> None:
+        self.remaining -= seconds
+        if self.outer is not None:
+            self.outer.spend(seconds)
+
+
+_budget: ContextVar[_Budget | None] = ContextVar("enqueue_budget", default=None)
+
+
+@contextmanager
+def within(seconds: float) -> Iterator[None]:
+    """Inside, the task creations together wait at most ``seconds`` for Cloud Tasks (only the time spent creating
+    tasks counts, not the rest of the request); once it is spent, ``enqueue_session`` raises ``QueueUnavailable``
+    without trying again."""
+    token = _budget.set(_Budget(seconds, _budget.get()))
+    try:
+        yield
+    finally:
+        _budget.reset(token)
+
+
+def _patience(patience: float) -> float:
+    budget = _budget.get()
+    return patience if budget is None else min(patience, budget.left())
 
 
 def build_session_task(session_id: str, *, attempt: str = "") -> tasks_v2.Task:
@@ -66,16 +114,29 @@ def _headers() -> dict[str, str]:
 
 
 def enqueue_session(session_id: str, *, attempt: str = "", patience: float = ENQUEUE_PATIENCE_SECONDS) -> str:
-    """Create the task for ``session_id``, retried with backoff for ``patience`` seconds while Cloud Tasks is
-    unavailable; a task that already exists counts as enqueued."""
+    """Create the task for ``session_id``, retried with backoff for ``patience`` seconds (or what is left of the
+    caller's ``within``) while Cloud Tasks is unavailable; a task that already exists counts as enqueued. Raises
+    ``QueueUnavailable`` when that time runs out."""
     task = build_session_task(session_id, attempt=attempt)
-    retry = retries.Retry(predicate=TRANSIENT, initial=0.25, maximum=4.0, multiplier=2.0, timeout=patience)
+    wait = _patience(patience)
+    if wait <= 0.05:
+        raise QueueUnavailable(f"no time left to create the task of {session_id}")
+    initial = 0.25 if wait > 5 else 0.1  # a short budget tries a few times in it, not once
+    retry = retries.Retry(predicate=TRANSIENT, initial=initial, maximum=4.0, multiplier=2.0, timeout=wait)
+    began = time.monotonic()
     try:
+        # The timeout is a deadline for every attempt together (api_core's TimeToDeadlineTimeout).
         created = deps.tasks().create_task(
-            parent=config.settings().tasks_queue, task=task, retry=retry, timeout=min(10.0, patience)
+            parent=config.settings().tasks_queue, task=task, retry=retry, timeout=min(10.0, wait)
         )
     except gexc.AlreadyExists:
         log.info("task already exists", extra={"task": task.name, "session_id": session_id})
         return str(task.name)
+    except (gexc.RetryError, *_TRANSIENT_ERRORS) as exc:
+        raise QueueUnavailable(f"Cloud Tasks unavailable for {wait:.1f} s: {exc}") from exc
+    finally:
+        budget = _budget.get()
+        if budget is not None:
+            budget.spend(time.monotonic() - began)
     log.info("task enqueued", extra={"task": created.name, "session_id": session_id})
     return str(created.name)

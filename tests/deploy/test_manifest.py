@@ -22,7 +22,13 @@ EVENT_SCOPES: dict[str, str | None] = {
     "message.channels": "channels:history",
     "message.groups": "groups:history",
     "message.im": "im:history",
-    "assistant_thread_started": None,  # the assistant pane; the feature (assistant_view) is what enables them
+    "app_home_opened": None,  # the Messages tab opened (agent_view)
+    "app_context_changed": None,  # the feature (agent_view) is what enables it
+}
+# The assistant pane's events (SLACK_SURFACE=assistant), handled as well.
+ASSISTANT_EVENT_SCOPES: dict[str, str | None] = {
+    **{k: v for k, v in EVENT_SCOPES.items() if k not in {"app_home_opened", "app_context_changed"}},
+    "assistant_thread_started": None,
     "assistant_thread_context_changed": None,
 }
 # Web API methods and the bot scopes they need. A method the code starts calling must be added here.
@@ -113,8 +119,9 @@ def test_the_manifest_subscribes_to_mentions_dms_and_thread_replies() -> None:
     assert data["settings"]["socket_mode_enabled"] is False
     assert data["features"]["bot_user"]["display_name"]
     assert data["features"]["app_home"]["messages_tab_enabled"] is True  # people can DM the bot
-    # Slack's assistant pane: the feature the assistant_thread_* events and assistant.threads.* methods need.
-    assert data["features"]["assistant_view"]["assistant_description"]
+    # Slack's agent messaging experience: the feature app_context_changed and the assistant.threads.* methods need.
+    assert data["features"]["agent_view"]["agent_description"]
+    assert "assistant_view" not in data["features"]
 
 
 def test_the_code_calls_the_assistant_methods_the_manifest_has_scopes_for() -> None:
@@ -131,7 +138,7 @@ def test_the_suggested_prompts_are_filled_in_from_terraform_outputs(tmp_path: Pa
     out = tmp_path / "slack-manifest.yaml"
     assert manifest.main(["--outputs", str(outputs), "--out", str(out)]) == 0
     filled = yaml.safe_load(out.read_text())
-    assert filled["features"]["assistant_view"]["suggested_prompts"] == [
+    assert filled["features"]["agent_view"]["suggested_prompts"] == [
         {"title": "Prod", "message": "Is prod healthy?"}, {"title": "Help", "message": "What can you do?"}
     ]  # fmt: skip
     outputs.write_text(json.dumps(terraform_outputs(assistant_prompts=prompts * 3)))  # six: Slack shows four
@@ -171,3 +178,20 @@ def test_restart_rolls_every_function_from_the_outputs() -> None:
         assert command[:4] == ["gcloud", "run", "services", "update"]
         assert "--region=us-central1" in command
         assert "--project=example-project" in command
+
+
+def test_the_assistant_pane_manifest_is_one_switch_away(tmp_path: Path) -> None:
+    """SLACK_SURFACE=assistant: the same app on the older assistant pane, its own events in place of agent view's."""
+    outputs = tmp_path / "outputs.json"
+    prompts = [{"title": "Status", "message": "What is the status?"}]
+    outputs.write_text(json.dumps(terraform_outputs(assistant_prompts=prompts)))
+    out = tmp_path / "manifest.yaml"
+    assert manifest.main(["--outputs", str(outputs), "--out", str(out), "--surface", "assistant"]) == 0
+    filled = yaml.safe_load(out.read_text())
+    assert "agent_view" not in filled["features"]
+    assert filled["features"]["assistant_view"] == {
+        "assistant_description": template()["features"]["agent_view"]["agent_description"],
+        "suggested_prompts": prompts,
+    }
+    assert set(filled["settings"]["event_subscriptions"]["bot_events"]) == set(ASSISTANT_EVENT_SCOPES)
+    assert filled["oauth_config"] == template()["oauth_config"]

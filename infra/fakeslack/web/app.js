@@ -88,10 +88,10 @@ function messageHtml(message, { inThread, ephemeral }) {
 
 function channelName(id) {
   const s = ui.snapshot;
+  const person = s.people.find((p) => p.dm === id); // a DM first: once it has messages it is a channel too
+  if (person) return `${s.bot.real_name} (direct message with ${person.real_name})`;
   const channel = [...s.channels, ...s.extra_channels].find((c) => c.id === id);
-  if (channel) return `# ${channel.name}`;
-  const person = s.people.find((p) => p.dm === id);
-  return person ? `${s.bot.real_name} (direct message with ${person.real_name})` : id;
+  return channel ? `# ${channel.name}` : id;
 }
 
 function sidebar() {
@@ -123,9 +123,19 @@ function render() {
   ui.seen[ui.channel] = (s.messages[ui.channel] || []).length;
   sidebar();
   $("channel-title").textContent = channelName(ui.channel);
+  const purpose = (s.channels.find((c) => c.id === ui.channel) || {}).purpose || "";
+  $("channel-purpose").hidden = !purpose;
+  $("channel-purpose").textContent = purpose;
   const all = s.messages[ui.channel] || [];
   const mineOnly = s.ephemerals.filter((e) => e.channel === ui.channel);
-  const roots = all.filter((m) => !m.thread_ts || m.thread_ts === m.ts);
+  // A DM with the bot is Slack's agent view: its threads show in the conversation's timeline, answers included.
+  const dm = ui.channel.startsWith("D");
+  const roots = dm ? all : all.filter((m) => !m.thread_ts || m.thread_ts === m.ts);
+  const offered = dm && (s.prompts || {})[ui.channel];
+  $("prompts").hidden = !offered;
+  $("prompts").innerHTML = offered ? `<span class="prompts-title">${esc(offered.prompts_title || "")}</span>${
+    (offered.prompts || []).map((p) => `<button type="button" data-prompt="${esc(p.message)}">${esc(p.title)}</button>`)
+      .join("")}` : "";
   const channelEphemerals = mineOnly.filter((e) => !e.thread_ts);
   fill($("messages"), [...roots.map((m) => [m, false]), ...channelEphemerals.map((e) => [e, true])],
     { inThread: false });
@@ -148,7 +158,19 @@ function fill(el, items, where) {
   const atBottom = el.scrollHeight - el.scrollTop - el.clientHeight < 40;
   items.sort((a, b) => Number(a[0].ts) - Number(b[0].ts));
   el.innerHTML = items.map(([m, ephemeral]) => messageHtml({ ...m, channel: m.channel }, { ...where, ephemeral })).join("");
+  showVotes(el);
   if (atBottom) el.scrollTop = el.scrollHeight;
+}
+
+// Slack shows a person the feedback button they pressed (their vote), until they press the other one.
+const voteKey = (ts) => `vote:${ui.user}:${ts}`;
+
+function showVotes(el) {
+  for (const button of el.querySelectorAll(".block.feedback button")) {
+    const chosen = localStorage.getItem(voteKey(button.closest(".message").dataset.ts)) === button.dataset.value;
+    button.classList.toggle("chosen", chosen);
+    button.setAttribute("aria-pressed", String(chosen));
+  }
 }
 
 async function refresh() {
@@ -262,6 +284,10 @@ async function onClick(event) {
       ui.channel = target.dataset.channel;
       ui.thread = null;
       render();
+      // Opening the DM is opening the app's Messages tab: Slack sends app_home_opened (agent view).
+      if (ui.channel.startsWith("D")) await api("open_app_home", { user: ui.user });
+    } else if (target.dataset.prompt) {
+      await send(target.dataset.prompt);
     } else if (target.dataset.thread) {
       ui.thread = target.dataset.thread;
       render();
@@ -271,6 +297,9 @@ async function onClick(event) {
       const result = await api("click", body);
       if (result.error || result.status < 200 || result.status >= 300) {
         toast(`the app did not accept the click: ${result.error || `HTTP ${result.status}`}`);
+      } else if (target.closest(".block.feedback")) {
+        localStorage.setItem(voteKey(message.dataset.ts), target.dataset.value);
+        render();
       }
     } else if (target.dataset.reaction || target.dataset.addReaction) {
       const name = target.dataset.reaction || target.dataset.addReaction;

@@ -1,9 +1,9 @@
-// The console view: sessions as a tree, open questions and approvals, and a session's timeline from its audit
-// log. It reads /_console/ (the product's Firestore, read-only) every few seconds while it is shown. Links to
+// The console view: one row per conversation (a request, who asked, what it waits for or how it ended) that opens
+// onto its sessions and a timeline from its audit log; open questions and approvals. It reads /_console/ (the product's Firestore, read-only) every few seconds while it is shown. Links to
 // Slack open the thread in the workspace view when this page has one.
 "use strict";
 
-const consoleUi = { selected: null, timer: null, data: null };
+const consoleUi = { open: null, selected: null, timer: null, data: null, timeline: null };
 const POLL_MS = 3000;
 
 function age(iso, now) {
@@ -28,36 +28,46 @@ function slackLink(channel, ts, label) {
     : `<span title="channel ${esc(channel)}, message ${esc(ts)}">${text}</span>`;
 }
 
-function person(id) {
-  return ui.snapshot ? `@${esc(names(id))}` : `&lt;@${esc(id)}&gt;`;
+// One row per conversation (its request, who asked, its state); the open one shows its sessions and the timeline
+// below it, across the whole table, so the list keeps its columns. The server gives people by name already.
+function memberRows(c, now) {
+  return c.sessions.map((m) => {
+    const selected = m.id === consoleUi.selected ? " selected" : "";
+    const task = m.depth ? ` <span class="task">${esc(m.text.slice(0, 100))}</span>` : "";
+    return `<tr class="session${selected}" data-session="${esc(m.id)}" data-status="${esc(m.status)}">
+      <td style="padding-left:${8 + m.depth * 20}px">${m.depth ? "↳ " : ""}${esc(m.role)}${task}</td>
+      <td class="status">${esc(m.status)}</td><td>${age(m.created_at, now)}</td><td>${tokens(m.tokens || {})}</td>
+      <td><code>${esc(m.id)}</code></td></tr>`;
+  }).join("");
 }
 
 function sessionRows(data) {
-  const byId = Object.fromEntries(data.sessions.map((s) => [s.id, s]));
-  const rows = [];
-  const add = (s, depth) => {
-    const selected = s.id === consoleUi.selected ? " selected" : "";
-    rows.push(`<tr class="session${selected}" data-session="${esc(s.id)}" data-status="${esc(s.status)}">
-      <td style="padding-left:${8 + depth * 20}px">${depth ? "↳ " : ""}<code>${esc(s.id)}</code></td>
-      <td class="status">${esc(s.status)}</td><td>${esc(s.kind)}</td><td>${age(s.created_at, data.now)}</td>
-      <td>${tokens(s.tokens || {})}</td><td>${slackLink(s.channel, s.thread_ts, "thread")}</td>
-      <td>${ui.snapshot ? mrkdwn(s.text.slice(0, 100), names) : esc(s.text.slice(0, 100))}</td></tr>`);
-    for (const child of data.sessions.filter((c) => c.parent === s.id)) add(child, depth + 1);
-  };
-  const roots = data.sessions.filter((s) => !s.parent || !byId[s.parent]).reverse(); // newest first
-  for (const s of roots) add(s, 0);
-  return rows.join("") || '<tr><td colspan="7">no sessions in the last 7 days</td></tr>';
+  const rows = data.conversations.map((c) => {
+    const open = c.id === consoleUi.open;
+    const row = `<tr class="conversation${open ? " open" : ""}" data-conversation="${esc(c.id)}" data-state="${esc(c.state)}">
+      <td class="request">${open ? "▾" : "▸"} ${esc(c.request.slice(0, 140))}</td><td class="who">${esc(c.who)}</td>
+      <td class="status state-${esc(c.state)}">${esc(c.label)}</td><td>${age(c.created_at, data.now)}</td>
+      <td>${tokens(c.tokens || {})}</td><td>${slackLink(c.channel, c.ts, "thread")}</td></tr>`;
+    if (!open) return row;
+    return `${row}<tr class="detail"><td colspan="6">
+      <table class="members"><thead><tr><th>session</th><th>status</th><th>age</th><th>tokens</th><th>id</th></tr></thead>
+      <tbody>${memberRows(c, data.now)}</tbody></table>
+      <div id="timeline-pane"><h3>Timeline <span id="timeline-title"></span></h3><ol id="timeline"></ol></div>
+    </td></tr>`;
+  });
+  return rows.join("") || '<tr><td colspan="6">no requests in the last 7 days</td></tr>';
 }
 
 function renderOverview(data) {
   document.querySelector("#sessions tbody").innerHTML = sessionRows(data);
+  if (consoleUi.timeline && consoleUi.timeline.session === consoleUi.selected) renderTimeline(consoleUi.timeline);
   document.querySelector("#questions tbody").innerHTML = data.questions.map((q) => `<tr>
       <td>${age(q.asked_at, data.now)}</td><td>${slackLink(q.channel, q.post_ts || q.thread_ts, q.text.slice(0, 100))}</td>
-      <td>${q.options.map(esc).join(" · ")}</td><td>${q.may_answer.map(person).join(", ")}</td>
+      <td>${q.options.map(esc).join(" · ")}</td><td>${q.may_answer.map(esc).join(", ")}</td>
       <td><code>${esc(q.session)}</code></td></tr>`).join("") || '<tr><td colspan="5">none</td></tr>';
   document.querySelector("#approvals tbody").innerHTML = data.approvals.map((a) => `<tr>
       <td>${age(a.asked_at, data.now)}</td><td>${slackLink(a.channel, a.card_ts || a.thread_ts, a.tool)}</td>
-      <td><code>${esc(a.args)}</code></td><td>${a.may_decide.map(person).join(", ")}</td>
+      <td><code>${esc(a.args)}</code></td><td>${a.may_decide.map(esc).join(", ")}</td>
       <td><code>${esc(a.session)}</code></td></tr>`).join("") || '<tr><td colspan="5">none</td></tr>';
 }
 
@@ -83,7 +93,7 @@ function auditHtml(entry, step) {
 }
 
 function renderTimeline(data) {
-  $("timeline-pane").hidden = false;
+  if (!$("timeline")) return; // its conversation was closed meanwhile
   $("timeline-title").innerHTML = `<code>${esc(data.session)}</code> ${slackLink(data.channel, data.thread_ts, "open its thread")}`;
   $("timeline").innerHTML = data.steps.map((step) => {
     const audit = step.audit.map((entry) => `<div class="audit" data-type="${esc(entry.type)}">${auditHtml(entry, { ...step, channel: data.channel })}</div>`).join("");
@@ -103,7 +113,10 @@ async function consoleRefresh() {
   try {
     consoleUi.data = await consoleRead("overview");
     renderOverview(consoleUi.data);
-    if (consoleUi.selected) renderTimeline(await consoleRead(`timeline?session=${encodeURIComponent(consoleUi.selected)}`));
+    if (consoleUi.selected) {
+      consoleUi.timeline = await consoleRead(`timeline?session=${encodeURIComponent(consoleUi.selected)}`);
+      renderTimeline(consoleUi.timeline);
+    }
     $("console-error").textContent = "";
     document.body.dataset.console = consoleUi.data.now; // tests wait for a fresh read
   } catch (error) {
@@ -125,9 +138,18 @@ document.addEventListener("click", (event) => {
     openInWorkspace(link.dataset.channel, link.dataset.ts);
     return;
   }
-  const row = event.target.closest("tr.session");
-  if (row) {
-    consoleUi.selected = row.dataset.session;
-    consoleRefresh();
+  const member = event.target.closest("tr.session");
+  const conversation = event.target.closest("tr.conversation");
+  if (member) {
+    consoleUi.selected = member.dataset.session;
+  } else if (conversation) {
+    const id = conversation.dataset.conversation;
+    consoleUi.open = consoleUi.open === id ? null : id;
+    consoleUi.selected = consoleUi.open; // the request's timeline: its continuations' steps are in it too
+  } else {
+    return;
   }
+  consoleUi.timeline = null;
+  if (consoleUi.data) renderOverview(consoleUi.data);
+  consoleRefresh();
 });

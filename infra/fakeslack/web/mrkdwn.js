@@ -11,6 +11,7 @@ const EMOJI = {
   information_source: "ℹ️", link: "🔗", clipboard: "📋", busts_in_silhouette: "👥", bust_in_silhouette: "👤",
   red_circle: "🔴", large_green_circle: "🟢", large_yellow_circle: "🟡", stopwatch: "⏱️", calendar: "📅",
   point_right: "👉", sparkles: "✨", ok_hand: "👌", pray: "🙏", construction: "🚧", package: "📦",
+  raising_hand: "🙋", double_vertical_bar: "⏸️", white_circle: "⚪", hammer_and_wrench: "🛠️", ballot_box_with_check: "☑️",
 };
 
 function esc(text) {
@@ -20,6 +21,33 @@ function esc(text) {
 // Slack escapes &, < and > in message text; undo that before escaping for HTML.
 function unslack(text) {
   return String(text).replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&amp;/g, "&");
+}
+
+// Only http, https and mailto URLs become links (or images): a javascript: or data: URL in message text is shown
+// as the text it is, so a click never runs script in this page's origin (whose control API posts as anyone).
+// The text behind this page's own esc() (the Markdown path escapes first, then finds links).
+function unhtml(html) {
+  return unslack(String(html).replace(/&quot;/g, '"'));
+}
+
+function safeUrl(url, schemes = ["http:", "https:", "mailto:"]) {
+  const text = String(url || "");
+  if (!/^(https?:\/\/|mailto:)/i.test(text)) return null;
+  try {
+    return schemes.includes(new URL(text).protocol) ? text : null;
+  } catch {
+    return null;
+  }
+}
+
+function link(url, label) {
+  const href = safeUrl(url);
+  return href ? `<a href="${esc(href)}" target="_blank" rel="noopener">${esc(label)}</a>` : null;
+}
+
+function image(url, alt, cls) {
+  const src = safeUrl(url, ["http:", "https:"]);
+  return src ? `<img${cls ? ` class="${cls}"` : ""} src="${esc(src)}" alt="${esc(alt || "")}">` : `[image: ${esc(alt || url || "")}]`;
 }
 
 function emoji(name) {
@@ -49,7 +77,7 @@ function token(inner, names) {
   }
   if (target.startsWith("#")) return `<span class="mention">#${esc(label || target.slice(1))}</span>`;
   if (target.startsWith("!")) return `<span class="mention">@${esc(label || target.slice(1).split("^")[0])}</span>`;
-  return `<a href="${esc(target)}" target="_blank" rel="noopener">${esc(unslack(label || target))}</a>`;
+  return link(unslack(target), unslack(label || target)) || esc(unslack(`<${inner}>`));
 }
 
 // mrkdwn to HTML; names(id) gives a user's handle for <@U...>.
@@ -81,7 +109,7 @@ function markdown(text) {
   let html = esc(String(text || ""))
     .replace(/```([\s\S]*?)```/g, (w, code) => keep(`<pre>${code.replace(/^\n/, "")}</pre>`))
     .replace(/`([^`\n]+)`/g, (w, code) => keep(`<code>${code}</code>`))
-    .replace(/\[([^\]]+)\]\(([^)\s]+)\)/g, (w, label, url) => keep(`<a href="${url}" target="_blank" rel="noopener">${label}</a>`))
+    .replace(/\[([^\]]+)\]\(([^)\s]+)\)/g, (w, label, url) => keep(link(unhtml(url), unhtml(label)) || w))
     .replace(/\*\*([^*\n]+)\*\*/g, "<b>$1</b>")
     .replace(/(^|[^*\w])[*_]([^*_\n]+)[*_](?=$|[^*\w])/gm, "$1<i>$2</i>")
     .replace(/~~([^~\n]+)~~/g, "<s>$1</s>");
@@ -120,7 +148,7 @@ function block(b, names) {
     case "divider": return `<hr class="block divider">`;
     case "context": {
       const parts = (b.elements || []).map((e) => e.type === "image"
-        ? `<img src="${esc(e.image_url)}" alt="${esc(e.alt_text || "")}">` : `<span>${textObject(e, names)}</span>`);
+        ? image(e.image_url, e.alt_text) : `<span>${textObject(e, names)}</span>`);
       return `<div class="block context">${parts.join(" ")}</div>`;
     }
     case "actions": {
@@ -132,7 +160,7 @@ function block(b, names) {
         [e.positive_button, e.negative_button].filter(Boolean).map((side) => button({ ...side, action_id: e.action_id }, b.block_id)));
       return `<div class="block actions feedback">${sides.join("")}</div>`;
     }
-    case "image": return `<img class="block image" src="${esc(b.image_url)}" alt="${esc(b.alt_text || "")}">`;
+    case "image": return image(b.image_url, b.alt_text, "block image");
     default: return `<div class="block unknown">[${esc(b.type)} block]</div>`;
   }
 }
@@ -142,7 +170,7 @@ function block(b, names) {
 function streamedBody(message, names) {
   const cards = (message.stream.tasks || []).map((t) => {
     const mark = { in_progress: "⏳", complete: "✅", error: "⚠️", pending: "○" }[t.status] || "○";
-    const sources = (t.sources || []).map((s) => `<a href="${esc(s.url)}" target="_blank" rel="noopener">${esc(s.text || s.url)}</a>`);
+    const sources = (t.sources || []).map((s) => link(s.url, s.text || s.url) || esc(s.text || s.url));
     return `<div class="block context task">${mark} ${esc(t.title)}${sources.length ? ` · ${sources.join(", ")}` : ""}</div>`;
   }).join("");
   const more = message.stream.streaming ? `<span class="streaming">…</span>` : "";

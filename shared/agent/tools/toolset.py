@@ -21,9 +21,10 @@ from shared.state.models import Session, SessionKind
 
 
 class Toolset:
-    def __init__(self, tools: Sequence[Tool], *, notice: str = "") -> None:
+    def __init__(self, tools: Sequence[Tool], *, notice: str = "", withheld: dict[str, str] | None = None) -> None:
         self._tools = {t.name: t for t in tools}
         self.notice = notice  # for the system instruction: tools that should be here and are not
+        self.withheld = withheld or {}  # tools this session may not use, and why (a call is told so)
 
     def __contains__(self, name: str) -> bool:
         return name in self._tools
@@ -45,6 +46,8 @@ class Toolset:
     def run(self, name: str, args: Any, ctx: ToolContext) -> Outcome:
         """One call's outcome; an unknown name or arguments that are not an object go back to the model."""
         found = self._tools.get(name)
+        if found is None and name in self.withheld:
+            return {"error": self.withheld[name]}
         if found is None:
             return {"error": f"unknown tool {name!r}; available tools: {', '.join(sorted(self._tools))}"}
         if args is None:
@@ -68,11 +71,20 @@ def for_session(session: Session) -> Toolset:
     if session.kind == SessionKind.RETRY:
         return Toolset([])
     remote = catalog.catalog()
-    usable = [t for t in [*all_tools(), *remote.tools] if session.top_level or not t.top_level_only]
+    everything = [*all_tools(), *remote.tools]
+    usable = [t for t in everything if session.top_level or not t.top_level_only]
+    withheld: dict[str, str] = {}
     if session.reports_to_parent:
         usable = [t for t in usable if not t.posts]
+        withheld |= {t.name: f"{t.name} is not available to a helper session: you see only your task and report "
+                             "your result to the session that delegated it (ask it with ask_parent)"
+                     for t in everything if t not in usable}  # fmt: skip
     else:
         usable = [t for t in usable if t.name != "ask_parent"]
-    if session.depth >= config.settings().delegate_max_depth:  # it can have no children
+    max_depth = config.settings().delegate_max_depth
+    if session.depth >= max_depth:  # it can have no children
         usable = [t for t in usable if t.name not in {"delegate", "answer_child"}]
-    return Toolset([t for t in usable if policy.static_tier(t) != Tier.DENY], notice=remote.notice())
+        withheld |= {name: f"the delegation depth limit ({max_depth} level(s)) is reached: {name} is not available "
+                           "at this depth; do the task yourself" for name in ("delegate", "answer_child")}  # fmt: skip
+    return Toolset([t for t in usable if policy.static_tier(t) != Tier.DENY], notice=remote.notice(),
+                   withheld=withheld)  # fmt: skip

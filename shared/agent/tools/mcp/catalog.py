@@ -1,4 +1,6 @@
-"""The configured servers' tools, listed at most once a minute per instance (``LIST_TTL_SECONDS``).
+"""The configured servers' tools, listed at most once a minute per instance (``LIST_TTL_SECONDS``), and again as
+soon as a server says its tools changed (``pool.tools_changed``: its notification, or a call naming a tool it no
+longer has).
 
 A server that cannot be reached or listed is logged and skipped for that session; the session's model is told
 which servers' tools are unavailable. A failed listing is not cached: the next session tries again.
@@ -15,7 +17,7 @@ import jsonschema
 import mcp_types
 
 from shared import config
-from shared.agent.tools.mcp import connection
+from shared.agent.tools.mcp import connection, pool
 from shared.agent.tools.mcp.tool import McpTool
 from shared.mcp_servers import McpServer
 
@@ -24,7 +26,7 @@ log = logging.getLogger(__name__)
 LIST_TTL_SECONDS = 60.0  # a server's new or changed tools reach sessions within a minute
 
 _lock = threading.Lock()
-_listed: dict[McpServer, tuple[float, list[mcp_types.Tool]]] = {}  # by server: when listed, what
+_listed: dict[McpServer, tuple[float, int, list[mcp_types.Tool]]] = {}  # by server: when, its generation, what
 
 
 @dataclass(frozen=True)
@@ -77,11 +79,13 @@ def _wanted(server: McpServer, tool: str) -> bool:
 def _tools_of(server: McpServer) -> list[mcp_types.Tool]:
     with _lock:
         cached = _listed.get(server)
-    if cached is not None and time.monotonic() - cached[0] < LIST_TTL_SECONDS:
-        return cached[1]
+    fresh = cached is not None and time.monotonic() - cached[0] < LIST_TTL_SECONDS
+    if cached is not None and fresh and cached[1] == pool.generation(server):
+        return cached[2]
+    generation = pool.generation(server)  # read before listing: a change announced meanwhile lists again
     listed = connection.list_tools(server)
     with _lock:
-        _listed[server] = (time.monotonic(), listed)
+        _listed[server] = (time.monotonic(), generation, listed)
     return listed
 
 

@@ -1,8 +1,17 @@
-"""Talking to one MCP server: list its tools, call one. Each operation opens its own short connection.
+"""Talking to one MCP server: list its tools, call one, on the connections ``pool`` keeps for the instance.
 
-The SDK's ``Client`` negotiates the protocol (the stateless 2026-07-28 revision, or the older handshake); its
-own response cache is off because ``catalog`` keeps tool lists. A call is made with ``allow_input_required`` so a
-server's request for input comes back to us (to become an operator question) instead of being answered here.
+The SDK's ``Client`` negotiates the protocol (the stateless 2026-07-28 revision, or the older handshake). A
+listing negotiates afresh and keeps what the server chose; a call adopts it (no ``server/discover`` probe) and is
+given the tool's entry of the cached listing, so the session knows its output schema without listing again (the
+SDK's own response cache is off: servers mark listings uncacheable, and ``catalog`` keeps them). A server that
+refuses the kept protocol is negotiated with again, once; one that says its tools changed, or no longer knows a
+tool, has its listing dropped (``pool.tools_changed``). Responses are read under a byte cap (``capped``).
+
+The client declares form and URL elicitation, so a server may ask for input the way the SDK teaches (a resolver
+returning ``Elicit``). A call is made with ``allow_input_required`` so on the 2026-07-28 revision a server's request
+for input comes back to us (to become an operator question) instead of being answered here. On the older
+handshake a server asks in the middle of the call, while the request is open; nobody can answer that in time, so
+it is declined (``decline_mid_call``) and the caller is told what was asked.
 Every failure is an ``McpFailure`` with words fit for the model; the credential never reaches a message or a log.
 """
 
@@ -16,16 +25,21 @@ import anyio
 import httpx2
 import mcp_types
 from mcp.client import Client
+from mcp.client.session import ClientRequestContext, ElicitationFnT, IncomingMessage, MessageHandlerFnT
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from shared import config, deps
+from shared.agent.tools.mcp import pool
+from shared.agent.tools.mcp.capped import MAX_RESULT_BYTES, TooLarge
 from shared.errors import ProductError
 from shared.mcp_servers import McpServer
 
 T = TypeVar("T")
 Outcome = mcp_types.CallToolResult | mcp_types.InputRequiredResult
 MAX_PAGES = 20  # a server whose listing never ends is listed this far
+# What a server answers a request in a protocol it no longer speaks (the kept negotiation is stale): it did not run.
+REFUSED_PROTOCOL = {mcp_types.UNSUPPORTED_PROTOCOL_VERSION}
 
 
 class McpFailure(ProductError):
@@ -37,7 +51,7 @@ class McpFailure(ProductError):
 
 
 def list_tools(server: McpServer) -> list[mcp_types.Tool]:
-    """Every tool the server offers, page by page."""
+    """Every tool the server offers, page by page, on a fresh negotiation (kept for the calls that follow)."""
 
     async def listing(client: Client) -> list[mcp_types.Tool]:
         tools: list[mcp_types.Tool] = []
@@ -50,20 +64,40 @@ def list_tools(server: McpServer) -> list[mcp_types.Tool]:
                 break
         return tools
 
-    return _run(server, "list its tools", listing)
+    return _run(server, "list its tools", listing, negotiate=True)
 
 
-def call_tool(server: McpServer, name: str, arguments: dict[str, Any], *,
-              input_responses: dict[str, Any] | None = None, request_state: str | None = None) -> Outcome:  # fmt: skip
-    """One ``tools/call`` round: the result, or the server's request for input."""
+def call_tool(server: McpServer, name: str, arguments: dict[str, Any], *, listed: mcp_types.Tool | None = None,
+              input_responses: dict[str, Any] | None = None, request_state: str | None = None,
+              asked_mid_call: list[str] | None = None) -> Outcome:  # fmt: skip
+    """One ``tools/call`` round: the result, or the server's request for input. ``listed`` is the tool's entry of
+    the cached listing (its output schema checks the result). What a server on the older handshake asked in the
+    middle of the call (declined) is appended to ``asked_mid_call``."""
     responses = _responses(input_responses) if input_responses is not None else None
 
     async def calling(client: Client) -> Outcome:
-        return await client.session.call_tool(
+        if listed is not None:
+            _absorb(client, listed)
+        outcome = await client.session.call_tool(
             name, arguments, input_responses=responses, request_state=request_state, allow_input_required=True
         )
+        if isinstance(outcome, mcp_types.CallToolResult) and outcome.is_error and _unknown_tool(outcome, name):
+            pool.tools_changed(server)
+        return outcome
 
-    return _run(server, f"call {name}", calling)
+    return _run(server, f"call {name}", calling, asked=asked_mid_call)
+
+
+def decline_mid_call(asked: list[str]) -> ElicitationFnT:
+    """The elicitation callback: its presence declares form and URL elicitation. It is only called when a server
+    on the older handshake asks in the middle of a call (on 2026-07-28 a request for input ends the round
+    instead); the answer is "decline", and what was asked is noted for the model."""
+
+    async def declining(context: ClientRequestContext, params: mcp_types.ElicitRequestParams) -> mcp_types.ElicitResult:
+        asked.append(params.message)
+        return mcp_types.ElicitResult(action="decline")
+
+    return declining
 
 
 def _responses(raw: dict[str, Any]) -> mcp_types.InputResponses:
@@ -71,24 +105,84 @@ def _responses(raw: dict[str, Any]) -> mcp_types.InputResponses:
     return {key: mcp_types.ElicitResult.model_validate(value) for key, value in raw.items()}
 
 
-def _run(server: McpServer, doing: str, operation: Callable[[Client], Awaitable[T]]) -> T:
+def _absorb(client: Client, listed: mcp_types.Tool) -> None:
+    """Give the session the cached listing's entry of the tool, as the SDK's ``Client.list_tools`` does with a
+    listing its own cache serves: the output schema that checks the result, and the argument headers of 2026-07-28
+    (``x-mcp-header``). Without it a fresh session lists every tool again before it accepts a result."""
+    listing = mcp_types.ListToolsResult(tools=[listed])
+    client.session._absorb_tool_listing(listing, complete=False)
+
+
+def _unknown_tool(result: mcp_types.CallToolResult, name: str) -> bool:
+    text = " ".join(b.text for b in result.content if isinstance(b, mcp_types.TextContent))
+    return f"unknown tool: {name}".lower() in text.lower()
+
+
+def _run(server: McpServer, doing: str, operation: Callable[[Client], Awaitable[T]], *, negotiate: bool = False,
+         asked: list[str] | None = None) -> T:  # fmt: skip
     timeout = server.timeout_seconds
+    declining = decline_mid_call(asked if asked is not None else [])
 
     async def run() -> T:
         credential = config.mcp_credential(server)  # a ConfigError naming the variable if it is missing
-        headers = {"Authorization": f"Bearer {credential}"} if credential else {}
+        kept = pool.kept(server, credential, tls_context())
+        if negotiate:
+            kept.discovered = None
+        pinned = kept.discovered is not None
         with anyio.fail_after(timeout):
-            async with httpx2.AsyncClient(
-                headers=headers, timeout=httpx2.Timeout(timeout), verify=tls_context()
-            ) as http:
-                transport = streamable_http_client(server.url, http_client=http)
-                async with Client(transport, read_timeout_seconds=timeout, cache=None) as client:
-                    return await operation(client)
+            try:
+                return await _session(server, kept, timeout, declining, operation)
+            except (Exception, BaseExceptionGroup) as exc:
+                if pinned:  # whatever failed, the next session negotiates again (the server may have changed)
+                    kept.discovered = None
+                if not pinned or not isinstance(exc, MCPError) or exc.error.code not in REFUSED_PROTOCOL:
+                    raise
+            # The server refused the kept protocol (the request did not run): negotiate again, once, at once.
+            return await _session(server, kept, timeout, declining, operation)
 
     try:
-        return anyio.run(run)
+        return pool.run(run, timeout)
     except (Exception, BaseExceptionGroup) as exc:  # every failure becomes words for the model
+        if _stale_listing(exc):
+            pool.tools_changed(server)
         raise _failure(server, doing, timeout, exc) from None
+
+
+async def _session(server: McpServer, kept: pool.Kept, timeout: float, declining: ElicitationFnT,
+                   operation: Callable[[Client], Awaitable[T]]) -> T:  # fmt: skip
+    """One SDK session on the kept connections: adopting the kept negotiation, or negotiating and keeping it."""
+    discovered = kept.discovered
+    mode = pool.LEGACY if discovered == pool.LEGACY else "auto"
+    prior = discovered if isinstance(discovered, mcp_types.DiscoverResult) else None
+    if prior is not None:
+        mode = kept.version
+    transport = streamable_http_client(server.url, http_client=kept.http, max_sse_event_size=MAX_RESULT_BYTES)
+    async with Client(transport, read_timeout_seconds=timeout, cache=None, mode=mode, prior_discover=prior,
+                      elicitation_callback=declining, message_handler=_watching(server)) as client:  # fmt: skip
+        if discovered is None:
+            session = client.session
+            kept.discovered = session.discover_result or pool.LEGACY
+            kept.version = client.protocol_version
+        return await operation(client)
+
+
+def _watching(server: McpServer) -> MessageHandlerFnT:
+    """What the session does with the server's notifications: a changed tool list drops the cached listing."""
+
+    async def handle(message: IncomingMessage) -> None:
+        if isinstance(message, mcp_types.ToolListChangedNotification):
+            pool.tools_changed(server)
+
+    return handle
+
+
+def _stale_listing(exc: BaseException) -> bool:
+    """Whether the server refused a call in words that say the cached listing is stale: a tool it does not know,
+    or argument headers that no longer match the tool's schema (2026-07-28)."""
+    inner = _first(exc) if isinstance(exc, BaseExceptionGroup) else exc
+    if not isinstance(inner, MCPError):
+        return False
+    return inner.error.code == mcp_types.HEADER_MISMATCH or "unknown tool" in inner.error.message.lower()
 
 
 def tls_context() -> ssl.SSLContext:
@@ -105,6 +199,8 @@ def _failure(server: McpServer, doing: str, timeout: float, exc: BaseException) 
     label = f"MCP server {server.name!r}"
     if isinstance(exc, TimeoutError):
         return McpFailure(f"{label} did not answer within {timeout:g} s when asked to {doing}")
+    if isinstance(exc, TooLarge):
+        return McpFailure(f"{label} was asked to {doing}, but {exc}; the result cannot be used (ask for less)")
     if isinstance(exc, MCPError):
         data = exc.error.data if isinstance(exc.error.data, dict) else {}
         expired = data.get("reason") == "invalid_request_state"

@@ -42,6 +42,23 @@ def response(server: str, tool: str, result: mcp_types.CallToolResult) -> dict[s
     return {"result": body}
 
 
+def declined_mid_call(server: str, asked: list[str], response: dict[str, Any]) -> dict[str, Any]:
+    """``response`` saying what a server on the older handshake asked in the middle of the call, if it did: such
+    a request must be answered while the call is open, which no operator can do in time, so it was declined."""
+    if not asked:
+        return response
+    what = "; ".join(repr(message[:300]) for message in asked[:3])
+    note = (f"MCP server {server!r} wanted input in the middle of the call (it asked: {what}; untrusted text), which "
+            "this product cannot give mid-call, so it answered 'decline'. An operator can only be asked when a server "
+            "asks between rounds of a call (the 2026-07-28 revision of MCP).")  # fmt: skip
+    if "error" in response:
+        return {"error": f"{response['error']}\n{note}"}
+    body = response.get("result")
+    return (
+        {"result": {**body, "input_declined": note}} if isinstance(body, dict) else {**response, "input_declined": note}
+    )
+
+
 def _restates(text: str, structured: Any) -> bool:
     try:
         return bool(json.loads(text) == structured)

@@ -85,37 +85,46 @@ class McpTool:
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> Outcome:
         """Check the arguments against the tool's schema, then call it; every failure is an error response."""
-        problem = self._bad_arguments(args)
+        problem = self.argument_problem(args)
         if problem is not None:
             return {"error": problem}
+        asked: list[str] = []
         try:
-            outcome = connection.call_tool(self.server, self.listed.name, args)
+            outcome = connection.call_tool(
+                self.server, self.listed.name, args, listed=self.listed, asked_mid_call=asked
+            )
         except connection.McpFailure as exc:
-            return {"error": f"{exc}; the call may not have completed"}
-        return self._outcome(outcome, args, ctx, round=1)
+            return results.declined_mid_call(
+                self.server.name, asked, {"error": f"{exc}; the call may not have completed"}
+            )
+        return self._outcome(outcome, args, ctx, round=1, asked=asked)
 
     def resume(self, pending: inputs.Pending, question: Question, ctx: ToolContext) -> Outcome:
         """The same call again, with the operator's answer and the state the server gave with its request."""
         answer = inputs.elicit_result(pending, question.answer or "", question.matched_option)
+        asked: list[str] = []
         try:
-            outcome = connection.call_tool(self.server, pending.tool, pending.arguments,
+            outcome = connection.call_tool(self.server, pending.tool, pending.arguments, listed=self.listed,
                                            input_responses={pending.key: answer},
-                                           request_state=pending.request_state)  # fmt: skip
+                                           request_state=pending.request_state, asked_mid_call=asked)  # fmt: skip
         except connection.McpFailure as exc:
             if not exc.expired_state:
-                return {"error": f"{exc}; the call may not have completed"}
+                failed = {"error": f"{exc}; the call may not have completed"}
+                return results.declined_mid_call(self.server.name, asked, failed)
             text = (f"The request of `{self.name}` expired on MCP server `{self.server.name}` before the answer "
                     "reached it (a server keeps such requests only for a while), so the call did not complete. "
                     "Call it again if it is still needed.")  # fmt: skip
             ctx.post_ts.append(ctx.surface.post(f":hourglass: {text}", key=ctx.post_key(f":expired{pending.round}")))
             log.info("an MCP request state expired", extra={"tool": self.name})
             return {"error": text}
-        return self._outcome(outcome, pending.arguments, ctx, round=pending.round + 1)
+        return self._outcome(outcome, pending.arguments, ctx, round=pending.round + 1, asked=asked)
 
-    def _outcome(self, outcome: connection.Outcome, args: dict[str, Any], ctx: ToolContext, *, round: int) -> Outcome:
+    def _outcome(self, outcome: connection.Outcome, args: dict[str, Any], ctx: ToolContext, *, round: int,
+                 asked: list[str]) -> Outcome:  # fmt: skip
         if isinstance(outcome, mcp_types.InputRequiredResult):
             return self._ask(outcome, args, ctx, round=round)
-        return results.response(self.server.name, self.name, outcome)
+        response = results.response(self.server.name, self.name, outcome)
+        return results.declined_mid_call(self.server.name, asked, response)
 
     def _ask(self, result: mcp_types.InputRequiredResult, args: dict[str, Any], ctx: ToolContext, *,
              round: int) -> Outcome:  # fmt: skip
@@ -135,7 +144,10 @@ class McpTool:
                                  mcp_input=pending.to_doc(), link=ask.link)  # fmt: skip
         return Suspend(question, {"status": "waiting for the operator's input", "question": ask.text})
 
-    def _bad_arguments(self, args: dict[str, Any]) -> str | None:
+    def argument_problem(self, args: dict[str, Any]) -> str | None:
+        """What is wrong with ``args`` for this tool's schema, or None. Keys the schema does not name are refused
+        too (JSON Schema lets them pass unless it says ``additionalProperties: false``), unless the schema
+        explicitly allows more: what an operator approves and the server runs is only what the schema describes."""
         schema = self.listed.input_schema
         try:
             validator = jsonschema.validators.validator_for(schema)(schema)
@@ -145,4 +157,37 @@ class McpTool:
             ]
         except jsonschema.SchemaError as exc:
             return f"{self.name} cannot be called: its server declares an invalid schema ({exc.message})"
+        unknown = unnamed_keys(schema, args)
+        if unknown:
+            named = ", ".join(sorted(named_keys(schema))) or "no arguments"
+            problems.insert(0, f"unknown argument(s) {', '.join(map(repr, unknown))}: the tool's schema does not "
+                               f"name them, and only named arguments are sent (it takes: {named})")  # fmt: skip
         return f"bad arguments for {self.name}: {'; '.join(problems[:5])}" if problems else None
+
+
+def named_keys(schema: dict[str, Any]) -> set[str]:
+    """The top-level argument names a schema declares, in ``properties`` or in the object schemas it combines."""
+    names = set(schema.get("properties") or {}) if isinstance(schema.get("properties"), dict) else set()
+    for combined in ("allOf", "anyOf", "oneOf"):
+        for part in schema.get(combined) or []:
+            if isinstance(part, dict):
+                names |= named_keys(part)
+    return names
+
+
+def unnamed_keys(schema: dict[str, Any], args: dict[str, Any]) -> list[str]:
+    """The keys of ``args`` the schema neither names nor matches with a ``patternProperties`` pattern, when it says
+    nothing of others (``additionalProperties`` true or a schema allows them, false makes the validator refuse
+    them)."""
+    if "additionalProperties" in schema:
+        return []
+    named = named_keys(schema)
+    patterns = [p for p in (schema.get("patternProperties") or {}) if isinstance(p, str)]
+    return [key for key in args if key not in named and not any(_matches(p, key) for p in patterns)]
+
+
+def _matches(pattern: str, key: str) -> bool:
+    try:
+        return re.search(pattern, key) is not None
+    except re.error:
+        return False

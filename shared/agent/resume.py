@@ -1,0 +1,228 @@
+"""How a paused turn resumes: each kind of outcome that arrives later (a parent's answer, the children's results,
+the operator's decisions, an MCP server's answered request) becomes the function response of the call that waited
+for it, by the call's position in its turn.
+
+``Resumptions`` is the part of the ``Runner`` that writes those responses; the turn's running (``ToolTurns``) and
+the loop (``Runner``) provide the session, its steps, tools, surface and commit.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from google.genai import types
+
+from shared.agent import prompts
+from shared.agent.tools.base import Outcome, Suspend, ToolContext, Wait, short
+from shared.agent.tools.mcp.inputs import Pending as McpPending
+from shared.agent.tools.mcp.tool import McpTool
+from shared.agent.tools.toolset import Toolset
+from shared.agent.transcript import Responses, pending_turn
+from shared.asks import approvals, delegation, tree_status
+from shared.limits import MAX_TOOL_RESULT_CHARS, capped
+from shared.slack.surface import ThreadSurface
+from shared.state import approvals as stored_approvals
+from shared.state import children as stored_children
+from shared.state import ids, ledger
+from shared.state import questions as stored
+from shared.state.firestore import now
+from shared.state.models import (
+    Approval,
+    ApprovalStatus,
+    Audit,
+    AuditType,
+    Note,
+    Question,
+    Session,
+    SessionKind,
+    SessionStatus,
+    Step,
+    StepKind,
+)
+
+NO_RESULT = stored_children.NO_RESULT
+
+
+class Resumptions:
+    session: Session
+    steps: list[Step]
+    tools: Toolset
+    surface: ThreadSurface
+    # Provided by the turn's running (``ToolTurns``) and the loop (``Runner``).
+    _commit: Callable[..., Step]
+    _context: Callable[..., ToolContext]
+    _tool_audit: Callable[..., Audit]
+    _call: Callable[..., Outcome]
+    _pause_for_question: Callable[..., bool]
+
+    def _resume_parent_answer(self, *, consumed: list[Note] | None = None) -> None:
+        """The parent's answer is the response of the blocking ask_parent call that waited for it."""
+        fresh = stored_children.get_children([self.session.session_id])
+        asked = fresh[0].parent_question if fresh else None
+        turn = pending_turn(self.steps)
+        pending = dict(turn.calls) if turn is not None and asked is not None and turn.seq == asked.seq else {}
+        call = pending.get(asked.index) if asked is not None else None
+        responses = Responses()
+        if asked is not None and call is not None and asked.released:
+            responses.add(asked.seq, asked.index, call, {"error": asked.answer or delegation.UNANSWERED})
+        elif asked is not None and call is not None:
+            answer = {"answer": asked.answer, "from": "the session that delegated your task"}
+            responses.add(asked.seq, asked.index, call, {"result": answer})
+        self._commit(StepKind.ANSWER, responses, [Audit(AuditType.ANSWER, now())], consumed=consumed or [])
+
+    def _release_children(self) -> None:
+        """A child's question interrupted this session's wait for its children: the waiting delegate calls get
+        "still running" responses, and each remaining result reaches it as a note (ended ones already did)."""
+        turn = pending_turn(self.steps)
+        responses = Responses()
+        if turn is not None and turn.seq == self.session.released_seq:
+            for index, call in turn.calls:
+                child_id = ids.child_id(self.session.session_id, turn.seq, index)
+                note = "A child asked you a question, so you no longer wait: its result reaches you as a note."
+                responses.add(turn.seq, index, call, {"result": {"status": "still running", "child_id": child_id,
+                                                                 "note": note}})  # fmt: skip
+        self._commit(StepKind.TOOL_RESULTS, responses, [], released_seq=None)
+
+    def _resume_children(self, child_ids: list[str], *, consumed: list[Note] | None = None) -> None:
+        """The ended children of one turn: each result is the response of the delegate call that started it (a
+        child that failed or ran out of budget is an error response, never silence). One step holds them all."""
+        ended = sorted(stored_children.get_children(child_ids), key=lambda c: c.delegate_index or 0)
+        turn = pending_turn(self.steps)
+        seq = ended[0].delegate_seq if ended and ended[0].delegate_seq is not None else -1
+        pending = dict(turn.calls) if turn is not None and turn.seq == seq else {}
+        responses = Responses()
+        audit: list[Audit] = []
+        if turn is None:  # it waited before reporting, its calls answered long ago: their results are news
+            news = [stored_children.result_note(child) for child in ended]
+            responses.text(prompts.notes_text(news))
+        for child in ended:
+            index = child.delegate_index if child.delegate_index is not None else -1
+            call = pending.get(index)
+            if call is None:
+                continue  # its response is already in the transcript (a re-run after a crash)
+            response = capped_response(child_response(child), MAX_TOOL_RESULT_CHARS)
+            audit.append(Audit(AuditType.TOOL, now(), name=call.name, args=short(call.args), result=short(response)))
+            responses.add(seq, index, call, response)
+        self._commit(StepKind.ANSWER, responses, audit, consumed=consumed or [], child_ids=[])
+        tree_status.refresh(self.session, self.surface)  # whatever order the children's own refreshes landed in
+
+    def _resume_approvals(self, approval_ids: list[str], *, consumed: list[Note] | None = None) -> bool:
+        """The decided calls of one turn: each approved one runs once through the ledger, with exactly the shown
+        arguments; a denied or expired one gets an error response. One step holds them all. True if the session
+        paused again: an approved MCP call whose server asked for input (its question's answer resumes it)."""
+        decided = sorted(stored_approvals.get_approvals(approval_ids), key=lambda a: a.call_index)
+        turn = pending_turn(self.steps)
+        seq = decided[0].seq if decided else -1
+        # By position in the turn that made them: calls need not have ids, and two may be alike.
+        pending = dict(turn.calls) if turn is not None and turn.seq == seq else {}
+        recorded = ledger.entries(self.session, seq, [a.call_index for a in decided])
+        responses = Responses()
+        audit: list[Audit] = []
+        pause: Suspend | None = None
+        for approval in decided:
+            call = pending.get(approval.call_index)
+            audit.append(Audit(AuditType.APPROVAL, now(), name=approval.tool, args=approval.digest,
+                               result=approval.status.value, text=approval.decided_by))  # fmt: skip
+            if call is None:
+                continue  # its response is already in the transcript (a re-run after a crash)
+            decided_outcome = self._decided_response(approval, call, seq, recorded.get(approval.call_index))
+            response = decided_outcome.response if isinstance(decided_outcome, Suspend) else decided_outcome
+            audit.append(self._tool_audit(approval.tool, call, response, self._context(seq, approval.call_index, call)))
+            if isinstance(decided_outcome, Suspend) and pause is None:
+                pause = decided_outcome  # no function response: the operator's answer resumes the call
+                continue
+            responses.add(seq, approval.call_index, call, response)
+        self._commit(StepKind.ANSWER, responses, audit, consumed=consumed or [], approval_ids=[])
+        return pause is not None and self._pause_for_question(pause, None, [], self.session.tool_calls)
+
+    def _decided_response(self, approval: Approval, call: types.FunctionCall, seq: int,
+                          entry: ledger.Entry | None) -> dict[str, Any] | Suspend:  # fmt: skip
+        if approval.status == ApprovalStatus.DENIED:
+            reason = approval.reason or "no reason given"
+            return {"error": f"denied by <@{approval.decided_by}>: {reason}. It did not run; another call needs its "
+                             "own approval."}  # fmt: skip
+        if approval.status != ApprovalStatus.APPROVED:
+            return {"error": f"the approval {approval.status.value}; the call did not run"}
+        # Bound to the exact call: the same tool, the same canonical arguments, still pending in this transcript.
+        args = dict(call.args or {})
+        if call.name != approval.tool or approvals.digest(approval.tool, approvals.canonical(args)) != approval.digest:
+            approvals.update_card(approval, ":no_entry_sign: not run: the pending call is not the one approved")
+            return {"error": "not run: the pending call is not the call that was approved"}
+        runs = approvals.effective_args(approval)  # an operator's edit runs instead, bound by its own digest
+        if runs is None:
+            return {"error": "not run: the edited call does not match its approval"}
+        ctx = self._context(seq, approval.call_index, call, caller=approval.session_id)
+        approvals.update_card(approval, approvals.running_verdict(approval))  # read before what the call posts
+        ran = call if approval.edited_args is None else types.FunctionCall(name=call.name, args=runs, id=call.id)
+        outcome = self._call(approval.tool, ran, ctx, entry)
+        response = (
+            outcome.response if isinstance(outcome, Suspend | Wait) else capped_response(outcome, MAX_TOOL_RESULT_CHARS)
+        )
+        approvals.ran(approval, response)
+        if isinstance(outcome, Suspend):
+            return outcome
+        return approvals.edited_response(approval, response)
+
+    # --- an MCP server's request for input, answered ------------------------------------------------------------
+    def _answered_question(self) -> Question | None:
+        """The answered question a continuation starts from (read once: the opening uses it too)."""
+        session = self.session
+        if session.kind != SessionKind.CONTINUATION or not session.question_id or session.late_note is not None:
+            return None
+        return stored.get_question(session.question_id)
+
+    def _resume_input(self, question: Question, *, consumed: list[Note] | None = None) -> bool:
+        """The paused MCP call runs again with the operator's answer and the server's stored state, once, through
+        the ledger (its own entry per round); its result is the response of the call the model made. True if the
+        session paused again (the server asked for more)."""
+        pending = McpPending.from_doc(question.mcp_input or {})
+        turn = pending_turn(self.steps)
+        call = dict(turn.calls).get(pending.index) if turn is not None and turn.seq == pending.seq else None
+        answered = Audit(AuditType.ANSWER, now())
+        if call is None:  # its response is already in the transcript (a re-run after a crash)
+            self._commit(StepKind.ANSWER, None, [answered], consumed=consumed or [])
+            return False
+        name = call.name or ""
+        tool = self.tools.get(name)
+        ctx = self._context(pending.seq, pending.index, call, caller=pending.caller)
+        outcome: Outcome
+        if not isinstance(tool, McpTool):
+            outcome = {"error": f"{name} is not available now (its MCP server could not be reached), so the call "
+                                "did not complete"}  # fmt: skip
+        else:
+            part = f"-r{pending.round}"
+            entry = ledger.entries(self.session, pending.seq, [pending.index], part=part).get(pending.index)
+            outcome = self._call(name, call, ctx, entry, run=lambda: tool.resume(pending, question, ctx), part=part)
+        if isinstance(outcome, Wait):
+            outcome = {"error": f"{name} cannot wait here"}
+        response = outcome.response if isinstance(outcome, Suspend) else capped_response(outcome, MAX_TOOL_RESULT_CHARS)
+        audit = [answered, self._tool_audit(name, call, response, ctx)]
+        if isinstance(outcome, Suspend):  # the server asked again: a new question, and the session pauses again
+            self._commit(StepKind.ANSWER, None, [answered], consumed=consumed or [])
+            return self._pause_for_question(outcome, None, audit[1:], self.session.tool_calls)
+        responses = Responses()
+        responses.add(pending.seq, pending.index, call, response)
+        self._commit(StepKind.ANSWER, responses, audit, consumed=consumed or [])
+        return False
+
+
+def child_response(child: Session) -> dict[str, Any]:
+    """What a delegate call returns once its child has ended: its result, or an error (never an empty success)."""
+    if child.status == SessionStatus.DONE and not child.error and not (child.result or "").strip():
+        return {"error": NO_RESULT}
+    if child.status == SessionStatus.DONE and not child.error:
+        return {"result": child.result or ""}
+    if child.status == SessionStatus.DONE:
+        return {"error": f"the child {child.error}; what it said last: {child.result or '(nothing)'}"}
+    return {"error": f"the child did not finish ({child.status.value}): {child.result or child.error or 'no reason'}"}
+
+
+def capped_response(response: dict[str, Any], limit: int) -> dict[str, Any]:
+    """A function response as stored and sent: one larger than ``limit`` characters is cut, saying so."""
+    text = json.dumps(response, ensure_ascii=False, default=str)
+    if len(text) <= limit:
+        return response
+    key = "error" if "error" in response else "result"
+    return {key: capped(text, limit)}

@@ -1,0 +1,195 @@
+"""MCP servers that ask for input the way the SDK teaches (issue 24.10): a tool whose parameter is filled by a
+resolver returning ``Elicit``. On the 2026-07-28 revision the SDK answers the call with an input-required result,
+which becomes an operator question; the answer resumes the call exactly once, under parallel task delivery and
+across a SIGKILL. On the older handshake the server asks in the middle of the call; the client declines and the
+model is told why.
+
+Two sample servers as real processes: ``demo`` (the 2026-07-28 revision) and ``old`` (``--legacy``: only the
+``initialize`` handshake, a stateful session whose responses stream). Calls are counted on the servers' side.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import requests
+
+from infra import stack as local
+from infra.dispatch.headers import cloud_tasks_headers
+from infra.fakegemini.control import FakeGemini
+from infra.fakeslack.control import FakeSlack
+from infra.stack import Stack
+from shared.state import ids, sessions
+from shared.state.models import SessionStatus
+from tests import delivery
+from tests.agent_helpers import function_responses, mention, open_question, wait_status
+from tests.poll import wait_for
+
+pytestmark = pytest.mark.stack
+G = FakeGemini
+Script = Callable[..., int]
+OPERATOR = local.OPERATOR_ID
+
+
+@dataclass(frozen=True)
+class Servers:
+    demo: str  # base URLs (the MCP endpoint is /mcp)
+    old: str
+
+    def deployed(self, base: str, service: str) -> list[dict[str, Any]]:
+        recorded: list[dict[str, Any]] = requests.get(f"{base}/calls", timeout=5).json()
+        return [c for c in recorded if c["tool"] == "deploy_service" and c["arguments"]["service"] == service]
+
+
+@pytest.fixture(scope="module")
+def servers(stack: Stack) -> Iterator[Servers]:
+    demo = stack.start_mcp_server("mcp_elicit_demo")
+    old = stack.start_mcp_server("mcp_elicit_old", "--legacy")
+    configured = [{"name": "demo", "url": demo}, {"name": "old", "url": old, "include": ["deploy_service"]}]
+    stack.function_env["agent_session"] = {
+        "MCP_SERVERS": json.dumps(configured), "TOOL_TIERS": json.dumps({"mcp.*.deploy_service": "safe"}),
+    }  # fmt: skip
+    restart_agent(stack)
+    try:
+        yield Servers(demo.removesuffix("/mcp"), old.removesuffix("/mcp"))
+    finally:
+        stack.function_env.pop("agent_session", None)
+        restart_agent(stack)
+        stack.stop_process("mcp_elicit_demo")
+        stack.stop_process("mcp_elicit_old")
+
+
+def restart_agent(stack: Stack) -> None:
+    if "agent_session" in stack.procs:
+        stack.stop_process("agent_session")
+    stack.start_function("agent_session")
+
+
+def responses_of(fake_gemini: FakeGemini, name: str) -> list[dict[str, Any]]:
+    return [r["response"] for r in function_responses(fake_gemini.requests()[-1]) if r["name"] == name]
+
+
+def reply(fake_slack: FakeSlack, channel: str, thread_ts: str, text: str) -> None:
+    sent = fake_slack.user_message(OPERATOR, channel, text, thread_ts=thread_ts)
+    assert all(d["status"] == 200 for d in sent["deliveries"]), sent
+
+
+def test_a_resolver_that_elicits_asks_the_operator_and_the_answer_resumes_the_call_once_under_parallel_delivery(
+    servers: Servers, stack: Stack, script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    service = f"svc{uid}"
+    script(G.call("mcp.demo.deploy_service", service=service), G.text("Deployed to production."))
+    thread = mention(fake_slack, f"C{uid}", "deploy it")
+    wait_status(thread.session_id, SessionStatus.PAUSED)  # the SDK's own resolver asked: the session exits
+    question = open_question(thread.session_id)
+    assert f"Deploy {service} to which environment?" in question.text
+    assert question.options == ["staging", "production", "Decline"]
+    assert servers.deployed(servers.demo, service) == []
+    reply(fake_slack, thread.channel, thread.ts, "production")
+    resumed = ids.continuation_id(question.question_id)
+    # Cloud Tasks may deliver the continuation's task again, several copies at once.
+    attempts = delivery.deliver(stack.function_url("agent_session"), resumed, task=f"again-{resumed}", copies=4)
+    assert 200 in {
+        a.status for a in attempts
+    }  # a copy that lost the race for the claim is retried, as Cloud Tasks does
+    wait_status(resumed, SessionStatus.DONE)
+    [deployed] = servers.deployed(servers.demo, service)
+    assert deployed["arguments"]["environment"] == "production"
+    [response] = responses_of(fake_gemini, "mcp.demo.deploy_service")
+    assert response["result"]["structured"] == {"deployed": service, "environment": "production"}
+    assert sum("to which environment" in m["text"] for m in fake_slack.bot_replies(thread.channel, thread.ts)) == 1
+    assert fake_slack.bot_replies(thread.channel, thread.ts)[-1]["text"] == "Deployed to production."
+
+
+def test_a_server_on_the_older_handshake_that_elicits_mid_call_is_declined_and_the_model_told(
+    servers: Servers, script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    service = f"old{uid}"
+    script(G.call("mcp.old.deploy_service", service=service), G.text("The old server could not ask."))
+    thread = mention(fake_slack, f"C{uid}", "deploy it on the old server")
+    done = wait_status(thread.session_id, SessionStatus.DONE, SessionStatus.PAUSED)
+    assert done.status == SessionStatus.DONE  # never paused: nobody was asked
+    assert done.question_id is None
+    [response] = responses_of(fake_gemini, "mcp.old.deploy_service")
+    error = response["error"]
+    assert "wanted input in the middle of the call" in error
+    assert f"Deploy {service} to which environment?" in error
+    assert "cannot give mid-call" in error
+    assert "'decline'" in error
+    assert servers.deployed(servers.old, service) == []  # declined: the tool body never ran
+    assert fake_slack.bot_replies(thread.channel, thread.ts)[-1]["text"] == "The old server could not ask."
+
+
+HOLDS = ["the resumed call on the server", "the continuation's model call"]
+
+
+@pytest.mark.parametrize("hold", HOLDS)
+@pytest.mark.timeout(360)  # a restart on a busy machine, and Cloud Tasks' retry
+def test_a_resolver_elicitation_survives_a_kill(
+    hold: str, servers: Servers, stack: Stack, script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini,
+    uid: str,
+) -> None:  # fmt: skip
+    """SIGKILL while the resumed call runs on the server, or after it ran (inside the next model call): one
+    question, the server runs the call once, and the model gets its result (or, when the worker died inside the
+    non-idempotent call, is told its outcome is unknown: the ledger never runs it twice)."""
+    service = f"k{uid}"
+    answer = G.text("Deployed to staging.")
+    before = len(fake_gemini.requests())
+    try:
+        if hold == "the resumed call on the server":
+            script(G.call("mcp.demo.deploy_service", service=service, hold_seconds=20), answer)
+        else:
+            script(G.call("mcp.demo.deploy_service", service=service), G.delayed(60, answer), answer)
+        thread = mention(fake_slack, f"C{uid}", "deploy it")
+        paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+        question = open_question(paused.session_id)
+        reply(fake_slack, thread.channel, thread.ts, "staging")
+        if hold == "the resumed call on the server":
+            wait_for(lambda: servers.deployed(servers.demo, service), timeout=60, what="the call to reach the server")
+        else:
+            fake_gemini.wait_for_requests(before + 2, timeout=60)
+        stack.kill_function("agent_session")
+        stack.start_function("agent_session")
+        retried_by_cloud_tasks(stack, ids.continuation_id(question.question_id))
+        wait_status(ids.continuation_id(question.question_id), SessionStatus.DONE, timeout=120)
+    finally:
+        if "agent_session" not in stack.procs:
+            stack.start_function("agent_session")
+    [deployed] = servers.deployed(servers.demo, service)  # once, whatever the kill interrupted
+    assert deployed["arguments"]["environment"] == "staging"
+    [response] = responses_of(fake_gemini, "mcp.demo.deploy_service")
+    if hold == "the resumed call on the server":
+        assert "outcome unknown" in response["error"]
+    else:
+        assert response["result"]["structured"] == {"deployed": service, "environment": "staging"}
+    texts = [m["text"] for m in fake_slack.bot_replies(thread.channel, thread.ts)]
+    assert sum(f"Deploy {service} to which environment?" in t for t in texts) == 1, texts
+
+
+def retried_by_cloud_tasks(stack: Stack, session_id: str) -> None:
+    """Deliver the killed worker's task again, as Cloud Tasks retries a failed attempt after its backoff: the local
+    dispatcher gives up after five attempts in about a second and a half, which a restart on a busy machine
+    outlasts. A retry of the same task takes the session over (its lease names the task); if the dispatcher's own
+    retry got there first, this one is a duplicate and changes nothing."""
+    session = sessions.get_session(session_id)
+    assert session is not None
+    if session.status != SessionStatus.RUNNING or session.lease_task is None:
+        return
+    retry = session.lease_attempt + 1
+    headers = {"Content-Type": "application/json", **cloud_tasks_headers(
+        queue=delivery.QUEUE_ID, task=session.lease_task, retry=retry, executions=retry, eta=time.time())}  # fmt: skip
+    body = json.dumps({"session_id": session_id})
+    url = stack.function_url("agent_session")
+
+    def answered() -> bool:
+        try:
+            return requests.post(url, data=body, headers=headers, timeout=120).status_code == 200
+        except requests.ConnectionError:  # still starting
+            return False
+
+    wait_for(answered, timeout=150, what=f"a retry of {session_id}'s task to be answered")
