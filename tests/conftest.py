@@ -51,6 +51,10 @@ def pytest_configure(config: pytest.Config) -> None:
     """A SIGTERM or SIGHUP (a CI timeout, `timeout`) stops the run like Ctrl-C: teardown still stops the stack."""
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _interrupt)
+    # Slack gives an app 3 s to answer; on a busy machine a cold function can take longer, and a delivery the fake
+    # gives up on is a failed test, not a finding (the ingress's speed is `make bench`'s to measure). Every stack a
+    # test starts inherits this.
+    os.environ.setdefault("FAKESLACK_DELIVERY_SECONDS", "20")
 
 
 # The stack's logs a failing test attaches to its report: what each service logged while the test ran.
@@ -121,9 +125,6 @@ def stack() -> Iterator[Stack]:
             # The answer-path tests count chat.postMessage posts: answers are posted whole here, and
             # tests/test_stream.py runs agent_session with the product's default (streamed answers).
             "SLACK_STREAM": "false",
-            # Slack gives an app 3 s to answer; on a busy machine a cold function can take longer, and a delivery
-            # the fake gives up on is a failed test, not a finding: the ingress's speed is `make bench`'s to measure.
-            "FAKESLACK_DELIVERY_SECONDS": "20",
         },
         stack_file=TEST_DIR / "stack.json",
         # Tasks reach agent_session as deployed Cloud Tasks delivers them: in parallel, retried on non-2xx.

@@ -33,6 +33,7 @@ from infra.dispatch.engine import Policy
 from infra.fakegemini.control import FakeGemini
 from infra.fakeslack.control import FakeSlack
 from infra.procs import StackError, free_port
+from tests.poll import wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 QUEUE = "projects/p/locations/l/queues/agent-sessions"
@@ -203,7 +204,8 @@ def start(tmp_path: Path) -> Iterator[Callable[..., Running]]:
             _stop(running.proc)
 
 
-FAST = ("--min-backoff", "0.1", "--max-backoff", "0.4", "--max-attempts", "4", "--deadline", "1.5")
+FAST = ("--min-backoff", "0.1", "--max-backoff", "0.4", "--max-attempts", "4", "--max-retry-duration", "0",
+        "--deadline", "1.5")  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -341,8 +343,40 @@ def test_a_missed_deadline_is_a_failed_attempt_while_the_first_still_runs(dispat
     assert "x-cloudtasks-taskpreviousresponse" not in two.headers
 
 
+def test_retries_go_on_past_max_attempts_until_the_retry_duration_has_passed(start: Callable[..., Running]) -> None:
+    """As Cloud Tasks: a target that is down for longer than max_attempts' quick backoffs (a function restarting
+    after a crash) still gets the task, because retrying stops only once max_retry_duration has passed too."""
+    port = free_port()
+    down = start("--target", f"http://127.0.0.1:{port}/", "--max-attempts", "2", "--min-backoff", "0.05",
+                 "--max-backoff", "0.2", "--max-retry-duration", "120")  # fmt: skip
+    down.send("comes-back")
+    wait_for(lambda: len(down.control.deliveries("comes-back")) >= 4, timeout=60, what="four refused attempts")
+
+    class Ok(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            """Quiet."""
+
+    server = ThreadingHTTPServer(("127.0.0.1", port), Ok)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        down.control.wait_idle(timeout=60)
+        outcomes = [a["outcome"] for a in down.control.deliveries("comes-back")]
+        assert outcomes[-1] == "ok"
+        assert len(outcomes) > 2, "delivered after more attempts than max_attempts"
+        assert set(outcomes[:-1]) == {"connection_error"}
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_a_connection_error_is_retried(start: Callable[..., Running]) -> None:
-    nowhere = start("--target", f"http://127.0.0.1:{free_port()}/", "--max-attempts", "3", "--min-backoff", "0.05")
+    nowhere = start("--target", f"http://127.0.0.1:{free_port()}/", "--max-attempts", "3", "--min-backoff", "0.05",
+                    "--max-retry-duration", "0")  # fmt: skip
     nowhere.send("refused")
     nowhere.control.wait_idle()
     attempts = nowhere.control.deliveries("refused")

@@ -50,6 +50,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help=f"attempts per delivery, the first included; 0 for unlimited (default: {defaults.max_attempts})",
     )
     parser.add_argument(
+        "--max-retry-duration",
+        type=float,
+        default=defaults.max_retry_duration,
+        help="seconds from the first attempt during which retries go on past --max-attempts, as Cloud Tasks' "
+        f"max_retry_duration; 0 for attempts alone (default: {defaults.max_retry_duration:g})",
+    )
+    parser.add_argument(
         "--min-backoff", type=float, default=defaults.min_backoff, help="seconds before the first retry"
     )
     parser.add_argument(
@@ -75,6 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     policy = Policy(
         max_concurrent=args.max_concurrent,
         max_attempts=args.max_attempts,
+        max_retry_duration=args.max_retry_duration,
         min_backoff=args.min_backoff,
         max_backoff=args.max_backoff,
         max_doublings=args.max_doublings,

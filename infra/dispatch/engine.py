@@ -3,7 +3,8 @@
 ``Deliveries`` takes a task (what the Cloud Tasks emulator dispatched to us, or an extra delivery asked for
 over the control API) and delivers it to the target from a thread of its own: up to ``max_concurrent``
 requests of one queue in flight at a time, ``X-CloudTasks-*`` headers set per attempt, any non-2xx answer, a
-connection error or a missed dispatch deadline retried after Cloud Tasks' backoff, until ``max_attempts``.
+connection error or a missed dispatch deadline retried after Cloud Tasks' backoff, until ``max_attempts`` were made
+and ``max_retry_duration`` has passed since the first (Cloud Tasks stops only once both hold).
 
 The rules a test sets (duplicate, hold, delay) are decided here under one lock; every wait (a hold, a delay,
 a backoff, a free slot) happens outside it. ``reset`` starts a new generation: deliveries of an older one stop
@@ -54,6 +55,9 @@ class Policy:
 
     max_concurrent: int = 20  # rate_limits.max_concurrent_dispatches, per queue
     max_attempts: int = 5  # retry_config.max_attempts, the first attempt included; 0 or less: unlimited
+    # retry_config.max_retry_duration: retries go on until it has passed since the first attempt, however many were
+    # made (backoffs here are short, so a target restarting for a few seconds is still reached); 0: attempts alone.
+    max_retry_duration: float = 60.0
     min_backoff: float = 0.1
     max_backoff: float = 2.0
     max_doublings: int = 16
@@ -68,6 +72,8 @@ class Policy:
             raise ValueError("max_doublings must be >= 0")
         if self.deadline <= 0:
             raise ValueError("deadline must be positive")
+        if self.max_retry_duration < 0:
+            raise ValueError("max_retry_duration must be >= 0")
 
     def backoff(self, retry: int) -> float:
         """The wait before retry number ``retry`` (1 is the first retry), as Cloud Tasks computes it.
@@ -87,6 +93,7 @@ class Policy:
         return {
             "max_concurrent": self.max_concurrent,
             "max_attempts": self.max_attempts,
+            "max_retry_duration": self.max_retry_duration,
             "min_backoff": self.min_backoff,
             "max_backoff": self.max_backoff,
             "max_doublings": self.max_doublings,
@@ -366,6 +373,7 @@ class Deliveries:
         executions = 0  # earlier attempts the handler answered with other than 5xx (Cloud Tasks' definition)
         previous: int | None = None
         retry = 0
+        first = time.monotonic()
         while True:
             held = self._wait_hold(delivery)
             if held is None:
@@ -385,7 +393,8 @@ class Deliveries:
                 executions += 1
             previous = status or None
             retry += 1
-            if 0 < self.policy.max_attempts <= retry:
+            retrying = time.monotonic() - first < self.policy.max_retry_duration
+            if 0 < self.policy.max_attempts <= retry and not retrying:
                 self._log({"event": "gave_up", "delivery": delivery.id, "task": delivery.task.name, "attempts": retry})
                 return
             wait = self.policy.backoff(retry)

@@ -266,7 +266,9 @@ class FakeSlackError(RuntimeError):
 class FakeSlack:
     """Drives one fake Slack server through its ``/_fake/`` endpoints."""
 
-    def __init__(self, base_url: str, *, timeout: float = 10.0) -> None:
+    # A control call that posts a message waits for the fake to deliver its events (each up to the fake's delivery
+    # wait, FAKESLACK_DELIVERY_SECONDS): the default outlasts two of the test stack's 20 s deliveries.
+    def __init__(self, base_url: str, *, timeout: float = 60.0) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
 
