@@ -426,3 +426,20 @@ class Approval(Stored):
     reason: str | None = None
     decision_ts: str | None = None  # the press or message that decided
     continuation_id: str | None = None
+    summary: str | None = None  # the card's one sentence of what will happen (inert mrkdwn, from the tool)
+    shown_order: list[str] = field(default_factory=list)  # the arguments in the order the card shows them
+    expires_at: datetime | None = None  # when the sweep expires it (shown on the card)
+    approvers: list[str] = field(default_factory=list)  # user and user-group ids who may decide; empty: operators
+    approvals_needed: int = 1  # distinct approvers who must approve before it runs
+    approved_by: list[str] = field(default_factory=list)  # who approved so far, in order
+    schema: str | None = None  # the tool's arguments as JSON Schema (the Edit modal's fields); None: not editable
+    edited_args: str | None = None  # canonical JSON of the call an operator's edit made: it runs instead
+    edited_digest: str | None = None  # its digest (tool name + edited canonical arguments)
+    edited_by: str | None = None
+    card_channel: str | None = None  # the operator channel, when the card went there (its conversation is a DM)
+    asked_in: str | None = None  # a mrkdwn link to that conversation, shown on the card
+
+    def card_place(self) -> tuple[str, str | None]:
+        """Where the card is: the operator channel (top level), or the session's thread."""
+        return (self.card_channel, None) if self.card_channel else (self.channel, self.thread_ts)
+
