@@ -442,4 +442,3 @@ class Approval(Stored):
     def card_place(self) -> tuple[str, str | None]:
         """Where the card is: the operator channel (top level), or the session's thread."""
         return (self.card_channel, None) if self.card_channel else (self.channel, self.thread_ts)
-
