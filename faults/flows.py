@@ -174,15 +174,14 @@ class Flow:
         return ids.continuation_id(self.question_id)
 
     def retried(self, sent: dict[str, Any]) -> None:
-        """Slack delivers again what the app did not acknowledge (a 503 while Cloud Tasks restarts, a slow answer),
-        up to three times; here a second apart instead of minutes."""
+        """Slack delivers again what the app did not acknowledge (a 503 while Cloud Tasks restarts, a slow answer);
+        here seconds apart, doubling, instead of minutes (the ingress's channel to Cloud Tasks reconnects with its own
+        backoff once the emulator is back)."""
         for delivery in sent["deliveries"]:
-            status = delivery["status"]
-            for _ in range(3):
-                if status == 200:
-                    break
-                time.sleep(1.0)
-                status = self.injector.slack.redeliver(delivery["event_id"])["status"]
+            status, wait = delivery["status"], 1.0
+            while status != 200 and wait < 20:
+                time.sleep(wait)
+                status, wait = self.injector.slack.redeliver(delivery["event_id"])["status"], wait * 2
 
     def wait_final(self) -> None:
         deadline = time.monotonic() + WAIT
