@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from google.cloud.firestore_v1.base_query import FieldFilter
 
 from infra.fakegemini.control import FakeGemini
 from infra.fakeslack.control import FakeSlack
@@ -80,7 +81,9 @@ def test_a_call_too_large_to_show_is_never_posted_and_the_model_is_told(
     done = wait_status(thread.session_id, SessionStatus.DONE, timeout=60)
     assert done.approval_ids == []
     assert not [m for m in fake_slack.bot_replies(thread.channel, thread.ts) if "approval needed" in m["text"]]
-    approvals = firestore.db().collection("approvals").where("session_id", "==", thread.session_id).get()
+    approvals = (
+        firestore.db().collection("approvals").where(filter=FieldFilter("session_id", "==", thread.session_id)).get()
+    )
     assert list(approvals) == []
     assert executions(thread.session_id) == []
     [response] = function_responses(fake_gemini.requests()[-1])

@@ -284,7 +284,7 @@ def test_slack_markup_is_rendered_as_slack_shows_it(open_page: OpenPage) -> None
     ]  # fmt: skip
     body = page.evaluate("([blocks]) => messageBody({text: 'fallback', blocks}, names)", [blocks])
     assert "fallback" not in body  # blocks replace the text, as in Slack
-    assert '<div class="block header">Deploy</div><hr class="block divider">' in body
+    assert '<div class="block header"><span class="plain">Deploy</span></div><hr class="block divider">' in body
     assert '<div class="fields"><div>a</div></div>' in body
     assert "<b>strong</b> and <a" in body
     assert '<span class="md-li">• one</span>' in body
