@@ -61,6 +61,11 @@ chromium:  ## install Debian's chromium for the browser tests when it is missing
 	  || { echo "Cannot install chromium (it needs root, sudo, or apt): run 'apt-get install chromium' as root. The browser tests (tests/test_workspace.py) need /usr/bin/chromium."; exit 1; }; }
 
 screenshot: install chromium  ## regenerate docs/workspace.png and docs/console.png, the README's pictures (a real demo run)
+	@# Without a colour emoji font Chromium draws the page's emoji as empty boxes.
+	@test -e /usr/share/fonts/truetype/noto/NotoColorEmoji.ttf || { \
+	  echo "installing Debian's fonts-noto-color-emoji for the pictures' emoji (apt-get)"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get install -y fonts-noto-color-emoji || { $$SUDO apt-get update && $$SUDO apt-get install -y fonts-noto-color-emoji; }; }
 	$(PY) -m infra.screenshot
 
 lint: $(VENV)/.installed  ## ruff lint and format check, and the import layers of shared/ (import-linter)

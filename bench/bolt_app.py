@@ -37,7 +37,7 @@ _handler: Any = None
 def on_mention(body: dict[str, Any], event: dict[str, Any]) -> None:
     """De-duplicate and enqueue, as ``shared.agent.intake.start_session`` does for a mention."""
     from shared.state import events, firestore, tasks
-    from shared.state.models import mention_session
+    from shared.state.new_sessions import mention_session
 
     event_id = str(body["event_id"])
     ts = str(event["ts"])

@@ -48,6 +48,7 @@ def _serve(
         return _misconfigured(exc)
     try:
         _check_secrets(entry_point)
+        config.check_rules(entry_point)
         if request.method != "POST":
             return {"error": "POST only"}, 405
         if (request.content_length or 0) > limit:

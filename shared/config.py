@@ -222,7 +222,8 @@ class Settings:
     )
     operator_channel = Var(
         "OPERATOR_CHANNEL", "",
-        "Slack channel id where operator alerts also go (unreported work that could not be narrated).", _INTERNAL,
+        "Slack channel id where operator alerts also go (unreported work that could not be narrated), and where "
+        "approval cards asked in a direct message are posted.", _INTERNAL,
         text,
     )  # fmt: skip
     question_mentions_operators = Var(
@@ -232,12 +233,13 @@ class Settings:
     )  # fmt: skip
     # --- the sweep ---
     question_remind_hours = Var(
-        "QUESTION_REMIND_HOURS", "24", "Age at which an open question gets its one reminder.", _SWEEP,
+        "QUESTION_REMIND_HOURS", "24", "Age at which an open question gets its one reminder.", _INTERNAL,
         integer(1, 24 * 30),
     )  # fmt: skip
     question_abandon_hours = Var(
         "QUESTION_ABANDON_HOURS", "48",
-        "Further time after the reminder age at which a still-open question is abandoned.", _SWEEP,
+        "Further time after the reminder age at which a still-open question (or approval) is abandoned; an approval "
+        "card says when.", _INTERNAL,
         integer(1, 24 * 90),
     )  # fmt: skip
     stale_lease_minutes = Var(
@@ -255,8 +257,9 @@ class Settings:
     )  # fmt: skip
     tool_tiers = Var(
         "TOOL_TIERS", "{}",
-        'JSON object of tool name (or glob, e.g. "mcp.tickets.*") to tier: safe, approve or deny; wins over the '
-        "tool's own tier.",
+        'JSON object of tool name (or glob, e.g. "mcp.tickets.*") to a tier (safe, approve or deny) or a rule '
+        '{"tier", "approvers", "approvals", "when", "otherwise"} (README, Who may approve); wins over the tool\'s own '
+        "tier.",
         _AGENT, tier_map,
     )  # fmt: skip
     mcp_servers = Var(
@@ -475,6 +478,14 @@ def reset() -> None:
 def mcp_credential(server: mcp.McpServer) -> str | None:
     """An MCP server's bearer token, from the variable its ``credential_env`` names (never logged)."""
     return mcp.credential(server, settings()._environ, error=ConfigError)
+
+
+def check_rules(entry_point: str) -> None:
+    """ConfigError before ``entry_point`` serves anything while a rule it enforces is malformed (``TOOL_TIERS``:
+    the message names the rule), so a bad rule stops it at start-up instead of at the first call it would decide."""
+    for var in (Settings.tool_tiers,):
+        if entry_point in var.used_by:
+            var.read(settings())
 
 
 def required_for(entry_point: str) -> list[Var[Any]]:

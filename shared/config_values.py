@@ -6,7 +6,10 @@ naming the variable when the text is malformed.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from shared.errors import ProductError
 
@@ -78,18 +81,101 @@ def queue_path(name: str, value: str) -> str:
 TIERS = ("safe", "approve", "deny")
 
 
-def tier_map(name: str, value: str) -> dict[str, str]:
-    """A JSON object of tool name (or glob, like ``mcp.tickets.*``) to tier."""
+@dataclass(frozen=True)
+class TierRule:
+    """One ``TOOL_TIERS`` entry: a tier, and for an ``approve`` tier who may decide and how many must approve.
+
+    With ``when`` the tier applies to a call whose every listed top-level argument equals one of its listed values;
+    any other call gets ``otherwise`` (None: the tool's own tier)."""
+
+    tier: str
+    approvers: tuple[str, ...] = ()  # user (U…, W…) and user-group (S…) ids; empty: the operators. With ``tier``.
+    approvals: int = 1  # distinct approvers who must approve
+    when: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+    otherwise: str | None = None
+
+    def matches(self, args: Mapping[str, Any]) -> bool:
+        """True if the rule's ``tier`` (and its approvers) applies to a call with these arguments."""
+        return all(name in args and _equal_one(args[name], values) for name, values in self.when)
+
+    def tier_for(self, args: Mapping[str, Any]) -> str | None:
+        """The tier this rule gives a call with these arguments (None: the rule does not decide it)."""
+        return self.tier if self.matches(args) else self.otherwise
+
+    @property
+    def tiers(self) -> frozenset[str]:
+        """Every tier this rule can give."""
+        return frozenset({self.tier} | ({self.otherwise} if self.otherwise else set()))
+
+
+def _equal_one(value: Any, values: tuple[Any, ...]) -> bool:
+    """Equal as JSON: ``1`` is not ``true``, ``"1"`` is not ``1``."""
+    return any(type(value) is type(v) and value == v for v in values)
+
+
+_RULE_KEYS = frozenset({"tier", "approvers", "approvals", "when", "otherwise"})
+_APPROVER = re.compile(r"^[UWS][A-Z0-9]{2,}$")
+MAX_APPROVALS = 5
+
+
+def tier_map(name: str, value: str) -> dict[str, TierRule]:
+    """A JSON object of tool name (or glob, like ``mcp.tickets.*``) to a tier, or to a rule object
+    (``{"tier", "approvers", "approvals", "when", "otherwise"}``, README "Who may approve")."""
     try:
         parsed = json.loads(value or "{}")
     except ValueError as exc:
         raise ConfigError(f"{name} must be a JSON object of tool name to tier: {exc}") from None
     if not isinstance(parsed, dict):
         raise ConfigError(f"{name} must be a JSON object of tool name to tier, got {type(parsed).__name__}")
-    for tool, tier in parsed.items():
-        if tier not in TIERS:
-            raise ConfigError(f"{name}: tool {tool!r} has tier {tier!r}; a tier is one of {', '.join(TIERS)}")
-    return {str(tool): str(tier) for tool, tier in parsed.items()}
+    return {str(tool): _rule(name, str(tool), rule) for tool, rule in parsed.items()}
+
+
+def _conditions(
+    when: Any, otherwise: str | None, bad: Callable[[str], ConfigError]
+) -> tuple[tuple[str, tuple[Any, ...]], ...]:
+    if otherwise is not None and not when:
+        raise bad("has otherwise but no when: otherwise is the tier of calls the when does not match")
+    if when is not None and (not isinstance(when, dict) or not when):
+        raise bad('has a when that is not an object of argument to values, e.g. {"environment": ["production"]}')
+    conditions: list[tuple[str, tuple[Any, ...]]] = []
+    for argument, values in (when or {}).items():
+        if not isinstance(values, list) or not values or any(isinstance(v, dict | list) for v in values):
+            raise bad(f"has when.{argument} that is not a non-empty list of values (strings, numbers, true/false)")
+        conditions.append((str(argument), tuple(values)))
+    return tuple(conditions)
+
+
+def _rule(name: str, tool: str, rule: Any) -> TierRule:
+    def bad(why: str) -> ConfigError:
+        return ConfigError(f"{name}: the rule for {tool!r} {why}", variable=name)
+
+    if isinstance(rule, str):
+        if rule not in TIERS:
+            raise ConfigError(f"{name}: tool {tool!r} has tier {rule!r}; a tier is one of {', '.join(TIERS)}")
+        return TierRule(rule)
+    if not isinstance(rule, dict):
+        raise bad(f"must be a tier ({', '.join(TIERS)}) or an object, got {json.dumps(rule)}")
+    unknown = sorted(set(rule) - _RULE_KEYS)
+    if unknown:
+        raise bad(f"has unknown key(s) {', '.join(unknown)}; a rule has {', '.join(sorted(_RULE_KEYS))}")
+    tier, otherwise = rule.get("tier"), rule.get("otherwise")
+    if tier not in TIERS:
+        raise bad(f"has tier {tier!r}; a tier is one of {', '.join(TIERS)}")
+    if otherwise is not None and otherwise not in TIERS:
+        raise bad(f"has otherwise {otherwise!r}; a tier is one of {', '.join(TIERS)}")
+    conditions = _conditions(rule.get("when"), otherwise, bad)
+    approvers = rule.get("approvers", [])
+    if not isinstance(approvers, list) or any(not isinstance(a, str) or not _APPROVER.match(a) for a in approvers):
+        raise bad("has approvers that are not a list of Slack user ids (U…) and user-group ids (S…)")
+    approvals = rule.get("approvals", 1)
+    if not isinstance(approvals, int) or isinstance(approvals, bool) or not 1 <= approvals <= MAX_APPROVALS:
+        raise bad(f"has approvals {approvals!r}; it is a whole number from 1 to {MAX_APPROVALS}")
+    users = [a for a in approvers if not a.startswith("S")]
+    if approvers and len(users) == len(approvers) and len(set(users)) < approvals:
+        raise bad(f"needs {approvals} approvals from {len(set(users))} approver(s): it could never run")
+    if (approvers or approvals > 1) and tier != "approve":
+        raise bad("names approvers or approvals, which apply to its tier, but its tier is not approve")
+    return TierRule(tier, tuple(approvers), approvals, conditions, otherwise)
 
 
 def price_map(name: str, value: str) -> dict[str, float]:

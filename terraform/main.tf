@@ -92,9 +92,14 @@ locals {
       ASSISTANT_PROMPTS = jsonencode(var.assistant_prompts)
     }
     # agent_session and sweep: OIDC checked in the code too, never switched off in the cloud;
-    # alerts about unreported work also go to the operator channel, when there is one.
+    # alerts about unreported work also go to the operator channel, when there is one;
+    # the question ages: the sweep reminds and expires, agent_session shows an approval's expiry on its card.
     internal = merge(
-      { REQUIRE_OIDC = "true" },
+      {
+        REQUIRE_OIDC           = "true"
+        QUESTION_REMIND_HOURS  = tostring(var.sweep.question_remind_hours)
+        QUESTION_ABANDON_HOURS = tostring(var.sweep.question_abandon_hours)
+      },
       var.operator_channel == "" ? {} : { OPERATOR_CHANNEL = var.operator_channel },
     )
     # agent_session accepts only the tasks invoker's token for TASKS_TARGET_URL (shared/worker.py):
@@ -115,8 +120,6 @@ locals {
     sweep = {
       SCHEDULER_SERVICE_ACCOUNT = google_service_account.scheduler.email
       OIDC_AUDIENCE             = local.function_urls["sweep"]
-      QUESTION_REMIND_HOURS     = tostring(var.sweep.question_remind_hours)
-      QUESTION_ABANDON_HOURS    = tostring(var.sweep.question_abandon_hours)
       STALE_LEASE_MINUTES       = tostring(var.sweep.stale_lease_minutes)
       SWEEP_PAGE_SIZE           = tostring(var.sweep.page_size)
     }

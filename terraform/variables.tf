@@ -73,13 +73,14 @@ variable "assistant_prompts" {
 }
 
 variable "tool_tiers" {
-  type        = map(string)
-  description = "Tool name (or glob, e.g. \"mcp.tickets.*\") to tier: safe, approve or deny; wins over the tool's own tier (TOOL_TIERS)."
+  # any: a value is a tier (a string) or a rule (an object), which no single Terraform type holds.
+  type        = any
+  description = "Tool name (or glob, e.g. \"mcp.tickets.*\") to a tier (safe, approve or deny) or a rule { tier, approvers, approvals, when, otherwise } (README, \"Who may approve\"); wins over the tool's own tier (TOOL_TIERS). agent_session refuses to start with a bad rule, naming it."
   default     = {}
 
   validation {
-    condition     = alltrue([for tier in values(var.tool_tiers) : contains(["safe", "approve", "deny"], tier)])
-    error_message = "tool_tiers: every tier is safe, approve or deny (the values shared/config.py accepts)."
+    condition     = alltrue([for name, rule in var.tool_tiers : contains(["safe", "approve", "deny"], try(rule.tier, rule))])
+    error_message = "tool_tiers: every value is a tier (safe, approve or deny) or a rule object whose tier is one (the values shared/config.py accepts)."
   }
 }
 

@@ -57,6 +57,15 @@ def press(fake_slack: FakeSlack, approval: Approval, action: str, *, user: str =
     return fake_slack.click(user, approval.channel, message_ts or approval.card_ts or "", action, value=value)
 
 
+def shown_call(card: dict[str, Any]) -> str:
+    """The exact call as a card shows it: its plain-text sections, joined (Slack forms no markup in plain text)."""
+    sections = [b["text"] for b in card.get("blocks") or [] if b["type"] == "section"]
+    sections = [s for s in sections if s["type"] == "plain_text"]
+    calls = [s["text"] for s in sections if not s["text"].startswith(("Result: ", "Error: "))]
+    assert all(s.get("emoji") is False for s in sections)
+    return "".join(calls)
+
+
 def resumed(approval: Approval) -> str:
     return ids.resume_id(approval.session_id, approval.seq)
 
@@ -68,9 +77,10 @@ def test_approve_runs_the_shown_call_once(
     thread, approval = asks_to_scale(script, fake_slack, uid)
     assert executions(thread.session_id) == []  # nothing ran before the decision
     card = next(m for m in fake_slack.bot_replies(thread.channel, thread.ts) if m["ts"] == approval.card_ts)
-    assert '"name":"api"' in json.dumps(card["blocks"]) or '\\"name\\":\\"api\\"' in json.dumps(card["blocks"])
-    assert approval.digest in card["text"]
-    assert f"<@{OPERATOR}>" in card["text"]
+    assert shown_call(card) == 'scale_service\n{\n  "name": "api",\n  "replicas": 3\n}'  # required, in schema order
+    assert card["text"].startswith(f":lock: <@{OPERATOR}>")  # the operators are notified
+    assert "Scale `api` to `3` replicas" in card["text"]  # what will happen, in the tool's words
+    assert approval.digest in json.dumps(card["blocks"])
     assert press(fake_slack, approval, blocks.APPROVE_ACTION)["status"] == 200
     wait_status(resumed(approval), SessionStatus.DONE, timeout=30)
     [ran] = executions(thread.session_id)
@@ -78,8 +88,11 @@ def test_approve_runs_the_shown_call_once(
     [response] = function_responses(fake_gemini.requests()[-1])
     assert response["response"]["result"] == {"scaled": "api", "replicas": 3}
     card = next(m for m in fake_slack.messages(thread.channel, thread.ts) if m["ts"] == approval.card_ts)
-    assert f"approved by <@{OPERATOR}>" in card["text"]
-    assert not card.get("blocks")  # the buttons are gone
+    assert f"approved by <@{OPERATOR}>; it ran" in card["text"]
+    assert not [b for b in card["blocks"] if b["type"] == "actions"]  # the buttons are gone, the call stays
+    assert shown_call(card).startswith("scale_service\n")
+    results = [b["text"]["text"] for b in card["blocks"] if b["type"] == "section"]
+    assert 'Result: {"scaled": "api", "replicas": 3}' in results
     audit = [e for s in steps.load_steps(thread.session_id) for e in s.audit if e.type == AuditType.APPROVAL]
     assert [(e.name, e.args, e.result, e.text) for e in audit] == [("scale_service", approval.digest, "approved",
                                                                      OPERATOR)]  # fmt: skip
@@ -265,7 +278,8 @@ def test_a_worker_killed_between_approval_and_result_never_runs_the_call_twice(
     [response] = function_responses(fake_gemini.requests()[-1])
     assert "outcome unknown" in response["response"]["error"]
     card = next(m for m in fake_slack.messages(thread.channel, thread.ts) if m["ts"] == approval.card_ts)
-    assert "outcome unknown" in card["text"]
+    assert "it ran and failed" in card["text"]
+    assert "outcome unknown" in json.dumps(card["blocks"])  # the error, shown inertly
 
 
 def test_the_sweep_reminds_then_expires_and_an_expired_card_cannot_be_approved(
@@ -295,7 +309,7 @@ def test_the_sweep_reminds_then_expires_and_an_expired_card_cannot_be_approved(
 APPROVAL_HOLDS = [
     ("the card's post", "chat.postMessage", "approval needed"),
     ("inside the tool, started and not done", "chat.postMessage", "Scaling `api`"),
-    ("after the tool, while its card is updated", "chat.update", f"approved by <@{OPERATOR}>:"),
+    ("after the tool, while its card is updated", "chat.update", f"approved by <@{OPERATOR}>; it ran"),
 ]
 
 
@@ -368,7 +382,7 @@ def test_calls_decided_before_their_session_paused_run_in_place(
     thread = mention(fake_slack, f"C{uid}", "scale and pin the api")
 
     def second_card() -> dict[str, Any] | None:
-        return next((m for m in fake_slack.messages(thread.channel, thread.ts) if "pin_version" in m["text"]), None)
+        return next((m for m in fake_slack.messages(thread.channel, thread.ts) if "Pin `api`" in m["text"]), None)
 
     second = wait_for(second_card, timeout=30, what="the second card")
     first_approval = stored.get_approval(ids.approval_id(thread.session_id, 1, 0))

@@ -11,7 +11,7 @@ from bench import ingress, ingress_limits
 from infra.stack import Stack
 from shared.state import events
 from shared.state.firestore import now
-from shared.state.models import mention_session
+from shared.state.new_sessions import mention_session
 
 pytestmark = pytest.mark.stack
 

@@ -23,7 +23,8 @@ from shared.asks import delegation, stopping
 from shared.slack import blocks
 from shared.state import approvals, firestore, ids, sessions, steps
 from shared.state import questions as stored_questions
-from shared.state.models import Question, SessionKind, SessionStatus, StepKind, mention_session
+from shared.state.models import Question, SessionKind, SessionStatus, StepKind
+from shared.state.new_sessions import mention_session
 from tests import delivery
 from tests.agent_helpers import HUMAN, Thread, function_responses, mention, session, texts, wait_status
 from tests.poll import wait_for

@@ -18,15 +18,8 @@ from infra.fakeslack.control import FakeSlack
 from infra.stack import Stack
 from shared.state import firestore, ids, sessions, steps
 from shared.state import questions as stored
-from shared.state.models import (
-    Question,
-    QuestionStatus,
-    Session,
-    SessionKind,
-    SessionStatus,
-    continuation_session,
-    mention_session,
-)
+from shared.state.models import Question, QuestionStatus, Session, SessionKind, SessionStatus
+from shared.state.new_sessions import continuation_session, mention_session
 from shared.state.sessions import ClaimResult
 from tests import delivery
 from tests.agent_helpers import HUMAN, function_responses, mention, texts, wait_status

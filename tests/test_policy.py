@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -73,3 +74,71 @@ def test_fetching_a_host_nobody_in_the_thread_named_needs_approval() -> None:
 def test_a_bad_tool_tiers_value_names_the_variable_and_the_tool() -> None:
     with pytest.raises(config.ConfigError, match="TOOL_TIERS: tool 'x' has tier 'maybe'"):
         _ = config.Settings({"TOOL_TIERS": '{"x": "maybe"}'}).tool_tiers
+
+
+RULED = {
+    "restart_service": {"tier": "approve", "when": {"environment": ["production"]}, "otherwise": "safe"},
+    "scale_*": {"tier": "approve", "approvers": ["U0LEAD", "S0ONCALL"], "approvals": 2, "when": {"name": ["api"]}},
+    "pin_version": {"tier": "deny", "when": {"version": ["0.0.0"]}},
+}
+
+
+def test_a_rule_chooses_the_tier_and_the_approvers_by_argument_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    tools = {t.name: t for t in all_tools()}
+    monkeypatch.setenv("TOOL_TIERS", json.dumps(RULED))
+    config.reset()
+    try:
+        restart, scale = tools["restart_service"], tools["scale_service"]
+        assert policy.call_tier(restart, {"name": "a", "environment": "production"}, context({})) == Tier.APPROVE
+        assert policy.call_tier(restart, {"name": "a", "environment": "staging"}, context({})) == Tier.SAFE
+        assert policy.call_tier(restart, {"name": "a"}, context({})) == Tier.SAFE  # a listed argument is missing
+        assert policy.approvers("scale_service", {"name": "api", "replicas": 2}) == policy.Approvers(
+            ("U0LEAD", "S0ONCALL"), 2
+        )
+        # Not matched, no otherwise: the tool's own tier, and the operators decide.
+        assert policy.call_tier(scale, {"name": "web", "replicas": 2}, context({})) == Tier.APPROVE
+        assert policy.approvers("scale_service", {"name": "web", "replicas": 2}) == policy.Approvers()
+        assert policy.approvers("restart_service", {"environment": "production"}) == policy.Approvers()
+        # JSON equality: a list holding the value is not the value, 1 is not "1".
+        assert not config.settings().tool_tiers["restart_service"].matches({"environment": ["production"]})
+        assert not config.settings().tool_tiers["scale_*"].matches({"name": 1})
+        # A call its when denies is refused; other calls of that tool are offered and run.
+        assert policy.refusal("pin_version", {"name": "a", "version": "0.0.0"}, context({})) is not None
+        assert policy.refusal("pin_version", {"name": "a", "version": "1.0.0"}, context({})) is None
+        declared = {d.name for d in toolset.for_session(session_of()).declarations()}
+        assert {"pin_version", "restart_service", "scale_service"} <= declared
+    finally:
+        config.reset()
+
+
+@pytest.mark.parametrize(
+    ("rule", "says"),
+    [
+        ({"tier": "aprove"}, "the rule for 'x' has tier 'aprove'"),
+        ({"tier": "approve", "who": ["U1"]}, "the rule for 'x' has unknown key(s) who"),
+        ({"tier": "safe", "otherwise": "approve"}, "the rule for 'x' has otherwise but no when"),
+        ({"tier": "approve", "when": {"env": "prod"}}, "the rule for 'x' has when.env that is not a non-empty list"),
+        ({"tier": "approve", "when": {"env": []}}, "the rule for 'x' has when.env that is not a non-empty list"),
+        ({"tier": "approve", "approvers": ["riley"]}, "the rule for 'x' has approvers that are not a list"),
+        ({"tier": "approve", "approvers": ["U0ONE"], "approvals": 2}, "needs 2 approvals from 1 approver(s)"),
+        ({"tier": "approve", "approvals": 0}, "has approvals 0"),
+        ({"tier": "safe", "approvers": ["U0ONE"]}, "but its tier is not approve"),
+        (["approve"], "must be a tier (safe, approve, deny) or an object"),
+    ],
+)
+def test_a_bad_rule_is_a_configuration_error_naming_it(rule: Any, says: str) -> None:
+    with pytest.raises(config.ConfigError) as raised:
+        _ = config.Settings({"TOOL_TIERS": json.dumps({"x": rule})}).tool_tiers
+    assert says in str(raised.value)
+    assert raised.value.variable == "TOOL_TIERS"
+
+
+def test_agent_session_refuses_to_start_with_a_bad_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOOL_TIERS", json.dumps({"restart_service": {"tier": "approve", "approvals": 9}}))
+    config.reset()
+    try:
+        with pytest.raises(config.ConfigError, match="the rule for 'restart_service' has approvals 9"):
+            config.check_rules(config.AGENT_SESSION)
+        config.check_rules(config.SLACK_EVENTS)  # not a rule the ingress enforces
+    finally:
+        config.reset()

@@ -20,7 +20,8 @@ from bench import cost
 from infra.fakegemini.control import FakeGemini
 from infra.stack import Stack
 from shared.state import events, firestore, quotas, sessions, steps
-from shared.state.models import Session, SessionStatus, mention_session
+from shared.state.models import Session, SessionStatus
+from shared.state.new_sessions import mention_session
 from tests.poll import wait_for
 from tests.rigs import counted_rig
 

@@ -23,16 +23,8 @@ from shared import deps
 from shared.agent.transcript import to_json
 from shared.state import firestore, ids, sessions, tasks
 from shared.state import questions as stored
-from shared.state.models import (
-    Audit,
-    QuestionStatus,
-    Session,
-    SessionKind,
-    SessionStatus,
-    Step,
-    StepKind,
-    retry_session,
-)
+from shared.state.models import Audit, QuestionStatus, Session, SessionKind, SessionStatus, Step, StepKind
+from shared.state.new_sessions import retry_session
 from tests.agent_helpers import Thread, function_responses, mention, open_question, texts, wait_status
 from tests.poll import wait_for
 

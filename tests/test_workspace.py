@@ -165,7 +165,7 @@ def test_an_approval_approved_and_another_denied(open_page: OpenPage) -> None:
     riley, olivia = open_page(RILEY), open_page(OLIVIA)
     billing = f"restart billing in staging {tag()}"
     mention_the_bot(riley, billing)
-    card = pinned(open_thread(olivia, billing), "approval needed")
+    card = pinned(open_thread(olivia, billing), "who may decide")
     expect(card).to_contain_text("restart_service")
     card.get_by_role("button", name="Approve").click()
     result = olivia.locator("#thread .message", has_text="The tool restart_service returned")
@@ -176,7 +176,7 @@ def test_an_approval_approved_and_another_denied(open_page: OpenPage) -> None:
     olivia.click("#close-thread")
     search = f"restart search in production {tag()}"
     mention_the_bot(riley, search)
-    card = pinned(open_thread(olivia, search), "approval needed")
+    card = pinned(open_thread(olivia, search), "who may decide")
     card.get_by_role("button", name="Deny").click()
     expect(card).to_contain_text("🚫 denied by @olivia", timeout=WAIT)
     # The model hears the denial and says so; the tool never ran (it would have posted "Restarting …" first).
@@ -481,3 +481,28 @@ def test_the_operators_channel_says_what_it_is_for(open_page: OpenPage) -> None:
     page.locator("#channels li", has_text="operators").click()
     expect(page.locator("#channel-title")).to_have_text("# operators")
     expect(page.locator("#channel-purpose")).to_contain_text("For the operators")
+
+
+def test_an_edit_with_a_schema_error_then_a_valid_one(open_page: OpenPage) -> None:
+    """Issue 25.2: Edit opens Slack's modal of the call's arguments; a bad value is answered in the modal, and a
+    valid edit is the editor's approval: the edited call runs, and the card shows both calls."""
+    riley, olivia = open_page(RILEY), open_page(OLIVIA)
+    request = f"restart ledger in staging {tag()}"
+    mention_the_bot(riley, request)
+    card = pinned(open_thread(olivia, request), "who may decide")
+    card.get_by_role("button", name="Edit").click()
+    modal = olivia.locator("#modal")
+    expect(modal).to_be_visible(timeout=WAIT)
+    environment = modal.locator("[data-block='arg:environment'] input")
+    expect(environment).to_have_value("staging")
+    environment.fill("")  # a required argument left out: the schema says no
+    modal.get_by_role("button", name="Approve edited").click()
+    error = modal.locator("[data-block='arg:environment'] .modal-error")
+    expect(error).to_contain_text("required", timeout=WAIT)
+    expect(modal).to_be_visible()
+    environment.fill("dev")
+    modal.get_by_role("button", name="Approve edited").click()
+    expect(modal).to_be_hidden(timeout=WAIT)
+    expect(card).to_contain_text("Edited by @olivia", timeout=WAIT)
+    expect(olivia.locator("#thread")).to_contain_text("Restarting ledger in dev", timeout=WAIT)
+    expect(card.locator(".block-button")).to_have_count(0, timeout=WAIT)

@@ -202,6 +202,12 @@ def demo_item(body: Mapping[str, Any]) -> dict[str, Any]:
             answer = _clip(answer_text(response.get("response")), 200)
             return _text(f"{PREFIX} Thanks — the operator answered: {answer}. Done.")
         result = _clip(answer_text(response.get("response")), 200)
+        answered = response.get("response")
+        edited = answered.get("edited") if isinstance(answered, Mapping) else None
+        if isinstance(edited, Mapping):  # an operator edited the call before approving it
+            ran = _clip(json.dumps(edited.get("arguments"), ensure_ascii=False), 200)
+            return _text(f"{PREFIX} An operator edited my call before approving it; the tool {name} ran with {ran} "
+                         f"and returned: {result}. {DISCLAIMER}")  # fmt: skip
         return _text(f"{PREFIX} The tool {name} returned: {result}. {DISCLAIMER}")
     user_text = last_user_text(body)
     if not tools:

@@ -19,6 +19,8 @@ MENU = (
     "• `answer: what is the product?` — a plain answer, no questions asked\n"
     "• `pick a database for billing` — a question with options: press a button, or reply in the thread\n"
     "• `restart billing in staging` — a risky call: an approval card that an operator approves or denies\n"
+    "• `restart search in production` — then press *Edit* on its card, change the environment to `staging` and "
+    "submit: the edited call is your approval, it runs instead, and I am told it was edited\n"
     "• `delegate the release notes` — two helper sessions share the work (one asks me a question first), "
     "and a status message in the thread follows them\n"
     "Operators may answer and decide; switch person at the top right to see what others are allowed to do."

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import urlencode
 
+from . import modals, usergroups
 from .assistant_control import CONTROL as ASSISTANT_CONTROL
 from .server import Route, chat_post_ephemeral, chat_post_message, chat_update, deliver, deliver_events
 from .state import (
@@ -250,6 +251,8 @@ CONTROL: dict[tuple[str, str], Route] = {
     ("POST", "redeliver"): ctl_redeliver,
     ("POST", "response_url"): ctl_response_url,
     **ASSISTANT_CONTROL,
+    **usergroups.CONTROL,
+    **modals.CONTROL,
 }
 
 
@@ -372,6 +375,18 @@ class FakeSlack:
         A 429 carries ``Retry-After`` (1 second unless told otherwise), as Slack's do.
         """
         self._post("fail", method=method, times=times, status=status, error=error, retry_after=retry_after, match=match)
+
+    def views(self, user: str | None = None) -> list[Json]:
+        """The modals open now (``views.open``), for one person or all."""
+        return self._list("views", user=user)
+
+    def submit_view(self, view_id: str, user: str, values: dict[str, str] | None = None) -> Json:
+        """A person submits an open modal, with ``values`` by block id (others keep their initial values)."""
+        return self._post("submit_view", view_id=view_id, user=user, values=values or {})
+
+    def set_usergroup(self, group: str, users: list[str]) -> None:
+        """Make a user group's members ``users`` (``usergroups.users.list`` answers them)."""
+        self._post("usergroup", usergroup=group, users=users)
 
     def slow(self, method: str, seconds: float, times: int = 1, *, match: str | None = None) -> None:
         """Answer the next ``times`` calls of ``method`` (whose arguments contain ``match``) ``seconds`` late; each

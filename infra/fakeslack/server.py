@@ -25,7 +25,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from slack_sdk.signature import SignatureVerifier
 
-from . import assistant
+from . import assistant, modals, usergroups
 from .people import BOT_NAME
 from .state import (
     MAX_TEXT,
@@ -256,6 +256,8 @@ API: dict[str, Route] = {
     "conversations.replies": conversations_replies,
     "users.info": users_info,
     **assistant.API,
+    **usergroups.API,
+    **modals.API,
 }
 
 

@@ -242,6 +242,9 @@ class Workspace:
             self.status_refusals: dict[str, str] = {}  # channel -> the error assistant.threads.setStatus answers
             self.assistant_threads: dict[str, Json] = {}  # "channel/thread_ts" -> title, prompts, context_channel
             self.stream_refusals: dict[str, str] = {}  # channel -> the error chat.startStream answers
+            self.usergroups: dict[str, list[str]] = {"S0ONCALL": ["U0OPERATOR"]}  # group -> members (usergroups.py)
+            self.triggers: dict[str, tuple[str, float]] = {}  # a press's trigger_id -> (user, when) (modals.py)
+            self.views: dict[str, Json] = {}  # open modals by view id (modals.py)
             self._last_ts = 0
 
     def touch(self) -> None:
@@ -482,6 +485,7 @@ def block_actions_payload(ws: Workspace, message: Message, user: str, action: Js
     if message.thread_ts is not None:
         container["thread_ts"] = message.thread_ts
     trigger_id = f"{int(time.time() * 1000)}.{secrets.randbelow(10**10)}.{uuid.uuid4().hex}"
+    ws.triggers[trigger_id] = (user, time.time())  # views.open takes it once, within 3 s
     return {
         "type": "block_actions",
         "user": {"id": user, "username": profile["name"], "name": profile["name"], "team_id": cfg.team_id},

@@ -13,15 +13,8 @@ from shared.slack import client as slack
 from shared.state import questions as stored_questions
 from shared.state import sessions, tasks
 from shared.state.firestore import now
-from shared.state.models import (
-    Note,
-    NoteKind,
-    Session,
-    SessionKind,
-    continuation_session,
-    mention_session,
-    retry_session,
-)
+from shared.state.models import Note, NoteKind, Session, SessionKind
+from shared.state.new_sessions import continuation_session, mention_session, retry_session
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,8 @@ from shared.slack.events import Message
 from shared.state import events, quotas, sessions, tasks
 from shared.state import questions as stored_questions
 from shared.state.firestore import now
-from shared.state.models import Note, NoteKind, Session, SessionStatus, mention_session
+from shared.state.models import Note, NoteKind, Session, SessionStatus
+from shared.state.new_sessions import mention_session
 from shared.state.sessions import NoteAdded
 
 log = logging.getLogger(__name__)

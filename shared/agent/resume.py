@@ -150,15 +150,20 @@ class Resumptions:
         if call.name != approval.tool or approvals.digest(approval.tool, approvals.canonical(args)) != approval.digest:
             approvals.update_card(approval, ":no_entry_sign: not run: the pending call is not the one approved")
             return {"error": "not run: the pending call is not the call that was approved"}
+        runs = approvals.effective_args(approval)  # an operator's edit runs instead, bound by its own digest
+        if runs is None:
+            return {"error": "not run: the edited call does not match its approval"}
         ctx = self._context(seq, approval.call_index, call, caller=approval.session_id)
-        outcome = self._call(approval.tool, call, ctx, entry)
+        approvals.update_card(approval, approvals.running_verdict(approval))  # read before what the call posts
+        ran = call if approval.edited_args is None else types.FunctionCall(name=call.name, args=runs, id=call.id)
+        outcome = self._call(approval.tool, ran, ctx, entry)
         response = (
             outcome.response if isinstance(outcome, Suspend | Wait) else capped_response(outcome, MAX_TOOL_RESULT_CHARS)
         )
-        summary = short(response.get("result", response.get("error", response.get("status", ""))), 200)
-        mark = ":warning:" if "error" in response else ":white_check_mark:"
-        approvals.update_card(approval, f"{mark} approved by <@{approval.decided_by}>: {summary}")
-        return outcome if isinstance(outcome, Suspend) else response
+        approvals.ran(approval, response)
+        if isinstance(outcome, Suspend):
+            return outcome
+        return approvals.edited_response(approval, response)
 
     # --- an MCP server's request for input, answered ------------------------------------------------------------
     def _answered_question(self) -> Question | None:

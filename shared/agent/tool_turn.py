@@ -16,7 +16,7 @@ from typing import Any
 from google.genai import types
 
 from shared import config
-from shared.agent import activity, prompts
+from shared.agent import activity, presenting, prompts
 from shared.agent.budget import Budget
 from shared.agent.opening import answer_content
 from shared.agent.resume import Resumptions, capped_response
@@ -78,6 +78,10 @@ class ToolTurns(Resumptions):
         # A takeover may re-run a turn whose calls partly ran: the ledger says which.
         recorded = ledger.entries(self.session, seq, [i for i, _ in turn.calls]) if self._replaying() else {}
         held = self._held(turn)
+        asked = presenting.asked(self.tools, held)
+        oversized = presenting.oversized(held, asked)  # never shown, never run: the model makes a smaller call
+        oversized |= presenting.undecidable(self.session, self.surface, seq, [h for h in held if h[0] not in oversized])
+        held = [h for h in held if h[0] not in oversized]
         waits: list[Wait] = []  # the blocking children this turn started, or its blocking question to its parent
         delegating = any(c.name == "delegate" and _blocking(c) for _, c in turn.calls)
         for index, call in turn.calls:
@@ -87,7 +91,8 @@ class ToolTurns(Resumptions):
             ctx = self._context(seq, index, call)
             outcome: Outcome
             self._keep_lease()
-            refused = self._refusal(name, call, held=bool(held), delegating=delegating, used=used)
+            refused = oversized.get(index) or self._refusal(name, call, held=bool(held), delegating=delegating,
+                                                            used=used)  # fmt: skip
             if refused is not None:
                 outcome = refused
             else:
@@ -111,7 +116,7 @@ class ToolTurns(Resumptions):
             tree_status.refresh(self.session, self.surface)
         content = responses
         if held:
-            return self._pause_for_approvals(seq, held, content, audit, used)
+            return self._pause_for_approvals(seq, held, content, audit, used, asked=asked)
         children = [w.key for w in waits if w.child]
         if children:
             return self._pause_for_children(children, content, audit, used)
@@ -193,10 +198,10 @@ class ToolTurns(Resumptions):
         return True
 
     def _pause_for_approvals(self, seq: int, held: list[Held], content: Responses | None, audit: list[Audit],
-                             used: int) -> bool:  # fmt: skip
+                             used: int, *, asked: dict[int, approvals.Asked] | None = None) -> bool:  # fmt: skip
         """Record the held calls and post their cards, then pause, unless every one was decided meanwhile."""
         self.surface.doing(activity.APPROVAL)
-        requested = approvals.request(self.session, seq, held, self.surface)
+        requested = approvals.request(self.session, seq, held, self.surface, asked=asked)
         approval_ids = [a.approval_id for a in requested]
         try:
             self._commit(StepKind.TOOL_RESULTS, content, audit, tool_calls=used, pausing_on_all=approval_ids,

@@ -26,7 +26,8 @@ from shared.slack.surface import Reaction
 from shared.state import events, ids, sessions, tasks
 from shared.state import questions as stored
 from shared.state.firestore import now
-from shared.state.models import Note, NoteKind, Question, QuestionStatus, SessionStatus, continuation_session
+from shared.state.models import Note, NoteKind, Question, QuestionStatus, SessionStatus
+from shared.state.new_sessions import continuation_session
 from shared.state.questions import AnswerRecord, Asker, Resolution
 
 log = logging.getLogger(__name__)

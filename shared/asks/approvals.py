@@ -4,7 +4,9 @@ A call whose tier is ``approve`` does not run: an approval record bound to a dig
 canonical arguments is written, and a card is posted with Approve / Deny buttons. The press (or an operator's
 reply in the thread, which denies with its text as the reason) decides it in one transaction; when every call
 of the turn is decided, the paused session resumes in a continuation that runs the approved calls through the
-ledger. Who may decide: the operators, and the requester only with ``ALLOW_REQUESTER_APPROVALS``.
+ledger. Who may decide: the approvers the tool's rule names, else the operators (and the requester only with
+``ALLOW_REQUESTER_APPROVALS``); a rule may ask for two distinct approvers (``shared.asks.approvers``). The card is
+``shared.slack.approval_card``: a sentence of what will happen, then every character of the call.
 """
 
 from __future__ import annotations
@@ -13,14 +15,16 @@ import hashlib
 import json
 import logging
 from collections.abc import Mapping
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
 from shared import config
+from shared.asks import approvers, routing
 from shared.limits import MAX_MESSAGE_CHARS, capped
 from shared.logs import session_context
-from shared.slack import blocks
+from shared.slack import approval_card, blocks, call_view
 from shared.slack import client as slack
 from shared.slack.actions import ButtonPress
 from shared.slack.surface import ThreadSurface
@@ -28,15 +32,8 @@ from shared.state import approvals as stored
 from shared.state import events, ids, sessions, tasks
 from shared.state.approvals import Decision
 from shared.state.firestore import now
-from shared.state.models import (
-    Approval,
-    ApprovalStatus,
-    Note,
-    NoteKind,
-    Session,
-    SessionStatus,
-    approvals_continuation,
-)
+from shared.state.models import Approval, ApprovalStatus, Note, NoteKind, Session, SessionStatus
+from shared.state.new_sessions import approvals_continuation
 
 log = logging.getLogger(__name__)
 
@@ -61,21 +58,66 @@ def digest(tool: str, canonical_args: str) -> str:
 
 
 def may_decide(user: str, approval: Approval) -> bool:
+    return approvers.may_decide(user, approval)
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What the asking side knows about one held call: its sentence, its shown order and its rule's approvers."""
+
+    summary: str | None = None
+    shown_order: tuple[str, ...] = ()
+    approvers: tuple[str, ...] = ()
+    approvals: int = 1
+    schema: str | None = None  # the tool's JSON Schema: the Edit modal's fields (None: no Edit button)
+
+
+def shown_size(tool: str, args: Mapping[str, Any], shown_order: tuple[str, ...] = ()) -> int:
+    """How many characters the card needs for this call (more than ``call_view.MAX_SHOWN_CHARS``: not shown)."""
+    return len(call_view.shown_call(tool, args, shown_order))
+
+
+def card_of(approval: Approval) -> approval_card.Card:
+    return approval_card.Card(
+        approval_id=approval.approval_id, tool=approval.tool, args=approval.args, digest=approval.digest,
+        summary=approval.summary, shown_order=approval.shown_order, requested_by=approval.requested_by,
+        label=approval.label, expires_at=approval.expires_at, approvers=approval.approvers,
+        approvals_needed=approval.approvals_needed, approved_by=approval.approved_by,
+        operators=config.settings().operator_user_ids, editable=approval.schema is not None,
+        edited_args=approval.edited_args, edited_by=approval.edited_by, edited_digest=approval.edited_digest,
+        asked_in=approval.asked_in,
+    )  # fmt: skip
+
+
+def effective_args(approval: Approval) -> dict[str, Any] | None:
+    """The arguments an approved call runs with: an operator's edit (when its digest holds), else the original
+    (None: the stored edit does not match its digest, so nothing may run)."""
+    if approval.edited_args is None:
+        return dict(json.loads(approval.args))
+    if approval.edited_digest != digest(approval.tool, approval.edited_args):
+        return None
+    return dict(json.loads(approval.edited_args))
+
+
+def expiry(asked_at: datetime) -> datetime:
+    """When the sweep expires an approval asked at ``asked_at`` (its first run after this)."""
     settings = config.settings()
-    if user in settings.operator_user_ids:
-        return True
-    return settings.allow_requester_approvals and user == approval.requested_by
+    return asked_at + timedelta(hours=settings.question_remind_hours + settings.question_abandon_hours)
 
 
 def request(session: Session, seq: int, calls: list[tuple[int, str | None, str, dict[str, Any]]],
-            surface: ThreadSurface, *, label: str | None = None) -> list[Approval]:  # fmt: skip
-    """Record the turn's risky calls, then post one card each, then note the cards on the records."""
+            surface: ThreadSurface, *, label: str | None = None,
+            asked: Mapping[int, Asked] | None = None) -> list[Approval]:  # fmt: skip
+    """Record the turn's risky calls, then post one card each, then note the cards on the records. ``asked`` (by
+    call index) is each call's sentence, order and approvers."""
     turn_ids = [ids.approval_id(session.session_id, seq, index) for index, *_ in calls]
     if label is None and session.reports_to_parent:  # a child's call: say whose work it is
         label = f"for a delegated task: {session.text[:150]}"
     wanted = []
     for (index, call_id, tool, args), approval_id in zip(calls, turn_ids, strict=True):
         args_json = canonical(args)
+        about = (asked or {}).get(index) or Asked()
+        asked_at = now()
         wanted.append(
             Approval(
                 approval_id=approval_id,
@@ -90,38 +132,36 @@ def request(session: Session, seq: int, calls: list[tuple[int, str | None, str, 
                 args=args_json,
                 digest=digest(tool, args_json),
                 turn_ids=turn_ids,
-                asked_at=now(),
+                asked_at=asked_at,
                 requested_by=session.requester,
                 label=label,
+                summary=about.summary,
+                shown_order=list(about.shown_order),
+                expires_at=expiry(asked_at),
+                approvers=list(about.approvers),
+                approvals_needed=about.approvals,
+                schema=about.schema,
             )
         )
     recorded = stored.create_approvals(wanted)
-    operators = config.settings().operator_user_ids
+    elsewhere = routing.operator_channel(session.channel)
     for approval in recorded:
         if approval.card_ts:
             continue
-        card_ts = surface.post(
-            blocks.approval_text(
-                approval.tool,
-                approval.args,
-                approval.digest,
-                requested_by=approval.requested_by,
-                label=approval.label,
-                operators=operators,
-            ),
-            key=ids.post_key(session.session_id, seq, f"{approval.call_index}:approval"),
-            for_operators=True,
-            blocks=blocks.approval_blocks(
-                approval.approval_id,
-                approval.tool,
-                approval.args,
-                approval.digest,
-                requested_by=approval.requested_by,
-                label=approval.label,
-                operators=operators,
-            ),
-        )
-        stored.set_card_ts(approval.approval_id, card_ts)
+        key = ids.post_key(session.session_id, seq, f"{approval.call_index}:approval")
+        if elsewhere:  # operators cannot see this conversation: the card goes to their channel, linked back
+            approval.card_channel, approval.asked_in = elsewhere, routing.link(session.channel, session.thread_ts)
+            card = card_of(approval)
+            card_ts = slack.post(elsewhere, None, approval_card.text(card), key=key, blocks=approval_card.blocks(card))
+            stored.set_card_ts(approval.approval_id, card_ts, channel=elsewhere, asked_in=approval.asked_in)
+            surface.post(f":lock: This needs an operator's approval: {approval_card.sentence(card)}. I asked the "
+                         f"operators in <#{elsewhere}>, and I will carry on here once one decides.",
+                         key=f"{key}:asked")  # fmt: skip
+        else:
+            card = card_of(approval)
+            card_ts = surface.post(approval_card.text(card), key=key, for_operators=True,
+                                   blocks=approval_card.blocks(card))  # fmt: skip
+            stored.set_card_ts(approval.approval_id, card_ts)
         approval.card_ts = card_ts
     return recorded
 
@@ -137,7 +177,20 @@ def resume(approval: Approval, asker: SessionStatus | None, trace_id: str | None
     return None
 
 
-def _decide(approval: Approval, decision: Decision) -> DecisionOutcome:
+def _lost(found: Approval, decision: Decision, *, again: bool, quiet: bool) -> DecisionOutcome:
+    """A decision that was not recorded: the same approver twice, or another decision first (told privately,
+    unless ``quiet``: an Edit modal tells its editor itself)."""
+    if not again and found.decision_ts == decision.ts:
+        return DecisionOutcome.DUPLICATE
+    if not quiet:
+        note = "You have approved this call already; it needs another approver's approval too." if again else (
+            closed_note(found))  # fmt: skip
+        slack.ephemeral(found.card_place()[0], decision.by, note, thread_ts=found.card_place()[1])
+    return DecisionOutcome.ALREADY_DECIDED
+
+
+def _decide(approval: Approval, decision: Decision, *, quiet: bool = False) -> DecisionOutcome:
+    """Record one decision and show it; ``quiet``: the loser of a race is told by the caller (an Edit modal)."""
     result = stored.decide(approval.approval_id, decision, resume)
     found = result.approval
     if found is None:
@@ -146,24 +199,41 @@ def _decide(approval: Approval, decision: Decision) -> DecisionOutcome:
         _requeue_decided(found)
     if result.repeated:
         return DecisionOutcome.DUPLICATE
-    if not result.won:
-        if found.decision_ts == decision.ts:
-            return DecisionOutcome.DUPLICATE
-        slack.ephemeral(found.channel, decision.by, closed_note(found), thread_ts=found.thread_ts)
-        return DecisionOutcome.ALREADY_DECIDED
-    if result.continuation is not None:  # the work first; the card's wording after
+    if result.again or not result.won:
+        return _lost(found, decision, again=result.again, quiet=quiet)
+    if result.partial:  # one approver of several: the card counts it and keeps its buttons
+        if found.card_ts:
+            card = card_of(found)
+            slack.update(found.card_place()[0], found.card_ts, approval_card.text(card),
+                         blocks=approval_card.blocks(card))  # fmt: skip
+        log.info("approval counted", extra={"approval_id": found.approval_id, "approved_by": found.approved_by})
+        return DecisionOutcome.DECIDED
+    if result.continuation is not None:  # the work first (a slow or failing card update must not hold it back)
         with session_context(result.continuation.session_id, trace=result.continuation.trace_id):
             tasks.enqueue_session(result.continuation.session_id, attempt=f"decided-{found.seq}")
     if found.status == ApprovalStatus.DENIED and found.card_ts:
         update_card(found, f":no_entry_sign: denied by <@{found.decided_by}>" + (
-            f": {found.reason}" if found.reason else ""))  # fmt: skip
+            f": {blocks.escaped(found.reason)}" if found.reason else ""))  # fmt: skip
     elif found.card_ts and result.resumes:  # "running" only when a run is queued
-        update_card(found, f":hourglass_flowing_sand: approved by <@{found.decided_by}>; running it now")
+        update_card(found, running_verdict(found))
     elif found.card_ts:
-        update_card(found, f":hourglass_flowing_sand: approved by <@{found.decided_by}>; it runs once the other "
-                    "calls of its turn are decided")  # fmt: skip
+        update_card(found, f":hourglass_flowing_sand: approved by {_people(found)}; it runs once the other calls of "
+                    "its turn are decided")  # fmt: skip
     log.info("approval decided", extra={"approval_id": found.approval_id, "status": found.status.value})
     return DecisionOutcome.DECIDED
+
+
+def running_verdict(approval: Approval) -> str:
+    return f":hourglass_flowing_sand: approved by {_people(approval)}; running it now"
+
+
+def _people(approval: Approval) -> str:
+    return " and ".join(f"<@{u}>" for u in approval.approved_by or [approval.decided_by or "someone"])
+
+
+def decide_edit(approval: Approval, decision: Decision) -> DecisionOutcome:
+    """A valid Edit submission: the editor's approval of the edited call (``decision.edit``), exactly once."""
+    return _decide(approval, decision, quiet=True)
 
 
 def _requeue_decided(approval: Approval) -> None:
@@ -183,19 +253,22 @@ def decide_press(press: ButtonPress) -> DecisionOutcome:
     on_its_card = approval is not None and (
         approval.card_ts == press.message_ts or (approval.card_ts is None and press.thread_ts == approval.thread_ts)
     )
-    if parsed is None or approval is None or approval.channel != press.channel or not on_its_card:
+    if parsed is None or approval is None or approval.card_place()[0] != press.channel or not on_its_card:
         slack.ephemeral(press.channel, press.user, "That button does not belong to an approval here; nothing changed.")
         return DecisionOutcome.NO_APPROVAL
-    if parsed[1] != approval.digest or digest(approval.tool, approval.args) != approval.digest:
+    if approval.status != ApprovalStatus.PENDING and parsed[1] in {approval.digest, approval.edited_digest}:
+        slack.ephemeral(press.channel, press.user, closed_note(approval), thread_ts=approval.card_place()[1])
+        return DecisionOutcome.ALREADY_DECIDED  # an edit decided it while this card still showed the original
+    runs = approval.edited_digest or approval.digest
+    if parsed[1] != runs or digest(approval.tool, approval.args) != approval.digest:
         log.warning("approval press with a digest that is not the call's", extra={"approval_id": approval.approval_id})
         slack.ephemeral(press.channel, press.user, "That button does not match the call it was shown for; nothing ran.")
         return DecisionOutcome.TAMPERED
     if not may_decide(press.user, approval):
-        slack.ephemeral(press.channel, press.user, "Only the operators can approve or deny this; nothing changed.",
-                        thread_ts=approval.thread_ts)  # fmt: skip
+        slack.ephemeral(press.channel, press.user, approvers.refusal(approval), thread_ts=approval.card_place()[1])
         return DecisionOutcome.NOT_ALLOWED
     if approval.status != ApprovalStatus.PENDING:
-        slack.ephemeral(press.channel, press.user, closed_note(approval), thread_ts=approval.thread_ts)
+        slack.ephemeral(press.channel, press.user, closed_note(approval), thread_ts=approval.card_place()[1])
         return DecisionOutcome.ALREADY_DECIDED
     status = ApprovalStatus.APPROVED if press.action_id == blocks.APPROVE_ACTION else ApprovalStatus.DENIED
     return _decide(approval, Decision(status, press.user, None, ids.press_key(press.action_ts)))
@@ -226,20 +299,46 @@ def closed_note(approval: Approval) -> str:
     return f"This call was already {approval.status.value} by <@{approval.decided_by}>; nothing changed."
 
 
-def update_card(approval: Approval, verdict: str) -> None:
+def update_card(approval: Approval, verdict: str, *, result: str | None = None) -> None:
+    """The decided card: its verdict (and the call's result once it ran), the exact call still shown, no buttons."""
     if approval.card_ts:
-        text = blocks.decided_card(approval.tool, approval.args, approval.digest, verdict)
-        slack.update(approval.channel, approval.card_ts, text)
+        card = card_of(approval)
+        slack.update(approval.card_place()[0], approval.card_ts, approval_card.decided_text(card, verdict),
+                     blocks=approval_card.decided_blocks(card, verdict, result=result))  # fmt: skip
+
+
+def edited_response(approval: Approval, response: dict[str, Any]) -> dict[str, Any]:
+    """The model's function response for a call an operator edited: it ran with these arguments, not the model's."""
+    if approval.edited_args is None:
+        return response
+    edit = {"by": approval.edited_by, "arguments": json.loads(approval.edited_args),
+            "note": "An operator edited this call's arguments before approving it; it ran with these arguments, "
+                    "not the ones you asked for."}  # fmt: skip
+    return {**response, "edited": edit}
+
+
+RESULT_CHARS = 1_500  # of a call's result on its card (plain text; the model gets it whole)
+
+
+def ran(approval: Approval, response: Mapping[str, Any]) -> None:
+    """The card once the approved call ran: who approved it, and what it returned (shown inertly)."""
+    failed = "error" in response
+    mark = ":warning:" if failed else ":white_check_mark:"
+    verdict = f"{mark} approved by {_people(approval)}; it ran" + (" and failed" if failed else "")
+    shown = json.dumps(response.get("error", response.get("result", response)), ensure_ascii=False, default=str)
+    result = call_view.visible(shown if len(shown) <= RESULT_CHARS else shown[:RESULT_CHARS] + "…")
+    update_card(approval, verdict, result=("Error: " if failed else "Result: ") + result)
 
 
 def remind(approval: Approval, at: datetime) -> bool:
     """The one reminder of a pending approval, after QUESTION_REMIND_HOURS, marked once its post succeeded."""
     if approval.reminded_at is not None or approval.status != ApprovalStatus.PENDING:
         return False
-    operators = blocks.operator_mentions(config.settings().operator_user_ids)
+    card = card_of(approval)
     hours = int((at - approval.asked_at).total_seconds() // 3600)
-    text = f":alarm_clock: {operators}: this call has waited {hours} hours for approval: `{approval.tool}`"
-    slack.post(approval.channel, approval.thread_ts, text, key=f"{approval.approval_id}:reminder")
+    text = f":alarm_clock: {approval_card.who_decides(card)}: this call has waited {hours} hours for approval: " + (
+        approval_card.sentence(card))  # fmt: skip
+    slack.post(*approval.card_place(), text, key=f"{approval.approval_id}:reminder")
     return stored.mark_reminded(approval.approval_id, at)
 
 

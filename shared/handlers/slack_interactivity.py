@@ -1,13 +1,14 @@
-"""The ``slack_interactivity`` entry point: signed, form-encoded button presses (``block_actions``)."""
+"""The ``slack_interactivity`` entry point: signed, form-encoded button presses (``block_actions``) and the Edit
+modal's submissions (``view_submission``, answered in the response body as Slack expects)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from shared.asks import answers, approvals, feedback, stopping
+from shared.asks import answers, approvals, edits, feedback, stopping
 from shared.handlers.common import SLACK_MAX_BODY_BYTES, Reply, queue_unavailable, too_large
 from shared.logs import new_trace, session_context, trace_from
-from shared.slack import blocks
+from shared.slack import approval_card, blocks, edit_modal
 from shared.slack.actions import BadPayload, button_press, parse_payload
 from shared.slack.verify import verify
 from shared.state import tasks
@@ -33,6 +34,11 @@ def _handle(body: bytes, headers: Mapping[str, str]) -> Reply:
         return {"error": "invalid signature"}, 401
     try:
         payload = parse_payload(body)
+        if payload.get("type") == "view_submission" and (payload.get("view") or {}).get("callback_id") == (
+            edit_modal.CALLBACK_ID
+        ):
+            with session_context(None, trace=trace_from(headers) or new_trace()):
+                return edits.submit(payload), 200
         if payload.get("type") != "block_actions":
             return {"ok": True, "ignored": f"payload type {payload.get('type')!r}"}, 200
         press = button_press(payload)
@@ -47,6 +53,8 @@ def _handle(body: bytes, headers: Mapping[str, str]) -> Reply:
             thread = press.thread_ts or press.message_ts
             stopped = stopping.stop_by_person(press.value, user=press.user, channel=press.channel, thread_ts=thread)
             return {"ok": True, "stop": stopped.value}, 200
+        if press.action_id == approval_card.EDIT_ACTION:
+            return {"ok": True, "edit": edits.open_editor(press)}, 200
         if press.action_id in {blocks.APPROVE_ACTION, blocks.DENY_ACTION}:
             return {"ok": True, "decision": approvals.decide_press(press).value}, 200
         outcome = answers.answer_press(press)

@@ -30,6 +30,7 @@ class ButtonPress:
     action_id: str
     value: str
     action_ts: str  # unique per press: a retry of the same press carries the same one
+    trigger_id: str = ""  # lets the app open a modal for this press, within 3 s (views.open)
 
 
 def parse_payload(body: bytes) -> dict[str, Any]:
@@ -63,6 +64,7 @@ def button_press(payload: dict[str, Any]) -> ButtonPress:
             action_id=str(action.get("action_id") or ""),
             value=str(action.get("value") or ""),
             action_ts=str(action.get("action_ts") or payload.get("trigger_id") or ""),
+            trigger_id=str(payload.get("trigger_id") or ""),
         )
     except (KeyError, TypeError, IndexError, AttributeError) as exc:
         raise BadPayload(f"malformed block_actions payload: {exc}") from None

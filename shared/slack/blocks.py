@@ -114,54 +114,6 @@ def parse_approval_value(value: str) -> tuple[str, str] | None:
     return (approval_id, digest) if approval_id and digest else None
 
 
-def folded(canonical_args: str, limit: int = 200) -> str:
-    """Arguments for people: long values folded, the whole still one line of JSON."""
-    return (
-        canonical_args
-        if len(canonical_args) <= limit
-        else f"{canonical_args[:limit]}… (+{len(canonical_args) - limit} characters)"
-    )
-
-
-def approval_text(tool: str, canonical_args: str, digest: str, *, requested_by: str | None, label: str | None,
-                  operators: frozenset[str]) -> str:  # fmt: skip
-    """The plain-text form of an approval card (notifications, and where blocks do not render)."""
-    who = f" for <@{requested_by}>'s request" if requested_by else ""
-    about = f" ({label})" if label else ""
-    return (
-        f":lock: {operator_mentions(operators)}: approval needed{who}{about}: `{tool}` with `{folded(canonical_args)}` "
-        f"(digest `{digest}`). Press Approve or Deny, or reply in this thread to deny with a reason."
-    )
-
-
-def approval_blocks(approval_id: str, tool: str, canonical_args: str, digest: str, *, requested_by: str | None,
-                    label: str | None, operators: frozenset[str]) -> list[Any]:  # fmt: skip
-    """An approval card: what would run, exactly, and the two buttons bound to it."""
-    who = f"Requested by <@{requested_by}>" if requested_by else "Requested by the session"
-    lines = [
-        f":lock: {operator_mentions(operators)}: *approval needed*" + (f" — {label}" if label else ""),
-        f"*Tool:* `{tool}`",
-        f"*Arguments:* ```{folded(canonical_args, 1500)}```",
-        f"*Digest:* `{digest}` · {who}",
-    ]
-    value = approval_value(approval_id, digest)
-    return [
-        SectionBlock(text=MarkdownTextObject(text="\n".join(lines))),
-        ActionsBlock(
-            block_id=f"approval:{approval_id}",
-            elements=[
-                ButtonElement(text="Approve", action_id=APPROVE_ACTION, value=value, style="primary"),
-                ButtonElement(text="Deny", action_id=DENY_ACTION, value=value, style="danger"),
-            ],
-        ),
-    ]
-
-
-def decided_card(tool: str, canonical_args: str, digest: str, verdict: str) -> str:
-    """An approval card once decided: the buttons go, the call and the verdict stay."""
-    return f"{verdict}\n`{tool}` with `{folded(canonical_args)}` (digest `{digest}`)"
-
-
 def escaped(text: str) -> str:
     """Text shown as itself in mrkdwn: no link, mention or markup can be formed from it."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

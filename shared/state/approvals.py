@@ -1,7 +1,8 @@
 """Approvals: ``approvals/{id}``, listed on their thread's document while pending (point reads, like questions).
 
-A decision is one transaction: the approval must be pending; it becomes approved, denied or expired; the deciding
-message or press is claimed with ``create()``; and if it was the last undecided call of its turn, what the caller
+A decision is one transaction: the approval must be pending; it becomes approved, denied or expired (an approval
+that needs several approvers records each distinct one and stays pending until the last); the deciding message or
+press is claimed with ``create()``; and if it was the last undecided call of its turn, what the caller
 decided (a continuation for a paused session, a note for one still running) is written with it.
 """
 
@@ -59,8 +60,12 @@ def get_approvals(approval_ids: list[str]) -> list[Approval]:
     return [Approval.from_doc(snaps[a].to_dict() or {}) for a in approval_ids if a in snaps and snaps[a].exists]
 
 
-def set_card_ts(approval_id: str, card_ts: str) -> None:
-    _ref(approval_id).update({"card_ts": card_ts})
+def set_card_ts(approval_id: str, card_ts: str, *, channel: str | None = None, asked_in: str | None = None) -> None:
+    """Note the posted card; ``channel``: it went to the operator channel, not the thread (``asked_in`` links back)."""
+    fields: dict[str, Any] = {"card_ts": card_ts}
+    if channel:
+        fields.update(card_channel=channel, asked_in=asked_in)
+    _ref(approval_id).update(fields)
 
 
 def pending(approval_ids: list[str]) -> list[Approval]:
@@ -74,6 +79,7 @@ class Decision:
     by: str
     reason: str | None
     ts: str  # the press or message that decided (claimed once)
+    edit: tuple[str, str] | None = None  # an edit: the edited call's canonical arguments and digest (an approval)
 
 
 @dataclass(frozen=True)
@@ -82,6 +88,8 @@ class Decided:
     won: bool = False  # this decision was the one recorded
     continuation: Session | None = None  # the turn is fully decided and its paused session resumes
     repeated: bool = False  # this press or message already decided something
+    partial: bool = False  # an approval recorded; more approvers are needed before it runs
+    again: bool = False  # this approver had already approved it: a second approval needs another person
     resumes: bool = False  # it completed its turn and its asker resumes (a continuation, or a note it reads)
 
 
@@ -102,6 +110,21 @@ def decide(approval_id: str, decision: Decision, resume: Resume) -> Decided:
         approval = Approval.from_doc(data)
         if approval.status != ApprovalStatus.PENDING:
             return Decided(approval)
+        approved_by = approval.approved_by
+        edited: dict[str, Any] = {}
+        if decision.edit is not None:  # approving the edited call: earlier approvals were of another call
+            edited = {"edited_args": decision.edit[0], "edited_digest": decision.edit[1], "edited_by": decision.by}
+            approved_by = []
+        if decision.status == ApprovalStatus.APPROVED:
+            if decision.by in approved_by:
+                return Decided(approval, again=True)
+            approved_by = [*approved_by, decision.by]
+            if len(approved_by) < approval.approvals_needed:  # one of several: recorded, still pending
+                transaction.create(event_ref(ids.message_key(approval.channel, decision.ts)),
+                                   events.record("decision", approval.session_id, when))  # fmt: skip
+                transaction.update(ref, {"approved_by": approved_by, **edited})
+                return Decided(Approval.from_doc({**data, "approved_by": approved_by, **edited}), won=True,
+                               partial=True)  # fmt: skip
         others = [a for a in approval.turn_ids if a != approval_id]
         siblings = [Approval.from_doc(s.to_dict() or {}) for s in (_ref(a).get(transaction=transaction)
                                                                    for a in others) if s.exists]  # fmt: skip
@@ -114,6 +137,8 @@ def decide(approval_id: str, decision: Decision, resume: Resume) -> Decided:
             "decided_at": when,
             "reason": decision.reason,
             "decision_ts": decision.ts,
+            "approved_by": approved_by,
+            **edited,
         }
         approval = Approval.from_doc({**approval.to_doc(), **fields})
         complete = all(s.status != ApprovalStatus.PENDING for s in siblings)

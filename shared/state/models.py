@@ -1,7 +1,7 @@
 """The shapes of what is stored in Firestore, named once so every module spells them the same.
 
-Every stored shape is a dataclass with ``to_doc`` / ``from_doc``; every closed set of values is an enum. The
-factories at the end build each kind of session, so a session is never assembled field by field elsewhere.
+Every stored shape is a dataclass with ``to_doc`` / ``from_doc``; every closed set of values is an enum. Each
+kind of session is built by its factory in ``shared.state.new_sessions``, never field by field elsewhere.
 """
 
 from __future__ import annotations
@@ -10,8 +10,6 @@ from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, ClassVar, Self
-
-from shared.state import ids
 
 
 class SessionKind(StrEnum):
@@ -428,82 +426,19 @@ class Approval(Stored):
     reason: str | None = None
     decision_ts: str | None = None  # the press or message that decided
     continuation_id: str | None = None
+    summary: str | None = None  # the card's one sentence of what will happen (inert mrkdwn, from the tool)
+    shown_order: list[str] = field(default_factory=list)  # the arguments in the order the card shows them
+    expires_at: datetime | None = None  # when the sweep expires it (shown on the card)
+    approvers: list[str] = field(default_factory=list)  # user and user-group ids who may decide; empty: operators
+    approvals_needed: int = 1  # distinct approvers who must approve before it runs
+    approved_by: list[str] = field(default_factory=list)  # who approved so far, in order
+    schema: str | None = None  # the tool's arguments as JSON Schema (the Edit modal's fields); None: not editable
+    edited_args: str | None = None  # canonical JSON of the call an operator's edit made: it runs instead
+    edited_digest: str | None = None  # its digest (tool name + edited canonical arguments)
+    edited_by: str | None = None
+    card_channel: str | None = None  # the operator channel, when the card went there (its conversation is a DM)
+    asked_in: str | None = None  # a mrkdwn link to that conversation, shown on the card
 
-
-# --- one factory per kind of session ------------------------------------------------------------
-
-
-def mention_session(
-    *, event_id: str, channel: str, thread_ts: str, ts: str, user: str, text: str, at: datetime,
-    trace_id: str | None = None,
-) -> Session:  # fmt: skip
-    """The session a mention (or a DM) starts; its id is derived from the Slack event."""
-    return Session(
-        session_id=ids.session_for_event(event_id),
-        kind=SessionKind.MENTION,
-        channel=channel,
-        thread_ts=thread_ts,
-        trigger_ts=ts,
-        trigger_user=user,
-        text=text,
-        event_id=event_id,
-        created_at=at,
-        transcript_writer=ids.session_for_event(event_id),
-        trace_id=trace_id,
-    )
-
-
-def continuation_session(question: Question, *, answer_ts: str, user: str, text: str, at: datetime,
-                         trace_id: str | None = None) -> Session:  # fmt: skip
-    """The session an answer resumes: it continues the asker's transcript from the pending call."""
-    return Session(
-        session_id=ids.continuation_id(question.question_id),
-        kind=SessionKind.CONTINUATION,
-        channel=question.channel,
-        thread_ts=question.thread_ts,
-        trigger_ts=answer_ts,
-        trigger_user=user,
-        text=text,
-        created_at=at,
-        asker_session_id=question.session_id,
-        requested_by=question.requester,
-        question_id=question.question_id,
-        transcript_id=question.transcript_id,
-        trace_id=trace_id,
-    )
-
-
-def approvals_continuation(approval: Approval, *, user: str, at: datetime, trace_id: str | None = None) -> Session:
-    """The session that resumes a turn once all its risky calls are decided: it runs the approved ones."""
-    return Session(
-        session_id=ids.resume_id(approval.session_id, approval.seq),
-        kind=SessionKind.CONTINUATION,
-        channel=approval.channel,
-        thread_ts=approval.thread_ts,
-        trigger_ts=approval.decision_ts or approval.thread_ts,
-        trigger_user=user,
-        text=f"decisions on {len(approval.turn_ids)} call(s)",
-        created_at=at,
-        asker_session_id=approval.session_id,
-        requested_by=approval.requested_by,
-        approval_ids=list(approval.turn_ids),
-        transcript_id=approval.transcript_id,
-        trace_id=trace_id,
-    )
-
-
-def retry_session(silent: Session, *, reason: str, at: datetime) -> Session:
-    """The narration retry of a silent session: it reports from the audit log only."""
-    return Session(
-        session_id=ids.retry_id(silent.session_id),
-        kind=SessionKind.RETRY,
-        channel=silent.channel,
-        thread_ts=silent.thread_ts,
-        trigger_ts=silent.trigger_ts,
-        trigger_user=silent.trigger_user,
-        text=silent.text,
-        created_at=at,
-        narrated_session_id=silent.session_id,
-        retry_reason=reason,
-        trace_id=silent.trace_id,
-    )
+    def card_place(self) -> tuple[str, str | None]:
+        """Where the card is: the operator channel (top level), or the session's thread."""
+        return (self.card_channel, None) if self.card_channel else (self.channel, self.thread_ts)

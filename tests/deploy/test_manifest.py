@@ -49,6 +49,9 @@ METHOD_SCOPES: dict[str, set[str]] = {
     "chat.appendStream": {"chat:write"},
     "chat.stopStream": {"chat:write"},
     "users.info": {"users:read"},
+    "usergroups.users.list": {"usergroups:read"},
+    "chat.getPermalink": set(),  # no scope of its own
+    "views.open": set(),  # a modal, with a press's trigger_id: no scope of its own
     "auth.test": set(),
 }
 
@@ -83,12 +86,14 @@ def methods_the_code_calls() -> set[str]:
     )
     api_call = re.compile(r"api_call\(\s*[\"'](?P<method>[a-z]+\.[A-Za-z.]+)[\"']")
     assistant = re.compile(r"\.assistant_threads_(?P<name>[A-Za-z]+)\b")
+    groups = re.compile(r"\.usergroups_users_(?P<name>[A-Za-z]+)\b")
     found: set[str] = set()
     for path in sources:
         text = path.read_text()
         found |= {f"{m.group('family')}.{m.group('name')}" for m in pattern.finditer(text)}
         found |= {m.group("method") for m in api_call.finditer(text)}
         found |= {f"assistant.threads.{m.group('name')}" for m in assistant.finditer(text)}
+        found |= {f"usergroups.users.{m.group('name')}" for m in groups.finditer(text)}
     return found
 
 

@@ -177,6 +177,7 @@ async function refresh() {
   try {
     ui.snapshot = await api(`snapshot?user=${encodeURIComponent(ui.user)}`);
     render();
+    if (typeof showModals === "function") showModals(); // modal.js: the modal a button opened for you
     document.body.dataset.version = ui.snapshot.version; // tests wait for the page to have read the workspace
   } catch (error) {
     toast(`cannot read the fake Slack: ${error.message}`);

@@ -124,7 +124,9 @@ function markdown(text) {
 
 function textObject(obj, names) {
   if (!obj) return "";
-  return obj.type === "mrkdwn" ? mrkdwn(obj.text, names) : emojify(esc(obj.text));
+  if (obj.type === "mrkdwn") return mrkdwn(obj.text, names);
+  // Plain text as Slack shows it: its spaces and lines kept; no emoji codes turned into pictures with emoji: false.
+  return `<span class="plain">${obj.emoji === false ? esc(obj.text) : emojify(esc(obj.text))}</span>`;
 }
 
 function button(element, blockId) {

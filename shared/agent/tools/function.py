@@ -29,6 +29,7 @@ class FunctionTool:
     posts: bool = False  # a successful call leaves a message in the thread
     idempotent: bool = False  # safe to call again with the same ``context().idempotency_key`` after a crash
     declared_tier: Tier | None = None  # None: ``approve`` for an outward tool, ``safe`` for an inward one
+    summary: str | None = None  # one sentence of what a call does, e.g. "Restart {name} in {environment}"
 
     @property
     def tier(self) -> Tier:
@@ -82,14 +83,17 @@ def tool(
     tier: Tier | str | None = None,
     top_level_only: bool = False,
     posts: bool = False,
+    summary: str | None = None,
 ) -> Callable[[Callable[..., Any]], FunctionTool]:
     """Make a typed, documented function a tool under its own name. ``tier`` defaults to ``approve`` for an outward
-    tool and ``safe`` for an inward one; ``TOOL_TIERS`` overrides either."""
+    tool and ``safe`` for an inward one; ``TOOL_TIERS`` overrides either. ``summary`` says in one sentence what a
+    call will do, with its arguments in braces ("Restart {name} in {environment}"): an approval card opens with it
+    (``shared.agent.tools.describe``)."""
 
     def make(fn: Callable[..., Any]) -> FunctionTool:
         if not fn.__doc__:
             raise TypeError(f"tool {fn.__name__} needs a docstring: it is the model's only description of it")
-        return FunctionTool(fn, outward, top_level_only, posts, idempotent, Tier(tier) if tier else None)
+        return FunctionTool(fn, outward, top_level_only, posts, idempotent, Tier(tier) if tier else None, summary)
 
     return make
 

@@ -23,7 +23,7 @@ from shared.state.firestore import db, now
 ENVIRONMENTS = ("dev", "staging", "production")
 
 
-@tool(outward=True)  # not idempotent: after a crash mid-call it is never re-run blindly
+@tool(outward=True, summary="Restart {name} in {environment}")  # not idempotent: never re-run blindly after a crash
 def restart_service(name: str, environment: str) -> dict[str, Any]:
     """Restart one of the team's services in an environment (an example tool: it records what it would do).
 
@@ -43,7 +43,7 @@ def restart_service(name: str, environment: str) -> dict[str, Any]:
     return {"restarted": name, "environment": environment}
 
 
-@tool(outward=True)  # not idempotent, tier approve (outward)
+@tool(outward=True, summary="Scale {name} to {replicas} replicas")  # not idempotent, tier approve (outward)
 def scale_service(name: str, replicas: int) -> dict[str, Any]:
     """Scale one of the team's services to a number of replicas (an example tool: it records what it would do).
 
@@ -61,7 +61,8 @@ def scale_service(name: str, replicas: int) -> dict[str, Any]:
     return {"scaled": name, "replicas": replicas}
 
 
-@tool(outward=True, idempotent=True)  # tier approve (outward); pinning twice with one key is pinning once
+# tier approve (outward); pinning twice with one key is pinning once
+@tool(outward=True, idempotent=True, summary="Pin {name} to version {version}")
 def pin_version(name: str, version: str) -> dict[str, Any]:
     """Pin one of the team's services to a release version (an example tool: it records what it would do).
 

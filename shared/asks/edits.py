@@ -1,0 +1,105 @@
+"""Edit before approve: the Edit button opens a modal of the call's arguments; a valid submission is the editor's
+approval of the edited call.
+
+The press is checked as an Approve press is (its card, its digest, who may decide, still pending) before
+``views.open`` uses its ``trigger_id`` (valid for 3 s). The submission is checked against the tool's JSON Schema
+(stored on the approval when it was asked): a bad value is answered with ``response_action: errors`` and changes
+nothing. A valid one is one decision transaction, as Approve's: the edited arguments, their digest and the editor
+are written with the approval (``approved_by`` starts again with the editor: earlier approvals were of another
+call), claimed by the view's id, so a double submission decides once; an Approve or Deny that won first makes the
+edit lose, and the editor is told in the modal. The continuation runs the edited call through the ledger, once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from slack_sdk.errors import SlackApiError
+
+from shared.asks import approvals, approvers
+from shared.slack import call_view, edit_modal
+from shared.slack import client as slack
+from shared.slack.actions import ButtonPress
+from shared.slack.blocks import parse_approval_value
+from shared.state import approvals as stored
+from shared.state.approvals import Decision
+from shared.state.models import Approval, ApprovalStatus
+
+log = logging.getLogger(__name__)
+
+Reply = dict[str, Any]
+
+
+def open_editor(press: ButtonPress) -> str:
+    """An Edit press: the modal of this call's arguments, or a private note why not. Returns what happened."""
+    parsed = parse_approval_value(press.value)
+    approval = stored.get_approval(parsed[0]) if parsed else None
+    on_its_card = approval is not None and approval.card_place()[0] == press.channel
+    if parsed is None or approval is None or not on_its_card or approval.card_ts != press.message_ts:
+        slack.ephemeral(press.channel, press.user, "That button does not belong to an approval here; nothing changed.")
+        return "no_approval"
+    if not approvers.may_decide(press.user, approval):
+        slack.ephemeral(press.channel, press.user, approvers.refusal(approval), thread_ts=approval.card_place()[1])
+        return "not_allowed"
+    if approval.status != ApprovalStatus.PENDING:
+        slack.ephemeral(press.channel, press.user, approvals.closed_note(approval), thread_ts=approval.card_place()[1])
+        return "already_decided"
+    runs = approval.edited_digest or approval.digest
+    if parsed[1] != runs or approval.schema is None:
+        slack.ephemeral(press.channel, press.user, "That button does not match the call it was shown for.",
+                        thread_ts=approval.card_place()[1])  # fmt: skip
+        return "tampered"
+    current = approvals.effective_args(approval) or {}
+    modal = edit_modal.view(approval.approval_id, runs, approval.tool, schema=json.loads(approval.schema),
+                            args=current, order=approval.shown_order)  # fmt: skip
+    try:
+        slack.client().views_open(trigger_id=press.trigger_id, view=modal)
+    except SlackApiError as exc:  # an expired trigger (the press took over 3 s to reach us): say so
+        log.warning("edit modal not opened", extra={"error": exc.response.get("error")})
+        slack.ephemeral(press.channel, press.user, "Slack did not let me open the editor in time; press Edit again.",
+                        thread_ts=approval.card_place()[1])  # fmt: skip
+        return "not_opened"
+    return "opened"
+
+
+def _errors(approval: Approval | None, message: str) -> Reply:
+    """A modal answer that keeps it open with ``message`` under its first field."""
+    first = f"arg:{approval.shown_order[0]}" if approval is not None and approval.shown_order else None
+    if approval is not None and approval.schema and first is None:
+        first = next((f"arg:{n}" for n in json.loads(approval.schema).get("properties") or {}), None)
+    return {"response_action": "errors", "errors": {first or "arg:": message[:150]}}
+
+
+def submit(payload: dict[str, Any]) -> Reply:
+    """A submitted Edit modal: errors to show in it, or ``{}`` (Slack closes it) once the edit is the decision."""
+    view = payload.get("view") or {}
+    user = str((payload.get("user") or {}).get("id") or "")
+    meta = edit_modal.metadata(str(view.get("private_metadata") or ""))
+    approval = stored.get_approval(meta[0]) if meta else None
+    if meta is None or approval is None or approval.schema is None or not user:
+        return _errors(None, "This editor does not belong to an approval; nothing changed.")
+    if not approvers.may_decide(user, approval):
+        return _errors(approval, approvers.refusal(approval))
+    if approval.status != ApprovalStatus.PENDING:
+        return _errors(approval, approvals.closed_note(approval))
+    if meta[1] != (approval.edited_digest or approval.digest):
+        return _errors(approval, "The call changed since this editor opened (another edit); nothing changed.")
+    values = ((view.get("state") or {}).get("values")) or {}
+    args, errors = edit_modal.parse(json.loads(approval.schema), values)
+    if errors:
+        return {"response_action": "errors", "errors": errors}
+    edited = approvals.canonical(args)
+    shown = call_view.shown_call(approval.tool, args, approval.shown_order)
+    if not call_view.presentable(shown):
+        return _errors(approval, f"The edited call is too long to show ({len(shown)} characters); shorten it.")
+    edit = (edited, approvals.digest(approval.tool, edited))
+    view_id = str(view.get("id") or payload.get("trigger_id") or "")
+    outcome = approvals.decide_edit(approval, Decision(ApprovalStatus.APPROVED, user, None, f"edit-{view_id}", edit))
+    if outcome == approvals.DecisionOutcome.ALREADY_DECIDED:
+        fresh = stored.get_approval(approval.approval_id) or approval
+        return _errors(fresh, approvals.closed_note(fresh) if fresh.status != ApprovalStatus.PENDING else
+                       "You have approved this call already; it needs another approver.")  # fmt: skip
+    log.info("approval edited", extra={"approval_id": approval.approval_id, "outcome": outcome.value})
+    return {}

@@ -1,0 +1,157 @@
+"""The Edit modal of an approval card: one input per argument, built from the tool's JSON Schema, and the parse of
+a submission back into arguments, checked against that schema.
+
+A string is a text input (a select when the schema lists its values), an integer or number a number input, a
+boolean a true/false select; anything a field cannot express (objects, arrays, a value of no declared type,
+arguments the schema does not name) is a JSON text area. Pure: no Slack call, no store. jsonschema is imported
+when a submission is first checked, so the Slack ingress's cold start never loads it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from slack_sdk.models.blocks import (
+    ContextBlock,
+    InputBlock,
+    MarkdownTextObject,
+    NumberInputElement,
+    Option,
+    PlainTextInputElement,
+    StaticSelectElement,
+)
+from slack_sdk.models.views import View
+
+if TYPE_CHECKING:
+    import jsonschema
+
+CALLBACK_ID = "approval_edit"
+VALUE = "value"  # every input's action_id
+OTHERS = "*others"  # the JSON field for arguments the schema does not name
+TEXT_MAX = 3000  # Slack's plain_text_input max_length
+
+
+def _kind(spec: Mapping[str, Any]) -> str:
+    kind = spec.get("type")
+    if kind in {"string", "integer", "number", "boolean"}:
+        return "enum" if kind == "string" and isinstance(spec.get("enum"), list) and spec["enum"] else str(kind)
+    return "json"
+
+
+def _block(name: str, spec: Mapping[str, Any], value: Any, *, required: bool) -> InputBlock:
+    kind = _kind(spec)
+    label = name[:2000]
+    hint = str(spec.get("description") or "")[:2000] or None
+    element: Any
+    if kind == "enum":
+        options = [Option(value=str(v)[:150], text=str(v)[:75]) for v in spec["enum"][:100]]
+        chosen = next((o for o in options if value is not None and o.value == str(value)), None)
+        element = StaticSelectElement(action_id=VALUE, options=options, initial_option=chosen)
+    elif kind == "boolean":
+        options = [Option(value="true", text="true"), Option(value="false", text="false")]
+        chosen = None if value is None else options[0 if value else 1]
+        element = StaticSelectElement(action_id=VALUE, options=options, initial_option=chosen)
+    elif kind in {"integer", "number"}:
+        element = NumberInputElement(action_id=VALUE, is_decimal_allowed=kind == "number",
+                                     initial_value=None if value is None else str(value))  # fmt: skip
+    elif kind == "string":
+        text = value if isinstance(value, str) else None
+        element = PlainTextInputElement(action_id=VALUE, initial_value=text, multiline=bool(text and "\n" in text),
+                                        max_length=TEXT_MAX)  # fmt: skip
+    else:
+        shown = None if value is None else json.dumps(value, ensure_ascii=False, indent=1)
+        element = PlainTextInputElement(action_id=VALUE, multiline=True, initial_value=shown, max_length=TEXT_MAX)
+        hint = ((hint + " · ") if hint else "") + "JSON"
+    return InputBlock(block_id=f"arg:{name}", label=label, element=element, optional=not required, hint=hint)
+
+
+def view(approval_id: str, digest: str, tool: str, *, schema: Mapping[str, Any], args: Mapping[str, Any],
+         order: Sequence[str]) -> View:  # fmt: skip
+    """The modal for editing one call: an input per argument, in the card's order, then one per declared argument
+    the call left out; ``private_metadata`` names the approval and the digest of the call it was opened on."""
+    properties: Mapping[str, Any] = schema.get("properties") or {}
+    required = set(schema.get("required") or [])
+    names = [n for n in order if n in properties] + [n for n in properties if n not in set(order)]
+    blocks: list[Any] = [
+        ContextBlock(elements=[MarkdownTextObject(text=f"Edit the arguments of `{tool}`. Submitting approves the "
+                                                       "edited call, which then runs instead of the original.")])
+    ]  # fmt: skip
+    blocks += [_block(n, properties[n], args.get(n), required=n in required) for n in names]
+    others = {k: v for k, v in args.items() if k not in properties}
+    if others:
+        blocks.append(_block(OTHERS, {}, others, required=False))
+    return View(type="modal", callback_id=CALLBACK_ID, title="Edit the call", submit="Approve edited",
+                close="Cancel", private_metadata=f"{approval_id}|{digest}", blocks=blocks)  # fmt: skip
+
+
+def metadata(private_metadata: str) -> tuple[str, str] | None:
+    approval_id, _, digest = private_metadata.rpartition("|")
+    return (approval_id, digest) if approval_id and digest else None
+
+
+def _raw(element: Mapping[str, Any]) -> str | None:
+    if element.get("type") == "static_select":
+        option = element.get("selected_option") or {}
+        return option.get("value") if isinstance(option, dict) else None
+    value = element.get("value")
+    return value if isinstance(value, str) else None
+
+
+def _convert(raw: str, kind: str) -> Any:
+    if kind in {"string", "enum"}:
+        return raw
+    if kind == "boolean":
+        return raw == "true"
+    if kind in {"integer", "number"}:
+        number = float(raw)
+        if kind == "integer" and not number.is_integer():
+            raise ValueError(f"{raw} is not a whole number")
+        return int(number) if kind == "integer" or (number.is_integer() and "." not in raw) else number
+    return json.loads(raw)
+
+
+def parse(schema: Mapping[str, Any], values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The edited arguments from a submission's ``view.state.values``, and errors by block id (empty when valid
+    against the schema)."""
+    properties: Mapping[str, Any] = schema.get("properties") or {}
+    args: dict[str, Any] = {}
+    errors: dict[str, str] = {}
+    for block_id, actions in values.items():
+        name = block_id.removeprefix("arg:")
+        element = actions.get(VALUE) if isinstance(actions, dict) else None
+        raw = _raw(element) if isinstance(element, dict) else None
+        if raw is None or raw == "":
+            continue
+        kind = _kind(properties.get(name) or {}) if name != OTHERS else "json"
+        try:
+            value = _convert(raw, kind)
+        except ValueError as exc:
+            errors[block_id] = f"Not a valid {'JSON value' if kind == 'json' else kind}: {exc}"[:150]
+            continue
+        if name == OTHERS:
+            if not isinstance(value, dict):
+                errors[block_id] = "A JSON object of argument name to value"
+            else:
+                args.update(value)
+        else:
+            args[name] = value
+    if errors:
+        return args, errors
+    import jsonschema  # the ingress pays for it at the first edit, never at its cold start
+
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    for error in validator.iter_errors(args):
+        where = str(error.path[0]) if error.path else _missing(error) or ""
+        block_id = f"arg:{where}" if where in properties else next(iter(values), "arg:")
+        errors.setdefault(block_id, error.message[:150])
+    return args, errors
+
+
+def _missing(error: jsonschema.ValidationError) -> str | None:
+    """The property a ``required`` error names."""
+    names = error.validator_value
+    if error.validator == "required" and isinstance(error.instance, dict) and isinstance(names, list):
+        return next((str(n) for n in names if n not in error.instance), None)
+    return None

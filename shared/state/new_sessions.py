@@ -1,0 +1,88 @@
+"""One factory per kind of session, so a session is never assembled field by field elsewhere.
+
+Each derives the session's id from what caused it (the Slack event, the question, the approved turn, the silent
+session), so every retry of one cause builds the same document.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from shared.state import ids
+from shared.state.models import Approval, Question, Session, SessionKind
+
+
+def mention_session(
+    *, event_id: str, channel: str, thread_ts: str, ts: str, user: str, text: str, at: datetime,
+    trace_id: str | None = None,
+) -> Session:  # fmt: skip
+    """The session a mention (or a DM) starts; its id is derived from the Slack event."""
+    return Session(
+        session_id=ids.session_for_event(event_id),
+        kind=SessionKind.MENTION,
+        channel=channel,
+        thread_ts=thread_ts,
+        trigger_ts=ts,
+        trigger_user=user,
+        text=text,
+        event_id=event_id,
+        created_at=at,
+        transcript_writer=ids.session_for_event(event_id),
+        trace_id=trace_id,
+    )
+
+
+def continuation_session(question: Question, *, answer_ts: str, user: str, text: str, at: datetime,
+                         trace_id: str | None = None) -> Session:  # fmt: skip
+    """The session an answer resumes: it continues the asker's transcript from the pending call."""
+    return Session(
+        session_id=ids.continuation_id(question.question_id),
+        kind=SessionKind.CONTINUATION,
+        channel=question.channel,
+        thread_ts=question.thread_ts,
+        trigger_ts=answer_ts,
+        trigger_user=user,
+        text=text,
+        created_at=at,
+        asker_session_id=question.session_id,
+        requested_by=question.requester,
+        question_id=question.question_id,
+        transcript_id=question.transcript_id,
+        trace_id=trace_id,
+    )
+
+
+def approvals_continuation(approval: Approval, *, user: str, at: datetime, trace_id: str | None = None) -> Session:
+    """The session that resumes a turn once all its risky calls are decided: it runs the approved ones."""
+    return Session(
+        session_id=ids.resume_id(approval.session_id, approval.seq),
+        kind=SessionKind.CONTINUATION,
+        channel=approval.channel,
+        thread_ts=approval.thread_ts,
+        trigger_ts=approval.decision_ts or approval.thread_ts,
+        trigger_user=user,
+        text=f"decisions on {len(approval.turn_ids)} call(s)",
+        created_at=at,
+        asker_session_id=approval.session_id,
+        requested_by=approval.requested_by,
+        approval_ids=list(approval.turn_ids),
+        transcript_id=approval.transcript_id,
+        trace_id=trace_id,
+    )
+
+
+def retry_session(silent: Session, *, reason: str, at: datetime) -> Session:
+    """The narration retry of a silent session: it reports from the audit log only."""
+    return Session(
+        session_id=ids.retry_id(silent.session_id),
+        kind=SessionKind.RETRY,
+        channel=silent.channel,
+        thread_ts=silent.thread_ts,
+        trigger_ts=silent.trigger_ts,
+        trigger_user=silent.trigger_user,
+        text=silent.text,
+        created_at=at,
+        narrated_session_id=silent.session_id,
+        retry_reason=reason,
+        trace_id=silent.trace_id,
+    )
