@@ -153,12 +153,22 @@ def test_a_denying_reply_retried_after_a_kill_part_way_denies_every_pending_call
     paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=30)
     first, second = sorted(stored.get_approvals(paused.approval_ids), key=lambda a: a.call_index)
     fake_slack.slow("chat.update", 60, match="denied by")  # the ingress is held after the first denial
+    # The reply's delivery waits for the ingress, which is held: send it beside the test, and kill the ingress the
+    # moment the first denial's card update arrives (before the Slack client's own timeout lets it go on).
+    replies: list[dict[str, Any]] = []
+
+    def reply() -> None:
+        replies.append(fake_slack.user_message(OPERATOR, thread.channel, "not today", thread_ts=thread.ts))
+
+    sending = threading.Thread(target=reply, daemon=True)
     try:
-        sent = fake_slack.user_message(OPERATOR, thread.channel, "not today", thread_ts=thread.ts)
+        sending.start()
         wait_for(lambda: fake_slack.calls("chat.update"), timeout=30, what="the first denial's card update")
         stack.kill_function("slack_events")
     finally:
         stack.start_function("slack_events")
+    sending.join(timeout=60)
+    [sent] = replies
     decided = [a.status for a in stored.get_approvals([first.approval_id, second.approval_id])]
     assert decided == [ApprovalStatus.DENIED, ApprovalStatus.PENDING]  # killed between the two denials
     [event] = sent["deliveries"]
