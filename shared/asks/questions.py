@@ -53,6 +53,7 @@ def ask(session: Session, *, seq: int, call_index: int, call_id: str | None, que
             mcp_input=mcp_input,
             seq=seq,
             call_index=call_index,
+            request_ts=session.request_message,
         )
     )
     settings = config.settings()

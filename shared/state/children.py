@@ -66,6 +66,7 @@ def child_session(parent: Session, *, seq: int, index: int, task: str, blocking:
         sibling_ids=siblings if blocking else [],
         trace_id=parent.trace_id,
         root_session_id=parent.tree_root,
+        request_ts=parent.request_message,
     )
 
 
@@ -278,6 +279,7 @@ def _report(transaction: firestore.Transaction, child: Session, parent: Session 
         text=f"the result of {child.session_id}", created_at=when, asker_session_id=parent.session_id,
         transcript_id=parent.transcript, parent_session_id=parent.parent_session_id, depth=parent.depth,
         late_note=note, trace_id=parent.trace_id, requested_by=parent.requester,
+        request_ts=parent.request_message,
     )  # fmt: skip
     if session_ref(later.session_id).get(transaction=transaction).exists:
         return None

@@ -241,11 +241,19 @@ class Session:
     requested_by: str | None = None  # who asked for the work, when another person's answer or click started this
     answer_ts: str | None = None  # a top-level session that ended: its final answer's last message (feedback)
     stream_ts: str | None = None  # its latest streamed message, recorded before any text: a takeover replaces it
+    # The request message the whole conversation started from, copied down every continuation, retry and child,
+    # so each marks it (👀, ✅) without reading its chain; None on sessions stored before it was kept.
+    request_ts: str | None = None
 
     @property
     def requester(self) -> str:
         """The person whose request this session works on (its tokens count against their daily budget)."""
         return self.requested_by or self.trigger_user
+
+    @property
+    def request_message(self) -> str | None:
+        """The ts of the request this conversation started from, when the session knows it without a read."""
+        return self.request_ts or (self.trigger_ts if self.kind == SessionKind.MENTION else None)
 
     @property
     def transcript(self) -> str:
@@ -393,6 +401,7 @@ class Question(Stored):
     # The call that asked: its model step and its index there (None on questions stored before calls had one).
     seq: int | None = None
     call_index: int | None = None
+    request_ts: str | None = None  # the asking conversation's request message (its continuation marks it)
 
 
 @dataclass
@@ -419,6 +428,7 @@ class Approval(Stored):
     turn_ids: list[str]  # every approval of that turn: the session resumes once all are decided
     asked_at: datetime
     requested_by: str | None = None
+    request_ts: str | None = None  # the asking conversation's request message (the resumed session marks it)
     label: str | None = None  # what the card says about who asks (a child's task, later)
     card_ts: str | None = None
     status: ApprovalStatus = ApprovalStatus.PENDING

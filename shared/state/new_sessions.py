@@ -29,6 +29,7 @@ def mention_session(
         created_at=at,
         transcript_writer=ids.session_for_event(event_id),
         trace_id=trace_id,
+        request_ts=ts,
     )
 
 
@@ -49,6 +50,7 @@ def continuation_session(question: Question, *, answer_ts: str, user: str, text:
         question_id=question.question_id,
         transcript_id=question.transcript_id,
         trace_id=trace_id,
+        request_ts=question.request_ts,
     )
 
 
@@ -68,6 +70,7 @@ def approvals_continuation(approval: Approval, *, user: str, at: datetime, trace
         approval_ids=list(approval.turn_ids),
         transcript_id=approval.transcript_id,
         trace_id=trace_id,
+        request_ts=approval.request_ts,
     )
 
 
@@ -85,4 +88,5 @@ def retry_session(silent: Session, *, reason: str, at: datetime) -> Session:
         narrated_session_id=silent.session_id,
         retry_reason=reason,
         trace_id=silent.trace_id,
+        request_ts=silent.request_message,
     )

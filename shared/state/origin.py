@@ -3,7 +3,9 @@
 A continuation's own trigger is what resumed it (a button press, an operator's reply, a child's result), not a
 message the requester reads as theirs: Slack answers ``message_not_found`` for a press's ts, and a ✅ on the
 operator's reply says nothing about the request. Every kind of session leads back to a mention: a continuation
-through the transcript it continues, a retry through the session it narrates, a child through its parent.
+through the transcript it continues, a retry through the session it narrates, a child through its parent. Each
+session is given its request's ts when it is made (``Session.request_ts``, from the question, approval, parent or
+narrated session that leads to it), so finding it costs no read; only sessions stored before that walk the chain.
 """
 
 from __future__ import annotations
@@ -26,7 +28,10 @@ def origin_of(session: Session) -> str | None:
 
 
 def request_ts(session: Session) -> str:
-    """The ts of the request message behind ``session`` (its own trigger when the chain cannot be followed)."""
+    """The ts of the request message behind ``session``: kept on it (no read) since sessions carry it; a session
+    stored before that follows its chain (its own trigger when the chain cannot be followed)."""
+    if session.request_message:
+        return session.request_message
     current = session
     for _ in range(MAX_HOPS):
         origin = origin_of(current)

@@ -11,7 +11,7 @@ const EMOJI = {
   information_source: "ℹ️", link: "🔗", clipboard: "📋", busts_in_silhouette: "👥", bust_in_silhouette: "👤",
   red_circle: "🔴", large_green_circle: "🟢", large_yellow_circle: "🟡", stopwatch: "⏱️", calendar: "📅",
   point_right: "👉", sparkles: "✨", ok_hand: "👌", pray: "🙏", construction: "🚧", package: "📦",
-  raising_hand: "🙋", double_vertical_bar: "⏸️", white_circle: "⚪", hammer_and_wrench: "🛠️", ballot_box_with_check: "☑️",
+  raising_hand: "🙋", double_vertical_bar: "⏸️", pencil2: "✏️", white_circle: "⚪", hammer_and_wrench: "🛠️", ballot_box_with_check: "☑️",
 };
 
 function esc(text) {
