@@ -165,6 +165,8 @@ SWEEP_WORDS = {  # what each of the sweep's counters did, as a sentence fragment
     "settled": "settled {n} session{s} whose worker had died",
     "requeued": "queued {n} waiting session{s} again",
     "children_failed": "failed {n} delegated task{s} whose parent had gone",
+    "parents_reminded": "asked {n} session{s} again for the answer a delegated task waits for",
+    "children_abandoned": "ended {n} delegated task{s} whose question to its parent went unanswered",
 }
 SWEEP_READ = ("questions_read", "approvals_read", "sessions_read", "unchanged", "errors")
 

@@ -84,6 +84,26 @@ resource "google_firestore_index" "sessions_by_age" {
   }
 }
 
+# The sweep: delegated children paused (on their question to their parent), oldest first.
+resource "google_firestore_index" "paused_children" {
+  database    = google_firestore_database.main.name
+  collection  = "sessions"
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "status"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "kind"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "updated_at"
+    order      = "ASCENDING"
+  }
+}
+
 # The sweep: silent exits not yet narrated or escalated, oldest first.
 resource "google_firestore_index" "silent_exits_to_follow_up" {
   database    = google_firestore_database.main.name

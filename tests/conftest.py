@@ -37,6 +37,7 @@ def _interrupt(signum: int, _frame: FrameType | None) -> None:
 FAST_MODULES = {
     "test_auth", "test_config", "test_fetch", "test_gate", "test_handlers", "test_layers", "test_mrkdwn",
     "test_mcp_parts", "test_policy", "test_slack_safety", "test_transcript_calls", "test_call_view",
+    "test_wait_plan",
 }  # fmt: skip
 
 

@@ -19,11 +19,21 @@ from infra import stack as local
 from infra.fakegemini.control import FakeGemini
 from infra.fakeslack.control import FakeSlack
 from infra.stack import Stack
-from shared import deps
+from shared import config, deps
 from shared.agent.transcript import to_json
 from shared.state import firestore, ids, sessions, tasks
 from shared.state import questions as stored
-from shared.state.models import Audit, QuestionStatus, Session, SessionKind, SessionStatus, Step, StepKind
+from shared.state.models import (
+    Audit,
+    NoteKind,
+    ParentQuestion,
+    QuestionStatus,
+    Session,
+    SessionKind,
+    SessionStatus,
+    Step,
+    StepKind,
+)
 from shared.state.new_sessions import retry_session
 from tests.agent_helpers import Thread, function_responses, mention, open_question, texts, wait_status
 from tests.poll import wait_for
@@ -139,8 +149,8 @@ def test_the_sweep_reads_only_stale_documents(stack: Stack, empty_db: None, fake
     counted = CountingClient(counter=counter, project=local.PROJECT)
     with deps.override(firestore=counted):
         again = counter.measure(daily.run)
-    assert again.queries == 6
-    assert again.reads == 5 + 5  # 5 stale questions (already reminded: no writes), 5 empty pages
+    assert again.queries == 7  # paused sessions too: a child waiting on its parent's answer is bounded
+    assert again.reads == 5 + 6  # 5 stale questions (already reminded: no writes), 6 empty pages
     assert again.writes == 0
 
 
@@ -351,3 +361,72 @@ def test_a_child_whose_worker_died_for_good_fails_and_its_parent_resumes(
     assert "did not finish (failed)" in response["error"]
     assert "worker died" in response["error"]
     assert sweep(stack)["children_failed"] == 0
+
+
+def asking_child(uid: str, parent: Session, asked_at: datetime) -> Session:
+    """A child paused on its blocking question to ``parent`` since ``asked_at`` (its allotment reserved)."""
+    child_id = ids.child_id(parent.session_id, 1, 0)
+    question = ParentQuestion(question_id=f"pq-{child_id}-1-0", text="Which region?", blocking=True, seq=1, index=0,
+                              asked_at=asked_at)  # fmt: skip
+    child = Session(
+        session_id=child_id, kind=SessionKind.CHILD, channel=parent.channel, thread_ts=parent.thread_ts,
+        trigger_ts=parent.trigger_ts, trigger_user=OPERATOR, text="rotate the keys", created_at=asked_at,
+        status=SessionStatus.PAUSED, transcript_writer=child_id, parent_session_id=parent.session_id,
+        parent_transcript=parent.session_id, depth=1, delegate_seq=1, delegate_index=0, delegate_blocking=False,
+        root_session_id=parent.session_id, max_turns=4, max_tool_calls=6, turns=1, tool_calls=1,
+        parent_question=question, updated_at=asked_at,
+    )  # fmt: skip
+    firestore.session_ref(child_id).create(child.to_doc())
+    return child
+
+
+def test_a_child_waiting_on_its_parents_answer_is_reminded_then_ended_by_the_sweep(
+    stack: Stack, empty_db: None, fake_slack: FakeSlack, uid: str
+) -> None:
+    """Issue 23: nothing waits for ever. A child paused on its blocking ask_parent ages as a question does: at
+    QUESTION_REMIND_HOURS its parent's conversation is asked again, once; QUESTION_ABANDON_HOURS later the child is
+    ended (abandoned), its allotment given back, and the parent's conversation, where it asked, hears why."""
+    channel = f"C{uid}"
+    root = fake_slack.user_message(OPERATOR, channel, f"rotate the keys [{channel}]")["ts"]
+    asked_at = firestore.now()
+    parent = Session(
+        session_id=f"parent-{uid}", kind=SessionKind.MENTION, channel=channel, thread_ts=root, trigger_ts=root,
+        trigger_user=OPERATOR, text=f"rotate the keys [{channel}]", created_at=asked_at, status=SessionStatus.PAUSED,
+        transcript_writer=f"parent-{uid}", next_seq=3, tree_reserved={"turns": 4, "tool_calls": 6},
+    )  # fmt: skip
+    firestore.session_ref(parent.session_id).create(parent.to_doc())
+    child = asking_child(uid, parent, asked_at)
+    settings = {"remind": config.settings().question_remind_hours, "abandon": config.settings().question_abandon_hours}
+
+    early = sweep(stack, asked_at + timedelta(hours=settings["remind"] - 1))
+    assert (early["parents_reminded"], early["children_abandoned"]) == (0, 0)
+
+    reminded = sweep(stack, asked_at + timedelta(hours=settings["remind"] + 1))
+    assert (reminded["parents_reminded"], reminded["children_abandoned"]) == (1, 0)
+    waiting = sessions.get_session(parent.session_id)
+    assert waiting is not None
+    assert [n.ts for n in waiting.notes] == [f"{child.parent_question.question_id}:reminder"]  # type: ignore[union-attr]
+    assert "Which region?" in waiting.notes[0].text
+    again = sweep(stack, asked_at + timedelta(hours=settings["remind"] + 2))
+    assert again["parents_reminded"] == 0  # once
+    still = sessions.get_session(child.session_id)
+    assert still is not None
+    assert still.status == SessionStatus.PAUSED
+    assert still.parent_question is not None
+    assert still.parent_question.reminded_at is not None
+
+    bound = settings["remind"] + settings["abandon"]
+    ended = sweep(stack, asked_at + timedelta(hours=bound + 1))
+    assert ended["children_abandoned"] == 1
+    gone = sessions.get_session(child.session_id)
+    assert gone is not None
+    assert gone.status == SessionStatus.ABANDONED
+    assert f"went unanswered for {bound + 1} hours" in (gone.result or "")
+    told = sessions.get_session(parent.session_id)
+    assert told is not None
+    [result] = [n for n in told.notes if n.kind == NoteKind.CHILD_RESULT]
+    assert result.question_id == child.session_id
+    assert "went unanswered" in result.text
+    assert "Which region?" in result.text
+    assert told.tree_reserved == {"turns": 1, "tool_calls": 1}  # what the child did not use is given back
+    assert sweep(stack, asked_at + timedelta(hours=bound + 2))["children_abandoned"] == 0

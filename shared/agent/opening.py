@@ -12,6 +12,7 @@ from slack_sdk.errors import SlackApiError
 
 from shared.agent import assistant_pane, prompts
 from shared.agent.transcript import Responses, pending_calls, pending_turn
+from shared.agent.waits.resuming import Resuming, WaitKind, WaitOn
 from shared.errors import ProductError
 from shared.limits import MAX_REQUEST_CHARS, capped
 from shared.slack import client as slack
@@ -66,12 +67,10 @@ def answer_content(question: Question, transcript: list[Step]) -> types.Content 
         if question.matched_option is None:
             answer["note"] = "The reply matched none of the options; read it as free text."
     if question.seq is not None and question.call_index is not None:
-        turn = pending_turn(transcript)
-        call = dict(turn.calls).get(question.call_index) if turn and turn.seq == question.seq else None
-        responses = Responses()
-        if call is not None:
-            responses.add(question.seq, question.call_index, call, {"result": answer})
-        return responses
+        on = WaitOn(WaitKind.QUESTION, question.question_id)
+        resuming = Resuming(pending_turn(transcript), question.seq, {question.call_index: on})
+        resuming.arrive(on, {"result": answer})
+        return resuming.responses
     names = {call.id: call.name for call in pending_calls(transcript)}  # a question stored before calls had ids
     name = names.get(question.call_id) or "ask_operator"
     response = types.FunctionResponse(id=question.call_id, name=name, response={"result": answer})

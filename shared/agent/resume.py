@@ -20,6 +20,7 @@ from shared.agent.tools.mcp.inputs import Pending as McpPending
 from shared.agent.tools.mcp.tool import McpTool
 from shared.agent.tools.toolset import Toolset
 from shared.agent.transcript import Responses, pending_turn
+from shared.agent.waits.resuming import Resuming, WaitKind, WaitOn
 from shared.asks import approvals, delegation, tree_status
 from shared.limits import MAX_TOOL_RESULT_CHARS, capped
 from shared.slack.surface import ThreadSurface
@@ -61,29 +62,31 @@ class Resumptions:
         """The parent's answer is the response of the blocking ask_parent call that waited for it."""
         fresh = stored_children.get_children([self.session.session_id])
         asked = fresh[0].parent_question if fresh else None
-        turn = pending_turn(self.steps)
-        pending = dict(turn.calls) if turn is not None and asked is not None and turn.seq == asked.seq else {}
-        call = pending.get(asked.index) if asked is not None else None
-        responses = Responses()
-        if asked is not None and call is not None and asked.released:
-            responses.add(asked.seq, asked.index, call, {"error": asked.answer or delegation.UNANSWERED})
-        elif asked is not None and call is not None:
-            answer = {"answer": asked.answer, "from": "the session that delegated your task"}
-            responses.add(asked.seq, asked.index, call, {"result": answer})
-        self._commit(StepKind.ANSWER, responses, [Audit(AuditType.ANSWER, now())], consumed=consumed or [])
+        if asked is None:
+            self._commit(StepKind.ANSWER, Responses(), [Audit(AuditType.ANSWER, now())], consumed=consumed or [])
+            return
+        on = WaitOn(WaitKind.PARENT_ANSWER, asked.question_id)
+        resuming = Resuming(pending_turn(self.steps), asked.seq, {asked.index: on})
+        if asked.released:
+            resuming.arrive(on, {"error": asked.answer or delegation.UNANSWERED})
+        else:
+            resuming.arrive(on, {"result": {"answer": asked.answer, "from": "the session that delegated your task"}})
+        self._commit(StepKind.ANSWER, resuming.responses, [Audit(AuditType.ANSWER, now())], consumed=consumed or [])
 
     def _release_children(self) -> None:
         """A child's question interrupted this session's wait for its children: the waiting delegate calls get
         "still running" responses, and each remaining result reaches it as a note (ended ones already did)."""
         turn = pending_turn(self.steps)
-        responses = Responses()
-        if turn is not None and turn.seq == self.session.released_seq:
-            for index, call in turn.calls:
-                child_id = ids.child_id(self.session.session_id, turn.seq, index)
-                note = "A child asked you a question, so you no longer wait: its result reaches you as a note."
-                responses.add(turn.seq, index, call, {"result": {"status": "still running", "child_id": child_id,
-                                                                 "note": note}})  # fmt: skip
-        self._commit(StepKind.TOOL_RESULTS, responses, [], released_seq=None)
+        seq = self.session.released_seq if self.session.released_seq is not None else -1
+        pending = turn.calls if turn is not None and turn.seq == seq else []
+        waits = {
+            index: WaitOn(WaitKind.CHILD, ids.child_id(self.session.session_id, seq, index)) for index, _ in pending
+        }
+        resuming = Resuming(turn, seq, waits)
+        note = "A child asked you a question, so you no longer wait: its result reaches you as a note."
+        for on in waits.values():
+            resuming.arrive(on, {"result": {"status": "still running", "child_id": on.key, "note": note}})
+        self._commit(StepKind.TOOL_RESULTS, resuming.responses, [], released_seq=None)
 
     def _resume_children(self, child_ids: list[str], *, consumed: list[Note] | None = None) -> None:
         """The ended children of one turn: each result is the response of the delegate call that started it (a
@@ -91,21 +94,23 @@ class Resumptions:
         ended = sorted(stored_children.get_children(child_ids), key=lambda c: c.delegate_index or 0)
         turn = pending_turn(self.steps)
         seq = ended[0].delegate_seq if ended and ended[0].delegate_seq is not None else -1
-        pending = dict(turn.calls) if turn is not None and turn.seq == seq else {}
-        responses = Responses()
+        waits = {c.delegate_index: WaitOn(WaitKind.CHILD, c.session_id) for c in ended
+                 if c.delegate_index is not None and c.delegate_seq == seq}  # fmt: skip
+        resuming = Resuming(turn, seq, waits)
         audit: list[Audit] = []
         if turn is None:  # it waited before reporting, its calls answered long ago: their results are news
             news = [stored_children.result_note(child) for child in ended]
-            responses.text(prompts.notes_text(news))
+            resuming.responses.text(prompts.notes_text(news))
         for child in ended:
-            index = child.delegate_index if child.delegate_index is not None else -1
-            call = pending.get(index)
-            if call is None:
+            on = WaitOn(WaitKind.CHILD, child.session_id)
+            waiting = resuming.call_for(on)
+            if waiting is None:
                 continue  # its response is already in the transcript (a re-run after a crash)
+            call = waiting[1]
             response = capped_response(child_response(child), MAX_TOOL_RESULT_CHARS)
             audit.append(Audit(AuditType.TOOL, now(), name=call.name, args=short(call.args), result=short(response)))
-            responses.add(seq, index, call, response)
-        self._commit(StepKind.ANSWER, responses, audit, consumed=consumed or [], child_ids=[])
+            resuming.arrive(on, response)
+        self._commit(StepKind.ANSWER, resuming.responses, audit, consumed=consumed or [], child_ids=[])
         tree_status.refresh(self.session, self.surface)  # whatever order the children's own refreshes landed in
 
     def _resume_approvals(self, approval_ids: list[str], *, consumed: list[Note] | None = None) -> bool:
@@ -113,29 +118,33 @@ class Resumptions:
         arguments; a denied or expired one gets an error response. One step holds them all. True if the session
         paused again: an approved MCP call whose server asked for input (its question's answer resumes it)."""
         decided = sorted(stored_approvals.get_approvals(approval_ids), key=lambda a: a.call_index)
-        turn = pending_turn(self.steps)
         seq = decided[0].seq if decided else -1
         # By position in the turn that made them: calls need not have ids, and two may be alike.
-        pending = dict(turn.calls) if turn is not None and turn.seq == seq else {}
+        waits = {a.call_index: WaitOn(WaitKind.APPROVAL, a.approval_id) for a in decided}
+        resuming = Resuming(pending_turn(self.steps), seq, waits)
         recorded = ledger.entries(self.session, seq, [a.call_index for a in decided])
-        responses = Responses()
         audit: list[Audit] = []
         pause: Suspend | None = None
         for approval in decided:
-            call = pending.get(approval.call_index)
+            on = WaitOn(WaitKind.APPROVAL, approval.approval_id)
+            waiting = resuming.call_for(on)
             audit.append(Audit(AuditType.APPROVAL, now(), name=approval.tool, args=approval.digest,
                                result=approval.status.value, text=approval.decided_by))  # fmt: skip
-            if call is None:
+            if waiting is None:
                 continue  # its response is already in the transcript (a re-run after a crash)
+            call = waiting[1]
             decided_outcome = self._decided_response(approval, call, seq, recorded.get(approval.call_index))
             response = decided_outcome.response if isinstance(decided_outcome, Suspend) else decided_outcome
             audit.append(self._tool_audit(approval.tool, call, response, self._context(seq, approval.call_index, call)))
             if isinstance(decided_outcome, Suspend) and pause is None:
                 pause = decided_outcome  # no function response: the operator's answer resumes the call
+                resuming.arrive(on, then=WaitOn(WaitKind.MCP_INPUT, pause.question.question_id))
                 continue
-            responses.add(seq, approval.call_index, call, response)
-        self._commit(StepKind.ANSWER, responses, audit, consumed=consumed or [], approval_ids=[])
-        return pause is not None and self._pause_for_question(pause, None, [], self.session.tool_calls)
+            resuming.arrive(on, response)
+        self._commit(StepKind.ANSWER, resuming.responses, audit, consumed=consumed or [], approval_ids=[])
+        if resuming.complete or pause is None:
+            return False
+        return self._pause_for_question(pause, None, [], self.session.tool_calls)
 
     def _decided_response(self, approval: Approval, call: types.FunctionCall, seq: int,
                           entry: ledger.Entry | None) -> dict[str, Any] | Suspend:  # fmt: skip
@@ -178,12 +187,14 @@ class Resumptions:
         the ledger (its own entry per round); its result is the response of the call the model made. True if the
         session paused again (the server asked for more)."""
         pending = McpPending.from_doc(question.mcp_input or {})
-        turn = pending_turn(self.steps)
-        call = dict(turn.calls).get(pending.index) if turn is not None and turn.seq == pending.seq else None
+        on = WaitOn(WaitKind.MCP_INPUT, question.question_id)
+        resuming = Resuming(pending_turn(self.steps), pending.seq, {pending.index: on})
+        waiting = resuming.call_for(on)
         answered = Audit(AuditType.ANSWER, now())
-        if call is None:  # its response is already in the transcript (a re-run after a crash)
+        if waiting is None:  # its response is already in the transcript (a re-run after a crash)
             self._commit(StepKind.ANSWER, None, [answered], consumed=consumed or [])
             return False
+        call = waiting[1]
         name = call.name or ""
         tool = self.tools.get(name)
         ctx = self._context(pending.seq, pending.index, call, caller=pending.caller)
@@ -200,11 +211,11 @@ class Resumptions:
         response = outcome.response if isinstance(outcome, Suspend) else capped_response(outcome, MAX_TOOL_RESULT_CHARS)
         audit = [answered, self._tool_audit(name, call, response, ctx)]
         if isinstance(outcome, Suspend):  # the server asked again: a new question, and the session pauses again
+            resuming.arrive(on, then=WaitOn(WaitKind.MCP_INPUT, outcome.question.question_id))
             self._commit(StepKind.ANSWER, None, [answered], consumed=consumed or [])
             return self._pause_for_question(outcome, None, audit[1:], self.session.tool_calls)
-        responses = Responses()
-        responses.add(pending.seq, pending.index, call, response)
-        self._commit(StepKind.ANSWER, responses, audit, consumed=consumed or [])
+        resuming.arrive(on, response)
+        self._commit(StepKind.ANSWER, resuming.responses, audit, consumed=consumed or [])
         return False
 
 

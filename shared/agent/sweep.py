@@ -7,6 +7,9 @@
 - A ``running`` session whose lease expired STALE_LEASE_MINUTES ago lost its worker for good (its task ran out
   of retries): it becomes a silent exit and is narrated from its audit log, or escalated.
 - A delegated child in that state fails instead, and its parent hears it (the parent never waits for ever).
+- A child paused on its blocking question to its parent (``ask_parent``) ages as a question does: the parent's
+  conversation is asked again once, and QUESTION_ABANDON_HOURS later the child is ended (abandoned), the parent's
+  conversation told why as the child's result.
 - A ``queued`` session whose task was never created (the ingress crashed in between) is enqueued again.
 
 Every action is guarded by a transaction on the document's current state, so a second run right after the
@@ -29,7 +32,7 @@ from shared.logs import session_context
 from shared.state import children, ids, sessions, steps, tasks
 from shared.state import feedback as stored_feedback
 from shared.state.firestore import now
-from shared.state.models import Approval, Question, Session, SessionStatus
+from shared.state.models import Approval, Question, Session, SessionKind, SessionStatus
 from shared.state.stale import stale_approvals, stale_questions, stale_sessions
 
 log = logging.getLogger(__name__)
@@ -54,6 +57,12 @@ def run(when: datetime | None = None) -> dict[str, Any]:
         counts["approvals_read"] += 1
         counts[_guarded(_approval_action, approval, at, abandon_after)] += 1
 
+    children_paused = stale_sessions(SessionStatus.PAUSED, "updated_at", at - remind_after, page_size=page,
+                                     kind=SessionKind.CHILD)  # fmt: skip
+    for session in children_paused:
+        counts["sessions_read"] += 1
+        counts[_guarded(_asking_action, session, at, remind_after, abandon_after)] += 1
+
     silent_cutoff = at - QUEUED_GRACE
     for session in stale_sessions(
         SessionStatus.SILENT_EXIT, "updated_at", silent_cutoff, page_size=page, not_followed_up=True
@@ -75,6 +84,7 @@ def run(when: datetime | None = None) -> dict[str, Any]:
     summary = {action: counts.get(action, 0) for action in (
         "reminded", "abandoned", "narrated", "escalated", "settled", "requeued", "children_failed", "unchanged",
         "errors", "questions_read", "sessions_read", "approvals_reminded", "approvals_expired", "approvals_read",
+        "parents_reminded", "children_abandoned",
     )}  # fmt: skip
     log.info("sweep finished", extra={"summary": summary})
     return summary
@@ -117,6 +127,20 @@ def _approval_action(approval: Approval, at: datetime, abandon_after: timedelta)
         return "approvals_expired" if approvals.expire(approval, at) else "unchanged"
     if approval.reminded_at is None:
         return "approvals_reminded" if approvals.remind(approval, at) else "unchanged"
+    return "unchanged"
+
+
+def _asking_action(child: Session, at: datetime, remind_after: timedelta, abandon_after: timedelta) -> str:
+    """A child paused on its question to its parent ages as a question does: its parent's conversation is reminded
+    once, and the child ends past the same bound, its parent told (nothing waits for ever)."""
+    asked = child.parent_question
+    if not child.reports_to_parent or asked is None or not asked.blocking or asked.answer is not None:
+        return "unchanged"  # paused on something else: questions and approvals age on their own
+    since = asked.asked_at or child.updated_at or child.created_at
+    if since <= at - abandon_after:
+        return "children_abandoned" if delegation.abandon_asking(child, at) else "unchanged"
+    if asked.reminded_at is None and since <= at - remind_after:
+        return "parents_reminded" if children.remind_parent(child, at) else "unchanged"
     return "unchanged"
 
 

@@ -7,12 +7,14 @@ children (``launch``), so no child can end before its siblings are recorded. A n
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 
 from shared import config
 from shared.state import children, sessions, tasks
 from shared.state.children import AnswerOutcome, AskOutcome, Finished
 from shared.state.firestore import now
-from shared.state.models import AuditType, Note, NoteKind, ParentQuestion, Session, Step
+from shared.state.models import AuditType, Note, NoteKind, ParentQuestion, Session, SessionStatus, Step
+from shared.state.steps import LeaseLost
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +80,7 @@ def ask_parent(child: Session, *, seq: int, index: int, question: str, blocking:
     if not question.strip():
         raise DelegationRefused("the question is empty")
     asked = ParentQuestion(question_id=f"pq-{child.session_id}-{seq}-{index}", text=question.strip(),
-                           blocking=blocking, seq=seq, index=index)  # fmt: skip
+                           blocking=blocking, seq=seq, index=index, asked_at=now())  # fmt: skip
     outcome = children.ask_parent(child, asked)
     if outcome == AskOutcome.NO_PARENT:
         raise DelegationRefused("the session that delegated this task has ended; decide yourself and say so")
@@ -100,6 +102,25 @@ def answer_child(parent: Session, *, child_id: str, answer: str, released: bool 
         tasks.enqueue_session(child_id, attempt=f"answered-{child.parent_question.question_id}")
     log.info("answer sent to the child", extra={"child": child_id, "outcome": outcome.value})
     return outcome.value
+
+
+def abandon_asking(child: Session, at: datetime) -> bool:
+    """A child paused on its question to its parent past the sweep's bound is ended (abandoned), and its parent's
+    conversation, where it asked, hears so as the child's result. False if it was answered or ended meanwhile."""
+    asked = child.parent_question
+    if asked is None:
+        return False
+    hours = int((at - (asked.asked_at or child.updated_at or child.created_at)).total_seconds() // 3600)
+    result = (f"the helper stopped waiting: its question to you went unanswered for {hours} hours, so it ended "
+              f"without finishing its task. Its question: {asked.text}")  # fmt: skip
+    try:
+        finished = children.finish(child, None, status=SessionStatus.ABANDONED, result=result, error=result,
+                                   wait_for_notes=False, asking=asked.question_id)  # fmt: skip
+    except LeaseLost:
+        return False
+    resume_parent(child, finished)
+    log.info("a child's unanswered question ended it", extra={"child": child.session_id, "hours": hours})
+    return True
 
 
 UNANSWERED = "The session that delegated your task ended without answering; decide yourself and say so in your result."

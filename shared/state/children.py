@@ -167,23 +167,27 @@ class Finished:
 
 
 def finish(child: Session, step: Step | None, *, status: SessionStatus, result: str, error: str | None = None,
-           wait_for_notes: bool = True) -> Finished:  # fmt: skip
+           wait_for_notes: bool = True, asking: str | None = None) -> Finished:  # fmt: skip
     """Store the child's last step and its end, fenced by its lease, in one transaction; a non-blocking child's
     result reaches its parent in the same transaction.
 
     A blocking child writes only its own document (and adds to its tree's counters without reading them): children
     of one turn end together, and a transaction each that read and wrote their parent would lock each other out.
     Whether the parent resumes is decided after, from the children's stored ends (``parent_to_wake``), and by the
-    parent's claim.
+    parent's claim. ``asking``: a child paused on this question to its parent is ended by the sweep, fenced by the
+    question still open instead of a lease.
     """
     ref = session_ref(child.session_id)
     when = now()
 
     @firestore.transactional
     def run(transaction: firestore.Transaction) -> Finished:
-        fields = ["worker", "status", "notes", "delegate_blocking", "turns", "tool_calls", "tokens"]
+        fields = ["worker", "status", "notes", "delegate_blocking", "turns", "tool_calls", "tokens", "parent_question"]
         current = ref.get(transaction=transaction, field_paths=fields).to_dict() or {}
-        if current.get("worker") != child.worker or current.get("status") != SessionStatus.RUNNING.value:
+        if asking is not None and not _still_asking(current, asking):
+            raise LeaseLost(f"child is now {current.get('status')}: its question {asking} is no longer waited on")
+        running = current.get("worker") == child.worker and current.get("status") == SessionStatus.RUNNING.value
+        if asking is None and not running:
             raise LeaseLost(f"child is now {current.get('status')} under worker {current.get('worker')}")
         pending = [Note.from_doc(n) for n in current.get("notes") or []]
         if pending and wait_for_notes and status == SessionStatus.DONE:
@@ -209,6 +213,39 @@ def finish(child: Session, step: Step | None, *, status: SessionStatus, result: 
     finished: Finished = contended(run)
     child.apply({"status": status.value, "result": result, "error": error})
     return finished
+
+
+def _still_asking(current: dict[str, Any], question_id: str) -> bool:
+    """The child is paused on this question to its parent, still unanswered."""
+    asked = current.get("parent_question") or {}
+    paused = current.get("status") == SessionStatus.PAUSED.value
+    return paused and asked.get("question_id") == question_id and asked.get("answer") is None
+
+
+def remind_parent(child: Session, at: datetime) -> bool:
+    """Deliver a paused child's open question to its parent's conversation again, once (the sweep's reminder):
+    marked on the question in the same transaction. False if it was answered or reminded meanwhile."""
+    ref = session_ref(child.session_id)
+
+    @firestore.transactional
+    def run(transaction: firestore.Transaction) -> bool:
+        data = ref.get(transaction=transaction).to_dict() or {}
+        asked = child.parent_question
+        stored = data.get("parent_question") or {}
+        if asked is None or not _still_asking(data, asked.question_id) or stored.get("reminded_at") is not None:
+            return False
+        parent_data = session_ref(child.parent_session_id or "").get(transaction=transaction).to_dict()
+        parent = _current_parent(transaction, child, Session.from_doc(parent_data) if parent_data else None)
+        if parent is not None and parent.status.value in _UNFINISHED:
+            note = Note(kind=NoteKind.CHILD_QUESTION, text=f"{asked.text} (a reminder: still waiting for your "
+                        "answer_child)", user=child.session_id, ts=f"{asked.question_id}:reminder",
+                        question_id=asked.question_id, question=child.text)  # fmt: skip
+            transaction.update(session_ref(parent.session_id), {"notes": firestore.ArrayUnion([note.to_doc()])})
+        transaction.update(ref, {"parent_question.reminded_at": at})
+        return True
+
+    reminded: bool = contended(run)
+    return reminded
 
 
 def parent_to_wake(child: Session) -> Session | None:

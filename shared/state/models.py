@@ -165,6 +165,8 @@ class ParentQuestion(Stored):
     index: int
     answer: str | None = None
     released: bool = False  # not answered: the conversation it asked ended (``answer`` says so, as an error)
+    asked_at: datetime | None = None  # the sweep bounds a blocking question's wait from here
+    reminded_at: datetime | None = None  # the sweep delivered it to the parent again (once)
 
 
 @dataclass

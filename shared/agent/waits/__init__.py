@@ -1,0 +1,1 @@
+"""The wait model: what a paused turn's calls wait on, and what each gets when it resumes."""
