@@ -25,6 +25,7 @@ from infra.stack import Stack
 from shared import deps
 from shared.handlers import slack_events, slack_interactivity
 from shared.slack import blocks
+from shared.state import approvals as stored_approvals
 from shared.state import ids, sessions, tasks
 from shared.state import questions as stored
 from shared.state.models import SessionStatus
@@ -170,6 +171,37 @@ def test_a_second_press_on_an_answered_question_queues_its_continuation(
     before = len(outage.created)
     reply, status = slack_interactivity.handle(*press())  # the operator presses again
     assert (status, reply) == (200, {"ok": True, "answer": "not_open"})
+    assert outage.created[before:] == [continuation]
+    rig.deliver(continuation)
+    assert rig.session(continuation).status == SessionStatus.DONE
+
+
+def test_a_second_press_on_a_decided_approval_queues_its_continuation(
+    rig: cost.Rig, outage: Outage, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The Approve that decided the turn found Cloud Tasks down (503, the decision recorded); the operator presses
+    again: the decided approval's still-queued continuation gets its task (found by make faults: the press path's
+    early "already decided" answer skipped it, and the continuation stayed queued)."""
+    session_id = rig.start("scale the api")
+    rig.script(G.call("scale_service", name="api", replicas=3), G.text("Scaled."))
+    rig.deliver(session_id)
+    paused = rig.session(session_id)
+    assert paused.status == SessionStatus.PAUSED
+    [approval] = stored_approvals.get_approvals(paused.approval_ids)
+    assert approval.card_ts
+
+    def press() -> tuple[bytes, dict[str, str]]:
+        return rig.press(approval.channel, approval.card_ts or "", paused.thread_ts, action_id=blocks.APPROVE_ACTION,
+                         value=blocks.approval_value(approval.approval_id, approval.digest))  # fmt: skip
+
+    outage.down = True
+    timed(slack_interactivity.handle, press(), caplog, outage)
+    continuation = ids.resume_id(session_id, approval.seq)
+    assert rig.session(continuation).status == SessionStatus.QUEUED
+    outage.down = False
+    before = len(outage.created)
+    _, status = slack_interactivity.handle(*press())  # the operator presses again
+    assert status == 200
     assert outage.created[before:] == [continuation]
     rig.deliver(continuation)
     assert rig.session(continuation).status == SessionStatus.DONE

@@ -258,6 +258,7 @@ def decide_press(press: ButtonPress) -> DecisionOutcome:
         slack.ephemeral(press.channel, press.user, "That button does not belong to an approval here; nothing changed.")
         return DecisionOutcome.NO_APPROVAL
     if approval.status != ApprovalStatus.PENDING and parsed[1] in {approval.digest, approval.edited_digest}:
+        _requeue_decided(approval)  # a press again after the deciding one found Cloud Tasks down
         slack.ephemeral(press.channel, press.user, closed_note(approval), thread_ts=approval.card_place()[1])
         return DecisionOutcome.ALREADY_DECIDED  # an edit decided it while this card still showed the original
     runs = approval.edited_digest or approval.digest
@@ -269,6 +270,7 @@ def decide_press(press: ButtonPress) -> DecisionOutcome:
         slack.ephemeral(press.channel, press.user, approvers.refusal(approval), thread_ts=approval.card_place()[1])
         return DecisionOutcome.NOT_ALLOWED
     if approval.status != ApprovalStatus.PENDING:
+        _requeue_decided(approval)
         slack.ephemeral(press.channel, press.user, closed_note(approval), thread_ts=approval.card_place()[1])
         return DecisionOutcome.ALREADY_DECIDED
     status = ApprovalStatus.APPROVED if press.action_id == blocks.APPROVE_ACTION else ApprovalStatus.DENIED
