@@ -21,8 +21,8 @@ from shared.state import approvals as stored
 from shared.state.models import ApprovalStatus, SessionStatus
 from tests.agent_helpers import mention, wait_status
 from tests.poll import wait_for
-from tests.test_approvals import executions, press, resumed
-from tests.test_mcp import restart_agent
+from tests.stack.test_approvals import executions, press, resumed
+from tests.stack.test_mcp import restart_agent
 
 pytestmark = pytest.mark.stack
 G = FakeGemini

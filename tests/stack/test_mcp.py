@@ -27,7 +27,7 @@ from shared.state import ids
 from shared.state.models import SessionStatus
 from tests.agent_helpers import function_responses, mention, open_question, wait_status
 from tests.poll import wait_for
-from tests.test_mcp_elicit import retried_by_cloud_tasks
+from tests.stack.test_mcp_elicit import retried_by_cloud_tasks
 
 pytestmark = pytest.mark.stack
 G = FakeGemini

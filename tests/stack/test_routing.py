@@ -18,8 +18,8 @@ from shared.state import approvals as stored
 from shared.state import ids
 from shared.state.models import SessionStatus
 from tests.agent_helpers import HUMAN, function_responses, wait_status
-from tests.test_approvals import OPERATOR, executions, resumed
-from tests.test_mcp import restart_agent
+from tests.stack.test_approvals import OPERATOR, executions, resumed
+from tests.stack.test_mcp import restart_agent
 
 pytestmark = pytest.mark.stack
 G = FakeGemini
