@@ -23,6 +23,7 @@ from infra.fakegemini.control import FakeGemini
 from infra.fakeslack.control import FakeSlack
 from infra.product_env import product_environment
 from infra.stack import LOCAL, OPERATOR_ID, Stack
+from tests.agent_helpers import agent_with
 from tests.slack import SlackSender
 
 # Where the test stack keeps its stack file and logs; TEST_STACK_DIR lets two runs of one checkout coexist.
@@ -175,3 +176,11 @@ def slack(stack: Stack) -> SlackSender:
 def uid() -> str:
     """A short unique id for this test's channels, events and threads."""
     return uuid.uuid4().hex[:10].upper()
+
+
+@pytest.fixture(scope="module")
+def streaming(stack: Stack) -> Iterator[None]:
+    """agent_session with answers streamed (the product's default; the suite's stack turns it off), for the tests of
+    one module that ask for it: restarted once per module rather than twice per test."""
+    with agent_with(stack, {"SLACK_STREAM": "true", "SLACK_STREAM_BUFFER_CHARS": "40"}):
+        yield
