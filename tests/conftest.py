@@ -1,4 +1,5 @@
-"""Fixtures every test tier shares.
+"""Fixtures every test tier shares. The tiers are folders: tests/fast (`make test-fast`), tests/stack,
+tests/browser and tests/deploy.
 
 The local stack (Firestore emulator, Cloud Tasks emulator, fake Slack, Gemini
 stub and every function under functions-framework) starts once per test
@@ -32,21 +33,6 @@ TEST_DIR = Path(os.environ.get("TEST_STACK_DIR") or LOCAL / "test")
 
 def _interrupt(signum: int, _frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
-
-
-# The fast tier (`make test-fast`, well under a minute): pure logic, and the handlers in-process on the emulator.
-FAST_MODULES = {
-    "test_auth", "test_config", "test_fetch", "test_gate", "test_handlers", "test_layers", "test_mrkdwn",
-    "test_mcp_parts", "test_policy", "test_slack_safety", "test_transcript_calls", "test_call_view",
-    "test_wait_plan",
-}  # fmt: skip
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        module = getattr(item, "module", None)
-        if module is not None and module.__name__.rsplit(".", 1)[-1] in FAST_MODULES:
-            item.add_marker(pytest.mark.fast)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -109,13 +95,13 @@ def stack() -> Iterator[Stack]:
         extra_env={
             "SESSION_MAX_TURNS": "6",
             "SESSION_MAX_TOOL_CALLS": "10",
-            # Hundreds of sessions from one test user: the rate limits are off here (tests/test_quotas.py turns
+            # Hundreds of sessions from one test user: the rate limits are off here (tests/stack/test_quotas.py turns
             # them on for the ingress it runs in its own process).
             "USER_SESSIONS_PER_HOUR": "0",
             "CHANNEL_SESSIONS_PER_HOUR": "0",
             "USER_RUNNING_SESSIONS": "0",
             "CHANNEL_RUNNING_SESSIONS": "0",
-            "USER_DAILY_TOKENS": "0",  # the suite's one test user spends millions (tests/test_daily_budget.py)
+            "USER_DAILY_TOKENS": "0",  # the suite's one test user spends millions (tests/stack/test_daily_budget.py)
             "WORKSPACE_DAILY_TOKENS": "0",
             # A tree's budget: the root's own 6 turns, then room for four children of 5 turns each.
             "CHILD_MAX_TURNS": "5",
@@ -125,7 +111,7 @@ def stack() -> Iterator[Stack]:
             # The crash tests run restart_service at once; scale_service keeps its own tier (approve).
             "TOOL_TIERS": '{"restart_service": "safe"}',
             # The answer-path tests count chat.postMessage posts: answers are posted whole here, and
-            # tests/test_stream.py runs agent_session with the product's default (streamed answers).
+            # tests/stack/test_stream.py runs agent_session with the product's default (streamed answers).
             "SLACK_STREAM": "false",
         },
         stack_file=TEST_DIR / "stack.json",

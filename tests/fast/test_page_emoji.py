@@ -6,11 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-
 from shared.slack.surface import Reaction
-
-pytestmark = pytest.mark.fast
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE_EMOJI = ROOT / "infra" / "fakeslack" / "web" / "mrkdwn.js"
