@@ -1,10 +1,10 @@
 """The workspace page in a real browser: people type, mention, click and react, and the product answers.
 
 One stack (as ``make dev`` starts it: the demo model, Riley the requester and Olivia operators, Sam not) and one
-headless Chromium serve the whole module; each test opens its own pages, one browser context per person, so
-each sees only their own ephemerals. Every action goes through the page, and so through the fake Slack's
-signed events and interactivity payloads into the product's functions. A failing test leaves a screenshot of
-each of its pages under ``.local/``.
+headless Chromium serve the whole browser tier (tests/browser/conftest.py); each test opens its own pages, one
+browser context per person, so each sees only their own ephemerals. Every action goes through the page, and so
+through the fake Slack's signed events and interactivity payloads into the product's functions. A failing test
+leaves a screenshot of each of its pages under ``.local/``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import re
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -23,75 +23,18 @@ import requests
 from playwright.sync_api import Browser, Locator, Page, expect
 from slack_sdk import WebClient
 
-from infra import browser as chromium
 from infra import procs
 from infra.console import main as console_main
 from infra.fakeslack import FakeSlack
 from infra.procs import free_port, http_answers
-from infra.stack import BOT_TOKEN, BOT_USER_ID, LOCAL, LOCAL_OPERATORS, ROOT, Stack
+from infra.stack import BOT_TOKEN, BOT_USER_ID, ROOT, Stack
 from shared import config
 from shared.slack.blocks import answer_blocks
 from tests import poll
-from tests.conftest import FAILED, TEST_DIR
+from tests.browser.conftest import OpenPage
 
 WAIT = 45_000  # ms: a session's turn through Cloud Tasks and the model, with room for a busy machine
 RILEY, OLIVIA, SAM = "U0HUMAN", "U0OPERATOR", "U0GUEST"
-SCREENSHOTS = LOCAL / "screenshots"
-
-OpenPage = Callable[[str], Page]
-
-
-@pytest.fixture(scope="module")
-def web_stack() -> Iterator[Stack]:
-    """A stack as `make dev` starts it; the product settings the session's test stack put in os.environ (small
-    budgets, tool tiers) are kept out of it, as they are out of a newcomer's shell."""
-    with pytest.MonkeyPatch.context() as patch:
-        for var in config.VARIABLES:
-            patch.delenv(var.name, raising=False)
-        stack = Stack(demo_model=True, extra_env=LOCAL_OPERATORS, stack_file=TEST_DIR / "web" / "stack.json").start()
-    try:
-        yield stack
-    finally:
-        stack.stop()
-
-
-@pytest.fixture(scope="module", autouse=True)
-def patient_expectations() -> Iterator[None]:
-    """Every expectation waits as long as a message through the product's real path can take on a loaded machine
-    (Playwright's default of 5 s failed in CI beside other test runs)."""
-    expect.set_options(timeout=20_000)
-    yield
-    expect.set_options(timeout=5_000)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    if chromium.chromium() is None:
-        pytest.fail(chromium.MISSING)
-    with chromium.launched() as launched:
-        yield launched
-
-
-@pytest.fixture
-def open_page(web_stack: Stack, browser: Browser, request: pytest.FixtureRequest) -> Iterator[OpenPage]:
-    """Open the workspace as a person, in a browser context of their own."""
-    pages: list[tuple[str, Page]] = []
-
-    def open_as(user: str) -> Page:
-        context = browser.new_context(viewport={"width": 1280, "height": 800})
-        page = context.new_page()
-        page.goto(f"{web_stack.url('fake_slack')}/?user={user}")
-        page.wait_for_selector("body[data-version]")
-        pages.append((user, page))
-        return page
-
-    yield open_as
-    if request.node.stash.get(FAILED, False):
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        for number, (user, page) in enumerate(pages, start=1):
-            page.screenshot(path=str(SCREENSHOTS / f"{request.node.name}-{number}-{user}.png"))
-    for _, page in pages:
-        page.context.close()
 
 
 def tag() -> str:

@@ -14,20 +14,11 @@ from infra.stack import BOT_TOKEN, Stack
 from shared import deps
 from shared.slack.stream import AnswerStream
 from shared.slack.surface import ThreadSurface
-from tests.browser.test_workspace import (  # noqa: F401 (the fixtures, one stack and one browser for this module)
-    RILEY,
-    WAIT,
-    OpenPage,
-    browser,
-    open_page,
-    open_thread,
-    patient_expectations,
-    tag,
-    web_stack,
-)
+from tests.browser.conftest import OpenPage
+from tests.browser.test_workspace import RILEY, WAIT, open_thread, tag
 
 
-def test_a_dm_in_agent_view_offers_prompts_and_answers_in_the_conversation(open_page: OpenPage) -> None:  # noqa: F811
+def test_a_dm_in_agent_view_offers_prompts_and_answers_in_the_conversation(open_page: OpenPage) -> None:
     riley = open_page(RILEY)
     riley.click("#dms li")
     title = riley.locator("#channel-title")
@@ -44,7 +35,7 @@ def test_a_dm_in_agent_view_offers_prompts_and_answers_in_the_conversation(open_
     expect(title).to_have_text("Agent (the bot) (direct message with Riley Requester)")  # not "# D0HUMAN"
 
 
-def test_a_stream_that_rolls_over_reads_on_in_the_next_message(web_stack: Stack, open_page: OpenPage) -> None:  # noqa: F811
+def test_a_stream_that_rolls_over_reads_on_in_the_next_message(web_stack: Stack, open_page: OpenPage) -> None:
     fake = FakeSlack(web_stack.url("fake_slack"))
     words = f"a long answer is coming {tag()}"
     root = fake.user_message(RILEY, "C0LOCAL", words)["ts"]
