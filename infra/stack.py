@@ -217,7 +217,8 @@ class Stack:
         stop_leftovers(self.stack_file)
         dispatch = ("dispatch",) if self.parallel_tasks else ()
         mcp = ("mcp_demo",) if self.mcp_demo else ()
-        for name in ("firestore", "tasks", "fake_slack", "fake_gemini", *dispatch, *mcp, *self.with_functions):
+        order = ("firestore", "tasks", "fake_slack", "fake_gemini", *dispatch, *mcp, *self.with_functions)
+        for name in order:
             if name not in self.ports:
                 self._reserved[name] = reserved_port()
                 self.ports[name] = int(self._reserved[name].getsockname()[1])
@@ -237,6 +238,8 @@ class Stack:
                 self._start_fake_slack,
                 *(functools.partial(self.start_function, name) for name in self.with_functions),
             )
+            # In the order they are named (and stopped in reverse), whichever came up first.
+            self.procs = {name: self.procs[name] for name in order if name in self.procs} | self.procs
         except BaseException:
             self.stop()
             raise
