@@ -42,7 +42,11 @@ def route(message: Message, *, bot_user_id: str | None, retry_num: str | None) -
     if message.in_thread:
         thread = stored_questions.thread_questions(message.channel, message.thread_ts)  # one read: questions, approvals
         decided = approvals.deny_by_reply(
-            open_approval_ids=thread.open_approval_ids, user=message.user, text=message.text, ts=message.ts
+            open_approval_ids=thread.open_approval_ids,
+            user=message.user,
+            text=message.text,
+            ts=message.ts,
+            channel=message.channel,
         )
         if decided is not None:  # an operator's reply while calls await approval: a denial, its text the reason
             return Routed({"ok": True, "decision": decided.value})

@@ -114,14 +114,17 @@ def decide(record: AnswerRecord, question: Question, asker: Asker) -> Resolution
 
 
 def answer(question: Question, *, user: str, text: str, answer_ts: str, label: str | None = None,
-           pressed: bool = False) -> Outcome:  # fmt: skip
-    """Record ``user``'s answer to ``question`` (a reply's text, or a button's label) and resume the session."""
+           pressed: bool = False, place: tuple[str, str | None] | None = None) -> Outcome:  # fmt: skip
+    """Record ``user``'s answer to ``question`` (a reply's text, or a button's label) and resume the session.
+    ``place``: the channel and thread the answer came from (the question's own thread, or the thread its post
+    starts in the operator channel)."""
+    channel, thread_ts = place or (question.channel, question.thread_ts)
     if not may_answer(user, question):
         slack.ephemeral(
-            question.channel,
+            channel,
             user,
             "Only the operators can answer this question; your message was not taken as an answer.",
-            thread_ts=question.thread_ts,
+            thread_ts=thread_ts,
         )
         log.info("answer refused: not an operator", extra={"question_id": question.question_id, "user": user})
         return Outcome(AnswerOutcome.NOT_ALLOWED, question.question_id)
@@ -142,7 +145,7 @@ def answer(question: Question, *, user: str, text: str, answer_ts: str, label: s
         return Outcome(AnswerOutcome.DUPLICATE, found.question_id)
     if result.noted:
         _wake_if_dead(found.session_id, answer_ts)
-        _acknowledge(found, answer_ts, pressed=pressed)
+        _acknowledge(found, answer_ts, pressed=pressed, channel=channel)
         log.info("answer queued as a note for the running session", extra={"question_id": found.question_id})
         return Outcome(AnswerOutcome.NOTED, found.question_id, found.session_id)
     if continuation is None:
@@ -152,11 +155,11 @@ def answer(question: Question, *, user: str, text: str, answer_ts: str, label: s
                 _requeue_if_queued(found.continuation_id)
             return Outcome(AnswerOutcome.DUPLICATE, found.question_id, found.continuation_id)
         requeue_answered(found.question_id)  # the winner's delivery may have found Cloud Tasks down
-        _tell_loser(found.channel, found.thread_ts, user, answer_ts, closed_note(found))
+        _tell_loser(channel, thread_ts or found.thread_ts, user, answer_ts, closed_note(found))
         return Outcome(AnswerOutcome.ALREADY_ANSWERED, found.question_id)
     with session_context(continuation.session_id, trace=continuation.trace_id):
         tasks.enqueue_session(continuation.session_id)
-    _acknowledge(found, answer_ts, pressed=pressed)
+    _acknowledge(found, answer_ts, pressed=pressed, channel=channel)
     log.info("question answered", extra={"question_id": found.question_id, "continuation": continuation.session_id})
     return Outcome(AnswerOutcome.ANSWERED, found.question_id, continuation.session_id)
 
@@ -193,14 +196,14 @@ def _tell_loser(channel: str, thread_ts: str, user: str, ts: str, text: str) -> 
         slack.ephemeral(channel, user, text, thread_ts=thread_ts)
 
 
-def _acknowledge(question: Question, answer_ts: str, *, pressed: bool) -> None:
+def _acknowledge(question: Question, answer_ts: str, *, pressed: bool, channel: str) -> None:
     """The question looks answered: its post shows the answer without buttons and loses 💬; the answering message
-    gets ✅ (a button press has none). A post not recorded yet is updated by its asker once it is."""
+    (in ``channel``) gets ✅ (a button press has none). A post not recorded yet is updated by its asker once it is."""
     if question.post_ts:
-        slack.unreact(question.channel, question.post_ts, Reaction.QUESTION)
-        slack.update(question.channel, question.post_ts, questions.answered_text(question))
+        slack.unreact(question.post_place()[0], question.post_ts, Reaction.QUESTION)
+        slack.update(question.post_place()[0], question.post_ts, questions.answered_text(question))
     if not pressed:
-        slack.react(question.channel, answer_ts, Reaction.ANSWERED)
+        slack.react(channel, answer_ts, Reaction.ANSWERED)
 
 
 def closed_note(question: Question) -> str:
@@ -221,7 +224,8 @@ def answer_reply(*, channel: str, thread_ts: str, user: str, text: str, ts: str,
     """A message in a thread: an answer if the thread has an open question (``thread``: already read)."""
     thread = thread or stored.thread_questions(channel, thread_ts)
     if thread.open:
-        return answer(thread.open[0], user=user, text=strip_mention(text, bot_user_id), answer_ts=ts)
+        return answer(thread.open[0], user=user, text=strip_mention(text, bot_user_id), answer_ts=ts,
+                      place=(channel, thread_ts))  # fmt: skip
     last = thread.last_answer
     if last and last.get("ts") == ts:  # the answer itself, again (Slack's redelivery): make sure it is queued
         requeue_answered(str(last["question_id"]))
@@ -240,12 +244,13 @@ def answer_press(press: ButtonPress) -> Outcome:
     question = stored.get_question(parsed[0]) if parsed else None
     # A question posted a moment ago may not have its post recorded yet: then the press must come from its thread.
     on_its_post = question is not None and (
-        question.post_ts == press.message_ts or (question.post_ts is None and press.thread_ts == question.thread_ts)
+        question.post_ts == press.message_ts
+        or (question.post_ts is None and press.thread_ts == question.post_place()[1])
     )
     valid = (
         parsed is not None
         and question is not None
-        and question.channel == press.channel
+        and question.post_place()[0] == press.channel
         and on_its_post
         and 1 <= parsed[1] <= len(question.options)
     )
@@ -258,8 +263,8 @@ def answer_press(press: ButtonPress) -> Outcome:
     if question.status != QuestionStatus.OPEN:
         if question.status == QuestionStatus.ANSWERED:  # a second press: the first may have found Cloud Tasks down
             requeue_answered(question.question_id)
-        slack.ephemeral(press.channel, press.user, closed_note(question), thread_ts=question.thread_ts)
+        slack.ephemeral(press.channel, press.user, closed_note(question), thread_ts=question.post_place()[1])
         return Outcome(AnswerOutcome.NOT_OPEN, question.question_id)
     label = question.options[parsed[1] - 1]
     return answer(question, user=press.user, text=label, answer_ts=ids.press_key(press.action_ts), label=label,
-                  pressed=True)  # fmt: skip
+                  pressed=True, place=question.post_place())  # fmt: skip

@@ -29,7 +29,7 @@ from shared.slack import client as slack
 from shared.slack.actions import ButtonPress
 from shared.slack.surface import ThreadSurface
 from shared.state import approvals as stored
-from shared.state import events, ids, sessions, tasks
+from shared.state import events, ids, routed, sessions, tasks
 from shared.state.approvals import Decision
 from shared.state.firestore import now
 from shared.state.models import Approval, ApprovalStatus, Note, NoteKind, Session, SessionStatus
@@ -45,6 +45,7 @@ class DecisionOutcome(StrEnum):
     NOT_ALLOWED = "not_allowed"
     NO_APPROVAL = "no_approval"
     TAMPERED = "tampered"
+    EDITED_SINCE = "edited_since"  # an Approve of the call as it was before an operator's edit: not counted
 
 
 def canonical(args: Mapping[str, Any]) -> str:
@@ -114,6 +115,7 @@ def request(session: Session, seq: int, calls: list[tuple[int, str | None, str, 
     if label is None and session.reports_to_parent:  # a child's call: say whose work it is
         label = f"for a delegated task: {session.text[:150]}"
     wanted = []
+    elsewhere = routing.operator_channel(session.channel)  # operators cannot see this conversation: their channel
     for (index, call_id, tool, args), approval_id in zip(calls, turn_ids, strict=True):
         args_json = canonical(args)
         about = (asked or {}).get(index) or Asked()
@@ -142,18 +144,19 @@ def request(session: Session, seq: int, calls: list[tuple[int, str | None, str, 
                 approvers=list(about.approvers),
                 approvals_needed=about.approvals,
                 schema=about.schema,
+                card_channel=elsewhere,
             )
         )
     recorded = stored.create_approvals(wanted)
-    elsewhere = routing.operator_channel(session.channel)
     for approval in recorded:
         if approval.card_ts:
             continue
         key = ids.post_key(session.session_id, seq, f"{approval.call_index}:approval")
-        if elsewhere:  # operators cannot see this conversation: the card goes to their channel, linked back
-            approval.card_channel, approval.asked_in = elsewhere, routing.link(session.channel, session.thread_ts)
+        if elsewhere := approval.card_channel:  # the card goes to the operators' channel, linked back, once
+            approval.asked_in = routing.link(session.channel, session.thread_ts)
             card = card_of(approval)
-            card_ts = slack.post(elsewhere, None, approval_card.text(card), key=key, blocks=approval_card.blocks(card))
+            card_ts = routing.post_once(approval.approval_id, elsewhere, approval_card.text(card), key=key,
+                                        blocks=approval_card.blocks(card), listed=routed.Listed.APPROVAL)  # fmt: skip
             stored.set_card_ts(approval.approval_id, card_ts, channel=elsewhere, asked_in=approval.asked_in)
             surface.post(f":lock: This needs an operator's approval: {approval_card.sentence(card)}. I asked the "
                          f"operators in <#{elsewhere}>, and I will carry on here once one decides.",
@@ -196,6 +199,11 @@ def _decide(approval: Approval, decision: Decision, *, quiet: bool = False) -> D
     found = result.approval
     if found is None:
         return DecisionOutcome.NO_APPROVAL
+    if result.stale and quiet:
+        return DecisionOutcome.EDITED_SINCE
+    if result.stale:  # an edit replaced the call this approval was of, after the press read it
+        slack.ephemeral(found.card_place()[0], decision.by, edited_since_note(found), thread_ts=found.card_place()[1])
+        return DecisionOutcome.EDITED_SINCE
     if result.repeated or not result.won:  # decided already: its continuation may never have been queued
         _requeue_decided(found)
     if result.repeated:
@@ -252,7 +260,8 @@ def decide_press(press: ButtonPress) -> DecisionOutcome:
     parsed = blocks.parse_approval_value(press.value)
     approval = stored.get_approval(parsed[0]) if parsed else None
     on_its_card = approval is not None and (
-        approval.card_ts == press.message_ts or (approval.card_ts is None and press.thread_ts == approval.thread_ts)
+        approval.card_ts == press.message_ts
+        or (approval.card_ts is None and press.thread_ts == approval.card_place()[1])
     )
     if parsed is None or approval is None or approval.card_place()[0] != press.channel or not on_its_card:
         slack.ephemeral(press.channel, press.user, "That button does not belong to an approval here; nothing changed.")
@@ -261,6 +270,9 @@ def decide_press(press: ButtonPress) -> DecisionOutcome:
         _requeue_decided(approval)  # a press again after the deciding one found Cloud Tasks down
         slack.ephemeral(press.channel, press.user, closed_note(approval), thread_ts=approval.card_place()[1])
         return DecisionOutcome.ALREADY_DECIDED  # an edit decided it while this card still showed the original
+    status = ApprovalStatus.APPROVED if press.action_id == blocks.APPROVE_ACTION else ApprovalStatus.DENIED
+    if approval.edited_digest and parsed[1] == approval.digest and approval.status == ApprovalStatus.PENDING:
+        return _pressed_before_edit(press, approval, status)
     runs = approval.edited_digest or approval.digest
     if parsed[1] != runs or digest(approval.tool, approval.args) != approval.digest:
         log.warning("approval press with a digest that is not the call's", extra={"approval_id": approval.approval_id})
@@ -273,13 +285,34 @@ def decide_press(press: ButtonPress) -> DecisionOutcome:
         _requeue_decided(approval)
         slack.ephemeral(press.channel, press.user, closed_note(approval), thread_ts=approval.card_place()[1])
         return DecisionOutcome.ALREADY_DECIDED
-    status = ApprovalStatus.APPROVED if press.action_id == blocks.APPROVE_ACTION else ApprovalStatus.DENIED
-    return _decide(approval, Decision(status, press.user, None, ids.press_key(press.action_ts)))
+    return _decide(approval, Decision(status, press.user, None, ids.press_key(press.action_ts), shown=parsed[1]))
 
 
-def deny_by_reply(*, open_approval_ids: list[str], user: str, text: str, ts: str) -> DecisionOutcome | None:
+def _pressed_before_edit(press: ButtonPress, approval: Approval, status: ApprovalStatus) -> DecisionOutcome:
+    """A press on the card as it was before an operator edited the call (a rule of several approvers keeps it
+    pending after an edit). An Approve was of the original arguments, which no longer run: it is not counted for
+    the edited call, and the presser is told to look at the edited one. A Deny still ends it: nothing runs."""
+    if not may_decide(press.user, approval):
+        slack.ephemeral(press.channel, press.user, approvers.refusal(approval), thread_ts=approval.card_place()[1])
+        return DecisionOutcome.NOT_ALLOWED
+    if status == ApprovalStatus.DENIED:
+        return _decide(approval, Decision(status, press.user, None, ids.press_key(press.action_ts)))
+    slack.ephemeral(press.channel, press.user, edited_since_note(approval), thread_ts=approval.card_place()[1])
+    log.info("approve press on the call before its edit", extra={"approval_id": approval.approval_id})
+    return DecisionOutcome.EDITED_SINCE
+
+
+def edited_since_note(approval: Approval) -> str:
+    return (f"<@{approval.edited_by}> edited this call after this card was shown, so your approval of the earlier "
+            "arguments was not recorded: an approval counts only for the exact call that runs. The card now shows "
+            "the edited call; approve that one if you agree with it.")  # fmt: skip
+
+
+def deny_by_reply(*, open_approval_ids: list[str], user: str, text: str, ts: str,
+                  channel: str | None = None) -> DecisionOutcome | None:  # fmt: skip
     """An operator's reply while approvals are pending in the thread denies them all, its text the reason; None
-    when nothing is pending (the reply is then handled as usual).
+    when nothing is pending (the reply is then handled as usual). The thread may be the one a routed card starts
+    in the operator channel (``channel``: where the reply is).
 
     Each denial is keyed by the message and the approval, so a retry of the message after a crash part-way
     denies what is still pending; the message itself is claimed last, so its other events (a retry once all are
@@ -292,7 +325,7 @@ def deny_by_reply(*, open_approval_ids: list[str], user: str, text: str, ts: str
         return None  # not a decision: the message is handled as any other
     reason = capped(text, MAX_MESSAGE_CHARS)
     outcomes = [_decide(a, Decision(ApprovalStatus.DENIED, user, reason, f"{ts}:{a.approval_id}")) for a in pending]
-    events.claim_message(pending[0].channel, ts, kind="decision", session_id=pending[0].session_id)
+    events.claim_message(channel or pending[0].channel, ts, kind="decision", session_id=pending[0].session_id)
     return outcomes[0]
 
 

@@ -96,7 +96,10 @@ def submit(payload: dict[str, Any]) -> Reply:
         return _errors(approval, f"The edited call is too long to show ({len(shown)} characters); shorten it.")
     edit = (edited, approvals.digest(approval.tool, edited))
     view_id = str(view.get("id") or payload.get("trigger_id") or "")
-    outcome = approvals.decide_edit(approval, Decision(ApprovalStatus.APPROVED, user, None, f"edit-{view_id}", edit))
+    decision = Decision(ApprovalStatus.APPROVED, user, None, f"edit-{view_id}", edit, shown=meta[1])
+    outcome = approvals.decide_edit(approval, decision)
+    if outcome == approvals.DecisionOutcome.EDITED_SINCE:  # another edit committed since the checks above
+        return _errors(approval, "The call changed since this editor opened (another edit); nothing changed.")
     if outcome == approvals.DecisionOutcome.ALREADY_DECIDED:
         fresh = stored.get_approval(approval.approval_id) or approval
         return _errors(fresh, approvals.closed_note(fresh) if fresh.status != ApprovalStatus.PENDING else

@@ -13,7 +13,7 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 
 from shared import config
-from shared.asks import delegation
+from shared.asks import delegation, routing
 from shared.slack import blocks
 from shared.slack import client as slack
 from shared.slack.surface import Reaction, ThreadSurface
@@ -35,6 +35,7 @@ def ask(session: Session, *, seq: int, call_index: int, call_id: str | None, que
     request the answer resumes; ``link`` a URL the question shows as a link button.
     """
     qid = ids.question_id(session.session_id, seq, call_index)
+    elsewhere = routing.operator_channel(session.channel)  # operators cannot see this conversation: their channel
     if blocking:
         cancel_older(session.channel, session.thread_ts, keep=qid, asker=session.session_id)
     asked = stored.create_question(
@@ -54,20 +55,23 @@ def ask(session: Session, *, seq: int, call_index: int, call_id: str | None, que
             seq=seq,
             call_index=call_index,
             request_ts=session.request_message,
+            post_channel=elsewhere,
         )
     )
     settings = config.settings()
     operators = settings.operator_user_ids if settings.question_mentions_operators else None
-    post_ts = asked.post_ts or surface.post(
-        blocks.question_text(question, options, operators=operators, link=link),
-        key=ids.post_key(session.session_id, seq, f"{call_index}:question"),
-        blocks=blocks.question_blocks(qid, question, options, operators=operators, link=link),
-    )
-    asked = stored.set_post_ts(qid, post_ts) if asked.post_ts is None else asked
+    text = blocks.question_text(question, options, operators=operators, link=link)
+    shown = blocks.question_blocks(qid, question, options, operators=operators, link=link)
+    key = ids.post_key(session.session_id, seq, f"{call_index}:question")
+    if asked.post_ts is None and asked.post_channel:  # in the operators' channel, linked back; the person told
+        asked = stored.set_post_ts(qid, routing.ask_operators(asked, surface, key=key, text=text, blocks=shown))
+    elif asked.post_ts is None:
+        asked = stored.set_post_ts(qid, surface.post(text, key=key, blocks=shown))
+    post_channel, post_ts = asked.post_place()[0], asked.post_ts or ""
     if asked.status == QuestionStatus.OPEN:
-        surface.react(post_ts, Reaction.QUESTION)  # the question stands even if this fails
+        slack.react(post_channel, post_ts, Reaction.QUESTION)  # the question stands even if this fails
     elif asked.status == QuestionStatus.ANSWERED:  # answered before its post was recorded
-        slack.update(session.channel, post_ts, answered_text(asked))
+        slack.update(post_channel, post_ts, answered_text(asked))
     return asked
 
 
@@ -86,8 +90,8 @@ def cancel_older(channel: str, thread_ts: str, *, keep: str, asker: str) -> None
         if not stored.close_question(older.question_id, QuestionStatus.CANCELLED):
             continue
         if older.post_ts:
-            slack.update(channel, older.post_ts, blocks.cancelled_text(older.text))
-            slack.unreact(channel, older.post_ts, Reaction.QUESTION)
+            slack.update(older.post_place()[0], older.post_ts, blocks.cancelled_text(older.text))
+            slack.unreact(older.post_place()[0], older.post_ts, Reaction.QUESTION)
         if older.session_id != asker:
             ended = sessions.end_session(older.session_id, expect=SessionStatus.PAUSED, status=SessionStatus.ABANDONED)
             if ended is not None:
@@ -104,7 +108,8 @@ def remind(question: Question, at: datetime) -> bool:
     operators = blocks.operator_mentions(config.settings().operator_user_ids)
     hours = int((at - question.asked_at).total_seconds() // 3600)
     text = f":alarm_clock: {operators}: this question has waited {hours} hours for an answer:\n>{question.text}"
-    slack.post(question.channel, question.thread_ts, text, key=f"{question.question_id}:reminder")
+    post_channel, post_ts = question.post_place()
+    slack.post(post_channel, post_ts or question.thread_ts, text, key=f"{question.question_id}:reminder")
     return stored.mark_reminded(question.question_id, at)
 
 
@@ -114,9 +119,9 @@ def abandon(question: Question, at: datetime) -> bool:
         return False
     hours = int((at - question.asked_at).total_seconds() // 3600)
     if question.post_ts:
-        slack.unreact(question.channel, question.post_ts, Reaction.QUESTION)
+        slack.unreact(question.post_place()[0], question.post_ts, Reaction.QUESTION)
         try:
-            slack.update(question.channel, question.post_ts, blocks.abandoned_text(question.text, hours))
+            slack.update(question.post_place()[0], question.post_ts, blocks.abandoned_text(question.text, hours))
         except SlackApiError as exc:  # the thread is told below either way
             log.warning("could not update the abandoned question", extra={"error": exc.response.get("error")})
     slack.post(

@@ -73,9 +73,9 @@ def close_waits(session: Session, *, by: str) -> None:
         if question.session_id != session.session_id:
             continue
         if stored_questions.close_question(question.question_id, QuestionStatus.CANCELLED) and question.post_ts:
-            slack.update(session.channel, question.post_ts,
+            slack.update(question.post_place()[0], question.post_ts,
                          blocks.cancelled_text(question.text, f"the session was stopped by {by}"))  # fmt: skip
-            slack.unreact(session.channel, question.post_ts, Reaction.QUESTION)
+            slack.unreact(question.post_place()[0], question.post_ts, Reaction.QUESTION)
     for approval in stored_approvals.pending(thread.open_approval_ids):
         if approval.session_id == session.session_id:
             approvals.cancel(approval, by=by)

@@ -80,6 +80,7 @@ class Decision:
     reason: str | None
     ts: str  # the press or message that decided (claimed once)
     edit: tuple[str, str] | None = None  # an edit: the edited call's canonical arguments and digest (an approval)
+    shown: str | None = None  # the digest of the call the decider was shown: an approval counts only for that call
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,7 @@ class Decided:
     partial: bool = False  # an approval recorded; more approvers are needed before it runs
     again: bool = False  # this approver had already approved it: a second approval needs another person
     resumes: bool = False  # it completed its turn and its asker resumes (a continuation, or a note it reads)
+    stale: bool = False  # an approval of a call an edit has replaced meanwhile: not counted
 
 
 Resume = Callable[[Approval, SessionStatus | None, str | None], Session | Note | None]  # approval, asker, trace
@@ -110,6 +112,10 @@ def decide(approval_id: str, decision: Decision, resume: Resume) -> Decided:
         approval = Approval.from_doc(data)
         if approval.status != ApprovalStatus.PENDING:
             return Decided(approval)
+        runs = approval.edited_digest or approval.digest
+        again = decision.edit is not None and decision.edit[1] == runs  # the same edit (a double submission)
+        if decision.status == ApprovalStatus.APPROVED and decision.shown not in (None, runs) and not again:
+            return Decided(approval, stale=True)  # an edit committed between the decider's read and this decision
         approved_by = approval.approved_by
         edited: dict[str, Any] = {}
         if decision.edit is not None:  # approving the edited call: earlier approvals were of another call

@@ -402,6 +402,11 @@ class Question(Stored):
     seq: int | None = None
     call_index: int | None = None
     request_ts: str | None = None  # the asking conversation's request message (its continuation marks it)
+    post_channel: str | None = None  # the operator channel, when the question went there (its conversation is a DM)
+
+    def post_place(self) -> tuple[str, str | None]:
+        """Where the question's post is: the operator channel (top level), or the session's thread."""
+        return (self.post_channel, None) if self.post_channel else (self.channel, self.thread_ts)
 
 
 @dataclass

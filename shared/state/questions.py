@@ -219,6 +219,9 @@ def answer_question(question_id: str, record: AnswerRecord,
         )
         transaction.update(qref, fields)
         transaction.set(*_unlist(question, record.answered_by, record.answer_ts), merge=True)
+        if question.post_channel and question.post_ts:  # its post's thread in the operator channel, too
+            transaction.set(thread_ref(question.post_channel, question.post_ts),
+                            _unlist(question, record.answered_by, record.answer_ts)[1], merge=True)  # fmt: skip
         question = Question.from_doc({**question.to_doc(), **fields})
         return Answered(question, resolution.continuation, noted=resolution.note is not None)
 

@@ -20,7 +20,7 @@ from google.genai import types
 
 from shared.agent.tools.base import Outcome, Suspend, Tier, ToolContext
 from shared.agent.tools.mcp import connection, inputs, results
-from shared.asks import questions
+from shared.asks import questions, routing
 from shared.mcp_servers import McpServer
 from shared.state.models import Question
 
@@ -136,6 +136,9 @@ class McpTool:
             ask = inputs.ask_for(self.server.name, result)
         except inputs.Refused as exc:
             return {"error": f"{exc}. The call did not complete."}
+        if routing.nobody_can_answer(ctx.session.channel):
+            refused = routing.refuse_question(ctx.surface, key=ctx.post_key(f":nobody-to-answer{round}"))
+            return {"error": f"{refused} The call did not complete."}
         pending = inputs.Pending(server=self.server.name, tool=self.listed.name, arguments=args,
                                  request_state=result.request_state, key=ask.key, mode=ask.mode, schema=ask.schema,
                                  caller=ctx.caller, seq=ctx.seq, index=ctx.call_index, round=round)  # fmt: skip
