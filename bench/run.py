@@ -18,6 +18,7 @@ from types import FrameType
 
 from bench import (
     agent_loop,
+    approve_run,
     coldstart,
     cost,
     fanout,
@@ -49,6 +50,7 @@ FIGURES: dict[str, Callable[[Bench], Section]] = {
     "html": html_text.run,  # measured in this process without the stack; a few seconds
     "mcp": mcp_calls.run,  # in this process, against the sample MCP server: the calls, then 66 sessions; ~25 s
     "takeover": takeover.run,  # a worker SIGKILLed mid model call, taken over: 6 rounds of ~15 s
+    "approve_run": approve_run.run,  # an Approve and an Edit to the call's result reaching the model: 64 runs
 }
 
 
