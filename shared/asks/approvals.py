@@ -245,6 +245,11 @@ def decide_edit(approval: Approval, decision: Decision) -> DecisionOutcome:
     return _decide(approval, decision, quiet=True)
 
 
+def requeue_decided(approval: Approval) -> None:
+    """See ``_requeue_decided`` (an Edit modal's submission after its decision)."""
+    _requeue_decided(approval)
+
+
 def _requeue_decided(approval: Approval) -> None:
     """A decision already recorded (Slack's redelivery, a second press): the turn's continuation, if it is still
     queued, gets its task again (the same name; the delivery that decided may have found Cloud Tasks down)."""
