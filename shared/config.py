@@ -26,6 +26,7 @@ from shared.config_values import (
     base_url,
     boolean,
     id_list,
+    lenient_flag,
     level,
     optional,
     price_map,
@@ -436,7 +437,7 @@ class Settings:
     )  # fmt: skip
     google_genai_use_vertexai = Var(
         "GOOGLE_GENAI_USE_VERTEXAI", "", "'true' to call Gemini through Vertex AI with the function's identity.",
-        _AGENT, text, read_by_library=True,
+        _AGENT, lenient_flag, read_by_library=True,
     )  # fmt: skip
     google_cloud_location = Var(
         "GOOGLE_CLOUD_LOCATION", "", "Vertex AI location (e.g. us-central1); read by google-genai.", _AGENT, text,

@@ -9,6 +9,7 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from shared.errors import ProductError
@@ -50,6 +51,11 @@ def boolean(name: str, value: str) -> bool:
     return lowered in {"true", "1", "yes"}
 
 
+def lenient_flag(_name: str, value: str) -> bool:
+    """True for "true", "1" or "yes" in any case, False for anything else: a variable a library reads leniently."""
+    return value.lower() in {"true", "1", "yes"}
+
+
 def url(name: str, value: str) -> str:
     if not value.startswith(("http://", "https://")):
         raise ConfigError(f"{name} must be an http(s) URL, got {value!r}")
@@ -78,7 +84,15 @@ def queue_path(name: str, value: str) -> str:
     return value
 
 
-TIERS = ("safe", "approve", "deny")
+class Tier(StrEnum):
+    """What a tool call needs before it runs: the values of ``TOOL_TIERS`` (``shared.agent.tools`` uses them)."""
+
+    SAFE = "safe"  # runs at once
+    APPROVE = "approve"  # runs only after an operator approves that exact call
+    DENY = "deny"  # never offered to the model
+
+
+_TIER_NAMES = ", ".join(Tier)
 
 
 @dataclass(frozen=True)
@@ -150,19 +164,19 @@ def _rule(name: str, tool: str, rule: Any) -> TierRule:
         return ConfigError(f"{name}: the rule for {tool!r} {why}", variable=name)
 
     if isinstance(rule, str):
-        if rule not in TIERS:
-            raise ConfigError(f"{name}: tool {tool!r} has tier {rule!r}; a tier is one of {', '.join(TIERS)}")
+        if rule not in tuple(Tier):
+            raise ConfigError(f"{name}: tool {tool!r} has tier {rule!r}; a tier is one of {_TIER_NAMES}")
         return TierRule(rule)
     if not isinstance(rule, dict):
-        raise bad(f"must be a tier ({', '.join(TIERS)}) or an object, got {json.dumps(rule)}")
+        raise bad(f"must be a tier ({_TIER_NAMES}) or an object, got {json.dumps(rule)}")
     unknown = sorted(set(rule) - _RULE_KEYS)
     if unknown:
         raise bad(f"has unknown key(s) {', '.join(unknown)}; a rule has {', '.join(sorted(_RULE_KEYS))}")
     tier, otherwise = rule.get("tier"), rule.get("otherwise")
-    if tier not in TIERS:
-        raise bad(f"has tier {tier!r}; a tier is one of {', '.join(TIERS)}")
-    if otherwise is not None and otherwise not in TIERS:
-        raise bad(f"has otherwise {otherwise!r}; a tier is one of {', '.join(TIERS)}")
+    if tier not in tuple(Tier):
+        raise bad(f"has tier {tier!r}; a tier is one of {_TIER_NAMES}")
+    if otherwise is not None and otherwise not in tuple(Tier):
+        raise bad(f"has otherwise {otherwise!r}; a tier is one of {_TIER_NAMES}")
     conditions = _conditions(rule.get("when"), otherwise, bad)
     approvers = rule.get("approvers", [])
     if not isinstance(approvers, list) or any(not isinstance(a, str) or not _APPROVER.match(a) for a in approvers):
