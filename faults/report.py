@@ -92,7 +92,7 @@ def section(results: Results) -> str:
         "is refused as a duplicate).",
         "- *Slack storms* on chat.postMessage (any flow's next calls) and on the other methods a flow makes in its "
         "own channel (assistant.threads.setStatus, reactions.add/remove, conversations.replies, chat.update) are "
-        "retried by slack-sdk's handlers (`shared/backpressure.py`); a storm whose Retry-After is longer than "
+        "retried by slack-sdk's handlers (`shared/slack/backpressure.py`); a storm whose Retry-After is longer than "
         "the session has left ends the session failed at once, its reason stored and told where Slack lets it.",
         "",
         *(["Flows that did not reach their end: " + "; ".join(failed) + ".", ""] if failed else []),

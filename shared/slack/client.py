@@ -21,7 +21,8 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.models.blocks import Block
 from slack_sdk.models.messages.chunk import Chunk
 
-from shared import backpressure, config, deps
+from shared import config, deps
+from shared.slack import backpressure
 from shared.slack.safety import neutralise, neutralise_blocks
 
 log = logging.getLogger(__name__)
