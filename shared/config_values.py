@@ -1,6 +1,8 @@
 """How each configuration variable's text becomes its value: the parsers ``shared.config`` declares variables
 with, and the error they raise. Each parser takes the variable's name and its raw text and raises ``ConfigError``
-naming the variable when the text is malformed.
+naming the variable when the text is malformed. The values that have a shape of their own are declared here
+too: a tool's ``Tier`` and ``TierRule`` (``TOOL_TIERS``) and an ``McpServer`` (``MCP_SERVERS``), so the
+configuration (which every entry point reads) never imports the agent that uses them.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from enum import StrEnum
 from typing import Any
 
 from shared.errors import ProductError
+
+PLACEHOLDER = "unset:"  # how Terraform's placeholder secret versions begin (terraform/secrets.tf)
 
 
 class ConfigError(ProductError):
@@ -227,3 +231,81 @@ def level(name: str, value: str) -> str:
     if level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
         raise ConfigError(f"{name} must be DEBUG, INFO, WARNING, ERROR or CRITICAL, got {level!r}")
     return level
+
+
+# --- MCP_SERVERS: one ``McpServer`` per configured server (the MCP tools, shared.agent.tools.mcp, use them) ---
+@dataclass(frozen=True)
+class McpServer:
+    """One remote MCP server (streamable HTTP) whose tools the agent may use."""
+
+    name: str  # short, lower case: tools are named ``mcp.<name>.<tool>``
+    url: str
+    credential_env: str | None = None  # the variable holding its bearer token (Terraform fills it from a secret)
+    include: frozenset[str] | None = None  # only these tools, when given
+    exclude: frozenset[str] = frozenset()  # never these tools
+    timeout_seconds: float = 30.0  # of one request: listing its tools, or one round of a call
+
+
+_SERVER_NAME = re.compile(r"[a-z][a-z0-9_-]{0,23}")
+_ENV_NAME = re.compile(r"[A-Z][A-Z0-9_]{0,99}")
+_SERVER_FIELDS = {"name", "url", "credential_env", "include", "exclude", "timeout_seconds"}
+
+
+def mcp_server_list(name: str, value: str) -> tuple[McpServer, ...]:
+    """A JSON list of ``{"name", "url", "credential_env"?, "include"?, "exclude"?}``; errors name server and field."""
+    try:
+        parsed = json.loads(value or "[]")
+    except ValueError as exc:
+        raise ConfigError(f"{name} must be a JSON list of servers: {exc}") from None
+    if not isinstance(parsed, list):
+        raise ConfigError(f"{name} must be a JSON list of servers, got {type(parsed).__name__}")
+    servers: list[McpServer] = []
+    for position, entry in enumerate(parsed):
+        label = f"{name}: server {position + 1}"
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{label} must be a JSON object, got {type(entry).__name__}")
+        server = entry.get("name")
+        if not isinstance(server, str) or not _SERVER_NAME.fullmatch(server):
+            raise ConfigError(f"{label}: field 'name' must be 1-24 of a-z, 0-9, _ or -, starting with a letter, "
+                              f"got {server!r}")  # fmt: skip
+        label = f"{name}: server {server!r}"
+        if any(s.name == server for s in servers):
+            raise ConfigError(f"{label} is listed twice")
+        unknown = sorted(set(entry) - _SERVER_FIELDS)
+        if unknown:
+            known = ", ".join(sorted(_SERVER_FIELDS))
+            raise ConfigError(f"{label}: unknown field(s) {', '.join(unknown)}; the fields are {known}")
+        address = entry.get("url")
+        if not isinstance(address, str) or not address.startswith(("http://", "https://")):
+            raise ConfigError(f"{label}: field 'url' must be an http(s) URL, got {address!r}")
+        credential = entry.get("credential_env")
+        if credential is not None and (not isinstance(credential, str) or not _ENV_NAME.fullmatch(credential)):
+            raise ConfigError(f"{label}: field 'credential_env' must name an environment variable (A-Z, 0-9, _), "
+                                 f"got {credential!r}")  # fmt: skip
+        lists: dict[str, frozenset[str] | None] = {}
+        for field_name in ("include", "exclude"):
+            tools = entry.get(field_name)
+            if tools is not None and (not isinstance(tools, list) or not all(isinstance(t, str) for t in tools)):
+                raise ConfigError(f"{label}: field {field_name!r} must be a list of tool names, got {tools!r}")
+            lists[field_name] = frozenset(tools) if tools is not None else None
+        timeout = entry.get("timeout_seconds", 30)
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= 600:
+            raise ConfigError(f"{label}: field 'timeout_seconds' must be a number of seconds, 0 to 600, "
+                                 f"got {timeout!r}")  # fmt: skip
+        servers.append(McpServer(server, address, credential, lists["include"], lists["exclude"] or frozenset(),
+                                 float(timeout)))  # fmt: skip
+    return tuple(servers)
+
+
+def mcp_credential(server: McpServer, environ: Mapping[str, str]) -> str | None:
+    """The server's bearer token, from the variable its ``credential_env`` names; ConfigError if it is unusable."""
+    if server.credential_env is None:
+        return None
+    value = environ.get(server.credential_env, "").strip()
+    where = f"MCP_SERVERS: server {server.name!r}: field 'credential_env' names {server.credential_env}"
+    if not value:
+        raise ConfigError(f"{where}, which is not set")
+    if value.startswith(PLACEHOLDER):
+        raise ConfigError(f"{where}, which still holds Terraform's placeholder: put the real credential in its Secret "
+                    "Manager secret (README, MCP servers)")  # fmt: skip
+    return value

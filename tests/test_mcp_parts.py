@@ -15,7 +15,7 @@ from shared import config, deps
 from shared.agent.tools.base import Tier, ToolContext
 from shared.agent.tools.mcp import catalog, connection, inputs, results
 from shared.agent.tools.mcp.tool import MAX_NAME, McpTool, registry_name
-from shared.mcp_servers import McpServer
+from shared.config_values import McpServer
 
 SERVER = McpServer("tickets", "https://mcp.example.com/mcp")
 

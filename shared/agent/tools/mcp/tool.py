@@ -21,7 +21,7 @@ from google.genai import types
 from shared.agent.tools.base import Outcome, Suspend, Tier, ToolContext
 from shared.agent.tools.mcp import connection, inputs, results
 from shared.asks import questions
-from shared.mcp_servers import McpServer
+from shared.config_values import McpServer
 from shared.state.models import Question
 
 log = logging.getLogger(__name__)
