@@ -34,6 +34,7 @@ from shared.state.approvals import Decision
 from shared.state.firestore import now
 from shared.state.models import Approval, ApprovalStatus, Note, NoteKind, Session, SessionStatus
 from shared.state.new_sessions import approvals_continuation
+from shared.state.origin import asked_by
 
 log = logging.getLogger(__name__)
 
@@ -121,10 +122,7 @@ def request(session: Session, seq: int, calls: list[tuple[int, str | None, str, 
         wanted.append(
             Approval(
                 approval_id=approval_id,
-                session_id=session.session_id,
-                transcript_id=session.transcript,
-                channel=session.channel,
-                thread_ts=session.thread_ts,
+                **asked_by(session),
                 seq=seq,
                 call_index=index,
                 call_id=call_id,
@@ -134,7 +132,6 @@ def request(session: Session, seq: int, calls: list[tuple[int, str | None, str, 
                 turn_ids=turn_ids,
                 asked_at=asked_at,
                 requested_by=session.requester,
-                request_ts=session.request_message,
                 label=label,
                 summary=about.summary,
                 shown_order=list(about.shown_order),

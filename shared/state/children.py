@@ -29,6 +29,7 @@ from shared.state.models import (
     SessionStatus,
     Step,
 )
+from shared.state.origin import same_thread
 from shared.state.steps import LeaseLost, NotesPending
 
 _UNFINISHED = sessions.UNFINISHED  # a child in one of these has not ended
@@ -49,10 +50,7 @@ def child_session(parent: Session, *, seq: int, index: int, task: str, blocking:
     return Session(
         session_id=child_id,
         kind=SessionKind.CHILD,
-        channel=parent.channel,
-        thread_ts=parent.thread_ts,
-        trigger_ts=parent.trigger_ts,
-        trigger_user=parent.trigger_user,
+        **same_thread(parent),
         requested_by=parent.requester,
         text=task,
         created_at=at,
@@ -64,9 +62,7 @@ def child_session(parent: Session, *, seq: int, index: int, task: str, blocking:
         delegate_index=index,
         delegate_blocking=blocking,
         sibling_ids=siblings if blocking else [],
-        trace_id=parent.trace_id,
         root_session_id=parent.tree_root,
-        request_ts=parent.request_message,
     )
 
 
