@@ -55,3 +55,27 @@ def test_deploy_has_no_import_cycle() -> None:
 
     graph = grimp.build_graph("deploy")
     assert graph.find_shortest_chain("deploy.terraform", "deploy.evaluate") is None
+
+
+def test_every_product_error_is_a_product_error_with_a_name_of_its_own() -> None:
+    """A caller tells a known refusal from a bug by ``ProductError``; two classes of one name would be told apart
+    by their module only."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import shared
+    from shared.errors import ProductError
+
+    defined: dict[str, list[str]] = {}
+    outside: list[str] = []
+    for info in pkgutil.walk_packages(shared.__path__, "shared."):
+        module = importlib.import_module(info.name)
+        for name, value in vars(module).items():
+            if inspect.isclass(value) and issubclass(value, BaseException) and value.__module__ == info.name:
+                defined.setdefault(name, []).append(info.name)
+                if not issubclass(value, ProductError):
+                    outside.append(f"{info.name}.{name}")
+    assert outside == [], f"derive these from shared.errors.ProductError (or a subclass): {outside}"
+    clashes = {name: modules for name, modules in defined.items() if len(modules) > 1}
+    assert clashes == {}, f"exception names defined more than once: {clashes}"

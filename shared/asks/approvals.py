@@ -14,11 +14,11 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from shared import config
 from shared.asks import approvers, routing
@@ -60,6 +60,15 @@ def digest(tool: str, canonical_args: str) -> str:
 
 def may_decide(user: str, approval: Approval) -> bool:
     return approvers.may_decide(user, approval)
+
+
+class Held(NamedTuple):
+    """A call of the model's turn held for an operator's decision (its tier is ``approve``), by its position."""
+
+    call_index: int  # its position in its model turn
+    call_id: str | None  # the model's own id, when it gave one
+    tool: str
+    args: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -106,7 +115,7 @@ def expiry(asked_at: datetime) -> datetime:
     return asked_at + timedelta(hours=settings.question_remind_hours + settings.question_abandon_hours)
 
 
-def request(session: Session, seq: int, calls: list[tuple[int, str | None, str, dict[str, Any]]],
+def request(session: Session, seq: int, calls: Sequence[Held],
             surface: ThreadSurface, *, label: str | None = None,
             asked: Mapping[int, Asked] | None = None) -> list[Approval]:  # fmt: skip
     """Record the turn's risky calls, then post one card each, then note the cards on the records. ``asked`` (by

@@ -10,6 +10,7 @@ import logging
 from datetime import datetime
 
 from shared import config
+from shared.errors import Refused
 from shared.state import children, sessions, tasks
 from shared.state.children import AnswerOutcome, AskOutcome, Finished
 from shared.state.firestore import now
@@ -19,7 +20,7 @@ from shared.state.steps import LeaseLost
 log = logging.getLogger(__name__)
 
 
-class DelegationRefused(ValueError):
+class DelegationRefused(Refused):
     """A delegation the product will not start: the model hears why."""
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from google.cloud import firestore
 
+from shared.errors import Refused
 from shared.state import ids, sessions
 from shared.state.firestore import contended, db, now, session_ref, step_ref
 from shared.state.models import (
@@ -78,7 +79,7 @@ class TreeBudget:
     child_tool_calls: int
 
 
-class TreeBudgetSpent(Exception):
+class TreeBudgetSpent(Refused):
     """Every turn (or tool call) of the tree's budget is allotted: no child can start."""
 
 
