@@ -35,10 +35,9 @@ def parse_task_body(body: bytes) -> str:
 
 def handle(body: bytes, headers: Mapping[str, str]) -> Reply:
     settings = config.settings()
-    denied = oidc.check(headers, audience=settings.tasks_target_url, service_account=settings.tasks_service_account)
-    if denied:
-        return denied
-    refused = too_large(body, MAX_TASK_BODY_BYTES)
+    refused = oidc.check(
+        headers, audience=settings.tasks_target_url, service_account=settings.tasks_service_account
+    ) or too_large(body, MAX_TASK_BODY_BYTES)  # the token first: a stranger learns nothing of the size limit
     if refused:
         return refused
     try:

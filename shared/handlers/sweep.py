@@ -22,10 +22,9 @@ MAX_BODY_BYTES = INTERNAL_MAX_BODY_BYTES
 
 def handle(body: bytes, headers: Mapping[str, str]) -> Reply:
     settings = config.settings()
-    denied = oidc.check(headers, audience=settings.oidc_audience, service_account=settings.scheduler_service_account)
-    if denied:
-        return denied
-    refused = too_large(body, MAX_BODY_BYTES)
+    refused = oidc.check(
+        headers, audience=settings.oidc_audience, service_account=settings.scheduler_service_account
+    ) or too_large(body, MAX_BODY_BYTES)  # the token first, as agent_session checks it
     if refused:
         return refused
     try:
