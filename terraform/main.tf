@@ -87,7 +87,7 @@ locals {
       ALLOW_REQUESTER_ANSWERS   = tostring(var.allow_requester_answers)
       ALLOW_REQUESTER_APPROVALS = tostring(var.allow_requester_approvals)
     }
-    # slack_events sets these on every thread opened in Slack's assistant pane (shared/agent/assistant_pane.py).
+    # slack_events sets these on every thread opened in Slack's assistant pane (shared/usecases/assistant_pane.py).
     assistant = {
       ASSISTANT_PROMPTS = jsonencode(var.assistant_prompts)
     }

@@ -17,8 +17,9 @@ from infra.fakegemini.control import FakeGemini
 from infra.fakeslack.control import FakeSlack
 from infra.stack import OPERATOR_ID
 from shared.asks.answers import decide
+from shared.queue import tasks
 from shared.slack import blocks
-from shared.state import ids, questions, steps, tasks
+from shared.state import ids, questions, steps
 from shared.state.models import SessionStatus, StepKind
 from shared.state.questions import AnswerRecord
 from shared.usecases.stop import is_stop

@@ -24,12 +24,13 @@ from shared import config
 from shared.asks import approvers, routing
 from shared.limits import MAX_MESSAGE_CHARS, capped
 from shared.logs import session_context
+from shared.queue import tasks
 from shared.slack import approval_card, blocks, call_view
 from shared.slack import client as slack
 from shared.slack.actions import ButtonPress
 from shared.slack.surface import ThreadSurface
 from shared.state import approvals as stored
-from shared.state import events, ids, sessions, tasks
+from shared.state import events, ids, sessions
 from shared.state.approvals import Decision
 from shared.state.firestore import now
 from shared.state.models import Approval, ApprovalStatus, Note, NoteKind, Session, SessionStatus

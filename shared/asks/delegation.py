@@ -11,7 +11,8 @@ from datetime import datetime
 
 from shared import config
 from shared.errors import Refused
-from shared.state import children, sessions, tasks
+from shared.queue import tasks
+from shared.state import children, sessions
 from shared.state.children import AnswerOutcome, AskOutcome, Finished
 from shared.state.firestore import now
 from shared.state.models import AuditType, Note, NoteKind, ParentQuestion, Session, SessionStatus, Step

@@ -11,11 +11,12 @@ from __future__ import annotations
 import logging
 
 from shared.asks import approvals, delegation
+from shared.queue import tasks
 from shared.slack import blocks
 from shared.slack import client as slack
 from shared.slack.surface import Reaction
 from shared.state import approvals as stored_approvals
-from shared.state import origin, sessions, tasks
+from shared.state import origin, sessions
 from shared.state import questions as stored_questions
 from shared.state.models import QuestionStatus, Session, SessionStatus
 

@@ -11,10 +11,10 @@ import logging
 from collections.abc import Mapping
 
 from shared import config
-from shared.agent.worker import run_delivery
+from shared.auth import oidc
 from shared.handlers.common import INTERNAL_MAX_BODY_BYTES, Reply, too_large
 from shared.logs import session_context, trace_from
-from shared.state import oidc
+from shared.usecases.worker import run_delivery
 
 log = logging.getLogger(__name__)
 

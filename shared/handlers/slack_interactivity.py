@@ -8,10 +8,10 @@ from collections.abc import Mapping
 from shared.asks import answers, approvals, edits, feedback
 from shared.handlers.common import SLACK_MAX_BODY_BYTES, Reply, queue_unavailable, too_large
 from shared.logs import new_trace, session_context, trace_from
+from shared.queue import tasks
 from shared.slack import approval_card, blocks, edit_modal
 from shared.slack.actions import BadPayload, button_press, parse_payload
 from shared.slack.verify import verify
-from shared.state import tasks
 from shared.usecases import stop
 
 MAX_BODY_BYTES = SLACK_MAX_BODY_BYTES

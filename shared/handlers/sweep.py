@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from shared import config
-from shared.agent import sweep
+from shared.auth import oidc
 from shared.handlers.common import INTERNAL_MAX_BODY_BYTES, Reply, too_large
-from shared.state import oidc
+from shared.usecases import sweep
 
 MAX_BODY_BYTES = INTERNAL_MAX_BODY_BYTES
 

@@ -13,9 +13,10 @@ from shared.asks import answers, approvals
 from shared.asks.answers import AnswerOutcome
 from shared.limits import MAX_MESSAGE_CHARS, TOO_LARGE_REQUEST_CHARS, capped
 from shared.logs import current_trace, session_context
+from shared.queue import tasks
 from shared.slack import client as slack
 from shared.slack.events import Message
-from shared.state import events, quotas, sessions, tasks
+from shared.state import events, quotas, sessions
 from shared.state import questions as stored_questions
 from shared.state.firestore import now
 from shared.state.models import Note, NoteKind, Session, SessionStatus
