@@ -27,7 +27,8 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_every_module_that_imports_google_genai_is_forbidden_to_the_ingress() -> None:
-    """import-linter only sees "google", so its contract names our modules that import google-genai."""
+    """import-linter only sees "google", so its contract forbids the package that must hold every module importing
+    google-genai (``shared.agent``)."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
     [contract] = [c for c in config if c["type"] == "forbidden" and "google-genai" in c["name"]]
     forbidden = contract["forbidden_modules"]
