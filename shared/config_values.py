@@ -12,11 +12,14 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from shared.errors import ProductError
 
 PLACEHOLDER = "unset:"  # how Terraform's placeholder secret versions begin (terraform/secrets.tf)
+
+
+T = TypeVar("T")
 
 
 class ConfigError(ProductError):
@@ -58,6 +61,17 @@ def boolean(name: str, value: str) -> bool:
 def lenient_flag(_name: str, value: str) -> bool:
     """True for "true", "1" or "yes" in any case, False for anything else: a variable a library reads leniently."""
     return value.lower() in {"true", "1", "yes"}
+
+
+def _json(name: str, value: str, shape: type[T], what: str) -> T:
+    """``value`` parsed as JSON of ``shape``; ConfigError saying ``name`` must be ``what`` otherwise."""
+    try:
+        parsed = json.loads(value)
+    except ValueError as exc:
+        raise ConfigError(f"{name} must be {what}: {exc}") from None
+    if not isinstance(parsed, shape):
+        raise ConfigError(f"{name} must be {what}, got {type(parsed).__name__}")
+    return parsed
 
 
 def url(name: str, value: str) -> str:
@@ -139,12 +153,7 @@ MAX_APPROVALS = 5
 def tier_map(name: str, value: str) -> dict[str, TierRule]:
     """A JSON object of tool name (or glob, like ``mcp.tickets.*``) to a tier, or to a rule object
     (``{"tier", "approvers", "approvals", "when", "otherwise"}``, README "Who may approve")."""
-    try:
-        parsed = json.loads(value or "{}")
-    except ValueError as exc:
-        raise ConfigError(f"{name} must be a JSON object of tool name to tier: {exc}") from None
-    if not isinstance(parsed, dict):
-        raise ConfigError(f"{name} must be a JSON object of tool name to tier, got {type(parsed).__name__}")
+    parsed = _json(name, value or "{}", dict, "a JSON object of tool name to tier")
     return {str(tool): _rule(name, str(tool), rule) for tool, rule in parsed.items()}
 
 
@@ -253,12 +262,7 @@ _SERVER_FIELDS = {"name", "url", "credential_env", "include", "exclude", "timeou
 
 def mcp_server_list(name: str, value: str) -> tuple[McpServer, ...]:
     """A JSON list of ``{"name", "url", "credential_env"?, "include"?, "exclude"?}``; errors name server and field."""
-    try:
-        parsed = json.loads(value or "[]")
-    except ValueError as exc:
-        raise ConfigError(f"{name} must be a JSON list of servers: {exc}") from None
-    if not isinstance(parsed, list):
-        raise ConfigError(f"{name} must be a JSON list of servers, got {type(parsed).__name__}")
+    parsed = _json(name, value or "[]", list, "a JSON list of servers")
     servers: list[McpServer] = []
     for position, entry in enumerate(parsed):
         label = f"{name}: server {position + 1}"
