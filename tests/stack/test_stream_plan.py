@@ -8,17 +8,14 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from slack_sdk import WebClient
 
 from infra.fakegemini.control import FakeGemini
-from infra.fakeslack import FakeSlackConfig, running
 from infra.fakeslack.control import FakeSlack
-from infra.stack import Stack
-from shared import deps
 from shared.slack.stream import AnswerStream
 from shared.slack.surface import ThreadSurface
 from shared.state.models import SessionStatus
 from tests.agent_helpers import HUMAN, mention, wait_status
+from tests.surfaces import slack_thread
 
 G = FakeGemini
 STEPS = ["Read the deploy log", "Check the error rate", "Summarise"]
@@ -26,13 +23,10 @@ STEPS = ["Read the deploy log", "Check the error rate", "Summarise"]
 
 @pytest.fixture
 def surface() -> Iterator[tuple[ThreadSurface, FakeSlack]]:
-    with running(FakeSlackConfig(bot_token="xoxb-plan", signing_secret="s")) as server:
-        fake = FakeSlack(server.url)
-        root = fake.user_message(HUMAN, "C1", "<@UBOT> hi")["ts"]
-        with deps.override(slack=WebClient(token="xoxb-plan", base_url=f"{server.url}/api/")):
-            thread = ThreadSurface("C1", root, root)
-            thread.stream = AnswerStream("C1", root, recipient=HUMAN, on_open=lambda _: None, buffer_chars=10)
-            yield thread, fake
+    with slack_thread() as (thread, fake):
+        root = thread.thread_ts
+        thread.stream = AnswerStream("C1", root, recipient=HUMAN, on_open=lambda _: None, buffer_chars=10)
+        yield thread, fake
 
 
 def chunks_of(fake: FakeSlack, ts: str) -> list[dict[str, Any]]:
@@ -70,18 +64,6 @@ def test_a_plan_where_nothing_streams_is_not_shown(surface: tuple[ThreadSurface,
     thread.stream = None
     assert not thread.plan("Plan", STEPS, 0)
     assert fake.calls("chat.startStream") == []
-
-
-@pytest.fixture
-def streaming(stack: Stack) -> Iterator[None]:
-    stack.function_env["agent_session"] = {"SLACK_STREAM": "true", "SLACK_STREAM_BUFFER_CHARS": "40"}
-    stack.kill_function("agent_session")
-    stack.start_function("agent_session")
-    yield
-    stack.function_env.pop("agent_session", None)
-    if "agent_session" in stack.procs:
-        stack.kill_function("agent_session")
-    stack.start_function("agent_session")
 
 
 @pytest.mark.stack

@@ -31,7 +31,7 @@ from slack_sdk.signature import SignatureVerifier
 from infra.chat import ChatSession, extract_buttons, format_message, format_reactions, parse_command
 from infra.fakeslack import FakeSlack, FakeSlackConfig, FakeSlackError, running
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TOKEN, SECRET, BOT, TEAM, APP = "xoxb-test", "test-signing-secret", "UBOT", "T0001", "A0001"
 HUMAN = "U0HUMAN"
 

@@ -20,7 +20,7 @@ from shared.state import approvals as stored
 from shared.state.models import Approval, ApprovalStatus, SessionStatus
 from tests.agent_helpers import function_responses, wait_status
 from tests.poll import wait_for
-from tests.test_approvals import OPERATOR, OPERATOR2, asks_to_scale, executions, press, resumed, shown_call
+from tests.stack.test_approvals import OPERATOR, OPERATOR2, asks_to_scale, executions, press, resumed, shown_call
 
 pytestmark = pytest.mark.stack
 G = FakeGemini

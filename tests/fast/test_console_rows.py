@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import pytest
-
 from infra import conversations
 from infra.names import Names
 from shared.state.models import Approval, Question, Session, SessionKind, SessionStatus
 
-pytestmark = pytest.mark.fast
 T0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 NAMES = Names({"U0HUMAN": "riley", "U0OPERATOR": "olivia", "U0BOT": "agent"}.get)
 

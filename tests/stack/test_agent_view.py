@@ -2,7 +2,7 @@
 "messages") sets the suggested prompts and their title on the DM, without a thread (agent view); a DM with no
 ``assistant_app_thread`` root, at the top level or in a thread the person started, is a conversation with the
 agent; ``app_context_changed`` is acknowledged where ``assistant_thread_context_changed`` is. The assistant pane's
-events keep working (tests/test_assistant.py)."""
+events keep working (tests/stack/test_assistant.py)."""
 
 from __future__ import annotations
 

@@ -6,13 +6,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-
 from shared.slack.surface import Reaction
 
-pytestmark = pytest.mark.fast
-
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PAGE_EMOJI = ROOT / "infra" / "fakeslack" / "web" / "mrkdwn.js"
 # A shortcode as the product writes one: after a quote, a space or an underscore, and before one (or the end).
 SHORTCODE = re.compile(r"""(?:^|(?<=[\s"'`_]))(:[a-z][a-z0-9_+-]*:)(?=[\s"'`_.,]|$)""", re.MULTILINE)

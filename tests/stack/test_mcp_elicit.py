@@ -11,7 +11,6 @@ Two sample servers as real processes: ``demo`` (the 2026-07-28 revision) and ``o
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -20,14 +19,14 @@ import pytest
 import requests
 
 from infra import stack as local
-from infra.dispatch.headers import cloud_tasks_headers
 from infra.fakegemini.control import FakeGemini
 from infra.fakeslack.control import FakeSlack
 from infra.stack import Stack
-from shared.state import ids, sessions
+from shared.state import ids
 from shared.state.models import SessionStatus
 from tests import delivery
-from tests.agent_helpers import function_responses, mention, open_question, wait_status
+from tests.agent_helpers import agent_with, mention, open_question, wait_status
+from tests.mcp_servers import mcp_servers, reply, responses_of, retried_by_cloud_tasks
 from tests.poll import wait_for
 
 pytestmark = pytest.mark.stack
@@ -48,35 +47,14 @@ class Servers:
 
 @pytest.fixture(scope="module")
 def servers(stack: Stack) -> Iterator[Servers]:
-    demo = stack.start_mcp_server("mcp_elicit_demo")
-    old = stack.start_mcp_server("mcp_elicit_old", "--legacy")
-    configured = [{"name": "demo", "url": demo}, {"name": "old", "url": old, "include": ["deploy_service"]}]
-    stack.function_env["agent_session"] = {
-        "MCP_SERVERS": json.dumps(configured), "TOOL_TIERS": json.dumps({"mcp.*.deploy_service": "safe"}),
-    }  # fmt: skip
-    restart_agent(stack)
-    try:
-        yield Servers(demo.removesuffix("/mcp"), old.removesuffix("/mcp"))
-    finally:
-        stack.function_env.pop("agent_session", None)
-        restart_agent(stack)
-        stack.stop_process("mcp_elicit_demo")
-        stack.stop_process("mcp_elicit_old")
-
-
-def restart_agent(stack: Stack) -> None:
-    if "agent_session" in stack.procs:
-        stack.stop_process("agent_session")
-    stack.start_function("agent_session")
-
-
-def responses_of(fake_gemini: FakeGemini, name: str) -> list[dict[str, Any]]:
-    return [r["response"] for r in function_responses(fake_gemini.requests()[-1]) if r["name"] == name]
-
-
-def reply(fake_slack: FakeSlack, channel: str, thread_ts: str, text: str) -> None:
-    sent = fake_slack.user_message(OPERATOR, channel, text, thread_ts=thread_ts)
-    assert all(d["status"] == 200 for d in sent["deliveries"]), sent
+    with mcp_servers(stack, mcp_elicit_demo=[], mcp_elicit_old=["--legacy"]) as url:
+        configured = [
+            {"name": "demo", "url": url["mcp_elicit_demo"]},
+            {"name": "old", "url": url["mcp_elicit_old"], "include": ["deploy_service"]},
+        ]
+        env = {"MCP_SERVERS": json.dumps(configured), "TOOL_TIERS": json.dumps({"mcp.*.deploy_service": "safe"})}
+        with agent_with(stack, env):
+            yield Servers(url["mcp_elicit_demo"].removesuffix("/mcp"), url["mcp_elicit_old"].removesuffix("/mcp"))
 
 
 def test_a_resolver_that_elicits_asks_the_operator_and_the_answer_resumes_the_call_once_under_parallel_delivery(
@@ -175,27 +153,3 @@ def test_a_resolver_elicitation_survives_a_kill(
         assert response["result"]["structured"] == {"deployed": service, "environment": "staging"}
     texts = [m["text"] for m in fake_slack.bot_replies(thread.channel, thread.ts)]
     assert sum(f"Deploy {service} to which environment?" in t for t in texts) == 1, texts
-
-
-def retried_by_cloud_tasks(stack: Stack, session_id: str) -> None:
-    """Deliver the killed worker's task again, as Cloud Tasks retries a failed attempt after its backoff: the local
-    dispatcher gives up after five attempts in about a second and a half, which a restart on a busy machine
-    outlasts. A retry of the same task takes the session over (its lease names the task); if the dispatcher's own
-    retry got there first, this one is a duplicate and changes nothing."""
-    session = sessions.get_session(session_id)
-    assert session is not None
-    if session.status != SessionStatus.RUNNING or session.lease_task is None:
-        return
-    retry = session.lease_attempt + 1
-    headers = {"Content-Type": "application/json", **cloud_tasks_headers(
-        queue=delivery.QUEUE_ID, task=session.lease_task, retry=retry, executions=retry, eta=time.time())}  # fmt: skip
-    body = json.dumps({"session_id": session_id})
-    url = stack.function_url("agent_session")
-
-    def answered() -> bool:
-        try:
-            return requests.post(url, data=body, headers=headers, timeout=120).status_code == 200
-        except requests.ConnectionError:  # still starting
-            return False
-
-    wait_for(answered, timeout=150, what=f"a retry of {session_id}'s task to be answered")

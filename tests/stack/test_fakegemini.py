@@ -32,7 +32,7 @@ from infra.fakegemini.script import EXHAUSTED_MESSAGE, ScriptItemError, validate
 from shared.agent import prompts
 from shared.state.models import Note, NoteKind
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 KEY = "test-key"
 MODEL = "gemini-2.5-flash"
 READY_PREFIX = "fakegemini listening on "

@@ -16,9 +16,9 @@ from shared.state import ids, steps
 from shared.state.models import SessionStatus, StepKind
 from tests.agent_helpers import function_responses, mention, texts, wait_status
 from tests.poll import wait_for
-from tests.test_approvals import executions, press, resumed
-from tests.test_call_identity import idless
-from tests.test_delegation import child_requests, for_child, requests_for
+from tests.stack.test_approvals import executions, press, resumed
+from tests.stack.test_call_identity import idless
+from tests.stack.test_delegation import child_requests, for_child, requests_for
 
 pytestmark = pytest.mark.stack
 G = FakeGemini

@@ -18,8 +18,8 @@ from shared.state import firestore, ids
 from shared.state import questions as stored_questions
 from shared.state.models import SessionStatus
 from tests.agent_helpers import Thread, function_responses, mention, texts, wait_status
-from tests.test_call_identity import idless
-from tests.test_delegation import answers, child_requests, for_child, requests_for
+from tests.stack.test_call_identity import idless
+from tests.stack.test_delegation import answers, child_requests, for_child, requests_for
 
 pytestmark = pytest.mark.stack
 G = FakeGemini

@@ -26,7 +26,7 @@ from infra.chat import extract_buttons
 from infra.fakeslack import FakeSlack
 from shared import config
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_terminal_conversation_with_an_ask_and_an_answer(tmp_path: Path) -> None:

@@ -25,9 +25,9 @@ from shared.slack import blocks
 from shared.state import approvals as stored_approvals
 from shared.state import ids
 from shared.state.models import SessionStatus
-from tests.agent_helpers import function_responses, mention, open_question, wait_status
+from tests.agent_helpers import agent_with, function_responses, mention, open_question, wait_status
+from tests.mcp_servers import mcp_servers, reply, responses_of, retried_by_cloud_tasks
 from tests.poll import wait_for
-from tests.test_mcp_elicit import retried_by_cloud_tasks
 
 pytestmark = pytest.mark.stack
 G = FakeGemini
@@ -49,33 +49,20 @@ class Servers:
 @pytest.fixture(scope="module")
 def servers(stack: Stack) -> Iterator[Servers]:
     """Start the sample servers and restart agent_session configured for them; undo both afterwards."""
-    demo = stack.start_mcp_server("mcp_test_demo", "--token", TOKEN)
-    brief = stack.start_mcp_server("mcp_test_brief", "--state-ttl", "1")
-    configured = [
-        {"name": "demo", "url": demo, "credential_env": "MCP_TOKEN_DEMO", "exclude": ["internal_debug"]},
-        {"name": "brief", "url": brief, "include": ["create_ticket", "slow_report"], "timeout_seconds": 2},
-        {"name": "gone", "url": f"http://127.0.0.1:{free_port()}/mcp"},
-    ]
-    # TOOL_TIERS wins over annotations: create_ticket (additive) runs at once, open_dashboard (read-only) needs approval
-    tiers = {"restart_service": "safe", "mcp.*.create_ticket": "safe", "mcp.demo.open_dashboard": "approve",
-             "mcp.demo.rename_service": "safe"}  # fmt: skip
-    stack.function_env["agent_session"] = {
-        "MCP_SERVERS": json.dumps(configured), "MCP_TOKEN_DEMO": TOKEN, "TOOL_TIERS": json.dumps(tiers),
-    }  # fmt: skip
-    restart_agent(stack)
-    try:
-        yield Servers(demo.removesuffix("/mcp"), brief.removesuffix("/mcp"))
-    finally:
-        stack.function_env.pop("agent_session", None)
-        restart_agent(stack)
-        stack.stop_process("mcp_test_demo")
-        stack.stop_process("mcp_test_brief")
-
-
-def restart_agent(stack: Stack) -> None:
-    if "agent_session" in stack.procs:
-        stack.stop_process("agent_session")
-    stack.start_function("agent_session")
+    with mcp_servers(stack, mcp_test_demo=["--token", TOKEN], mcp_test_brief=["--state-ttl", "1"]) as url:
+        configured = [
+            {"name": "demo", "url": url["mcp_test_demo"], "credential_env": "MCP_TOKEN_DEMO",
+             "exclude": ["internal_debug"]},
+            {"name": "brief", "url": url["mcp_test_brief"], "include": ["create_ticket", "slow_report"],
+             "timeout_seconds": 2},
+            {"name": "gone", "url": f"http://127.0.0.1:{free_port()}/mcp"},
+        ]  # fmt: skip
+        # TOOL_TIERS wins over annotations: create_ticket (additive) runs at once, open_dashboard (read-only) waits
+        tiers = {"restart_service": "safe", "mcp.*.create_ticket": "safe", "mcp.demo.open_dashboard": "approve",
+                 "mcp.demo.rename_service": "safe"}  # fmt: skip
+        env = {"MCP_SERVERS": json.dumps(configured), "MCP_TOKEN_DEMO": TOKEN, "TOOL_TIERS": json.dumps(tiers)}
+        with agent_with(stack, env):
+            yield Servers(url["mcp_test_demo"].removesuffix("/mcp"), url["mcp_test_brief"].removesuffix("/mcp"))
 
 
 def declarations(request: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -88,15 +75,6 @@ def declarations(request: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def system_text(request: dict[str, Any]) -> str:
     return "".join(p.get("text", "") for p in request["body"].get("systemInstruction", {}).get("parts", []))
-
-
-def responses_of(fake_gemini: FakeGemini, name: str) -> list[dict[str, Any]]:
-    return [r["response"] for r in function_responses(fake_gemini.requests()[-1]) if r["name"] == name]
-
-
-def reply(fake_slack: FakeSlack, channel: str, thread_ts: str, text: str) -> None:
-    sent = fake_slack.user_message(OPERATOR, channel, text, thread_ts=thread_ts)
-    assert all(d["status"] == 200 for d in sent["deliveries"]), sent
 
 
 def test_discovery_declaration_and_a_read_only_call(

@@ -35,7 +35,7 @@ from infra.fakeslack.control import FakeSlack
 from infra.procs import StackError, free_port
 from tests.poll import wait_for
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 QUEUE = "projects/p/locations/l/queues/agent-sessions"
 NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 

@@ -19,10 +19,9 @@ from infra.stack import Stack
 from shared.slack import blocks
 from shared.state import approvals as stored
 from shared.state.models import ApprovalStatus, SessionStatus
-from tests.agent_helpers import mention, wait_status
+from tests.agent_helpers import agent_with, mention, wait_status
 from tests.poll import wait_for
-from tests.test_approvals import executions, press, resumed
-from tests.test_mcp import restart_agent
+from tests.stack.test_approvals import executions, press, resumed
 
 pytestmark = pytest.mark.stack
 G = FakeGemini
@@ -38,13 +37,8 @@ RULES = {
 
 @pytest.fixture(scope="module")
 def rules(stack: Stack) -> Iterator[None]:
-    stack.function_env["agent_session"] = {"TOOL_TIERS": json.dumps(RULES)}
-    restart_agent(stack)
-    try:
+    with agent_with(stack, {"TOOL_TIERS": json.dumps(RULES)}):
         yield
-    finally:
-        stack.function_env.pop("agent_session", None)
-        restart_agent(stack)
 
 
 def card(fake_slack: FakeSlack, channel: str, ts: str, card_ts: str | None) -> dict[str, Any]:

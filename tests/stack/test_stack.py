@@ -16,7 +16,7 @@ from infra import procs
 from infra import stack as local
 from infra.procs import Proc, StackError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _path_without(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, keep: list[str]) -> None:

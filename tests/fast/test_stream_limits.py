@@ -9,15 +9,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from slack_sdk import WebClient
 
-from infra.fakeslack import FakeSlackConfig, running
 from infra.fakeslack.control import FakeSlack
-from shared import deps
 from shared.slack import client as slack
 from shared.slack.stream import MARKDOWN_CHARS, MESSAGE_CHARS, AnswerStream
 from shared.slack.surface import ThreadSurface
 from tests.agent_helpers import HUMAN
+from tests.surfaces import slack_thread
 
 
 class Clock:
@@ -30,15 +28,11 @@ class Clock:
 
 @pytest.fixture
 def rig() -> Iterator[tuple[ThreadSurface, FakeSlack, Clock, list[str]]]:
-    with running(FakeSlackConfig(bot_token="xoxb-limits", signing_secret="s")) as server:
-        fake = FakeSlack(server.url)
-        root = fake.user_message(HUMAN, "C1", "<@UBOT> hi")["ts"]
+    with slack_thread() as (surface, fake):
         clock, opened = Clock(), list[str]()
-        with deps.override(slack=WebClient(token="xoxb-limits", base_url=f"{server.url}/api/")):
-            surface = ThreadSurface("C1", root, root)
-            surface.stream = AnswerStream("C1", root, recipient=HUMAN, on_open=opened.append, buffer_chars=50,
-                                          stream_seconds=300, clock=clock)  # fmt: skip
-            yield surface, fake, clock, opened
+        surface.stream = AnswerStream("C1", surface.thread_ts, recipient=HUMAN, on_open=opened.append,
+                                      buffer_chars=50, stream_seconds=300, clock=clock)  # fmt: skip
+        yield surface, fake, clock, opened
 
 
 def stream(surface: ThreadSurface, text: str, *, piece: int = 500) -> None:

@@ -1,6 +1,6 @@
 """No bot post pings a channel or a user group, whoever wrote its text, and none unfurls: the neutraliser alone,
 then the posting path through slack-sdk's real ``WebClient`` against the fake Slack served in-process (the
-end-to-end test through a whole session is in tests/test_untrusted.py)."""
+end-to-end test through a whole session is in tests/stack/test_untrusted.py)."""
 
 from __future__ import annotations
 

@@ -13,11 +13,8 @@ from typing import Any
 
 import pytest
 from google.genai import types
-from slack_sdk import WebClient
 
-from infra.fakeslack import FakeSlackConfig, running
 from infra.fakeslack.control import FakeSlack
-from shared import deps
 from shared.agent import model as gemini
 from shared.agent import streamed
 from shared.slack.safety import neutralise, neutralise_markdown
@@ -25,6 +22,7 @@ from shared.slack.stream import AnswerStream
 from shared.slack.stream_safety import inert, safe_cut
 from shared.slack.surface import ThreadSurface
 from tests.agent_helpers import HUMAN
+from tests.surfaces import slack_thread
 
 LABEL = "the on-call rotation for billing, payments, the ledger and everything else that pages at night"
 HOSTILE = (
@@ -84,11 +82,8 @@ def test_an_unfinished_token_at_a_messages_end_is_made_inert(text: str) -> None:
 
 @pytest.fixture
 def thread() -> Iterator[tuple[ThreadSurface, FakeSlack]]:
-    with running(FakeSlackConfig(bot_token="xoxb-safe", signing_secret="s")) as server:
-        fake = FakeSlack(server.url)
-        root = fake.user_message(HUMAN, "C1", "<@UBOT> hi")["ts"]
-        with deps.override(slack=WebClient(token="xoxb-safe", base_url=f"{server.url}/api/")):
-            yield ThreadSurface("C1", root, root), fake
+    with slack_thread() as surface:
+        yield surface
 
 
 def model_says(monkeypatch: pytest.MonkeyPatch, pieces: Sequence[str]) -> None:

@@ -16,7 +16,6 @@ from infra.fakegemini.control import FakeGemini
 from infra.fakeslack import FakeSlackConfig, running
 from infra.fakeslack.control import FakeSlack
 from infra.stack import Stack
-from shared import deps
 from shared.agent.activity import task
 from shared.slack import blocks
 from shared.slack import client as slack
@@ -27,6 +26,7 @@ from shared.state.firestore import now
 from shared.state.models import SessionStatus
 from tests.agent_helpers import HUMAN, mention, wait_status
 from tests.poll import wait_for
+from tests.surfaces import slack_thread
 
 G = FakeGemini
 Script = Callable[..., int]
@@ -39,19 +39,6 @@ ANSWER = (
 def streamed(text: str, pause: float = 0.0) -> dict[str, Any]:
     """A model turn whose text the stub streams in eight pieces, ``pause`` seconds apart."""
     return {"text": text, "stream_delay_seconds": pause}
-
-
-@pytest.fixture
-def streaming(stack: Stack) -> Iterator[None]:
-    """agent_session with answers streamed (the product's default; the suite's stack turns it off)."""
-    stack.function_env["agent_session"] = {"SLACK_STREAM": "true", "SLACK_STREAM_BUFFER_CHARS": "40"}
-    stack.kill_function("agent_session")
-    stack.start_function("agent_session")
-    yield
-    stack.function_env.pop("agent_session", None)
-    if "agent_session" in stack.procs:
-        stack.kill_function("agent_session")
-    stack.start_function("agent_session")
 
 
 def answers(fake_slack: FakeSlack, channel: str, thread_ts: str) -> list[dict[str, Any]]:
@@ -242,14 +229,11 @@ def test_the_terminal_chat_shows_task_cards_and_streamed_text_as_they_come() -> 
 @pytest.fixture
 def surface() -> Iterator[tuple[ThreadSurface, FakeSlack, list[str]]]:
     """A thread surface with an answer stream, its Slack the fake in this process; the streams it recorded."""
-    with running(FakeSlackConfig(bot_token="xoxb-stream", signing_secret="s")) as server:
-        fake = FakeSlack(server.url)
-        root = fake.user_message(HUMAN, "C1", "<@UBOT> hi")["ts"]
+    with slack_thread() as (thread, fake):
         recorded: list[str] = []
-        with deps.override(slack=WebClient(token="xoxb-stream", base_url=f"{server.url}/api/")):
-            thread = ThreadSurface("C1", root, root)
-            thread.stream = AnswerStream("C1", root, recipient=HUMAN, on_open=recorded.append, buffer_chars=10)
-            yield thread, fake, recorded
+        root = thread.thread_ts
+        thread.stream = AnswerStream("C1", root, recipient=HUMAN, on_open=recorded.append, buffer_chars=10)
+        yield thread, fake, recorded
 
 
 def stream_text(thread: ThreadSurface, text: str, *, answered: bool = True) -> None:

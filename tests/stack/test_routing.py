@@ -17,9 +17,8 @@ from shared.slack import blocks
 from shared.state import approvals as stored
 from shared.state import ids
 from shared.state.models import SessionStatus
-from tests.agent_helpers import HUMAN, function_responses, wait_status
-from tests.test_approvals import OPERATOR, executions, resumed
-from tests.test_mcp import restart_agent
+from tests.agent_helpers import HUMAN, agent_with, function_responses, wait_status
+from tests.stack.test_approvals import OPERATOR, executions, resumed
 
 pytestmark = pytest.mark.stack
 G = FakeGemini
@@ -62,13 +61,8 @@ def test_an_approval_asked_in_a_dm_goes_to_the_operator_channel_and_resumes_the_
 
 @pytest.fixture
 def no_operator_channel(stack: Stack) -> Iterator[None]:
-    stack.function_env["agent_session"] = {"OPERATOR_CHANNEL": ""}
-    restart_agent(stack)
-    try:
+    with agent_with(stack, {"OPERATOR_CHANNEL": ""}):
         yield
-    finally:
-        stack.function_env.pop("agent_session", None)
-        restart_agent(stack)
 
 
 def test_without_an_operator_channel_the_session_is_told_at_once_and_the_person_sees_why(

@@ -18,8 +18,8 @@ from shared.state import ids, steps
 from shared.state.models import SessionStatus, StepKind
 from tests.agent_helpers import function_responses, mention, wait_status
 from tests.poll import wait_for
-from tests.test_crashes import Hold, kill_at, restarted  # noqa: F401 - the fixture
-from tests.test_delegation import answers, child_requests, children_of, for_child, requests_for
+from tests.stack.test_crashes import Hold, kill_at, restarted  # noqa: F401 - the fixture
+from tests.stack.test_delegation import answers, child_requests, children_of, for_child, requests_for
 
 pytestmark = pytest.mark.stack
 G = FakeGemini

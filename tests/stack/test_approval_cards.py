@@ -15,7 +15,7 @@ from shared.state import approvals as stored
 from shared.state import firestore
 from shared.state.models import SessionStatus
 from tests.agent_helpers import function_responses, mention, wait_status
-from tests.test_approvals import executions, shown_call
+from tests.stack.test_approvals import executions, shown_call
 
 pytestmark = pytest.mark.stack
 G = FakeGemini

@@ -19,7 +19,7 @@ from shared import config, config_values, deps, logs
 from shared.errors import ProductError
 from shared.logs import JsonFormatter, session_context
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_missing_required_variable_names_it() -> None:

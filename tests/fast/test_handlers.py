@@ -28,7 +28,7 @@ from infra.stack import LOCAL, SIGNING_SECRET, Stack
 from shared import deps
 from shared.state import firestore, ids, sessions
 
-MAIN = str(Path(__file__).resolve().parent.parent / "functions" / "main.py")
+MAIN = str(Path(__file__).resolve().parents[2] / "functions" / "main.py")
 
 
 class RecordingTasks:

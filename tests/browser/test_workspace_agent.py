@@ -14,7 +14,7 @@ from infra.stack import BOT_TOKEN, Stack
 from shared import deps
 from shared.slack.stream import AnswerStream
 from shared.slack.surface import ThreadSurface
-from tests.test_workspace import (  # noqa: F401 (the fixtures, one stack and one browser for this module)
+from tests.browser.test_workspace import (  # noqa: F401 (the fixtures, one stack and one browser for this module)
     RILEY,
     WAIT,
     OpenPage,
