@@ -14,9 +14,10 @@ Two paths are timed side by side on the same stack, taking turns, repetition by 
 
 Each path runs in this process through the handlers the functions serve (as section 10's do), against the
 emulators, the fake Slack and the Gemini stub; the card is posted before the clock starts (an edit's submission
-names the card's call, as the modal Slack opened for the Edit press would). The Cloud Tasks hop is left out as in section 10. The figures are the p50 and p95 over the
-repetitions after a warm-up, and the edit's p50 over the Approve's (an edit adds the schema check and the card's
-second call; its target is at most 1.5 times the Approve's).
+names the card's call, as the modal Slack opened for the Edit press would). The Cloud Tasks hop is left out as in
+section 10. The figures are the p50 and p95 over the repetitions after a warm-up, and the edit's p50 over the
+Approve's (an edit adds the schema check and the card's second call; its target is at most 1.5 times the
+Approve's).
 """
 
 from __future__ import annotations

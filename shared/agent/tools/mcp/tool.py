@@ -21,7 +21,7 @@ from google.genai import types
 from shared.agent.tools.base import Outcome, Suspend, Tier, ToolContext
 from shared.agent.tools.mcp import connection, inputs, results
 from shared.asks import questions, routing
-from shared.mcp_servers import McpServer
+from shared.config_values import McpServer
 from shared.state.models import Question
 
 log = logging.getLogger(__name__)
@@ -134,7 +134,7 @@ class McpTool:
                              "may ask the operator; the call did not complete"}  # fmt: skip
         try:
             ask = inputs.ask_for(self.server.name, result)
-        except inputs.Refused as exc:
+        except inputs.InputRefused as exc:
             return {"error": f"{exc}. The call did not complete."}
         if routing.nobody_can_answer(ctx.session.channel):
             refused = routing.refuse_question(ctx.surface, key=ctx.post_key(f":nobody-to-answer{round}"))
