@@ -129,7 +129,7 @@ def ask_operators(question: Question, surface: ThreadSurface, *, key: str, text:
     assert elsewhere is not None
     asked_in = link(question.channel, question.thread_ts)
     who = f" by <@{question.requester}>" if question.requester else ""
-    intro = f":incoming_envelope: Asked in {asked_in}{who}; answer here (a reply under this message, or a button)."
+    intro = f":speech_balloon: Asked in {asked_in}{who}; answer here (a reply under this message, or a button)."
     ts = post_once(question.question_id, elsewhere, f"{intro}\n{text}", key=key,
                    blocks=[SectionBlock(text=MarkdownTextObject(text=intro)), *blocks],
                    listed=routed.Listed.QUESTION)  # fmt: skip
