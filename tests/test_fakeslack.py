@@ -271,6 +271,24 @@ def test_replies_in_order_and_paginated(fake: FakeSlack, web: WebClient) -> None
         web.conversations_replies(channel="CNOPE", ts=root)
 
 
+def test_history_lists_top_level_messages_newest_first(fake: FakeSlack, web: WebClient) -> None:
+    first = fake.user_message(HUMAN, "D6", "first", channel_type="im")["ts"]
+    web.chat_postMessage(channel="D6", thread_ts=first, text="in a thread")  # shown only as its root's reply
+    for text in ("one", "two", "three"):
+        web.chat_postMessage(channel="D6", text=text, metadata={"event_type": "k", "event_payload": {"k": text}})
+    whole = web.conversations_history(channel="D6", include_all_metadata=True)
+    assert [m["text"] for m in whole["messages"]] == ["three", "two", "one", "first"]
+    assert whole["messages"][0]["metadata"]["event_payload"] == {"k": "three"}
+    after = web.conversations_history(channel="D6", oldest=first)
+    assert [m["text"] for m in after["messages"]] == ["three", "two", "one"]
+    pages = [[m["text"] for m in page["messages"]] for page in web.conversations_history(channel="D6", limit=3)]
+    assert pages == [["three", "two", "one"], ["first"]]
+    with pytest.raises(SlackApiError, match="channel_not_found"):
+        web.conversations_history(channel="DNOPE")
+    with pytest.raises(SlackApiError, match="invalid_ts_oldest"):
+        web.conversations_history(channel="D6", oldest="yesterday")
+
+
 def test_users_info(fake: FakeSlack, web: WebClient) -> None:
     user = web.users_info(user=HUMAN)["user"]
     assert (user["id"], user["is_bot"]) == (HUMAN, False)
