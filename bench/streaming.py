@@ -24,7 +24,7 @@ from bench.cost import Rig, environment
 from bench.figures import Section, at_most, info, median, percentile, prose, table
 from bench.harness import Bench
 from infra import slack_payloads as events
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.slack.client import FakeSlack
 from shared.state.models import SessionStatus
 
 RUNS = 20

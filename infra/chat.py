@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from infra.fakeslack.control import FakeSlack, FakeSlackError
-from infra.fakeslack.state import buttons_in
+from infra.fakes.slack.client import FakeSlack, FakeSlackError
+from infra.fakes.slack.state import buttons_in
 from infra.names import Names
 from infra.stack import CHAT_USER
 

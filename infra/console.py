@@ -253,7 +253,7 @@ class _Handler(BaseHTTPRequestHandler):
     do_POST = do_PUT = do_DELETE = do_PATCH = _refuse_other
 
     def do_GET(self) -> None:
-        from infra.fakeslack.page import static_file
+        from infra.fakes.slack.page import static_file
 
         if not self._admitted():
             return

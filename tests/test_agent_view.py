@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from shared import config
 from shared.agent import assistant_pane
 from shared.slack.events import AssistantThread, BadEvent, Ignore, classify

@@ -23,7 +23,7 @@ import pytest
 from infra import admin, procs
 from infra import stack as local
 from infra.chat import extract_buttons
-from infra.fakeslack import FakeSlack
+from infra.fakes.slack import FakeSlack
 from shared import config
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""The dispatcher (``infra/dispatch``): tasks delivered as Cloud Tasks delivers them, and its controls.
+"""The dispatcher (``infra/fakes/dispatch``): tasks delivered as Cloud Tasks delivers them, and its controls.
 
 The dispatcher runs as its own process, as the local stack runs it, against a small loopback target of this
 module's own that records every request and answers as the task's body asks (sleep, fail the first attempts).
@@ -27,11 +27,11 @@ from typing import Any
 import pytest
 
 from infra import stack as local
-from infra.dispatch import Dispatcher, DispatcherError
-from infra.dispatch.__main__ import READY_PREFIX
-from infra.dispatch.engine import Policy
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.dispatch import Dispatcher, DispatcherError
+from infra.fakes.dispatch.__main__ import READY_PREFIX
+from infra.fakes.dispatch.state import Policy
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from infra.procs import StackError, free_port
 from tests.poll import wait_for
 
@@ -157,7 +157,7 @@ class Running:
 def _start(log_path: Path, *flags: str) -> Running:
     log = log_path.open("w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "infra.dispatch", "--host", "127.0.0.1", "--port", "0", *flags],
+        [sys.executable, "-m", "infra.fakes.dispatch", "--host", "127.0.0.1", "--port", "0", *flags],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=log,

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from slack_sdk import WebClient
 
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from infra.stack import BOT_TOKEN, OPERATOR_ID, Stack
 from shared import deps
 from shared.slack import placement

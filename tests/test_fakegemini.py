@@ -26,9 +26,9 @@ import pytest
 from google import genai
 from google.genai import errors, types
 
-from infra.fakegemini import demo, tour
-from infra.fakegemini.control import FakeGemini, FakeGeminiError
-from infra.fakegemini.script import EXHAUSTED_MESSAGE, ScriptItemError, validate_item
+from infra.fakes.gemini import demo, tour
+from infra.fakes.gemini.client import FakeGemini, FakeGeminiError
+from infra.fakes.gemini.state import EXHAUSTED_MESSAGE, ScriptItemError, validate_item
 from shared.agent import prompts
 from shared.state.models import Note, NoteKind
 
@@ -57,7 +57,7 @@ def _start(log_path: Path, *flags: str) -> Stub:
     """Spawn the stub on a free port (``--port 0``) and read the URL from its ready line."""
     log = log_path.open("w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "infra.fakegemini", "--host", "127.0.0.1", "--port", "0", *flags],
+        [sys.executable, "-m", "infra.fakes.gemini", "--host", "127.0.0.1", "--port", "0", *flags],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=log,

@@ -1,6 +1,6 @@
 """The fake Slack over real HTTP: slack-sdk's own WebClient against it, signed events out of it.
 
-The server runs as a subprocess (``python -m infra.fakeslack``), exactly as the
+The server runs as a subprocess (``python -m infra.fakes.slack``), exactly as the
 local stack runs it, on a port it picks itself; each test wipes it first.
 """
 
@@ -29,7 +29,7 @@ from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler, Se
 from slack_sdk.signature import SignatureVerifier
 
 from infra.chat import ChatSession, extract_buttons, format_message, format_reactions, parse_command
-from infra.fakeslack import FakeSlack, FakeSlackConfig, FakeSlackError, running
+from infra.fakes.slack import FakeSlack, FakeSlackConfig, FakeSlackError, running
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN, SECRET, BOT, TEAM, APP = "xoxb-test", "test-signing-secret", "UBOT", "T0001", "A0001"
@@ -59,7 +59,7 @@ def start_fakeslack(log_path: Path) -> tuple[subprocess.Popen[str], str]:
     """Start the server in its own session and wait for its ready line, which names the port."""
     with log_path.open("a") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "infra.fakeslack", *ARGV.split()],
+            [sys.executable, "-m", "infra.fakes.slack", *ARGV.split()],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=log,

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from infra import admin
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from infra.names import Names
 from shared.agent import sweep
 from shared.slack import blocks

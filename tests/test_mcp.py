@@ -17,8 +17,8 @@ import pytest
 import requests
 
 from infra import stack as local
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from infra.procs import free_port
 from infra.stack import Stack
 from shared.slack import blocks

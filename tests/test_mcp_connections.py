@@ -35,7 +35,7 @@ def demo() -> Iterator[str]:
     port = free_port()
     log = TEST_DIR / "logs" / "mcp_connections.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    argv = [sys.executable, "-m", "infra.mcpdemo", "--port", str(port)]
+    argv = [sys.executable, "-m", "infra.fakes.mcp", "--port", str(port)]
     proc = Proc("mcp_connections", argv, log, dict(os.environ), Path.cwd()).start()
     try:
         wait_until(lambda: http_answers(f"http://127.0.0.1:{port}/calls"), proc=proc, what="HTTP", timeout=30)

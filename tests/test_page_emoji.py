@@ -13,10 +13,10 @@ from shared.slack.surface import Reaction
 pytestmark = pytest.mark.fast
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGE_EMOJI = ROOT / "infra" / "fakeslack" / "web" / "mrkdwn.js"
+PAGE_EMOJI = ROOT / "infra" / "fakes" / "slack" / "web" / "mrkdwn.js"
 # A shortcode as the product writes one: after a quote, a space or an underscore, and before one (or the end).
 SHORTCODE = re.compile(r"""(?:^|(?<=[\s"'`_]))(:[a-z][a-z0-9_+-]*:)(?=[\s"'`_.,]|$)""", re.MULTILINE)
-PRODUCT = ("shared", "functions", "infra/fakegemini")  # the product, and the demo model people read in the workspace
+PRODUCT = ("shared", "functions", "infra/fakes/gemini")  # the product, and the demo model people read in the workspace
 
 
 def product_emoji() -> set[str]:

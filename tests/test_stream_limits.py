@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from slack_sdk import WebClient
 
-from infra.fakeslack import FakeSlackConfig, running
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.slack import FakeSlackConfig, running
+from infra.fakes.slack.client import FakeSlack
 from shared import deps
 from shared.slack import client as slack
 from shared.slack.stream import MARKDOWN_CHARS, MESSAGE_CHARS, AnswerStream

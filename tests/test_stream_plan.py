@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from slack_sdk import WebClient
 
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack import FakeSlackConfig, running
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack import FakeSlackConfig, running
+from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
 from shared import deps
 from shared.slack.stream import AnswerStream

@@ -15,8 +15,8 @@ import pytest
 from google.genai import types
 from slack_sdk import WebClient
 
-from infra.fakeslack import FakeSlackConfig, running
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.slack import FakeSlackConfig, running
+from infra.fakes.slack.client import FakeSlack
 from shared import deps
 from shared.agent import model as gemini
 from shared.agent import streamed

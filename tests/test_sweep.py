@@ -16,8 +16,8 @@ import requests
 from google.genai import types
 
 from infra import stack as local
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
 from shared import config, deps
 from shared.agent.transcript import to_json

@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 import pytest
 
 from infra import stack as local
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
 from shared.logs import TRACE_FIELD
 from shared.state import ids, steps

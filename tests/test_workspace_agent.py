@@ -9,7 +9,7 @@ from __future__ import annotations
 from playwright.sync_api import expect
 from slack_sdk import WebClient
 
-from infra.fakeslack import FakeSlack
+from infra.fakes.slack import FakeSlack
 from infra.stack import BOT_TOKEN, Stack
 from shared import deps
 from shared.slack.stream import AnswerStream

@@ -1,4 +1,4 @@
-"""``python -m infra.fakegemini``: run the fake Gemini until SIGTERM or SIGINT.
+"""``python -m infra.fakes.gemini``: run the fake Gemini until SIGTERM or SIGINT.
 
 The ready line goes to stdout only once the socket is bound and the signal handlers
 are in place, so whoever starts it (a test fixture, the local stack) can wait for that
@@ -20,7 +20,7 @@ DEFAULT_PORT = 8089
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m infra.fakegemini",
+        prog="python -m infra.fakes.gemini",
         description="A scripted Gemini REST stub for tests and offline demos (loopback only).",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")

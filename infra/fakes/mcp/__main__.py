@@ -1,4 +1,4 @@
-"""python -m infra.mcpdemo --port N [--state-ttl S] [--token T] [--legacy]: serve the sample MCP server on loopback."""
+"""python -m infra.fakes.mcp --port N [--state-ttl S] [--token T] [--legacy]: the sample MCP server on loopback."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 
 import uvicorn
 
-from infra.mcpdemo.server import app
+from infra.fakes.mcp.server import app
 
 
 def main() -> None:

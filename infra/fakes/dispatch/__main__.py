@@ -1,4 +1,4 @@
-"""``python -m infra.dispatch --target URL``: deliver tasks to URL as Cloud Tasks does, until SIGTERM or SIGINT.
+"""``python -m infra.fakes.dispatch --target URL``: deliver tasks to URL as Cloud Tasks does, until SIGTERM or SIGINT.
 
 The ready line goes to stdout only once the socket is bound and the signal handlers are in place, so whoever
 starts it (a test, the local stack) can wait for that line, read the port from it when ``--port 0`` was asked
@@ -13,8 +13,8 @@ import threading
 from collections.abc import Sequence
 from types import FrameType
 
-from .engine import Policy
 from .server import DispatchServer
+from .state import Policy
 
 DEFAULT_PORT = 8093
 READY_PREFIX = "dispatch listening on "
@@ -23,7 +23,7 @@ READY_PREFIX = "dispatch listening on "
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     defaults = Policy()
     parser = argparse.ArgumentParser(
-        prog="python -m infra.dispatch",
+        prog="python -m infra.fakes.dispatch",
         description=(
             "Deliver tasks the Cloud Tasks emulator dispatches here to --target the way Cloud Tasks does: "
             "in parallel, with its headers, retried with backoff (loopback only)."

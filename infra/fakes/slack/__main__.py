@@ -1,4 +1,4 @@
-"""``python -m infra.fakeslack``: serve the fake Slack until SIGTERM or SIGINT."""
+"""``python -m infra.fakes.slack``: serve the fake Slack until SIGTERM or SIGINT."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from .state import FakeSlackConfig
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m infra.fakeslack", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m infra.fakes.slack", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port; the ready line names it")
     parser.add_argument("--bot-token", required=True, help="the only token the Web API accepts")
