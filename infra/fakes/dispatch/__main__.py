@@ -8,10 +8,9 @@ for, and stop it cleanly.
 from __future__ import annotations
 
 import argparse
-import signal
-import threading
 from collections.abc import Sequence
-from types import FrameType
+
+from infra.fakes.serve import serve
 
 from .server import DispatchServer
 from .state import Policy
@@ -89,26 +88,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         deadline=args.deadline,
     )
     server = DispatchServer((args.host, args.port), target=args.target, policy=policy, queue=args.queue)
-    stop = threading.Event()
-
-    def request_stop(signum: int, frame: FrameType | None) -> None:
-        # shutdown() waits for serve_forever, so the handler only flags; main() stops it.
-        stop.set()
-
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)
-    worker = threading.Thread(target=server.serve_forever, name="dispatch", daemon=True)
-    worker.start()
-    server.log_json({"event": "start", "url": server.url, "target": args.target, "policy": policy.public()})
-    print(f"{READY_PREFIX}{server.url}", flush=True)
-    try:
-        stop.wait()
-    finally:
-        server.shutdown()
-        server.server_close()
-        worker.join(timeout=5)
-        server.log_json({"event": "stop", "url": server.url})
-    return 0
+    return serve(
+        server,
+        name="dispatch",
+        ready=f"{READY_PREFIX}{server.url}",
+        started=lambda: server.log_json(
+            {"event": "start", "url": server.url, "target": args.target, "policy": policy.public()}
+        ),
+        stopped=lambda: server.log_json({"event": "stop", "url": server.url}),
+    )
 
 
 if __name__ == "__main__":

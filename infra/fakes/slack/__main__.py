@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
-import threading
 from collections.abc import Sequence
-from types import FrameType
+
+from infra.fakes.serve import serve
 
 from . import make_server
 from .state import FakeSlackConfig
@@ -76,23 +75,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         server.serve_page = lambda handler, ws, target: (
             serve_workspace_console(handler, target, port) or page(handler, ws, target)
         )
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
-    thread.start()
-    print(f"fakeslack listening on {server.url}", flush=True)
-    while not stop.wait(0.5):  # a timed wait lets the signal handler run promptly
-        pass
-    server.shutdown()
-    server.server_close()
-    thread.join(timeout=5)
-    print("fakeslack stopped", file=sys.stderr, flush=True)
-    return 0
+    return serve(
+        server,
+        name="fakeslack",
+        ready=f"fakeslack listening on {server.url}",
+        stopped=lambda: print("fakeslack stopped", file=sys.stderr, flush=True),
+    )
 
 
 if __name__ == "__main__":

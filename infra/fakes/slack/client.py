@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import urlencode
+
+from infra.fakes.control import ControlClient, ControlError
 
 from . import modals, usergroups
 from .assistant_control import CONTROL as ASSISTANT_CONTROL
@@ -42,7 +42,6 @@ from .state import (
 from .streams import STREAM_REFUSALS
 
 T = TypeVar("T")
-_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 # -- endpoints (run inside the server) --------------------------------------------------
@@ -259,37 +258,26 @@ CONTROL: dict[tuple[str, str], Route] = {
 # -- client -------------------------------------------------------------------------------
 
 
-class FakeSlackError(RuntimeError):
-    """The control API refused a request (bad arguments, unknown message, ...)."""
+class FakeSlackError(ControlError):
+    """The control API refused a request (bad arguments, unknown message, ...), or could not be reached."""
 
 
-class FakeSlack:
+class FakeSlack(ControlClient):
     """Drives one fake Slack server through its ``/_fake/`` endpoints."""
+
+    error_type = FakeSlackError
+    health_path = "/_fake/health"
+    name = "fakeslack"
 
     # A control call that posts a message waits for the fake to deliver its events (each up to the fake's delivery
     # wait, FAKESLACK_DELIVERY_SECONDS): the default outlasts two of the test stack's 20 s deliveries.
     def __init__(self, base_url: str, *, timeout: float = 60.0) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.timeout = timeout
+        super().__init__(base_url, timeout=timeout)
 
     # -- transport ------------------------------------------------------------------
 
     def _request(self, verb: str, name: str, *, query: Json | None = None, body: Json | None = None) -> Json:
-        url = f"{self.base_url}/_fake/{name}"
-        params = {k: v for k, v in (query or {}).items() if v is not None}
-        if params:
-            url += "?" + urlencode(params)
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(  # noqa: S310 - the URL is the fake's loopback address
-            url, data=data, method=verb, headers={"Content-Type": "application/json"}
-        )
-        try:
-            with _NO_PROXY.open(request, timeout=self.timeout) as response:
-                answer: Json = json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            detail = exc.read().decode(errors="replace")
-            raise FakeSlackError(f"{verb} /_fake/{name} -> HTTP {exc.code}: {detail}") from exc
-        return answer
+        return self._call(verb, f"/_fake/{name}", body, query=query)
 
     def _get(self, name: str, **query: Any) -> Json:
         return self._request("GET", name, query=query)
