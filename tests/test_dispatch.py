@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
-import select
-import signal
 import subprocess
 import sys
 import threading
@@ -32,7 +29,7 @@ from infra.fakes.dispatch.__main__ import READY_PREFIX
 from infra.fakes.dispatch.state import Policy
 from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.slack.client import FakeSlack
-from infra.procs import StackError, free_port
+from infra.procs import StackError, free_port, spawn_ready, stop_group
 from tests.poll import wait_for
 
 REPO = Path(__file__).resolve().parent.parent
@@ -155,35 +152,14 @@ class Running:
 
 
 def _start(log_path: Path, *flags: str) -> Running:
-    log = log_path.open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "infra.fakes.dispatch", "--host", "127.0.0.1", "--port", "0", *flags],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=log,
-        text=True,
-        start_new_session=True,
-    )
-    log.close()
-    assert proc.stdout is not None
-    ready, _, _ = select.select([proc.stdout], [], [], 20)
-    line = proc.stdout.readline() if ready else ""
-    if not line.startswith(READY_PREFIX):
-        _stop(proc)
-        pytest.fail(f"the dispatcher did not start: {line!r}\n{log_path.read_text()}")
-    url = line[len(READY_PREFIX) :].strip()
+    argv = [sys.executable, "-m", "infra.fakes.dispatch", "--host", "127.0.0.1", "--port", "0", *flags]
+    proc, url = spawn_ready(argv, log_path=log_path, prefix=READY_PREFIX, cwd=REPO)
     return Running(proc, url, Dispatcher(url), log_path)
 
 
 def _stop(proc: subprocess.Popen[str]) -> None:
     """SIGTERM its own process group (by its pid), SIGKILL only if it ignores that."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+    stop_group(proc.pid, reap=proc.poll)
     if proc.stdout is not None:
         proc.stdout.close()
 

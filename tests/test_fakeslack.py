@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import re
 import signal
 import subprocess
@@ -30,6 +29,7 @@ from slack_sdk.signature import SignatureVerifier
 
 from infra.chat import ChatSession, extract_buttons, format_message, format_reactions, parse_command
 from infra.fakes.slack import FakeSlack, FakeSlackConfig, FakeSlackError, running
+from infra.procs import spawn_ready
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN, SECRET, BOT, TEAM, APP = "xoxb-test", "test-signing-secret", "UBOT", "T0001", "A0001"
@@ -57,27 +57,10 @@ ARGV += f" --team-id {TEAM} --app-id {APP}"
 
 def start_fakeslack(log_path: Path) -> tuple[subprocess.Popen[str], str]:
     """Start the server in its own session and wait for its ready line, which names the port."""
-    with log_path.open("a") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "infra.fakes.slack", *ARGV.split()],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            start_new_session=True,
-        )
-    lines: queue.Queue[str] = queue.Queue()
-    assert proc.stdout is not None
-    threading.Thread(target=lambda: lines.put(proc.stdout.readline() if proc.stdout else ""), daemon=True).start()
-    try:
-        line = lines.get(timeout=20)
-    except queue.Empty:
-        stop(proc)
-        pytest.fail(f"fakeslack did not start; see {log_path}")
-    match = re.fullmatch(r"fakeslack listening on (http://127\.0\.0\.1:\d+)\n", line)
-    assert match, f"unexpected ready line {line!r}; see {log_path}"
-    return proc, match.group(1)
+    argv = [sys.executable, "-m", "infra.fakes.slack", *ARGV.split()]
+    proc, url = spawn_ready(argv, log_path=log_path, prefix="fakeslack listening on ", cwd=ROOT)
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+", url), f"unexpected ready line; see {log_path}"
+    return proc, url
 
 
 def stop(proc: subprocess.Popen[str], sig: int = signal.SIGTERM) -> int:
