@@ -19,8 +19,8 @@ from typing import Any
 
 from infra.fakes.slack.client import FakeSlack, FakeSlackError
 from infra.fakes.slack.state import buttons_in
-from infra.names import Names
 from infra.stack import CHAT_USER
+from ops.names import Names
 
 STOP_ACTION = "session_stop"  # shared/slack/blocks.py's Stop button (the chat does not import the product)
 

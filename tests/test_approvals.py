@@ -411,8 +411,8 @@ def test_calls_decided_before_their_session_paused_run_in_place(
 
 
 def test_make_admin_lists_pending_approvals_and_decisions(script: Script, fake_slack: FakeSlack, uid: str) -> None:
-    from infra import admin
-    from infra.names import Names
+    from ops import admin
+    from ops.names import Names
 
     thread, approval = asks_to_scale(script, fake_slack, uid)
     pending = admin.listing(firestore.now())

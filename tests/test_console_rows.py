@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from infra import conversations
-from infra.names import Names
+from ops.names import Names
 from shared.state.models import Approval, Question, Session, SessionKind, SessionStatus
 
 pytestmark = pytest.mark.fast

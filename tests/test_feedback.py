@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from infra import admin
 from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.slack.client import FakeSlack
-from infra.names import Names
+from ops import admin
+from ops.names import Names
 from shared.agent import sweep
 from shared.slack import blocks
 from shared.state import feedback

@@ -46,7 +46,7 @@ def test_token_totals_equal_the_sum_of_the_models_usage(
 def test_the_admin_usage_report_adds_up_per_session_user_and_channel(
     script: Script, fake_slack: FakeSlack, uid: str
 ) -> None:
-    from infra import admin
+    from ops import admin
 
     script(G.text("One."))
     thread = mention(fake_slack, f"C{uid}", "one turn")

@@ -69,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     server = make_server(config, args.host, args.port)
     if args.console:
-        from infra.console import serve_workspace_console
+        from ops.console import serve_workspace_console
 
         page, port = server.serve_page, server.server_address[1]
         server.serve_page = lambda handler, ws, target: (
