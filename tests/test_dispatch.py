@@ -508,6 +508,7 @@ def test_an_unknown_tasks_delivery_is_named(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 @pytest.mark.stack
+@pytest.mark.timeout(360)  # a whole stack of its own, started on a busy machine
 def test_a_mention_ends_done_through_the_dispatcher(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A stack with parallel_tasks: the emulator hands every task to the dispatcher, which runs agent_session;
     the mention's task, delivered twice at once, still ends in one done session and one reply."""

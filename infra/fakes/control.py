@@ -63,6 +63,22 @@ class ControlClient:
         query: Mapping[str, Any] | None = None, timeout: float | None = None,
     ) -> Json:  # fmt: skip
         """One control call; its JSON object answer. Raises ``self.error_type`` for an error status or no answer."""
+        answer = self._json(method, path, payload, query=query, timeout=timeout)
+        if not isinstance(answer, dict):
+            raise self.error_type(f"{method} {path} answered with non-object JSON", body=answer)
+        return answer
+
+    def _json_list(self, method: str, path: str, payload: Mapping[str, Any] | None = None) -> list[Any]:
+        """One control call whose answer is a JSON list."""
+        answer = self._json(method, path, payload)
+        if not isinstance(answer, list):
+            raise self.error_type(f"{method} {path} answered with non-list JSON", body=answer)
+        return answer
+
+    def _json(
+        self, method: str, path: str, payload: Mapping[str, Any] | None = None, *,
+        query: Mapping[str, Any] | None = None, timeout: float | None = None,
+    ) -> Any:  # fmt: skip
         params = {k: v for k, v in (query or {}).items() if v is not None}
         url = self.base_url + path + ("?" + urlencode(params) if params else "")
         data = None if payload is None else json.dumps(dict(payload)).encode()
@@ -78,8 +94,6 @@ class ControlClient:
                              body=body) from exc  # fmt: skip
         except (urllib.error.URLError, OSError) as exc:
             raise self.error_type(f"{method} {path} failed: {exc}") from exc
-        if not isinstance(answer, dict):
-            raise self.error_type(f"{method} {path} answered with non-object JSON", body=answer)
         return answer
 
     def _message(self, body: Any) -> Any:

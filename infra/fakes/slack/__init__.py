@@ -10,7 +10,8 @@ import contextlib
 import threading
 from collections.abc import Iterator
 
-from .client import CONTROL, FakeSlack, FakeSlackError
+from .client import FakeSlack, FakeSlackError
+from .control_api import CONTROL
 from .page import PAGE_CONTROL, serve_page
 from .server import FakeSlackServer
 from .state import FakeSlackConfig, Workspace
