@@ -8,9 +8,10 @@ from __future__ import annotations
 import logging
 
 from shared import config
+from shared.queue import tasks
 from shared.slack import blocks, placement
 from shared.slack import client as slack
-from shared.state import dm_conversations, origin, sessions, tasks
+from shared.state import dm_conversations, origin, sessions
 from shared.state import questions as stored_questions
 from shared.state.firestore import now
 from shared.state.models import Note, NoteKind, Session, SessionKind
