@@ -10,9 +10,11 @@ is pressed (so the test chooses when); the resuming task is delivered in paralle
 from __future__ import annotations
 
 import itertools
+from datetime import timedelta
 from typing import Any
 
 import pytest
+import requests
 
 from infra import stack as local
 from infra.fakegemini.control import FakeGemini
@@ -20,7 +22,7 @@ from infra.fakeslack.control import FakeSlack
 from infra.stack import Stack
 from shared.slack import blocks
 from shared.state import approvals as stored
-from shared.state import ids, sessions, steps
+from shared.state import firestore, ids, sessions, steps
 from shared.state import questions as stored_questions
 from shared.state.models import ApprovalStatus, QuestionStatus, SessionStatus, StepKind
 from tests import delivery
@@ -157,3 +159,35 @@ def test_a_mixed_turn_whose_resuming_worker_is_killed_in_the_approved_call_answe
     assert "outcome unknown" in responses[1]["response"]["error"]
     assert responses[2]["response"] == {"result": "The workers run 4 replicas."}
     turn.resumed_once()
+
+
+def test_a_decision_for_a_call_nothing_waits_on_is_refused_and_changes_nothing(
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """A turn waits on a question and an approval; the sweep abandons the question, ending the session. A later
+    Approve is refused with a plain message: the approval stays pending, nothing runs, nothing resumes (before, it
+    was recorded and the card said it would run once the other calls were decided)."""
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(
+        ("ask_operator", {"question": "Which region?"}), ("scale_service", {"name": "api", "replicas": 5}),
+    )))  # fmt: skip
+    thread = mention(fake_slack, f"C{uid}", "scale the api where I say")
+    paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    assert [w.kind.value for w in paused.waiting] == ["question", "approval"]
+    question_id = ids.question_id(thread.session_id, 1, 0)
+    firestore.db().collection("questions").document(question_id).update(
+        {"asked_at": firestore.now() - timedelta(hours=500)}
+    )
+    swept = requests.post(stack.function_url("sweep"), json={}, timeout=60).json()
+    assert swept["abandoned"] >= 1
+    wait_status(thread.session_id, SessionStatus.ABANDONED, timeout=30)
+    approval = stored.get_approval(ids.approval_id(thread.session_id, 1, 1))
+    assert approval is not None
+    press(fake_slack, approval, blocks.APPROVE_ACTION)
+    wait_for(lambda: any("Nothing waits on this call any more" in e["text"] for e in fake_slack.ephemerals(
+        thread.channel)), timeout=30, what="the refusal")  # fmt: skip
+    after = stored.get_approval(approval.approval_id)
+    assert after is not None
+    assert after.status == ApprovalStatus.PENDING
+    assert after.approved_by == []
+    assert executions(thread.session_id) == []
+    assert sessions.get_session(ids.resume_id(thread.session_id, 1)) is None

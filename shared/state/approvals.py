@@ -91,13 +91,18 @@ class Decided:
     partial: bool = False  # an approval recorded; more approvers are needed before it runs
     again: bool = False  # this approver had already approved it: a second approval needs another person
     resumes: bool = False  # it completed its turn and its asker resumes (a continuation, or a note it reads)
+    unwaited: bool = False  # refused: the session that asked has ended, so nothing waits on this call any more
 
 
 Resume = Callable[[Approval, SessionStatus | None, str | None], Session | Note | None]  # approval, asker, trace
 
 
-def decide(approval_id: str, decision: Decision, resume: Resume) -> Decided:
-    """Record one decision, exactly once; if it completes its turn, write what ``resume`` chose for the asker."""
+_WAITING = frozenset({SessionStatus.RUNNING.value, SessionStatus.PAUSED.value, SessionStatus.QUEUED.value})
+
+
+def decide(approval_id: str, decision: Decision, resume: Resume, *, waited_only: bool = False) -> Decided:
+    """Record one decision, exactly once; if it completes its turn, write what ``resume`` chose for the asker.
+    ``waited_only``: a person's decision, refused (nothing written) when the session that asked has ended."""
     ref = _ref(approval_id)
     when = now()
 
@@ -120,6 +125,9 @@ def decide(approval_id: str, decision: Decision, resume: Resume) -> Decided:
                 return Decided(approval, again=True)
             approved_by = [*approved_by, decision.by]
             if len(approved_by) < approval.approvals_needed:  # one of several: recorded, still pending
+                asking = session_ref(approval.session_id).get(transaction=transaction, field_paths=["status"])
+                if waited_only and (asking.to_dict() or {}).get("status") not in _WAITING:
+                    return Decided(approval, unwaited=True)
                 transaction.create(event_ref(ids.message_key(approval.channel, decision.ts)),
                                    events.record("decision", approval.session_id, when))  # fmt: skip
                 transaction.update(ref, {"approved_by": approved_by, **edited})
@@ -129,6 +137,8 @@ def decide(approval_id: str, decision: Decision, resume: Resume) -> Decided:
         siblings = [Approval.from_doc(s.to_dict() or {}) for s in (_ref(a).get(transaction=transaction)
                                                                    for a in others) if s.exists]  # fmt: skip
         asker = session_ref(approval.session_id).get(transaction=transaction).to_dict() or {}
+        if waited_only and asker.get("status") not in _WAITING:  # nothing waits on this call any more
+            return Decided(approval, unwaited=True)
         fields: dict[str, Any] = {
             "status": decision.status.value,
             "decided_by": decision.by,
