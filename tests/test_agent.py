@@ -15,8 +15,9 @@ from infra.fakegemini.control import FakeGemini
 from infra.fakeslack.control import FakeSlack
 from infra.stack import Stack
 from shared.asks.answers import decide
+from shared.queue import tasks
 from shared.slack import blocks
-from shared.state import firestore, questions, sessions, steps, tasks
+from shared.state import firestore, questions, sessions, steps
 from shared.state.models import QuestionStatus, SessionStatus
 from shared.state.questions import AnswerRecord
 from shared.state.sessions import ClaimResult

@@ -15,10 +15,10 @@ import pytest
 from infra.fakegemini.control import FakeGemini
 from infra.fakeslack.control import FakeSlack
 from shared import config
-from shared.agent import assistant_pane
 from shared.slack.events import AssistantThread, BadEvent, Ignore, classify
 from shared.state import ids
 from shared.state.models import SessionStatus
+from shared.usecases import assistant_pane
 from tests.agent_helpers import wait_status
 
 G = FakeGemini

@@ -22,7 +22,7 @@ from shared import config
 from shared.agent.tools.base import ToolContext
 from shared.agent.tools.mcp import capped, catalog, connection, pool
 from shared.agent.tools.mcp.tool import McpTool
-from shared.mcp_servers import McpServer
+from shared.config_values import McpServer
 from tests.conftest import TEST_DIR
 
 pytestmark = pytest.mark.stack
@@ -68,7 +68,7 @@ import json, sys, tracemalloc
 from typing import cast
 from shared.agent.tools.mcp import connection
 from shared.agent.tools.mcp.tool import McpTool
-from shared.mcp_servers import McpServer
+from shared.config_values import McpServer
 
 server = McpServer("big", sys.argv[1], timeout_seconds=60)
 [listed] = [t for t in connection.list_tools(server) if t.name == "big_report"]

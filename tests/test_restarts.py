@@ -103,7 +103,7 @@ def test_a_task_the_emulator_accepted_survives_its_restart(stack: Stack, uid: st
     from google.protobuf import timestamp_pb2
 
     from infra.dispatch.control import Dispatcher
-    from shared.state import tasks
+    from shared.queue import tasks
 
     dispatch = Dispatcher(stack.url("dispatch"))
     session_id = f"restart-{uid}"  # no such session: agent_session answers 200 and does nothing

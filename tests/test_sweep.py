@@ -21,7 +21,8 @@ from infra.fakeslack.control import FakeSlack
 from infra.stack import Stack
 from shared import config, deps
 from shared.agent.transcript import to_json
-from shared.state import firestore, ids, sessions, tasks
+from shared.queue import tasks
+from shared.state import firestore, ids, sessions
 from shared.state import questions as stored
 from shared.state.models import (
     Audit,
@@ -143,7 +144,7 @@ def test_the_sweep_reads_only_stale_documents(stack: Stack, empty_db: None, fake
     # the 5 stale questions, one empty page of each other query (and of yesterday's feedback, for its per-day
     # summary), and nothing of the 6,000 fresh documents.
     from bench.firestore_ops import CountingClient, OpCounter
-    from shared.agent import sweep as daily
+    from shared.usecases import sweep as daily
 
     counter = OpCounter()
     counted = CountingClient(counter=counter, project=local.PROJECT)

@@ -13,8 +13,9 @@ from slack_sdk import WebClient
 from infra.fakegemini.control import FakeGemini
 from infra.fakeslack import FakeSlackConfig, running
 from infra.fakeslack.control import FakeSlack
-from shared import backpressure, deps
+from shared import deps
 from shared.agent import prompts
+from shared.slack import backpressure
 from shared.slack import client as slack
 from shared.state.models import SessionStatus
 from tests.agent_helpers import HUMAN, mention, wait_status

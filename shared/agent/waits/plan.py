@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from shared.errors import ProductError
 from shared.state.models import CallRef, WaitKind
 
 __all__ = ["Arrival", "BadTurn", "Call", "Plan", "Receipt", "Refused", "Response", "WaitKind", "WaitOn"]
@@ -90,7 +91,7 @@ class Receipt:
     reason: str = ""
 
 
-class BadTurn(ValueError):
+class BadTurn(ProductError):
     """A turn the planner cannot plan: calls of several turns, a position twice, a call with both or neither of a
     response and a wait, or one thing waited on by two calls."""
 

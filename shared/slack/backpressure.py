@@ -1,6 +1,6 @@
 """Slack back-pressure: slack-sdk's own retry handlers, bounded by the time the current session has left.
 
-Every Web API call goes through one ``WebClient`` built with these handlers (``shared.deps``): a 429 is retried
+Every Web API call goes through one ``WebClient`` built with these handlers (``shared.slack.client``): a 429 is retried
 after Slack's ``Retry-After``, a 5xx and a cut connection after slack-sdk's exponential backoff. Outside a
 session (the Slack ingress, the sweep) the retries are few, as before. Inside a session, ``within`` sets the
 deadline of its wall budget: a wait that fits before it is taken (however many retries that makes, up to
@@ -9,7 +9,7 @@ deadline of its wall budget: a wait that fits before it is taken (however many r
 error, and ``storm`` turns that error into the plain reason the session ends ``failed`` with; a session never
 sleeps past its budget and never ends silently because Slack was busy.
 
-Imports nothing of slack-sdk at module level: ``shared.deps`` builds the client lazily, and so does this.
+Imports nothing of slack-sdk at module level: ``shared.slack.client`` builds the client lazily, and so does this.
 """
 
 from __future__ import annotations

@@ -18,19 +18,15 @@ On the Slack ingress path, so it never imports google-genai.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from shared import config
 from shared.slack import client as slack
 from shared.slack.events import AssistantThread
-from shared.state.models import Session
 
 log = logging.getLogger(__name__)
 
 THREAD_TITLE = "New request"  # until someone writes: Slack lists the thread under it in the app's history
 PROMPTS_TITLE = "Try asking"
-ROOT_SUBTYPE = "assistant_app_thread"  # the subtype of the message Slack starts a pane's thread with
-MAX_TITLE_CHARS = 60
 
 
 def opened(thread: AssistantThread) -> dict[str, str | bool]:
@@ -58,18 +54,3 @@ def context_changed(thread: AssistantThread) -> dict[str, str | bool]:
     log.info("assistant thread context changed", extra={"channel": thread.channel, "thread_ts": thread.thread_ts,
                                                          "context_channel": thread.context_channel})  # fmt: skip
     return {"ok": True, "ignored": "assistant context change: sessions read only their own thread"}
-
-
-def name_after_request(session: Session, thread: list[dict[str, Any]]) -> None:
-    """The first request typed in a pane's thread names it, in place of "New request". Called by a session as it
-    opens, with the thread it read anyway: the root's subtype says whether this is a pane's thread, and a thread
-    holding anything but its root and this request has been named already. A refusal is logged (never fatal)."""
-    root = thread[0] if thread else {}
-    if root.get("subtype") != ROOT_SUBTYPE or root.get("ts") != session.thread_ts:
-        return
-    if any(message.get("ts") not in (session.thread_ts, session.trigger_ts) for message in thread):
-        return
-    line = next((line.strip() for line in session.text.splitlines() if line.strip()), "")
-    if line:
-        title = line if len(line) <= MAX_TITLE_CHARS else line[: MAX_TITLE_CHARS - 1] + "…"
-        slack.set_title(session.channel, session.thread_ts, title)

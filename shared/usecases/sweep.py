@@ -29,7 +29,8 @@ from shared import config
 from shared.agent import followup
 from shared.asks import approvals, delegation, questions
 from shared.logs import session_context
-from shared.state import children, ids, sessions, steps, tasks
+from shared.queue import tasks
+from shared.state import children, ids, sessions, steps
 from shared.state import feedback as stored_feedback
 from shared.state.firestore import now
 from shared.state.models import Approval, Question, Session, SessionKind, SessionStatus

@@ -9,18 +9,20 @@ from dataclasses import dataclass
 
 from slack_sdk.errors import SlackApiError
 
-from shared.asks import answers, approvals, stopping
+from shared.asks import answers, approvals
 from shared.asks.answers import AnswerOutcome
 from shared.limits import MAX_MESSAGE_CHARS, TOO_LARGE_REQUEST_CHARS, capped
 from shared.logs import current_trace, session_context
+from shared.queue import tasks
 from shared.slack import client as slack
 from shared.slack.events import Message
-from shared.state import events, quotas, sessions, tasks
+from shared.state import events, quotas, sessions
 from shared.state import questions as stored_questions
 from shared.state.firestore import now
 from shared.state.models import Note, NoteKind, Session, SessionStatus
 from shared.state.new_sessions import mention_session
 from shared.state.sessions import NoteAdded
+from shared.usecases import stop
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +37,7 @@ class Routed:
 
 def route(message: Message, *, bot_user_id: str | None, retry_num: str | None) -> Routed:
     """A thread reply may answer the thread's open question; a mention or a DM otherwise starts a session."""
-    if message.in_thread and stopping.is_stop(message.text):
+    if message.in_thread and stop.is_stop(message.text):
         stopped = _stop(message)
         if stopped is not None:
             return stopped
@@ -73,7 +75,7 @@ def _stop(message: Message) -> Routed | None:
     active = sessions.active_sessions_in_thread(message.channel, message.thread_ts)
     if not active:
         return None
-    outcomes = [stopping.stop_by_person(s.session_id, user=message.user, channel=message.channel,
+    outcomes = [stop.stop_by_person(s.session_id, user=message.user, channel=message.channel,
                                         thread_ts=message.thread_ts) for s in active]  # fmt: skip
     return Routed({"ok": True, "stop": outcomes[0].value})
 

@@ -13,10 +13,12 @@ import socket
 import uuid
 from dataclasses import dataclass
 
-from shared import backpressure, config
+from shared import config
 from shared.agent import heartbeat
 from shared.logs import current_trace, session_context
-from shared.state import sessions, steps, tasks
+from shared.queue import tasks
+from shared.slack import backpressure
+from shared.state import sessions, steps
 from shared.state.firestore import now
 from shared.state.models import Session, SessionStatus
 from shared.state.sessions import Claim, ClaimResult
