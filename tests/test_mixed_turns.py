@@ -122,7 +122,9 @@ def test_a_question_an_approval_and_a_child_in_one_turn_resume_it_once_in_any_or
     turn.resolve(order[-1])
     wait_for(lambda: sessions.get_session(turn.resumed), timeout=30, what="the resuming continuation")
     attempts = delivery.deliver(stack.function_url("agent_session"), turn.resumed, task="resume", copies=3)
-    assert {a.status for a in attempts} == {200}
+    assert 200 in {
+        a.status for a in attempts
+    }  # a copy that lost the race for the claim is retried, as Cloud Tasks does
     wait_status(turn.resumed, SessionStatus.DONE, timeout=90)
     responses = turn.final_responses()
     assert [r["name"] for r in responses] == ["ask_operator", "scale_service", "delegate"]
