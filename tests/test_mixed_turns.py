@@ -105,6 +105,7 @@ class MixedTurn:
 
 
 @pytest.mark.parametrize("order", list(itertools.permutations(STEPS)), ids="-".join)
+@pytest.mark.timeout(300)  # a parent, a child and three decisions on a busy machine (the first also starts the stack)
 def test_a_question_an_approval_and_a_child_in_one_turn_resume_it_once_in_any_order(
     stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, order: tuple[str, ...]
 ) -> None:
@@ -139,6 +140,7 @@ def test_a_question_an_approval_and_a_child_in_one_turn_resume_it_once_in_any_or
     assert any("running it now" in text for text in updates)  # said once the run was queued (at the last outcome)
 
 
+@pytest.mark.timeout(360)  # a restart on a busy machine, and Cloud Tasks' retry
 def test_a_mixed_turn_whose_resuming_worker_is_killed_in_the_approved_call_answers_each_call_once(
     stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
 ) -> None:
