@@ -156,7 +156,9 @@ def answer(question: Question, *, user: str, text: str, answer_ts: str, label: s
         _tell_loser(found.channel, found.thread_ts, user, answer_ts, closed_note(found))
         return Outcome(AnswerOutcome.ALREADY_ANSWERED, found.question_id)
     with session_context(continuation.session_id, trace=continuation.trace_id):
-        tasks.enqueue_session(continuation.session_id)
+        # A delegated child whose mixed turn this answer completed is queued again under its own id.
+        again = f"answered-{found.question_id}" if continuation.session_id == found.session_id else ""
+        tasks.enqueue_session(continuation.session_id, attempt=again)
     _acknowledge(found, answer_ts, pressed=pressed)
     log.info("question answered", extra={"question_id": found.question_id, "continuation": continuation.session_id})
     return Outcome(AnswerOutcome.ANSWERED, found.question_id, continuation.session_id)

@@ -47,6 +47,10 @@ class DecisionOutcome(StrEnum):
     NOT_ALLOWED = "not_allowed"
     NO_APPROVAL = "no_approval"
     TAMPERED = "tampered"
+    NOT_WAITED = "not_waited"  # the session that asked has ended: nothing waits on the call, nothing changed
+
+
+UNWAITED = "Nothing waits on this call any more (the session that asked for it has ended), so nothing changed."
 
 
 def canonical(args: Mapping[str, Any]) -> str:
@@ -199,10 +203,16 @@ def _lost(found: Approval, decision: Decision, *, again: bool, quiet: bool) -> D
 
 def _decide(approval: Approval, decision: Decision, *, quiet: bool = False) -> DecisionOutcome:
     """Record one decision and show it; ``quiet``: the loser of a race is told by the caller (an Edit modal)."""
-    result = stored.decide(approval.approval_id, decision, resume)
+    result = stored.decide(approval.approval_id, decision, resume, waited_only=True)
     found = result.approval
     if found is None:
         return DecisionOutcome.NO_APPROVAL
+    if result.unwaited:  # its session ended (abandoned, failed, stopped): a decision would run nothing
+        if not quiet:
+            place = found.card_place()
+            slack.ephemeral(place[0], decision.by, UNWAITED, thread_ts=place[1])
+        log.info("decision refused: nothing waits on the call", extra={"approval_id": found.approval_id})
+        return DecisionOutcome.NOT_WAITED
     if result.repeated or not result.won:  # decided already: its continuation may never have been queued
         _requeue_decided(found)
     if result.repeated:

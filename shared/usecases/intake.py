@@ -48,8 +48,10 @@ def route(start: Message, *, bot_user_id: str | None, retry_num: str | None) -> 
             return stopped
     if message.in_thread:
         thread = stored_questions.thread_questions(message.channel, message.thread_ts)  # one read: questions, approvals
+        # A reply answers an open blocking question first (one turn may wait on a question and approvals at once).
+        deniable = [] if any(q.blocking for q in thread.open) else thread.open_approval_ids
         decided = approvals.deny_by_reply(
-            open_approval_ids=thread.open_approval_ids, user=message.user, text=message.text, ts=message.ts
+            open_approval_ids=deniable, user=message.user, text=message.text, ts=message.ts
         )
         if decided is not None:  # an operator's reply while calls await approval: a denial, its text the reason
             return Routed({"ok": True, "decision": decided.value})
