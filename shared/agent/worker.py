@@ -50,9 +50,10 @@ def run_delivery(session_id: str, *, task: str, attempt: int) -> Delivery:
 
 def _after_claim(claim: Claim, *, task: str, attempt: int) -> Delivery:
     session = claim.session
-    if claim.result == ClaimResult.TRANSCRIPT_BUSY:
-        # Its asker has not stopped yet: Cloud Tasks delivers again after a backoff.
-        log.info("transcript still being written; asking for a later delivery", extra={"task": task})
+    if claim.result in {ClaimResult.TRANSCRIPT_BUSY, ClaimResult.RENEWED_LATELY}:
+        # Its asker has not stopped yet, or the attempt this retry follows may still be alive: Cloud Tasks delivers
+        # again after a backoff (a dead worker's lease is not renewed again, so a later retry takes it over).
+        log.info("asking for a later delivery", extra={"task": task, "reason": claim.result.value})
         return Delivery(True, {"error": claim.result.value})
     if claim.result == ClaimResult.HANDED_OVER:
         log.info("late answer handed to the session writing the transcript", extra={"handed_to": claim.handed_to})

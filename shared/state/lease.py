@@ -9,7 +9,7 @@ a change (a step commit, a note) is simply skipped: the next beat tries again.
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from google.api_core import exceptions as gexc
 
@@ -17,6 +17,22 @@ from shared.state.firestore import db, now, session_ref
 from shared.state.models import Session, SessionStatus
 
 log = logging.getLogger(__name__)
+
+BEATS_PER_LEASE = 4  # a running worker renews its lease every quarter of it (``shared.agent.heartbeat``)
+
+
+def beat_seconds(lease_seconds: int) -> float:
+    """How often a running worker renews a lease of ``lease_seconds``."""
+    return max(0.5, lease_seconds / BEATS_PER_LEASE)
+
+
+def renewed_lately(lease_until: datetime | None, *, lease_seconds: int, at: datetime) -> bool:
+    """Whether a lease ending at ``lease_until`` was taken or renewed (claim, step commit, heartbeat: each sets it
+    to that moment plus ``lease_seconds``) within the last heartbeat interval before ``at``: its worker showed it
+    was alive since the last beat it owed."""
+    if lease_until is None:
+        return False
+    return lease_until - timedelta(seconds=lease_seconds) > at - timedelta(seconds=beat_seconds(lease_seconds))
 
 
 def renew(session: Session, *, lease_seconds: int) -> bool:

@@ -16,7 +16,7 @@ from google.api_core import exceptions as gexc
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.state import events, ids, quotas
+from shared.state import events, ids, lease, quotas
 from shared.state.firestore import (
     ALREADY_EXISTS,
     SESSIONS,
@@ -58,6 +58,9 @@ class ClaimResult(StrEnum):
     TOOK_OVER_RETRY = "took over from a failed attempt of this task"  # Cloud Tasks redelivered after a failure
     NO_SESSION = "no such session"
     LIVE_LEASE = "running under a live lease"  # a duplicate delivery while another worker runs it
+    # A retry of the task while its lease was renewed within a heartbeat: the earlier attempt may still be alive (a
+    # copy delivered beside it, or a dispatch deadline missed by a live worker). Retry later; a dead one beats no more.
+    RENEWED_LATELY = "a retry while the session's lease was renewed within a heartbeat"
     TRANSCRIPT_BUSY = "its transcript is still being written by another session"  # retry later
     HANDED_OVER = "a late answer, handed as a note to the session writing its transcript"
     FINISHED = "already finished"  # done, failed, paused...: nothing to do
@@ -85,7 +88,11 @@ def claim_session(
 
     Claimable: ``queued``; or ``running`` with an expired lease (its worker died); or ``running`` under a lease
     held by an earlier attempt of this same task, because Cloud Tasks only redelivers a task after that attempt
-    failed. Anything else is a duplicate delivery and is left alone.
+    failed, once that lease has gone a heartbeat interval without a renewal: two retries delivered together (or
+    a retry beside a copy of the delivery) both see an earlier attempt's lease, and only the first to claim it
+    may run; the other finds the lease just taken and is asked to retry later (``RENEWED_LATELY``). A worker that
+    really died is taken over at most one heartbeat later than without that rule. Anything else is a duplicate
+    delivery and is left alone.
     """
     ref = session_ref(session_id)
     when = at or now()
@@ -102,6 +109,8 @@ def claim_session(
             redelivered = session.lease_task == task and attempt > session.lease_attempt
             if not (expired or redelivered):
                 return Claim(ClaimResult.LIVE_LEASE, None, trace_id=session.trace_id)
+            if not expired and lease.renewed_lately(session.lease_until, lease_seconds=lease_seconds, at=when):
+                return Claim(ClaimResult.RENEWED_LATELY, None, trace_id=session.trace_id)
             result = ClaimResult.TOOK_OVER_EXPIRED if expired else ClaimResult.TOOK_OVER_RETRY
         elif session.status == SessionStatus.QUEUED:
             result = ClaimResult.CLAIMED
@@ -205,8 +214,8 @@ def _transcript_writer(transaction: firestore.Transaction, session: Session, whe
         return None
     if writer != session.transcript:
         found = session_ref(writer).get(transaction=transaction, field_paths=["status", "lease_until"]).to_dict() or {}
-    lease = found.get("lease_until")
-    live = found.get("status") == SessionStatus.RUNNING.value and lease is not None and lease > when
+    until = found.get("lease_until")
+    live = found.get("status") == SessionStatus.RUNNING.value and until is not None and until > when
     return _Writer(writer, found.get("status"), live)
 
 
