@@ -20,8 +20,9 @@ from infra.fakegemini.control import FakeGemini
 from infra.fakeslack.control import FakeSlack
 from infra.stack import Stack
 from shared import config
-from shared.state import firestore, lease
+from shared.state import firestore, lease, sessions
 from shared.state.models import Session, SessionKind, SessionStatus
+from shared.state.sessions import ClaimResult
 from tests import delivery
 from tests.agent_helpers import HUMAN, wait_status
 from tests.poll import wait_for
@@ -35,6 +36,12 @@ def post(url: str, session_id: str, *, task: str, retry: int) -> requests.Respon
     headers = {"Content-Type": "application/json", **cloud_tasks_headers(
         queue=delivery.QUEUE_ID, task=task, retry=retry, executions=retry, eta=time.time())}  # fmt: skip
     return requests.post(url, data=json.dumps({"session_id": session_id}), headers=headers, timeout=120)
+
+
+def quiet(written: datetime, lease_seconds: int) -> None:
+    """Until a heartbeat interval has passed since ``written`` (a session document's update time)."""
+    beat = timedelta(seconds=lease.beat_seconds(lease_seconds) + 0.5)
+    wait_for(lambda: firestore.now() > written + beat, timeout=lease_seconds, what="a heartbeat without a write")
 
 
 def test_two_retries_of_a_dead_attempt_delivered_together_ask_the_model_once(
@@ -53,7 +60,8 @@ def test_two_retries_of_a_dead_attempt_delivered_together_ask_the_model_once(
         worker="gone", lease_task=f"task-{uid}", lease_attempt=0, started_at=quiet_since,
         lease_until=quiet_since + timedelta(seconds=seconds),
     )  # fmt: skip
-    firestore.session_ref(dead.session_id).create(dead.to_doc())
+    written = firestore.session_ref(dead.session_id).create(dead.to_doc()).update_time
+    quiet(written, seconds)  # the dead worker's last write, a heartbeat ago by Firestore's clock
     script(G.delayed(3, G.text("Checked once.")), G.text("a second model call: the race is back"))
     url = stack.function_url("agent_session")
     replies: dict[int, requests.Response] = {}
@@ -92,14 +100,14 @@ def test_a_retry_of_a_dead_attempt_waits_at_most_a_heartbeat(
     root = fake_slack.user_message(HUMAN, channel, f"check it [{channel}]")["ts"]
     seconds = config.settings().session_lease_seconds
     beat = lease.beat_seconds(seconds)
-    renewed = firestore.now() - timedelta(seconds=beat / 2)  # the dead worker's last beat, half a heartbeat ago
+    renewed = firestore.now()  # the dead worker's last beat: this very write
     dead = Session(
         session_id=f"dead-{uid}", kind=SessionKind.MENTION, channel=channel, thread_ts=root, trigger_ts=root,
         trigger_user=HUMAN, text=f"check it [{channel}]", created_at=renewed, status=SessionStatus.RUNNING,
         worker="gone", lease_task=f"task-{uid}", lease_attempt=0, started_at=renewed,
         lease_until=renewed + timedelta(seconds=seconds),
     )  # fmt: skip
-    firestore.session_ref(dead.session_id).create(dead.to_doc())
+    renewed = firestore.session_ref(dead.session_id).create(dead.to_doc()).update_time
     script(G.text("Taken over."))
     url = stack.function_url("agent_session")
     early = post(url, dead.session_id, task=f"task-{uid}", retry=1)
@@ -121,3 +129,47 @@ def test_a_retry_of_a_dead_attempt_waits_at_most_a_heartbeat(
     # Refused until a heartbeat had passed since the last renewal; taken over by a retry, before the lease ran out.
     assert renewed + timedelta(seconds=beat) <= took[0] + timedelta(seconds=1)
     assert took[0] < renewed + timedelta(seconds=seconds)
+
+
+def test_simultaneous_retries_of_one_task_take_a_quiet_lease_over_once(stack: Stack, uid: str) -> None:
+    """Claims of two retries that start together, with nothing between them: exactly one takes over."""
+    seconds = 12  # a heartbeat of 3 s
+    for round_ in range(5):
+        quiet_since = firestore.now() - timedelta(seconds=lease.beat_seconds(seconds) + 5)
+        dead = Session(
+            session_id=f"both-{uid}-{round_}", kind=SessionKind.MENTION, channel=f"C{uid}", thread_ts="1.0",
+            trigger_ts="1.0", trigger_user=HUMAN, text="x", created_at=quiet_since, status=SessionStatus.RUNNING,
+            worker="gone", lease_task="t", lease_attempt=0, started_at=quiet_since,
+            lease_until=quiet_since + timedelta(seconds=seconds), transcript_id=f"root-{uid}-{round_}",
+        )  # fmt: skip
+        root = Session(
+            session_id=f"root-{uid}-{round_}", kind=SessionKind.MENTION, channel=f"C{uid}", thread_ts="1.0",
+            trigger_ts="1.0", trigger_user=HUMAN, text="x", created_at=quiet_since, status=SessionStatus.RESUMED,
+            transcript_writer=dead.session_id,
+        )  # fmt: skip
+        firestore.session_ref(root.session_id).create(root.to_doc())
+        quiet(firestore.session_ref(dead.session_id).create(dead.to_doc()).update_time, seconds)
+        results = claimed_together(dead.session_id, seconds, attempts=(1, 15))
+        assert sum(1 for r in results if isinstance(r, ClaimResult) and r.takeover) == 1, results
+
+
+def claimed_together(session_id: str, lease_seconds: int, *, attempts: tuple[int, ...]) -> list[object]:
+    """Claims of one task's ``attempts``, started at once in threads: each one's result, or the error it raised."""
+    start = threading.Barrier(len(attempts))
+    results: list[object] = []
+
+    def claim(attempt: int) -> None:
+        start.wait()
+        try:
+            found = sessions.claim_session(session_id, worker=f"w{attempt}", task="t", attempt=attempt,
+                                           lease_seconds=lease_seconds)  # fmt: skip
+            results.append(found.result)
+        except Exception as exc:  # a claim that could not commit: Cloud Tasks retries it
+            results.append(type(exc).__name__)
+
+    threads = [threading.Thread(target=claim, args=(n,)) for n in attempts]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return results

@@ -7,6 +7,7 @@ lease (``shared.state.steps.commit_step``). A claim's outcome is a ``ClaimResult
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -95,10 +96,10 @@ def claim_session(
     delivery and is left alone.
     """
     ref = session_ref(session_id)
-    when = at or now()
 
     @firestore.transactional
     def claim(transaction: firestore.Transaction) -> Claim:
+        when = at or now()  # each attempt's own: the lease it writes starts when it commits, not when it began
         snap = ref.get(transaction=transaction)
         data = snap.to_dict() if snap.exists else None
         if data is None:
@@ -109,7 +110,8 @@ def claim_session(
             redelivered = session.lease_task == task and attempt > session.lease_attempt
             if not (expired or redelivered):
                 return Claim(ClaimResult.LIVE_LEASE, None, trace_id=session.trace_id)
-            if not expired and lease.renewed_lately(session.lease_until, lease_seconds=lease_seconds, at=when):
+            fresh = lease.renewed_lately(snap.update_time, snap.read_time, lease_seconds=lease_seconds, at=when)
+            if not expired and fresh:
                 return Claim(ClaimResult.RENEWED_LATELY, None, trace_id=session.trace_id)
             result = ClaimResult.TOOK_OVER_EXPIRED if expired else ClaimResult.TOOK_OVER_RETRY
         elif session.status == SessionStatus.QUEUED:
@@ -138,18 +140,29 @@ def claim_session(
             "started_at": session.started_at or when,
             "updated_at": when,
         }
-        transaction.update(ref, fields)
+        # Only over the document as read: a claim that commits beside another (the emulator has let two do so
+        # after a lock wait) fails its precondition instead of running the session a second time.
+        transaction.update(ref, fields, option=db().write_option(last_update_time=snap.update_time))
         session.apply(fields)
         return Claim(result, session, trace_id=session.trace_id)
 
     try:
-        claimed: Claim = contended(claim)  # parallel deliveries of one task race for it
+        claimed: Claim = _claim_again_if_changed(claim)  # parallel deliveries of one task race for it
     except (gexc.Aborted, ValueError):  # the client gives up on a contended commit with a ValueError
-        lost = _lost_to_a_copy(session_id, task=task, attempt=attempt, when=when)
+        lost = _lost_to_a_copy(session_id, task=task, attempt=attempt, when=at or now())
         if lost is None:
             raise
         return lost
     return claimed
+
+
+def _claim_again_if_changed(claim: Callable[[firestore.Transaction], Claim]) -> Claim:
+    """The claim, run again from its reads once if the session changed between its read and its commit."""
+    try:
+        return contended(claim)
+    except gexc.FailedPrecondition:
+        log.info("the session changed while it was claimed; reading it again")
+        return contended(claim)
 
 
 def _lost_to_a_copy(session_id: str, *, task: str, attempt: int, when: datetime) -> Claim | None:
