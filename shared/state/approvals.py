@@ -91,23 +91,34 @@ class Decided:
     partial: bool = False  # an approval recorded; more approvers are needed before it runs
     again: bool = False  # this approver had already approved it: a second approval needs another person
     resumes: bool = False  # it completed its turn and its asker resumes (a continuation, or a note it reads)
+    refused: bool = False  # the caller's check of the approval as read refused the decision: nothing was written
 
 
 Resume = Callable[[Approval, SessionStatus | None, str | None], Session | Note | None]  # approval, asker, trace
 
 
-def decide(approval_id: str, decision: Decision, resume: Resume) -> Decided:
-    """Record one decision, exactly once; if it completes its turn, write what ``resume`` chose for the asker."""
+def decide(approval_id: str, decision: Decision, resume: Resume,
+           admit: Callable[[Approval], bool] | None = None) -> Decided:  # fmt: skip
+    """Record one decision, exactly once; if it completes its turn, write what ``resume`` chose for the asker.
+
+    ``admit`` checks the approval as the transaction read it (a button press, with no read of its own before):
+    False refuses the decision (``Decided.refused``) and writes nothing. The approval and its asker (named in its
+    id) are read in one round trip, the turn's other approvals in one more."""
     ref = _ref(approval_id)
     when = now()
 
     @firestore.transactional
     def run(transaction: firestore.Transaction) -> Decided:
-        snap = ref.get(transaction=transaction)
+        guess = ids.asker_of_approval(approval_id)
+        refs = [ref] if guess is None else [ref, session_ref(guess)]
+        read = {snap.reference.path: snap for snap in db().get_all(refs, transaction=transaction)}
+        snap = read[ref.path]
         data = snap.to_dict() if snap.exists else None
         if data is None:
             return Decided(None)
         approval = Approval.from_doc(data)
+        if admit is not None and not admit(approval):
+            return Decided(approval, refused=True)
         if approval.status != ApprovalStatus.PENDING:
             return Decided(approval)
         approved_by = approval.approved_by
@@ -125,11 +136,8 @@ def decide(approval_id: str, decision: Decision, resume: Resume) -> Decided:
                 transaction.update(ref, {"approved_by": approved_by, **edited})
                 return Decided(Approval.from_doc({**data, "approved_by": approved_by, **edited}), won=True,
                                partial=True)  # fmt: skip
-        others = [a for a in approval.turn_ids if a != approval_id]
-        siblings = [Approval.from_doc(s.to_dict() or {}) for s in (_ref(a).get(transaction=transaction)
-                                                                   for a in others) if s.exists]  # fmt: skip
+        siblings, asker = _turn_and_asker(transaction, approval, read)
         asker_ref = session_ref(approval.session_id)
-        asker = asker_ref.get(transaction=transaction).to_dict() or {}
         status = SessionStatus(asker["status"]) if asker.get("status") else None
         fields: dict[str, Any] = {
             "status": decision.status.value,
@@ -172,6 +180,19 @@ def decide(approval_id: str, decision: Decision, resume: Resume) -> Decided:
     except ALREADY_EXISTS:
         return Decided(get_approval(approval_id), repeated=True)
     return result
+
+
+def _turn_and_asker(transaction: firestore.Transaction, approval: Approval,
+                    read: dict[str, Any]) -> tuple[list[Approval], dict[str, Any]]:  # fmt: skip
+    """The other approvals of ``approval``'s turn and its asker's document, in one round trip (``read``: what the
+    transaction read already)."""
+    others = [_ref(a) for a in approval.turn_ids if a != approval.approval_id]
+    asker_ref = session_ref(approval.session_id)
+    more = others + ([] if asker_ref.path in read else [asker_ref])
+    if more:
+        read.update({snap.reference.path: snap for snap in db().get_all(more, transaction=transaction)})
+    siblings = [Approval.from_doc(read[o.path].to_dict() or {}) for o in others if read[o.path].exists]
+    return siblings, read[asker_ref.path].to_dict() or {}
 
 
 def mark_reminded(approval_id: str, at: datetime) -> bool:

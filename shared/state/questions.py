@@ -166,9 +166,10 @@ class Answered:
     continuation: Session | None = None  # the continuation session this answer created, if it won
     noted: bool = False  # it won, and went to the still-running asker as a note instead
     repeated: bool = False  # this message (or press) already answered a question: it answers nothing more
+    refused: bool = False  # the caller's check of the question as read refused the answer: nothing was written
 
 
-def answer_question(question_id: str, record: AnswerRecord,
+def answer_question(question_id: str, record: AnswerRecord | Callable[[Question], AnswerRecord | None],
                     decide: Callable[[Question, Asker], Resolution]) -> Answered:  # fmt: skip
     """In one transaction: the open question becomes answered, and what ``decide`` chose is written with it.
 
@@ -176,33 +177,47 @@ def answer_question(question_id: str, record: AnswerRecord,
     ``create()`` in the same transaction, so its other events (a Slack retry, its ``app_mention`` twin) answer
     nothing more, whichever question is open when they arrive. A continuation is created with ``create()``; a
     paused asker becomes ``resumed``, its pending notes moving to the continuation.
+
+    ``record`` may be made from the question as the transaction read it (a button press checks its question there,
+    with no read of its own before): None refuses the answer (``Answered.refused``) and writes nothing. The question
+    and its asker (named in the question's id) are read in one round trip.
     """
     qref = question_ref(question_id)
     when = now()
+    asker_fields = ["status", "notes", "trace_id"]
 
     @firestore.transactional
     def answer_it(transaction: firestore.Transaction) -> Answered:
-        snap = qref.get(transaction=transaction)
+        guess = ids.asker_of_question(question_id)
+        refs = [qref] if guess is None else [qref, session_ref(guess)]
+        snaps = {snap.reference.path: snap for snap in db().get_all(refs, transaction=transaction)}
+        snap = snaps[qref.path]
         data = snap.to_dict() if snap.exists else None
         if data is None:
             return Answered(None)
         question = Question.from_doc(data)
+        made = record(question) if callable(record) else record
+        if made is None:
+            return Answered(question, refused=True)
         if question.status != QuestionStatus.OPEN:
             return Answered(question)
         asker_ref = session_ref(question.session_id)
-        current = asker_ref.get(transaction=transaction, field_paths=["status", "notes", "trace_id"]).to_dict() or {}
+        if asker_ref.path in snaps:
+            current = snaps[asker_ref.path].to_dict() or {}
+        else:  # a question whose id does not name its asker (none is made so now): read it on its own
+            current = asker_ref.get(transaction=transaction, field_paths=asker_fields).to_dict() or {}
         status = SessionStatus(current["status"]) if current.get("status") else None
         asker = Asker(status, [Note.from_doc(n) for n in current.get("notes") or []], current.get("trace_id"))
         resolution = decide(question, asker)
         target = resolution.continuation.session_id if resolution.continuation else question.session_id
         fields = {
             "status": QuestionStatus.ANSWERED.value,
-            "answer": record.answer,
-            "answered_by": record.answered_by,
+            "answer": made.answer,
+            "answered_by": made.answered_by,
             "answered_at": when,
-            "matched_option": record.matched_option,
-            "answer_ts": record.answer_ts,
-            "answer_pressed": record.pressed,
+            "matched_option": made.matched_option,
+            "answer_ts": made.answer_ts,
+            "answer_pressed": made.pressed,
             "continuation_id": target,
         }
         if resolution.note is not None:
@@ -214,11 +229,11 @@ def answer_question(question_id: str, record: AnswerRecord,
         # The answering message is claimed with create(): one message answers at most one question, whatever
         # carried it (a Slack retry, its app_mention twin) and whichever question is open when it arrives again.
         transaction.create(
-            event_ref(ids.message_key(question.channel, record.answer_ts)),
+            event_ref(ids.message_key(question.channel, made.answer_ts)),
             events.record("answer", target, when),
         )
         transaction.update(qref, fields)
-        transaction.set(*_unlist(question, record.answered_by, record.answer_ts), merge=True)
+        transaction.set(*_unlist(question, made.answered_by, made.answer_ts), merge=True)
         question = Question.from_doc({**question.to_doc(), **fields})
         return Answered(question, resolution.continuation, noted=resolution.note is not None)
 
