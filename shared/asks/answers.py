@@ -265,7 +265,9 @@ def answer_press(press: ButtonPress) -> Outcome:
 
     result = stored.answer_question(parsed[0], admitted, lambda q, a: decide(made[0], q, a))
     question = result.question
-    if question is None or not result.refused:
+    if question is None:
+        return _not_this_question(press)
+    if not result.refused:
         return _settled(result, user=press.user, answer_ts=answer_ts, pressed=True)
     if not _pressed_here(press, question, index):
         return _not_this_question(press)
