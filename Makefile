@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 TASKS_VENV := .venv-tasks
 
-.PHONY: install dev stack down chat sweep admin stop usage console chromium screenshot test test-fast lint typecheck clean help
+.PHONY: install dev stack down chat sweep admin stop usage console chromium screenshot test test-fast test-stack test-browser lint typecheck clean help
 
 help:  ## list the targets
 	@grep -E '^[a-z.-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -58,7 +58,7 @@ chromium:  ## install Debian's chromium for the browser tests when it is missing
 	  echo "chromium is missing: installing Debian's chromium for the browser tests (apt-get install -y chromium)"; \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null 2>&1; then SUDO=sudo; else SUDO=none; fi; \
 	  { [ "$$SUDO" != none ] && { $$SUDO apt-get install -y chromium || { $$SUDO apt-get update && $$SUDO apt-get install -y chromium; }; }; } \
-	  || { echo "Cannot install chromium (it needs root, sudo, or apt): run 'apt-get install chromium' as root. The browser tests (tests/test_workspace.py) need /usr/bin/chromium."; exit 1; }; }
+	  || { echo "Cannot install chromium (it needs root, sudo, or apt): run 'apt-get install chromium' as root. The browser tests (tests/browser/) need /usr/bin/chromium."; exit 1; }; }
 
 screenshot: install chromium  ## regenerate docs/workspace.png and docs/console.png, the README's pictures (a real demo run)
 	@# Without a colour emoji font Chromium draws the page's emoji as empty boxes.
@@ -79,8 +79,14 @@ typecheck: $(VENV)/.installed  ## mypy, strict
 test: install deploy-install chromium lint typecheck deploy-check  ## install, lint, type-check, start the emulators and run every test
 	$(PY) -m pytest
 
-test-fast: $(VENV)/.installed  ## the fast tier only: pure logic, and the handlers in-process on the Firestore emulator
-	$(PY) -m pytest -m fast
+test-fast: $(VENV)/.installed  ## the fast tier only (tests/fast): pure logic, and the handlers in-process on the Firestore emulator
+	$(PY) -m pytest tests/fast
+
+test-stack: install  ## the stack tier only (tests/stack): the functions, emulators and fakes as real processes
+	$(PY) -m pytest tests/stack
+
+test-browser: install chromium  ## the browser tier only (tests/browser): the workspace page in headless Chromium
+	$(PY) -m pytest tests/browser
 
 clean:  ## remove virtual environments (.venv-deploy too), build/ and local stack state
 	rm -rf $(VENV) $(TASKS_VENV) $(DEPLOY_VENV) build .local .pytest_cache .mypy_cache .ruff_cache
@@ -89,7 +95,7 @@ clean:  ## remove virtual environments (.venv-deploy too), build/ and local stac
 DEPLOY_VENV := .venv-deploy
 TF := terraform -chdir=terraform
 
-.PHONY: deploy-install deploy-check package apply slack-manifest restart destroy deploy-clean
+.PHONY: deploy-install deploy-check deploy-test package apply slack-manifest restart destroy deploy-clean
 
 # checkov and the provider schema clash with .venv's pins, so they get their own environment.
 $(DEPLOY_VENV)/.installed: requirements-deploy.txt
@@ -106,6 +112,9 @@ deploy-check: deploy-install  ## offline deploy checks: terraform fmt, checkov, 
 	$(TF) fmt -check -diff -recursive
 	$(DEPLOY_VENV)/bin/checkov --config-file terraform/.checkov.yaml
 	$(VENV)/bin/mypy deploy tests/deploy
+
+deploy-test: deploy-install  ## the deploy tier only (tests/deploy): the Terraform against the code and the provider schema, the zip served from a fresh venv
+	$(PY) -m pytest tests/deploy
 
 package: $(VENV)/.installed  ## build build/function-source.zip, the source every function deploys from
 	$(PY) -m deploy.package
@@ -124,9 +133,6 @@ restart: $(VENV)/.installed  ## start a new revision of every function, so insta
 
 destroy:  ## terraform destroy (first set firestore.deletion_protection = false and apply)
 	$(TF) destroy
-
-deploy-test-fast: $(VENV)/.installed  ## the fast tier only: pure logic, and the handlers in-process on the Firestore emulator
-	$(PY) -m pytest -m fast
 
 # ---- Benchmarks (BENCHMARKS.md): slack-bolt, the peer the ingress is measured against, is benchmark-only ----
 .PHONY: bench

@@ -289,7 +289,7 @@ class Rig:
         return str(reply["session_id"])
 
     def sweep(self, at: datetime) -> dict[str, Any]:
-        from shared.agent import sweep
+        from shared.usecases import sweep
 
         return sweep.run(at)
 

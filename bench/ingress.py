@@ -358,7 +358,7 @@ def breakdown(count: int = 150) -> dict[str, tuple[float, float, float, float]]:
             profilers[name].disable()
     common = [
         Part("Firestore commit (de-duplication)", "shared/state/events.py", "start_session_for_event"),
-        Part("Cloud Tasks create_task", "shared/state/tasks.py", "enqueue_session"),
+        Part("Cloud Tasks create_task", "shared/queue/tasks.py", "enqueue_session"),
     ]
     found = {}
     for name, profiler in profilers.items():

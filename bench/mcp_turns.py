@@ -35,7 +35,7 @@ from shared.agent.tools.base import Outcome, ToolContext
 from shared.agent.tools.function import tool
 from shared.agent.tools.mcp import catalog, connection
 from shared.agent.tools.toolset import Toolset
-from shared.mcp_servers import McpServer
+from shared.config_values import McpServer
 from shared.state.models import SessionStatus
 
 

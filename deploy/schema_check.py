@@ -146,7 +146,9 @@ class _Checker:
         """Every ``google_x.name.attr`` in an expression names a declared resource and a real attribute."""
         declared = {(b.kind, b.labels[0], b.labels[1]) for b in self.module.blocks if b.kind in {"resource", "data"}}
         for block in self.module.blocks:
-            for text in _strings(block.body):
+            # A `moved` block's `from` names a resource that is, by design, no longer declared.
+            body = {k: v for k, v in block.body.items() if k != "from"} if block.kind == "moved" else block.body
+            for text in _strings(body):
                 for match in _REFERENCE.finditer(text):
                     self._reference(block, match, declared)
 

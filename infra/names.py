@@ -25,12 +25,13 @@ def slack_lookup(user_id: str) -> str | None:
     """A person's handle from ``users.info`` with the product's Slack settings; None without a token or on error."""
     from slack_sdk.errors import SlackApiError
 
-    from shared import config, deps
+    from shared import config
+    from shared.slack.client import client
 
     if not config.settings().slack_bot_token:
         return None
     try:
-        user = deps.slack().users_info(user=user_id).get("user") or {}
+        user = client().users_info(user=user_id).get("user") or {}
     except (SlackApiError, OSError) as exc:
         log.info("users.info failed", extra={"user": user_id, "error": str(exc)})
         return None

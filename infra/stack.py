@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -30,6 +31,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -221,15 +223,20 @@ class Stack:
                 self.ports[name] = int(self._reserved[name].getsockname()[1])
         atexit.register(self.stop)
         try:
-            self._on_a_free_port("firestore", lambda: self._start_firestore(sdk_root))
-            self._on_a_free_port("tasks", self._start_tasks)
-            self._start_fakes()
-            if self.parallel_tasks:
-                self._start_dispatch()
-            if self.mcp_demo:
-                self.start_mcp_server("mcp_demo")
-            for name in self.with_functions:
-                self.start_function(name)
+            # Everything starts at once, in two waves: the emulators (which may move to another port) beside what
+            # does not need their addresses; then what is given their addresses (the functions, the fake Slack's
+            # console). A start waits on its own server only, so the slowest one sets the time, not their sum.
+            _in_parallel(
+                lambda: self._on_a_free_port("firestore", lambda: self._start_firestore(sdk_root)),
+                lambda: self._on_a_free_port("tasks", self._start_tasks),
+                self._start_fake_gemini,
+                *([self._start_dispatch] if self.parallel_tasks else []),
+                *([lambda: self.start_mcp_server("mcp_demo")] if self.mcp_demo else []),
+            )
+            _in_parallel(
+                self._start_fake_slack,
+                *(functools.partial(self.start_function, name) for name in self.with_functions),
+            )
         except BaseException:
             self.stop()
             raise
@@ -336,7 +343,7 @@ class Stack:
         finally:
             channel.close()
 
-    def _start_fakes(self) -> None:
+    def _start_fake_slack(self) -> None:
         slack = self._spawn(
             "fake_slack",
             [
@@ -370,6 +377,9 @@ class Stack:
             # the console's Firestore, and the bot's token and API (itself) to show people by name (users.info)
             {k: v for k, v in self.product_env().items() if not k.startswith("SLACK_") or k in CONSOLE_SLACK_VARS},
         )
+        wait_until(lambda: http_answers(self.url("fake_slack") + "/_fake/calls"), proc=slack, what="HTTP", timeout=30)
+
+    def _start_fake_gemini(self) -> None:
         gemini_args = [
             sys.executable,
             "-m",
@@ -382,7 +392,6 @@ class Stack:
             GEMINI_KEY,
         ]
         gemini = self._spawn("fake_gemini", gemini_args + (["--demo"] if self.demo_model else []))
-        wait_until(lambda: http_answers(self.url("fake_slack") + "/_fake/calls"), proc=slack, what="HTTP", timeout=30)
         wait_until(
             lambda: http_answers(self.url("fake_gemini") + "/_stub/requests"), proc=gemini, what="HTTP", timeout=30
         )
@@ -460,6 +469,16 @@ class Stack:
         """SIGKILL a function's whole process group, as a crashed instance would die."""
         self.procs.pop(name).kill()
         self._record()
+
+
+def _in_parallel(*starts: Callable[[], object]) -> None:
+    """Run every start at once, each in its own thread; wait for all of them, then raise the first failure (the
+    caller stops what did start)."""
+    with ThreadPoolExecutor(max_workers=max(1, len(starts)), thread_name_prefix="stack-start") as pool:
+        futures = [pool.submit(start) for start in starts]
+        wait(futures)
+    for future in futures:
+        future.result()
 
 
 def _live_owner(stack_file: Path) -> tuple[dict[str, Any], int | None]:

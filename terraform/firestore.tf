@@ -1,5 +1,5 @@
-# Firestore in native mode: the only store. Every composite index a query in shared/store.py
-# needs is declared here (store.INDEXES; tests/deploy checks the two agree).
+# Firestore in native mode: the only store. Every composite index a query in shared/state/ needs
+# is declared here (shared/state/indexes.py's INDEXES; tests/deploy checks the two agree).
 
 resource "google_firestore_database" "main" {
   name                              = var.firestore.database_id
@@ -36,126 +36,74 @@ resource "google_firestore_field" "limits_ttl" {
   index_config {}
 }
 
-# The sweep: open questions by age.
-resource "google_firestore_index" "questions_by_age" {
-  database    = google_firestore_database.main.name
-  collection  = "questions"
-  query_scope = "COLLECTION"
-
-  fields {
-    field_path = "status"
-    order      = "ASCENDING"
-  }
-  fields {
-    field_path = "asked_at"
-    order      = "ASCENDING"
-  }
-}
-
-# The sweep: sessions in a status, oldest first.
-# The sweep: pending approvals by age.
-resource "google_firestore_index" "approvals_by_age" {
-  database    = google_firestore_database.main.name
-  collection  = "approvals"
-  query_scope = "COLLECTION"
-
-  fields {
-    field_path = "status"
-    order      = "ASCENDING"
-  }
-  fields {
-    field_path = "asked_at"
-    order      = "ASCENDING"
+# The composite indexes, by name: a collection and its fields, every field ascending, in order.
+locals {
+  firestore_indexes = {
+    # The sweep: open questions by age.
+    questions_by_age = { collection = "questions", fields = ["status", "asked_at"] }
+    # The sweep: pending approvals by age.
+    approvals_by_age = { collection = "approvals", fields = ["status", "asked_at"] }
+    # The sweep: sessions in a status (queued too long), oldest first.
+    sessions_by_age = { collection = "sessions", fields = ["status", "updated_at"] }
+    # The sweep: delegated children paused (on their question to their parent), oldest first.
+    paused_children = { collection = "sessions", fields = ["status", "kind", "updated_at"] }
+    # The sweep: silent exits not yet narrated or escalated, oldest first.
+    silent_exits_to_follow_up = { collection = "sessions", fields = ["status", "followed_up", "updated_at"] }
+    # The sweep: running sessions whose lease expired long ago.
+    sessions_by_lease = { collection = "sessions", fields = ["status", "lease_until"] }
+    # Messages during a running session: the running session of a thread.
+    sessions_in_thread = { collection = "sessions", fields = ["channel", "thread_ts", "status"] }
   }
 }
 
-resource "google_firestore_index" "sessions_by_age" {
+resource "google_firestore_index" "composite" {
+  for_each = local.firestore_indexes
+
   database    = google_firestore_database.main.name
-  collection  = "sessions"
+  collection  = each.value.collection
   query_scope = "COLLECTION"
 
-  fields {
-    field_path = "status"
-    order      = "ASCENDING"
-  }
-  fields {
-    field_path = "updated_at"
-    order      = "ASCENDING"
+  dynamic "fields" {
+    for_each = each.value.fields
+    content {
+      field_path = fields.value
+      order      = "ASCENDING"
+    }
   }
 }
 
-# The sweep: delegated children paused (on their question to their parent), oldest first.
-resource "google_firestore_index" "paused_children" {
-  database    = google_firestore_database.main.name
-  collection  = "sessions"
-  query_scope = "COLLECTION"
-
-  fields {
-    field_path = "status"
-    order      = "ASCENDING"
-  }
-  fields {
-    field_path = "kind"
-    order      = "ASCENDING"
-  }
-  fields {
-    field_path = "updated_at"
-    order      = "ASCENDING"
-  }
+# The indexes were one resource each before: a deployment keeps them rather than building them again.
+moved {
+  from = google_firestore_index.questions_by_age
+  to   = google_firestore_index.composite["questions_by_age"]
 }
 
-# The sweep: silent exits not yet narrated or escalated, oldest first.
-resource "google_firestore_index" "silent_exits_to_follow_up" {
-  database    = google_firestore_database.main.name
-  collection  = "sessions"
-  query_scope = "COLLECTION"
-
-  fields {
-    field_path = "status"
-    order      = "ASCENDING"
-  }
-  fields {
-    field_path = "followed_up"
-    order      = "ASCENDING"
-  }
-  fields {
-    field_path = "updated_at"
-    order      = "ASCENDING"
-  }
+moved {
+  from = google_firestore_index.approvals_by_age
+  to   = google_firestore_index.composite["approvals_by_age"]
 }
 
-# The sweep: running sessions whose lease expired long ago.
-resource "google_firestore_index" "sessions_by_lease" {
-  database    = google_firestore_database.main.name
-  collection  = "sessions"
-  query_scope = "COLLECTION"
-
-  fields {
-    field_path = "status"
-    order      = "ASCENDING"
-  }
-  fields {
-    field_path = "lease_until"
-    order      = "ASCENDING"
-  }
+moved {
+  from = google_firestore_index.sessions_by_age
+  to   = google_firestore_index.composite["sessions_by_age"]
 }
 
-# Messages during a running session: the running session of a thread.
-resource "google_firestore_index" "sessions_in_thread" {
-  database    = google_firestore_database.main.name
-  collection  = "sessions"
-  query_scope = "COLLECTION"
+moved {
+  from = google_firestore_index.paused_children
+  to   = google_firestore_index.composite["paused_children"]
+}
 
-  fields {
-    field_path = "channel"
-    order      = "ASCENDING"
-  }
-  fields {
-    field_path = "thread_ts"
-    order      = "ASCENDING"
-  }
-  fields {
-    field_path = "status"
-    order      = "ASCENDING"
-  }
+moved {
+  from = google_firestore_index.silent_exits_to_follow_up
+  to   = google_firestore_index.composite["silent_exits_to_follow_up"]
+}
+
+moved {
+  from = google_firestore_index.sessions_by_lease
+  to   = google_firestore_index.composite["sessions_by_lease"]
+}
+
+moved {
+  from = google_firestore_index.sessions_in_thread
+  to   = google_firestore_index.composite["sessions_in_thread"]
 }

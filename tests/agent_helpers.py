@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,3 +68,23 @@ def texts(request: dict[str, Any]) -> str:
     return "\n".join(
         part.get("text", "") for content in request["body"].get("contents", []) for part in content.get("parts", [])
     )
+
+
+def restart_agent(stack: local.Stack) -> None:
+    """Stop agent_session (if it runs) and start it again with the stack's ``function_env`` for it."""
+    if "agent_session" in stack.procs:
+        stack.stop_process("agent_session")
+    stack.start_function("agent_session")
+
+
+@contextmanager
+def agent_with(stack: local.Stack, env: Mapping[str, str]) -> Iterator[None]:
+    """agent_session restarted with ``env`` on top of the product's environment; restarted without it afterwards
+    (also when the test killed it)."""
+    stack.function_env["agent_session"] = dict(env)
+    restart_agent(stack)
+    try:
+        yield
+    finally:
+        stack.function_env.pop("agent_session", None)
+        restart_agent(stack)

@@ -1,4 +1,5 @@
-"""Fixtures every test tier shares.
+"""Fixtures every test tier shares. The tiers are folders: tests/fast (`make test-fast`), tests/stack,
+tests/browser and tests/deploy.
 
 The local stack (Firestore emulator, Cloud Tasks emulator, fake Slack, Gemini
 stub and every function under functions-framework) starts once per test
@@ -23,6 +24,7 @@ from infra.fakegemini.control import FakeGemini
 from infra.fakeslack.control import FakeSlack
 from infra.product_env import product_environment
 from infra.stack import LOCAL, OPERATOR_ID, Stack
+from tests.agent_helpers import agent_with
 from tests.slack import SlackSender
 
 # Where the test stack keeps its stack file and logs; TEST_STACK_DIR lets two runs of one checkout coexist.
@@ -31,21 +33,6 @@ TEST_DIR = Path(os.environ.get("TEST_STACK_DIR") or LOCAL / "test")
 
 def _interrupt(signum: int, _frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
-
-
-# The fast tier (`make test-fast`, well under a minute): pure logic, and the handlers in-process on the emulator.
-FAST_MODULES = {
-    "test_auth", "test_config", "test_fetch", "test_gate", "test_handlers", "test_layers", "test_mrkdwn",
-    "test_mcp_parts", "test_policy", "test_slack_safety", "test_transcript_calls", "test_call_view",
-    "test_wait_plan",
-}  # fmt: skip
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        module = getattr(item, "module", None)
-        if module is not None and module.__name__.rsplit(".", 1)[-1] in FAST_MODULES:
-            item.add_marker(pytest.mark.fast)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -108,13 +95,13 @@ def stack() -> Iterator[Stack]:
         extra_env={
             "SESSION_MAX_TURNS": "6",
             "SESSION_MAX_TOOL_CALLS": "10",
-            # Hundreds of sessions from one test user: the rate limits are off here (tests/test_quotas.py turns
+            # Hundreds of sessions from one test user: the rate limits are off here (tests/stack/test_quotas.py turns
             # them on for the ingress it runs in its own process).
             "USER_SESSIONS_PER_HOUR": "0",
             "CHANNEL_SESSIONS_PER_HOUR": "0",
             "USER_RUNNING_SESSIONS": "0",
             "CHANNEL_RUNNING_SESSIONS": "0",
-            "USER_DAILY_TOKENS": "0",  # the suite's one test user spends millions (tests/test_daily_budget.py)
+            "USER_DAILY_TOKENS": "0",  # the suite's one test user spends millions (tests/stack/test_daily_budget.py)
             "WORKSPACE_DAILY_TOKENS": "0",
             # A tree's budget: the root's own 6 turns, then room for four children of 5 turns each.
             "CHILD_MAX_TURNS": "5",
@@ -124,7 +111,7 @@ def stack() -> Iterator[Stack]:
             # The crash tests run restart_service at once; scale_service keeps its own tier (approve).
             "TOOL_TIERS": '{"restart_service": "safe"}',
             # The answer-path tests count chat.postMessage posts: answers are posted whole here, and
-            # tests/test_stream.py runs agent_session with the product's default (streamed answers).
+            # tests/stack/test_stream.py runs agent_session with the product's default (streamed answers).
             "SLACK_STREAM": "false",
         },
         stack_file=TEST_DIR / "stack.json",
@@ -175,3 +162,11 @@ def slack(stack: Stack) -> SlackSender:
 def uid() -> str:
     """A short unique id for this test's channels, events and threads."""
     return uuid.uuid4().hex[:10].upper()
+
+
+@pytest.fixture(scope="module")
+def streaming(stack: Stack) -> Iterator[None]:
+    """agent_session with answers streamed (the product's default; the suite's stack turns it off), for the tests of
+    one module that ask for it: restarted once per module rather than twice per test."""
+    with agent_with(stack, {"SLACK_STREAM": "true", "SLACK_STREAM_BUFFER_CHARS": "40"}):
+        yield

@@ -8,10 +8,11 @@ from __future__ import annotations
 import logging
 
 from shared import config
+from shared.queue import tasks
 from shared.slack import blocks
 from shared.slack import client as slack
 from shared.state import questions as stored_questions
-from shared.state import sessions, tasks
+from shared.state import sessions
 from shared.state.firestore import now
 from shared.state.models import Note, NoteKind, Session, SessionKind
 from shared.state.new_sessions import continuation_session, mention_session, retry_session

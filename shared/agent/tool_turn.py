@@ -25,6 +25,7 @@ from shared.agent.tools.base import Outcome, Suspend, Tier, ToolContext, Wait, s
 from shared.agent.tools.toolset import Toolset
 from shared.agent.transcript import PendingTurn, Responses, contents_of, pending_turn
 from shared.asks import approvals, delegation, tree_status
+from shared.asks.approvals import Held
 from shared.limits import MAX_STEP_CHARS, MAX_TOOL_RESULT_CHARS
 from shared.slack import blocks
 from shared.slack.surface import ThreadSurface
@@ -42,8 +43,6 @@ from shared.state.models import (
 )
 
 log = logging.getLogger(__name__)
-
-Held = tuple[int, str | None, str, dict[str, Any]]  # (call index, call id, tool, arguments)
 
 
 class ToolTurns(Resumptions):
@@ -169,7 +168,7 @@ class ToolTurns(Resumptions):
             spec = self.tools.get(call.name or "")
             args = dict(call.args or {})
             if spec is not None and policy.call_tier(spec, args, self._context(turn.seq, index, call)) == Tier.APPROVE:
-                held.append((index, call.id, spec.name, args))
+                held.append(Held(index, call.id, spec.name, args))
         return held
 
     def _tool_audit(self, name: str, call: types.FunctionCall, response: dict[str, Any], ctx: ToolContext) -> Audit:

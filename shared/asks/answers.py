@@ -19,11 +19,12 @@ from shared import config
 from shared.asks import questions
 from shared.limits import MAX_MESSAGE_CHARS, capped
 from shared.logs import session_context
+from shared.queue import tasks
 from shared.slack import blocks
 from shared.slack import client as slack
 from shared.slack.actions import ButtonPress
 from shared.slack.surface import Reaction
-from shared.state import events, ids, sessions, tasks
+from shared.state import events, ids, sessions
 from shared.state import questions as stored
 from shared.state.firestore import now
 from shared.state.models import Note, NoteKind, Question, QuestionStatus, SessionStatus

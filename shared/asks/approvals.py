@@ -14,26 +14,28 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from shared import config
 from shared.asks import approvers, routing
 from shared.limits import MAX_MESSAGE_CHARS, capped
 from shared.logs import session_context
+from shared.queue import tasks
 from shared.slack import approval_card, blocks, call_view
 from shared.slack import client as slack
 from shared.slack.actions import ButtonPress
 from shared.slack.surface import ThreadSurface
 from shared.state import approvals as stored
-from shared.state import events, ids, sessions, tasks
+from shared.state import events, ids, sessions
 from shared.state.approvals import Decision
 from shared.state.firestore import now
 from shared.state.models import Approval, ApprovalStatus, Note, NoteKind, Session, SessionStatus
 from shared.state.new_sessions import approvals_continuation
+from shared.state.origin import asked_by
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +61,15 @@ def digest(tool: str, canonical_args: str) -> str:
 
 def may_decide(user: str, approval: Approval) -> bool:
     return approvers.may_decide(user, approval)
+
+
+class Held(NamedTuple):
+    """A call of the model's turn held for an operator's decision (its tier is ``approve``), by its position."""
+
+    call_index: int  # its position in its model turn
+    call_id: str | None  # the model's own id, when it gave one
+    tool: str
+    args: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -105,7 +116,7 @@ def expiry(asked_at: datetime) -> datetime:
     return asked_at + timedelta(hours=settings.question_remind_hours + settings.question_abandon_hours)
 
 
-def request(session: Session, seq: int, calls: list[tuple[int, str | None, str, dict[str, Any]]],
+def request(session: Session, seq: int, calls: Sequence[Held],
             surface: ThreadSurface, *, label: str | None = None,
             asked: Mapping[int, Asked] | None = None) -> list[Approval]:  # fmt: skip
     """Record the turn's risky calls, then post one card each, then note the cards on the records. ``asked`` (by
@@ -121,10 +132,7 @@ def request(session: Session, seq: int, calls: list[tuple[int, str | None, str, 
         wanted.append(
             Approval(
                 approval_id=approval_id,
-                session_id=session.session_id,
-                transcript_id=session.transcript,
-                channel=session.channel,
-                thread_ts=session.thread_ts,
+                **asked_by(session),
                 seq=seq,
                 call_index=index,
                 call_id=call_id,
@@ -134,7 +142,6 @@ def request(session: Session, seq: int, calls: list[tuple[int, str | None, str, 
                 turn_ids=turn_ids,
                 asked_at=asked_at,
                 requested_by=session.requester,
-                request_ts=session.request_message,
                 label=label,
                 summary=about.summary,
                 shown_order=list(about.shown_order),

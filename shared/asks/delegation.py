@@ -10,7 +10,9 @@ import logging
 from datetime import datetime
 
 from shared import config
-from shared.state import children, sessions, tasks
+from shared.errors import Refused
+from shared.queue import tasks
+from shared.state import children, sessions
 from shared.state.children import AnswerOutcome, AskOutcome, Finished
 from shared.state.firestore import now
 from shared.state.models import AuditType, Note, NoteKind, ParentQuestion, Session, SessionStatus, Step
@@ -19,7 +21,7 @@ from shared.state.steps import LeaseLost
 log = logging.getLogger(__name__)
 
 
-class DelegationRefused(ValueError):
+class DelegationRefused(Refused):
     """A delegation the product will not start: the model hears why."""
 
 

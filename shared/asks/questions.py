@@ -21,6 +21,7 @@ from shared.state import ids, sessions
 from shared.state import questions as stored
 from shared.state.firestore import now
 from shared.state.models import Question, QuestionStatus, Session, SessionStatus
+from shared.state.origin import asked_by
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +41,7 @@ def ask(session: Session, *, seq: int, call_index: int, call_id: str | None, que
     asked = stored.create_question(
         Question(
             question_id=qid,
-            session_id=session.session_id,
-            transcript_id=session.transcript,
-            channel=session.channel,
-            thread_ts=session.thread_ts,
+            **asked_by(session),
             text=question,
             options=options,
             blocking=blocking,
@@ -53,7 +51,6 @@ def ask(session: Session, *, seq: int, call_index: int, call_id: str | None, que
             mcp_input=mcp_input,
             seq=seq,
             call_index=call_index,
-            request_ts=session.request_message,
         )
     )
     settings = config.settings()

@@ -1,13 +1,19 @@
-"""What every handler shares: the reply type and the one body-size check."""
+"""What every handler shares: the reply type, the one body-size check, and the Slack ingress's patience with Cloud
+Tasks."""
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections.abc import Callable, Mapping
 from typing import Any
+
+from shared.queue import tasks
 
 log = logging.getLogger(__name__)
 
 Reply = tuple[dict[str, Any], int]
+Handler = Callable[[bytes, Mapping[str, str]], Reply]
 
 SLACK_MAX_BODY_BYTES = 1024 * 1024  # Slack events and interactivity payloads
 INTERNAL_MAX_BODY_BYTES = 64 * 1024  # Cloud Tasks and Cloud Scheduler bodies
@@ -26,3 +32,19 @@ def queue_unavailable(exc: Exception) -> Reply:
     traceback: an outage of a service, not a bug."""
     log.warning("Cloud Tasks is unavailable; asking Slack to deliver again", extra={"reason": str(exc)})
     return {"error": "the task queue is unavailable; retry"}, 503
+
+
+def within_slack_patience(answer: Handler) -> Handler:
+    """A Slack entry point's ``handle``: Slack waits 3 s, so every task creation of one request together waits at
+    most INGRESS_PATIENCE_SECONDS for Cloud Tasks, then the answer is a 503 (Slack delivers again; what was
+    recorded is kept)."""
+
+    @functools.wraps(answer)
+    def handle(body: bytes, headers: Mapping[str, str]) -> Reply:
+        with tasks.within(tasks.INGRESS_PATIENCE_SECONDS):
+            try:
+                return answer(body, headers)
+            except tasks.QueueUnavailable as exc:
+                return queue_unavailable(exc)
+
+    return handle

@@ -11,29 +11,19 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from shared.agent import assistant_pane, intake
-from shared.handlers.common import SLACK_MAX_BODY_BYTES, Reply, queue_unavailable, too_large
+from shared.handlers.common import SLACK_MAX_BODY_BYTES, Reply, too_large, within_slack_patience
 from shared.logs import new_trace, session_context, trace_from
 from shared.slack.events import AssistantThread, BadEvent, Challenge, Ignore, classify
 from shared.slack.verify import verify
-from shared.state import tasks
+from shared.usecases import assistant_pane, intake
 
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = SLACK_MAX_BODY_BYTES
 
 
+@within_slack_patience
 def handle(body: bytes, headers: Mapping[str, str]) -> Reply:
-    """Slack waits 3 s: every task creation of this request together waits at most INGRESS_PATIENCE_SECONDS for
-    Cloud Tasks, then the answer is a 503 (Slack delivers again; what was recorded is kept)."""
-    with tasks.within(tasks.INGRESS_PATIENCE_SECONDS):
-        try:
-            return _handle(body, headers)
-        except tasks.QueueUnavailable as exc:
-            return queue_unavailable(exc)
-
-
-def _handle(body: bytes, headers: Mapping[str, str]) -> Reply:
     """Answer one Events API request. ``body`` is at most MAX_BODY_BYTES + 1 bytes as read."""
     refused = too_large(body, MAX_BODY_BYTES)
     if refused:

@@ -5,28 +5,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from shared.asks import answers, approvals, edits, feedback, stopping
-from shared.handlers.common import SLACK_MAX_BODY_BYTES, Reply, queue_unavailable, too_large
+from shared.asks import answers, approvals, edits, feedback
+from shared.handlers.common import SLACK_MAX_BODY_BYTES, Reply, too_large, within_slack_patience
 from shared.logs import new_trace, session_context, trace_from
 from shared.slack import approval_card, blocks, edit_modal
 from shared.slack.actions import BadPayload, button_press, parse_payload
 from shared.slack.verify import verify
-from shared.state import tasks
+from shared.usecases import stop
 
 MAX_BODY_BYTES = SLACK_MAX_BODY_BYTES
 
 
+@within_slack_patience
 def handle(body: bytes, headers: Mapping[str, str]) -> Reply:
-    """Slack waits 3 s: every task creation of this request together waits at most INGRESS_PATIENCE_SECONDS for
-    Cloud Tasks, then the answer is a 503 (Slack delivers again; what was recorded is kept)."""
-    with tasks.within(tasks.INGRESS_PATIENCE_SECONDS):
-        try:
-            return _handle(body, headers)
-        except tasks.QueueUnavailable as exc:
-            return queue_unavailable(exc)
-
-
-def _handle(body: bytes, headers: Mapping[str, str]) -> Reply:
+    """Answer one interactivity request. ``body`` is at most MAX_BODY_BYTES + 1 bytes as read."""
     refused = too_large(body, MAX_BODY_BYTES)
     if refused:
         return refused
@@ -51,7 +43,7 @@ def _handle(body: bytes, headers: Mapping[str, str]) -> Reply:
             return {"ok": True, "feedback": feedback.press(press).value}, 200
         if press.action_id == blocks.STOP_ACTION:
             thread = press.thread_ts or press.message_ts
-            stopped = stopping.stop_by_person(press.value, user=press.user, channel=press.channel, thread_ts=thread)
+            stopped = stop.stop_by_person(press.value, user=press.user, channel=press.channel, thread_ts=thread)
             return {"ok": True, "stop": stopped.value}, 200
         if press.action_id == approval_card.EDIT_ACTION:
             return {"ok": True, "edit": edits.open_editor(press)}, 200

@@ -21,7 +21,8 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.models.blocks import Block
 from slack_sdk.models.messages.chunk import Chunk
 
-from shared import backpressure, deps
+from shared import config, deps
+from shared.slack import backpressure
 from shared.slack.safety import neutralise, neutralise_blocks
 
 log = logging.getLogger(__name__)
@@ -32,8 +33,19 @@ THREAD_READ_MAX_WAIT = 5.0  # seconds a thread read waits out a rate limit; a lo
 
 
 def client() -> WebClient:
-    """The Slack Web API client (built once per instance by ``shared.deps``, with slack-sdk's retry handlers)."""
-    return deps.slack()
+    """The Slack Web API client, built once per instance (``shared.deps``), with slack-sdk's own retry handlers for
+    rate limits, connection errors and 5xx, bounded by the current session's wall budget (``backpressure``)."""
+    return deps.once("slack", _build)
+
+
+def _build() -> WebClient:
+    settings = config.settings()
+    return WebClient(
+        token=settings.slack_bot_token,
+        base_url=settings.slack_api_base_url,
+        timeout=10,
+        retry_handlers=backpressure.retry_handlers(),
+    )
 
 
 def post(channel: str, thread_ts: str | None, text: str, *, key: str, blocks: Sequence[Block] | None = None) -> str:

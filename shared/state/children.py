@@ -18,6 +18,7 @@ from typing import Any
 
 from google.cloud import firestore
 
+from shared.errors import Refused
 from shared.state import ids, sessions
 from shared.state.firestore import contended, db, now, session_ref, step_ref
 from shared.state.models import (
@@ -29,6 +30,7 @@ from shared.state.models import (
     SessionStatus,
     Step,
 )
+from shared.state.origin import same_thread
 from shared.state.steps import LeaseLost, NotesPending
 
 _UNFINISHED = sessions.UNFINISHED  # a child in one of these has not ended
@@ -49,10 +51,7 @@ def child_session(parent: Session, *, seq: int, index: int, task: str, blocking:
     return Session(
         session_id=child_id,
         kind=SessionKind.CHILD,
-        channel=parent.channel,
-        thread_ts=parent.thread_ts,
-        trigger_ts=parent.trigger_ts,
-        trigger_user=parent.trigger_user,
+        **same_thread(parent),
         requested_by=parent.requester,
         text=task,
         created_at=at,
@@ -64,9 +63,7 @@ def child_session(parent: Session, *, seq: int, index: int, task: str, blocking:
         delegate_index=index,
         delegate_blocking=blocking,
         sibling_ids=siblings if blocking else [],
-        trace_id=parent.trace_id,
         root_session_id=parent.tree_root,
-        request_ts=parent.request_message,
     )
 
 
@@ -82,7 +79,7 @@ class TreeBudget:
     child_tool_calls: int
 
 
-class TreeBudgetSpent(Exception):
+class TreeBudgetSpent(Refused):
     """Every turn (or tool call) of the tree's budget is allotted: no child can start."""
 
 

@@ -145,7 +145,7 @@ def test_can_is_unknown_when_its_argument_is(evaluator: Evaluator) -> None:
 
 
 def test_no_module_of_deploy_imports_itself_back() -> None:
-    """deploy/ has no import cycle (evaluate reads terraform's Module, never the reverse; tests/test_layers.py
+    """deploy/ has no import cycle (evaluate reads terraform's Module, never the reverse; tests/fast/test_layers.py
     pins that pair): each module's imports, followed all the way, never lead back to it."""
     import grimp
 

@@ -111,6 +111,17 @@ def test_a_mistake_fails(
     assert any(expected in problem for problem in problems), problems
 
 
+def test_a_moved_block_may_come_from_a_resource_no_longer_declared(
+    tmp_path: Path, provider_schema: ProviderSchema
+) -> None:
+    """`moved` keeps a renamed resource's state: its `from` is gone by design, its `to` must exist."""
+    moved = "moved {\n  from = google_service_account.{old}\n  to   = google_service_account.{new}\n}\n"
+    renamed = VALID + moved.replace("{old}", "old_runner").replace("{new}", "runner")
+    assert problems_in(tmp_path, provider_schema, renamed) == []
+    nowhere = VALID + moved.replace("{old}", "old_runner").replace("{new}", "nowhere")
+    assert any("google_service_account.nowhere" in p for p in problems_in(tmp_path, provider_schema, nowhere))
+
+
 def test_the_command_line_fails_on_a_mistake(
     tmp_path: Path, provider_schema: ProviderSchema, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
+from shared.errors import ProductError
 from shared.state.models import CallRef
 
 Response = dict[str, Any]
@@ -97,7 +98,7 @@ class Receipt:
     reason: str = ""
 
 
-class BadTurn(ValueError):
+class BadTurn(ProductError):
     """A turn the planner cannot plan: calls of several turns, a position twice, a call with both or neither of a
     response and a wait, or one thing waited on by two calls."""
 

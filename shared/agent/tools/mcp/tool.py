@@ -21,7 +21,7 @@ from google.genai import types
 from shared.agent.tools.base import Outcome, Suspend, Tier, ToolContext
 from shared.agent.tools.mcp import connection, inputs, results
 from shared.asks import questions
-from shared.mcp_servers import McpServer
+from shared.config_values import McpServer
 from shared.state.models import Question
 
 log = logging.getLogger(__name__)
@@ -134,7 +134,7 @@ class McpTool:
                              "may ask the operator; the call did not complete"}  # fmt: skip
         try:
             ask = inputs.ask_for(self.server.name, result)
-        except inputs.Refused as exc:
+        except inputs.InputRefused as exc:
             return {"error": f"{exc}. The call did not complete."}
         pending = inputs.Pending(server=self.server.name, tool=self.listed.name, arguments=args,
                                  request_state=result.request_state, key=ask.key, mode=ask.mode, schema=ask.schema,

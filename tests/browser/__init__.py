@@ -1,0 +1,1 @@
+"""The browser tier: the workspace page in headless Chromium (Playwright), on a stack of its own."""

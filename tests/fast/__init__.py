@@ -1,0 +1,1 @@
+"""The fast tier (`make test-fast`): pure logic, and the handlers in-process on the Firestore emulator."""

@@ -1,0 +1,92 @@
+"""What an approval card shows, on the real stack (issue 25.1): the review's calls, and a call too large to show."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from google.cloud.firestore_v1.base_query import FieldFilter
+
+from infra.fakegemini.control import FakeGemini
+from infra.fakeslack.control import FakeSlack
+from shared.state import approvals as stored
+from shared.state import firestore
+from shared.state.models import SessionStatus
+from tests.agent_helpers import function_responses, mention, wait_status
+from tests.stack.test_approvals import executions, shown_call
+
+pytestmark = pytest.mark.stack
+G = FakeGemini
+Script = Callable[..., int]
+
+
+def card_for(script: Script, fake_slack: FakeSlack, uid: str, args: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    script(G.call("scale_service", **args), G.text("Done."))
+    thread = mention(fake_slack, f"C{uid}", "scale it")
+    paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    [approval] = stored.get_approvals(paused.approval_ids)
+    card = next(m for m in fake_slack.bot_replies(thread.channel, thread.ts) if m["ts"] == approval.card_ts)
+    assert json.loads(approval.args) == args  # the digest binds exactly these
+    return card, approval.digest
+
+
+def every_text(message: dict[str, Any]) -> str:
+    return json.dumps({"text": message["text"], "blocks": message.get("blocks")}, ensure_ascii=False)
+
+
+def test_the_padding_argument_cannot_hide_the_one_that_matters(script: Script, fake_slack: FakeSlack, uid: str) -> None:
+    """The review: a long padding argument sorted first and the card folded at 1,500 characters."""
+    args = {"aaa_padding": "x" * 5_000, "name": "prod-infra", "replicas": 0}
+    card, digest = card_for(script, fake_slack, uid, args)
+    shown = shown_call(card)
+    assert shown.splitlines()[2:4] == ['  "name": "prod-infra",', '  "replicas": 0,']  # required first, schema order
+    assert json.loads(shown.split("\n", 1)[1]) == args  # every character
+    assert len([b for b in card["blocks"] if b["type"] == "section"]) >= 3  # the sentence, then the call in 2+
+    assert digest in every_text(card)
+
+
+def test_a_fence_links_and_mentions_in_an_argument_form_nothing(
+    script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    """The review: a value's ``` closed the card's code fence, and ``<url|label>`` became a link."""
+    name = "api```\n*approved* <https://evil.example|the runbook> <@U0BOSS> <!here> :white_check_mark:"
+    card, _ = card_for(script, fake_slack, uid, {"name": name, "replicas": 3})
+    shown = shown_call(card)
+    assert json.loads(shown.split("\n", 1)[1]) == {"name": name, "replicas": 3}
+    assert "<" not in shown
+    assert ">" not in shown
+    # The sentence above it quotes the value as inline code that nothing can leave: no link, mention or fence.
+    mrkdwn = [b["text"]["text"] for b in card["blocks"] if b.get("text", {}).get("type") == "mrkdwn"]
+    for text in [*mrkdwn, card["text"]]:
+        assert not any(token in text for token in ("<https", "<@U0BOSS", "<!here", "```"))
+
+
+def test_bidi_and_invisible_characters_are_shown_as_escapes(script: Script, fake_slack: FakeSlack, uid: str) -> None:
+    """The review: a right-to-left override reached the card as itself and reversed what people read."""
+    name = "api\u202e\u2066noitcudorp\u200b"
+    card, _ = card_for(script, fake_slack, uid, {"name": name, "replicas": 3})
+    everything = every_text(card)
+    assert not any(c in everything for c in "\u202e\u2066\u200b")
+    assert "\\u202e\\u2066noitcudorp\\u200b" in shown_call(card)
+    assert json.loads(shown_call(card).split("\n", 1)[1])["name"] == name
+
+
+def test_a_call_too_large_to_show_is_never_posted_and_the_model_is_told(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    script(G.call("scale_service", name="api", replicas=3, note="n" * 13_000), G.text("I will make it smaller."))
+    thread = mention(fake_slack, f"C{uid}", "scale it with a long note")
+    done = wait_status(thread.session_id, SessionStatus.DONE, timeout=60)
+    assert done.approval_ids == []
+    assert not [m for m in fake_slack.bot_replies(thread.channel, thread.ts) if "approval needed" in m["text"]]
+    approvals = (
+        firestore.db().collection("approvals").where(filter=FieldFilter("session_id", "==", thread.session_id)).get()
+    )
+    assert list(approvals) == []
+    assert executions(thread.session_id) == []
+    [response] = function_responses(fake_gemini.requests()[-1])
+    error = response["response"]["error"]
+    assert "too large to present" in error
+    assert "make a smaller call" in error.lower()

@@ -1,0 +1,126 @@
+"""Who may approve (issue 25.3), on the real stack: two distinct approvers, user-group approvers, when/otherwise.
+
+agent_session runs with rules in ``TOOL_TIERS``; the approvers a rule names are written on the approval, so the
+interactivity function decides with them (reading a user group's members from the fake Slack).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from infra import stack as local
+from infra.fakegemini.control import FakeGemini
+from infra.fakeslack.control import FakeSlack
+from infra.stack import Stack
+from shared.slack import blocks
+from shared.state import approvals as stored
+from shared.state.models import ApprovalStatus, SessionStatus
+from tests.agent_helpers import agent_with, mention, wait_status
+from tests.poll import wait_for
+from tests.stack.test_approvals import executions, press, resumed
+
+pytestmark = pytest.mark.stack
+G = FakeGemini
+Script = Callable[..., int]
+OPERATOR, OPERATOR2, GUEST = local.OPERATOR_ID, "U0OPERATOR2", "U0GUEST"
+GROUP = "S0TESTAPPROVERS"
+RULES = {
+    "scale_service": {"tier": "approve", "approvers": [OPERATOR, OPERATOR2], "approvals": 2},
+    "pin_version": {"tier": "approve", "approvers": [GROUP]},
+    "restart_service": {"tier": "approve", "when": {"environment": ["production"]}, "otherwise": "safe"},
+}
+
+
+@pytest.fixture(scope="module")
+def rules(stack: Stack) -> Iterator[None]:
+    with agent_with(stack, {"TOOL_TIERS": json.dumps(RULES)}):
+        yield
+
+
+def card(fake_slack: FakeSlack, channel: str, ts: str, card_ts: str | None) -> dict[str, Any]:
+    return next(m for m in fake_slack.messages(channel, ts) if m["ts"] == card_ts)
+
+
+def test_two_different_approvers_must_approve_and_the_same_one_twice_is_refused(
+    rules: None, script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    script(G.call("scale_service", name="api", replicas=6), G.text("Scaled."))
+    thread = mention(fake_slack, f"C{uid}", "scale the api to 6")
+    paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    [approval] = stored.get_approvals(paused.approval_ids)
+    assert (approval.approvers, approval.approvals_needed) == ([OPERATOR, OPERATOR2], 2)
+    press(fake_slack, approval, blocks.APPROVE_ACTION, user=OPERATOR)
+    first = wait_for(lambda: "1 of 2" in json.dumps(card(fake_slack, thread.channel, thread.ts, approval.card_ts)),
+                     timeout=30, what="the card to count one approval")  # fmt: skip
+    assert any(b["type"] == "actions" for b in card(fake_slack, thread.channel, thread.ts, approval.card_ts)["blocks"])
+    assert first
+    press(fake_slack, approval, blocks.APPROVE_ACTION, user=OPERATOR)  # the same person again
+    assert any("approved this call already" in e["text"] for e in fake_slack.ephemerals(thread.channel, OPERATOR))
+    counted = stored.get_approval(approval.approval_id)
+    assert counted is not None
+    assert (counted.status, counted.approved_by) == (ApprovalStatus.PENDING, [OPERATOR])
+    assert executions(thread.session_id) == []
+    press(fake_slack, approval, blocks.APPROVE_ACTION, user=OPERATOR2)
+    wait_status(resumed(approval), SessionStatus.DONE, timeout=60)
+    [ran] = executions(thread.session_id)
+    assert ran["replicas"] == 6
+    done = stored.get_approval(approval.approval_id)
+    assert done is not None
+    assert done.approved_by == [OPERATOR, OPERATOR2]
+
+
+def test_one_deny_ends_a_two_person_approval(rules: None, script: Script, fake_slack: FakeSlack, uid: str) -> None:
+    script(G.call("scale_service", name="api", replicas=7), G.text("Not scaled."))
+    thread = mention(fake_slack, f"C{uid}", "scale the api to 7")
+    paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    [approval] = stored.get_approvals(paused.approval_ids)
+    press(fake_slack, approval, blocks.APPROVE_ACTION, user=OPERATOR)
+    press(fake_slack, approval, blocks.DENY_ACTION, user=OPERATOR2)
+    wait_status(resumed(approval), SessionStatus.DONE, timeout=60)
+    assert executions(thread.session_id) == []
+    denied = stored.get_approval(approval.approval_id)
+    assert denied is not None
+    assert (denied.status, denied.decided_by) == (ApprovalStatus.DENIED, OPERATOR2)
+
+
+def test_only_members_of_the_approver_group_may_decide(
+    rules: None, script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    fake_slack.set_usergroup(GROUP, [GUEST])  # a person who is not an operator, in the group the rule names
+    script(G.call("pin_version", name="api", version="3.1"), G.text("Pinned."))
+    thread = mention(fake_slack, f"C{uid}", "pin the api to 3.1")
+    paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    [approval] = stored.get_approvals(paused.approval_ids)
+    assert f"members of user group `{GROUP}`" in json.dumps(card(fake_slack, thread.channel, thread.ts,
+                                                                 approval.card_ts)["blocks"])  # fmt: skip
+    press(fake_slack, approval, blocks.APPROVE_ACTION, user=OPERATOR)  # an operator, but not an approver here
+    assert any("this call's approvers" in e["text"] for e in fake_slack.ephemerals(thread.channel, OPERATOR))
+    pending = stored.get_approval(approval.approval_id)
+    assert pending is not None
+    assert pending.status == ApprovalStatus.PENDING
+    press(fake_slack, approval, blocks.APPROVE_ACTION, user=GUEST)
+    wait_status(resumed(approval), SessionStatus.DONE, timeout=60)
+    wait_for(lambda: executions(thread.session_id), timeout=30, what="the pin")
+    decided = stored.get_approval(approval.approval_id)
+    assert decided is not None
+    assert decided.decided_by == GUEST
+
+
+def test_when_and_otherwise_choose_the_tier_by_argument_value(
+    rules: None, script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    script(G.call("restart_service", name="web", environment="staging"), G.text("Restarted in staging."))
+    staging = mention(fake_slack, f"C{uid}", "restart web in staging")
+    done = wait_status(staging.session_id, SessionStatus.DONE, timeout=60)
+    assert done.approval_ids == []
+    assert [e["environment"] for e in executions(staging.session_id)] == ["staging"]  # ran at once: otherwise safe
+    script(G.call("restart_service", name="web", environment="production"), G.text("Restarted."))
+    production = mention(fake_slack, f"C{uid}b", "restart web in production")
+    paused = wait_status(production.session_id, SessionStatus.PAUSED, timeout=60)
+    [approval] = stored.get_approvals(paused.approval_ids)
+    assert approval.approvers == []  # no approvers named: the operators decide
+    assert executions(production.session_id) == []

@@ -1,0 +1,198 @@
+"""Slack's assistant pane: opening it sets the suggested prompts and a title, a message there runs a session like a
+DM and is answered in its thread, a context change is acknowledged and nothing more, Slack's refusals are survived."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from infra.fakegemini.control import FakeGemini
+from infra.fakeslack.control import FakeSlack
+from infra.stack import OPERATOR_ID
+from shared import config
+from shared.slack.events import AssistantThread, BadEvent, classify
+from shared.state import ids, questions
+from shared.state.models import QuestionStatus, SessionStatus
+from shared.usecases import assistant_pane
+from tests.agent_helpers import open_question, wait_status
+
+G = FakeGemini
+Script = Callable[..., int]
+
+
+def assistant_event(kind: str, **thread: Any) -> dict[str, Any]:
+    """An Events API payload of an assistant_thread_* event, as Slack's docs show it."""
+    body = {"user_id": "U1", "context": {"channel_id": "C1", "team_id": "T1", "enterprise_id": None},
+            "channel_id": "D1", "thread_ts": "1729999327.187299"} | thread  # fmt: skip
+    event = {"type": kind, "assistant_thread": body, "event_ts": "1715873754.429808"}
+    return {"type": "event_callback", "event_id": "Ev1", "api_app_id": "A1", "team_id": "T1", "event": event}
+
+
+def test_the_assistant_events_are_classified_without_side_effects() -> None:
+    started = classify(assistant_event("assistant_thread_started"))
+    assert started == AssistantThread(event_id="Ev1", started=True, channel="D1", thread_ts="1729999327.187299",
+                                      user="U1", context_channel="C1")  # fmt: skip
+    changed = classify(assistant_event("assistant_thread_context_changed", context={}))
+    assert isinstance(changed, AssistantThread)
+    assert (changed.started, changed.context_channel) == (False, None)
+    with pytest.raises(BadEvent, match=r"assistant_thread\.thread_ts"):
+        classify(assistant_event("assistant_thread_started", thread_ts=None))
+    anonymous = classify(assistant_event("assistant_thread_started", user_id=None))
+    assert isinstance(anonymous, AssistantThread)
+    assert anonymous.user == ""
+    missing = assistant_event("assistant_thread_started")
+    del missing["event"]["assistant_thread"]
+    with pytest.raises(BadEvent, match="assistant_thread is missing"):
+        classify(missing)
+
+
+def delivered(opened: dict[str, Any]) -> dict[str, Any]:
+    [delivery] = opened["deliveries"]
+    assert (delivery["type"], delivery["status"]) == ("assistant_thread_started", 200), opened
+    return dict(delivery)
+
+
+def response_of(fake_slack: FakeSlack, delivery: dict[str, Any]) -> dict[str, Any]:
+    """What the app answered to one delivery (the fake keeps every one)."""
+    [record] = [d for d in fake_slack.deliveries("event") if d["event_id"] == delivery["event_id"]]
+    answer: dict[str, Any] = json.loads(record["response"])
+    return answer
+
+
+def calls_for(fake_slack: FakeSlack, method: str, thread_ts: str) -> list[dict[str, Any]]:
+    return [c["args"] for c in fake_slack.calls(method) if c["args"].get("thread_ts") == thread_ts]
+
+
+@pytest.mark.stack
+def test_opening_the_pane_sets_the_configured_prompts_and_a_title(fake_slack: FakeSlack, uid: str) -> None:
+    opened = fake_slack.open_assistant(f"U{uid}", context_channel="C0LOCAL")
+    delivered(opened)
+    channel, thread_ts = opened["channel"], opened["thread_ts"]
+    shown = fake_slack.assistant_thread(channel, thread_ts)
+    configured = config.Settings({}).assistant_prompts  # the stack runs with the default
+    assert shown["prompts"] == [{"title": title, "message": message} for title, message in configured]
+    assert (shown["prompts_title"], shown["title"]) == (assistant_pane.PROMPTS_TITLE, assistant_pane.THREAD_TITLE)
+    [prompts] = calls_for(fake_slack, "assistant.threads.setSuggestedPrompts", thread_ts)
+    assert prompts["channel_id"] == channel  # Slack's argument names, the thread named (assistant_view)
+    [title] = calls_for(fake_slack, "assistant.threads.setTitle", thread_ts)
+    assert (title["channel_id"], title["title"]) == (channel, assistant_pane.THREAD_TITLE)
+
+
+@pytest.mark.stack
+def test_a_message_in_the_pane_runs_a_session_answered_in_its_thread(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    opened = fake_slack.open_assistant(f"U{uid}")
+    delivered(opened)
+    channel, thread_ts = opened["channel"], opened["thread_ts"]
+    script(G.text("Here is **the plan**:\n\n- one\n- two"))
+    sent = fake_slack.user_message(f"U{uid}", channel, f"plan the release [{uid}]", thread_ts=thread_ts)
+    [delivery] = sent["deliveries"]
+    assert (delivery["type"], delivery["status"]) == ("message", 200)
+    session = wait_status(ids.session_for_event(delivery["event_id"]), SessionStatus.DONE)
+    assert (session.channel, session.thread_ts) == (channel, thread_ts)  # the pane's thread, like a DM thread
+    [answer] = fake_slack.bot_replies(channel, thread_ts)
+    assert answer["blocks"][0] == {"type": "markdown", "text": "Here is **the plan**:\n\n- one\n- two"}
+    assert answer["text"] == "Here is *the plan*:\n\n• one\n• two"  # the fallback, in mrkdwn
+    assert fake_slack.statuses(channel, thread_ts)[0] == "is thinking…"  # the pane shows the work
+    assert fake_slack.assistant_thread(channel, thread_ts)["title"] == f"plan the release [{uid}]"  # named by it
+
+    # A later request in the same thread starts its own session there; the thread keeps the name it has.
+    script(G.text("Done again."))
+    again = fake_slack.user_message(f"U{uid}", channel, f"and the notes [{uid}]", thread_ts=thread_ts)
+    wait_status(ids.session_for_event(again["deliveries"][0]["event_id"]), SessionStatus.DONE)
+    assert fake_slack.bot_replies(channel, thread_ts)[-1]["text"] == "Done again."
+    assert fake_slack.assistant_thread(channel, thread_ts)["title"] == f"plan the release [{uid}]"
+    assert len(calls_for(fake_slack, "assistant.threads.setTitle", thread_ts)) == 2  # "New request", the request
+
+
+@pytest.mark.stack
+def test_a_reply_in_the_pane_while_a_question_is_open_answers_it(
+    script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    opened = fake_slack.open_assistant(OPERATOR_ID)  # an operator may answer in their own pane
+    channel, thread_ts = opened["channel"], opened["thread_ts"]
+    script(G.call("ask_operator", question="Which region?", options=["eu", "us"]))
+    sent = fake_slack.user_message(OPERATOR_ID, channel, f"deploy it [{uid}]", thread_ts=thread_ts)
+    first = ids.session_for_event(sent["deliveries"][0]["event_id"])
+    wait_status(first, SessionStatus.PAUSED)
+    question = open_question(first)
+    script(G.text("Deployed to eu."))
+    reply = fake_slack.user_message(OPERATOR_ID, channel, "eu", thread_ts=thread_ts)
+    assert response_of(fake_slack, reply["deliveries"][0]) == {"ok": True, "answer": "answered"}
+    answered = questions.get_question(question.question_id)
+    assert answered is not None
+    assert (answered.status, answered.matched_option) == (QuestionStatus.ANSWERED, "eu")
+    wait_status(ids.continuation_id(question.question_id), SessionStatus.DONE)
+    assert fake_slack.bot_replies(channel, thread_ts)[-1]["blocks"][0]["text"] == "Deployed to eu."
+
+
+@pytest.mark.stack
+def test_a_context_change_is_acknowledged_and_changes_nothing(fake_slack: FakeSlack, uid: str) -> None:
+    opened = fake_slack.open_assistant(f"U{uid}", context_channel="C0LOCAL")
+    channel, thread_ts = opened["channel"], opened["thread_ts"]
+    before = len(fake_slack.calls())
+    changed = fake_slack.change_assistant_context(channel, thread_ts, "C0OPERATORS")
+    [delivery] = changed["deliveries"]
+    assert (delivery["type"], delivery["status"]) == ("assistant_thread_context_changed", 200)
+    assert fake_slack.calls()[before:] == []  # no Slack call, no session
+    assert fake_slack.assistant_thread(channel, thread_ts)["title"] == assistant_pane.THREAD_TITLE
+
+
+@pytest.mark.stack
+def test_slacks_refusals_are_logged_and_acknowledged(fake_slack: FakeSlack, uid: str) -> None:
+    fake_slack.fail("assistant.threads.setSuggestedPrompts", error="missing_scope")
+    fake_slack.fail("assistant.threads.setTitle", error="invalid_thread_ts")
+    opened = fake_slack.open_assistant(f"U{uid}")
+    answered = response_of(fake_slack, delivered(opened))  # 200: Slack's retry would be refused the same way
+    assert (answered["prompts_refused"], answered["title_refused"]) == ("missing_scope", "invalid_thread_ts")
+    shown = fake_slack.assistant_thread(opened["channel"], opened["thread_ts"])
+    assert "prompts" not in shown
+    assert "title" not in shown
+
+
+@pytest.mark.stack
+def test_a_rate_limited_title_is_retried_within_slacks_three_seconds(fake_slack: FakeSlack, uid: str) -> None:
+    fake_slack.fail("assistant.threads.setTitle", status=429, retry_after=1)
+    opened = fake_slack.open_assistant(f"U{uid}")
+    delivery = delivered(opened)
+    assert "title_refused" not in response_of(fake_slack, delivery)
+    shown = fake_slack.assistant_thread(opened["channel"], opened["thread_ts"])
+    assert shown["title"] == assistant_pane.THREAD_TITLE
+    assert len(calls_for(fake_slack, "assistant.threads.setTitle", opened["thread_ts"])) == 2
+
+
+@pytest.mark.stack
+def test_the_fake_answers_slacks_errors_for_the_assistant_methods(fake_slack: FakeSlack, uid: str) -> None:
+    from slack_sdk import WebClient
+    from slack_sdk.errors import SlackApiError
+
+    from infra import stack as local
+
+    opened = fake_slack.open_assistant(f"U{uid}")
+    channel, thread_ts = opened["channel"], opened["thread_ts"]
+    web = WebClient(token=local.BOT_TOKEN, base_url=fake_slack.base_url + "/api/")
+    prompt = {"title": "t", "message": "m"}
+
+    def error(call: Callable[[], Any]) -> str:
+        with pytest.raises(SlackApiError) as refused:
+            call()
+        return str(refused.value.response["error"])
+
+    assert error(lambda: web.assistant_threads_setTitle(channel_id="D0NOPE", thread_ts=thread_ts, title="x")) == (
+        "channel_not_found"
+    )
+    assert error(lambda: web.assistant_threads_setTitle(channel_id=channel, thread_ts="1.000001", title="x")) == (
+        "invalid_thread_ts"
+    )
+    assert error(lambda: web.assistant_threads_setTitle(channel_id=channel, thread_ts=thread_ts, title="")) == (
+        "invalid_arguments"
+    )
+    for prompts in ([prompt] * 5, [{"title": "t"}], []):  # more than four, one without its message, none
+        assert error(lambda p=prompts: web.assistant_threads_setSuggestedPrompts(  # type: ignore[misc]
+            channel_id=channel, thread_ts=thread_ts, prompts=p)) == "invalid_arguments"  # fmt: skip
+    web.assistant_threads_setSuggestedPrompts(channel_id=channel, prompts=[prompt])  # no thread_ts: the latest thread
+    assert fake_slack.assistant_thread(channel, thread_ts)["prompts"] == [prompt]

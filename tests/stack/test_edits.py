@@ -1,0 +1,148 @@
+"""Edit before approve (issue 25.2), on the real stack: the Edit button opens a modal (views.open with the press's
+trigger_id), a submission is checked against the tool's schema, and a valid one is the editor's approval of the
+edited call, which runs exactly once (double submissions, an Edit racing an Approve, a kill inside the tool)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from infra.fakegemini.control import FakeGemini
+from infra.fakeslack.control import FakeSlack
+from infra.stack import Stack
+from shared.asks.approvals import canonical, digest
+from shared.slack import approval_card, blocks
+from shared.state import approvals as stored
+from shared.state.models import Approval, ApprovalStatus, SessionStatus
+from tests.agent_helpers import function_responses, wait_status
+from tests.poll import wait_for
+from tests.stack.test_approvals import OPERATOR, OPERATOR2, asks_to_scale, executions, press, resumed, shown_call
+
+pytestmark = pytest.mark.stack
+G = FakeGemini
+Script = Callable[..., int]
+
+
+def open_editor(fake_slack: FakeSlack, approval: Approval, user: str = OPERATOR) -> dict[str, Any]:
+    pressed = press(fake_slack, approval, approval_card.EDIT_ACTION, user=user)
+    assert pressed["status"] == 200
+    [view] = wait_for(lambda: fake_slack.views(user), timeout=10, what="the Edit modal")
+    assert view["callback_id"] == "approval_edit"
+    return view
+
+
+def test_a_valid_edit_runs_the_edited_call_once_and_the_model_is_told(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    thread, approval = asks_to_scale(script, fake_slack, uid)
+    view = open_editor(fake_slack, approval)
+    fields = {b["block_id"]: b["element"] for b in view["blocks"] if b["type"] == "input"}
+    assert fields["arg:name"]["initial_value"] == "api"
+    assert (fields["arg:replicas"]["type"], fields["arg:replicas"]["initial_value"]) == ("number_input", "3")
+    submitted = fake_slack.submit_view(view["id"], OPERATOR, {"arg:replicas": "5"})
+    assert (submitted["status"], submitted["answer"], submitted["open"]) == (200, {}, False)
+    wait_status(resumed(approval), SessionStatus.DONE, timeout=60)
+    [ran] = executions(thread.session_id)
+    assert (ran["service"], ran["replicas"]) == ("api", 5)
+    edited = stored.get_approval(approval.approval_id)
+    assert edited is not None
+    assert (edited.status, edited.edited_by, edited.approved_by) == (ApprovalStatus.APPROVED, OPERATOR, [OPERATOR])
+    assert edited.edited_digest == digest("scale_service", canonical({"name": "api", "replicas": 5}))
+    assert edited.digest == approval.digest  # the original's binding is kept
+    [response] = function_responses(fake_gemini.requests()[-1])
+    assert response["response"]["result"] == {"scaled": "api", "replicas": 5}
+    assert response["response"]["edited"]["arguments"] == {"name": "api", "replicas": 5}
+    assert response["response"]["edited"]["by"] == OPERATOR
+    card = next(m for m in fake_slack.messages(thread.channel, thread.ts) if m["ts"] == approval.card_ts)
+    both = shown_call(card)
+    assert '"replicas": 3' in both  # the original, still shown
+    assert '"replicas": 5' in both  # and the edited call, which ran
+    assert f"Edited by <@{OPERATOR}>" in json.dumps(card["blocks"])
+
+
+def test_a_bad_value_is_answered_in_the_modal_and_changes_nothing(
+    script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    thread, approval = asks_to_scale(script, fake_slack, uid)
+    view = open_editor(fake_slack, approval)
+    for bad in ("many", "2.5"):
+        answer = fake_slack.submit_view(view["id"], OPERATOR, {"arg:replicas": bad})
+        assert answer["answer"]["response_action"] == "errors"
+        assert "arg:replicas" in answer["answer"]["errors"]
+        assert answer["open"]
+    blank = fake_slack.submit_view(view["id"], OPERATOR, {"arg:name": ""})  # a required field left empty
+    assert "arg:name" in blank["answer"]["errors"]
+    pending = stored.get_approval(approval.approval_id)
+    assert pending is not None
+    assert (pending.status, pending.edited_args) == (ApprovalStatus.PENDING, None)
+    assert executions(thread.session_id) == []
+    ok = fake_slack.submit_view(view["id"], OPERATOR, {"arg:name": "api", "arg:replicas": "4"})
+    assert ok["answer"] == {}
+    wait_status(resumed(approval), SessionStatus.DONE, timeout=60)
+    assert [e["replicas"] for e in executions(thread.session_id)] == [4]
+
+
+def test_a_double_submission_decides_once(script: Script, fake_slack: FakeSlack, uid: str) -> None:
+    thread, approval = asks_to_scale(script, fake_slack, uid)
+    view = open_editor(fake_slack, approval)
+    answers: list[dict[str, Any]] = []
+    start = threading.Barrier(2)
+
+    def submit() -> None:
+        start.wait()
+        answers.append(fake_slack.submit_view(view["id"], OPERATOR, {"arg:replicas": "6"}))
+
+    threads = [threading.Thread(target=submit) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert [a["status"] for a in answers] == [200, 200]
+    wait_status(resumed(approval), SessionStatus.DONE, timeout=60)
+    assert [e["replicas"] for e in executions(thread.session_id)] == [6]
+
+
+def test_an_edit_racing_an_approve_loses_and_the_editor_is_told(
+    script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    thread, approval = asks_to_scale(script, fake_slack, uid)
+    view = open_editor(fake_slack, approval, user=OPERATOR)
+    press(fake_slack, approval, blocks.APPROVE_ACTION, user=OPERATOR2)  # another operator approves first
+    answer = fake_slack.submit_view(view["id"], OPERATOR, {"arg:replicas": "9"})
+    assert answer["answer"]["response_action"] == "errors"
+    assert f"already approved by <@{OPERATOR2}>" in json.dumps(answer["answer"]["errors"])
+    wait_status(resumed(approval), SessionStatus.DONE, timeout=60)
+    assert [e["replicas"] for e in executions(thread.session_id)] == [3]  # the original, once
+
+
+def test_an_approve_press_after_an_edit_won_is_told_and_runs_nothing_more(
+    script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    thread, approval = asks_to_scale(script, fake_slack, uid)
+    view = open_editor(fake_slack, approval, user=OPERATOR)
+    assert fake_slack.submit_view(view["id"], OPERATOR, {"arg:replicas": "2"})["answer"] == {}
+    press(fake_slack, approval, blocks.APPROVE_ACTION, user=OPERATOR2)  # on the card as it was first shown
+    assert any("already approved" in e["text"] for e in fake_slack.ephemerals(thread.channel, OPERATOR2))
+    wait_status(resumed(approval), SessionStatus.DONE, timeout=60)
+    assert [e["replicas"] for e in executions(thread.session_id)] == [2]
+
+
+def test_a_kill_inside_the_edited_call_never_runs_it_twice(
+    stack: Stack, script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    thread, approval = asks_to_scale(script, fake_slack, uid)
+    view = open_editor(fake_slack, approval)
+    fake_slack.slow("chat.postMessage", 60, match="Scaling `api` to 8")  # inside the tool when it dies
+    assert fake_slack.submit_view(view["id"], OPERATOR, {"arg:replicas": "8"})["answer"] == {}
+    wait_for(lambda: [c for c in fake_slack.calls("chat.postMessage") if "Scaling `api` to 8" in repr(c["args"])],
+             timeout=30, what="the edited call to start")  # fmt: skip
+    stack.kill_function("agent_session")
+    stack.start_function("agent_session")
+    wait_status(resumed(approval), SessionStatus.DONE, timeout=120)
+    assert executions(thread.session_id) == []  # it died before recording: not run again
+    [response] = function_responses(fake_gemini.requests()[-1])
+    assert "outcome unknown" in response["response"]["error"]

@@ -1,0 +1,433 @@
+"""The silent-exit follow-ups and the daily sweep, through the real functions on the emulators.
+
+The clock is injected: question and lease times are written into the documents, or the sweep is given a
+``now``; nothing sleeps for a day.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+import requests
+from google.genai import types
+
+from infra import stack as local
+from infra.fakegemini.control import FakeGemini
+from infra.fakeslack.control import FakeSlack
+from infra.stack import Stack
+from shared import config, deps
+from shared.agent.transcript import to_json
+from shared.queue import tasks
+from shared.state import firestore, ids, sessions
+from shared.state import questions as stored
+from shared.state.models import (
+    Audit,
+    NoteKind,
+    ParentQuestion,
+    QuestionStatus,
+    Session,
+    SessionKind,
+    SessionStatus,
+    Step,
+    StepKind,
+)
+from shared.state.new_sessions import retry_session
+from tests.agent_helpers import Thread, function_responses, mention, open_question, texts, wait_status
+from tests.poll import wait_for
+
+pytestmark = pytest.mark.stack
+G = FakeGemini
+Script = Callable[..., int]
+OPERATOR = local.OPERATOR_ID
+
+
+def sweep(stack: Stack, now: datetime | None = None) -> dict[str, Any]:
+    body = {"now": now.isoformat()} if now else {}
+    response = requests.post(stack.function_url("sweep"), json=body, timeout=60)
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+@pytest.fixture
+def empty_db(stack: Stack) -> None:
+    """The sweep reads the whole database: these tests start from an empty one (the emulator's reset endpoint)."""
+    url = f"http://{stack.firestore_host}/emulator/v1/projects/{local.PROJECT}/databases/(default)/documents"
+    assert requests.delete(url, timeout=30).status_code == 200
+
+
+def paused_with_question(script: Script, fake_slack: FakeSlack, channel: str, question: str) -> Thread:
+    script(G.call("ask_operator", question=question, options=["yes", "no"]))
+    thread = mention(fake_slack, channel, f"please decide {question}")
+    wait_status(thread.session_id, SessionStatus.PAUSED)
+    return thread
+
+
+def age_question(question_id: str, hours: float) -> datetime:
+    asked = firestore.now() - timedelta(hours=hours)
+    firestore.db().collection(firestore.QUESTIONS).document(question_id).update({"asked_at": asked})
+    return asked
+
+
+def test_questions_aged_23_25_and_73_hours(
+    stack: Stack, empty_db: None, script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    threads = {
+        hours: paused_with_question(script, fake_slack, f"C{uid}{hours}", f"q{hours}?") for hours in (23, 25, 73)
+    }
+    questions = {hours: open_question(t.session_id) for hours, t in threads.items()}
+    for hours, question in questions.items():
+        age_question(question.question_id, hours)
+
+    summary = sweep(stack)
+    assert (summary["reminded"], summary["abandoned"], summary["questions_read"]) == (1, 1, 2)
+
+    young = stored.get_question(questions[23].question_id)
+    assert young is not None
+    assert (young.status, young.reminded_at) == (QuestionStatus.OPEN, None)
+    assert len(fake_slack.bot_replies(threads[23].channel, threads[23].ts)) == 1  # only the question itself
+
+    reminded = stored.get_question(questions[25].question_id)
+    assert reminded is not None
+    assert reminded.status == QuestionStatus.OPEN
+    assert reminded.reminded_at is not None
+    reminder = fake_slack.bot_replies(threads[25].channel, threads[25].ts)[-1]["text"]
+    assert f"<@{OPERATOR}>" in reminder
+    assert "q25?" in reminder
+
+    gone = stored.get_question(questions[73].question_id)
+    assert gone is not None
+    assert gone.status == QuestionStatus.ABANDONED
+    replies = fake_slack.bot_replies(threads[73].channel, threads[73].ts)
+    post = next(m for m in replies if m["ts"] == gone.post_ts)
+    assert "Abandoned" in post["text"]
+    assert "speech_balloon" not in fake_slack.reactions(threads[73].channel, post["ts"])
+    assert "mention me in this thread" in replies[-1]["text"]
+    assert sessions.get_session(threads[73].session_id).status == SessionStatus.ABANDONED  # type: ignore[union-attr]
+
+    posts_before = len(fake_slack.calls("chat.postMessage"))
+    again = sweep(stack)
+    assert (again["reminded"], again["abandoned"], again["narrated"], again["escalated"]) == (0, 0, 0, 0)
+    assert len(fake_slack.calls("chat.postMessage")) == posts_before
+
+
+def test_the_sweep_reads_only_stale_documents(stack: Stack, empty_db: None, fake_slack: FakeSlack, uid: str) -> None:
+    now = firestore.now()
+    batch = firestore.db().batch()
+    for n in range(3000):
+        fresh = {"question_id": f"fresh-{n}", "status": "open", "asked_at": now - timedelta(hours=1),
+                 "channel": f"C{uid}", "thread_ts": f"{n}.0"}  # fmt: skip
+        batch.set(firestore.db().collection(firestore.QUESTIONS).document(f"fresh-{n}"), fresh)
+        done = Session(session_id=f"done-{uid}-{n}", kind=SessionKind.MENTION, channel=f"C{uid}", thread_ts=f"{n}.0",
+                       trigger_ts=f"{n}.0", trigger_user="U1", text="x", created_at=now - timedelta(days=30),
+                       status=SessionStatus.DONE)  # fmt: skip
+        batch.set(firestore.db().collection(firestore.SESSIONS).document(done.session_id), done.to_doc())
+        if n % 200 == 199:
+            batch.commit()
+            batch = firestore.db().batch()
+    batch.commit()
+    for n in range(5):
+        stale = {"question_id": f"stale-{n}", "status": "open", "asked_at": now - timedelta(hours=30),
+                 "channel": f"C{uid}", "thread_ts": f"stale{n}", "text": "old?", "options": [], "blocking": True,
+                 "session_id": f"s-{n}", "transcript_id": f"s-{n}", "call_id": None}  # fmt: skip
+        firestore.db().collection(firestore.QUESTIONS).document(f"stale-{n}").set(stale)
+
+    summary = sweep(stack)
+    assert summary["questions_read"] == 5
+    assert summary["sessions_read"] == 0
+    assert summary["reminded"] == 5
+
+    # Counted on the wire by a gRPC interceptor on the real client: a second, in-process sweep reads
+    # the 5 stale questions, one empty page of each other query (and of yesterday's feedback, for its per-day
+    # summary), and nothing of the 6,000 fresh documents.
+    from bench.firestore_ops import CountingClient, OpCounter
+    from shared.usecases import sweep as daily
+
+    counter = OpCounter()
+    counted = CountingClient(counter=counter, project=local.PROJECT)
+    with deps.override(firestore=counted):
+        again = counter.measure(daily.run)
+    assert again.queries == 7  # paused sessions too: a child waiting on its parent's answer is bounded
+    assert again.reads == 5 + 6  # 5 stale questions (already reminded: no writes), 6 empty pages
+    assert again.writes == 0
+
+
+def dead_session(uid: str, *, kind: SessionKind = SessionKind.MENTION, audit: list[dict[str, Any]]) -> Session:
+    """A session whose worker died long ago, leaving an audit log of outward work and no report."""
+    channel = f"C{uid}"
+    session = Session(
+        session_id=f"dead-{uid}", kind=kind, channel=channel, thread_ts="1700000000.000100",
+        trigger_ts="1700000000.000100", trigger_user="U0HUMAN", text=f"deploy the service [{channel}]",
+        created_at=firestore.now() - timedelta(hours=5), status=SessionStatus.RUNNING, worker="gone",
+        lease_until=firestore.now() - timedelta(hours=3),
+        narrated_session_id="ev-original" if kind == SessionKind.RETRY else None,
+    )  # fmt: skip
+    firestore.db().collection(firestore.SESSIONS).document(session.session_id).set(session.to_doc())
+    entries = [Audit.from_doc({**entry, "at": firestore.now()}) for entry in audit]
+    step = Step(
+        seq=0, session_id=session.session_id, kind=StepKind.TOOL_RESULTS, content=None, audit=entries,
+        at=firestore.now(),
+    )  # fmt: skip
+    firestore.db().collection(firestore.SESSIONS).document(session.session_id).collection(firestore.STEPS).document(
+        "000000"
+    ).set(step.to_doc())
+    return session
+
+
+WORK: list[dict[str, Any]] = [
+    {"type": "model", "text": "", "calls": ["fetch_url"]},
+    {"type": "tool", "name": "fetch_url", "args": '{"url": "https://status.example.com"}',
+     "result": '{"result": {"status": 200}}', "outward": True, "posts": []},
+]  # fmt: skip
+
+
+def test_a_dead_worker_is_narrated_from_its_audit_log(
+    stack: Stack, empty_db: None, script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    session = dead_session(uid, audit=WORK)
+    script(G.text("I checked https://status.example.com (HTTP 200) but never reported back. Nothing else was done."))
+    summary = sweep(stack)
+    assert summary["narrated"] == 1
+    wait_status(ids.retry_id(session.session_id), SessionStatus.DONE)
+    [reply] = fake_slack.bot_replies(session.channel, session.thread_ts)
+    assert "status.example.com" in reply["text"]
+    request = fake_gemini.requests()[-1]
+    assert "status.example.com" in texts(request)  # the narration was given the audit log
+    assert "tools" not in request["body"]
+
+    # The narration marks its session followed up just after it ends.
+    def followed_up() -> Session | None:
+        found = sessions.get_session(session.session_id)
+        return found if found is not None and found.followed_up else None
+
+    dead = wait_for(followed_up, timeout=10, what="the dead session marked followed up")
+    assert dead.status == SessionStatus.SILENT_EXIT
+    assert sweep(stack)["narrated"] == 0
+
+
+def test_a_dead_retry_alerts_the_operators_instead_of_retrying(
+    stack: Stack, empty_db: None, fake_slack: FakeSlack, uid: str
+) -> None:
+    session = dead_session(uid, kind=SessionKind.RETRY, audit=WORK)
+    summary = sweep(stack)
+    assert (summary["escalated"], summary["narrated"]) == (1, 0)
+    [alert] = fake_slack.bot_replies(session.channel, session.thread_ts)
+    assert alert["text"].startswith(f":warning: <@{OPERATOR}>")
+    assert any("could not be narrated" in m["text"] for m in fake_slack.messages("C0OPERATORS"))
+    assert sessions.get_session(ids.retry_id(session.session_id)) is None
+    assert sweep(stack)["escalated"] == 0
+
+
+def test_a_silent_session_is_narrated_at_once(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    script(G.call("read_thread", limit=1), G.text(""), G.text("Summary: I read the thread and found nothing to do."))
+    thread = mention(fake_slack, f"C{uid}", "look around")
+    silent = wait_status(thread.session_id, SessionStatus.SILENT_EXIT)
+    assert silent.closed_loop is False
+    wait_status(ids.retry_id(thread.session_id), SessionStatus.DONE)
+    assert fake_slack.bot_replies(thread.channel, thread.ts)[-1]["text"].startswith("Summary:")
+    assert "read_thread" in texts(fake_gemini.requests()[-1])
+    assert sessions.get_session(thread.session_id).followed_up  # type: ignore[union-attr]
+
+
+def test_a_retry_that_is_itself_silent_raises_an_alert(script: Script, fake_slack: FakeSlack, uid: str) -> None:
+    script(G.text(""), G.text(""))
+    thread = mention(fake_slack, f"C{uid}", "say nothing")
+    wait_status(ids.retry_id(thread.session_id), SessionStatus.SILENT_EXIT)
+    alert = wait_for(lambda: fake_slack.bot_replies(thread.channel, thread.ts), what="the alert")[-1]
+    assert f"<@{OPERATOR}>" in alert["text"]
+    assert sessions.get_session(ids.retry_id(ids.retry_id(thread.session_id))) is None
+
+
+def test_narration_wins_over_resumption(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    thread = paused_with_question(script, fake_slack, f"C{uid}", "continue?")
+    question = open_question(thread.session_id)
+    paused = sessions.get_session(thread.session_id)
+    assert paused is not None
+    retry = sessions.create_session(retry_session(paused, reason="test", at=firestore.now()))
+    firestore.db().collection(firestore.SESSIONS).document(retry.session_id).update(
+        {"question_id": question.question_id}
+    )
+    script(G.text("Narrated, not resumed."))
+    tasks.enqueue_session(retry.session_id)
+    wait_status(retry.session_id, SessionStatus.DONE)
+    request = fake_gemini.requests()[-1]
+    assert "never reported back" in texts(request)
+    assert "functionResponse" not in json.dumps(request["body"])
+    assert stored.get_question(question.question_id).status == QuestionStatus.OPEN  # type: ignore[union-attr]
+
+
+def test_a_session_whose_task_was_never_created_is_requeued(
+    stack: Stack, empty_db: None, script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    queued = Session(
+        session_id=f"lost-{uid}", kind=SessionKind.MENTION, channel=f"C{uid}", thread_ts="1.0", trigger_ts="1.0",
+        trigger_user="U0HUMAN", text=f"hello [C{uid}]", created_at=firestore.now() - timedelta(hours=1),
+    )  # fmt: skip
+    doc = queued.to_doc() | {"updated_at": firestore.now() - timedelta(hours=1)}
+    firestore.db().collection(firestore.SESSIONS).document(queued.session_id).set(doc)
+    script(G.text("Sorry for the wait."))
+    assert sweep(stack)["requeued"] == 1
+    wait_status(queued.session_id, SessionStatus.DONE)
+
+
+def test_the_admin_cli_lists_open_questions_and_runs_the_sweep(
+    stack: Stack, empty_db: None, script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    import subprocess
+    import sys
+
+    thread = paused_with_question(script, fake_slack, f"C{uid}", "which cloud?")
+    run = [sys.executable, "-m", "infra.admin", "--stack-file", str(stack.stack_file)]
+    listed = subprocess.run([*run, "list"], capture_output=True, text=True, timeout=60, check=True, cwd=local.ROOT)
+    assert "which cloud?" in listed.stdout
+    # The paused session waits for an operator: listed as waiting, not as stuck.
+    waiting, stuck = listed.stdout.split("STUCK SESSIONS")
+    assert f"waiting for an operator's answer  [{thread.session_id}]" in waiting
+    assert thread.session_id not in stuck
+    later = (firestore.now() + timedelta(hours=25)).isoformat()
+    swept = subprocess.run([*run, "sweep", "--now", later], capture_output=True, text=True, timeout=60, check=True,
+                           cwd=local.ROOT)  # fmt: skip
+    assert "reminded the operators of 1 open question" in swept.stdout  # sentences, not a JSON of counters
+    assert "{" not in swept.stdout
+    nope = subprocess.run([*run, "stop", f"nope-{uid}"], capture_output=True, text=True, timeout=60, check=False,
+                          cwd=local.ROOT)  # fmt: skip
+    assert nope.returncode == 1
+    assert f"There is no session nope-{uid}" in nope.stderr
+
+
+def test_a_reminder_is_marked_sent_only_once_its_post_succeeded(
+    stack: Stack, empty_db: None, script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    """Defect: the sweep marked the reminder sent before posting it, so a failed post was never retried."""
+    thread = paused_with_question(script, fake_slack, f"C{uid}", "deploy on friday?")
+    question = open_question(thread.session_id)
+    age_question(question.question_id, 25)
+    fake_slack.fail("chat.postMessage", times=1, error="fatal_error")
+    failed = sweep(stack)
+    assert (failed["reminded"], failed["errors"]) == (0, 1)
+    assert stored.get_question(question.question_id).reminded_at is None  # type: ignore[union-attr]
+    again = sweep(stack)
+    assert again["reminded"] == 1
+    assert stored.get_question(question.question_id).reminded_at is not None  # type: ignore[union-attr]
+
+
+def test_a_child_whose_worker_died_for_good_fails_and_its_parent_resumes(
+    stack: Stack, empty_db: None, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """A child never posts, so there is nothing to narrate: the sweep fails it, and its parent, paused on it, hears
+    that as the delegate call's error and goes on (it would otherwise wait for ever)."""
+    channel = f"C{uid}"
+    root = fake_slack.user_message(OPERATOR, channel, f"check the disks [{channel}]")["ts"]  # no mention: no session
+    long_ago = firestore.now() - timedelta(hours=5)
+    parent_id, task = f"parent-{uid}", "check the disks of db-1"
+    child_id = ids.child_id(parent_id, 1, 0)
+    delegate = types.FunctionCall(id="d0", name="delegate", args={"task": task})
+    opening = types.Content(role="user", parts=[types.Part(text=f"check the disks [{channel}]")])
+    turn = types.Content(role="model", parts=[types.Part(function_call=delegate)])
+    for seq, kind, content in [(0, StepKind.PROMPT, opening), (1, StepKind.MODEL, turn),
+                               (2, StepKind.TOOL_RESULTS, None)]:  # fmt: skip
+        step = Step(seq=seq, session_id=parent_id, kind=kind, content=to_json(content) if content else None, audit=[],
+                    at=long_ago)  # fmt: skip
+        firestore.step_ref(parent_id, seq).create(step.to_doc())
+    parent = Session(
+        session_id=parent_id, kind=SessionKind.MENTION, channel=channel, thread_ts=root, trigger_ts=root,
+        trigger_user=OPERATOR, text=f"check the disks [{channel}]", created_at=long_ago, status=SessionStatus.PAUSED,
+        transcript_writer=parent_id, next_seq=3, turns=1, tool_calls=1, child_ids=[child_id],
+    )  # fmt: skip
+    child = Session(
+        session_id=child_id, kind=SessionKind.CHILD, channel=channel, thread_ts=root, trigger_ts=root,
+        trigger_user=OPERATOR, text=task, created_at=long_ago, status=SessionStatus.RUNNING, worker="gone",
+        lease_until=long_ago + timedelta(minutes=4), transcript_writer=child_id, parent_session_id=parent_id,
+        parent_transcript=parent_id, depth=1, delegate_seq=1, delegate_index=0, sibling_ids=[child_id],
+        root_session_id=parent_id,
+    )  # fmt: skip
+    firestore.session_ref(parent_id).create(parent.to_doc())
+    firestore.session_ref(child_id).create(child.to_doc())
+    fake_gemini.script(FakeGemini.matching(f"[{channel}]", G.text("The disk check could not finish; I will retry.")))
+
+    summary = sweep(stack)
+    assert summary["children_failed"] == 1
+    wait_status(parent_id, SessionStatus.DONE, timeout=30)
+    failed = sessions.get_session(child_id)
+    assert failed is not None
+    assert failed.status == SessionStatus.FAILED
+    [response] = [r["response"] for r in function_responses(fake_gemini.requests()[-1])]
+    assert "did not finish (failed)" in response["error"]
+    assert "worker died" in response["error"]
+    assert sweep(stack)["children_failed"] == 0
+
+
+def asking_child(uid: str, parent: Session, asked_at: datetime) -> Session:
+    """A child paused on its blocking question to ``parent`` since ``asked_at`` (its allotment reserved)."""
+    child_id = ids.child_id(parent.session_id, 1, 0)
+    question = ParentQuestion(question_id=f"pq-{child_id}-1-0", text="Which region?", blocking=True, seq=1, index=0,
+                              asked_at=asked_at)  # fmt: skip
+    child = Session(
+        session_id=child_id, kind=SessionKind.CHILD, channel=parent.channel, thread_ts=parent.thread_ts,
+        trigger_ts=parent.trigger_ts, trigger_user=OPERATOR, text="rotate the keys", created_at=asked_at,
+        status=SessionStatus.PAUSED, transcript_writer=child_id, parent_session_id=parent.session_id,
+        parent_transcript=parent.session_id, depth=1, delegate_seq=1, delegate_index=0, delegate_blocking=False,
+        root_session_id=parent.session_id, max_turns=4, max_tool_calls=6, turns=1, tool_calls=1,
+        parent_question=question, updated_at=asked_at,
+    )  # fmt: skip
+    firestore.session_ref(child_id).create(child.to_doc())
+    return child
+
+
+def test_a_child_waiting_on_its_parents_answer_is_reminded_then_ended_by_the_sweep(
+    stack: Stack, empty_db: None, fake_slack: FakeSlack, uid: str
+) -> None:
+    """Issue 23: nothing waits for ever. A child paused on its blocking ask_parent ages as a question does: at
+    QUESTION_REMIND_HOURS its parent's conversation is asked again, once; QUESTION_ABANDON_HOURS later the child is
+    ended (abandoned), its allotment given back, and the parent's conversation, where it asked, hears why."""
+    channel = f"C{uid}"
+    root = fake_slack.user_message(OPERATOR, channel, f"rotate the keys [{channel}]")["ts"]
+    asked_at = firestore.now()
+    parent = Session(
+        session_id=f"parent-{uid}", kind=SessionKind.MENTION, channel=channel, thread_ts=root, trigger_ts=root,
+        trigger_user=OPERATOR, text=f"rotate the keys [{channel}]", created_at=asked_at, status=SessionStatus.PAUSED,
+        transcript_writer=f"parent-{uid}", next_seq=3, tree_reserved={"turns": 4, "tool_calls": 6},
+    )  # fmt: skip
+    firestore.session_ref(parent.session_id).create(parent.to_doc())
+    child = asking_child(uid, parent, asked_at)
+    settings = {"remind": config.settings().question_remind_hours, "abandon": config.settings().question_abandon_hours}
+
+    early = sweep(stack, asked_at + timedelta(hours=settings["remind"] - 1))
+    assert (early["parents_reminded"], early["children_abandoned"]) == (0, 0)
+
+    reminded = sweep(stack, asked_at + timedelta(hours=settings["remind"] + 1))
+    assert (reminded["parents_reminded"], reminded["children_abandoned"]) == (1, 0)
+    waiting = sessions.get_session(parent.session_id)
+    assert waiting is not None
+    assert [n.ts for n in waiting.notes] == [f"{child.parent_question.question_id}:reminder"]  # type: ignore[union-attr]
+    assert "Which region?" in waiting.notes[0].text
+    again = sweep(stack, asked_at + timedelta(hours=settings["remind"] + 2))
+    assert again["parents_reminded"] == 0  # once
+    still = sessions.get_session(child.session_id)
+    assert still is not None
+    assert still.status == SessionStatus.PAUSED
+    assert still.parent_question is not None
+    assert still.parent_question.reminded_at is not None
+
+    bound = settings["remind"] + settings["abandon"]
+    ended = sweep(stack, asked_at + timedelta(hours=bound + 1))
+    assert ended["children_abandoned"] == 1
+    gone = sessions.get_session(child.session_id)
+    assert gone is not None
+    assert gone.status == SessionStatus.ABANDONED
+    assert f"went unanswered for {bound + 1} hours" in (gone.result or "")
+    told = sessions.get_session(parent.session_id)
+    assert told is not None
+    [result] = [n for n in told.notes if n.kind == NoteKind.CHILD_RESULT]
+    assert result.question_id == child.session_id
+    assert "went unanswered" in result.text
+    assert "Which region?" in result.text
+    assert told.tree_reserved == {"turns": 1, "tool_calls": 1}  # what the child did not use is given back
+    assert sweep(stack, asked_at + timedelta(hours=bound + 2))["children_abandoned"] == 0
