@@ -45,7 +45,7 @@ from bench.cost import Rig, compact
 from bench.figures import Section, at_most, info, median, percentile, prose, table
 from bench.firestore_ops import OpCounter, Ops
 from bench.harness import Bench
-from infra.fakegemini.control import FakeGemini
+from infra.fakes.gemini.client import FakeGemini
 from shared.handlers import slack_events, slack_interactivity
 from shared.slack import blocks
 from shared.state import approvals, ids, questions

@@ -12,9 +12,9 @@ from typing import Any
 import requests
 
 from infra import stack as local
-from infra.dispatch.headers import cloud_tasks_headers
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.dispatch.headers import cloud_tasks_headers
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
 from shared.state import sessions
 from shared.state.models import SessionStatus
@@ -25,7 +25,7 @@ from tests.poll import wait_for
 
 @contextmanager
 def mcp_servers(stack: Stack, **servers: Sequence[str]) -> Iterator[dict[str, str]]:
-    """Start sample MCP servers (``python -m infra.mcpdemo`` with each one's flags) as the stack's processes of
+    """Start sample MCP servers (``python -m infra.fakes.mcp`` with each one's flags) as the stack's processes of
     those names; their MCP endpoints by name. Stopped afterwards."""
     try:
         yield {name: stack.start_mcp_server(name, *args) for name, args in servers.items()}

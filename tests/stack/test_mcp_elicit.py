@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-import requests
 
 from infra import stack as local
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.mcp.client import SampleMcp
+from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
 from shared.state import ids
 from shared.state.models import SessionStatus
@@ -41,8 +41,7 @@ class Servers:
     old: str
 
     def deployed(self, base: str, service: str) -> list[dict[str, Any]]:
-        recorded: list[dict[str, Any]] = requests.get(f"{base}/calls", timeout=5).json()
-        return [c for c in recorded if c["tool"] == "deploy_service" and c["arguments"]["service"] == service]
+        return [c for c in SampleMcp(base).calls("deploy_service") if c["arguments"]["service"] == service]
 
 
 @pytest.fixture(scope="module")

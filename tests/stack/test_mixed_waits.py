@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from shared.slack import blocks
 from shared.state import approvals as stored
 from shared.state import ids, steps

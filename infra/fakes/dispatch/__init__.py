@@ -8,10 +8,10 @@ a queue in flight, Cloud Tasks' ``X-CloudTasks-*`` headers, retried on any non-2
 deadline with exponential backoff. Its control API lets a test duplicate, hold, release and delay deliveries
 and read every attempt.
 
-Run it with ``python -m infra.dispatch --port P --target URL`` (or ``Stack(parallel_tasks=True)``, or
-``TASKS_DELIVERY=parallel make dev``) and drive it through ``Dispatcher`` (``infra.dispatch.control``).
+Run it with ``python -m infra.fakes.dispatch --port P --target URL`` (or ``Stack(parallel_tasks=True)``, or
+``TASKS_DELIVERY=parallel make dev``) and drive it through ``Dispatcher`` (``infra.fakes.dispatch.client``).
 """
 
-from .control import Dispatcher, DispatcherError
+from .client import Dispatcher, DispatcherError
 
 __all__ = ["Dispatcher", "DispatcherError"]

@@ -1,21 +1,20 @@
-"""``python -m infra.fakeslack``: serve the fake Slack until SIGTERM or SIGINT."""
+"""``python -m infra.fakes.slack``: serve the fake Slack until SIGTERM or SIGINT."""
 
 from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
-import threading
 from collections.abc import Sequence
-from types import FrameType
+
+from infra.fakes.serve import serve
 
 from . import make_server
 from .state import FakeSlackConfig
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m infra.fakeslack", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m infra.fakes.slack", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port; the ready line names it")
     parser.add_argument("--bot-token", required=True, help="the only token the Web API accepts")
@@ -70,29 +69,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     server = make_server(config, args.host, args.port)
     if args.console:
-        from infra.console import serve_workspace_console
+        from ops.console import serve_workspace_console
 
         page, port = server.serve_page, server.server_address[1]
         server.serve_page = lambda handler, ws, target: (
             serve_workspace_console(handler, target, port) or page(handler, ws, target)
         )
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
-    thread.start()
-    print(f"fakeslack listening on {server.url}", flush=True)
-    while not stop.wait(0.5):  # a timed wait lets the signal handler run promptly
-        pass
-    server.shutdown()
-    server.server_close()
-    thread.join(timeout=5)
-    print("fakeslack stopped", file=sys.stderr, flush=True)
-    return 0
+    return serve(
+        server,
+        name="fakeslack",
+        ready=f"fakeslack listening on {server.url}",
+        stopped=lambda: print("fakeslack stopped", file=sys.stderr, flush=True),
+    )
 
 
 if __name__ == "__main__":

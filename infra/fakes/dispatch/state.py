@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from infra.dispatch.headers import cloud_tasks_headers
+from infra.fakes.dispatch.headers import cloud_tasks_headers
 
 Json = dict[str, Any]
 

@@ -1,4 +1,4 @@
-"""``python -m infra.fakegemini``: run the fake Gemini until SIGTERM or SIGINT.
+"""``python -m infra.fakes.gemini``: run the fake Gemini until SIGTERM or SIGINT.
 
 The ready line goes to stdout only once the socket is bound and the signal handlers
 are in place, so whoever starts it (a test fixture, the local stack) can wait for that
@@ -8,10 +8,9 @@ line, read the port from it when ``--port 0`` was asked for, and stop it cleanly
 from __future__ import annotations
 
 import argparse
-import signal
-import threading
 from collections.abc import Sequence
-from types import FrameType
+
+from infra.fakes.serve import serve
 
 from .server import FakeGeminiServer
 
@@ -20,7 +19,7 @@ DEFAULT_PORT = 8089
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m infra.fakegemini",
+        prog="python -m infra.fakes.gemini",
         description="A scripted Gemini REST stub for tests and offline demos (loopback only).",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
@@ -39,26 +38,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     server = FakeGeminiServer((args.host, args.port), api_key=args.api_key, demo=args.demo)
-    stop = threading.Event()
-
-    def request_stop(signum: int, frame: FrameType | None) -> None:
-        # shutdown() waits for serve_forever, so the handler only flags; main() stops it.
-        stop.set()
-
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)
-    worker = threading.Thread(target=server.serve_forever, name="fakegemini", daemon=True)
-    worker.start()
-    server.log_json({"event": "start", "url": server.url, "demo": args.demo, "api_key_required": bool(args.api_key)})
-    print(f"fakegemini listening on {server.url}", flush=True)
-    try:
-        stop.wait()
-    finally:
-        server.shutdown()
-        server.server_close()
-        worker.join(timeout=5)
-        server.log_json({"event": "stop", "url": server.url})
-    return 0
+    return serve(
+        server,
+        name="fakegemini",
+        ready=f"fakegemini listening on {server.url}",
+        started=lambda: server.log_json(
+            {"event": "start", "url": server.url, "demo": args.demo, "api_key_required": bool(args.api_key)}
+        ),
+        stopped=lambda: server.log_json({"event": "stop", "url": server.url}),
+    )
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""``python -m infra.dispatch --target URL``: deliver tasks to URL as Cloud Tasks does, until SIGTERM or SIGINT.
+"""``python -m infra.fakes.dispatch --target URL``: deliver tasks to URL as Cloud Tasks does, until SIGTERM or SIGINT.
 
 The ready line goes to stdout only once the socket is bound and the signal handlers are in place, so whoever
 starts it (a test, the local stack) can wait for that line, read the port from it when ``--port 0`` was asked
@@ -8,13 +8,12 @@ for, and stop it cleanly.
 from __future__ import annotations
 
 import argparse
-import signal
-import threading
 from collections.abc import Sequence
-from types import FrameType
 
-from .engine import Policy
+from infra.fakes.serve import serve
+
 from .server import DispatchServer
+from .state import Policy
 
 DEFAULT_PORT = 8093
 READY_PREFIX = "dispatch listening on "
@@ -23,7 +22,7 @@ READY_PREFIX = "dispatch listening on "
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     defaults = Policy()
     parser = argparse.ArgumentParser(
-        prog="python -m infra.dispatch",
+        prog="python -m infra.fakes.dispatch",
         description=(
             "Deliver tasks the Cloud Tasks emulator dispatches here to --target the way Cloud Tasks does: "
             "in parallel, with its headers, retried with backoff (loopback only)."
@@ -89,26 +88,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         deadline=args.deadline,
     )
     server = DispatchServer((args.host, args.port), target=args.target, policy=policy, queue=args.queue)
-    stop = threading.Event()
-
-    def request_stop(signum: int, frame: FrameType | None) -> None:
-        # shutdown() waits for serve_forever, so the handler only flags; main() stops it.
-        stop.set()
-
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)
-    worker = threading.Thread(target=server.serve_forever, name="dispatch", daemon=True)
-    worker.start()
-    server.log_json({"event": "start", "url": server.url, "target": args.target, "policy": policy.public()})
-    print(f"{READY_PREFIX}{server.url}", flush=True)
-    try:
-        stop.wait()
-    finally:
-        server.shutdown()
-        server.server_close()
-        worker.join(timeout=5)
-        server.log_json({"event": "stop", "url": server.url})
-    return 0
+    return serve(
+        server,
+        name="dispatch",
+        ready=f"{READY_PREFIX}{server.url}",
+        started=lambda: server.log_json(
+            {"event": "start", "url": server.url, "target": args.target, "policy": policy.public()}
+        ),
+        stopped=lambda: server.log_json({"event": "stop", "url": server.url}),
+    )
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ the emulator's ``X-CloudTasks-TaskName`` (short form), the queue the last part o
 the schedule time its ``X-CloudTasks-TaskETA``; the task's own headers (Content-Type, traceparent) and body are
 passed on untouched.
 
-Control (JSON), for tests through ``infra.dispatch.control.Dispatcher``:
+Control (JSON), for tests through ``infra.fakes.dispatch.client.Dispatcher``:
 
 - ``GET /deliveries[?match=S]``: every attempt, oldest first;
 - ``GET /idle``: whether any delivery is in flight or pending (held, delayed, backing off), and which are held;
@@ -31,7 +31,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import IO, Any
 from urllib.parse import parse_qs, urlsplit
 
-from .engine import Deliveries, Json, Policy, Task, session_id_of, task_headers
+from .state import Deliveries, Json, Policy, Task, session_id_of, task_headers
 
 MAX_BODY_BYTES = 32 * 1024 * 1024
 

@@ -219,6 +219,39 @@ def conversations_replies(ws: Workspace, args: Json) -> Json:
     }
 
 
+def conversations_history(ws: Workspace, args: Json) -> Json:
+    """A conversation's top-level messages (thread replies only as their roots), newest first, as Slack pages them:
+    ``oldest``/``latest`` (exclusive unless ``inclusive``), ``limit`` (at most 999), ``cursor``."""
+    channel = req(args, "channel", "channel_not_found")
+    if channel not in ws.channels:
+        raise SlackError("channel_not_found")
+    limit_arg = opt(args, "limit") or "100"
+    if not limit_arg.isdigit():
+        raise SlackError("invalid_limit")
+    limit = max(1, min(int(limit_arg), 999))
+    oldest = ts_key(opt(args, "oldest") or "0", "invalid_ts_oldest")
+    latest = ts_key(opt(args, "latest") or "9999999999.999999", "invalid_ts_latest")
+    inclusive = flag(args, "inclusive")
+
+    def shown(m: Message) -> bool:
+        key = ts_key(m.ts)
+        within = oldest <= key <= latest if inclusive else oldest < key < latest
+        return within and (m.thread_ts is None or m.thread_ts == m.ts)
+
+    items = sorted((m for m in ws.channels[channel] if shown(m)), key=lambda m: ts_key(m.ts), reverse=True)
+    cursor = opt(args, "cursor")
+    if cursor is not None:
+        start = decode_cursor(cursor)
+        items = [m for m in items if ts_key(m.ts) <= start]
+    page, rest = items[:limit], items[limit:]
+    return {
+        "ok": True,
+        "messages": [ws.render(m, with_metadata=flag(args, "include_all_metadata")) for m in page],
+        "has_more": bool(rest),
+        "response_metadata": {"next_cursor": encode_cursor(rest[0].ts) if rest else ""},
+    }
+
+
 def assistant_threads_set_status(ws: Workspace, args: Json) -> Json:
     """The "is thinking…" line under a thread (Slack's agent surface); an empty status clears it, and so does the
     app's next post in the thread. A channel the test made refuse statuses answers with its error."""
@@ -254,6 +287,7 @@ API: dict[str, Route] = {
     "reactions.add": reactions_add,
     "reactions.remove": reactions_remove,
     "conversations.replies": conversations_replies,
+    "conversations.history": conversations_history,
     "users.info": users_info,
     **assistant.API,
     **usergroups.API,

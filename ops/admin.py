@@ -1,7 +1,7 @@
 """Operator tools: list open questions and stuck sessions, and run the sweep by hand.
 
-    python -m infra.admin list                 # open questions and stuck sessions, oldest first
-    python -m infra.admin sweep [--now ISO]    # run the sweep on the local stack (the clock may be moved)
+    python -m ops.admin list                 # open questions and stuck sessions, oldest first
+    python -m ops.admin sweep [--now ISO]    # run the sweep on the local stack (the clock may be moved)
 
 Against the local stack it reads ``.local/stack.json`` (or ``--stack-file``) to find the emulator and the
 functions. Against a deployed project, run ``list`` with GOOGLE_CLOUD_PROJECT set and application default
@@ -20,8 +20,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from infra.names import Names
 from infra.stack import STACK_FILE, live_stack
+from ops.names import Names
 
 if TYPE_CHECKING:
     from shared.state.models import Session
@@ -201,7 +201,7 @@ def _use_stack(stack_file: Path) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m infra.admin", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m ops.admin", description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=["list", "sweep", "usage", "stop"])
     parser.add_argument("session", nargs="?", help="stop: the session whose tree to stop")
     parser.add_argument("--day", help="usage: the UTC day, YYYY-MM-DD (today by default)")

@@ -16,7 +16,6 @@ stream, so it can send requests to the client mid-call), as servers built before
 from __future__ import annotations
 
 import json
-import threading
 import time
 from typing import Annotated, Any, Literal
 
@@ -30,28 +29,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from infra.fakes.mcp.state import Calls
+
 SERVICES = {"api": {"status": "healthy", "version": "1.4.2"}, "web": {"status": "degraded", "version": "2.0.1"}}
 PRIORITIES = ["low", "normal", "urgent"]
-
-
-class Calls:
-    """What the tools were asked to do, in order (thread-safe: uvicorn may run sync tools in threads)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._items: list[dict[str, Any]] = []
-
-    def add(self, tool: str, event: str, arguments: dict[str, Any]) -> None:
-        with self._lock:
-            self._items.append({"tool": tool, "event": event, "arguments": arguments, "at": time.time()})
-
-    def all(self) -> list[dict[str, Any]]:
-        with self._lock:
-            return list(self._items)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
 
 
 def build(*, state_ttl: float = 600.0) -> tuple[MCPServer, Calls]:

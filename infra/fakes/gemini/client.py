@@ -7,37 +7,26 @@ standard library is used, so any test tier (or a shell) can drive the stub.
 
 from __future__ import annotations
 
-import json
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit
+
+from infra.fakes.control import ControlClient, ControlError
 
 # The 400 the Gemini API returns when a prompt is too long for the model.
 CONTEXT_LIMIT = 1_048_576
 
 
-class FakeGeminiError(RuntimeError):
+class FakeGeminiError(ControlError):
     """The control API refused a call (say, a malformed script item) or could not be reached."""
 
-    def __init__(self, message: str, *, status: int | None = None, body: Any = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.body = body
 
-
-class FakeGemini:
+class FakeGemini(ControlClient):
     """Control of one running stub at ``base_url`` (the same URL the genai client uses)."""
 
-    def __init__(self, base_url: str, *, timeout: float = 10.0) -> None:
-        if urlsplit(base_url).scheme not in ("http", "https"):
-            raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
-        self.base_url = base_url.rstrip("/")
-        self.timeout = timeout
-        # Loopback must never go through a proxy taken from the environment.
-        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    error_type = FakeGeminiError
+    health_path = "/_stub/health"
+    name = "fakegemini"
 
     # -- control endpoints -------------------------------------------------------------
 
@@ -57,21 +46,6 @@ class FakeGemini:
     def remaining(self) -> list[dict[str, Any]]:
         """The items not consumed yet; an error item shows the ``times`` it has left."""
         return list(self._call("GET", "/_stub/script")["responses"])
-
-    def healthy(self) -> bool:
-        """True when the stub answers its health endpoint."""
-        try:
-            return bool(self._call("GET", "/_stub/health").get("ok"))
-        except FakeGeminiError:
-            return False
-
-    def wait_ready(self, timeout: float = 10.0) -> None:
-        """Block until the stub answers, so a freshly spawned process can be used."""
-        deadline = time.monotonic() + timeout
-        while not self.healthy():
-            if time.monotonic() >= deadline:
-                raise TimeoutError(f"fakegemini at {self.base_url} not ready after {timeout:g}s")
-            time.sleep(0.05)
 
     def wait_for_requests(self, n: int, timeout: float = 10.0) -> list[dict[str, Any]]:
         """Poll until at least ``n`` requests are recorded; for code that calls the model in the background."""
@@ -140,27 +114,5 @@ class FakeGemini:
 
     # -- transport ---------------------------------------------------------------------
 
-    def _call(self, method: str, path: str, payload: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        data = None if payload is None else json.dumps(payload).encode()
-        request = urllib.request.Request(  # noqa: S310 - the scheme is checked in __init__
-            self.base_url + path, data=data, method=method, headers={"Content-Type": "application/json"}
-        )
-        try:
-            with self._opener.open(request, timeout=self.timeout) as response:
-                answer = json.loads(response.read() or b"{}")
-        except urllib.error.HTTPError as exc:
-            body = _json_or_text(exc.read())
-            message = body.get("error", {}).get("message") if isinstance(body, dict) else body
-            raise FakeGeminiError(f"{method} {path} -> {exc.code}: {message}", status=exc.code, body=body) from exc
-        except (urllib.error.URLError, OSError) as exc:
-            raise FakeGeminiError(f"{method} {path} failed: {exc}") from exc
-        if not isinstance(answer, dict):
-            raise FakeGeminiError(f"{method} {path} answered with non-object JSON", body=answer)
-        return answer
-
-
-def _json_or_text(raw: bytes) -> Any:
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return raw.decode(errors="replace")
+    def _message(self, body: Any) -> Any:
+        return body.get("error", {}).get("message") if isinstance(body, dict) else body

@@ -128,9 +128,10 @@ function render() {
   $("channel-purpose").textContent = purpose;
   const all = s.messages[ui.channel] || [];
   const mineOnly = s.ephemerals.filter((e) => e.channel === ui.channel);
-  // A DM with the bot is Slack's agent view: its threads show in the conversation's timeline, answers included.
+  // A DM with the bot is Slack's agent view (the app's Messages tab): a conversation, the bot's answers to what is
+  // typed there in it; a thread someone starts in the DM stays a thread, as in a channel.
   const dm = ui.channel.startsWith("D");
-  const roots = dm ? all : all.filter((m) => !m.thread_ts || m.thread_ts === m.ts);
+  const roots = all.filter((m) => !m.thread_ts || m.thread_ts === m.ts);
   const offered = dm && (s.prompts || {})[ui.channel];
   $("prompts").hidden = !offered;
   $("prompts").innerHTML = offered ? `<span class="prompts-title">${esc(offered.prompts_title || "")}</span>${
@@ -139,6 +140,11 @@ function render() {
   const channelEphemerals = mineOnly.filter((e) => !e.thread_ts);
   fill($("messages"), [...roots.map((m) => [m, false]), ...channelEphemerals.map((e) => [e, true])],
     { inThread: false });
+  // In a DM, the bot's status for a request answered in the conversation (a root without replies) shows under it.
+  const working = dm ? roots.filter((m) => !m.reply_count && !m.bot_id).map((m) => [m, s.statuses[`${ui.channel}/${m.ts}`]])
+    .filter(([m, status]) => status || (m.reactions || []).some((r) => r.name === "eyes" && r.users.includes(s.bot.id))) : [];
+  $("channel-status").hidden = !working.length;
+  $("channel-status").textContent = working.length ? `${s.bot.real_name} ${working[working.length - 1][1] || "is working…"}` : "";
   $("thread").hidden = !ui.thread;
   if (ui.thread) {
     const thread = all.filter((m) => m.ts === ui.thread || m.thread_ts === ui.thread);

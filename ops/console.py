@@ -1,7 +1,7 @@
 """The operator console: sessions and their trees, open questions and approvals, and each session's timeline.
 
-    python -m infra.console            # make console: read-only, against GOOGLE_CLOUD_PROJECT with ADC
-    python -m infra.console --port 8090
+    python -m ops.console            # make console: read-only, against GOOGLE_CLOUD_PROJECT with ADC
+    python -m ops.console --port 8090
 
 It reads production with the operator's own credentials, so it answers only its own page: a request must be
 addressed to the loopback origin it printed (the ``Host`` header, exactly; a page elsewhere that rebinds its own
@@ -31,7 +31,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from infra.names import Names
+from ops.names import Names
 
 Json = dict[str, Any]
 NAMES = Names()  # one per process: each person is looked up once
@@ -253,7 +253,7 @@ class _Handler(BaseHTTPRequestHandler):
     do_POST = do_PUT = do_DELETE = do_PATCH = _refuse_other
 
     def do_GET(self) -> None:
-        from infra.fakeslack.page import static_file
+        from infra.fakes.slack.page import static_file
 
         if not self._admitted():
             return
@@ -288,7 +288,7 @@ def loopback(host: str) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m infra.console", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m ops.console", description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8090)
     args = parser.parse_args(argv)

@@ -16,55 +16,29 @@ an empty ``match`` matches every task.
 from __future__ import annotations
 
 import contextlib
-import json
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator, Mapping
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
-Json = dict[str, Any]
+from infra.fakes.control import ControlClient, ControlError, Json
 
 
-class DispatcherError(RuntimeError):
+class DispatcherError(ControlError):
     """The dispatcher refused a control call, or could not be reached."""
 
-    def __init__(self, message: str, *, status: int | None = None, body: Any = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.body = body
 
-
-class Dispatcher:
+class Dispatcher(ControlClient):
     """Control of one running dispatcher at ``base_url``."""
 
-    def __init__(self, base_url: str, *, timeout: float = 10.0) -> None:
-        if urlsplit(base_url).scheme not in ("http", "https"):
-            raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
-        self.base_url = base_url.rstrip("/")
-        self.timeout = timeout
-        # Loopback must never go through a proxy taken from the environment.
-        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    error_type = DispatcherError
+    name = "dispatcher"
 
     # -- reading -----------------------------------------------------------------------------
 
     def health(self) -> Json:
         """The target and the policy (deadline, backoff, attempts, concurrency)."""
         return self._call("GET", "/health")
-
-    def healthy(self) -> bool:
-        try:
-            return bool(self.health().get("ok"))
-        except DispatcherError:
-            return False
-
-    def wait_ready(self, timeout: float = 10.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not self.healthy():
-            if time.monotonic() >= deadline:
-                raise TimeoutError(f"dispatcher at {self.base_url} not ready after {timeout:g}s")
-            time.sleep(0.05)
 
     def deliveries(self, match: str | None = None) -> list[Json]:
         """Every attempt since the last reset, in the order they started.
@@ -185,25 +159,3 @@ class Dispatcher:
         return self._call("POST", "/deliver", payload, timeout=timeout + self.timeout if wait else None)
 
     # -- transport ---------------------------------------------------------------------------
-
-    def _call(self, method: str, path: str, payload: Json | None = None, *, timeout: float | None = None) -> Json:
-        data = None if payload is None else json.dumps(payload).encode()
-        request = urllib.request.Request(  # noqa: S310 - the scheme is checked in __init__
-            self.base_url + path, data=data, method=method, headers={"Content-Type": "application/json"}
-        )
-        try:
-            with self._opener.open(request, timeout=timeout or self.timeout) as response:
-                answer = json.loads(response.read() or b"{}")
-        except urllib.error.HTTPError as exc:
-            raw = exc.read()
-            try:
-                body: Any = json.loads(raw)
-            except ValueError:
-                body = raw.decode(errors="replace")
-            message = body.get("error") if isinstance(body, dict) else body
-            raise DispatcherError(f"{method} {path} -> {exc.code}: {message}", status=exc.code, body=body) from exc
-        except (urllib.error.URLError, OSError) as exc:
-            raise DispatcherError(f"{method} {path} failed: {exc}") from exc
-        if not isinstance(answer, dict):
-            raise DispatcherError(f"{method} {path} answered with non-object JSON", body=answer)
-        return answer

@@ -23,7 +23,7 @@ from typing import IO, Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 from .demo import demo_item
-from .script import Reply, Script, ScriptItemError, error_reply, estimate_tokens, stream_events
+from .state import Reply, Script, ScriptItemError, error_reply, estimate_tokens, stream_events
 
 MAX_BODY_BYTES = 32 * 1024 * 1024
 REDACTED = "[redacted]"

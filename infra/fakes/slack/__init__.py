@@ -1,6 +1,6 @@
 """A local stand-in for Slack: the Web API a real ``slack_sdk.WebClient`` talks to, plus a control API.
 
-Run it with ``python -m infra.fakeslack``; drive it with ``FakeSlack``. Importing
+Run it with ``python -m infra.fakes.slack``; drive it with ``FakeSlack``. Importing
 this package starts nothing: ``make_server`` binds, ``running`` serves in a thread.
 """
 
@@ -10,7 +10,8 @@ import contextlib
 import threading
 from collections.abc import Iterator
 
-from .control import CONTROL, FakeSlack, FakeSlackError
+from .client import FakeSlack, FakeSlackError
+from .control_api import CONTROL
 from .page import PAGE_CONTROL, serve_page
 from .server import FakeSlackServer
 from .state import FakeSlackConfig, Workspace

@@ -1,15 +1,14 @@
-"""python -m infra.mcpdemo --port N [--state-ttl S] [--token T] [--legacy]: serve the sample MCP server on loopback."""
+"""python -m infra.fakes.mcp --port N [--state-ttl S] [--token T] [--legacy]: the sample MCP server on loopback."""
 
 from __future__ import annotations
 
 import argparse
 
-import uvicorn
+from infra.fakes.mcp.server import app
+from infra.fakes.serve import UvicornServer, serve
 
-from infra.mcpdemo.server import app
 
-
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
@@ -18,8 +17,9 @@ def main() -> None:
     parser.add_argument("--legacy", action="store_true", help="speak only the older (initialize) handshake")
     args = parser.parse_args()
     served = app(state_ttl=args.state_ttl, token=args.token, legacy=args.legacy)
-    uvicorn.run(served, host=args.host, port=args.port, log_level="warning")
+    server = UvicornServer(served, host=args.host, port=args.port)
+    return serve(server, name="mcp", ready=f"mcp listening on {server.url}", started=server.wait_started)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
