@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from bench.figures import Section, at_most, info, median, prose, table
 from bench.firestore_ops import Ops
 from bench.harness import Bench
-from infra.fakegemini.control import FakeGemini
+from infra.fakes.gemini.client import FakeGemini
 from shared.state import ids, sessions
 from shared.state.models import SessionStatus
 

@@ -15,9 +15,9 @@ from datetime import datetime, timedelta
 import pytest
 import requests
 
-from infra.dispatch.headers import cloud_tasks_headers
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.dispatch.headers import cloud_tasks_headers
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
 from shared import config
 from shared.state import firestore, lease, sessions
