@@ -203,7 +203,11 @@ def _lost(found: Approval, decision: Decision, *, again: bool, quiet: bool) -> D
 
 def _decide(approval: Approval, decision: Decision, *, quiet: bool = False) -> DecisionOutcome:
     """Record one decision and show it; ``quiet``: the loser of a race is told by the caller (an Edit modal)."""
-    result = stored.decide(approval.approval_id, decision, resume, waited_only=True)
+    return _shown(stored.decide(approval.approval_id, decision, resume, waited_only=True), decision, quiet=quiet)
+
+
+def _shown(result: stored.Decided, decision: Decision, *, quiet: bool = False) -> DecisionOutcome:
+    """What a decision transaction did, made known: the continuation's task queued, the card updated."""
     found = result.approval
     if found is None:
         return DecisionOutcome.NO_APPROVAL
@@ -265,33 +269,57 @@ def _requeue_decided(approval: Approval) -> None:
 
 
 def decide_press(press: ButtonPress) -> DecisionOutcome:
-    """An Approve or Deny press: valid only for a pending approval, on its own card, for the call it showed."""
+    """An Approve or Deny press: valid only for a pending approval, on its own card, for the call it showed.
+
+    The press is checked against the approval as the decision's transaction reads it (no read of its own before):
+    a press refused there wrote nothing, and is then told why."""
     parsed = blocks.parse_approval_value(press.value)
-    approval = stored.get_approval(parsed[0]) if parsed else None
-    on_its_card = approval is not None and (
-        approval.card_ts == press.message_ts or (approval.card_ts is None and press.thread_ts == approval.thread_ts)
-    )
-    if parsed is None or approval is None or approval.card_place()[0] != press.channel or not on_its_card:
-        slack.ephemeral(press.channel, press.user, "That button does not belong to an approval here; nothing changed.")
-        return DecisionOutcome.NO_APPROVAL
-    if approval.status != ApprovalStatus.PENDING and parsed[1] in {approval.digest, approval.edited_digest}:
-        _requeue_decided(approval)  # a press again after the deciding one found Cloud Tasks down
-        slack.ephemeral(press.channel, press.user, closed_note(approval), thread_ts=approval.card_place()[1])
-        return DecisionOutcome.ALREADY_DECIDED  # an edit decided it while this card still showed the original
-    runs = approval.edited_digest or approval.digest
-    if parsed[1] != runs or digest(approval.tool, approval.args) != approval.digest:
+    if parsed is None:
+        return _not_this_approval(press)
+    status = ApprovalStatus.APPROVED if press.action_id == blocks.APPROVE_ACTION else ApprovalStatus.DENIED
+    decision = Decision(status, press.user, None, ids.press_key(press.action_ts))
+    result = stored.decide(parsed[0], decision, resume, admit=lambda a: _press_refusal(press, parsed[1], a) is None,
+                           waited_only=True)  # fmt: skip
+    if result.approval is None or not result.refused:
+        return _shown(result, decision) if result.approval is not None else _not_this_approval(press)
+    approval = result.approval
+    refusal = _press_refusal(press, parsed[1], approval)
+    if refusal == DecisionOutcome.NO_APPROVAL:
+        return _not_this_approval(press)
+    if refusal == DecisionOutcome.TAMPERED:
         log.warning("approval press with a digest that is not the call's", extra={"approval_id": approval.approval_id})
         slack.ephemeral(press.channel, press.user, "That button does not match the call it was shown for; nothing ran.")
         return DecisionOutcome.TAMPERED
-    if not may_decide(press.user, approval):
+    if refusal == DecisionOutcome.NOT_ALLOWED:
         slack.ephemeral(press.channel, press.user, approvers.refusal(approval), thread_ts=approval.card_place()[1])
         return DecisionOutcome.NOT_ALLOWED
+    _requeue_decided(approval)  # a press again after the deciding one found Cloud Tasks down
+    slack.ephemeral(press.channel, press.user, closed_note(approval), thread_ts=approval.card_place()[1])
+    return DecisionOutcome.ALREADY_DECIDED
+
+
+def _press_refusal(press: ButtonPress, pressed_digest: str, approval: Approval) -> DecisionOutcome | None:
+    """Why a press may not decide ``approval`` as found (None: it may), in the order a press is told."""
+    on_its_card = approval.card_ts == press.message_ts or (
+        approval.card_ts is None and press.thread_ts == approval.thread_ts
+    )
+    if approval.card_place()[0] != press.channel or not on_its_card:
+        return DecisionOutcome.NO_APPROVAL
+    if approval.status != ApprovalStatus.PENDING and pressed_digest in {approval.digest, approval.edited_digest}:
+        return DecisionOutcome.ALREADY_DECIDED  # an edit decided it while this card still showed the original
+    runs = approval.edited_digest or approval.digest
+    if pressed_digest != runs or digest(approval.tool, approval.args) != approval.digest:
+        return DecisionOutcome.TAMPERED
+    if not may_decide(press.user, approval):
+        return DecisionOutcome.NOT_ALLOWED
     if approval.status != ApprovalStatus.PENDING:
-        _requeue_decided(approval)
-        slack.ephemeral(press.channel, press.user, closed_note(approval), thread_ts=approval.card_place()[1])
         return DecisionOutcome.ALREADY_DECIDED
-    status = ApprovalStatus.APPROVED if press.action_id == blocks.APPROVE_ACTION else ApprovalStatus.DENIED
-    return _decide(approval, Decision(status, press.user, None, ids.press_key(press.action_ts)))
+    return None
+
+
+def _not_this_approval(press: ButtonPress) -> DecisionOutcome:
+    slack.ephemeral(press.channel, press.user, "That button does not belong to an approval here; nothing changed.")
+    return DecisionOutcome.NO_APPROVAL
 
 
 def deny_by_reply(*, open_approval_ids: list[str], user: str, text: str, ts: str) -> DecisionOutcome | None:

@@ -92,6 +92,7 @@ class Decided:
     again: bool = False  # this approver had already approved it: a second approval needs another person
     resumes: bool = False  # it completed its turn and its asker resumes (a continuation, or a note it reads)
     unwaited: bool = False  # refused: the session that asked has ended, so nothing waits on this call any more
+    refused: bool = False  # the caller's check of the approval as read refused the decision: nothing was written
 
 
 Resume = Callable[[Approval, SessionStatus | None, str | None], Session | Note | None]  # approval, asker, trace
@@ -100,19 +101,29 @@ Resume = Callable[[Approval, SessionStatus | None, str | None], Session | Note |
 _WAITING = frozenset({SessionStatus.RUNNING.value, SessionStatus.PAUSED.value, SessionStatus.QUEUED.value})
 
 
-def decide(approval_id: str, decision: Decision, resume: Resume, *, waited_only: bool = False) -> Decided:
+def decide(approval_id: str, decision: Decision, resume: Resume, admit: Callable[[Approval], bool] | None = None,
+           *, waited_only: bool = False) -> Decided:  # fmt: skip
     """Record one decision, exactly once; if it completes its turn, write what ``resume`` chose for the asker.
-    ``waited_only``: a person's decision, refused (nothing written) when the session that asked has ended."""
+
+    ``admit`` checks the approval as the transaction read it (a button press, with no read of its own before):
+    False refuses the decision (``Decided.refused``) and writes nothing. ``waited_only``: a person's decision,
+    refused (nothing written) when the session that asked has ended. The approval and its asker (named in its id)
+    are read in one round trip, the turn's other approvals in one more."""
     ref = _ref(approval_id)
     when = now()
 
     @firestore.transactional
     def run(transaction: firestore.Transaction) -> Decided:
-        snap = ref.get(transaction=transaction)
+        guess = ids.asker_of_approval(approval_id)
+        refs = [ref] if guess is None else [ref, session_ref(guess)]
+        read = {snap.reference.path: snap for snap in db().get_all(refs, transaction=transaction)}
+        snap = read[ref.path]
         data = snap.to_dict() if snap.exists else None
         if data is None:
             return Decided(None)
         approval = Approval.from_doc(data)
+        if admit is not None and not admit(approval):
+            return Decided(approval, refused=True)
         if approval.status != ApprovalStatus.PENDING:
             return Decided(approval)
         approved_by = approval.approved_by
@@ -125,7 +136,8 @@ def decide(approval_id: str, decision: Decision, resume: Resume, *, waited_only:
                 return Decided(approval, again=True)
             approved_by = [*approved_by, decision.by]
             if len(approved_by) < approval.approvals_needed:  # one of several: recorded, still pending
-                asking = session_ref(approval.session_id).get(transaction=transaction, field_paths=["status"])
+                asking = read.get(session_ref(approval.session_id).path) or session_ref(approval.session_id).get(
+                    transaction=transaction, field_paths=["status"])  # fmt: skip
                 if waited_only and (asking.to_dict() or {}).get("status") not in _WAITING:
                     return Decided(approval, unwaited=True)
                 transaction.create(event_ref(ids.message_key(approval.channel, decision.ts)),
@@ -133,10 +145,7 @@ def decide(approval_id: str, decision: Decision, resume: Resume, *, waited_only:
                 transaction.update(ref, {"approved_by": approved_by, **edited})
                 return Decided(Approval.from_doc({**data, "approved_by": approved_by, **edited}), won=True,
                                partial=True)  # fmt: skip
-        others = [a for a in approval.turn_ids if a != approval_id]
-        siblings = [Approval.from_doc(s.to_dict() or {}) for s in (_ref(a).get(transaction=transaction)
-                                                                   for a in others) if s.exists]  # fmt: skip
-        asker = session_ref(approval.session_id).get(transaction=transaction).to_dict() or {}
+        siblings, asker = _turn_and_asker(transaction, approval, read)
         if waited_only and asker.get("status") not in _WAITING:  # nothing waits on this call any more
             return Decided(approval, unwaited=True)
         fields: dict[str, Any] = {
@@ -198,6 +207,19 @@ def _resume_asker(transaction: firestore.Transaction, approval: Approval, asker:
     if isinstance(outcome, Note):  # still running: it finds the decisions at its pause
         transaction.update(asker_ref, {"notes": firestore.ArrayUnion([outcome.to_doc()])})
     return None, outcome is not None
+
+
+def _turn_and_asker(transaction: firestore.Transaction, approval: Approval,
+                    read: dict[str, Any]) -> tuple[list[Approval], dict[str, Any]]:  # fmt: skip
+    """The other approvals of ``approval``'s turn and its asker's document, in one round trip (``read``: what the
+    transaction read already)."""
+    others = [_ref(a) for a in approval.turn_ids if a != approval.approval_id]
+    asker_ref = session_ref(approval.session_id)
+    more = others + ([] if asker_ref.path in read else [asker_ref])
+    if more:
+        read.update({snap.reference.path: snap for snap in db().get_all(more, transaction=transaction)})
+    siblings = [Approval.from_doc(read[o.path].to_dict() or {}) for o in others if read[o.path].exists]
+    return siblings, read[asker_ref.path].to_dict() or {}
 
 
 def mark_reminded(approval_id: str, at: datetime) -> bool:
