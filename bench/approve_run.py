@@ -34,7 +34,7 @@ from bench.figures import Section, at_most, info, median, percentile, prose, tab
 from bench.harness import Bench
 from bench.resume import Sample
 from infra import stack as local
-from infra.fakegemini.control import FakeGemini
+from infra.fakes.gemini.client import FakeGemini
 from shared.handlers import slack_interactivity
 from shared.slack import blocks, edit_modal
 from shared.state import approvals, ids

@@ -33,9 +33,9 @@ import requests
 from bench.figures import Section, info, median, percentile, table
 from bench.harness import Bench, function_argv
 from infra import slack_payloads as events
-from infra.dispatch.headers import cloud_tasks_headers
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.dispatch.headers import cloud_tasks_headers
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from infra.procs import Proc, free_port, http_answers, wait_until
 from infra.stack import ROOT
 from shared import deps

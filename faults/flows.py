@@ -23,7 +23,7 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 
 from faults.inject import HELD_SECONDS, Injector, deliver, requests_with, texts_of
 from infra import stack as local
-from infra.fakegemini.control import FakeGemini
+from infra.fakes.gemini.client import FakeGemini
 from shared.slack import approval_card, blocks
 from shared.state import approvals, firestore, ids, questions, sessions
 from shared.state.models import QuestionStatus, Session, SessionKind, SessionStatus

@@ -66,11 +66,7 @@ def answer_content(question: Question, transcript: list[Step]) -> types.Content 
     position; none if a re-run already stored it), or news if the asker had finished (a non-blocking question)."""
     if not question.blocking:
         return _user(prompts.late_answer(question))
-    answer = {"answer": question.answer, "answered_by": question.answered_by}
-    if question.options:
-        answer["matched_option"] = question.matched_option
-        if question.matched_option is None:
-            answer["note"] = "The reply matched none of the options; read it as free text."
+    answer = answer_of(question)
     if question.seq is not None and question.call_index is not None:
         on = WaitOn(WaitKind.QUESTION, question.question_id)
         resuming = Resuming(pending_turn(transcript), question.seq, {question.call_index: on})
@@ -80,6 +76,16 @@ def answer_content(question: Question, transcript: list[Step]) -> types.Content 
     name = names.get(question.call_id) or "ask_operator"
     response = types.FunctionResponse(id=question.call_id, name=name, response={"result": answer})
     return types.Content(role="user", parts=[types.Part(function_response=response)])
+
+
+def answer_of(question: Question) -> dict[str, Any]:
+    """What the call that asked gets: the operator's answer (and how it matched the options)."""
+    answer: dict[str, Any] = {"answer": question.answer, "answered_by": question.answered_by}
+    if question.options:
+        answer["matched_option"] = question.matched_option
+        if question.matched_option is None:
+            answer["note"] = "The reply matched none of the options; read it as free text."
+    return answer
 
 
 def _narration(session: Session) -> types.Content:

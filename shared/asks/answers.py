@@ -119,15 +119,9 @@ def answer(question: Question, *, user: str, text: str, answer_ts: str, label: s
     """Record ``user``'s answer to ``question`` (a reply's text, or a button's label) and resume the session.
     ``place``: the channel and thread the answer came from (the question's own thread, or the thread its post
     starts in the operator channel)."""
-    channel, thread_ts = place or (question.channel, question.thread_ts)
+    place = place or (question.channel, question.thread_ts)
     if not may_answer(user, question):
-        slack.ephemeral(
-            channel,
-            user,
-            "Only the operators can answer this question; your message was not taken as an answer.",
-            thread_ts=thread_ts,
-        )
-        log.info("answer refused: not an operator", extra={"question_id": question.question_id, "user": user})
+        _refuse(question, user, place)
         return Outcome(AnswerOutcome.NOT_ALLOWED, question.question_id)
     text = capped(text, MAX_MESSAGE_CHARS)  # stored with the question and handed to the model
     matched = label if label is not None else match_option(text, question.options)
@@ -135,9 +129,17 @@ def answer(question: Question, *, user: str, text: str, answer_ts: str, label: s
         answer=text, answered_by=user, matched_option=matched, answer_ts=answer_ts, text=text, pressed=pressed
     )
     result = stored.answer_question(question.question_id, record, lambda q, a: decide(record, q, a))
+    return _settled(result, user=user, answer_ts=answer_ts, pressed=pressed, place=place)
+
+
+def _settled(result: stored.Answered, *, user: str, answer_ts: str, pressed: bool,
+             place: tuple[str, str | None] | None = None) -> Outcome:  # fmt: skip
+    """What an answer transaction did, made known: the continuation's task queued, the question's post updated, a
+    loser told (``place``: where the answer came from; the question's thread by default)."""
     found, continuation = result.question, result.continuation
     if found is None:
         return Outcome(AnswerOutcome.NO_QUESTION)
+    channel, thread_ts = place or (found.channel, found.thread_ts)
     if result.repeated:
         # Already acted on: make sure what it caused is queued (a continuation whose task was never created).
         acted = events.message_record(found.channel, answer_ts) or {}
@@ -159,10 +161,21 @@ def answer(question: Question, *, user: str, text: str, answer_ts: str, label: s
         _tell_loser(channel, thread_ts or found.thread_ts, user, answer_ts, closed_note(found))
         return Outcome(AnswerOutcome.ALREADY_ANSWERED, found.question_id)
     with session_context(continuation.session_id, trace=continuation.trace_id):
-        tasks.enqueue_session(continuation.session_id)
+        # A delegated child whose mixed turn this answer completed is queued again under its own id.
+        again = f"answered-{found.question_id}" if continuation.session_id == found.session_id else ""
+        tasks.enqueue_session(continuation.session_id, attempt=again)
     _acknowledge(found, answer_ts, pressed=pressed, channel=channel)
     log.info("question answered", extra={"question_id": found.question_id, "continuation": continuation.session_id})
     return Outcome(AnswerOutcome.ANSWERED, found.question_id, continuation.session_id)
+
+
+def _refuse(question: Question, user: str, place: tuple[str, str | None] | None = None) -> None:
+    """The person may not answer: told privately where they tried (``place``; the question's thread by default)."""
+    channel, thread_ts = place or (question.channel, question.thread_ts)
+    slack.ephemeral(channel, user,
+                    "Only the operators can answer this question; your message was not taken as an answer.",
+                    thread_ts=thread_ts)  # fmt: skip
+    log.info("answer refused: not an operator", extra={"question_id": question.question_id, "user": user})
 
 
 def _requeue_if_queued(session_id: str) -> None:
@@ -240,32 +253,54 @@ def answer_reply(*, channel: str, thread_ts: str, user: str, text: str, ts: str,
 
 
 def answer_press(press: ButtonPress) -> Outcome:
-    """A button press on a question post: valid only for an option of that question, on that very message."""
+    """A button press on a question post: valid only for an option of that question, on that very message.
+
+    The press is checked against the question as the answer transaction reads it (no read of its own before): a
+    press refused there wrote nothing, and is then told why."""
     parsed = blocks.parse_question_value(press.value)
-    question = stored.get_question(parsed[0]) if parsed else None
-    # A question posted a moment ago may not have its post recorded yet: then the press must come from its thread.
-    on_its_post = question is not None and (
-        question.post_ts == press.message_ts
-        or (question.post_ts is None and press.thread_ts == question.post_place()[1])
-    )
-    valid = (
-        parsed is not None
-        and question is not None
-        and question.post_place()[0] == press.channel
-        and on_its_post
-        and 1 <= parsed[1] <= len(question.options)
-    )
-    if parsed is None or question is None or not valid:
-        log.warning("button value matches no question of this message", extra={"value": press.value[:100]})
-        slack.ephemeral(
-            press.channel, press.user, "That button does not belong to an open question here; nothing changed."
-        )
-        return Outcome(AnswerOutcome.NO_QUESTION)
+    if parsed is None:
+        return _not_this_question(press)
+    index, answer_ts = parsed[1], ids.press_key(press.action_ts)
+    made: list[AnswerRecord] = []
+
+    def admitted(question: Question) -> AnswerRecord | None:
+        made.clear()
+        if not _pressed_here(press, question, index) or question.status != QuestionStatus.OPEN:
+            return None
+        if not may_answer(press.user, question):
+            return None
+        label = question.options[index - 1]
+        made.append(AnswerRecord(answer=label, answered_by=press.user, matched_option=label, answer_ts=answer_ts,
+                                 text=label, pressed=True))  # fmt: skip
+        return made[0]
+
+    result = stored.answer_question(parsed[0], admitted, lambda q, a: decide(made[0], q, a))
+    question = result.question
+    if question is None:
+        return _not_this_question(press)
+    if not result.refused:
+        return _settled(result, user=press.user, answer_ts=answer_ts, pressed=True, place=question.post_place())
+    if not _pressed_here(press, question, index):
+        return _not_this_question(press)
     if question.status != QuestionStatus.OPEN:
         if question.status == QuestionStatus.ANSWERED:  # a second press: the first may have found Cloud Tasks down
             requeue_answered(question.question_id)
         slack.ephemeral(press.channel, press.user, closed_note(question), thread_ts=question.post_place()[1])
         return Outcome(AnswerOutcome.NOT_OPEN, question.question_id)
-    label = question.options[parsed[1] - 1]
-    return answer(question, user=press.user, text=label, answer_ts=ids.press_key(press.action_ts), label=label,
-                  pressed=True, place=question.post_place())  # fmt: skip
+    _refuse(question, press.user, question.post_place())
+    return Outcome(AnswerOutcome.NOT_ALLOWED, question.question_id)
+
+
+def _pressed_here(press: ButtonPress, question: Question, index: int) -> bool:
+    """The press came from this question's own post (or, before its post is recorded, its thread), in its channel,
+    for one of its options."""
+    on_its_post = question.post_ts == press.message_ts or (
+        question.post_ts is None and press.thread_ts == question.post_place()[1]
+    )
+    return question.post_place()[0] == press.channel and on_its_post and 1 <= index <= len(question.options)
+
+
+def _not_this_question(press: ButtonPress) -> Outcome:
+    log.warning("button value matches no question of this message", extra={"value": press.value[:100]})
+    slack.ephemeral(press.channel, press.user, "That button does not belong to an open question here; nothing changed.")
+    return Outcome(AnswerOutcome.NO_QUESTION)

@@ -48,6 +48,10 @@ class DecisionOutcome(StrEnum):
     NO_APPROVAL = "no_approval"
     TAMPERED = "tampered"
     EDITED_SINCE = "edited_since"  # an Approve of the call as it was before an operator's edit: not counted
+    NOT_WAITED = "not_waited"  # the session that asked has ended: nothing waits on the call, nothing changed
+
+
+UNWAITED = "Nothing waits on this call any more (the session that asked for it has ended), so nothing changed."
 
 
 def canonical(args: Mapping[str, Any]) -> str:
@@ -202,15 +206,16 @@ def _lost(found: Approval, decision: Decision, *, again: bool, quiet: bool) -> D
 
 def _decide(approval: Approval, decision: Decision, *, quiet: bool = False) -> DecisionOutcome:
     """Record one decision and show it; ``quiet``: the loser of a race is told by the caller (an Edit modal)."""
-    result = stored.decide(approval.approval_id, decision, resume)
+    return _shown(stored.decide(approval.approval_id, decision, resume, waited_only=True), decision, quiet=quiet)
+
+
+def _shown(result: stored.Decided, decision: Decision, *, quiet: bool = False) -> DecisionOutcome:
+    """What a decision transaction did, made known: the continuation's task queued, the card updated."""
     found = result.approval
     if found is None:
         return DecisionOutcome.NO_APPROVAL
-    if result.stale and quiet:
-        return DecisionOutcome.EDITED_SINCE
-    if result.stale:  # an edit replaced the call this approval was of, after the press read it
-        slack.ephemeral(found.card_place()[0], decision.by, edited_since_note(found), thread_ts=found.card_place()[1])
-        return DecisionOutcome.EDITED_SINCE
+    if result.stale or result.unwaited:
+        return _not_counted(found, decision, quiet=quiet, unwaited=result.unwaited)
     if result.repeated or not result.won:  # decided already: its continuation may never have been queued
         _requeue_decided(found)
     if result.repeated:
@@ -247,6 +252,18 @@ def _people(approval: Approval) -> str:
     return " and ".join(f"<@{u}>" for u in approval.approved_by or [approval.decided_by or "someone"])
 
 
+def _not_counted(found: Approval, decision: Decision, *, quiet: bool, unwaited: bool) -> DecisionOutcome:
+    """A decision the transaction refused, the decider told why (unless ``quiet``: an Edit modal tells its editor
+    itself): ``unwaited``, its session ended (abandoned, failed, stopped), so a decision would run nothing; else an
+    approval of a call an edit replaced after the decider read it."""
+    if unwaited:
+        log.info("decision refused: nothing waits on the call", extra={"approval_id": found.approval_id})
+    if not quiet:
+        place = found.card_place()
+        slack.ephemeral(place[0], decision.by, UNWAITED if unwaited else edited_since_note(found), thread_ts=place[1])
+    return DecisionOutcome.NOT_WAITED if unwaited else DecisionOutcome.EDITED_SINCE
+
+
 def decide_edit(approval: Approval, decision: Decision) -> DecisionOutcome:
     """A valid Edit submission: the editor's approval of the edited call (``decision.edit``), exactly once."""
     return _decide(approval, decision, quiet=True)
@@ -268,36 +285,61 @@ def _requeue_decided(approval: Approval) -> None:
 
 
 def decide_press(press: ButtonPress) -> DecisionOutcome:
-    """An Approve or Deny press: valid only for a pending approval, on its own card, for the call it showed."""
+    """An Approve or Deny press: valid only for a pending approval, on its own card, for the call it showed.
+
+    The press is checked against the approval as the decision's transaction reads it (no read of its own before):
+    a press refused there wrote nothing, and is then told why."""
     parsed = blocks.parse_approval_value(press.value)
-    approval = stored.get_approval(parsed[0]) if parsed else None
-    on_its_card = approval is not None and (
-        approval.card_ts == press.message_ts
-        or (approval.card_ts is None and press.thread_ts == approval.card_place()[1])
-    )
-    if parsed is None or approval is None or approval.card_place()[0] != press.channel or not on_its_card:
-        slack.ephemeral(press.channel, press.user, "That button does not belong to an approval here; nothing changed.")
-        return DecisionOutcome.NO_APPROVAL
-    if approval.status != ApprovalStatus.PENDING and parsed[1] in {approval.digest, approval.edited_digest}:
-        _requeue_decided(approval)  # a press again after the deciding one found Cloud Tasks down
-        slack.ephemeral(press.channel, press.user, closed_note(approval), thread_ts=approval.card_place()[1])
-        return DecisionOutcome.ALREADY_DECIDED  # an edit decided it while this card still showed the original
+    if parsed is None:
+        return _not_this_approval(press)
     status = ApprovalStatus.APPROVED if press.action_id == blocks.APPROVE_ACTION else ApprovalStatus.DENIED
-    if approval.edited_digest and parsed[1] == approval.digest and approval.status == ApprovalStatus.PENDING:
+    decision = Decision(status, press.user, None, ids.press_key(press.action_ts), shown=parsed[1])
+    result = stored.decide(parsed[0], decision, resume, admit=lambda a: _press_refusal(press, parsed[1], a) is None,
+                           waited_only=True)  # fmt: skip
+    if result.approval is None or not result.refused:
+        return _shown(result, decision) if result.approval is not None else _not_this_approval(press)
+    approval = result.approval
+    refusal = _press_refusal(press, parsed[1], approval)
+    if refusal == DecisionOutcome.NO_APPROVAL:
+        return _not_this_approval(press)
+    if refusal == DecisionOutcome.EDITED_SINCE:
         return _pressed_before_edit(press, approval, status)
-    runs = approval.edited_digest or approval.digest
-    if parsed[1] != runs or digest(approval.tool, approval.args) != approval.digest:
+    if refusal == DecisionOutcome.TAMPERED:
         log.warning("approval press with a digest that is not the call's", extra={"approval_id": approval.approval_id})
         slack.ephemeral(press.channel, press.user, "That button does not match the call it was shown for; nothing ran.")
         return DecisionOutcome.TAMPERED
-    if not may_decide(press.user, approval):
+    if refusal == DecisionOutcome.NOT_ALLOWED:
         slack.ephemeral(press.channel, press.user, approvers.refusal(approval), thread_ts=approval.card_place()[1])
         return DecisionOutcome.NOT_ALLOWED
+    _requeue_decided(approval)  # a press again after the deciding one found Cloud Tasks down
+    slack.ephemeral(press.channel, press.user, closed_note(approval), thread_ts=approval.card_place()[1])
+    return DecisionOutcome.ALREADY_DECIDED
+
+
+def _press_refusal(press: ButtonPress, pressed_digest: str, approval: Approval) -> DecisionOutcome | None:
+    """Why a press may not decide ``approval`` as found (None: it may), in the order a press is told."""
+    on_its_card = approval.card_ts == press.message_ts or (
+        approval.card_ts is None and press.thread_ts == approval.card_place()[1]
+    )
+    if approval.card_place()[0] != press.channel or not on_its_card:
+        return DecisionOutcome.NO_APPROVAL
+    if approval.status != ApprovalStatus.PENDING and pressed_digest in {approval.digest, approval.edited_digest}:
+        return DecisionOutcome.ALREADY_DECIDED  # an edit decided it while this card still showed the original
+    if approval.status == ApprovalStatus.PENDING and approval.edited_digest and pressed_digest == approval.digest:
+        return DecisionOutcome.EDITED_SINCE  # the card as shown before an operator's edit (two approvers)
+    runs = approval.edited_digest or approval.digest
+    if pressed_digest != runs or digest(approval.tool, approval.args) != approval.digest:
+        return DecisionOutcome.TAMPERED
+    if not may_decide(press.user, approval):
+        return DecisionOutcome.NOT_ALLOWED
     if approval.status != ApprovalStatus.PENDING:
-        _requeue_decided(approval)
-        slack.ephemeral(press.channel, press.user, closed_note(approval), thread_ts=approval.card_place()[1])
         return DecisionOutcome.ALREADY_DECIDED
-    return _decide(approval, Decision(status, press.user, None, ids.press_key(press.action_ts), shown=parsed[1]))
+    return None
+
+
+def _not_this_approval(press: ButtonPress) -> DecisionOutcome:
+    slack.ephemeral(press.channel, press.user, "That button does not belong to an approval here; nothing changed.")
+    return DecisionOutcome.NO_APPROVAL
 
 
 def _pressed_before_edit(press: ButtonPress, approval: Approval, status: ApprovalStatus) -> DecisionOutcome:

@@ -109,5 +109,7 @@ def submit(payload: dict[str, Any]) -> Reply:
         fresh = stored.get_approval(approval.approval_id) or approval
         return _errors(fresh, approvals.closed_note(fresh) if fresh.status != ApprovalStatus.PENDING else
                        "You have approved this call already; it needs another approver.")  # fmt: skip
+    if outcome == approvals.DecisionOutcome.NOT_WAITED:
+        return _errors(approval, approvals.UNWAITED)
     log.info("approval edited", extra={"approval_id": approval.approval_id, "outcome": outcome.value})
     return {}

@@ -14,7 +14,7 @@ from slack_sdk.errors import SlackApiError
 
 from shared import config
 from shared.asks import delegation, routing
-from shared.slack import blocks
+from shared.slack import blocks, placement
 from shared.slack import client as slack
 from shared.slack.surface import Reaction, ThreadSurface
 from shared.state import ids, sessions
@@ -105,8 +105,10 @@ def remind(question: Question, at: datetime) -> bool:
     operators = blocks.operator_mentions(config.settings().operator_user_ids)
     hours = int((at - question.asked_at).total_seconds() // 3600)
     text = f":alarm_clock: {operators}: this question has waited {hours} hours for an answer:\n>{question.text}"
-    post_channel, post_ts = question.post_place()
-    slack.post(post_channel, post_ts or question.thread_ts, text, key=f"{question.question_id}:reminder")
+    if question.post_channel and question.post_ts:  # routed: under its post in the operator channel
+        slack.post(question.post_channel, question.post_ts, text, key=f"{question.question_id}:reminder")
+    else:
+        slack.post(question.channel, _reply_ts(question), text, key=f"{question.question_id}:reminder")
     return stored.mark_reminded(question.question_id, at)
 
 
@@ -123,7 +125,7 @@ def abandon(question: Question, at: datetime) -> bool:
             log.warning("could not update the abandoned question", extra={"error": exc.response.get("error")})
     slack.post(
         question.channel,
-        question.thread_ts,
+        _reply_ts(question),
         f"Nobody answered this question for {hours} hours, so I have stopped waiting. "
         "To start again, mention me in this thread with what you would like.",
         key=f"{question.question_id}:abandoned",
@@ -132,3 +134,8 @@ def abandon(question: Question, at: datetime) -> bool:
     if ended is not None:
         delegation.release_askers(ended)  # its children's questions will not be answered either
     return True
+
+
+def _reply_ts(question: Question) -> str | None:
+    """Where the sweep's posts about a question go: its thread, or the DM itself (shared/slack/placement.py)."""
+    return placement.reply_ts(question.channel, question.thread_ts, question.request_ts)

@@ -12,7 +12,7 @@ import logging
 
 from shared.asks import approvals, delegation
 from shared.queue import tasks
-from shared.slack import blocks
+from shared.slack import blocks, placement
 from shared.slack import client as slack
 from shared.slack.surface import Reaction
 from shared.state import approvals as stored_approvals
@@ -43,8 +43,10 @@ def stop(session_id: str, *, by: str) -> list[str]:
                 close_waits(found, by=by)
                 delegation.release_askers(found)  # children of earlier sessions of its conversation
                 if found.top_level:  # it waited: nobody else will tell the thread
-                    slack.post(found.channel, found.thread_ts, stopped_text(by), key=f"{found.session_id}:stopped")
-                    slack.react(found.channel, origin.request_ts(found), Reaction.STOPPED)
+                    asked = origin.request_ts(found)
+                    slack.post(found.channel, placement.reply_ts(found.channel, found.thread_ts, asked),
+                               stopped_text(by), key=f"{found.session_id}:stopped")  # fmt: skip
+                    slack.react(found.channel, asked, Reaction.STOPPED)
         if request is not None and request.run_to_stop:
             tasks.enqueue_session(current, attempt=f"stop-{len(stopped)}-{request.was.value}")
         waiting.extend(child.session_id for child in sessions.children_of(current))

@@ -273,8 +273,27 @@ def _newest(messages: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
 
 def posted_keys(channel: str, thread_ts: str) -> dict[str, str]:
     """Post keys already in the thread, mapped to their message ts (read once, after a crash)."""
+    return _keys(thread_messages(channel, thread_ts, limit=1000))
+
+
+def posted_keys_after(channel: str, oldest: str, *, limit: int = 1000) -> dict[str, str]:
+    """Post keys among the top-level messages of ``channel`` after ``oldest`` (a DM conversation answered at its
+    top level: shared/slack/placement.py), mapped to their ts; read once, after a crash."""
+    messages: list[dict[str, Any]] = []
+    cursor = None
+    while len(messages) < limit:
+        response = client().conversations_history(channel=channel, oldest=oldest, limit=min(limit, 200),
+                                                  cursor=cursor, include_all_metadata=True)  # fmt: skip
+        messages.extend(response.get("messages") or [])
+        cursor = (response.get("response_metadata") or {}).get("next_cursor")
+        if not cursor or not response.get("has_more"):
+            break
+    return _keys(messages)
+
+
+def _keys(messages: list[dict[str, Any]]) -> dict[str, str]:
     found: dict[str, str] = {}
-    for message in thread_messages(channel, thread_ts, limit=1000):
+    for message in messages:
         metadata = message.get("metadata") or {}
         if metadata.get("event_type") == POST_KEY_EVENT:
             key = (metadata.get("event_payload") or {}).get("key")

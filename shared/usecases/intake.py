@@ -5,7 +5,7 @@ new session. On the Slack ingress path, so it never imports google-genai.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from slack_sdk.errors import SlackApiError
 
@@ -16,7 +16,7 @@ from shared.logs import current_trace, session_context
 from shared.queue import tasks
 from shared.slack import client as slack
 from shared.slack.events import Message
-from shared.state import events, quotas, sessions
+from shared.state import dm_conversations, events, quotas, sessions
 from shared.state import questions as stored_questions
 from shared.state.firestore import now
 from shared.state.models import Note, NoteKind, Session, SessionStatus
@@ -35,16 +35,23 @@ class Routed:
     retry: bool = False
 
 
-def route(message: Message, *, bot_user_id: str | None, retry_num: str | None) -> Routed:
-    """A thread reply may answer the thread's open question; a mention or a DM otherwise starts a session."""
+def route(start: Message, *, bot_user_id: str | None, retry_num: str | None) -> Routed:
+    """A thread reply may answer the thread's open question; a mention or a DM otherwise starts a session.
+
+    A message typed at the top level of a DM is a reply in the DM's current top-level conversation (answered at the
+    top level, shared/slack/placement.py) when that conversation has an open question or a running session; else
+    it opens a conversation of its own."""
+    message = _in_conversation(start)
     if message.in_thread and stop.is_stop(message.text):
-        stopped = _stop(message)
+        stopped = _stop(message, notes_in=start.thread_ts if start.in_thread else None)
         if stopped is not None:
             return stopped
     if message.in_thread:
         thread = stored_questions.thread_questions(message.channel, message.thread_ts)  # one read: questions, approvals
+        # A reply answers an open blocking question first (one turn may wait on a question and approvals at once).
+        deniable = [] if any(q.blocking for q in thread.open) else thread.open_approval_ids
         decided = approvals.deny_by_reply(
-            open_approval_ids=thread.open_approval_ids,
+            open_approval_ids=deniable,
             user=message.user,
             text=message.text,
             ts=message.ts,
@@ -65,24 +72,36 @@ def route(message: Message, *, bot_user_id: str | None, retry_num: str | None) -
             return Routed({"ok": True, "answer": outcome.result.value})
         running = sessions.running_session_in_thread(message.channel, message.thread_ts)
         if running is not None:
-            return _steer(message, running, bot_user_id=bot_user_id)
-    if not message.starts_session:
+            return _steer(message, running, bot_user_id=bot_user_id, start=start)
+    if not start.starts_session:
         return Routed({"ok": True, "ignored": "thread message with no open question and no running session"})
-    return start_session(message, retry_num=retry_num)
+    return start_session(start, retry_num=retry_num)
 
 
-def _stop(message: Message) -> Routed | None:
+def _in_conversation(message: Message) -> Message:
+    """``message`` as a reply in the conversation it continues: itself, unless it was typed at the top level of a DM
+    whose current top-level conversation is an earlier one (then its thread is that conversation's)."""
+    if not message.direct or message.in_thread:
+        return message
+    current = dm_conversations.current(message.channel)
+    if current is None or current == message.ts:
+        return message
+    return replace(message, thread_ts=current)
+
+
+def _stop(message: Message, *, notes_in: str | None) -> Routed | None:
     """The word "stop" typed in a thread whose session has not ended stops it (only its requester or an operator
-    may); None if nothing in the thread is working, and the message is handled like any other."""
+    may); None if nothing in the thread is working, and the message is handled like any other. Private notes go to
+    ``notes_in`` (None: the DM itself, where a top-level conversation is)."""
     active = sessions.active_sessions_in_thread(message.channel, message.thread_ts)
     if not active:
         return None
     outcomes = [stop.stop_by_person(s.session_id, user=message.user, channel=message.channel,
-                                        thread_ts=message.thread_ts) for s in active]  # fmt: skip
+                                    thread_ts=notes_in) for s in active]  # fmt: skip
     return Routed({"ok": True, "stop": outcomes[0].value})
 
 
-def _steer(message: Message, running: Session, *, bot_user_id: str | None) -> Routed:
+def _steer(message: Message, running: Session, *, bot_user_id: str | None, start: Message) -> Routed:
     """A message while the thread's session runs: a note it reads at its next turn, not a second session.
 
     If that session's worker died (its lease expired), the note would wait for nobody: a delivery of its task is
@@ -107,8 +126,8 @@ def _steer(message: Message, running: Session, *, bot_user_id: str | None) -> Ro
                 log.warning("the session's worker is gone; a takeover is queued", extra={"ts": message.ts})
             return Routed({"ok": True, "noted": session_id})
     # The session ended in between: the message is handled like any other.
-    if message.starts_session:
-        return start_session(message, retry_num=None)
+    if start.starts_session:
+        return start_session(start, retry_num=None)
     return Routed({"ok": True, "ignored": "the thread's session ended"})
 
 
@@ -128,6 +147,8 @@ def _enqueue_if_queued(session_id: str) -> Routed:
 
 
 def start_session(start: Message, *, retry_num: str | None) -> Routed:
+    if start.direct and not start.in_thread:  # first, so that Slack's retry of a failed start records it too
+        dm_conversations.started(start.channel, start.ts)
     session = mention_session(
         event_id=start.event_id,
         channel=start.channel,

@@ -18,7 +18,7 @@ from shared.agent import heartbeat
 from shared.logs import current_trace, session_context
 from shared.queue import tasks
 from shared.slack import backpressure
-from shared.state import sessions, steps
+from shared.state import lease, sessions, steps
 from shared.state.firestore import now
 from shared.state.models import Session, SessionStatus
 from shared.state.sessions import Claim, ClaimResult
@@ -52,9 +52,10 @@ def run_delivery(session_id: str, *, task: str, attempt: int) -> Delivery:
 
 def _after_claim(claim: Claim, *, task: str, attempt: int) -> Delivery:
     session = claim.session
-    if claim.result == ClaimResult.TRANSCRIPT_BUSY:
-        # Its asker has not stopped yet: Cloud Tasks delivers again after a backoff.
-        log.info("transcript still being written; asking for a later delivery", extra={"task": task})
+    if claim.result in {ClaimResult.TRANSCRIPT_BUSY, ClaimResult.RENEWED_LATELY}:
+        # Its asker has not stopped yet, or the attempt this retry follows may still be alive: Cloud Tasks delivers
+        # again after a backoff (a dead worker's lease is not renewed again, so a later retry takes it over).
+        log.info("asking for a later delivery", extra={"task": task, "reason": claim.result.value})
         return Delivery(True, {"error": claim.result.value})
     if claim.result == ClaimResult.HANDED_OVER:
         log.info("late answer handed to the session writing the transcript", extra={"handed_to": claim.handed_to})
@@ -86,8 +87,8 @@ def _run(session: Session, takeover: bool, reason: str, *, task: str, attempt: i
     log.info("session claimed", extra={"reason": reason, "task": task, "attempt": attempt, "kind": session.kind.value})
     # Slack's retries (a 429's Retry-After, a 5xx's backoff) wait only while the session's wall budget lasts. The
     # heartbeat keeps the short lease alive meanwhile (a long model call or tool included), a wrap-up's time more.
-    lease = config.settings().session_lease_seconds
-    beating = heartbeat.kept(session, lease_seconds=lease, for_seconds=_time_left(session) + 2 * lease)
+    seconds = config.settings().session_lease_seconds
+    beating = heartbeat.kept(session, lease_seconds=seconds, for_seconds=_time_left(session) + 2 * seconds)
     with backpressure.within(_time_left(session)), beating:
         try:
             status = Runner(session, takeover=takeover, started_at=session.started_at).run()
@@ -95,8 +96,10 @@ def _run(session: Session, takeover: bool, reason: str, *, task: str, attempt: i
             log.warning("lost the session to another worker; stopping", extra={"reason": str(exc)})
             return Delivery(False, {"skipped": "lease lost"})
         except Exception as exc:
-            return _crashed(session, exc, attempt)
-    return Delivery(False, {"status": status.value})
+            crash = exc
+        else:
+            return Delivery(False, {"status": status.value})
+    return _crashed(session, crash, attempt)  # its heartbeat has stopped: a retry may take the lease at once
 
 
 def _time_left(session: Session) -> float:
@@ -110,13 +113,17 @@ def _crashed(session: Session, exc: Exception, attempt: int) -> Delivery:
 
     storm = backpressure.storm(exc)
     if storm is not None:  # Slack refused past the budget: a plain, persisted failure, not a retry loop
-        log.exception("Slack kept refusing; the session ends failed", extra={"reason": storm})
+        log.error("Slack kept refusing; the session ends failed", extra={"reason": storm}, exc_info=exc)
         slack_storm(session, storm, f"{type(exc).__name__}: {exc}")
         return Delivery(False, {"status": "failed"})
     if attempt + 1 < GIVE_UP_AFTER_ATTEMPTS:
         # Probably transient (Slack or Firestore hiccup): Cloud Tasks redelivers and the next attempt resumes.
-        log.exception("session attempt crashed; asking Cloud Tasks to retry", extra={"attempt": attempt})
+        log.error("session attempt crashed; asking Cloud Tasks to retry", extra={"attempt": attempt}, exc_info=exc)
+        try:  # the retry takes the session over at once, not a heartbeat later (it cannot tell this one is gone)
+            lease.release(session)
+        except Exception:  # the same hiccup, probably: the retry waits a heartbeat instead
+            log.warning("could not release the lease of the crashed attempt", exc_info=True)
         return Delivery(True, {"error": "session attempt failed, retry"})
-    log.exception("session crashed on every attempt; giving up", extra={"attempt": attempt})
+    log.error("session crashed on every attempt; giving up", extra={"attempt": attempt}, exc_info=exc)
     give_up(session, f"{type(exc).__name__}: {exc}")
     return Delivery(False, {"status": "failed"})

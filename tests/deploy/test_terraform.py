@@ -435,7 +435,7 @@ class _RecordingClient:
 
 def queries_the_code_runs(monkeypatch: pytest.MonkeyPatch) -> list[_Query]:
     """Every collection query, run the way the product and the admin tool run them, against a recorder."""
-    from infra import admin
+    from ops import admin
     from shared.usecases import sweep
 
     client = _RecordingClient()

@@ -16,8 +16,8 @@ import pytest
 from slack_sdk.errors import SlackApiError
 
 from infra import stack as local
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from shared import config, deps
 from shared.slack import backpressure
 from shared.slack import client as slack

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from infra.stack import OPERATOR_ID, Stack
 from shared.asks import delegation, stopping
 from shared.slack import blocks

@@ -11,7 +11,7 @@ import pytest
 
 from bench import cost
 from bench.approve_run import submission
-from infra.fakegemini.control import FakeGemini
+from infra.fakes.gemini.client import FakeGemini
 from infra.stack import Stack
 from shared import deps
 from shared.handlers import slack_interactivity

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from infra import admin
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
-from infra.names import Names
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
+from ops import admin
+from ops.names import Names
 from shared.slack import blocks
 from shared.state import feedback
 from shared.state.firestore import now

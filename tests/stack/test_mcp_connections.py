@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-import requests
 
+from infra.fakes.mcp.client import SampleMcp
 from infra.procs import Proc, free_port, http_answers, wait_until
 from shared import config
 from shared.agent.tools.base import ToolContext
@@ -35,7 +35,7 @@ def demo() -> Iterator[str]:
     port = free_port()
     log = TEST_DIR / "logs" / "mcp_connections.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    argv = [sys.executable, "-m", "infra.mcpdemo", "--port", str(port)]
+    argv = [sys.executable, "-m", "infra.fakes.mcp", "--port", str(port)]
     proc = Proc("mcp_connections", argv, log, dict(os.environ), Path.cwd()).start()
     try:
         wait_until(lambda: http_answers(f"http://127.0.0.1:{port}/calls"), proc=proc, what="HTTP", timeout=30)
@@ -91,7 +91,7 @@ def test_a_40_mb_result_is_refused_while_it_is_read_and_costs_the_client_under_2
     error = found["outcome"]["error"]
     assert "larger than 4 MiB, so it was not read" in error
     assert "ask for less" in error
-    ran = [c for c in requests.get(demo.removesuffix("/mcp") + "/calls", timeout=5).json() if c["tool"] == "big_report"]
+    ran = SampleMcp(demo.removesuffix("/mcp")).calls("big_report")
     assert [c["arguments"]["megabytes"] for c in ran][-1] == 40  # it did reach the server: the answer was refused
 
 

@@ -10,9 +10,9 @@ from collections.abc import Callable, Iterator
 import pytest
 from slack_sdk import WebClient
 
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack import FakeSlackConfig, running
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack import FakeSlackConfig, running
+from infra.fakes.slack.client import FakeSlack
 from shared import deps
 from shared.agent import prompts
 from shared.slack import backpressure

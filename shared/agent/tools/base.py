@@ -17,7 +17,7 @@ import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from google.genai import types
 
@@ -109,6 +109,14 @@ class Tool(Protocol):
     def declaration(self) -> types.FunctionDeclaration: ...
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> Outcome: ...
+
+
+@runtime_checkable
+class ResumesWithInput(Protocol):
+    """A tool whose call can pause on a request for the operator's input (``Suspend`` with ``question.mcp_input``)
+    and run again with the answer: the loop resumes it through this, whatever the tool is."""
+
+    def resume_input(self, question: Question, ctx: ToolContext) -> Outcome: ...
 
 
 _context: contextvars.ContextVar[ToolContext] = contextvars.ContextVar("tool_context")

@@ -99,6 +99,10 @@ class McpTool:
             )
         return self._outcome(outcome, args, ctx, round=1, asked=asked)
 
+    def resume_input(self, question: Question, ctx: ToolContext) -> Outcome:
+        """The call the operator's answer to ``question`` resumes (``ResumesWithInput``)."""
+        return self.resume(inputs.Pending.from_doc(question.mcp_input or {}), question, ctx)
+
     def resume(self, pending: inputs.Pending, question: Question, ctx: ToolContext) -> Outcome:
         """The same call again, with the operator's answer and the state the server gave with its request."""
         answer = inputs.elicit_result(pending, question.answer or "", question.matched_option)
