@@ -1,4 +1,4 @@
-"""Figure 14: an operator's decision to the approved call's result in the model's hands: Approve, and Edit.
+"""Figure 15: an operator's decision to the approved call's result in the model's hands: Approve, and Edit.
 
 Two paths are timed side by side on the same stack, taking turns, repetition by repetition:
 
@@ -113,7 +113,7 @@ def measure(rig: Rig, reps: int = REPS, warmup: int = WARMUP) -> dict[str, list[
 
 
 def run(bench: Bench) -> Section:
-    section = Section("14. From an operator's decision to the approved call's result")
+    section = Section("15. From an operator's decision to the approved call's result")
     rig = Rig(bench.stack)
     rig.gemini.reset()
     with rig.installed():
