@@ -38,19 +38,19 @@ chat: $(VENV)/.installed  ## chat with a stack started by `make stack` in anothe
 	$(PY) -m infra.chat
 
 sweep: $(VENV)/.installed  ## run the daily sweep now on the running local stack (NOW=2030-01-01T00:00:00+00:00 moves its clock)
-	$(PY) -m infra.admin sweep $(if $(NOW),--now $(NOW))
+	$(PY) -m ops.admin sweep $(if $(NOW),--now $(NOW))
 
 admin: $(VENV)/.installed  ## list open questions, pending approvals and stuck sessions (local stack, or GOOGLE_CLOUD_PROJECT with ADC)
-	$(PY) -m infra.admin list
+	$(PY) -m ops.admin list
 
 stop: $(VENV)/.installed  ## stop a session and every session it delegated to (SESSION=<id>; make admin lists ids)
-	$(PY) -m infra.admin stop $(SESSION)
+	$(PY) -m ops.admin stop $(SESSION)
 
 usage: $(VENV)/.installed  ## tokens and estimated cost per session, user and channel for a day (DAY=YYYY-MM-DD, default today)
-	$(PY) -m infra.admin usage $(if $(DAY),--day $(DAY))
+	$(PY) -m ops.admin usage $(if $(DAY),--day $(DAY))
 
 console: $(VENV)/.installed  ## the operator console, read-only, on a project's Firestore (GOOGLE_CLOUD_PROJECT, FIRESTORE_DATABASE, your ADC; PORT=8090)
-	$(PY) -m infra.console $(if $(PORT),--port $(PORT))
+	$(PY) -m ops.console $(if $(PORT),--port $(PORT))
 
 # The browser tests drive Debian's chromium (Playwright's own browser download is not used).
 chromium:  ## install Debian's chromium for the browser tests when it is missing (apt-get, as root or with sudo)

@@ -28,7 +28,7 @@ from bench.cost import Rig
 from bench.figures import Section, at_least, at_most, info, median, prose, table
 from bench.harness import Bench
 from bench.profiles import Part, shares
-from infra.fakegemini.control import FakeGemini
+from infra.fakes.gemini.client import FakeGemini
 from shared import config, deps
 from shared.agent import model as gemini
 from shared.agent.tools import toolset

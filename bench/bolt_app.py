@@ -35,8 +35,9 @@ _handler: Any = None
 
 
 def on_mention(body: dict[str, Any], event: dict[str, Any]) -> None:
-    """De-duplicate and enqueue, as ``shared.agent.intake.start_session`` does for a mention."""
-    from shared.state import events, firestore, tasks
+    """De-duplicate and enqueue, as ``shared.usecases.intake.start_session`` does for a mention."""
+    from shared.queue import tasks
+    from shared.state import events, firestore
     from shared.state.new_sessions import mention_session
 
     event_id = str(body["event_id"])

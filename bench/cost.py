@@ -39,7 +39,7 @@ from bench.firestore_ops import CountingClient, OpCounter, Ops, wipe
 from bench.harness import Bench
 from infra import slack_payloads as events
 from infra import stack as local
-from infra.fakegemini.control import FakeGemini
+from infra.fakes.gemini.client import FakeGemini
 from shared import config, deps
 from shared.handlers import agent_session as worker
 from shared.handlers import slack_events as ingress
@@ -289,7 +289,7 @@ class Rig:
         return str(reply["session_id"])
 
     def sweep(self, at: datetime) -> dict[str, Any]:
-        from shared.agent import sweep
+        from shared.usecases import sweep
 
         return sweep.run(at)
 

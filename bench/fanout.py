@@ -21,7 +21,7 @@ import uuid
 
 from bench.figures import Section, at_most, info, median, prose, table
 from bench.harness import Bench
-from infra.fakegemini.control import FakeGemini
+from infra.fakes.gemini.client import FakeGemini
 from shared.state import ids, sessions
 from shared.state.models import SessionStatus
 

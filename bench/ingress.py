@@ -59,7 +59,6 @@ from bench import ingress_limits
 from bench.figures import (
     Figure,
     Section,
-    at_most,
     below,
     info,
     percentile,
@@ -83,7 +82,7 @@ ROUNDS = {1: (10, 90), 16: (12, 75)}
 CONCURRENCY = tuple(ROUNDS)
 WARMUP = 30
 P99_LIMIT_MS = 300.0
-LIMITS_LIMIT = 1.1  # limits on over off, p50
+LIMITS_LIMIT = 1.05  # limits on over off, p50 (issue 28.3), judged with its 95% interval as every ratio of issue 28
 SLACK_ACK_MS = 3000.0  # Slack retries an event not acknowledged within this
 SPREAD_USERS, SPREAD_CHANNELS = 16, 8  # ``ours_limits_spread``: mentions from these many people and channels
 SERVERS = ("ours", "bolt", "ours_limits", "ours_limits_spread")
@@ -359,7 +358,7 @@ def breakdown(count: int = 150) -> dict[str, tuple[float, float, float, float]]:
             profilers[name].disable()
     common = [
         Part("Firestore commit (de-duplication)", "shared/state/events.py", "start_session_for_event"),
-        Part("Cloud Tasks create_task", "shared/state/tasks.py", "enqueue_session"),
+        Part("Cloud Tasks create_task", "shared/queue/tasks.py", "enqueue_session"),
     ]
     found = {}
     for name, profiler in profilers.items():
@@ -412,7 +411,7 @@ def run(bench: Bench) -> Section:
             low, high = round_interval(*paired(limited, ours), 50)
             ratio = f"ingress_c{concurrency}_p50_limits_on_over_off{suffix}"
             section.add(
-                at_most(ratio, limited.p(50) / ours.p(50), "ratio", LIMITS_LIMIT),
+                unless_interval_above(ratio, limited.p(50) / ours.p(50), "ratio", LIMITS_LIMIT, low=low, high=high),
                 info(f"{ratio}_ci95_low", low, "ratio"),
                 info(f"{ratio}_ci95_high", high, "ratio"),
             )

@@ -23,7 +23,7 @@ from bench.mcp_turns import lookup_service
 from shared.agent.tools.base import ToolContext
 from shared.agent.tools.mcp import connection
 from shared.agent.tools.mcp.tool import McpTool
-from shared.mcp_servers import McpServer
+from shared.config_values import McpServer
 
 CALLS = 30
 LISTINGS = 10

@@ -27,15 +27,15 @@ import mcp_types
 from bench.agent_loop import model_calls
 from bench.cost import Rig, environment
 from bench.figures import median, percentile
-from infra.fakegemini.control import FakeGemini
-from infra.mcpdemo.server import SERVICES
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.mcp.server import SERVICES
 from shared import deps
 from shared.agent.tools import toolset
 from shared.agent.tools.base import Outcome, ToolContext
 from shared.agent.tools.function import tool
 from shared.agent.tools.mcp import catalog, connection
 from shared.agent.tools.toolset import Toolset
-from shared.mcp_servers import McpServer
+from shared.config_values import McpServer
 from shared.state.models import SessionStatus
 
 

@@ -45,7 +45,7 @@ from bench.cost import Rig, compact
 from bench.figures import Section, at_most, info, median, percentile, prose, table
 from bench.firestore_ops import OpCounter, Ops
 from bench.harness import Bench
-from infra.fakegemini.control import FakeGemini
+from infra.fakes.gemini.client import FakeGemini
 from shared.handlers import slack_events, slack_interactivity
 from shared.slack import blocks
 from shared.state import approvals, ids, questions
@@ -196,23 +196,29 @@ def run(bench: Bench) -> Section:
             + ".** The table's last columns are the explanation: on this stack a path's time before its first model "
             "request is mostly its round trips to the Firestore emulator, and a click makes more of them than a "
             f"mention ({count['answer_click'].rpcs} and {count['approve_click'].rpcs} RPCs against "
-            f"{count['mention'].rpcs}). The answer's handler looks the question up and commits the answer and the "
-            "continuation in one transaction (a mention's ingress only creates its event and session); the "
-            "continuation's claim then loads the paused conversation (its steps, with a query, and its question) "
-            "where a mention's first claim has nothing to load; an approval's resumption also runs the approved "
-            "call through the ledger (a started and a done record, each fenced by the lease, and the example tool's "
-            "own Slack post and write) before the model is asked again. Each of those operations is what makes the "
-            "resumption exactly-once after a crash (DESIGN.md, flows 4, 8 and 9), and their counts are budgeted in "
-            "section 3 (`answer`, `continuation`, `approve`, `approved_run`). Deployed, a Firestore round trip "
-            "costs a few milliseconds as it does here, so the ratio would be of the same order: meeting 1.2 takes "
-            "fewer sequential round trips on the resuming path (the RPCs above), which is the product's to change."
+            f"{count['mention'].rpcs}). The click's handler no longer reads the question or the approval before its "
+            "transaction (the press is checked against what the transaction reads), and the transaction reads the "
+            "question or approval and its asker in one round trip (the asker's id is in theirs). What is left, in "
+            "the order above: the answer's (or decision's) transaction; the continuation's claim, which reads the "
+            "session and then its transcript's writer (two documents it cannot name before the first read); the "
+            "transcript's query; the answered question (or the approvals) the continuation starts from; and the "
+            "commit of its first step, which reads the session and the writer again to fence the step. An "
+            "approval's resumption also runs the approved call through the ledger (a started and a done record, "
+            "each fenced by the lease, and the example tool's own Slack post and write) before the model is asked "
+            "again. Each of those is what makes the resumption exactly-once after a crash (DESIGN.md, flows 4, 8 "
+            "and 9), and their counts are budgeted in section 3 (`answer`, `continuation`, `approve`, "
+            "`approved_run`). The next steps toward 1.2, not taken in this round: read the continuation's question "
+            "with its claim (its id is in the continuation's), run the transcript's query beside it, and let the "
+            "ledger's records share the step commits they fence; each is a change to the loop's resumption "
+            "(issue 23's modules), measured here when it lands."
         )
         section.findings.append(
             f"Resuming takes {percentile(ms['answer_click'], 50) / base[50]:.1f} (answer) and "
             f"{percentile(ms['approve_click'], 50) / base[50]:.1f} (approval) times a mention's time to the first "
             f"model request (section 10): {count['answer_click'].rpcs} and {count['approve_click'].rpcs} sequential "
-            f"Firestore RPCs before the model is asked, against {count['mention'].rpcs}. Candidates: the click's "
-            "handler reads the question (or approval) before the transaction that reads it again, and the "
-            "continuation's claim, its transcript query and its opening are separate round trips."
+            f"Firestore RPCs before the model is asked, against {count['mention'].rpcs} (the click's own read "
+            "before its transaction is gone, the transaction's reads batched). Candidates left: the continuation's "
+            "claim, its transcript query and its question are separate round trips, and the ledger's records have "
+            "commits of their own."
         )
     return section

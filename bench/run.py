@@ -18,6 +18,7 @@ from types import FrameType
 
 from bench import (
     agent_loop,
+    approve_run,
     coldstart,
     cost,
     fanout,
@@ -29,6 +30,7 @@ from bench import (
     scale,
     streaming,
     takeover,
+    trees,
 )
 from bench.figures import Section
 from bench.harness import BENCH_DIR, Bench
@@ -49,6 +51,9 @@ FIGURES: dict[str, Callable[[Bench], Section]] = {
     "html": html_text.run,  # measured in this process without the stack; a few seconds
     "mcp": mcp_calls.run,  # in this process, against the sample MCP server: the calls, then 66 sessions; ~25 s
     "takeover": takeover.run,  # a worker SIGKILLed mid model call, taken over: 6 rounds of ~15 s
+    "trees": trees.run,  # non-blocking fan-outs of 1, 8 and 32 children reporting to a running parent
+    # Round 3's other new paths register here, one line each:
+    "approve_run": approve_run.run,  # an Approve and an Edit to the call's result reaching the model: 64 runs
 }
 
 

@@ -345,7 +345,7 @@ def unremind(db: Db) -> None:
 
 
 def sweep_at_scale(bench: Bench, section: Section) -> None:
-    from shared.agent import sweep
+    from shared.usecases import sweep
 
     at = firestore.now()
     dbs = [Db(f"sweep-{size}", size) for size in SWEEP_SIZES]
@@ -369,7 +369,7 @@ def sweep_at_scale(bench: Bench, section: Section) -> None:
         stats = profile(functools.partial(sweep.run, at))
     sweep_total, ((_, waiting, _),) = shares(
         stats,
-        Part("sweep", "shared/agent/sweep.py", "run"),
+        Part("sweep", "shared/usecases/sweep.py", "run"),
         [Part("waiting for the emulator's RunQuery streams", "bench/firestore_ops.py", "__next__")],
     )
     small, large = SWEEP_SIZES
@@ -412,7 +412,7 @@ def sweep_at_scale(bench: Bench, section: Section) -> None:
             f"**Missed: `sweep_documents_read_ratio` is {reads_ratio:.2f}** (target <= {SWEEP_READS_LIMIT}): the sweep "
             f"read {median(runs[small].reads):.0f} documents at {small:,} and {median(runs[large].reads):.0f} at "
             f"{large:,}. A query of the sweep returns more than its stale items as the database grows: its filter or "
-            "its page bound no longer matches what it acts on (`shared/agent/sweep.py`, `shared/state/stale.py`)."
+            "its page bound no longer matches what it acts on (`shared/usecases/sweep.py`, `shared/state/stale.py`)."
         )
     if ratio > 1.5:
         section.say(

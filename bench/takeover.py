@@ -33,9 +33,9 @@ import requests
 from bench.figures import Section, info, median, percentile, table
 from bench.harness import Bench, function_argv
 from infra import slack_payloads as events
-from infra.dispatch.headers import cloud_tasks_headers
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.dispatch.headers import cloud_tasks_headers
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from infra.procs import Proc, free_port, http_answers, wait_until
 from infra.stack import ROOT
 from shared import deps
@@ -100,8 +100,8 @@ def _requests_for(gemini: FakeGemini, uid: str) -> int:
 
 def one_round(bench: Bench, worker: Worker, gemini: FakeGemini, path: str) -> float:
     """Seconds from the worker's SIGKILL to the takeover's first model request."""
-    from shared.agent import sweep
     from shared.handlers import slack_events
+    from shared.usecases import sweep
 
     uid = uuid.uuid4().hex[:10].upper()
     channel = f"C{uid}"
@@ -142,7 +142,7 @@ def one_round(bench: Bench, worker: Worker, gemini: FakeGemini, path: str) -> fl
 
 
 def _task_of(session_id: str) -> Any:
-    from shared.state import tasks
+    from shared.queue import tasks
 
     return tasks.build_session_task(session_id)
 

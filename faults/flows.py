@@ -23,8 +23,8 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 
 from faults.inject import HELD_SECONDS, Injector, deliver, requests_with, texts_of
 from infra import stack as local
-from infra.fakegemini.control import FakeGemini
-from shared.slack import blocks
+from infra.fakes.gemini.client import FakeGemini
+from shared.slack import approval_card, blocks
 from shared.state import approvals, firestore, ids, questions, sessions
 from shared.state.models import QuestionStatus, Session, SessionKind, SessionStatus
 
@@ -32,7 +32,7 @@ G = FakeGemini
 HUMAN = "U0HUMAN"
 OPERATOR = local.OPERATOR_ID
 KINDS = ("plain", "ask", "approve", "delegate", "mcp_read", "mcp_input", "mcp_elicit", "outage", "mixed",
-         "tasks_outage_answer", "killed_no_retry")  # fmt: skip
+         "tasks_outage_answer", "killed_no_retry", "edit")  # fmt: skip
 # A session that ended, or paused and then handed on to the session its answer started.
 SETTLED = {SessionStatus.DONE, SessionStatus.RESUMED}
 # An outage flow's session must end failed: Slack refuses its answer for longer than any budget.
@@ -318,6 +318,61 @@ def check_approve(flow: Flow) -> None:
         flow.outcome.problem = flow.outcome.problem or "approved, but scale_service never ran"
 
 
+EDITED_REPLICAS = 7  # what the operator's edit makes of the model's 3
+
+
+def edit(flow: Flow) -> None:
+    """The model asks to scale to 3; the operator presses Edit, and submits 7 (the injector's clicks submit it
+    several times at once, as a double submission); the edited call runs once and the model is told."""
+    fault = flow.script(G.call("scale_service", name=f"api-{flow.marker}", replicas=3), G.text(flow.final))
+    flow.mention("scale the api", fault)
+    paused = wait_status(flow.root, {SessionStatus.PAUSED})
+    [approval] = approvals.get_approvals(paused.approval_ids)
+    slack = flow.injector.slack
+    value = blocks.approval_value(approval.approval_id, approval.digest)
+
+    def opened() -> dict[str, Any] | None:
+        mine = [v for v in slack.views(OPERATOR) if str(v.get("private_metadata", "")).startswith(approval.approval_id)]
+        return mine[0] if mine else None
+
+    view = None
+    for _ in range(4):  # a press answered 503 (Cloud Tasks restarting) is pressed again, as an operator would
+        slack.click(OPERATOR, flow.channel, approval.card_ts or "", approval_card.EDIT_ACTION, value=value)
+        deadline = time.monotonic() + 10
+        while (view := opened()) is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if view is not None:
+            break
+    assert view is not None, "the Edit modal never opened"
+
+    def submit() -> None:
+        for _ in range(4):
+            answered = slack.submit_view(view["id"], OPERATOR, {"arg:replicas": str(EDITED_REPLICAS)})
+            if answered.get("status") == 200:
+                return
+            time.sleep(2.0)
+
+    in_parallel(submit, times=flow.injector.clicks(flow.rng))
+    wait_status(ids.resume_id(approval.session_id, approval.seq), {SessionStatus.DONE})
+    flow.wait_final()
+
+
+def check_edit(flow: Flow) -> None:
+    query = firestore.db().collection("demo_actions").where(filter=FieldFilter("session_id", "==", flow.root))
+    ran = [doc.to_dict() or {} for doc in query.stream()]
+    flow.outcome.tools_run_twice = max(0, len(ran) - 1)
+    if any(r.get("replicas") != EDITED_REPLICAS for r in ran):
+        flow.outcome.tools_run_twice += 1
+        flow.note(f"a call other than the edited one ran: {ran}")
+    if flow.outcome.reached_end and not ran:
+        flow.outcome.problem = flow.outcome.problem or "edited and approved, but scale_service never ran"
+    if flow.outcome.reached_end:
+        results = function_results(last_request_with(flow, flow.tag))
+        if not any(isinstance(r, dict) and r.get("replicas") == EDITED_REPLICAS for r in results):
+            flow.outcome.answers_lost += 1  # the edited call's result never reached the model
+            flow.note("the edited call's result never reached the model")
+
+
 def demo_actions(session_id: str) -> int:
     """How often a demo tool (restart_service, scale_service) really ran for a session, counted in Firestore."""
     query = firestore.db().collection("demo_actions").where(filter=FieldFilter("session_id", "==", session_id))
@@ -525,11 +580,12 @@ def in_parallel(action: Callable[[], Any], *, times: int) -> None:
 
 
 DRIVERS: dict[str, Callable[[Flow], None]] = {
-    "plain": plain, "ask": ask, "approve": approve, "delegate": delegate, "mcp_read": mcp_read,
+    "plain": plain, "ask": ask, "approve": approve, "edit": edit, "delegate": delegate, "mcp_read": mcp_read,
     "mcp_input": mcp_input, "mcp_elicit": mcp_elicit, "outage": outage, "mixed": mixed,
     "tasks_outage_answer": tasks_outage_answer, "killed_no_retry": killed_no_retry,
 }  # fmt: skip
 CHECKS: dict[str, Callable[[Flow], None]] = {
-    "ask": check_ask, "approve": check_approve, "delegate": check_delegate, "mcp_input": check_mcp_input,
+    "ask": check_ask, "approve": check_approve, "edit": check_edit, "delegate": check_delegate,
+    "mcp_input": check_mcp_input,
     "mcp_elicit": check_mcp_elicit, "outage": check_outage, "mixed": check_mixed,
 }  # fmt: skip

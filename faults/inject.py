@@ -15,9 +15,9 @@ import requests
 
 from infra import restarts
 from infra import stack as local
-from infra.dispatch.headers import cloud_tasks_headers
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.dispatch.headers import cloud_tasks_headers
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
 
 # Every kind of fault this run can inject, in the order the table lists them.

@@ -88,11 +88,11 @@ def section(results: Results) -> str:
         "handed to the dispatcher are listed, and once it is back (its queue created again) they are created again "
         "under their names (one listed while being handed over is delivered twice, a duplicate the product "
         "ignores). Every `create_task` while it is down fails with UNAVAILABLE, and the product retries it with "
-        "backoff (`shared/state/tasks.py`; task names are fixed, so a retry after an attempt that did get through "
+        "backoff (`shared/queue/tasks.py`; task names are fixed, so a retry after an attempt that did get through "
         "is refused as a duplicate).",
         "- *Slack storms* on chat.postMessage (any flow's next calls) and on the other methods a flow makes in its "
         "own channel (assistant.threads.setStatus, reactions.add/remove, conversations.replies, chat.update) are "
-        "retried by slack-sdk's handlers (`shared/backpressure.py`); a storm whose Retry-After is longer than "
+        "retried by slack-sdk's handlers (`shared/slack/backpressure.py`); a storm whose Retry-After is longer than "
         "the session has left ends the session failed at once, its reason stored and told where Slack lets it.",
         "",
         *(["Flows that did not reach their end: " + "; ".join(failed) + ".", ""] if failed else []),

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from faults.flows import KINDS, Flow, Outcome
 from faults.inject import RESTARTS, Injector
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from infra.product_env import product_environment
 from infra.stack import LOCAL, OPERATOR_ID, Stack
 

@@ -17,10 +17,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from infra.fakeslack.control import FakeSlack, FakeSlackError
-from infra.fakeslack.state import buttons_in
-from infra.names import Names
+from infra.fakes.slack.client import FakeSlack, FakeSlackError
+from infra.fakes.slack.state import buttons_in
 from infra.stack import CHAT_USER
+from ops.names import Names
 
 STOP_ACTION = "session_stop"  # shared/slack/blocks.py's Stop button (the chat does not import the product)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -173,3 +174,25 @@ def http_answers(url: str) -> bool:
             return True
     except urllib.error.HTTPError:
         return True
+
+
+def spawn_ready(
+    argv: Sequence[str], *, log_path: Path, prefix: str, cwd: Path, env: Mapping[str, str] | None = None,
+    timeout: float = 20.0,
+) -> tuple[subprocess.Popen[str], str]:  # fmt: skip
+    """Start a fake (``python -m infra.fakes.<name> --port 0 ...``) in a process group of its own, its stderr in
+    ``log_path``, and read the ready line it prints once it serves (``infra/fakes/serve.py``): the process and the
+    rest of that line after ``prefix`` (its URL). Stopped, with the log's tail in the error, if it does not say it
+    is ready within ``timeout``. Stop it with ``stop_group(proc.pid, reap=proc.poll)``."""
+    with log_path.open("a") as log:
+        proc = subprocess.Popen(list(argv), cwd=cwd, env=None if env is None else dict(env), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True)  # fmt: skip
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    line = proc.stdout.readline() if ready else ""
+    if not line.startswith(prefix):
+        stop_group(proc.pid, timeout=5, reap=proc.poll)
+        proc.stdout.close()
+        tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-30:])
+        raise StackError(f"{argv[2] if len(argv) > 2 else argv[0]} did not start: {line!r}. Log {log_path}:\n{tail}")
+    return proc, line[len(prefix) :].strip()

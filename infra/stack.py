@@ -9,7 +9,7 @@ each answers; writes ``.local/stack.json`` with every URL; and stops every
 process it started, by pid, when it is closed or the interpreter exits.
 
 With ``parallel_tasks=True`` (``TASKS_DELIVERY=parallel`` for ``make dev`` and
-``make stack``) it also starts the dispatcher (``infra/dispatch``): the emulator
+``make stack``) it also starts the dispatcher (``infra/fakes/dispatch``): the emulator
 dispatches every task to it, and it delivers them to agent_session as Cloud
 Tasks does (in parallel, its headers, retried with backoff, a deadline).
 
@@ -37,7 +37,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from infra.fakegemini.demo import NOTICE as DEMO_NOTICE
+from infra.fakes.gemini.demo import NOTICE as DEMO_NOTICE
 from infra.procs import (
     Proc,
     StackError,
@@ -130,8 +130,8 @@ class Stack:
     real_model: bool = False  # use the real Gemini API (the caller's GEMINI_API_KEY or Vertex AI) instead of the stub
     # Tasks go from the emulator to the dispatcher, which delivers them to agent_session as Cloud Tasks does.
     parallel_tasks: bool = False
-    dispatch_args: tuple[str, ...] = ()  # more `python -m infra.dispatch` flags (--deadline, --max-attempts, ...)
-    mcp_demo: bool = False  # start the sample MCP server (infra/mcpdemo) and configure the agent for it
+    dispatch_args: tuple[str, ...] = ()  # more `python -m infra.fakes.dispatch` flags (--deadline, --max-attempts, ...)
+    mcp_demo: bool = False  # start the sample MCP server (infra/fakes/mcp) and configure the agent for it
     function_env: dict[str, dict[str, str]] = field(default_factory=dict)  # more environment, per function
     procs: dict[str, Proc] = field(default_factory=dict)
     ports: dict[str, int] = field(default_factory=dict)
@@ -352,7 +352,7 @@ class Stack:
             [
                 sys.executable,
                 "-m",
-                "infra.fakeslack",
+                "infra.fakes.slack",
                 "--host",
                 "127.0.0.1",
                 "--port",
@@ -386,7 +386,7 @@ class Stack:
         gemini_args = [
             sys.executable,
             "-m",
-            "infra.fakegemini",
+            "infra.fakes.gemini",
             "--host",
             "127.0.0.1",
             "--port",
@@ -410,7 +410,7 @@ class Stack:
             [
                 sys.executable,
                 "-m",
-                "infra.dispatch",
+                "infra.fakes.dispatch",
                 "--host",
                 "127.0.0.1",
                 "--port",
@@ -427,12 +427,12 @@ class Stack:
         wait_until(lambda: http_answers(self.url("dispatch") + "/health"), proc=proc, what="HTTP", timeout=30)
 
     def start_mcp_server(self, name: str, *args: str) -> str:
-        """Start a sample MCP server (``python -m infra.mcpdemo``, more flags in ``args``) on a free loopback port
+        """Start a sample MCP server (``python -m infra.fakes.mcp``, more flags in ``args``) on a free loopback port
         as process ``name``; its MCP endpoint's URL. It stops with the stack, or with ``stop_process``."""
         self.ports.setdefault(name, free_port())
         proc = self._spawn(
             name,
-            [sys.executable, "-m", "infra.mcpdemo", "--host", "127.0.0.1", "--port", str(self.ports[name]), *args],
+            [sys.executable, "-m", "infra.fakes.mcp", "--host", "127.0.0.1", "--port", str(self.ports[name]), *args],
         )
         wait_until(lambda: http_answers(self.url(name) + "/calls"), proc=proc, what="HTTP", timeout=30)
         self._record()

@@ -14,19 +14,21 @@ the documentation and the deploy checks.
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar, overload
 
 from shared import config_values
-from shared import mcp_servers as mcp
 from shared.config_values import (
+    PLACEHOLDER,
+    McpServer,
     base_url,
     boolean,
     id_list,
+    lenient_flag,
     level,
+    mcp_server_list,
     optional,
     price_map,
     prompt_list,
@@ -62,7 +64,6 @@ ASSISTANT_PROMPTS_DEFAULT = (
     '{"message":"Help me plan a change: ask me what you need to know first.","title":"Plan a change"}]'
 )
 
-PLACEHOLDER = "unset:"  # how Terraform's placeholder secret versions begin (terraform/secrets.tf)
 # The whole placeholder text, which names its own secret: terraform/secrets.tf's secret_data.
 _PLACEHOLDER_TEXT = re.compile(r"unset: add the real value with gcloud secrets versions add ([a-z][a-z0-9-]{0,254})")
 
@@ -265,7 +266,7 @@ class Settings:
     mcp_servers = Var(
         "MCP_SERVERS", "[]",
         "JSON list of MCP servers whose tools the agent may use as mcp.<name>.<tool> (README, MCP servers).",
-        _AGENT, functools.partial(mcp.parse, error=ConfigError),
+        _AGENT, mcp_server_list,
     )  # fmt: skip
     assistant_prompts = Var(
         "ASSISTANT_PROMPTS", ASSISTANT_PROMPTS_DEFAULT,
@@ -436,7 +437,7 @@ class Settings:
     )  # fmt: skip
     google_genai_use_vertexai = Var(
         "GOOGLE_GENAI_USE_VERTEXAI", "", "'true' to call Gemini through Vertex AI with the function's identity.",
-        _AGENT, text, read_by_library=True,
+        _AGENT, lenient_flag, read_by_library=True,
     )  # fmt: skip
     google_cloud_location = Var(
         "GOOGLE_CLOUD_LOCATION", "", "Vertex AI location (e.g. us-central1); read by google-genai.", _AGENT, text,
@@ -475,9 +476,9 @@ def reset() -> None:
     _settings = None
 
 
-def mcp_credential(server: mcp.McpServer) -> str | None:
+def mcp_credential(server: McpServer) -> str | None:
     """An MCP server's bearer token, from the variable its ``credential_env`` names (never logged)."""
-    return mcp.credential(server, settings()._environ, error=ConfigError)
+    return config_values.mcp_credential(server, settings()._environ)
 
 
 def check_rules(entry_point: str) -> None:

@@ -1,6 +1,8 @@
 """How each configuration variable's text becomes its value: the parsers ``shared.config`` declares variables
 with, and the error they raise. Each parser takes the variable's name and its raw text and raises ``ConfigError``
-naming the variable when the text is malformed.
+naming the variable when the text is malformed. The values that have a shape of their own are declared here
+too: a tool's ``Tier`` and ``TierRule`` (``TOOL_TIERS``) and an ``McpServer`` (``MCP_SERVERS``), so the
+configuration (which every entry point reads) never imports the agent that uses them.
 """
 
 from __future__ import annotations
@@ -9,9 +11,15 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from enum import StrEnum
+from typing import Any, TypeVar
 
 from shared.errors import ProductError
+
+PLACEHOLDER = "unset:"  # how Terraform's placeholder secret versions begin (terraform/secrets.tf)
+
+
+T = TypeVar("T")
 
 
 class ConfigError(ProductError):
@@ -50,6 +58,22 @@ def boolean(name: str, value: str) -> bool:
     return lowered in {"true", "1", "yes"}
 
 
+def lenient_flag(_name: str, value: str) -> bool:
+    """True for "true", "1" or "yes" in any case, False for anything else: a variable a library reads leniently."""
+    return value.lower() in {"true", "1", "yes"}
+
+
+def _json(name: str, value: str, shape: type[T], what: str) -> T:
+    """``value`` parsed as JSON of ``shape``; ConfigError saying ``name`` must be ``what`` otherwise."""
+    try:
+        parsed = json.loads(value)
+    except ValueError as exc:
+        raise ConfigError(f"{name} must be {what}: {exc}") from None
+    if not isinstance(parsed, shape):
+        raise ConfigError(f"{name} must be {what}, got {type(parsed).__name__}")
+    return parsed
+
+
 def url(name: str, value: str) -> str:
     if not value.startswith(("http://", "https://")):
         raise ConfigError(f"{name} must be an http(s) URL, got {value!r}")
@@ -78,7 +102,15 @@ def queue_path(name: str, value: str) -> str:
     return value
 
 
-TIERS = ("safe", "approve", "deny")
+class Tier(StrEnum):
+    """What a tool call needs before it runs: the values of ``TOOL_TIERS`` (``shared.agent.tools`` uses them)."""
+
+    SAFE = "safe"  # runs at once
+    APPROVE = "approve"  # runs only after an operator approves that exact call
+    DENY = "deny"  # never offered to the model
+
+
+_TIER_NAMES = ", ".join(Tier)
 
 
 @dataclass(frozen=True)
@@ -121,12 +153,7 @@ MAX_APPROVALS = 5
 def tier_map(name: str, value: str) -> dict[str, TierRule]:
     """A JSON object of tool name (or glob, like ``mcp.tickets.*``) to a tier, or to a rule object
     (``{"tier", "approvers", "approvals", "when", "otherwise"}``, README "Who may approve")."""
-    try:
-        parsed = json.loads(value or "{}")
-    except ValueError as exc:
-        raise ConfigError(f"{name} must be a JSON object of tool name to tier: {exc}") from None
-    if not isinstance(parsed, dict):
-        raise ConfigError(f"{name} must be a JSON object of tool name to tier, got {type(parsed).__name__}")
+    parsed = _json(name, value or "{}", dict, "a JSON object of tool name to tier")
     return {str(tool): _rule(name, str(tool), rule) for tool, rule in parsed.items()}
 
 
@@ -150,19 +177,19 @@ def _rule(name: str, tool: str, rule: Any) -> TierRule:
         return ConfigError(f"{name}: the rule for {tool!r} {why}", variable=name)
 
     if isinstance(rule, str):
-        if rule not in TIERS:
-            raise ConfigError(f"{name}: tool {tool!r} has tier {rule!r}; a tier is one of {', '.join(TIERS)}")
+        if rule not in tuple(Tier):
+            raise ConfigError(f"{name}: tool {tool!r} has tier {rule!r}; a tier is one of {_TIER_NAMES}")
         return TierRule(rule)
     if not isinstance(rule, dict):
-        raise bad(f"must be a tier ({', '.join(TIERS)}) or an object, got {json.dumps(rule)}")
+        raise bad(f"must be a tier ({_TIER_NAMES}) or an object, got {json.dumps(rule)}")
     unknown = sorted(set(rule) - _RULE_KEYS)
     if unknown:
         raise bad(f"has unknown key(s) {', '.join(unknown)}; a rule has {', '.join(sorted(_RULE_KEYS))}")
     tier, otherwise = rule.get("tier"), rule.get("otherwise")
-    if tier not in TIERS:
-        raise bad(f"has tier {tier!r}; a tier is one of {', '.join(TIERS)}")
-    if otherwise is not None and otherwise not in TIERS:
-        raise bad(f"has otherwise {otherwise!r}; a tier is one of {', '.join(TIERS)}")
+    if tier not in tuple(Tier):
+        raise bad(f"has tier {tier!r}; a tier is one of {_TIER_NAMES}")
+    if otherwise is not None and otherwise not in tuple(Tier):
+        raise bad(f"has otherwise {otherwise!r}; a tier is one of {_TIER_NAMES}")
     conditions = _conditions(rule.get("when"), otherwise, bad)
     approvers = rule.get("approvers", [])
     if not isinstance(approvers, list) or any(not isinstance(a, str) or not _APPROVER.match(a) for a in approvers):
@@ -213,3 +240,76 @@ def level(name: str, value: str) -> str:
     if level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
         raise ConfigError(f"{name} must be DEBUG, INFO, WARNING, ERROR or CRITICAL, got {level!r}")
     return level
+
+
+# --- MCP_SERVERS: one ``McpServer`` per configured server (the MCP tools, shared.agent.tools.mcp, use them) ---
+@dataclass(frozen=True)
+class McpServer:
+    """One remote MCP server (streamable HTTP) whose tools the agent may use."""
+
+    name: str  # short, lower case: tools are named ``mcp.<name>.<tool>``
+    url: str
+    credential_env: str | None = None  # the variable holding its bearer token (Terraform fills it from a secret)
+    include: frozenset[str] | None = None  # only these tools, when given
+    exclude: frozenset[str] = frozenset()  # never these tools
+    timeout_seconds: float = 30.0  # of one request: listing its tools, or one round of a call
+
+
+_SERVER_NAME = re.compile(r"[a-z][a-z0-9_-]{0,23}")
+_ENV_NAME = re.compile(r"[A-Z][A-Z0-9_]{0,99}")
+_SERVER_FIELDS = {"name", "url", "credential_env", "include", "exclude", "timeout_seconds"}
+
+
+def mcp_server_list(name: str, value: str) -> tuple[McpServer, ...]:
+    """A JSON list of ``{"name", "url", "credential_env"?, "include"?, "exclude"?}``; errors name server and field."""
+    parsed = _json(name, value or "[]", list, "a JSON list of servers")
+    servers: list[McpServer] = []
+    for position, entry in enumerate(parsed):
+        label = f"{name}: server {position + 1}"
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{label} must be a JSON object, got {type(entry).__name__}")
+        server = entry.get("name")
+        if not isinstance(server, str) or not _SERVER_NAME.fullmatch(server):
+            raise ConfigError(f"{label}: field 'name' must be 1-24 of a-z, 0-9, _ or -, starting with a letter, "
+                              f"got {server!r}")  # fmt: skip
+        label = f"{name}: server {server!r}"
+        if any(s.name == server for s in servers):
+            raise ConfigError(f"{label} is listed twice")
+        unknown = sorted(set(entry) - _SERVER_FIELDS)
+        if unknown:
+            known = ", ".join(sorted(_SERVER_FIELDS))
+            raise ConfigError(f"{label}: unknown field(s) {', '.join(unknown)}; the fields are {known}")
+        address = entry.get("url")
+        if not isinstance(address, str) or not address.startswith(("http://", "https://")):
+            raise ConfigError(f"{label}: field 'url' must be an http(s) URL, got {address!r}")
+        credential = entry.get("credential_env")
+        if credential is not None and (not isinstance(credential, str) or not _ENV_NAME.fullmatch(credential)):
+            raise ConfigError(f"{label}: field 'credential_env' must name an environment variable (A-Z, 0-9, _), "
+                                 f"got {credential!r}")  # fmt: skip
+        lists: dict[str, frozenset[str] | None] = {}
+        for field_name in ("include", "exclude"):
+            tools = entry.get(field_name)
+            if tools is not None and (not isinstance(tools, list) or not all(isinstance(t, str) for t in tools)):
+                raise ConfigError(f"{label}: field {field_name!r} must be a list of tool names, got {tools!r}")
+            lists[field_name] = frozenset(tools) if tools is not None else None
+        timeout = entry.get("timeout_seconds", 30)
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= 600:
+            raise ConfigError(f"{label}: field 'timeout_seconds' must be a number of seconds, 0 to 600, "
+                                 f"got {timeout!r}")  # fmt: skip
+        servers.append(McpServer(server, address, credential, lists["include"], lists["exclude"] or frozenset(),
+                                 float(timeout)))  # fmt: skip
+    return tuple(servers)
+
+
+def mcp_credential(server: McpServer, environ: Mapping[str, str]) -> str | None:
+    """The server's bearer token, from the variable its ``credential_env`` names; ConfigError if it is unusable."""
+    if server.credential_env is None:
+        return None
+    value = environ.get(server.credential_env, "").strip()
+    where = f"MCP_SERVERS: server {server.name!r}: field 'credential_env' names {server.credential_env}"
+    if not value:
+        raise ConfigError(f"{where}, which is not set")
+    if value.startswith(PLACEHOLDER):
+        raise ConfigError(f"{where}, which still holds Terraform's placeholder: put the real credential in its Secret "
+                    "Manager secret (README, MCP servers)")  # fmt: skip
+    return value

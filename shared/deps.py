@@ -23,7 +23,6 @@ from shared import config
 if TYPE_CHECKING:
     from google.cloud import firestore as firestore_module
     from google.cloud import tasks_v2
-    from slack_sdk import WebClient
 
 
 def utc_now() -> datetime:
@@ -35,7 +34,7 @@ class Deps:
     """The instance's collaborators; ``None`` means "build on first use"."""
 
     firestore: Any = None  # google.cloud.firestore.Client
-    slack: Any = None  # slack_sdk.WebClient
+    slack: Any = None  # slack_sdk.WebClient, built by shared.slack.client with its retry handlers
     tasks: Any = None  # google.cloud.tasks_v2.CloudTasksClient
     model: Any = None  # google.genai.Client, built by shared.agent.model (the ingress never imports it)
     mcp_tls: Any = None  # ssl.SSLContext for MCP servers, built once by shared.agent.tools.mcp.connection
@@ -108,26 +107,6 @@ def _build_firestore() -> firestore_module.Client:
 
     settings = config.settings()
     return firestore_module.Client(project=settings.google_cloud_project, database=settings.firestore_database)
-
-
-def slack() -> WebClient:
-    """The Slack Web API client, with slack-sdk's own retry handlers for rate limits, connection errors and 5xx,
-    bounded by the current session's wall budget (``shared.backpressure``)."""
-    return once("slack", _build_slack)
-
-
-def _build_slack() -> WebClient:
-    from slack_sdk import WebClient
-
-    from shared import backpressure
-
-    settings = config.settings()
-    return WebClient(
-        token=settings.slack_bot_token,
-        base_url=settings.slack_api_base_url,
-        timeout=10,
-        retry_handlers=backpressure.retry_handlers(),
-    )
 
 
 def tasks() -> tasks_v2.CloudTasksClient:

@@ -87,7 +87,7 @@ locals {
       ALLOW_REQUESTER_ANSWERS   = tostring(var.allow_requester_answers)
       ALLOW_REQUESTER_APPROVALS = tostring(var.allow_requester_approvals)
     }
-    # slack_events sets these on every thread opened in Slack's assistant pane (shared/agent/assistant_pane.py).
+    # slack_events sets these on every thread opened in Slack's assistant pane (shared/usecases/assistant_pane.py).
     assistant = {
       ASSISTANT_PROMPTS = jsonencode(var.assistant_prompts)
     }
@@ -140,7 +140,7 @@ locals {
     local.mcp_credentials,
   )
 
-  # MCP servers (README, "MCP servers"): MCP_SERVERS as shared/mcp_servers.py reads it. A server with a credential
+  # MCP servers (README, "MCP servers"): MCP_SERVERS as shared/config_values.py reads it. A server with a credential
   # names the variable that holds it, MCP_CREDENTIAL_<NAME>, filled from its own secret (local.mcp_credentials).
   # (try() restates the optional() defaults: the offline checks in deploy/ fill them only at a variable's top level.)
   mcp_credentials = {

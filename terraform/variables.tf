@@ -101,7 +101,7 @@ variable "mcp_servers" {
       can(regex("^[a-z][a-z0-9_-]{0,23}$", name)) && startswith(server.url, "https://") &&
       try(server.timeout_seconds, 30) > 0 && try(server.timeout_seconds, 30) <= 600
     ])
-    error_message = "mcp_servers: a name is 1-24 of a-z, 0-9, _ or -, starting with a letter; a url is https://; timeout_seconds is 0..600 (what shared/mcp_servers.py accepts)."
+    error_message = "mcp_servers: a name is 1-24 of a-z, 0-9, _ or -, starting with a letter; a url is https://; timeout_seconds is 0..600 (what shared/config_values.py accepts)."
   }
 }
 

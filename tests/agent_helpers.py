@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra import stack as local
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.slack.client import FakeSlack
 from shared.state import ids, questions, sessions
 from shared.state.models import Question, Session, SessionStatus
 from tests.poll import wait_for

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from infra.product_env import product_environment
 from infra.stack import LOCAL, OPERATOR_ID, Stack
 from tests.agent_helpers import agent_with

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import requests
 
 from infra import stack as local
-from infra.dispatch.headers import cloud_tasks_headers
+from infra.fakes.dispatch.headers import cloud_tasks_headers
 
 
 @dataclass(frozen=True)

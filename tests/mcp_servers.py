@@ -12,9 +12,9 @@ from typing import Any
 import requests
 
 from infra import stack as local
-from infra.dispatch.headers import cloud_tasks_headers
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.dispatch.headers import cloud_tasks_headers
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
 from shared.state import sessions
 from shared.state.models import SessionStatus
@@ -25,7 +25,7 @@ from tests.poll import wait_for
 
 @contextmanager
 def mcp_servers(stack: Stack, **servers: Sequence[str]) -> Iterator[dict[str, str]]:
-    """Start sample MCP servers (``python -m infra.mcpdemo`` with each one's flags) as the stack's processes of
+    """Start sample MCP servers (``python -m infra.fakes.mcp`` with each one's flags) as the stack's processes of
     those names; their MCP endpoints by name. Stopped afterwards."""
     try:
         yield {name: stack.start_mcp_server(name, *args) for name, args in servers.items()}
@@ -47,14 +47,28 @@ def reply(fake_slack: FakeSlack, channel: str, thread_ts: str, text: str) -> Non
 
 
 def retried_by_cloud_tasks(stack: Stack, session_id: str) -> None:
-    """Deliver the killed worker's task again, as Cloud Tasks retries a failed attempt after its backoff: the local
-    dispatcher gives up after five attempts in about a second and a half, which a restart on a busy machine
-    outlasts. A retry of the same task takes the session over (its lease names the task); if the dispatcher's own
-    retry got there first, this one is a duplicate and changes nothing."""
+    """Deliver the killed worker's task again, as Cloud Tasks retries a failed attempt after its backoff, if the
+    dispatcher's own retries (for a minute) have not taken the session over: a restart on a busy machine may outlast
+    them. A retry of the same task takes the session over once its lease has gone a heartbeat without a write.
+
+    The dispatcher is given its minute first: a retry of ours beside one of its own would be two claim
+    transactions waiting on each other's locks, and the Firestore emulator may let both commit after its lock
+    timeout (firebase-tools#1628), which Firestore itself never does."""
     session = sessions.get_session(session_id)
     assert session is not None
     if session.status != SessionStatus.RUNNING or session.lease_task is None:
         return
+    killed = (session.worker, session.lease_attempt)
+
+    def moved() -> bool:
+        found = sessions.get_session(session_id)
+        return found is None or found.status != SessionStatus.RUNNING or (found.worker, found.lease_attempt) != killed
+
+    try:
+        wait_for(moved, timeout=90, what="the dispatcher's retry to take the session over")
+        return
+    except AssertionError:
+        pass  # the dispatcher gave up: deliver it ourselves
     retry = session.lease_attempt + 1
     headers = {"Content-Type": "application/json", **cloud_tasks_headers(
         queue=delivery.QUEUE_ID, task=session.lease_task, retry=retry, executions=retry, eta=time.time())}  # fmt: skip

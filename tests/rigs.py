@@ -10,7 +10,7 @@ import pytest
 
 from bench import cost
 from bench.sink import Sink
-from infra.fakegemini.control import FakeGemini
+from infra.fakes.gemini.client import FakeGemini
 from infra.stack import Stack
 from shared import config
 from tests.poll import wait_for

@@ -8,8 +8,8 @@ from contextlib import contextmanager
 
 from slack_sdk import WebClient
 
-from infra.fakeslack import FakeSlackConfig, running
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.slack import FakeSlackConfig, running
+from infra.fakes.slack.client import FakeSlack
 from shared import deps
 from shared.slack.surface import ThreadSurface
 from tests.agent_helpers import HUMAN

@@ -1,6 +1,9 @@
-"""The agent: the bounded loop (``runner``), its budget, transcript, prompts, the model client, the silent-exit
-gate and the follow-ups, the tools (``shared.agent.tools``), and the use cases that start, run and sweep sessions.
+"""The agent: the bounded loop (``runner``), where a run starts (``starting``), a turn's tool calls (``tool_turn``),
+how a paused turn resumes (``resume``, ``waits/``), how a run ends (``ending``), its budget, transcript, prompts,
+opening turn, the model client (``model``), the silent-exit gate and the follow-ups, and the tools
+(``shared.agent.tools``).
 
-May import ``shared.asks``, ``shared.slack``, ``shared.state`` and the core modules. Only modules on the
-``agent_session`` path import google-genai; ``intake`` (used by the Slack ingress) never does.
+May import ``shared.asks``, ``shared.queue``, ``shared.slack``, ``shared.state`` and the core modules; never
+``shared.usecases`` or ``shared.handlers``. Only ``shared.usecases.worker`` and the sweep reach it: the Slack
+ingress never does (it imports google-genai).
 """

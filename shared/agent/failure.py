@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import logging
 
-from shared import backpressure
 from shared.agent import followup
 from shared.asks import delegation, stopping
+from shared.slack import backpressure
 from shared.slack.surface import ThreadSurface
 from shared.state import children as stored_children
 from shared.state import origin, steps

@@ -8,10 +8,11 @@ from __future__ import annotations
 import logging
 
 from shared import config
-from shared.slack import blocks
+from shared.queue import tasks
+from shared.slack import blocks, placement
 from shared.slack import client as slack
+from shared.state import dm_conversations, origin, sessions
 from shared.state import questions as stored_questions
-from shared.state import sessions, tasks
 from shared.state.firestore import now
 from shared.state.models import Note, NoteKind, Session, SessionKind
 from shared.state.new_sessions import continuation_session, mention_session, retry_session
@@ -40,7 +41,8 @@ def alert(session: Session, *, reason: str) -> None:
         f"narrated automatically ({reason}). Please check session `{original}`."
     )
     key = f"{session.session_id}:alert"
-    slack.post(session.channel, session.thread_ts, text, key=key)
+    slack.post(session.channel, placement.reply_ts(session.channel, session.thread_ts, origin.request_ts(session)),
+               text, key=key)  # fmt: skip
     if settings.operator_channel:
         link = f"thread {session.thread_ts} in <#{session.channel}>"
         slack.post(settings.operator_channel, None, f"{text} ({link})", key=f"{key}:channel")
@@ -66,10 +68,14 @@ def start_for_unread(session: Session, notes: list[Note]) -> None:
             continue
         if note.kind != NoteKind.STEER or not note.starts_session:
             continue
+        thread_ts = session.thread_ts
+        if placement.top_level(session.channel, session.thread_ts, origin.request_ts(session)):
+            thread_ts = note.ts  # typed at the DM's top level: a conversation of its own there
+            dm_conversations.started(session.channel, note.ts)
         unread = mention_session(
             event_id=f"note-{session.channel}-{note.ts}",
             channel=session.channel,
-            thread_ts=session.thread_ts,
+            thread_ts=thread_ts,
             ts=note.ts,
             user=note.user,
             text=note.text,

@@ -21,14 +21,12 @@ from shared.state.models import Session
 
 log = logging.getLogger(__name__)
 
-BEATS_PER_LEASE = 4
-
 
 @contextmanager
 def kept(session: Session, *, lease_seconds: int, for_seconds: float) -> Iterator[None]:
     """Renew ``session``'s lease every ``lease_seconds / 4`` while the block runs, for at most ``for_seconds``."""
     stop = threading.Event()
-    every = max(0.5, lease_seconds / BEATS_PER_LEASE)
+    every = lease.beat_seconds(lease_seconds)
     until = time.monotonic() + for_seconds
 
     def beat() -> None:

@@ -1,16 +1,18 @@
 """How a session opens its turn of the transcript: the thread and request for a mention, the operator's answer
-for a continuation, the silent session's audit log for a narration.
+for a continuation, the silent session's audit log for a narration; a request typed in an assistant pane's new
+thread names that thread as it opens.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from typing import Any
 
 from google.genai import types
 from slack_sdk.errors import SlackApiError
 
-from shared.agent import assistant_pane, prompts
+from shared.agent import prompts
 from shared.agent.transcript import Responses, pending_calls, pending_turn
 from shared.agent.waits.resuming import Resuming, WaitKind, WaitOn
 from shared.errors import ProductError
@@ -22,6 +24,9 @@ from shared.state.firestore import now
 from shared.state.models import Audit, AuditType, Question, Session, SessionKind, Step, StepKind
 
 log = logging.getLogger(__name__)
+
+ROOT_SUBTYPE = "assistant_app_thread"  # the subtype of the message Slack starts an assistant pane's thread with
+MAX_TITLE_CHARS = 60
 
 
 class MissingQuestion(ProductError):
@@ -50,7 +55,7 @@ def opening_content(session: Session, transcript: list[Step], *,
     except SlackApiError as exc:  # e.g. the bot is not in the channel: work from the request alone
         log.warning("could not read the thread", extra={"error": exc.response.get("error")})
         thread = []
-    assistant_pane.name_after_request(session, thread)
+    name_after_request(session, thread)
     text = prompts.thread_prompt([m for m in thread if m.get("ts") != session.trigger_ts], request=session.text,
                                  requester=session.trigger_user, limited=limited)  # fmt: skip
     return StepKind.PROMPT, _user(text), []
@@ -61,11 +66,7 @@ def answer_content(question: Question, transcript: list[Step]) -> types.Content 
     position; none if a re-run already stored it), or news if the asker had finished (a non-blocking question)."""
     if not question.blocking:
         return _user(prompts.late_answer(question))
-    answer = {"answer": question.answer, "answered_by": question.answered_by}
-    if question.options:
-        answer["matched_option"] = question.matched_option
-        if question.matched_option is None:
-            answer["note"] = "The reply matched none of the options; read it as free text."
+    answer = answer_of(question)
     if question.seq is not None and question.call_index is not None:
         on = WaitOn(WaitKind.QUESTION, question.question_id)
         resuming = Resuming(pending_turn(transcript), question.seq, {question.call_index: on})
@@ -75,6 +76,16 @@ def answer_content(question: Question, transcript: list[Step]) -> types.Content 
     name = names.get(question.call_id) or "ask_operator"
     response = types.FunctionResponse(id=question.call_id, name=name, response={"result": answer})
     return types.Content(role="user", parts=[types.Part(function_response=response)])
+
+
+def answer_of(question: Question) -> dict[str, Any]:
+    """What the call that asked gets: the operator's answer (and how it matched the options)."""
+    answer: dict[str, Any] = {"answer": question.answer, "answered_by": question.answered_by}
+    if question.options:
+        answer["matched_option"] = question.matched_option
+        if question.matched_option is None:
+            answer["note"] = "The reply matched none of the options; read it as free text."
+    return answer
 
 
 def _narration(session: Session) -> types.Content:
@@ -89,3 +100,19 @@ def _narration(session: Session) -> types.Content:
 
 def _user(text: str) -> types.Content:
     return types.Content(role="user", parts=[types.Part(text=text)])
+
+
+def name_after_request(session: Session, thread: list[dict[str, Any]]) -> None:
+    """The first request typed in an assistant pane's thread names it, in place of the "New request" the pane
+    opened with. Called by a session as it opens, with the thread it read anyway: the root's subtype says whether
+    this is a pane's thread, and a thread holding anything but its root and this request has been named already. A
+    refusal is logged (never fatal)."""
+    root = thread[0] if thread else {}
+    if root.get("subtype") != ROOT_SUBTYPE or root.get("ts") != session.thread_ts:
+        return
+    if any(message.get("ts") not in (session.thread_ts, session.trigger_ts) for message in thread):
+        return
+    line = next((line.strip() for line in session.text.splitlines() if line.strip()), "")
+    if line:
+        title = line if len(line) <= MAX_TITLE_CHARS else line[: MAX_TITLE_CHARS - 1] + "…"
+        slack.set_title(session.channel, session.thread_ts, title)

@@ -14,14 +14,13 @@ from typing import Any
 from shared.agent.tools import describe, policy
 from shared.agent.tools.toolset import Toolset
 from shared.asks import routing
-from shared.asks.approvals import Asked
+from shared.asks.approvals import Asked, Held
 from shared.slack import call_view
 from shared.slack.surface import ThreadSurface
 from shared.state import ids
 from shared.state.models import Session
 
 MAX_SCHEMA = 20_000  # characters of a tool's schema kept on its approval for the Edit modal (more: no Edit button)
-Held = tuple[int, str | None, str, dict[str, Any]]  # (call index, call id, tool, arguments)
 
 
 def asked(tools: Toolset, held: Sequence[Held]) -> dict[int, Asked]:

@@ -15,12 +15,12 @@ from typing import Any
 from google.genai import types
 
 from shared.agent import prompts
-from shared.agent.tools.base import Outcome, Suspend, ToolContext, Wait, short
+from shared.agent.opening import answer_of
+from shared.agent.tools.base import Outcome, ResumesWithInput, Suspend, ToolContext, Wait, short
 from shared.agent.tools.mcp.inputs import Pending as McpPending
-from shared.agent.tools.mcp.tool import McpTool
 from shared.agent.tools.toolset import Toolset
 from shared.agent.transcript import Responses, pending_turn
-from shared.agent.waits.resuming import Resuming, WaitKind, WaitOn
+from shared.agent.waits.resuming import Resuming, WaitOn
 from shared.asks import approvals, delegation, tree_status
 from shared.limits import MAX_TOOL_RESULT_CHARS, capped
 from shared.slack.surface import ThreadSurface
@@ -36,11 +36,14 @@ from shared.state.models import (
     AuditType,
     Note,
     Question,
+    QuestionStatus,
     Session,
     SessionKind,
     SessionStatus,
     Step,
     StepKind,
+    Waiting,
+    WaitKind,
 )
 
 NO_RESULT = stored_children.NO_RESULT
@@ -57,6 +60,7 @@ class Resumptions:
     _tool_audit: Callable[..., Audit]
     _call: Callable[..., Outcome]
     _pause_for_question: Callable[..., bool]
+    _pause_on_record: Callable[..., bool]
 
     def _resume_parent_answer(self, *, consumed: list[Note] | None = None) -> None:
         """The parent's answer is the response of the blocking ask_parent call that waited for it."""
@@ -195,21 +199,8 @@ class Resumptions:
             self._commit(StepKind.ANSWER, None, [answered], consumed=consumed or [])
             return False
         call = waiting[1]
-        name = call.name or ""
-        tool = self.tools.get(name)
-        ctx = self._context(pending.seq, pending.index, call, caller=pending.caller)
-        outcome: Outcome
-        if not isinstance(tool, McpTool):
-            outcome = {"error": f"{name} is not available now (its MCP server could not be reached), so the call "
-                                "did not complete"}  # fmt: skip
-        else:
-            part = f"-r{pending.round}"
-            entry = ledger.entries(self.session, pending.seq, [pending.index], part=part).get(pending.index)
-            outcome = self._call(name, call, ctx, entry, run=lambda: tool.resume(pending, question, ctx), part=part)
-        if isinstance(outcome, Wait):
-            outcome = {"error": f"{name} cannot wait here"}
-        response = outcome.response if isinstance(outcome, Suspend) else capped_response(outcome, MAX_TOOL_RESULT_CHARS)
-        audit = [answered, self._tool_audit(name, call, response, ctx)]
+        outcome, response, ctx = self._input_outcome(question, call)
+        audit = [answered, self._tool_audit(call.name or "", call, response, ctx)]
         if isinstance(outcome, Suspend):  # the server asked again: a new question, and the session pauses again
             resuming.arrive(on, then=WaitOn(WaitKind.MCP_INPUT, outcome.question.question_id))
             self._commit(StepKind.ANSWER, None, [answered], consumed=consumed or [])
@@ -217,6 +208,119 @@ class Resumptions:
         resuming.arrive(on, response)
         self._commit(StepKind.ANSWER, resuming.responses, audit, consumed=consumed or [])
         return False
+
+    def _input_outcome(self, question: Question, call: types.FunctionCall) -> tuple[Outcome, dict[str, Any],
+                                                                                     ToolContext]:  # fmt: skip
+        """The paused MCP call run again with the operator's answer (once, through the ledger: its own entry per
+        round): its outcome, its response as stored, and its context."""
+        pending = McpPending.from_doc(question.mcp_input or {})
+        name = call.name or ""
+        found: object = self.tools.get(name)
+        tool = found if isinstance(found, ResumesWithInput) else None  # through the tool protocol, whatever the tool
+        ctx = self._context(pending.seq, pending.index, call, caller=pending.caller)
+        outcome: Outcome
+        if question.status != QuestionStatus.ANSWERED:
+            outcome = {"error": f"the operator's input was not given (the question was {question.status.value}), "
+                                "so the call did not complete"}  # fmt: skip
+        elif tool is None:
+            outcome = {"error": f"{name} is not available now (its MCP server could not be reached), so the call "
+                                "did not complete"}  # fmt: skip
+        else:
+            part = f"-r{pending.round}"
+            entry = ledger.entries(self.session, pending.seq, [pending.index], part=part).get(pending.index)
+            resumes = tool
+            outcome = self._call(name, call, ctx, entry, run=lambda: resumes.resume_input(question, ctx), part=part)
+        if isinstance(outcome, Wait):
+            outcome = {"error": f"{name} cannot wait here"}
+        response = outcome.response if isinstance(outcome, Suspend) else capped_response(outcome, MAX_TOOL_RESULT_CHARS)
+        return outcome, response, ctx
+
+    # --- a mixed turn's waiting record, resolved ---------------------------------------------------------------
+    def _resume_record(self, record: list[Waiting], *, consumed: list[Note] | None = None) -> bool:
+        """Every call the record waited on gets its outcome, in call order, in one step: an answer, a decision (an
+        approved call runs once, through the ledger), a child's result, the parent's answer, an MCP call run again
+        with the operator's input. True if the session paused again (an MCP server asked for more input)."""
+        seq = record[0].seq
+        resuming = Resuming(pending_turn(self.steps), seq, {w.index: WaitOn(w.kind, w.key) for w in record})
+        outcomes = _Outcomes(record, self.session)
+        recorded = ledger.entries(self.session, seq, [w.index for w in record if w.kind == WaitKind.APPROVAL])
+        audit: list[Audit] = []
+        again: list[Waiting] = []
+        for entry in sorted(record, key=lambda w: w.index):
+            on = WaitOn(entry.kind, entry.key)
+            waiting = resuming.call_for(on)
+            if waiting is None:
+                continue  # its response is already in the transcript (a re-run after a crash)
+            outcome = self._record_outcome(entry, waiting[1], outcomes, recorded.get(entry.index), audit)
+            if isinstance(outcome, Suspend):  # the server asks for (more) input: that call waits again
+                then = Waiting(seq, entry.index, WaitKind.MCP_INPUT, outcome.question.question_id)
+                resuming.arrive(on, then=WaitOn(then.kind, then.key))
+                again.append(then)
+                continue
+            resuming.arrive(on, outcome if isinstance(outcome, dict) else {"error": "no outcome"})
+        self._commit(StepKind.ANSWER, resuming.responses, audit, consumed=consumed or [], waiting=[])
+        if any(w.kind == WaitKind.CHILD for w in record):
+            tree_status.refresh(self.session, self.surface)
+        if again:
+            return self._pause_on_record(again, None, [], self.session.tool_calls)
+        return False
+
+    def _record_outcome(self, entry: Waiting, call: types.FunctionCall, outcomes: _Outcomes,
+                        ledgered: ledger.Entry | None, audit: list[Audit]) -> Outcome:  # fmt: skip
+        """What the call that waited on ``entry`` gets (its audit appended to ``audit``)."""
+        if entry.released:
+            return {"result": {"status": "still running", "child_id": entry.key, "note": RELEASED}}
+        if entry.kind in {WaitKind.QUESTION, WaitKind.MCP_INPUT}:
+            question = outcomes.questions.get(entry.key)
+            audit.append(Audit(AuditType.ANSWER, now()))
+            if question is None or (question.status != QuestionStatus.ANSWERED and entry.kind == WaitKind.QUESTION):
+                return {"error": f"the operator did not answer (the question was "
+                                 f"{question.status.value if question else 'lost'})"}  # fmt: skip
+            if entry.kind == WaitKind.QUESTION:
+                return {"result": answer_of(question)}
+            outcome, response, ctx = self._input_outcome(question, call)
+            audit.append(self._tool_audit(call.name or "", call, response, ctx))
+            return outcome
+        if entry.kind == WaitKind.APPROVAL:
+            approval = outcomes.approvals[entry.key]
+            audit.append(Audit(AuditType.APPROVAL, now(), name=approval.tool, args=approval.digest,
+                               result=approval.status.value, text=approval.decided_by))  # fmt: skip
+            decided = self._decided_response(approval, call, entry.seq, ledgered)
+            response = decided.response if isinstance(decided, Suspend) else decided
+            audit.append(self._tool_audit(approval.tool, call, response, self._context(entry.seq, entry.index, call)))
+            return decided
+        if entry.kind == WaitKind.CHILD:
+            child = outcomes.children.get(entry.key)
+            ended = capped_response(child_response(child) if child else {"error": "the helper session is lost"},
+                                    MAX_TOOL_RESULT_CHARS)  # fmt: skip
+            audit.append(Audit(AuditType.TOOL, now(), name=call.name, args=short(call.args), result=short(ended)))
+            return ended
+        return outcomes.parent_answer(entry.key)
+
+
+RELEASED = "A child asked you a question, so you no longer wait: its result reaches you as a note."
+
+
+class _Outcomes:
+    """What a waiting record's things came to, read once (point reads, by kind)."""
+
+    def __init__(self, record: list[Waiting], session: Session) -> None:
+        live = [w for w in record if not w.released]
+        asked = [w.key for w in live if w.kind in {WaitKind.QUESTION, WaitKind.MCP_INPUT}]
+        self.questions = {q.question_id: q for key in asked if (q := stored.get_question(key)) is not None}
+        decided = [w.key for w in live if w.kind == WaitKind.APPROVAL]
+        self.approvals = {a.approval_id: a for a in stored_approvals.get_approvals(decided)}
+        self.children = {c.session_id: c for c in
+                         stored_children.get_children([w.key for w in live if w.kind == WaitKind.CHILD])}  # fmt: skip
+        self.session = session
+
+    def parent_answer(self, question_id: str) -> dict[str, Any]:
+        asked = self.session.parent_question
+        if asked is None or asked.question_id != question_id or asked.answer is None:
+            return {"error": delegation.UNANSWERED}
+        if asked.released:
+            return {"error": asked.answer or delegation.UNANSWERED}
+        return {"result": {"answer": asked.answer, "from": "the session that delegated your task"}}
 
 
 def child_response(child: Session) -> dict[str, Any]:

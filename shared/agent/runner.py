@@ -35,7 +35,18 @@ from shared.agent.transcript import (
 from shared.asks import tree_status
 from shared.state import spend, steps
 from shared.state.firestore import now
-from shared.state.models import Audit, AuditType, Note, NoteKind, Session, SessionKind, SessionStatus, Step, StepKind
+from shared.state.models import (
+    Audit,
+    AuditType,
+    Note,
+    NoteKind,
+    Session,
+    SessionKind,
+    SessionStatus,
+    Step,
+    StepKind,
+    Waiting,
+)
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +92,7 @@ class Runner(Starts, Endings, ToolTurns):
         pausing_on: str | None = None,
         pausing_on_all: list[str] | None = None,
         pausing_on_children: list[str] | None = None,
+        pausing_on_record: list[Waiting] | None = None,
         **fields: Any,
     ) -> Step:
         answers = content.refs() if isinstance(content, Responses) else None  # the calls its responses answer
@@ -107,6 +119,7 @@ class Runner(Starts, Endings, ToolTurns):
             pausing_on=pausing_on,
             pausing_on_all=pausing_on_all,
             pausing_on_children=pausing_on_children,
+            pausing_on_record=pausing_on_record,
             spent=spent,
         )
         self.steps.append(step)

@@ -32,6 +32,7 @@ class Starts:
     _release_children: Callable[[], None]
     _resume_parent_answer: Callable[..., None]
     _resume_input: Callable[..., bool]
+    _resume_record: Callable[..., bool]
     _answered_question: Callable[[], Question | None]
     _unposted_answer: Callable[[], SessionStatus | None]
     _reply_without_model: Callable[[str], SessionStatus]
@@ -64,7 +65,10 @@ class Starts:
             if refused is not None:
                 return refused
         ended = self._unposted_answer()
-        if ended is None and self.session.child_ids:  # queued again once the children it waited for had ended
+        if ended is None and self.session.waiting and self._own_turn_waits():
+            # a child queued again once everything its mixed turn waited on was resolved
+            ended = SessionStatus.PAUSED if self._resume_record(self.session.waiting) else None
+        elif ended is None and self.session.child_ids:  # queued again once the children it waited for had ended
             self._resume_children(self.session.child_ids)
         elif ended is None and self.session.approval_ids and self._decided_in_place():
             # a child queued again once its calls were decided
@@ -84,6 +88,10 @@ class Starts:
             and any(index == asked.index for index, _ in turn.calls)
         )  # fmt: skip
 
+    def _own_turn_waits(self) -> bool:
+        turn = pending_turn(self.steps)
+        return turn is not None and turn.session_id == self.session.session_id
+
     def _decided_in_place(self) -> bool:
         """A child paused on approvals resumes itself: its held calls are still pending in its own turn."""
         turn = pending_turn(self.steps)
@@ -94,6 +102,8 @@ class Starts:
         resumed MCP call whose server asks the operator again)."""
         if len(self.session.text) > TOO_LARGE_REQUEST_CHARS:
             return self._reply_without_model(prompts.too_large_reply(len(self.session.text)))
+        if self.session.waiting:  # everything a mixed turn waited on is resolved: each call gets its outcome
+            return SessionStatus.PAUSED if self._resume_record(self.session.waiting) else None
         if self.session.approval_ids:  # a turn's risky calls were decided: run the approved ones
             return SessionStatus.PAUSED if self._resume_approvals(self.session.approval_ids) else None
         question = self._answered_question()

@@ -24,11 +24,16 @@ log = logging.getLogger(__name__)
 
 
 def surface_for(session: Session, *, takeover: bool) -> ThreadSurface:
-    """The session's thread surface; a top-level session streams its answers unless configured not to."""
+    """The session's thread surface; a top-level session streams its answers unless configured not to.
+
+    A conversation answered at the top level of a DM (shared/slack/placement.py) does not stream: Slack's
+    ``chat.startStream`` streams a reply to a message (``thread_ts``, which slack-sdk requires; "streamed messages
+    should always be replies to a user request"), so a stream there would put the answer back into a thread. Its
+    answer is posted whole in the conversation, with the status line while it works."""
     request = origin.request_ts(session)  # a continuation marks the request it continues, not what resumed it
     surface = ThreadSurface(session.channel, session.thread_ts, request, quiet=session.reports_to_parent)
     settings = config.settings()
-    if not surface.quiet and settings.slack_stream:
+    if not surface.quiet and settings.slack_stream and surface.reply_ts is not None:
 
         def opened(ts: str) -> None:
             sessions.set_stream_ts(session.session_id, ts)

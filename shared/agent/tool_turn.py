@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 from google.genai import types
@@ -25,6 +26,7 @@ from shared.agent.tools.base import Outcome, Suspend, Tier, ToolContext, Wait, s
 from shared.agent.tools.toolset import Toolset
 from shared.agent.transcript import PendingTurn, Responses, contents_of, pending_turn
 from shared.asks import approvals, delegation, tree_status
+from shared.asks.approvals import Held
 from shared.limits import MAX_STEP_CHARS, MAX_TOOL_RESULT_CHARS
 from shared.slack import blocks
 from shared.slack.surface import ThreadSurface
@@ -39,11 +41,21 @@ from shared.state.models import (
     SessionStatus,
     Step,
     StepKind,
+    Waiting,
+    WaitKind,
 )
 
 log = logging.getLogger(__name__)
 
-Held = tuple[int, str | None, str, dict[str, Any]]  # (call index, call id, tool, arguments)
+
+@dataclass(frozen=True)
+class _Ran:
+    """What a turn's calls came to: the model step, the responses, their audit and the session's tool calls."""
+
+    seq: int
+    responses: Responses
+    audit: list[Audit]
+    used: int
 
 
 class ToolTurns(Resumptions):
@@ -82,8 +94,7 @@ class ToolTurns(Resumptions):
         oversized = presenting.oversized(held, asked)  # never shown, never run: the model makes a smaller call
         oversized |= presenting.undecidable(self.session, self.surface, seq, [h for h in held if h[0] not in oversized])
         held = [h for h in held if h[0] not in oversized]
-        waits: list[Wait] = []  # the blocking children this turn started, or its blocking question to its parent
-        delegating = any(c.name == "delegate" and _blocking(c) for _, c in turn.calls)
+        record: list[Waiting] = []  # the blocking children this turn started, its question to its parent
         for index, call in turn.calls:
             name = call.name or ""
             if any(h[0] == index for h in held):
@@ -91,8 +102,7 @@ class ToolTurns(Resumptions):
             ctx = self._context(seq, index, call)
             outcome: Outcome
             self._keep_lease()
-            refused = oversized.get(index) or self._refusal(name, call, held=bool(held), delegating=delegating,
-                                                            used=used)  # fmt: skip
+            refused = oversized.get(index) or self._refusal(used)
             if refused is not None:
                 outcome = refused
             else:
@@ -101,8 +111,9 @@ class ToolTurns(Resumptions):
                 self.used[name] += 1
             response = outcome.response if isinstance(outcome, Suspend | Wait) else capped_response(outcome, per_call)
             audit.append(self._tool_audit(name, call, response, ctx))
-            if isinstance(outcome, Wait):
-                waits.append(outcome)  # no function response: the child's result (or the parent's answer) will be it
+            if isinstance(outcome, Wait):  # no response: the child's result (or the parent's answer) will be it
+                record.append(Waiting(seq, index, WaitKind.CHILD if outcome.child else WaitKind.PARENT_ANSWER,
+                                      outcome.key))  # fmt: skip
                 continue
             if isinstance(outcome, Suspend):
                 if pause is not None:  # a second blocking ask in one turn cancelled the first
@@ -111,17 +122,31 @@ class ToolTurns(Resumptions):
                 pause, pause_call = outcome, (index, call)  # no function response: the operator's answer will be it
                 continue
             responses.add(seq, index, call, response)
-        if any(call.name == "delegate" for _, call in turn.calls):
+        if any(call.name == delegation.STARTS_CHILDREN for _, call in turn.calls):
             # The thread sees the tasks it started; before the turn is stored, so a takeover finds this post.
             tree_status.refresh(self.session, self.surface)
-        content = responses
+        if pause is not None:
+            record.append(_question_wait(seq, pause_call[0], pause))
+        return self._settle(held, record, pause, _Ran(seq, responses, audit, used), asked=asked)
+
+    def _settle(self, held: list[Held], record: list[Waiting], pause: Suspend | None, ran: _Ran, *,
+                asked: dict[int, approvals.Asked]) -> bool:  # fmt: skip
+        """Store the turn's responses, pausing on what its calls wait for: one kind of thing through its own
+        pause, several kinds (approvals, a question, children, the parent's answer, MCP input) on one waiting
+        record. True if the session paused."""
+        content, audit, used = ran.responses, ran.audit, ran.used
+        if held and record:  # a turn that waits on several kinds of things pauses once, on its waiting record
+            return self._pause_mixed(held, record, ran, asked=asked)
         if held:
-            return self._pause_for_approvals(seq, held, content, audit, used, asked=asked)
-        children = [w.key for w in waits if w.child]
+            return self._pause_for_approvals(ran.seq, held, content, audit, used, asked=asked)
+        if len({w.kind for w in record}) > 1:
+            return self._pause_mixed([], record, ran)
+        children = [w.key for w in record if w.kind == WaitKind.CHILD]
         if children:
             return self._pause_for_children(children, content, audit, used)
-        if waits:
-            return self._pause_for_parent(waits[0].key, content, audit, used)
+        parent = [w.key for w in record if w.kind == WaitKind.PARENT_ANSWER]
+        if parent:
+            return self._pause_for_parent(parent[0], content, audit, used)
         if pause is None:
             self._commit(StepKind.TOOL_RESULTS, content, audit, tool_calls=used)
             return False
@@ -138,15 +163,8 @@ class ToolTurns(Resumptions):
         self.surface.step_done(task_id, failed=isinstance(outcome, dict) and "error" in outcome)
         return outcome
 
-    def _refusal(self, name: str, call: types.FunctionCall, *, held: bool, delegating: bool,
-                 used: int) -> dict[str, Any] | None:  # fmt: skip
-        """Why this call is not made, if it is not: one turn waits for one kind of thing, and the budgets."""
-        if held and _blocking(call) and name in {"ask_operator", "delegate", "ask_parent"}:
-            return {"error": f"{name} cannot wait in the same turn as calls awaiting approval; call it again after "
-                             "they are decided"}  # fmt: skip
-        if delegating and _blocking(call) and name in {"ask_operator", "ask_parent"}:
-            return {"error": f"{name} cannot wait in the same turn as blocking delegate calls; ask again once "
-                             "their results are in"}  # fmt: skip
+    def _refusal(self, used: int) -> dict[str, Any] | None:
+        """Why this call is not made, if it is not: the budgets."""
         if used >= self.budget.max_tool_calls:
             return {"error": "tool budget exhausted; wrap up without more tools"}
         if self.budget.time_left() <= 0:
@@ -169,7 +187,7 @@ class ToolTurns(Resumptions):
             spec = self.tools.get(call.name or "")
             args = dict(call.args or {})
             if spec is not None and policy.call_tier(spec, args, self._context(turn.seq, index, call)) == Tier.APPROVE:
-                held.append((index, call.id, spec.name, args))
+                held.append(Held(index, call.id, spec.name, args))
         return held
 
     def _tool_audit(self, name: str, call: types.FunctionCall, response: dict[str, Any], ctx: ToolContext) -> Audit:
@@ -237,6 +255,38 @@ class ToolTurns(Resumptions):
         log.info("session paused for its children", extra={"children": child_ids})
         return True
 
+    def _pause_mixed(self, held: list[Held], record: list[Waiting], ran: _Ran, *,
+                     asked: dict[int, approvals.Asked] | None = None) -> bool:  # fmt: skip
+        """A turn that waits on several kinds of things (approvals, a question, children, its parent's answer, an
+        MCP server's input request): the cards posted and the children started, it pauses once on its waiting
+        record, unless everything in it was resolved meanwhile."""
+        if held:
+            self.surface.doing(activity.APPROVAL)
+            requested = approvals.request(self.session, ran.seq, held, self.surface, asked=asked)
+            record = [*record, *(Waiting(ran.seq, a.call_index, WaitKind.APPROVAL, a.approval_id) for a in requested)]
+        children = [w.key for w in record if w.kind == WaitKind.CHILD]
+        if children:
+            delegation.launch(children)
+        return self._pause_on_record(sorted(record, key=lambda w: w.index), ran.responses, ran.audit, ran.used)
+
+    def _pause_on_record(self, record: list[Waiting], content: Responses | None, audit: list[Audit],
+                         used: int) -> bool:  # fmt: skip
+        """Pause on this waiting record (True); or, if it was resolved while the turn ran, resume in place."""
+        try:
+            self._commit(StepKind.TOOL_RESULTS, content, audit, tool_calls=used, pausing_on_record=record,
+                         status=SessionStatus.PAUSED.value, ended_at=now())  # fmt: skip
+        except steps.WaitsResolved:
+            self._commit(StepKind.TOOL_RESULTS, content, audit, tool_calls=used)
+            return self._resume_record(record)
+        except steps.ChildAsked:  # a child of this turn asked meanwhile: the turn no longer waits on its children
+            children = [w.key for w in record if w.kind == WaitKind.CHILD and not w.released]
+            stored_children.release(self.session, children)
+            released = [replace(w, released=True) if w.kind == WaitKind.CHILD else w for w in record]
+            return self._pause_on_record(released, content, audit, used)
+        self.surface.paused()
+        log.info("session paused on its waiting record", extra={"waits": [f"{w.kind.value}:{w.key}" for w in record]})
+        return True
+
     def _pause_for_parent(self, question_id: str, content: Responses | None, audit: list[Audit],
                           used: int) -> bool:  # fmt: skip
         """A child's blocking question to its parent: pause until the answer, unless it came meanwhile."""
@@ -286,10 +336,10 @@ class ToolTurns(Resumptions):
         log.warning("a started call's outcome is unknown; not run again", extra={"tool": name})
 
 
-def _blocking(call: types.FunctionCall) -> bool:
-    """Whether a call of ask_operator, delegate or ask_parent waits (ask_parent waits only when told to)."""
-    blocking = (call.args or {}).get("blocking", call.name != "ask_parent")
-    return blocking is True or (blocking is not False and call.name != "ask_parent")
+def _question_wait(seq: int, index: int, pause: Suspend) -> Waiting:
+    """The wait of a call suspended on an operator question: an ask, or an MCP server's request for input."""
+    kind = WaitKind.MCP_INPUT if pause.question.mcp_input else WaitKind.QUESTION
+    return Waiting(seq, index, kind, pause.question.question_id)
 
 
 def _text_of(content: types.Content) -> str:

@@ -19,11 +19,12 @@ from shared import config
 from shared.asks import questions
 from shared.limits import MAX_MESSAGE_CHARS, capped
 from shared.logs import session_context
+from shared.queue import tasks
 from shared.slack import blocks
 from shared.slack import client as slack
 from shared.slack.actions import ButtonPress
 from shared.slack.surface import Reaction
-from shared.state import events, ids, sessions, tasks
+from shared.state import events, ids, sessions
 from shared.state import questions as stored
 from shared.state.firestore import now
 from shared.state.models import Note, NoteKind, Question, QuestionStatus, SessionStatus
@@ -114,16 +115,13 @@ def decide(record: AnswerRecord, question: Question, asker: Asker) -> Resolution
 
 
 def answer(question: Question, *, user: str, text: str, answer_ts: str, label: str | None = None,
-           pressed: bool = False) -> Outcome:  # fmt: skip
-    """Record ``user``'s answer to ``question`` (a reply's text, or a button's label) and resume the session."""
+           pressed: bool = False, place: tuple[str, str | None] | None = None) -> Outcome:  # fmt: skip
+    """Record ``user``'s answer to ``question`` (a reply's text, or a button's label) and resume the session.
+    ``place``: the channel and thread the answer came from (the question's own thread, or the thread its post
+    starts in the operator channel)."""
+    place = place or (question.channel, question.thread_ts)
     if not may_answer(user, question):
-        slack.ephemeral(
-            question.channel,
-            user,
-            "Only the operators can answer this question; your message was not taken as an answer.",
-            thread_ts=question.thread_ts,
-        )
-        log.info("answer refused: not an operator", extra={"question_id": question.question_id, "user": user})
+        _refuse(question, user, place)
         return Outcome(AnswerOutcome.NOT_ALLOWED, question.question_id)
     text = capped(text, MAX_MESSAGE_CHARS)  # stored with the question and handed to the model
     matched = label if label is not None else match_option(text, question.options)
@@ -131,9 +129,17 @@ def answer(question: Question, *, user: str, text: str, answer_ts: str, label: s
         answer=text, answered_by=user, matched_option=matched, answer_ts=answer_ts, text=text, pressed=pressed
     )
     result = stored.answer_question(question.question_id, record, lambda q, a: decide(record, q, a))
+    return _settled(result, user=user, answer_ts=answer_ts, pressed=pressed, place=place)
+
+
+def _settled(result: stored.Answered, *, user: str, answer_ts: str, pressed: bool,
+             place: tuple[str, str | None] | None = None) -> Outcome:  # fmt: skip
+    """What an answer transaction did, made known: the continuation's task queued, the question's post updated, a
+    loser told (``place``: where the answer came from; the question's thread by default)."""
     found, continuation = result.question, result.continuation
     if found is None:
         return Outcome(AnswerOutcome.NO_QUESTION)
+    channel, thread_ts = place or (found.channel, found.thread_ts)
     if result.repeated:
         # Already acted on: make sure what it caused is queued (a continuation whose task was never created).
         acted = events.message_record(found.channel, answer_ts) or {}
@@ -142,7 +148,7 @@ def answer(question: Question, *, user: str, text: str, answer_ts: str, label: s
         return Outcome(AnswerOutcome.DUPLICATE, found.question_id)
     if result.noted:
         _wake_if_dead(found.session_id, answer_ts)
-        _acknowledge(found, answer_ts, pressed=pressed)
+        _acknowledge(found, answer_ts, pressed=pressed, channel=channel)
         log.info("answer queued as a note for the running session", extra={"question_id": found.question_id})
         return Outcome(AnswerOutcome.NOTED, found.question_id, found.session_id)
     if continuation is None:
@@ -152,13 +158,24 @@ def answer(question: Question, *, user: str, text: str, answer_ts: str, label: s
                 _requeue_if_queued(found.continuation_id)
             return Outcome(AnswerOutcome.DUPLICATE, found.question_id, found.continuation_id)
         requeue_answered(found.question_id)  # the winner's delivery may have found Cloud Tasks down
-        _tell_loser(found.channel, found.thread_ts, user, answer_ts, closed_note(found))
+        _tell_loser(channel, thread_ts or found.thread_ts, user, answer_ts, closed_note(found))
         return Outcome(AnswerOutcome.ALREADY_ANSWERED, found.question_id)
     with session_context(continuation.session_id, trace=continuation.trace_id):
-        tasks.enqueue_session(continuation.session_id)
-    _acknowledge(found, answer_ts, pressed=pressed)
+        # A delegated child whose mixed turn this answer completed is queued again under its own id.
+        again = f"answered-{found.question_id}" if continuation.session_id == found.session_id else ""
+        tasks.enqueue_session(continuation.session_id, attempt=again)
+    _acknowledge(found, answer_ts, pressed=pressed, channel=channel)
     log.info("question answered", extra={"question_id": found.question_id, "continuation": continuation.session_id})
     return Outcome(AnswerOutcome.ANSWERED, found.question_id, continuation.session_id)
+
+
+def _refuse(question: Question, user: str, place: tuple[str, str | None] | None = None) -> None:
+    """The person may not answer: told privately where they tried (``place``; the question's thread by default)."""
+    channel, thread_ts = place or (question.channel, question.thread_ts)
+    slack.ephemeral(channel, user,
+                    "Only the operators can answer this question; your message was not taken as an answer.",
+                    thread_ts=thread_ts)  # fmt: skip
+    log.info("answer refused: not an operator", extra={"question_id": question.question_id, "user": user})
 
 
 def _requeue_if_queued(session_id: str) -> None:
@@ -193,14 +210,14 @@ def _tell_loser(channel: str, thread_ts: str, user: str, ts: str, text: str) -> 
         slack.ephemeral(channel, user, text, thread_ts=thread_ts)
 
 
-def _acknowledge(question: Question, answer_ts: str, *, pressed: bool) -> None:
+def _acknowledge(question: Question, answer_ts: str, *, pressed: bool, channel: str) -> None:
     """The question looks answered: its post shows the answer without buttons and loses 💬; the answering message
-    gets ✅ (a button press has none). A post not recorded yet is updated by its asker once it is."""
+    (in ``channel``) gets ✅ (a button press has none). A post not recorded yet is updated by its asker once it is."""
     if question.post_ts:
-        slack.unreact(question.channel, question.post_ts, Reaction.QUESTION)
-        slack.update(question.channel, question.post_ts, questions.answered_text(question))
+        slack.unreact(question.post_place()[0], question.post_ts, Reaction.QUESTION)
+        slack.update(question.post_place()[0], question.post_ts, questions.answered_text(question))
     if not pressed:
-        slack.react(question.channel, answer_ts, Reaction.ANSWERED)
+        slack.react(channel, answer_ts, Reaction.ANSWERED)
 
 
 def closed_note(question: Question) -> str:
@@ -221,7 +238,8 @@ def answer_reply(*, channel: str, thread_ts: str, user: str, text: str, ts: str,
     """A message in a thread: an answer if the thread has an open question (``thread``: already read)."""
     thread = thread or stored.thread_questions(channel, thread_ts)
     if thread.open:
-        return answer(thread.open[0], user=user, text=strip_mention(text, bot_user_id), answer_ts=ts)
+        return answer(thread.open[0], user=user, text=strip_mention(text, bot_user_id), answer_ts=ts,
+                      place=(channel, thread_ts))  # fmt: skip
     last = thread.last_answer
     if last and last.get("ts") == ts:  # the answer itself, again (Slack's redelivery): make sure it is queued
         requeue_answered(str(last["question_id"]))
@@ -235,31 +253,54 @@ def answer_reply(*, channel: str, thread_ts: str, user: str, text: str, ts: str,
 
 
 def answer_press(press: ButtonPress) -> Outcome:
-    """A button press on a question post: valid only for an option of that question, on that very message."""
+    """A button press on a question post: valid only for an option of that question, on that very message.
+
+    The press is checked against the question as the answer transaction reads it (no read of its own before): a
+    press refused there wrote nothing, and is then told why."""
     parsed = blocks.parse_question_value(press.value)
-    question = stored.get_question(parsed[0]) if parsed else None
-    # A question posted a moment ago may not have its post recorded yet: then the press must come from its thread.
-    on_its_post = question is not None and (
-        question.post_ts == press.message_ts or (question.post_ts is None and press.thread_ts == question.thread_ts)
-    )
-    valid = (
-        parsed is not None
-        and question is not None
-        and question.channel == press.channel
-        and on_its_post
-        and 1 <= parsed[1] <= len(question.options)
-    )
-    if parsed is None or question is None or not valid:
-        log.warning("button value matches no question of this message", extra={"value": press.value[:100]})
-        slack.ephemeral(
-            press.channel, press.user, "That button does not belong to an open question here; nothing changed."
-        )
-        return Outcome(AnswerOutcome.NO_QUESTION)
+    if parsed is None:
+        return _not_this_question(press)
+    index, answer_ts = parsed[1], ids.press_key(press.action_ts)
+    made: list[AnswerRecord] = []
+
+    def admitted(question: Question) -> AnswerRecord | None:
+        made.clear()
+        if not _pressed_here(press, question, index) or question.status != QuestionStatus.OPEN:
+            return None
+        if not may_answer(press.user, question):
+            return None
+        label = question.options[index - 1]
+        made.append(AnswerRecord(answer=label, answered_by=press.user, matched_option=label, answer_ts=answer_ts,
+                                 text=label, pressed=True))  # fmt: skip
+        return made[0]
+
+    result = stored.answer_question(parsed[0], admitted, lambda q, a: decide(made[0], q, a))
+    question = result.question
+    if question is None:
+        return _not_this_question(press)
+    if not result.refused:
+        return _settled(result, user=press.user, answer_ts=answer_ts, pressed=True, place=question.post_place())
+    if not _pressed_here(press, question, index):
+        return _not_this_question(press)
     if question.status != QuestionStatus.OPEN:
         if question.status == QuestionStatus.ANSWERED:  # a second press: the first may have found Cloud Tasks down
             requeue_answered(question.question_id)
-        slack.ephemeral(press.channel, press.user, closed_note(question), thread_ts=question.thread_ts)
+        slack.ephemeral(press.channel, press.user, closed_note(question), thread_ts=question.post_place()[1])
         return Outcome(AnswerOutcome.NOT_OPEN, question.question_id)
-    label = question.options[parsed[1] - 1]
-    return answer(question, user=press.user, text=label, answer_ts=ids.press_key(press.action_ts), label=label,
-                  pressed=True)  # fmt: skip
+    _refuse(question, press.user, question.post_place())
+    return Outcome(AnswerOutcome.NOT_ALLOWED, question.question_id)
+
+
+def _pressed_here(press: ButtonPress, question: Question, index: int) -> bool:
+    """The press came from this question's own post (or, before its post is recorded, its thread), in its channel,
+    for one of its options."""
+    on_its_post = question.post_ts == press.message_ts or (
+        question.post_ts is None and press.thread_ts == question.post_place()[1]
+    )
+    return question.post_place()[0] == press.channel and on_its_post and 1 <= index <= len(question.options)
+
+
+def _not_this_question(press: ButtonPress) -> Outcome:
+    log.warning("button value matches no question of this message", extra={"value": press.value[:100]})
+    slack.ephemeral(press.channel, press.user, "That button does not belong to an open question here; nothing changed.")
+    return Outcome(AnswerOutcome.NO_QUESTION)

@@ -14,26 +14,28 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from shared import config
 from shared.asks import approvers, routing
 from shared.limits import MAX_MESSAGE_CHARS, capped
 from shared.logs import session_context
+from shared.queue import tasks
 from shared.slack import approval_card, blocks, call_view
 from shared.slack import client as slack
 from shared.slack.actions import ButtonPress
 from shared.slack.surface import ThreadSurface
 from shared.state import approvals as stored
-from shared.state import events, ids, sessions, tasks
+from shared.state import events, ids, routed, sessions
 from shared.state.approvals import Decision
 from shared.state.firestore import now
 from shared.state.models import Approval, ApprovalStatus, Note, NoteKind, Session, SessionStatus
 from shared.state.new_sessions import approvals_continuation
+from shared.state.origin import asked_by
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +47,11 @@ class DecisionOutcome(StrEnum):
     NOT_ALLOWED = "not_allowed"
     NO_APPROVAL = "no_approval"
     TAMPERED = "tampered"
+    EDITED_SINCE = "edited_since"  # an Approve of the call as it was before an operator's edit: not counted
+    NOT_WAITED = "not_waited"  # the session that asked has ended: nothing waits on the call, nothing changed
+
+
+UNWAITED = "Nothing waits on this call any more (the session that asked for it has ended), so nothing changed."
 
 
 def canonical(args: Mapping[str, Any]) -> str:
@@ -59,6 +66,15 @@ def digest(tool: str, canonical_args: str) -> str:
 
 def may_decide(user: str, approval: Approval) -> bool:
     return approvers.may_decide(user, approval)
+
+
+class Held(NamedTuple):
+    """A call of the model's turn held for an operator's decision (its tier is ``approve``), by its position."""
+
+    call_index: int  # its position in its model turn
+    call_id: str | None  # the model's own id, when it gave one
+    tool: str
+    args: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -105,7 +121,7 @@ def expiry(asked_at: datetime) -> datetime:
     return asked_at + timedelta(hours=settings.question_remind_hours + settings.question_abandon_hours)
 
 
-def request(session: Session, seq: int, calls: list[tuple[int, str | None, str, dict[str, Any]]],
+def request(session: Session, seq: int, calls: Sequence[Held],
             surface: ThreadSurface, *, label: str | None = None,
             asked: Mapping[int, Asked] | None = None) -> list[Approval]:  # fmt: skip
     """Record the turn's risky calls, then post one card each, then note the cards on the records. ``asked`` (by
@@ -114,6 +130,7 @@ def request(session: Session, seq: int, calls: list[tuple[int, str | None, str, 
     if label is None and session.reports_to_parent:  # a child's call: say whose work it is
         label = f"for a delegated task: {session.text[:150]}"
     wanted = []
+    elsewhere = routing.operator_channel(session.channel)  # operators cannot see this conversation: their channel
     for (index, call_id, tool, args), approval_id in zip(calls, turn_ids, strict=True):
         args_json = canonical(args)
         about = (asked or {}).get(index) or Asked()
@@ -121,10 +138,7 @@ def request(session: Session, seq: int, calls: list[tuple[int, str | None, str, 
         wanted.append(
             Approval(
                 approval_id=approval_id,
-                session_id=session.session_id,
-                transcript_id=session.transcript,
-                channel=session.channel,
-                thread_ts=session.thread_ts,
+                **asked_by(session),
                 seq=seq,
                 call_index=index,
                 call_id=call_id,
@@ -134,7 +148,6 @@ def request(session: Session, seq: int, calls: list[tuple[int, str | None, str, 
                 turn_ids=turn_ids,
                 asked_at=asked_at,
                 requested_by=session.requester,
-                request_ts=session.request_message,
                 label=label,
                 summary=about.summary,
                 shown_order=list(about.shown_order),
@@ -142,18 +155,19 @@ def request(session: Session, seq: int, calls: list[tuple[int, str | None, str, 
                 approvers=list(about.approvers),
                 approvals_needed=about.approvals,
                 schema=about.schema,
+                card_channel=elsewhere,
             )
         )
     recorded = stored.create_approvals(wanted)
-    elsewhere = routing.operator_channel(session.channel)
     for approval in recorded:
         if approval.card_ts:
             continue
         key = ids.post_key(session.session_id, seq, f"{approval.call_index}:approval")
-        if elsewhere:  # operators cannot see this conversation: the card goes to their channel, linked back
-            approval.card_channel, approval.asked_in = elsewhere, routing.link(session.channel, session.thread_ts)
+        if elsewhere := approval.card_channel:  # the card goes to the operators' channel, linked back, once
+            approval.asked_in = routing.link(session.channel, session.thread_ts)
             card = card_of(approval)
-            card_ts = slack.post(elsewhere, None, approval_card.text(card), key=key, blocks=approval_card.blocks(card))
+            card_ts = routing.post_once(approval.approval_id, elsewhere, approval_card.text(card), key=key,
+                                        blocks=approval_card.blocks(card), listed=routed.Listed.APPROVAL)  # fmt: skip
             stored.set_card_ts(approval.approval_id, card_ts, channel=elsewhere, asked_in=approval.asked_in)
             surface.post(f":lock: This needs an operator's approval: {approval_card.sentence(card)}. I asked the "
                          f"operators in <#{elsewhere}>, and I will carry on here once one decides.",
@@ -192,10 +206,16 @@ def _lost(found: Approval, decision: Decision, *, again: bool, quiet: bool) -> D
 
 def _decide(approval: Approval, decision: Decision, *, quiet: bool = False) -> DecisionOutcome:
     """Record one decision and show it; ``quiet``: the loser of a race is told by the caller (an Edit modal)."""
-    result = stored.decide(approval.approval_id, decision, resume)
+    return _shown(stored.decide(approval.approval_id, decision, resume, waited_only=True), decision, quiet=quiet)
+
+
+def _shown(result: stored.Decided, decision: Decision, *, quiet: bool = False) -> DecisionOutcome:
+    """What a decision transaction did, made known: the continuation's task queued, the card updated."""
     found = result.approval
     if found is None:
         return DecisionOutcome.NO_APPROVAL
+    if result.stale or result.unwaited:
+        return _not_counted(found, decision, quiet=quiet, unwaited=result.unwaited)
     if result.repeated or not result.won:  # decided already: its continuation may never have been queued
         _requeue_decided(found)
     if result.repeated:
@@ -232,9 +252,26 @@ def _people(approval: Approval) -> str:
     return " and ".join(f"<@{u}>" for u in approval.approved_by or [approval.decided_by or "someone"])
 
 
+def _not_counted(found: Approval, decision: Decision, *, quiet: bool, unwaited: bool) -> DecisionOutcome:
+    """A decision the transaction refused, the decider told why (unless ``quiet``: an Edit modal tells its editor
+    itself): ``unwaited``, its session ended (abandoned, failed, stopped), so a decision would run nothing; else an
+    approval of a call an edit replaced after the decider read it."""
+    if unwaited:
+        log.info("decision refused: nothing waits on the call", extra={"approval_id": found.approval_id})
+    if not quiet:
+        place = found.card_place()
+        slack.ephemeral(place[0], decision.by, UNWAITED if unwaited else edited_since_note(found), thread_ts=place[1])
+    return DecisionOutcome.NOT_WAITED if unwaited else DecisionOutcome.EDITED_SINCE
+
+
 def decide_edit(approval: Approval, decision: Decision) -> DecisionOutcome:
     """A valid Edit submission: the editor's approval of the edited call (``decision.edit``), exactly once."""
     return _decide(approval, decision, quiet=True)
+
+
+def requeue_decided(approval: Approval) -> None:
+    """See ``_requeue_decided`` (an Edit modal's submission after its decision)."""
+    _requeue_decided(approval)
 
 
 def _requeue_decided(approval: Approval) -> None:
@@ -248,38 +285,88 @@ def _requeue_decided(approval: Approval) -> None:
 
 
 def decide_press(press: ButtonPress) -> DecisionOutcome:
-    """An Approve or Deny press: valid only for a pending approval, on its own card, for the call it showed."""
+    """An Approve or Deny press: valid only for a pending approval, on its own card, for the call it showed.
+
+    The press is checked against the approval as the decision's transaction reads it (no read of its own before):
+    a press refused there wrote nothing, and is then told why."""
     parsed = blocks.parse_approval_value(press.value)
-    approval = stored.get_approval(parsed[0]) if parsed else None
-    on_its_card = approval is not None and (
-        approval.card_ts == press.message_ts or (approval.card_ts is None and press.thread_ts == approval.thread_ts)
-    )
-    if parsed is None or approval is None or approval.card_place()[0] != press.channel or not on_its_card:
-        slack.ephemeral(press.channel, press.user, "That button does not belong to an approval here; nothing changed.")
-        return DecisionOutcome.NO_APPROVAL
-    if approval.status != ApprovalStatus.PENDING and parsed[1] in {approval.digest, approval.edited_digest}:
-        _requeue_decided(approval)  # a press again after the deciding one found Cloud Tasks down
-        slack.ephemeral(press.channel, press.user, closed_note(approval), thread_ts=approval.card_place()[1])
-        return DecisionOutcome.ALREADY_DECIDED  # an edit decided it while this card still showed the original
-    runs = approval.edited_digest or approval.digest
-    if parsed[1] != runs or digest(approval.tool, approval.args) != approval.digest:
+    if parsed is None:
+        return _not_this_approval(press)
+    status = ApprovalStatus.APPROVED if press.action_id == blocks.APPROVE_ACTION else ApprovalStatus.DENIED
+    decision = Decision(status, press.user, None, ids.press_key(press.action_ts), shown=parsed[1])
+    result = stored.decide(parsed[0], decision, resume, admit=lambda a: _press_refusal(press, parsed[1], a) is None,
+                           waited_only=True)  # fmt: skip
+    if result.approval is None or not result.refused:
+        return _shown(result, decision) if result.approval is not None else _not_this_approval(press)
+    approval = result.approval
+    refusal = _press_refusal(press, parsed[1], approval)
+    if refusal == DecisionOutcome.NO_APPROVAL:
+        return _not_this_approval(press)
+    if refusal == DecisionOutcome.EDITED_SINCE:
+        return _pressed_before_edit(press, approval, status)
+    if refusal == DecisionOutcome.TAMPERED:
         log.warning("approval press with a digest that is not the call's", extra={"approval_id": approval.approval_id})
         slack.ephemeral(press.channel, press.user, "That button does not match the call it was shown for; nothing ran.")
         return DecisionOutcome.TAMPERED
+    if refusal == DecisionOutcome.NOT_ALLOWED:
+        slack.ephemeral(press.channel, press.user, approvers.refusal(approval), thread_ts=approval.card_place()[1])
+        return DecisionOutcome.NOT_ALLOWED
+    _requeue_decided(approval)  # a press again after the deciding one found Cloud Tasks down
+    slack.ephemeral(press.channel, press.user, closed_note(approval), thread_ts=approval.card_place()[1])
+    return DecisionOutcome.ALREADY_DECIDED
+
+
+def _press_refusal(press: ButtonPress, pressed_digest: str, approval: Approval) -> DecisionOutcome | None:
+    """Why a press may not decide ``approval`` as found (None: it may), in the order a press is told."""
+    on_its_card = approval.card_ts == press.message_ts or (
+        approval.card_ts is None and press.thread_ts == approval.card_place()[1]
+    )
+    if approval.card_place()[0] != press.channel or not on_its_card:
+        return DecisionOutcome.NO_APPROVAL
+    if approval.status != ApprovalStatus.PENDING and pressed_digest in {approval.digest, approval.edited_digest}:
+        return DecisionOutcome.ALREADY_DECIDED  # an edit decided it while this card still showed the original
+    if approval.status == ApprovalStatus.PENDING and approval.edited_digest and pressed_digest == approval.digest:
+        return DecisionOutcome.EDITED_SINCE  # the card as shown before an operator's edit (two approvers)
+    runs = approval.edited_digest or approval.digest
+    if pressed_digest != runs or digest(approval.tool, approval.args) != approval.digest:
+        return DecisionOutcome.TAMPERED
+    if not may_decide(press.user, approval):
+        return DecisionOutcome.NOT_ALLOWED
+    if approval.status != ApprovalStatus.PENDING:
+        return DecisionOutcome.ALREADY_DECIDED
+    return None
+
+
+def _not_this_approval(press: ButtonPress) -> DecisionOutcome:
+    slack.ephemeral(press.channel, press.user, "That button does not belong to an approval here; nothing changed.")
+    return DecisionOutcome.NO_APPROVAL
+
+
+def _pressed_before_edit(press: ButtonPress, approval: Approval, status: ApprovalStatus) -> DecisionOutcome:
+    """A press on the card as it was before an operator edited the call (a rule of several approvers keeps it
+    pending after an edit). An Approve was of the original arguments, which no longer run: it is not counted for
+    the edited call, and the presser is told to look at the edited one. A Deny still ends it: nothing runs."""
     if not may_decide(press.user, approval):
         slack.ephemeral(press.channel, press.user, approvers.refusal(approval), thread_ts=approval.card_place()[1])
         return DecisionOutcome.NOT_ALLOWED
-    if approval.status != ApprovalStatus.PENDING:
-        _requeue_decided(approval)
-        slack.ephemeral(press.channel, press.user, closed_note(approval), thread_ts=approval.card_place()[1])
-        return DecisionOutcome.ALREADY_DECIDED
-    status = ApprovalStatus.APPROVED if press.action_id == blocks.APPROVE_ACTION else ApprovalStatus.DENIED
-    return _decide(approval, Decision(status, press.user, None, ids.press_key(press.action_ts)))
+    if status == ApprovalStatus.DENIED:
+        return _decide(approval, Decision(status, press.user, None, ids.press_key(press.action_ts)))
+    slack.ephemeral(press.channel, press.user, edited_since_note(approval), thread_ts=approval.card_place()[1])
+    log.info("approve press on the call before its edit", extra={"approval_id": approval.approval_id})
+    return DecisionOutcome.EDITED_SINCE
 
 
-def deny_by_reply(*, open_approval_ids: list[str], user: str, text: str, ts: str) -> DecisionOutcome | None:
+def edited_since_note(approval: Approval) -> str:
+    return (f"<@{approval.edited_by}> edited this call after this card was shown, so your approval of the earlier "
+            "arguments was not recorded: an approval counts only for the exact call that runs. The card now shows "
+            "the edited call; approve that one if you agree with it.")  # fmt: skip
+
+
+def deny_by_reply(*, open_approval_ids: list[str], user: str, text: str, ts: str,
+                  channel: str | None = None) -> DecisionOutcome | None:  # fmt: skip
     """An operator's reply while approvals are pending in the thread denies them all, its text the reason; None
-    when nothing is pending (the reply is then handled as usual).
+    when nothing is pending (the reply is then handled as usual). The thread may be the one a routed card starts
+    in the operator channel (``channel``: where the reply is).
 
     Each denial is keyed by the message and the approval, so a retry of the message after a crash part-way
     denies what is still pending; the message itself is claimed last, so its other events (a retry once all are
@@ -292,7 +379,7 @@ def deny_by_reply(*, open_approval_ids: list[str], user: str, text: str, ts: str
         return None  # not a decision: the message is handled as any other
     reason = capped(text, MAX_MESSAGE_CHARS)
     outcomes = [_decide(a, Decision(ApprovalStatus.DENIED, user, reason, f"{ts}:{a.approval_id}")) for a in pending]
-    events.claim_message(pending[0].channel, ts, kind="decision", session_id=pending[0].session_id)
+    events.claim_message(channel or pending[0].channel, ts, kind="decision", session_id=pending[0].session_id)
     return outcomes[0]
 
 

@@ -10,7 +10,9 @@ import logging
 from datetime import datetime
 
 from shared import config
-from shared.state import children, sessions, tasks
+from shared.errors import Refused
+from shared.queue import tasks
+from shared.state import children, sessions
 from shared.state.children import AnswerOutcome, AskOutcome, Finished
 from shared.state.firestore import now
 from shared.state.models import AuditType, Note, NoteKind, ParentQuestion, Session, SessionStatus, Step
@@ -19,7 +21,7 @@ from shared.state.steps import LeaseLost
 log = logging.getLogger(__name__)
 
 
-class DelegationRefused(ValueError):
+class DelegationRefused(Refused):
     """A delegation the product will not start: the model hears why."""
 
 
@@ -81,11 +83,11 @@ def ask_parent(child: Session, *, seq: int, index: int, question: str, blocking:
         raise DelegationRefused("the question is empty")
     asked = ParentQuestion(question_id=f"pq-{child.session_id}-{seq}-{index}", text=question.strip(),
                            blocking=blocking, seq=seq, index=index, asked_at=now())  # fmt: skip
-    outcome = children.ask_parent(child, asked)
+    outcome, woken = children.ask_parent(child, asked)
     if outcome == AskOutcome.NO_PARENT:
         raise DelegationRefused("the session that delegated this task has ended; decide yourself and say so")
-    if outcome == AskOutcome.RESUMED:  # it waited for its children: it reads the question now
-        tasks.enqueue_session(child.parent_session_id or "", attempt=f"asked-{asked.question_id}")
+    if woken is not None:  # it waited for its children: it reads the question now
+        tasks.enqueue_session(woken, attempt=f"asked-{asked.question_id}")
     log.info("question to the parent delivered", extra={"question": asked.question_id, "outcome": outcome.value})
     return asked.question_id
 

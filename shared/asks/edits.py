@@ -82,7 +82,13 @@ def submit(payload: dict[str, Any]) -> Reply:
         return _errors(None, "This editor does not belong to an approval; nothing changed.")
     if not approvers.may_decide(user, approval):
         return _errors(approval, approvers.refusal(approval))
+    view_id = str(view.get("id") or payload.get("trigger_id") or "")
     if approval.status != ApprovalStatus.PENDING:
+        # Decided already: its continuation may never have been queued (the deciding submission met a Cloud Tasks
+        # outage, or its instance died before queueing it); this submission queues it again (the same task name).
+        approvals.requeue_decided(approval)
+        if approval.decision_ts == f"edit-{view_id}":  # this very edit decided it: it stands, the modal closes
+            return {}
         return _errors(approval, approvals.closed_note(approval))
     if meta[1] != (approval.edited_digest or approval.digest):
         return _errors(approval, "The call changed since this editor opened (another edit); nothing changed.")
@@ -95,11 +101,15 @@ def submit(payload: dict[str, Any]) -> Reply:
     if not call_view.presentable(shown):
         return _errors(approval, f"The edited call is too long to show ({len(shown)} characters); shorten it.")
     edit = (edited, approvals.digest(approval.tool, edited))
-    view_id = str(view.get("id") or payload.get("trigger_id") or "")
-    outcome = approvals.decide_edit(approval, Decision(ApprovalStatus.APPROVED, user, None, f"edit-{view_id}", edit))
+    decision = Decision(ApprovalStatus.APPROVED, user, None, f"edit-{view_id}", edit, shown=meta[1])
+    outcome = approvals.decide_edit(approval, decision)
+    if outcome == approvals.DecisionOutcome.EDITED_SINCE:  # another edit committed since the checks above
+        return _errors(approval, "The call changed since this editor opened (another edit); nothing changed.")
     if outcome == approvals.DecisionOutcome.ALREADY_DECIDED:
         fresh = stored.get_approval(approval.approval_id) or approval
         return _errors(fresh, approvals.closed_note(fresh) if fresh.status != ApprovalStatus.PENDING else
                        "You have approved this call already; it needs another approver.")  # fmt: skip
+    if outcome == approvals.DecisionOutcome.NOT_WAITED:
+        return _errors(approval, approvals.UNWAITED)
     log.info("approval edited", extra={"approval_id": approval.approval_id, "outcome": outcome.value})
     return {}

@@ -13,14 +13,15 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 
 from shared import config
-from shared.asks import delegation
-from shared.slack import blocks
+from shared.asks import delegation, routing
+from shared.slack import blocks, placement
 from shared.slack import client as slack
 from shared.slack.surface import Reaction, ThreadSurface
 from shared.state import ids, sessions
 from shared.state import questions as stored
 from shared.state.firestore import now
 from shared.state.models import Question, QuestionStatus, Session, SessionStatus
+from shared.state.origin import asked_by
 
 log = logging.getLogger(__name__)
 
@@ -35,15 +36,13 @@ def ask(session: Session, *, seq: int, call_index: int, call_id: str | None, que
     request the answer resumes; ``link`` a URL the question shows as a link button.
     """
     qid = ids.question_id(session.session_id, seq, call_index)
+    elsewhere = routing.operator_channel(session.channel)  # operators cannot see this conversation: their channel
     if blocking:
         cancel_older(session.channel, session.thread_ts, keep=qid, asker=session.session_id)
     asked = stored.create_question(
         Question(
             question_id=qid,
-            session_id=session.session_id,
-            transcript_id=session.transcript,
-            channel=session.channel,
-            thread_ts=session.thread_ts,
+            **asked_by(session),
             text=question,
             options=options,
             blocking=blocking,
@@ -53,21 +52,23 @@ def ask(session: Session, *, seq: int, call_index: int, call_id: str | None, que
             mcp_input=mcp_input,
             seq=seq,
             call_index=call_index,
-            request_ts=session.request_message,
+            post_channel=elsewhere,
         )
     )
     settings = config.settings()
     operators = settings.operator_user_ids if settings.question_mentions_operators else None
-    post_ts = asked.post_ts or surface.post(
-        blocks.question_text(question, options, operators=operators, link=link),
-        key=ids.post_key(session.session_id, seq, f"{call_index}:question"),
-        blocks=blocks.question_blocks(qid, question, options, operators=operators, link=link),
-    )
-    asked = stored.set_post_ts(qid, post_ts) if asked.post_ts is None else asked
+    text = blocks.question_text(question, options, operators=operators, link=link)
+    shown = blocks.question_blocks(qid, question, options, operators=operators, link=link)
+    key = ids.post_key(session.session_id, seq, f"{call_index}:question")
+    if asked.post_ts is None and asked.post_channel:  # in the operators' channel, linked back; the person told
+        asked = stored.set_post_ts(qid, routing.ask_operators(asked, surface, key=key, text=text, blocks=shown))
+    elif asked.post_ts is None:
+        asked = stored.set_post_ts(qid, surface.post(text, key=key, blocks=shown))
+    post_channel, post_ts = asked.post_place()[0], asked.post_ts or ""
     if asked.status == QuestionStatus.OPEN:
-        surface.react(post_ts, Reaction.QUESTION)  # the question stands even if this fails
+        slack.react(post_channel, post_ts, Reaction.QUESTION)  # the question stands even if this fails
     elif asked.status == QuestionStatus.ANSWERED:  # answered before its post was recorded
-        slack.update(session.channel, post_ts, answered_text(asked))
+        slack.update(post_channel, post_ts, answered_text(asked))
     return asked
 
 
@@ -86,8 +87,8 @@ def cancel_older(channel: str, thread_ts: str, *, keep: str, asker: str) -> None
         if not stored.close_question(older.question_id, QuestionStatus.CANCELLED):
             continue
         if older.post_ts:
-            slack.update(channel, older.post_ts, blocks.cancelled_text(older.text))
-            slack.unreact(channel, older.post_ts, Reaction.QUESTION)
+            slack.update(older.post_place()[0], older.post_ts, blocks.cancelled_text(older.text))
+            slack.unreact(older.post_place()[0], older.post_ts, Reaction.QUESTION)
         if older.session_id != asker:
             ended = sessions.end_session(older.session_id, expect=SessionStatus.PAUSED, status=SessionStatus.ABANDONED)
             if ended is not None:
@@ -104,7 +105,10 @@ def remind(question: Question, at: datetime) -> bool:
     operators = blocks.operator_mentions(config.settings().operator_user_ids)
     hours = int((at - question.asked_at).total_seconds() // 3600)
     text = f":alarm_clock: {operators}: this question has waited {hours} hours for an answer:\n>{question.text}"
-    slack.post(question.channel, question.thread_ts, text, key=f"{question.question_id}:reminder")
+    if question.post_channel and question.post_ts:  # routed: under its post in the operator channel
+        slack.post(question.post_channel, question.post_ts, text, key=f"{question.question_id}:reminder")
+    else:
+        slack.post(question.channel, _reply_ts(question), text, key=f"{question.question_id}:reminder")
     return stored.mark_reminded(question.question_id, at)
 
 
@@ -114,14 +118,14 @@ def abandon(question: Question, at: datetime) -> bool:
         return False
     hours = int((at - question.asked_at).total_seconds() // 3600)
     if question.post_ts:
-        slack.unreact(question.channel, question.post_ts, Reaction.QUESTION)
+        slack.unreact(question.post_place()[0], question.post_ts, Reaction.QUESTION)
         try:
-            slack.update(question.channel, question.post_ts, blocks.abandoned_text(question.text, hours))
+            slack.update(question.post_place()[0], question.post_ts, blocks.abandoned_text(question.text, hours))
         except SlackApiError as exc:  # the thread is told below either way
             log.warning("could not update the abandoned question", extra={"error": exc.response.get("error")})
     slack.post(
         question.channel,
-        question.thread_ts,
+        _reply_ts(question),
         f"Nobody answered this question for {hours} hours, so I have stopped waiting. "
         "To start again, mention me in this thread with what you would like.",
         key=f"{question.question_id}:abandoned",
@@ -130,3 +134,8 @@ def abandon(question: Question, at: datetime) -> bool:
     if ended is not None:
         delegation.release_askers(ended)  # its children's questions will not be answered either
     return True
+
+
+def _reply_ts(question: Question) -> str | None:
+    """Where the sweep's posts about a question go: its thread, or the DM itself (shared/slack/placement.py)."""
+    return placement.reply_ts(question.channel, question.thread_ts, question.request_ts)

@@ -11,10 +11,10 @@ import logging
 from collections.abc import Mapping
 
 from shared import config
-from shared.agent.worker import run_delivery
+from shared.auth import oidc
 from shared.handlers.common import INTERNAL_MAX_BODY_BYTES, Reply, too_large
 from shared.logs import session_context, trace_from
-from shared.state import oidc
+from shared.usecases.worker import run_delivery
 
 log = logging.getLogger(__name__)
 
@@ -35,10 +35,9 @@ def parse_task_body(body: bytes) -> str:
 
 def handle(body: bytes, headers: Mapping[str, str]) -> Reply:
     settings = config.settings()
-    denied = oidc.check(headers, audience=settings.tasks_target_url, service_account=settings.tasks_service_account)
-    if denied:
-        return denied
-    refused = too_large(body, MAX_TASK_BODY_BYTES)
+    refused = oidc.check(
+        headers, audience=settings.tasks_target_url, service_account=settings.tasks_service_account
+    ) or too_large(body, MAX_TASK_BODY_BYTES)  # the token first: a stranger learns nothing of the size limit
     if refused:
         return refused
     try:

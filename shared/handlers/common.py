@@ -8,7 +8,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from shared.state import tasks
+from shared.queue import tasks
 
 log = logging.getLogger(__name__)
 

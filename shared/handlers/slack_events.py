@@ -11,11 +11,11 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from shared.agent import assistant_pane, intake
 from shared.handlers.common import SLACK_MAX_BODY_BYTES, Reply, too_large, within_slack_patience
 from shared.logs import new_trace, session_context, trace_from
 from shared.slack.events import AssistantThread, BadEvent, Challenge, Ignore, classify
 from shared.slack.verify import verify
+from shared.usecases import assistant_pane, intake
 
 log = logging.getLogger(__name__)
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from shared.asks import answers, approvals, edits, feedback, stopping
+from shared.asks import answers, approvals, edits, feedback
 from shared.handlers.common import SLACK_MAX_BODY_BYTES, Reply, too_large, within_slack_patience
 from shared.logs import new_trace, session_context, trace_from
-from shared.slack import approval_card, blocks, edit_modal
+from shared.slack import approval_card, blocks, edit_modal, placement
 from shared.slack.actions import BadPayload, button_press, parse_payload
 from shared.slack.verify import verify
+from shared.usecases import stop
 
 MAX_BODY_BYTES = SLACK_MAX_BODY_BYTES
 
@@ -41,8 +42,9 @@ def handle(body: bytes, headers: Mapping[str, str]) -> Reply:
         if press.action_id == blocks.FEEDBACK_ACTION:
             return {"ok": True, "feedback": feedback.press(press).value}, 200
         if press.action_id == blocks.STOP_ACTION:
-            thread = press.thread_ts or press.message_ts
-            stopped = stopping.stop_by_person(press.value, user=press.user, channel=press.channel, thread_ts=thread)
+            # A top-level DM conversation's progress message is in the DM itself: the notes go there too.
+            thread = press.thread_ts or (None if placement.is_dm(press.channel) else press.message_ts)
+            stopped = stop.stop_by_person(press.value, user=press.user, channel=press.channel, thread_ts=thread)
             return {"ok": True, "stop": stopped.value}, 200
         if press.action_id == approval_card.EDIT_ACTION:
             return {"ok": True, "edit": edits.open_editor(press)}, 200

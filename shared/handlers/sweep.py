@@ -13,19 +13,18 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from shared import config
-from shared.agent import sweep
+from shared.auth import oidc
 from shared.handlers.common import INTERNAL_MAX_BODY_BYTES, Reply, too_large
-from shared.state import oidc
+from shared.usecases import sweep
 
 MAX_BODY_BYTES = INTERNAL_MAX_BODY_BYTES
 
 
 def handle(body: bytes, headers: Mapping[str, str]) -> Reply:
     settings = config.settings()
-    denied = oidc.check(headers, audience=settings.oidc_audience, service_account=settings.scheduler_service_account)
-    if denied:
-        return denied
-    refused = too_large(body, MAX_BODY_BYTES)
+    refused = oidc.check(
+        headers, audience=settings.oidc_audience, service_account=settings.scheduler_service_account
+    ) or too_large(body, MAX_BODY_BYTES)  # the token first, as agent_session checks it
     if refused:
         return refused
     try:

@@ -21,7 +21,8 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.models.blocks import Block
 from slack_sdk.models.messages.chunk import Chunk
 
-from shared import backpressure, deps
+from shared import config, deps
+from shared.slack import backpressure
 from shared.slack.safety import neutralise, neutralise_blocks
 
 log = logging.getLogger(__name__)
@@ -32,8 +33,19 @@ THREAD_READ_MAX_WAIT = 5.0  # seconds a thread read waits out a rate limit; a lo
 
 
 def client() -> WebClient:
-    """The Slack Web API client (built once per instance by ``shared.deps``, with slack-sdk's retry handlers)."""
-    return deps.slack()
+    """The Slack Web API client, built once per instance (``shared.deps``), with slack-sdk's own retry handlers for
+    rate limits, connection errors and 5xx, bounded by the current session's wall budget (``backpressure``)."""
+    return deps.once("slack", _build)
+
+
+def _build() -> WebClient:
+    settings = config.settings()
+    return WebClient(
+        token=settings.slack_bot_token,
+        base_url=settings.slack_api_base_url,
+        timeout=10,
+        retry_handlers=backpressure.retry_handlers(),
+    )
 
 
 def post(channel: str, thread_ts: str | None, text: str, *, key: str, blocks: Sequence[Block] | None = None) -> str:
@@ -261,8 +273,27 @@ def _newest(messages: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
 
 def posted_keys(channel: str, thread_ts: str) -> dict[str, str]:
     """Post keys already in the thread, mapped to their message ts (read once, after a crash)."""
+    return _keys(thread_messages(channel, thread_ts, limit=1000))
+
+
+def posted_keys_after(channel: str, oldest: str, *, limit: int = 1000) -> dict[str, str]:
+    """Post keys among the top-level messages of ``channel`` after ``oldest`` (a DM conversation answered at its
+    top level: shared/slack/placement.py), mapped to their ts; read once, after a crash."""
+    messages: list[dict[str, Any]] = []
+    cursor = None
+    while len(messages) < limit:
+        response = client().conversations_history(channel=channel, oldest=oldest, limit=min(limit, 200),
+                                                  cursor=cursor, include_all_metadata=True)  # fmt: skip
+        messages.extend(response.get("messages") or [])
+        cursor = (response.get("response_metadata") or {}).get("next_cursor")
+        if not cursor or not response.get("has_more"):
+            break
+    return _keys(messages)
+
+
+def _keys(messages: list[dict[str, Any]]) -> dict[str, str]:
     found: dict[str, str] = {}
-    for message in thread_messages(channel, thread_ts, limit=1000):
+    for message in messages:
         metadata = message.get("metadata") or {}
         if metadata.get("event_type") == POST_KEY_EVENT:
             key = (metadata.get("event_payload") or {}).get("key")

@@ -10,11 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from shared.errors import Refused
+
 # Message subtypes a person produces; everything else (edits, deletes, joins, bot posts) is ignored.
 _HUMAN_SUBTYPES = frozenset({None, "file_share", "thread_broadcast"})
 
 
-class BadEvent(ValueError):
+class BadEvent(Refused):
     """The payload lacks a field it needs; the message is the short reason sent back with the 400."""
 
 

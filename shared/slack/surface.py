@@ -22,6 +22,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.models.blocks import Block
 
 from shared.slack import client as slack
+from shared.slack import placement
 from shared.slack.blocks import ANSWER_CHARS, answer_blocks
 from shared.slack.mrkdwn import to_mrkdwn
 from shared.slack.split import split_message
@@ -52,6 +53,8 @@ class ThreadSurface:
         self.channel = channel
         self.thread_ts = thread_ts
         self.trigger_ts = trigger_ts
+        # Where posts go: the thread, or the DM itself for a request typed at a DM's top level (shared/slack/placement)
+        self.reply_ts = placement.reply_ts(channel, thread_ts, trigger_ts)
         self.quiet = quiet  # a delegated child: it reports to its parent, and posts only what operators must see
         self.posted: dict[str, str] = {}  # post keys Slack already has, mapped to their ts
         self.status: str | None = None  # the status Slack shows now, as far as this run knows (None: not set yet)
@@ -60,8 +63,12 @@ class ThreadSurface:
         self.stream: AnswerStream | None = None  # streamed answers with task cards (shared/slack/stream.py)
 
     def recover(self) -> None:
-        """After a takeover: learn which of this session's posts Slack already has (one thread read)."""
-        self.posted = slack.posted_keys(self.channel, self.thread_ts)
+        """After a takeover: learn which of this session's posts Slack already has (one read of the thread, or of
+        the DM after the request)."""
+        if self.reply_ts is None:
+            self.posted = slack.posted_keys_after(self.channel, self.trigger_ts)
+        else:
+            self.posted = slack.posted_keys(self.channel, self.thread_ts)
 
     def working(self) -> None:
         """The session is working (a model turn is next)."""
@@ -132,7 +139,7 @@ class ThreadSurface:
         if not ts and self.stream is not None:
             self.stream.close()  # what the session posts comes after the steps shown so far, never above them
         if not ts:
-            ts = slack.post(self.channel, self.thread_ts, text, key=key, blocks=blocks)
+            ts = slack.post(self.channel, self.reply_ts, text, key=key, blocks=blocks)
             if self.status:
                 self.status = None  # Slack clears a thread's status when the app posts: set it again next step
         self.posted[key] = ts

@@ -15,9 +15,9 @@ from typing import Any
 
 from google.cloud import firestore
 
-from shared.state import events, ids
+from shared.state import events, ids, waiting
 from shared.state.firestore import ALREADY_EXISTS, APPROVALS, db, event_ref, now, session_ref, thread_ref, transact
-from shared.state.models import Approval, ApprovalStatus, Note, Session, SessionKind, SessionStatus
+from shared.state.models import Approval, ApprovalStatus, Note, Session, SessionKind, SessionStatus, WaitKind
 
 
 def _ref(approval_id: str) -> firestore.DocumentReference:
@@ -80,6 +80,7 @@ class Decision:
     reason: str | None
     ts: str  # the press or message that decided (claimed once)
     edit: tuple[str, str] | None = None  # an edit: the edited call's canonical arguments and digest (an approval)
+    shown: str | None = None  # the digest of the call the decider was shown: an approval counts only for that call
 
 
 @dataclass(frozen=True)
@@ -91,25 +92,46 @@ class Decided:
     partial: bool = False  # an approval recorded; more approvers are needed before it runs
     again: bool = False  # this approver had already approved it: a second approval needs another person
     resumes: bool = False  # it completed its turn and its asker resumes (a continuation, or a note it reads)
+    unwaited: bool = False  # refused: the session that asked has ended, so nothing waits on this call any more
+    refused: bool = False  # the caller's check of the approval as read refused the decision: nothing was written
+    stale: bool = False  # an approval of a call an edit has replaced meanwhile: not counted
 
 
 Resume = Callable[[Approval, SessionStatus | None, str | None], Session | Note | None]  # approval, asker, trace
 
 
-def decide(approval_id: str, decision: Decision, resume: Resume) -> Decided:
-    """Record one decision, exactly once; if it completes its turn, write what ``resume`` chose for the asker."""
+_WAITING = frozenset({SessionStatus.RUNNING.value, SessionStatus.PAUSED.value, SessionStatus.QUEUED.value})
+
+
+def decide(approval_id: str, decision: Decision, resume: Resume, admit: Callable[[Approval], bool] | None = None,
+           *, waited_only: bool = False) -> Decided:  # fmt: skip
+    """Record one decision, exactly once; if it completes its turn, write what ``resume`` chose for the asker.
+
+    ``admit`` checks the approval as the transaction read it (a button press, with no read of its own before):
+    False refuses the decision (``Decided.refused``) and writes nothing. ``waited_only``: a person's decision,
+    refused (nothing written) when the session that asked has ended. The approval and its asker (named in its id)
+    are read in one round trip, the turn's other approvals in one more."""
     ref = _ref(approval_id)
     when = now()
 
     @firestore.transactional
     def run(transaction: firestore.Transaction) -> Decided:
-        snap = ref.get(transaction=transaction)
+        guess = ids.asker_of_approval(approval_id)
+        refs = [ref] if guess is None else [ref, session_ref(guess)]
+        read = {snap.reference.path: snap for snap in db().get_all(refs, transaction=transaction)}
+        snap = read[ref.path]
         data = snap.to_dict() if snap.exists else None
         if data is None:
             return Decided(None)
         approval = Approval.from_doc(data)
+        if admit is not None and not admit(approval):
+            return Decided(approval, refused=True)
         if approval.status != ApprovalStatus.PENDING:
             return Decided(approval)
+        runs = approval.edited_digest or approval.digest
+        again = decision.edit is not None and decision.edit[1] == runs  # the same edit (a double submission)
+        if decision.status == ApprovalStatus.APPROVED and decision.shown not in (None, runs) and not again:
+            return Decided(approval, stale=True)  # an edit committed between the decider's read and this decision
         approved_by = approval.approved_by
         edited: dict[str, Any] = {}
         if decision.edit is not None:  # approving the edited call: earlier approvals were of another call
@@ -120,17 +142,18 @@ def decide(approval_id: str, decision: Decision, resume: Resume) -> Decided:
                 return Decided(approval, again=True)
             approved_by = [*approved_by, decision.by]
             if len(approved_by) < approval.approvals_needed:  # one of several: recorded, still pending
+                asking = read.get(session_ref(approval.session_id).path) or session_ref(approval.session_id).get(
+                    transaction=transaction, field_paths=["status"])  # fmt: skip
+                if waited_only and (asking.to_dict() or {}).get("status") not in _WAITING:
+                    return Decided(approval, unwaited=True)
                 transaction.create(event_ref(ids.message_key(approval.channel, decision.ts)),
                                    events.record("decision", approval.session_id, when))  # fmt: skip
                 transaction.update(ref, {"approved_by": approved_by, **edited})
                 return Decided(Approval.from_doc({**data, "approved_by": approved_by, **edited}), won=True,
                                partial=True)  # fmt: skip
-        others = [a for a in approval.turn_ids if a != approval_id]
-        siblings = [Approval.from_doc(s.to_dict() or {}) for s in (_ref(a).get(transaction=transaction)
-                                                                   for a in others) if s.exists]  # fmt: skip
-        asker_ref = session_ref(approval.session_id)
-        asker = asker_ref.get(transaction=transaction).to_dict() or {}
-        status = SessionStatus(asker["status"]) if asker.get("status") else None
+        siblings, asker = _turn_and_asker(transaction, approval, read)
+        if waited_only and asker.get("status") not in _WAITING:  # nothing waits on this call any more
+            return Decided(approval, unwaited=True)
         fields: dict[str, Any] = {
             "status": decision.status.value,
             "decided_by": decision.by,
@@ -142,21 +165,10 @@ def decide(approval_id: str, decision: Decision, resume: Resume) -> Decided:
         }
         approval = Approval.from_doc({**approval.to_doc(), **fields})
         complete = all(s.status != ApprovalStatus.PENDING for s in siblings)
-        outcome = resume(approval, status, asker.get("trace_id")) if complete else None
-        continuation = outcome if isinstance(outcome, Session) else None
-        if continuation is not None and asker.get("kind") == SessionKind.CHILD.value:
-            # A child resumes itself (it keeps its identity, its parent and its budget): queued again.
-            fields["continuation_id"] = approval.session_id
-            transaction.update(asker_ref, {"status": SessionStatus.QUEUED.value, "started_at": None})
-            continuation = Session.from_doc({**asker, "status": SessionStatus.QUEUED.value})
-        elif continuation is not None:
+        continuation, resumes = _resume_asker(transaction, approval, asker, complete=complete, decision=decision,
+                                              resume=resume, when=when)  # fmt: skip
+        if continuation is not None:
             fields["continuation_id"] = continuation.session_id
-            # What reached the paused asker meanwhile (thread messages, late answers) moves on with the turn.
-            continuation.notes = [Note.from_doc(n) for n in asker.get("notes") or []]
-            transaction.create(session_ref(continuation.session_id), continuation.to_doc())
-            transaction.update(asker_ref, {"status": SessionStatus.RESUMED.value, "notes": []})
-        elif isinstance(outcome, Note):  # still running: it finds the decisions at its pause
-            transaction.update(asker_ref, {"notes": firestore.ArrayUnion([outcome.to_doc()])})
         transaction.create(event_ref(ids.message_key(approval.channel, decision.ts)),
                            events.record("decision", approval.session_id, when))  # fmt: skip
         transaction.update(ref, fields)
@@ -165,13 +177,55 @@ def decide(approval_id: str, decision: Decision, resume: Resume) -> Decided:
             {"open_approval_ids": firestore.ArrayRemove([approval_id])},
             merge=True,
         )
-        return Decided(approval, won=True, continuation=continuation, resumes=outcome is not None)
+        return Decided(approval, won=True, continuation=continuation, resumes=resumes)
 
     try:
         result: Decided = transact(run)
     except ALREADY_EXISTS:
         return Decided(get_approval(approval_id), repeated=True)
     return result
+
+
+def _resume_asker(transaction: firestore.Transaction, approval: Approval, asker: dict[str, Any], *, complete: bool,
+                  decision: Decision, resume: Resume, when: datetime) -> tuple[Session | None, bool]:  # fmt: skip
+    """What a decision does to its asker, read and written in the decision's transaction: a mixed turn resumes once
+    everything in its waiting record is resolved; otherwise once its turn's calls are all decided (``complete``),
+    as ``resume`` chose. Returns the session to queue and whether a run is queued (or noted) for the turn."""
+    asker_ref = session_ref(approval.session_id)
+    status = SessionStatus(asker["status"]) if asker.get("status") else None
+    if waiting.waits_on(asker, WaitKind.APPROVAL, approval.approval_id):
+        found = waiting.check(transaction, approval.session_id, asker,
+                              resolving=(WaitKind.APPROVAL, approval.approval_id))  # fmt: skip
+        if found is None:
+            return None, False
+        return waiting.wake(transaction, found, trigger_ts=decision.ts, user=decision.by, at=when), True
+    outcome = resume(approval, status, asker.get("trace_id")) if complete else None
+    if isinstance(outcome, Session) and asker.get("kind") == SessionKind.CHILD.value:
+        # A child resumes itself (it keeps its identity, its parent and its budget): queued again.
+        transaction.update(asker_ref, {"status": SessionStatus.QUEUED.value, "started_at": None})
+        return Session.from_doc({**asker, "status": SessionStatus.QUEUED.value}), True
+    if isinstance(outcome, Session):
+        # What reached the paused asker meanwhile (thread messages, late answers) moves on with the turn.
+        outcome.notes = [Note.from_doc(n) for n in asker.get("notes") or []]
+        transaction.create(session_ref(outcome.session_id), outcome.to_doc())
+        transaction.update(asker_ref, {"status": SessionStatus.RESUMED.value, "notes": []})
+        return outcome, True
+    if isinstance(outcome, Note):  # still running: it finds the decisions at its pause
+        transaction.update(asker_ref, {"notes": firestore.ArrayUnion([outcome.to_doc()])})
+    return None, outcome is not None
+
+
+def _turn_and_asker(transaction: firestore.Transaction, approval: Approval,
+                    read: dict[str, Any]) -> tuple[list[Approval], dict[str, Any]]:  # fmt: skip
+    """The other approvals of ``approval``'s turn and its asker's document, in one round trip (``read``: what the
+    transaction read already)."""
+    others = [_ref(a) for a in approval.turn_ids if a != approval.approval_id]
+    asker_ref = session_ref(approval.session_id)
+    more = others + ([] if asker_ref.path in read else [asker_ref])
+    if more:
+        read.update({snap.reference.path: snap for snap in db().get_all(more, transaction=transaction)})
+    siblings = [Approval.from_doc(read[o.path].to_dict() or {}) for o in others if read[o.path].exists]
+    return siblings, read[asker_ref.path].to_dict() or {}
 
 
 def mark_reminded(approval_id: str, at: datetime) -> bool:

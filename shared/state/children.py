@@ -18,7 +18,8 @@ from typing import Any
 
 from google.cloud import firestore
 
-from shared.state import ids, sessions
+from shared.errors import Refused
+from shared.state import ids, sessions, waiting
 from shared.state.firestore import contended, db, now, session_ref, step_ref
 from shared.state.models import (
     Note,
@@ -28,7 +29,9 @@ from shared.state.models import (
     SessionKind,
     SessionStatus,
     Step,
+    WaitKind,
 )
+from shared.state.origin import same_thread
 from shared.state.steps import LeaseLost, NotesPending
 
 _UNFINISHED = sessions.UNFINISHED  # a child in one of these has not ended
@@ -49,10 +52,7 @@ def child_session(parent: Session, *, seq: int, index: int, task: str, blocking:
     return Session(
         session_id=child_id,
         kind=SessionKind.CHILD,
-        channel=parent.channel,
-        thread_ts=parent.thread_ts,
-        trigger_ts=parent.trigger_ts,
-        trigger_user=parent.trigger_user,
+        **same_thread(parent),
         requested_by=parent.requester,
         text=task,
         created_at=at,
@@ -64,9 +64,7 @@ def child_session(parent: Session, *, seq: int, index: int, task: str, blocking:
         delegate_index=index,
         delegate_blocking=blocking,
         sibling_ids=siblings if blocking else [],
-        trace_id=parent.trace_id,
         root_session_id=parent.tree_root,
-        request_ts=parent.request_message,
     )
 
 
@@ -82,7 +80,7 @@ class TreeBudget:
     child_tool_calls: int
 
 
-class TreeBudgetSpent(Exception):
+class TreeBudgetSpent(Refused):
     """Every turn (or tool call) of the tree's budget is allotted: no child can start."""
 
 
@@ -254,6 +252,8 @@ def parent_to_wake(child: Session) -> Session | None:
     find it queue the same task, which Cloud Tasks keeps once); the parent's claim checks again."""
     data = session_ref(child.parent_session_id or "").get().to_dict()
     parent = Session.from_doc(data) if data else None
+    if data is not None and waiting.waits_on(data, WaitKind.CHILD, child.session_id):
+        return waiting.wake_after_child(child, now())  # one wait of its parent's mixed turn
     if parent is None or parent.status != SessionStatus.PAUSED or set(parent.child_ids) != set(child.sibling_ids):
         return None
     return parent if sessions.all_ended(parent.child_ids) else None
@@ -293,7 +293,7 @@ class AskOutcome(StrEnum):
     NO_PARENT = "no_parent"  # the parent has ended: nobody can answer
 
 
-def ask_parent(child: Session, question: ParentQuestion) -> AskOutcome:
+def ask_parent(child: Session, question: ParentQuestion) -> tuple[AskOutcome, str | None]:
     """Deliver a child's question to its parent exactly once (one transaction, the child's question recorded with
     it). A parent that waits for its children is queued again so its model can answer: that turn's children go on,
     each result now reaching it as a note (the results of the ones that already ended are added now)."""
@@ -301,16 +301,18 @@ def ask_parent(child: Session, question: ParentQuestion) -> AskOutcome:
     when = now()
 
     @firestore.transactional
-    def run(transaction: firestore.Transaction) -> AskOutcome:
+    def run(transaction: firestore.Transaction) -> tuple[AskOutcome, str | None]:
         parent_ref = session_ref(child.parent_session_id or "")
         current = ref.get(transaction=transaction, field_paths=["parent_question"]).to_dict() or {}
         if (current.get("parent_question") or {}).get("question_id") == question.question_id:
-            return AskOutcome.DELIVERED  # this call asked already (a re-run after a crash)
+            return AskOutcome.DELIVERED, None  # this call asked already (a re-run after a crash)
         data = parent_ref.get(transaction=transaction).to_dict()
         parent = _current_parent(transaction, child, Session.from_doc(data) if data else None)
         if parent is None or parent.status.value not in _UNFINISHED:
-            return AskOutcome.NO_PARENT
+            return AskOutcome.NO_PARENT, None
         parent_ref = session_ref(parent.session_id)
+        if parent.waiting and parent.status == SessionStatus.PAUSED:
+            return _ask_waiting(transaction, child, parent, question, when)
         waiting = parent.status == SessionStatus.PAUSED and bool(parent.child_ids)
         siblings = get_children_in(transaction, parent.child_ids) if waiting else []
         note = Note(kind=NoteKind.CHILD_QUESTION, text=question.text, user=child.session_id, ts=question.question_id,
@@ -322,11 +324,35 @@ def ask_parent(child: Session, question: ParentQuestion) -> AskOutcome:
                        "released_seq": siblings[0].delegate_seq if siblings else None}  # fmt: skip
         transaction.update(parent_ref, update)
         transaction.update(ref, {"parent_question": question.to_doc()})
-        return AskOutcome.RESUMED if waiting else AskOutcome.DELIVERED
+        return (AskOutcome.RESUMED, parent.session_id) if waiting else (AskOutcome.DELIVERED, None)
 
-    asked: AskOutcome = contended(run)
+    asked: tuple[AskOutcome, str | None] = contended(run)
     child.parent_question = question
     return asked
+
+
+def _ask_waiting(transaction: firestore.Transaction, child: Session, parent: Session, question: ParentQuestion,
+                 when: datetime) -> tuple[AskOutcome, str | None]:  # fmt: skip
+    """A child's question to a parent paused on a mixed turn: the parent can answer only once it runs, so it no
+    longer waits on that turn's children (their calls get "still running"; their results come as notes), and it
+    resumes now if nothing else is waited on (else the question waits with it, as a note)."""
+    doc = parent.to_doc()
+    released = {**doc, "waiting": waiting.release_children(doc)}
+    siblings = get_children_in(transaction, waiting.waited_children(doc))
+    found = waiting.check(transaction, parent.session_id, released) if siblings else None
+    note = Note(kind=NoteKind.CHILD_QUESTION, text=question.text, user=child.session_id, ts=question.question_id,
+                question_id=question.question_id, question=child.text)  # fmt: skip
+    notes = [note, *_release_in(transaction, siblings)]
+    extra = {"waiting": released["waiting"]}
+    woken = None
+    if found is not None:
+        woken = waiting.wake(transaction, found, trigger_ts=None, user=child.trigger_user, at=when, extra=extra,
+                             news=notes)  # fmt: skip
+    else:
+        transaction.update(session_ref(parent.session_id), {**extra, "updated_at": when,
+                           "notes": firestore.ArrayUnion([n.to_doc() for n in notes])})  # fmt: skip
+    transaction.update(session_ref(child.session_id), {"parent_question": question.to_doc()})
+    return (AskOutcome.RESUMED, woken.session_id) if woken else (AskOutcome.DELIVERED, None)
 
 
 def _release_in(transaction: firestore.Transaction, siblings: list[Session]) -> list[Note]:
@@ -384,6 +410,15 @@ def answer_child(parent: Session, child_id: str, answer: str, *,
         answered = ParentQuestion(**{**asked.to_doc(), "answer": answer, "released": released})
         update: dict[str, Any] = {"parent_question": answered.to_doc(), "updated_at": when}
         paused_on_it = child.status == SessionStatus.PAUSED and asked.blocking
+        if data is not None and waiting.waits_on(data, WaitKind.PARENT_ANSWER, asked.question_id):
+            # One wait of the child's mixed turn: it resumes once everything in its record is resolved.
+            found = waiting.check(transaction, child_id, {**data, "parent_question": answered.to_doc()})
+            if found is not None:
+                waiting.wake(transaction, found, trigger_ts=None, user=parent_id, at=when, extra=update)
+            else:
+                transaction.update(ref, update)
+            child.parent_question = answered
+            return (AnswerOutcome.RESUMED if found else AnswerOutcome.NOTED), child
         if paused_on_it:
             update |= {"status": SessionStatus.QUEUED.value, "started_at": None}
         else:

@@ -25,6 +25,7 @@ SESSIONS = "sessions"
 QUESTIONS = "questions"
 APPROVALS = "approvals"
 FEEDBACK = "feedback"  # one document per (session, person): their 👍 or 👎 on its final answer
+DM_CONVERSATIONS = "dm_conversations"  # one document per DM: its latest conversation at the top level
 
 # The field Firestore's TTL policy on ``events`` deletes by (declared in Terraform).
 EVENT_EXPIRES_FIELD = "expires_at"

@@ -34,6 +34,25 @@ def question_id(session_id: str, seq: int, call_index: int) -> str:
     return f"q-{session_id}-{seq}-{call_index}"
 
 
+def _named_session(prefix: str, derived_id: str) -> str | None:
+    """The session a ``question_id`` or ``approval_id`` was derived from (None if ``derived_id`` is not one)."""
+    if not derived_id.startswith(prefix):
+        return None
+    session_id, _, rest = derived_id[len(prefix) :].rpartition("-")
+    session_id, _, seq = session_id.rpartition("-")
+    return session_id if session_id and seq.isdigit() and rest.isdigit() else None
+
+
+def asker_of_question(question_id: str) -> str | None:
+    """The session that asked ``question_id``, read from the id (a hint: the question's own field decides)."""
+    return _named_session("q-", question_id)
+
+
+def asker_of_approval(approval_id: str) -> str | None:
+    """The session that asked for ``approval_id``, read from the id (a hint: the approval's own field decides)."""
+    return _named_session("a-", approval_id)
+
+
 def approval_id(session_id: str, seq: int, call_index: int) -> str:
     """Derived from the call it asks about, so a retried step finds the approval it already wrote."""
     return f"a-{session_id}-{seq}-{call_index}"

@@ -9,7 +9,7 @@ a change (a step commit, a note) is simply skipped: the next beat tries again.
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from google.api_core import exceptions as gexc
 
@@ -17,6 +17,25 @@ from shared.state.firestore import db, now, session_ref
 from shared.state.models import Session, SessionStatus
 
 log = logging.getLogger(__name__)
+
+BEATS_PER_LEASE = 4  # a running worker renews its lease every quarter of it (``shared.agent.heartbeat``)
+
+
+def beat_seconds(lease_seconds: int) -> float:
+    """How often a running worker renews a lease of ``lease_seconds``."""
+    return max(0.5, lease_seconds / BEATS_PER_LEASE)
+
+
+def renewed_lately(updated_at: datetime | None, read_at: datetime | None, *, lease_seconds: int,
+                   at: datetime) -> bool:  # fmt: skip
+    """Whether a running session's document was written less than a heartbeat interval ago: its claim, a step
+    commit, a heartbeat (or news for it, a note) since the last beat its worker owed. Measured by Firestore's own
+    clock, from the document's update time to the moment the claim read it (``read_at``; ``at`` if later, a time a
+    test gives): a worker's clock, or a ``now`` taken before a slow claim, cannot make a fresh claim look old."""
+    if updated_at is None:
+        return False
+    current = max(at, read_at) if read_at is not None else at
+    return current - updated_at < timedelta(seconds=beat_seconds(lease_seconds))
 
 
 def renew(session: Session, *, lease_seconds: int) -> bool:
@@ -34,4 +53,20 @@ def renew(session: Session, *, lease_seconds: int) -> bool:
         log.debug("the session changed while its lease was renewed; the next beat renews it")
         return True
     session.lease_until = until
+    return True
+
+
+def release(session: Session) -> bool:
+    """End ``session``'s lease now if its worker still holds it running: that worker's attempt failed and Cloud
+    Tasks will retry it, so the retry takes it over at once rather than a heartbeat later. False if not (another
+    worker took it, it paused or ended, or it changed meanwhile: the retry then waits as for a dead worker)."""
+    ref = session_ref(session.session_id)
+    snap = ref.get(field_paths=["worker", "status"])
+    current = snap.to_dict() or {}
+    if current.get("worker") != session.worker or current.get("status") != SessionStatus.RUNNING.value:
+        return False
+    try:
+        ref.update({"lease_until": now()}, option=db().write_option(last_update_time=snap.update_time))
+    except (gexc.FailedPrecondition, gexc.Aborted):
+        return False
     return True

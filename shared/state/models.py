@@ -169,6 +169,31 @@ class ParentQuestion(Stored):
     reminded_at: datetime | None = None  # the sweep delivered it to the parent again (once)
 
 
+class WaitKind(StrEnum):
+    """What a call of a paused turn waits on (issue 23): one kind per way a session waits."""
+
+    QUESTION = "question"  # an operator question (ask_operator)
+    APPROVAL = "approval"  # an operator's decision on an approve-tier call
+    CHILD = "child"  # a delegated child's end (a blocking delegate)
+    PARENT_ANSWER = "parent_answer"  # a child's blocking question to its parent (ask_parent)
+    MCP_INPUT = "mcp_input"  # an MCP server's request for the operator's input
+
+
+@dataclass(frozen=True)
+class Waiting(Stored):
+    """One entry of a paused session's waiting record: the call at (seq, index) of its paused turn has no response
+    yet and waits on ``kind`` ``key`` (the question, approval, child session or parent question id).
+    ``released``: it no longer waits (a child of a waiting turn asked its parent): the call gets "still running"."""
+
+    ENUMS: ClassVar[dict[str, type[StrEnum]]] = {"kind": WaitKind}
+
+    seq: int
+    index: int
+    kind: WaitKind
+    key: str
+    released: bool = False
+
+
 @dataclass
 class Session:
     """A ``sessions/{session_id}`` document: one bounded run of the agent in one Slack thread."""
@@ -244,6 +269,10 @@ class Session:
     # The request message the whole conversation started from, copied down every continuation, retry and child,
     # so each marks it (👀, ✅) without reading its chain; None on sessions stored before it was kept.
     request_ts: str | None = None
+    # The paused turn's waiting record (a turn that waits on more than one kind of thing): what each call without a
+    # response waits on. Every wake-up consults it; the session resumes once when everything in it is resolved, and
+    # the session that resumes the turn (a continuation, or a child itself) carries it.
+    waiting: list[Waiting] = field(default_factory=list)
 
     @property
     def requester(self) -> str:
@@ -281,6 +310,7 @@ class Session:
         doc["notes"] = [note.to_doc() for note in self.notes]
         doc["late_note"] = self.late_note.to_doc() if self.late_note else None
         doc["parent_question"] = self.parent_question.to_doc() if self.parent_question else None
+        doc["waiting"] = [entry.to_doc() for entry in self.waiting]
         doc["updated_at"] = self.updated_at or self.created_at
         return doc
 
@@ -294,6 +324,7 @@ class Session:
             values["late_note"] = Note.from_doc(values["late_note"])
         if values.get("parent_question"):
             values["parent_question"] = ParentQuestion.from_doc(values["parent_question"])
+        values["waiting"] = [Waiting.from_doc(entry) for entry in values.get("waiting") or []]
         return cls(**values)
 
     def apply(self, updates: dict[str, Any]) -> None:
@@ -310,6 +341,8 @@ class Session:
                 setattr(self, key, SessionStatus(value))
             elif key == "notes":
                 setattr(self, key, [Note.from_doc(n) if isinstance(n, dict) else n for n in value])
+            elif key == "waiting":
+                setattr(self, key, [Waiting.from_doc(w) if isinstance(w, dict) else w for w in value])
             else:
                 setattr(self, key, value)
 
@@ -402,6 +435,11 @@ class Question(Stored):
     seq: int | None = None
     call_index: int | None = None
     request_ts: str | None = None  # the asking conversation's request message (its continuation marks it)
+    post_channel: str | None = None  # the operator channel, when the question went there (its conversation is a DM)
+
+    def post_place(self) -> tuple[str, str | None]:
+        """Where the question's post is: the operator channel (top level), or the session's thread."""
+        return (self.post_channel, None) if self.post_channel else (self.channel, self.thread_ts)
 
 
 @dataclass

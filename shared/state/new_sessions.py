@@ -10,6 +10,7 @@ from datetime import datetime
 
 from shared.state import ids
 from shared.state.models import Approval, Question, Session, SessionKind
+from shared.state.origin import resuming, same_thread
 
 
 def mention_session(
@@ -39,18 +40,13 @@ def continuation_session(question: Question, *, answer_ts: str, user: str, text:
     return Session(
         session_id=ids.continuation_id(question.question_id),
         kind=SessionKind.CONTINUATION,
-        channel=question.channel,
-        thread_ts=question.thread_ts,
+        **resuming(question),
         trigger_ts=answer_ts,
         trigger_user=user,
         text=text,
         created_at=at,
-        asker_session_id=question.session_id,
-        requested_by=question.requester,
         question_id=question.question_id,
-        transcript_id=question.transcript_id,
         trace_id=trace_id,
-        request_ts=question.request_ts,
     )
 
 
@@ -59,18 +55,13 @@ def approvals_continuation(approval: Approval, *, user: str, at: datetime, trace
     return Session(
         session_id=ids.resume_id(approval.session_id, approval.seq),
         kind=SessionKind.CONTINUATION,
-        channel=approval.channel,
-        thread_ts=approval.thread_ts,
+        **resuming(approval),
         trigger_ts=approval.decision_ts or approval.thread_ts,
         trigger_user=user,
         text=f"decisions on {len(approval.turn_ids)} call(s)",
         created_at=at,
-        asker_session_id=approval.session_id,
-        requested_by=approval.requested_by,
         approval_ids=list(approval.turn_ids),
-        transcript_id=approval.transcript_id,
         trace_id=trace_id,
-        request_ts=approval.request_ts,
     )
 
 
@@ -79,14 +70,9 @@ def retry_session(silent: Session, *, reason: str, at: datetime) -> Session:
     return Session(
         session_id=ids.retry_id(silent.session_id),
         kind=SessionKind.RETRY,
-        channel=silent.channel,
-        thread_ts=silent.thread_ts,
-        trigger_ts=silent.trigger_ts,
-        trigger_user=silent.trigger_user,
+        **same_thread(silent),
         text=silent.text,
         created_at=at,
         narrated_session_id=silent.session_id,
         retry_reason=reason,
-        trace_id=silent.trace_id,
-        request_ts=silent.request_message,
     )

@@ -14,9 +14,9 @@ from typing import Any
 
 from google.cloud import firestore
 
-from shared.state import events, ids
+from shared.state import events, ids, waiting
 from shared.state.firestore import ALREADY_EXISTS, db, event_ref, now, question_ref, session_ref, thread_ref, transact
-from shared.state.models import Note, Question, QuestionStatus, Session, SessionStatus
+from shared.state.models import Note, Question, QuestionStatus, Session, SessionStatus, WaitKind
 
 
 def create_question(question: Question) -> Question:
@@ -166,9 +166,10 @@ class Answered:
     continuation: Session | None = None  # the continuation session this answer created, if it won
     noted: bool = False  # it won, and went to the still-running asker as a note instead
     repeated: bool = False  # this message (or press) already answered a question: it answers nothing more
+    refused: bool = False  # the caller's check of the question as read refused the answer: nothing was written
 
 
-def answer_question(question_id: str, record: AnswerRecord,
+def answer_question(question_id: str, record: AnswerRecord | Callable[[Question], AnswerRecord | None],
                     decide: Callable[[Question, Asker], Resolution]) -> Answered:  # fmt: skip
     """In one transaction: the open question becomes answered, and what ``decide`` chose is written with it.
 
@@ -176,54 +177,88 @@ def answer_question(question_id: str, record: AnswerRecord,
     ``create()`` in the same transaction, so its other events (a Slack retry, its ``app_mention`` twin) answer
     nothing more, whichever question is open when they arrive. A continuation is created with ``create()``; a
     paused asker becomes ``resumed``, its pending notes moving to the continuation.
+
+    ``record`` may be made from the question as the transaction read it (a button press checks its question there,
+    with no read of its own before): None refuses the answer (``Answered.refused``) and writes nothing. The question
+    and its asker (named in the question's id) are read in one round trip.
     """
     qref = question_ref(question_id)
     when = now()
+    asker_fields = ["status", "notes", "trace_id", "waiting"]
 
     @firestore.transactional
     def answer_it(transaction: firestore.Transaction) -> Answered:
-        snap = qref.get(transaction=transaction)
+        guess = ids.asker_of_question(question_id)
+        refs = [qref] if guess is None else [qref, session_ref(guess)]
+        snaps = {snap.reference.path: snap for snap in db().get_all(refs, transaction=transaction)}
+        snap = snaps[qref.path]
         data = snap.to_dict() if snap.exists else None
         if data is None:
             return Answered(None)
         question = Question.from_doc(data)
+        made = record(question) if callable(record) else record
+        if made is None:
+            return Answered(question, refused=True)
         if question.status != QuestionStatus.OPEN:
             return Answered(question)
         asker_ref = session_ref(question.session_id)
-        current = asker_ref.get(transaction=transaction, field_paths=["status", "notes", "trace_id"]).to_dict() or {}
+        if asker_ref.path in snaps:
+            current = snaps[asker_ref.path].to_dict() or {}
+        else:  # a question whose id does not name its asker (none is made so now): read it on its own
+            current = asker_ref.get(transaction=transaction, field_paths=asker_fields).to_dict() or {}
         status = SessionStatus(current["status"]) if current.get("status") else None
         asker = Asker(status, [Note.from_doc(n) for n in current.get("notes") or []], current.get("trace_id"))
+        kind = WaitKind.MCP_INPUT if question.mcp_input else WaitKind.QUESTION
+        if question.blocking and waiting.waits_on(current, kind, question_id):
+            # One wait of a mixed turn: the turn resumes once everything in its record is resolved.
+            whole = current if asker_ref.path in snaps else asker_ref.get(transaction=transaction).to_dict() or {}
+            found = waiting.check(transaction, question.session_id, whole, resolving=(kind, question_id))
+            woken = waiting.wake(transaction, found, trigger_ts=made.answer_ts, user=made.answered_by,
+                                 at=when) if found else None  # fmt: skip
+            return _record(transaction, question, made, when, woken, target=woken.session_id if woken else None)
         resolution = decide(question, asker)
         target = resolution.continuation.session_id if resolution.continuation else question.session_id
-        fields = {
-            "status": QuestionStatus.ANSWERED.value,
-            "answer": record.answer,
-            "answered_by": record.answered_by,
-            "answered_at": when,
-            "matched_option": record.matched_option,
-            "answer_ts": record.answer_ts,
-            "answer_pressed": record.pressed,
-            "continuation_id": target,
-        }
         if resolution.note is not None:
             transaction.update(asker_ref, {"notes": firestore.ArrayUnion([resolution.note.to_doc()])})
         if resolution.continuation is not None:
             transaction.create(session_ref(target), resolution.continuation.to_doc())
             if asker.status == SessionStatus.PAUSED:  # no longer waiting: its continuation carries on
                 transaction.update(asker_ref, {"status": SessionStatus.RESUMED.value, "notes": []})
-        # The answering message is claimed with create(): one message answers at most one question, whatever
-        # carried it (a Slack retry, its app_mention twin) and whichever question is open when it arrives again.
-        transaction.create(
-            event_ref(ids.message_key(question.channel, record.answer_ts)),
-            events.record("answer", target, when),
-        )
-        transaction.update(qref, fields)
-        transaction.set(*_unlist(question, record.answered_by, record.answer_ts), merge=True)
-        question = Question.from_doc({**question.to_doc(), **fields})
-        return Answered(question, resolution.continuation, noted=resolution.note is not None)
+        answered = _record(transaction, question, made, when, resolution.continuation, target=target)
+        return Answered(answered.question, resolution.continuation, noted=resolution.note is not None)
 
     try:
         result: Answered = transact(answer_it)
     except ALREADY_EXISTS:
         return Answered(get_question(question_id), repeated=True)
     return result
+
+
+def _record(transaction: firestore.Transaction, question: Question, record: AnswerRecord, when: datetime,
+            woken: Session | None, *, target: str | None) -> Answered:  # fmt: skip
+    """Write the answer on its question, claiming the answering message; ``woken``: the session it resumed (an
+    answer that leaves its mixed turn still waiting resumes nothing: ``noted``)."""
+    target = target or question.session_id
+    fields = {
+        "status": QuestionStatus.ANSWERED.value,
+        "answer": record.answer,
+        "answered_by": record.answered_by,
+        "answered_at": when,
+        "matched_option": record.matched_option,
+        "answer_ts": record.answer_ts,
+        "answer_pressed": record.pressed,
+        "continuation_id": target,
+    }
+    # The answering message is claimed with create(): one message answers at most one question, whatever
+    # carried it (a Slack retry, its app_mention twin) and whichever question is open when it arrives again.
+    transaction.create(
+        event_ref(ids.message_key(question.channel, record.answer_ts)),
+        events.record("answer", target, when),
+    )
+    transaction.update(question_ref(question.question_id), fields)
+    transaction.set(*_unlist(question, record.answered_by, record.answer_ts), merge=True)
+    if question.post_channel and question.post_ts:  # its post's thread in the operator channel, too
+        transaction.set(thread_ref(question.post_channel, question.post_ts),
+                        _unlist(question, record.answered_by, record.answer_ts)[1], merge=True)  # fmt: skip
+    question = Question.from_doc({**question.to_doc(), **fields})
+    return Answered(question, woken, noted=woken is None)

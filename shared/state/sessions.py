@@ -7,6 +7,7 @@ lease (``shared.state.steps.commit_step``). A claim's outcome is a ``ClaimResult
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -16,7 +17,7 @@ from google.api_core import exceptions as gexc
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.state import events, ids, quotas
+from shared.state import events, ids, lease, quotas
 from shared.state.firestore import (
     ALREADY_EXISTS,
     SESSIONS,
@@ -58,6 +59,9 @@ class ClaimResult(StrEnum):
     TOOK_OVER_RETRY = "took over from a failed attempt of this task"  # Cloud Tasks redelivered after a failure
     NO_SESSION = "no such session"
     LIVE_LEASE = "running under a live lease"  # a duplicate delivery while another worker runs it
+    # A retry of the task while its lease was renewed within a heartbeat: the earlier attempt may still be alive (a
+    # copy delivered beside it, or a dispatch deadline missed by a live worker). Retry later; a dead one beats no more.
+    RENEWED_LATELY = "a retry while the session's lease was renewed within a heartbeat"
     TRANSCRIPT_BUSY = "its transcript is still being written by another session"  # retry later
     HANDED_OVER = "a late answer, handed as a note to the session writing its transcript"
     FINISHED = "already finished"  # done, failed, paused...: nothing to do
@@ -85,13 +89,17 @@ def claim_session(
 
     Claimable: ``queued``; or ``running`` with an expired lease (its worker died); or ``running`` under a lease
     held by an earlier attempt of this same task, because Cloud Tasks only redelivers a task after that attempt
-    failed. Anything else is a duplicate delivery and is left alone.
+    failed, once that lease has gone a heartbeat interval without a renewal: two retries delivered together (or
+    a retry beside a copy of the delivery) both see an earlier attempt's lease, and only the first to claim it
+    may run; the other finds the lease just taken and is asked to retry later (``RENEWED_LATELY``). A worker that
+    really died is taken over at most one heartbeat later than without that rule. Anything else is a duplicate
+    delivery and is left alone.
     """
     ref = session_ref(session_id)
-    when = at or now()
 
     @firestore.transactional
     def claim(transaction: firestore.Transaction) -> Claim:
+        when = at or now()  # each attempt's own: the lease it writes starts when it commits, not when it began
         snap = ref.get(transaction=transaction)
         data = snap.to_dict() if snap.exists else None
         if data is None:
@@ -102,6 +110,9 @@ def claim_session(
             redelivered = session.lease_task == task and attempt > session.lease_attempt
             if not (expired or redelivered):
                 return Claim(ClaimResult.LIVE_LEASE, None, trace_id=session.trace_id)
+            fresh = lease.renewed_lately(snap.update_time, snap.read_time, lease_seconds=lease_seconds, at=when)
+            if not expired and fresh:
+                return Claim(ClaimResult.RENEWED_LATELY, None, trace_id=session.trace_id)
             result = ClaimResult.TOOK_OVER_EXPIRED if expired else ClaimResult.TOOK_OVER_RETRY
         elif session.status == SessionStatus.QUEUED:
             result = ClaimResult.CLAIMED
@@ -129,18 +140,29 @@ def claim_session(
             "started_at": session.started_at or when,
             "updated_at": when,
         }
-        transaction.update(ref, fields)
+        # Only over the document as read: a claim that commits beside another (the emulator has let two do so
+        # after a lock wait) fails its precondition instead of running the session a second time.
+        transaction.update(ref, fields, option=db().write_option(last_update_time=snap.update_time))
         session.apply(fields)
         return Claim(result, session, trace_id=session.trace_id)
 
     try:
-        claimed: Claim = contended(claim)  # parallel deliveries of one task race for it
+        claimed: Claim = _claim_again_if_changed(claim)  # parallel deliveries of one task race for it
     except (gexc.Aborted, ValueError):  # the client gives up on a contended commit with a ValueError
-        lost = _lost_to_a_copy(session_id, task=task, attempt=attempt, when=when)
+        lost = _lost_to_a_copy(session_id, task=task, attempt=attempt, when=at or now())
         if lost is None:
             raise
         return lost
     return claimed
+
+
+def _claim_again_if_changed(claim: Callable[[firestore.Transaction], Claim]) -> Claim:
+    """The claim, run again from its reads once if the session changed between its read and its commit."""
+    try:
+        return contended(claim)
+    except gexc.FailedPrecondition:
+        log.info("the session changed while it was claimed; reading it again")
+        return contended(claim)
 
 
 def _lost_to_a_copy(session_id: str, *, task: str, attempt: int, when: datetime) -> Claim | None:
@@ -205,8 +227,8 @@ def _transcript_writer(transaction: firestore.Transaction, session: Session, whe
         return None
     if writer != session.transcript:
         found = session_ref(writer).get(transaction=transaction, field_paths=["status", "lease_until"]).to_dict() or {}
-    lease = found.get("lease_until")
-    live = found.get("status") == SessionStatus.RUNNING.value and lease is not None and lease > when
+    until = found.get("lease_until")
+    live = found.get("status") == SessionStatus.RUNNING.value and until is not None and until > when
     return _Writer(writer, found.get("status"), live)
 
 

@@ -10,9 +10,9 @@ from typing import Any
 from google.cloud import firestore
 
 from shared.errors import ProductError
-from shared.state import quotas, sessions, spend
+from shared.state import quotas, sessions, spend, waiting
 from shared.state.firestore import STEPS, now, session_ref, step_ref, transact
-from shared.state.models import Audit, Note, NoteKind, Session, SessionStatus, Step
+from shared.state.models import Audit, Note, NoteKind, Session, SessionStatus, Step, Waiting, WaitKind
 
 
 class LeaseLost(ProductError):
@@ -62,6 +62,21 @@ class AnsweredMeanwhile(ProductError):
         self.note = notes[0]
 
 
+class WaitsResolved(ProductError):
+    """Everything a mixed turn was about to wait on was resolved while it ran: it carries on in place."""
+
+
+def _check_record(transaction: firestore.Transaction, current: dict[str, Any], pending: list[Note],
+                  record: list[Waiting]) -> None:  # fmt: skip
+    """Raise if a pause on this waiting record would wait on what has already happened."""
+    children = {w.key for w in record if w.kind == WaitKind.CHILD and not w.released}
+    asked = [n for n in pending if n.kind == NoteKind.CHILD_QUESTION and n.user in children]
+    if asked:
+        raise ChildAsked(asked)
+    if not waiting.unresolved(transaction, current, record):
+        raise WaitsResolved(f"the {len(record)} waits of the turn were resolved while it ran")
+
+
 def load_steps(transcript_id: str) -> list[Step]:
     """Every step of a transcript, in order: one query."""
     query = session_ref(transcript_id).collection(STEPS).order_by("seq")
@@ -103,6 +118,7 @@ def commit_step(
     pausing_on: str | None = None,
     pausing_on_all: list[str] | None = None,
     pausing_on_children: list[str] | None = None,
+    pausing_on_record: list[Waiting] | None = None,
     spent: int = 0,
 ) -> list[Note]:
     """Persist one step and the session's progress together, fenced by the lease; returns the pending notes.
@@ -114,7 +130,10 @@ def commit_step(
     pending: ``NotesPending`` is raised instead, unless the session may not go on (``wait_for_notes=False``).
     A pause on ``pausing_on`` whose answer is already among the notes, or on ``pausing_on_all`` (a turn's approvals)
     whose completing decision is, raises ``AnsweredMeanwhile``, writing nothing. A pause on ``pausing_on_children``
-    raises ``ChildrenEnded`` if they have all ended, and ``ChildAsked`` if one of them has asked a question.
+    raises ``ChildrenEnded`` if they have all ended, and ``ChildAsked`` if one of them has asked a question. A pause
+    on ``pausing_on_record`` (a turn waiting on several kinds of things) stores it as the session's waiting record,
+    raising ``WaitsResolved`` if nothing in it is still waited on and ``ChildAsked`` as above; the notes that
+    brought outcomes it waits on are dropped (the resumption reads each from its own document).
     """
     ref = session_ref(session.session_id)
     when = now()
@@ -133,7 +152,15 @@ def commit_step(
 
     @firestore.transactional
     def write(transaction: firestore.Transaction) -> list[Note]:
-        fields = ["worker", "status", "notes", "transcript_writer", "stop_requested", quotas.RELEASES]
+        fields = [
+            "worker",
+            "status",
+            "notes",
+            "transcript_writer",
+            "stop_requested",
+            "parent_question",
+            quotas.RELEASES,
+        ]
         current = ref.get(transaction=transaction, field_paths=fields).to_dict() or {}
         if current.get("worker") != session.worker or current.get("status") != SessionStatus.RUNNING.value:
             raise LeaseLost(f"session is now {current.get('status')} under worker {current.get('worker')}")
@@ -154,16 +181,24 @@ def commit_step(
         if ending and pending and wait_for_notes and updates.get("status") in _WAITS_FOR_NOTES:
             raise NotesPending(pending)
         _check_pause(transaction, pending, pausing_on, pausing_on_all or [], pausing_on_children or [])
+        writes = updates
+        if pausing_on_record:
+            _check_record(transaction, current, pending, pausing_on_record)
+            pending = waiting.notes_left(pending, pausing_on_record)
+            writes = {**updates, "notes": [n.to_doc() for n in pending],
+                      "waiting": [w.to_doc() for w in pausing_on_record]}  # fmt: skip
         if step is not None:
             transaction.create(step_ref(session.transcript, step.seq), step.to_doc())
         if spent and spend.in_force().on:  # the turn's tokens count against its person's daily budget
             spend.record(transaction, session, spent, when)
         # A mention's session that pauses or ends no longer runs: it stops counting against the rate limits.
         released = quotas.released(transaction, session.session_id, current) if ending else {}
-        transaction.update(ref, {**updates, **released})
+        transaction.update(ref, {**writes, **released})
         return pending
 
     pending: list[Note] = transact(write)
     session.apply(updates)
+    if pausing_on_record:
+        session.waiting = list(pausing_on_record)
     session.notes = pending
     return pending

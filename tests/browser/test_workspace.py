@@ -24,10 +24,10 @@ from playwright.sync_api import Browser, Locator, Page, expect
 from slack_sdk import WebClient
 
 from infra import procs
-from infra.console import main as console_main
-from infra.fakeslack import FakeSlack
+from infra.fakes.slack import FakeSlack
 from infra.procs import free_port, http_answers
 from infra.stack import BOT_TOKEN, BOT_USER_ID, ROOT, Stack
+from ops.console import main as console_main
 from shared import config
 from shared.slack.blocks import answer_blocks
 from tests import poll
@@ -290,7 +290,7 @@ def make_console(web_stack: Stack, tmp_path: Path) -> Iterator[str]:
     env = {**os.environ, **web_stack.product_env()}
     log_path = tmp_path / "console.log"
     log = log_path.open("w")
-    argv = [sys.executable, "-m", "infra.console", "--port", str(port)]
+    argv = [sys.executable, "-m", "ops.console", "--port", str(port)]
     console = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=log, start_new_session=True)
     try:
         printed = poll.wait_for(
@@ -357,8 +357,8 @@ def test_the_workspace_console_reads_only_the_emulator_and_only_for_loopback(web
     # A fake Slack given a real project's settings (no emulator) would read it with credentials: it refuses.
     env = {k: v for k, v in {**os.environ, **web_stack.product_env()}.items() if k != "FIRESTORE_EMULATOR_HOST"}
     other = free_port()
-    argv = [sys.executable, "-m", "infra.fakeslack", "--port", str(other), "--bot-token", "x", "--signing-secret", "y",
-            "--console"]  # fmt: skip
+    argv = [sys.executable, "-m", "infra.fakes.slack", "--port", str(other), "--bot-token", "x",
+            "--signing-secret", "y", "--console"]  # fmt: skip
     log = (tmp_path / "fakeslack.log").open("w")
     proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=log, start_new_session=True)
     try:

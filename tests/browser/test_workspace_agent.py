@@ -1,15 +1,15 @@
 """The workspace page follows Slack's agent messaging experience (issues 27 item 4 and 26 item 6), in a real
 browser: opening the DM with the bot is opening its Messages tab (``app_home_opened``: the product sets the
-suggested prompts, shown above the composer), the DM keeps its title, and the bot's answer shows in the
-conversation, as agent view shows a DM's threads in its timeline; a streamed answer that rolls over to a new
-message reads on across both."""
+suggested prompts, shown above the composer), the DM keeps its title, and the bot's answer to a request typed
+there shows in the conversation while a reply typed in a DM thread is answered in that thread; a streamed answer
+that rolls over to a new message reads on across both."""
 
 from __future__ import annotations
 
 from playwright.sync_api import expect
 from slack_sdk import WebClient
 
-from infra.fakeslack import FakeSlack
+from infra.fakes.slack import FakeSlack
 from infra.stack import BOT_TOKEN, Stack
 from shared import deps
 from shared.slack.stream import AnswerStream
@@ -32,7 +32,19 @@ def test_a_dm_in_agent_view_offers_prompts_and_answers_in_the_conversation(open_
     riley.keyboard.press("Enter")
     answer = riley.locator("#messages .message", has_text="A plain answer")
     expect(answer).to_be_visible(timeout=WAIT)  # in the conversation, no thread to open
+    request = riley.locator("#messages .message", has_text=words)
+    expect(request.locator(".replies-link")).to_have_count(0)  # nothing went into a thread under the request
     expect(title).to_have_text("Agent (the bot) (direct message with Riley Requester)")  # not "# D0HUMAN"
+    # A reply typed inside a thread of the DM is answered in that thread, and stays there.
+    request.hover()
+    request.locator("button[data-thread]").click()
+    riley.click("#reply-text")
+    riley.keyboard.type(f"answer: and in a thread {tag()}")
+    riley.keyboard.press("Enter")
+    thread = riley.locator("#thread")
+    expect(thread.locator(".message", has_text="A plain answer")).to_be_visible(timeout=WAIT)
+    expect(riley.locator("#messages .message", has_text="A plain answer")).to_have_count(1)
+    expect(request.locator(".replies-link")).to_be_visible()
 
 
 def test_a_stream_that_rolls_over_reads_on_in_the_next_message(web_stack: Stack, open_page: OpenPage) -> None:

@@ -23,8 +23,8 @@ from deploy.evaluate import Evaluator, Unknown, instances
 from deploy.evaluate import evaluator as evaluator_for
 from deploy.terraform import Block, Module, body_items
 from shared import config, deps
-from shared.agent import worker
 from shared.state import firestore, indexes, quotas, sessions, spend
+from shared.usecases import worker
 from tests.deploy.conftest import ROOT, TERRAFORM, TFVARS
 
 FUNCTION = ("google_cloudfunctions2_function", "this")
@@ -435,8 +435,8 @@ class _RecordingClient:
 
 def queries_the_code_runs(monkeypatch: pytest.MonkeyPatch) -> list[_Query]:
     """Every collection query, run the way the product and the admin tool run them, against a recorder."""
-    from infra import admin
-    from shared.agent import sweep
+    from ops import admin
+    from shared.usecases import sweep
 
     client = _RecordingClient()
     now = datetime(2030, 1, 1, tzinfo=UTC)

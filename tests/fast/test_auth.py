@@ -18,7 +18,7 @@ from cryptography.x509.oid import NameOID
 from google.auth import crypt, jwt
 
 from shared import config
-from shared.state import oidc as auth
+from shared.auth import oidc as auth
 
 AUDIENCE = "https://agent-session.example.run.app/"
 INVOKER = "tasks-invoker@project.iam.gserviceaccount.com"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from infra import conversations
-from infra.names import Names
+from ops.names import Names
 from shared.state.models import Approval, Question, Session, SessionKind, SessionStatus
 
 T0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)

@@ -20,7 +20,7 @@ import functions_framework
 import pytest
 from google.api_core.exceptions import ServiceUnavailable
 
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.slack.client import FakeSlack
 from infra.product_env import product_environment
 from infra.signing import signed_headers
 from infra.slack_payloads import event_callback, mention

@@ -27,7 +27,8 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_every_module_that_imports_google_genai_is_forbidden_to_the_ingress() -> None:
-    """import-linter only sees "google", so its contract names our modules that import google-genai."""
+    """import-linter only sees "google", so its contract forbids the package that must hold every module importing
+    google-genai (``shared.agent``)."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
     [contract] = [c for c in config if c["type"] == "forbidden" and "google-genai" in c["name"]]
     forbidden = contract["forbidden_modules"]
@@ -55,3 +56,27 @@ def test_deploy_has_no_import_cycle() -> None:
 
     graph = grimp.build_graph("deploy")
     assert graph.find_shortest_chain("deploy.terraform", "deploy.evaluate") is None
+
+
+def test_every_product_error_is_a_product_error_with_a_name_of_its_own() -> None:
+    """A caller tells a known refusal from a bug by ``ProductError``; two classes of one name would be told apart
+    by their module only."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import shared
+    from shared.errors import ProductError
+
+    defined: dict[str, list[str]] = {}
+    outside: list[str] = []
+    for info in pkgutil.walk_packages(shared.__path__, "shared."):
+        module = importlib.import_module(info.name)
+        for name, value in vars(module).items():
+            if inspect.isclass(value) and issubclass(value, BaseException) and value.__module__ == info.name:
+                defined.setdefault(name, []).append(info.name)
+                if not issubclass(value, ProductError):
+                    outside.append(f"{info.name}.{name}")
+    assert outside == [], f"derive these from shared.errors.ProductError (or a subclass): {outside}"
+    clashes = {name: modules for name, modules in defined.items() if len(modules) > 1}
+    assert clashes == {}, f"exception names defined more than once: {clashes}"

@@ -15,7 +15,7 @@ from shared import config, deps
 from shared.agent.tools.base import Tier, ToolContext
 from shared.agent.tools.mcp import catalog, connection, inputs, results
 from shared.agent.tools.mcp.tool import MAX_NAME, McpTool, registry_name
-from shared.mcp_servers import McpServer
+from shared.config_values import McpServer
 
 SERVER = McpServer("tickets", "https://mcp.example.com/mcp")
 
@@ -183,12 +183,12 @@ def test_a_url_request_is_a_link_and_done_accepts_it() -> None:
     ids=["name", "description", "format", "writeOnly"],
 )
 def test_secrets_are_never_asked_for_in_the_thread(properties: dict[str, Any]) -> None:
-    with pytest.raises(inputs.Refused, match="looks like a secret"):
+    with pytest.raises(inputs.InputRefused, match="looks like a secret"):
         inputs.ask_for("tickets", elicit(form(properties)))
 
 
 def test_a_message_asking_for_a_secret_is_refused_whatever_its_field_is_called() -> None:
-    with pytest.raises(inputs.Refused, match="looks like a secret"):
+    with pytest.raises(inputs.InputRefused, match="looks like a secret"):
         inputs.ask_for("tickets", elicit(form({"value": {"type": "string"}}, message="Paste your API key here.")))
 
 
@@ -197,10 +197,10 @@ def test_what_a_person_cannot_answer_in_a_thread_is_refused() -> None:
         input_requests={"a": mcp_types.ElicitRequest(params=form({"x": {}})),
                         "b": mcp_types.ElicitRequest(params=form({"y": {}}))},
     )  # fmt: skip
-    with pytest.raises(inputs.Refused, match="2 inputs at once"):
+    with pytest.raises(inputs.InputRefused, match="2 inputs at once"):
         inputs.ask_for("tickets", two)
     roots = mcp_types.InputRequiredResult(input_requests={"r": mcp_types.ListRootsRequest()})
-    with pytest.raises(inputs.Refused, match="roots/list"):
+    with pytest.raises(inputs.InputRefused, match="roots/list"):
         inputs.ask_for("tickets", roots)
 
 

@@ -17,7 +17,7 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
-from infra.fakeslack import FakeSlack, FakeSlackConfig, running
+from infra.fakes.slack import FakeSlack, FakeSlackConfig, running
 from shared import config, deps
 from shared.slack import client as slack
 from shared.slack.safety import neutralise, neutralise_blocks

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.slack.client import FakeSlack
 from shared.slack import client as slack
 from shared.slack.stream import MARKDOWN_CHARS, MESSAGE_CHARS, AnswerStream
 from shared.slack.surface import ThreadSurface

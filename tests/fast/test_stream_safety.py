@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from google.genai import types
 
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.slack.client import FakeSlack
 from shared.agent import model as gemini
 from shared.agent import streamed
 from shared.slack.safety import neutralise, neutralise_markdown

@@ -5,18 +5,20 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
 import requests
 
 from infra import stack as local
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
 from shared.asks.answers import decide
+from shared.queue import tasks
 from shared.slack import blocks
-from shared.state import firestore, questions, sessions, steps, tasks
+from shared.state import firestore, questions, sessions, steps
 from shared.state.models import QuestionStatus, SessionStatus
 from shared.state.questions import AnswerRecord
 from shared.state.sessions import ClaimResult
@@ -179,7 +181,11 @@ def test_a_live_lease_is_not_taken_by_another_task(fake_slack: FakeSlack, uid: s
         again = sessions.claim_session(session.session_id, worker="w2", task=task, attempt=attempt, lease_seconds=60)
         assert again.session is None
         assert again.result == ClaimResult.LIVE_LEASE
-    claim = sessions.claim_session(session.session_id, worker="w3", task="t1", attempt=1, lease_seconds=60)
+    # A retry while the lease was renewed within a heartbeat (15 s of a 60 s lease): attempt 0 may be alive.
+    early = sessions.claim_session(session.session_id, worker="w3", task="t1", attempt=1, lease_seconds=60)
+    assert (early.result, early.session) == (ClaimResult.RENEWED_LATELY, None)
+    quiet = firestore.now() + timedelta(seconds=16)
+    claim = sessions.claim_session(session.session_id, worker="w3", task="t1", attempt=1, lease_seconds=60, at=quiet)
     redelivered = claim.session
     assert redelivered is not None
     assert claim.result == ClaimResult.TOOK_OVER_RETRY

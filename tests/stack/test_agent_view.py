@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from shared import config
-from shared.agent import assistant_pane
 from shared.slack.events import AssistantThread, BadEvent, Ignore, classify
 from shared.state import ids
 from shared.state.models import SessionStatus
+from shared.usecases import assistant_pane
 from tests.agent_helpers import wait_status
 
 G = FakeGemini
@@ -88,11 +88,12 @@ def test_dm_messages_without_an_assistant_root_are_conversations_with_the_agent(
     script(G.text("First answer."))
     sent = fake_slack.user_message(f"U{uid}", channel, f"what changed today? [{uid}]")
     first = wait_status(ids.session_for_event(sent["deliveries"][0]["event_id"]), SessionStatus.DONE)
-    assert (first.channel, first.thread_ts) == (channel, sent["ts"])  # the person's own message is the root
-    assert [m["text"] for m in fake_slack.bot_replies(channel, sent["ts"])] == ["First answer."]
-    # A reply in that conversation is a request too (no mention in a DM), answered in the same place.
+    assert (first.channel, first.thread_ts) == (channel, sent["ts"])  # keyed by the person's own message
+    top = [m["text"] for m in fake_slack.messages(channel) if m.get("bot_id") and not m.get("thread_ts")]
+    assert top == ["First answer."]  # answered in the conversation (tests/test_dm_conversation.py)
+    # A reply in a thread of the DM is a request too (no mention in a DM), answered in that thread.
     script(G.text("Second answer."))
     again = fake_slack.user_message(f"U{uid}", channel, f"and yesterday? [{uid}]", thread_ts=sent["ts"])
     wait_status(ids.session_for_event(again["deliveries"][0]["event_id"]), SessionStatus.DONE)
-    assert [m["text"] for m in fake_slack.bot_replies(channel, sent["ts"])] == ["First answer.", "Second answer."]
+    assert [m["text"] for m in fake_slack.bot_replies(channel, sent["ts"]) if m.get("thread_ts")] == ["Second answer."]
     assert [c for c in fake_slack.calls("assistant.threads.setTitle") if c["args"]["channel_id"] == channel] == []

@@ -9,8 +9,8 @@ import pytest
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from infra import stack as local
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from shared.asks.answers import match_option
 from shared.state import firestore, ids, questions, sessions
 from shared.state.models import QuestionStatus, SessionStatus

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from shared.state import approvals as stored
 from shared.state import firestore
 from shared.state.models import SessionStatus

@@ -18,8 +18,8 @@ import requests
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from infra import stack as local
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from infra.signing import signed_headers
 from infra.stack import Stack
 from shared.slack import blocks
@@ -411,8 +411,8 @@ def test_calls_decided_before_their_session_paused_run_in_place(
 
 
 def test_make_admin_lists_pending_approvals_and_decisions(script: Script, fake_slack: FakeSlack, uid: str) -> None:
-    from infra import admin
-    from infra.names import Names
+    from ops import admin
+    from ops.names import Names
 
     thread, approval = asks_to_scale(script, fake_slack, uid)
     pending = admin.listing(firestore.now())

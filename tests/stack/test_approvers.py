@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from infra import stack as local
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
 from shared.slack import blocks
 from shared.state import approvals as stored

@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from infra.stack import OPERATOR_ID
 from shared import config
-from shared.agent import assistant_pane
 from shared.slack.events import AssistantThread, BadEvent, classify
 from shared.state import ids, questions
 from shared.state.models import QuestionStatus, SessionStatus
+from shared.usecases import assistant_pane
 from tests.agent_helpers import open_question, wait_status
 
 G = FakeGemini

@@ -16,9 +16,10 @@ import pytest
 from slack_sdk.errors import SlackApiError
 
 from infra import stack as local
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
-from shared import backpressure, config, deps
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
+from shared import config, deps
+from shared.slack import backpressure
 from shared.slack import client as slack
 from shared.slack.surface import Reaction
 from shared.state.models import SessionStatus

@@ -14,7 +14,7 @@ from bench.figures import Section, median
 from infra.stack import Stack
 from shared.agent.tools.mcp import connection
 from shared.agent.tools.mcp.tool import McpTool
-from shared.mcp_servers import McpServer
+from shared.config_values import McpServer
 from tests.rigs import counted_rig
 
 

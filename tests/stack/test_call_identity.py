@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
 from shared.state import ids, steps
 from shared.state.models import SessionStatus, StepKind

@@ -21,8 +21,8 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 from google.genai import types
 
 from infra import stack as local
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
 from shared.agent.transcript import to_json
 from shared.slack import client as slack

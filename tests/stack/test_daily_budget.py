@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from bench import cost
-from infra.fakegemini.control import FakeGemini
+from infra.fakes.gemini.client import FakeGemini
 from infra.stack import Stack
 from shared import config
 from shared.agent import daily_budget

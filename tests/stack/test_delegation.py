@@ -15,16 +15,16 @@ from typing import Any
 import pytest
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from infra.stack import OPERATOR_ID, Stack
-from shared.agent import worker
 from shared.asks import delegation, stopping
 from shared.slack import blocks
 from shared.state import approvals, firestore, ids, sessions, steps
 from shared.state import questions as stored_questions
 from shared.state.models import Question, SessionKind, SessionStatus, StepKind
 from shared.state.new_sessions import mention_session
+from shared.usecases import worker
 from tests import delivery
 from tests.agent_helpers import HUMAN, Thread, function_responses, mention, session, texts, wait_status
 from tests.poll import wait_for

@@ -20,10 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from infra import admin, procs
+from infra import procs
 from infra import stack as local
 from infra.chat import extract_buttons
-from infra.fakeslack import FakeSlack
+from infra.fakes.slack import FakeSlack
+from ops import admin
 from shared import config
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""The dispatcher (``infra/dispatch``): tasks delivered as Cloud Tasks delivers them, and its controls.
+"""The dispatcher (``infra/fakes/dispatch``): tasks delivered as Cloud Tasks delivers them, and its controls.
 
 The dispatcher runs as its own process, as the local stack runs it, against a small loopback target of this
 module's own that records every request and answers as the task's body asks (sleep, fail the first attempts).
@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
-import select
-import signal
 import subprocess
 import sys
 import threading
@@ -27,12 +24,12 @@ from typing import Any
 import pytest
 
 from infra import stack as local
-from infra.dispatch import Dispatcher, DispatcherError
-from infra.dispatch.__main__ import READY_PREFIX
-from infra.dispatch.engine import Policy
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
-from infra.procs import StackError, free_port
+from infra.fakes.dispatch import Dispatcher, DispatcherError
+from infra.fakes.dispatch.__main__ import READY_PREFIX
+from infra.fakes.dispatch.state import Policy
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
+from infra.procs import StackError, free_port, spawn_ready, stop_group
 from tests.poll import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -155,35 +152,14 @@ class Running:
 
 
 def _start(log_path: Path, *flags: str) -> Running:
-    log = log_path.open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "infra.dispatch", "--host", "127.0.0.1", "--port", "0", *flags],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=log,
-        text=True,
-        start_new_session=True,
-    )
-    log.close()
-    assert proc.stdout is not None
-    ready, _, _ = select.select([proc.stdout], [], [], 20)
-    line = proc.stdout.readline() if ready else ""
-    if not line.startswith(READY_PREFIX):
-        _stop(proc)
-        pytest.fail(f"the dispatcher did not start: {line!r}\n{log_path.read_text()}")
-    url = line[len(READY_PREFIX) :].strip()
+    argv = [sys.executable, "-m", "infra.fakes.dispatch", "--host", "127.0.0.1", "--port", "0", *flags]
+    proc, url = spawn_ready(argv, log_path=log_path, prefix=READY_PREFIX, cwd=REPO)
     return Running(proc, url, Dispatcher(url), log_path)
 
 
 def _stop(proc: subprocess.Popen[str]) -> None:
     """SIGTERM its own process group (by its pid), SIGKILL only if it ignores that."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+    stop_group(proc.pid, reap=proc.poll)
     if proc.stdout is not None:
         proc.stdout.close()
 
@@ -532,6 +508,7 @@ def test_an_unknown_tasks_delivery_is_named(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 @pytest.mark.stack
+@pytest.mark.timeout(360)  # a whole stack of its own, started on a busy machine
 def test_a_mention_ends_done_through_the_dispatcher(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A stack with parallel_tasks: the emulator hands every task to the dispatcher, which runs agent_session;
     the mention's task, delivered twice at once, still ends in one done session and one reply."""

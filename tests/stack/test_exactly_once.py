@@ -13,8 +13,8 @@ import requests
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from infra import stack as local
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
 from shared.state import firestore, ids, sessions, steps
 from shared.state import questions as stored

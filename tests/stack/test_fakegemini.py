@@ -8,9 +8,6 @@ as its own process (as the local stack runs it) and is stopped by its pid.
 from __future__ import annotations
 
 import json
-import os
-import select
-import signal
 import subprocess
 import sys
 import urllib.error
@@ -26,9 +23,10 @@ import pytest
 from google import genai
 from google.genai import errors, types
 
-from infra.fakegemini import demo, tour
-from infra.fakegemini.control import FakeGemini, FakeGeminiError
-from infra.fakegemini.script import EXHAUSTED_MESSAGE, ScriptItemError, validate_item
+from infra.fakes.gemini import demo, tour
+from infra.fakes.gemini.client import FakeGemini, FakeGeminiError
+from infra.fakes.gemini.state import EXHAUSTED_MESSAGE, ScriptItemError, validate_item
+from infra.procs import spawn_ready, stop_group
 from shared.agent import prompts
 from shared.state.models import Note, NoteKind
 
@@ -55,38 +53,17 @@ class Stub:
 
 def _start(log_path: Path, *flags: str) -> Stub:
     """Spawn the stub on a free port (``--port 0``) and read the URL from its ready line."""
-    log = log_path.open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "infra.fakegemini", "--host", "127.0.0.1", "--port", "0", *flags],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=log,
-        text=True,
-        start_new_session=True,
-    )
-    log.close()
-    assert proc.stdout is not None
-    ready, _, _ = select.select([proc.stdout], [], [], 20)
-    line = proc.stdout.readline() if ready else ""
-    if not line.startswith(READY_PREFIX):
-        _stop(proc)
-        pytest.fail(f"fakegemini did not start: {line!r}\n{log_path.read_text()}")
-    url = line[len(READY_PREFIX) :].strip()
+    argv = [sys.executable, "-m", "infra.fakes.gemini", "--host", "127.0.0.1", "--port", "0", *flags]
+    proc, url = spawn_ready(argv, log_path=log_path, prefix=READY_PREFIX, cwd=REPO)
     return Stub(proc, url, FakeGemini(url), log_path)
 
 
 def _stop(proc: subprocess.Popen[str]) -> int:
-    """SIGTERM the stub's own process group, escalating only if it ignores that."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+    """SIGTERM the stub's own process group (by its pid), escalating only if it ignores that."""
+    stop_group(proc.pid, reap=proc.poll)
     if proc.stdout is not None:
         proc.stdout.close()
-    return proc.returncode
+    return proc.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")

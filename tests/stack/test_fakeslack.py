@@ -1,6 +1,6 @@
 """The fake Slack over real HTTP: slack-sdk's own WebClient against it, signed events out of it.
 
-The server runs as a subprocess (``python -m infra.fakeslack``), exactly as the
+The server runs as a subprocess (``python -m infra.fakes.slack``), exactly as the
 local stack runs it, on a port it picks itself; each test wipes it first.
 """
 
@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import re
 import signal
 import subprocess
@@ -29,7 +28,8 @@ from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler, Se
 from slack_sdk.signature import SignatureVerifier
 
 from infra.chat import ChatSession, extract_buttons, format_message, format_reactions, parse_command
-from infra.fakeslack import FakeSlack, FakeSlackConfig, FakeSlackError, running
+from infra.fakes.slack import FakeSlack, FakeSlackConfig, FakeSlackError, running
+from infra.procs import spawn_ready
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN, SECRET, BOT, TEAM, APP = "xoxb-test", "test-signing-secret", "UBOT", "T0001", "A0001"
@@ -57,27 +57,10 @@ ARGV += f" --team-id {TEAM} --app-id {APP}"
 
 def start_fakeslack(log_path: Path) -> tuple[subprocess.Popen[str], str]:
     """Start the server in its own session and wait for its ready line, which names the port."""
-    with log_path.open("a") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "infra.fakeslack", *ARGV.split()],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            start_new_session=True,
-        )
-    lines: queue.Queue[str] = queue.Queue()
-    assert proc.stdout is not None
-    threading.Thread(target=lambda: lines.put(proc.stdout.readline() if proc.stdout else ""), daemon=True).start()
-    try:
-        line = lines.get(timeout=20)
-    except queue.Empty:
-        stop(proc)
-        pytest.fail(f"fakeslack did not start; see {log_path}")
-    match = re.fullmatch(r"fakeslack listening on (http://127\.0\.0\.1:\d+)\n", line)
-    assert match, f"unexpected ready line {line!r}; see {log_path}"
-    return proc, match.group(1)
+    argv = [sys.executable, "-m", "infra.fakes.slack", *ARGV.split()]
+    proc, url = spawn_ready(argv, log_path=log_path, prefix="fakeslack listening on ", cwd=ROOT)
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+", url), f"unexpected ready line; see {log_path}"
+    return proc, url
 
 
 def stop(proc: subprocess.Popen[str], sig: int = signal.SIGTERM) -> int:
@@ -269,6 +252,24 @@ def test_replies_in_order_and_paginated(fake: FakeSlack, web: WebClient) -> None
         web.conversations_replies(channel="C5", ts="1.000001")
     with pytest.raises(SlackApiError, match="channel_not_found"):
         web.conversations_replies(channel="CNOPE", ts=root)
+
+
+def test_history_lists_top_level_messages_newest_first(fake: FakeSlack, web: WebClient) -> None:
+    first = fake.user_message(HUMAN, "D6", "first", channel_type="im")["ts"]
+    web.chat_postMessage(channel="D6", thread_ts=first, text="in a thread")  # shown only as its root's reply
+    for text in ("one", "two", "three"):
+        web.chat_postMessage(channel="D6", text=text, metadata={"event_type": "k", "event_payload": {"k": text}})
+    whole = web.conversations_history(channel="D6", include_all_metadata=True)
+    assert [m["text"] for m in whole["messages"]] == ["three", "two", "one", "first"]
+    assert whole["messages"][0]["metadata"]["event_payload"] == {"k": "three"}
+    after = web.conversations_history(channel="D6", oldest=first)
+    assert [m["text"] for m in after["messages"]] == ["three", "two", "one"]
+    pages = [[m["text"] for m in page["messages"]] for page in web.conversations_history(channel="D6", limit=3)]
+    assert pages == [["three", "two", "one"], ["first"]]
+    with pytest.raises(SlackApiError, match="channel_not_found"):
+        web.conversations_history(channel="DNOPE")
+    with pytest.raises(SlackApiError, match="invalid_ts_oldest"):
+        web.conversations_history(channel="D6", oldest="yesterday")
 
 
 def test_users_info(fake: FakeSlack, web: WebClient) -> None:

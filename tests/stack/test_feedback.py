@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
-from infra import admin
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
-from infra.names import Names
-from shared.agent import sweep
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
+from ops import admin
+from ops.names import Names
 from shared.slack import blocks
 from shared.state import feedback
 from shared.state.firestore import now
 from shared.state.models import SessionStatus
+from shared.usecases import sweep
 from tests.agent_helpers import HUMAN, mention, wait_status
 
 pytestmark = pytest.mark.stack
@@ -57,7 +57,7 @@ def test_a_press_on_the_final_answer_is_stored_once_and_acknowledged(
     assert sorted(f.rating for f in stored(thread.session_id)) == ["negative", "positive"]
 
     # The per-day summary the sweep logs, and the operators' listing.
-    with caplog.at_level(logging.INFO, logger="shared.agent.sweep"):
+    with caplog.at_level(logging.INFO, logger="shared.usecases.sweep"):
         after = sweep.feedback_summary(now())
     assert (after["positive"], after["negative"]) == (before["positive"] + 1, before["negative"] + 1)
     assert any(getattr(r, "feedback", None) == after for r in caplog.records)

@@ -12,8 +12,8 @@ from datetime import datetime, timedelta
 import pytest
 
 from bench import cost
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
 from shared.state import firestore, sessions
 from shared.state.models import Session, SessionKind, SessionStatus

@@ -20,13 +20,14 @@ from google.cloud import tasks_v2
 from google.cloud.tasks_v2.services.cloud_tasks.transports import CloudTasksGrpcTransport
 
 from bench import cost
-from infra.fakegemini.control import FakeGemini
+from infra.fakes.gemini.client import FakeGemini
 from infra.stack import Stack
 from shared import deps
 from shared.handlers import slack_events, slack_interactivity
+from shared.queue import tasks
 from shared.slack import blocks
 from shared.state import approvals as stored_approvals
-from shared.state import ids, sessions, tasks
+from shared.state import ids, sessions
 from shared.state import questions as stored
 from shared.state.models import SessionStatus
 from tests.rigs import counted_rig

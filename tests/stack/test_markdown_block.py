@@ -11,8 +11,8 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from infra import stack as local
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from shared.slack import blocks
 from shared.slack.mrkdwn import to_mrkdwn
 from shared.slack.safety import neutralise_blocks

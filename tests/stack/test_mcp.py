@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-import requests
 
 from infra import stack as local
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.mcp.client import SampleMcp
+from infra.fakes.slack.client import FakeSlack
 from infra.procs import free_port
 from infra.stack import Stack
 from shared.slack import blocks
@@ -42,8 +42,7 @@ class Servers:
     brief: str
 
     def calls(self, base: str, tool: str, event: str = "ran") -> list[dict[str, Any]]:
-        recorded: list[dict[str, Any]] = requests.get(f"{base}/calls", timeout=5).json()
-        return [c for c in recorded if c["tool"] == tool and c["event"] == event]
+        return SampleMcp(base).calls(tool, event)
 
 
 @pytest.fixture(scope="module")

@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-import requests
 
+from infra.fakes.mcp.client import SampleMcp
 from infra.procs import Proc, free_port, http_answers, wait_until
 from shared import config
 from shared.agent.tools.base import ToolContext
 from shared.agent.tools.mcp import capped, catalog, connection, pool
 from shared.agent.tools.mcp.tool import McpTool
-from shared.mcp_servers import McpServer
+from shared.config_values import McpServer
 from tests.conftest import TEST_DIR
 
 pytestmark = pytest.mark.stack
@@ -35,7 +35,7 @@ def demo() -> Iterator[str]:
     port = free_port()
     log = TEST_DIR / "logs" / "mcp_connections.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    argv = [sys.executable, "-m", "infra.mcpdemo", "--port", str(port)]
+    argv = [sys.executable, "-m", "infra.fakes.mcp", "--port", str(port)]
     proc = Proc("mcp_connections", argv, log, dict(os.environ), Path.cwd()).start()
     try:
         wait_until(lambda: http_answers(f"http://127.0.0.1:{port}/calls"), proc=proc, what="HTTP", timeout=30)
@@ -68,7 +68,7 @@ import json, sys, tracemalloc
 from typing import cast
 from shared.agent.tools.mcp import connection
 from shared.agent.tools.mcp.tool import McpTool
-from shared.mcp_servers import McpServer
+from shared.config_values import McpServer
 
 server = McpServer("big", sys.argv[1], timeout_seconds=60)
 [listed] = [t for t in connection.list_tools(server) if t.name == "big_report"]
@@ -91,7 +91,7 @@ def test_a_40_mb_result_is_refused_while_it_is_read_and_costs_the_client_under_2
     error = found["outcome"]["error"]
     assert "larger than 4 MiB, so it was not read" in error
     assert "ask for less" in error
-    ran = [c for c in requests.get(demo.removesuffix("/mcp") + "/calls", timeout=5).json() if c["tool"] == "big_report"]
+    ran = SampleMcp(demo.removesuffix("/mcp")).calls("big_report")
     assert [c["arguments"]["megabytes"] for c in ran][-1] == 40  # it did reach the server: the answer was refused
 
 

@@ -16,18 +16,23 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-import requests
 
 from infra import stack as local
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.mcp.client import SampleMcp
+from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
-from shared.state import ids
-from shared.state.models import SessionStatus
+from shared.slack import blocks
+from shared.state import approvals as stored_approvals
+from shared.state import ids, sessions, steps
+from shared.state import questions as stored_questions
+from shared.state.models import ApprovalStatus, SessionStatus, StepKind
 from tests import delivery
-from tests.agent_helpers import agent_with, mention, open_question, wait_status
+from tests.agent_helpers import agent_with, function_responses, mention, open_question, wait_status
 from tests.mcp_servers import mcp_servers, reply, responses_of, retried_by_cloud_tasks
 from tests.poll import wait_for
+from tests.stack.test_approvals import executions, press
+from tests.stack.test_call_identity import idless
 
 pytestmark = pytest.mark.stack
 G = FakeGemini
@@ -41,8 +46,7 @@ class Servers:
     old: str
 
     def deployed(self, base: str, service: str) -> list[dict[str, Any]]:
-        recorded: list[dict[str, Any]] = requests.get(f"{base}/calls", timeout=5).json()
-        return [c for c in recorded if c["tool"] == "deploy_service" and c["arguments"]["service"] == service]
+        return [c for c in SampleMcp(base).calls("deploy_service") if c["arguments"]["service"] == service]
 
 
 @pytest.fixture(scope="module")
@@ -103,13 +107,10 @@ def test_a_server_on_the_older_handshake_that_elicits_mid_call_is_declined_and_t
     assert fake_slack.bot_replies(thread.channel, thread.ts)[-1]["text"] == "The old server could not ask."
 
 
-# The second hold failed twice in four full runs (the continuation never reached done within 120 s) and passes
-# alone; a guess not yet checked: its hand-made redelivery (below) races the task's own retries with the same retry
-# number. Skipped until understood (see the session notes), so that a flake does not block every landing.
-HOLDS = [
-    "the resumed call on the server",
-    pytest.param("the continuation's model call", marks=pytest.mark.skip(reason="flaky: races the dispatcher")),
-]
+# The second hold was flaky: its hand-made redelivery (below) raced the dispatcher's own retry of the killed attempt,
+# and both took the session over (tests/stack/test_takeover_race.py); a retry now waits for a heartbeat without a write,
+# and the hand-made one is sent only if the dispatcher's retries did not take the session over.
+HOLDS = ["the resumed call on the server", "the continuation's model call"]
 
 
 @pytest.mark.parametrize("hold", HOLDS)
@@ -153,3 +154,51 @@ def test_a_resolver_elicitation_survives_a_kill(
         assert response["result"]["structured"] == {"deployed": service, "environment": "staging"}
     texts = [m["text"] for m in fake_slack.bot_replies(thread.channel, thread.ts)]
     assert sum(f"Deploy {service} to which environment?" in t for t in texts) == 1, texts
+
+
+@pytest.mark.parametrize("answer_first", [True, False], ids=["answer-then-approve", "approve-then-answer"])
+def test_an_elicitation_beside_an_approval_in_one_turn_is_waited_on_too(
+    answer_first: bool, servers: Servers, stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """Issue 23: a turn whose MCP call asks for input and whose other call waits for approval. Before, the pause for
+    the approval dropped the MCP call's question: nothing waited on it. Now the turn waits on both (calls without
+    ids), and resumes once: the MCP call runs with the answer, the approved call runs, in call order."""
+    service = f"mix{uid}"
+    fake_gemini.script(
+        FakeGemini.matching(f"[C{uid}]", idless(("mcp.demo.deploy_service", {"service": service}),
+                                                ("scale_service", {"name": "api", "replicas": 2}))),
+        FakeGemini.matching(f"[C{uid}]", G.text("Deployed and scaled.")),
+    )  # fmt: skip
+    thread = mention(fake_slack, f"C{uid}", "deploy it and scale the api")
+    paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    assert [(w.index, w.kind.value) for w in paused.waiting] == [(0, "mcp_input"), (1, "approval")]
+    approval = stored_approvals.get_approval(ids.approval_id(thread.session_id, 1, 1))
+    assert approval is not None
+    question_id = ids.question_id(thread.session_id, 1, 0)
+    resumed = ids.resume_id(thread.session_id, 1)
+    if answer_first:
+        reply(fake_slack, thread.channel, thread.ts, "production")
+        wait_for(lambda: (q := stored_questions.get_question(question_id)) is not None and q.answer == "production",
+                 timeout=30, what="the answer")  # fmt: skip
+    else:
+        press(fake_slack, approval, blocks.APPROVE_ACTION)
+        wait_for(lambda: (a := stored_approvals.get_approval(approval.approval_id)) is not None
+                 and a.status == ApprovalStatus.APPROVED, timeout=30, what="the decision")  # fmt: skip
+    assert sessions.get_session(resumed) is None  # the other wait still holds the turn
+    assert servers.deployed(servers.demo, service) == []
+    if answer_first:
+        press(fake_slack, approval, blocks.APPROVE_ACTION)
+    else:
+        reply(fake_slack, thread.channel, thread.ts, "production")
+    attempts = delivery.deliver(stack.function_url("agent_session"), resumed, task=f"again-{resumed}", copies=3)
+    assert 200 in {a.status for a in attempts}
+    wait_status(resumed, SessionStatus.DONE, timeout=90)
+    [deployed] = servers.deployed(servers.demo, service)
+    assert deployed["arguments"]["environment"] == "production"
+    responses = function_responses(fake_gemini.requests()[-1])
+    assert [r["name"] for r in responses] == ["mcp.demo.deploy_service", "scale_service"]
+    assert responses[0]["response"]["result"]["structured"] == {"deployed": service, "environment": "production"}
+    assert responses[1]["response"]["result"] == {"scaled": "api", "replicas": 2}
+    assert [e["replicas"] for e in executions(thread.session_id)] == [2]
+    answered = [s for s in steps.load_steps(thread.session_id) if s.kind == StepKind.ANSWER]
+    assert len(answered) == 1  # resumed exactly once

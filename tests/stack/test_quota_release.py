@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from bench import cost
-from infra.fakegemini.control import FakeGemini
+from infra.fakes.gemini.client import FakeGemini
 from infra.stack import Stack
 from shared.state import events, firestore, quotas, sessions, steps
 from shared.state.models import Session, SessionStatus

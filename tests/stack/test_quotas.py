@@ -20,8 +20,8 @@ from google.cloud.firestore import DocumentReference
 
 from bench import cost
 from infra import slack_payloads as events
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
 from shared.state import firestore, quotas, sessions
 from shared.state.models import SessionStatus

@@ -12,8 +12,8 @@ import pytest
 from google.cloud import firestore as google_firestore
 
 from infra import restarts
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from infra.stack import BOT_USER_ID, QUEUE, Stack
 from shared.state import firestore, ids, sessions
 from shared.state.models import SessionStatus
@@ -102,8 +102,8 @@ def test_a_task_the_emulator_accepted_survives_its_restart(stack: Stack, uid: st
     when it restarts is created again, under its name, and delivered."""
     from google.protobuf import timestamp_pb2
 
-    from infra.dispatch.control import Dispatcher
-    from shared.state import tasks
+    from infra.fakes.dispatch.client import Dispatcher
+    from shared.queue import tasks
 
     dispatch = Dispatcher(stack.url("dispatch"))
     session_id = f"restart-{uid}"  # no such session: agent_session answers 200 and does nothing

@@ -13,8 +13,8 @@ import requests
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from infra import stack as local
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from shared.state import firestore, ids
 from tests.conftest import TEST_DIR
 from tests.poll import wait_for

@@ -13,15 +13,16 @@ from typing import Any
 
 import pytest
 
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from infra.stack import OPERATOR_ID
 from shared.asks.answers import decide
-from shared.asks.stopping import is_stop
+from shared.queue import tasks
 from shared.slack import blocks
-from shared.state import ids, questions, steps, tasks
+from shared.state import ids, questions, steps
 from shared.state.models import SessionStatus, StepKind
 from shared.state.questions import AnswerRecord
+from shared.usecases.stop import is_stop
 from tests.agent_helpers import HUMAN, mention, open_question, session, texts, wait_status
 from tests.poll import wait_for
 

@@ -12,9 +12,9 @@ from slack_sdk import WebClient
 
 from infra.chat import STOP_ACTION as chat_stop_action
 from infra.chat import ChatSession, streamed_lines
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack import FakeSlackConfig, running
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack import FakeSlackConfig, running
+from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
 from shared.agent.activity import task
 from shared.slack import blocks

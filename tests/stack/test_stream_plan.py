@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from shared.slack.stream import AnswerStream
 from shared.slack.surface import ThreadSurface
 from shared.state.models import SessionStatus

@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import pytest
 
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from shared.agent.activity import doing
 from shared.state.models import SessionStatus
 from tests.agent_helpers import mention, wait_status

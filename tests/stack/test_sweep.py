@@ -16,12 +16,13 @@ import requests
 from google.genai import types
 
 from infra import stack as local
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
 from shared import config, deps
 from shared.agent.transcript import to_json
-from shared.state import firestore, ids, sessions, tasks
+from shared.queue import tasks
+from shared.state import firestore, ids, sessions
 from shared.state import questions as stored
 from shared.state.models import (
     Audit,
@@ -143,7 +144,7 @@ def test_the_sweep_reads_only_stale_documents(stack: Stack, empty_db: None, fake
     # the 5 stale questions, one empty page of each other query (and of yesterday's feedback, for its per-day
     # summary), and nothing of the 6,000 fresh documents.
     from bench.firestore_ops import CountingClient, OpCounter
-    from shared.agent import sweep as daily
+    from shared.usecases import sweep as daily
 
     counter = OpCounter()
     counted = CountingClient(counter=counter, project=local.PROJECT)
@@ -283,7 +284,7 @@ def test_the_admin_cli_lists_open_questions_and_runs_the_sweep(
     import sys
 
     thread = paused_with_question(script, fake_slack, f"C{uid}", "which cloud?")
-    run = [sys.executable, "-m", "infra.admin", "--stack-file", str(stack.stack_file)]
+    run = [sys.executable, "-m", "ops.admin", "--stack-file", str(stack.stack_file)]
     listed = subprocess.run([*run, "list"], capture_output=True, text=True, timeout=60, check=True, cwd=local.ROOT)
     assert "which cloud?" in listed.stdout
     # The paused session waits for an operator: listed as waiting, not as stuck.

@@ -10,11 +10,12 @@ from collections.abc import Callable, Iterator
 import pytest
 from slack_sdk import WebClient
 
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack import FakeSlackConfig, running
-from infra.fakeslack.control import FakeSlack
-from shared import backpressure, deps
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack import FakeSlackConfig, running
+from infra.fakes.slack.client import FakeSlack
+from shared import deps
 from shared.agent import prompts
+from shared.slack import backpressure
 from shared.slack import client as slack
 from shared.state.models import SessionStatus
 from tests.agent_helpers import HUMAN, mention, wait_status

@@ -11,8 +11,8 @@ from collections.abc import Callable
 import pytest
 
 from infra import stack as local
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from shared.state import ids, steps
 from shared.state import questions as stored_questions
 from shared.state.models import SessionStatus

@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 import pytest
 
 from infra import stack as local
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
 from shared.logs import TRACE_FIELD
 from shared.state import ids, steps
@@ -46,7 +46,7 @@ def test_token_totals_equal_the_sum_of_the_models_usage(
 def test_the_admin_usage_report_adds_up_per_session_user_and_channel(
     script: Script, fake_slack: FakeSlack, uid: str
 ) -> None:
-    from infra import admin
+    from ops import admin
 
     script(G.text("One."))
     thread = mention(fake_slack, f"C{uid}", "one turn")

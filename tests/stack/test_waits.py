@@ -9,8 +9,8 @@ from datetime import timedelta
 
 import pytest
 
-from infra.fakegemini.control import FakeGemini
-from infra.fakeslack.control import FakeSlack
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from infra.stack import OPERATOR_ID
 from shared.agent.tools import builtin
 from shared.asks import delegation, questions

@@ -17,23 +17,17 @@ import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from google.genai import types
 
+from shared import config_values
 from shared.errors import ProductError
 from shared.slack.surface import ThreadSurface
 from shared.state import ids
 from shared.state.models import Question, Session
 
-
-class Tier(StrEnum):
-    """Seed 002's execution tiers, made durable: what a call needs before it runs."""
-
-    SAFE = "safe"  # runs at once
-    APPROVE = "approve"  # runs only after an operator approves that exact call
-    DENY = "deny"  # never offered to the model
+Tier = config_values.Tier  # declared once, with the TOOL_TIERS parser; the tools name it from here
 
 
 class ToolError(ProductError):
@@ -115,6 +109,14 @@ class Tool(Protocol):
     def declaration(self) -> types.FunctionDeclaration: ...
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> Outcome: ...
+
+
+@runtime_checkable
+class ResumesWithInput(Protocol):
+    """A tool whose call can pause on a request for the operator's input (``Suspend`` with ``question.mcp_input``)
+    and run again with the answer: the loop resumes it through this, whatever the tool is."""
+
+    def resume_input(self, question: Question, ctx: ToolContext) -> Outcome: ...
 
 
 _context: contextvars.ContextVar[ToolContext] = contextvars.ContextVar("tool_context")

@@ -10,12 +10,13 @@ from typing import Any
 
 from shared.agent.tools.base import Suspend, ToolError, Wait, context
 from shared.agent.tools.function import tool
-from shared.asks import delegation, questions
+from shared.asks import delegation, questions, routing
 from shared.limits import MAX_MESSAGE_CHARS, capped
 from shared.slack import blocks
 from shared.slack import client as slack
 from shared.slack.blocks import MAX_OPTIONS
 from shared.slack.mrkdwn import to_mrkdwn
+from shared.state import ids
 
 
 @tool(outward=False, idempotent=True, top_level_only=True, posts=True)  # keyed: the question id, the post key
@@ -40,6 +41,8 @@ def ask_operator(question: str, options: list[str] | None = None, blocking: bool
         raise ToolError(f"at most {MAX_OPTIONS} options")
     if not question.strip():
         raise ToolError("the question is empty")
+    if routing.nobody_can_answer(ctx.session.channel, operators_only=ids.is_daily_budget_call(ctx.call_id)):
+        raise ToolError(routing.refuse_question(ctx.surface, key=ctx.post_key(":nobody-to-answer")))
     asked = questions.ask(
         ctx.session, seq=ctx.seq, call_index=ctx.call_index, call_id=ctx.call_id, question=question,
         options=choices, blocking=blocking, surface=ctx.surface,

@@ -9,7 +9,6 @@ registers nothing: a module's tools are the ``FunctionTool`` values it defines, 
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
@@ -18,6 +17,7 @@ from typing import Any
 import pydantic
 from google.genai import types
 
+from shared import config
 from shared.agent.tools.base import Outcome, Suspend, Tier, ToolContext, ToolError, Wait, serving
 
 
@@ -45,7 +45,7 @@ class FunctionTool:
         return self.fn(*args, **kwargs)
 
     def declaration(self) -> types.FunctionDeclaration:
-        vertex = os.environ.get("GOOGLE_GENAI_USE_VERTEXAI", "").lower() in {"1", "true", "yes"}
+        vertex = config.settings().google_genai_use_vertexai
         return _declaration(self.fn, "VERTEX_AI" if vertex else "GEMINI_API")
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> Outcome:

@@ -23,6 +23,14 @@ from shared.state.firestore import db, now
 ENVIRONMENTS = ("dev", "staging", "production")
 
 
+def _record(saying: str, *, action: str, **what: Any) -> None:
+    """What the non-idempotent examples do: say it in the thread, then record it in ``demo_actions``."""
+    ctx = context()
+    ctx.post_ts.append(ctx.surface.post(saying, key=ctx.post_key(f":{action}")))
+    record = {"action": action, **what, "key": ctx.idempotency_key, "session_id": ctx.caller, "at": now()}
+    db().collection("demo_actions").add(record)
+
+
 @tool(outward=True, summary="Restart {name} in {environment}")  # not idempotent: never re-run blindly after a crash
 def restart_service(name: str, environment: str) -> dict[str, Any]:
     """Restart one of the team's services in an environment (an example tool: it records what it would do).
@@ -35,11 +43,7 @@ def restart_service(name: str, environment: str) -> dict[str, Any]:
     """
     if environment not in ENVIRONMENTS:
         raise ToolError(f"environment must be one of {', '.join(ENVIRONMENTS)}")
-    ctx = context()
-    ctx.post_ts.append(ctx.surface.post(f"Restarting `{name}` in `{environment}`…", key=ctx.post_key(":restart")))
-    action = {"action": "restart", "service": name, "environment": environment, "key": ctx.idempotency_key,
-              "session_id": ctx.caller, "at": now()}  # fmt: skip
-    db().collection("demo_actions").add(action)
+    _record(f"Restarting `{name}` in `{environment}`…", action="restart", service=name, environment=environment)
     return {"restarted": name, "environment": environment}
 
 
@@ -53,11 +57,7 @@ def scale_service(name: str, replicas: int) -> dict[str, Any]:
     """
     if not 0 <= replicas <= 50:
         raise ToolError("replicas must be between 0 and 50")
-    ctx = context()
-    ctx.post_ts.append(ctx.surface.post(f"Scaling `{name}` to {replicas} replicas…", key=ctx.post_key(":scale")))
-    action = {"action": "scale", "service": name, "replicas": replicas, "key": ctx.idempotency_key,
-              "session_id": ctx.caller, "at": now()}  # fmt: skip
-    db().collection("demo_actions").add(action)
+    _record(f"Scaling `{name}` to {replicas} replicas…", action="scale", service=name, replicas=replicas)
     return {"scaled": name, "replicas": replicas}
 
 

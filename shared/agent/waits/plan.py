@@ -14,20 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from enum import StrEnum
 from typing import Any
 
-from shared.state.models import CallRef
+from shared.errors import ProductError
+from shared.state.models import CallRef, WaitKind
+
+__all__ = ["Arrival", "BadTurn", "Call", "Plan", "Receipt", "Refused", "Response", "WaitKind", "WaitOn"]
 
 Response = dict[str, Any]
-
-
-class WaitKind(StrEnum):
-    QUESTION = "question"  # an operator question (ask_operator)
-    APPROVAL = "approval"  # an operator's decision on an approve-tier call
-    CHILD = "child"  # a delegated child's end (a blocking delegate)
-    PARENT_ANSWER = "parent_answer"  # a child's blocking question to its parent (ask_parent)
-    MCP_INPUT = "mcp_input"  # an MCP server's request for the operator's input
 
 
 @dataclass(frozen=True, order=True)
@@ -97,7 +91,7 @@ class Receipt:
     reason: str = ""
 
 
-class BadTurn(ValueError):
+class BadTurn(ProductError):
     """A turn the planner cannot plan: calls of several turns, a position twice, a call with both or neither of a
     response and a wait, or one thing waited on by two calls."""
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from shared.errors import ProductError, Refused
 
-class FetchError(Exception):
+
+class FetchError(ProductError):
     """The URL could not be fetched; the message is meant for the model."""
 
 
-class FetchRefused(FetchError):
+class FetchRefused(FetchError, Refused):
     """The URL points somewhere the fetcher will not go."""

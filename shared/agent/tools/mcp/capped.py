@@ -15,13 +15,15 @@ from collections.abc import AsyncIterator
 
 import httpx2
 
+from shared.errors import ProductError
+
 MAX_RESULT_BYTES = 4 * 1024 * 1024  # room for a large structured result or an image to summarise; 100x the text kept
 
 
 IDENTITY = {"Accept-Encoding": "identity"}  # the headers every client of this transport sends
 
 
-class TooLarge(Exception):
+class TooLarge(ProductError):
     """A response was larger than the cap; the rest of it was not read."""
 
     def __init__(self, limit: int, why: str = "") -> None:

@@ -19,7 +19,7 @@ import mcp_types
 from shared import config
 from shared.agent.tools.mcp import connection, pool
 from shared.agent.tools.mcp.tool import McpTool
-from shared.mcp_servers import McpServer
+from shared.config_values import McpServer
 
 log = logging.getLogger(__name__)
 

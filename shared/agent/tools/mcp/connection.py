@@ -32,8 +32,8 @@ from mcp.shared.exceptions import MCPError
 from shared import config, deps
 from shared.agent.tools.mcp import pool
 from shared.agent.tools.mcp.capped import MAX_RESULT_BYTES, TooLarge
+from shared.config_values import McpServer
 from shared.errors import ProductError
-from shared.mcp_servers import McpServer
 
 T = TypeVar("T")
 Outcome = mcp_types.CallToolResult | mcp_types.InputRequiredResult

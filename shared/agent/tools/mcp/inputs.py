@@ -15,6 +15,8 @@ from typing import Any
 
 import mcp_types
 
+from shared.errors import Refused
+
 DONE, CANCEL, DECLINE = "Done", "Cancel", "Decline"
 _SECRET = re.compile(r"pass(word|phrase)?|secret|token|api[\s_-]?key|credential|private[\s_-]?key|otp|pin\b|cvv",
                      re.IGNORECASE)  # fmt: skip
@@ -23,7 +25,7 @@ _SECRET_PROSE = re.compile(r"password|passphrase|secret|token|api[\s_-]?key|cred
                            re.IGNORECASE)  # fmt: skip
 
 
-class Refused(Exception):
+class InputRefused(Refused):
     """The server asked for something the operator must not be asked in a thread; the message says what."""
 
 
@@ -62,14 +64,14 @@ class Ask:
 
 
 def ask_for(server: str, result: mcp_types.InputRequiredResult) -> Ask:
-    """The question to post for ``result``, or ``Refused``."""
+    """The question to post for ``result``, or ``InputRefused``."""
     requests = result.input_requests or {}
     if len(requests) != 1:
-        raise Refused(f"MCP server {server!r} asked for {len(requests)} inputs at once; only one at a time is "
-                      "supported")  # fmt: skip
+        raise InputRefused(f"MCP server {server!r} asked for {len(requests)} inputs at once; only one at a time "
+                           "is supported")  # fmt: skip
     [(key, request)] = requests.items()
     if not isinstance(request, mcp_types.ElicitRequest):
-        raise Refused(f"MCP server {server!r} asked for {request.method}, which the agent does not provide")
+        raise InputRefused(f"MCP server {server!r} asked for {request.method}, which the agent does not provide")
     params = request.params
     message = f"MCP server `{server}` asks: {params.message}"
     if isinstance(params, mcp_types.ElicitRequestURLParams):
@@ -81,8 +83,10 @@ def ask_for(server: str, result: mcp_types.InputRequiredResult) -> Ask:
     if not secret and _SECRET_PROSE.search(params.message):
         secret = ["what its message describes"]
     if secret:
-        raise Refused(f"MCP server {server!r} asked for {', '.join(secret)}, which looks like a secret; secrets are "
-                      "never collected through Slack. The operator must give it to that server directly.")  # fmt: skip
+        raise InputRefused(
+            f"MCP server {server!r} asked for {', '.join(secret)}, which looks like a secret; secrets "
+            "are never collected through Slack. The operator must give it to that server directly."
+        )
     if len(fields) == 1:
         [(name, spec)] = fields.items()
         choices = _choices(spec)

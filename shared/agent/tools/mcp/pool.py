@@ -28,7 +28,7 @@ import httpx2
 import mcp_types
 
 from shared.agent.tools.mcp.capped import IDENTITY, CappedTransport
-from shared.mcp_servers import McpServer
+from shared.config_values import McpServer
 
 T = TypeVar("T")
 LEGACY = "legacy"  # the mode of a server that speaks only the older handshake

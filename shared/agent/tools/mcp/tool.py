@@ -20,8 +20,8 @@ from google.genai import types
 
 from shared.agent.tools.base import Outcome, Suspend, Tier, ToolContext
 from shared.agent.tools.mcp import connection, inputs, results
-from shared.asks import questions
-from shared.mcp_servers import McpServer
+from shared.asks import questions, routing
+from shared.config_values import McpServer
 from shared.state.models import Question
 
 log = logging.getLogger(__name__)
@@ -99,6 +99,10 @@ class McpTool:
             )
         return self._outcome(outcome, args, ctx, round=1, asked=asked)
 
+    def resume_input(self, question: Question, ctx: ToolContext) -> Outcome:
+        """The call the operator's answer to ``question`` resumes (``ResumesWithInput``)."""
+        return self.resume(inputs.Pending.from_doc(question.mcp_input or {}), question, ctx)
+
     def resume(self, pending: inputs.Pending, question: Question, ctx: ToolContext) -> Outcome:
         """The same call again, with the operator's answer and the state the server gave with its request."""
         answer = inputs.elicit_result(pending, question.answer or "", question.matched_option)
@@ -134,8 +138,11 @@ class McpTool:
                              "may ask the operator; the call did not complete"}  # fmt: skip
         try:
             ask = inputs.ask_for(self.server.name, result)
-        except inputs.Refused as exc:
+        except inputs.InputRefused as exc:
             return {"error": f"{exc}. The call did not complete."}
+        if routing.nobody_can_answer(ctx.session.channel):
+            refused = routing.refuse_question(ctx.surface, key=ctx.post_key(f":nobody-to-answer{round}"))
+            return {"error": f"{refused} The call did not complete."}
         pending = inputs.Pending(server=self.server.name, tool=self.listed.name, arguments=args,
                                  request_state=result.request_state, key=ask.key, mode=ask.mode, schema=ask.schema,
                                  caller=ctx.caller, seq=ctx.seq, index=ctx.call_index, round=round)  # fmt: skip

@@ -1,0 +1,6 @@
+"""The local stand-ins for the services the product talks to, one package each, each a ``server.py`` (what it
+serves), a ``state.py`` (what it keeps) and a ``client.py`` (the control client tests and tools drive it with):
+``slack`` (the Slack Web API, its events and the workspace page), ``gemini`` (the scripted Gemini REST stub and
+the offline demo model), ``dispatch`` (Cloud Tasks' parallel delivery in front of the Tasks emulator) and ``mcp``
+(the sample MCP server). Each runs as ``python -m infra.fakes.<name>``. Never imported by ``shared/``.
+"""

@@ -1,0 +1,84 @@
+"""The one serve loop every fake runs under ``python -m infra.fakes.<name>``: serve in a thread until SIGTERM or
+SIGINT, then shut down cleanly.
+
+The ready line goes to stdout only once the socket is bound, the server has started and the signal handlers are in
+place, so whoever starts a fake (a test, the local stack, ``infra/procs.py``) can wait for that line, read the port
+from it when port 0 was asked for, and stop it by its pid.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable
+from types import FrameType
+from typing import Any, Protocol
+
+
+class Servable(Protocol):
+    """What the loop serves: a ``socketserver`` server, or ``UvicornServer`` for an ASGI app."""
+
+    def serve_forever(self, poll_interval: float = ...) -> None: ...
+
+    def shutdown(self) -> None: ...
+
+    def server_close(self) -> None: ...
+
+
+def serve(
+    server: Servable, *, name: str, ready: str, started: Callable[[], None] | None = None,
+    stopped: Callable[[], None] | None = None,
+) -> int:  # fmt: skip
+    """Serve ``server`` until SIGTERM or SIGINT; ``ready`` is printed once it serves (after ``started``, which may
+    wait for it and log), ``stopped`` runs once it has shut down. The exit status (0)."""
+    stop = threading.Event()
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        stop.set()  # shutdown() waits for serve_forever: the handler only flags, the loop below stops it
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    worker = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, name=name, daemon=True)
+    worker.start()
+    try:
+        if started is not None:
+            started()
+        print(ready, flush=True)
+        while not stop.wait(0.5):  # a timed wait lets the signal handler run promptly
+            pass
+    finally:
+        server.shutdown()
+        server.server_close()
+        worker.join(timeout=5)
+        if stopped is not None:
+            stopped()
+    return 0
+
+
+class UvicornServer:
+    """An ASGI app under uvicorn, served by the same loop (uvicorn installs no signal handlers off the main
+    thread: the loop's are the ones that count)."""
+
+    def __init__(self, app: Any, *, host: str, port: int) -> None:
+        import uvicorn  # only the MCP fake needs it
+
+        self.server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+        self.url = f"http://{host}:{port}"
+
+    def serve_forever(self, poll_interval: float = 0.1) -> None:
+        self.server.run()
+
+    def wait_started(self, timeout: float = 30.0) -> None:
+        """Block until uvicorn has bound its socket and started the app."""
+        deadline = time.monotonic() + timeout
+        while not self.server.started:
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"the server at {self.url} did not start in {timeout:g}s")
+            time.sleep(0.05)
+
+    def shutdown(self) -> None:
+        self.server.should_exit = True
+
+    def server_close(self) -> None:
+        """Nothing: uvicorn closes its sockets as it exits."""

@@ -1,0 +1,187 @@
+"""A paused session's waiting record in Firestore (issue 23): whether everything its turn waits on is resolved,
+and the one wake-up that resumes that turn.
+
+A turn that waits on more than one kind of thing (an operator question, approvals, children, its parent's answer,
+an MCP server's input request) pauses once with its record (``Session.waiting``). Every resolution (an answer, a
+decision, a child's end, a parent's answer) is one transaction that records its own outcome where it always did,
+reads the asker and, through ``check``, every other waited thing; the one that finds them all resolved wakes the
+asker (``wake``): a delegated child is queued again, a top-level session resumes in a continuation named after the
+paused turn. Transactions are serializable, so of two resolutions racing, exactly one sees the other's outcome.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from google.cloud import firestore
+
+from shared.state import ids
+from shared.state.firestore import APPROVALS, contended, db, question_ref, session_ref
+from shared.state.models import (
+    ApprovalStatus,
+    Note,
+    NoteKind,
+    QuestionStatus,
+    Session,
+    SessionKind,
+    SessionStatus,
+    Waiting,
+    WaitKind,
+)
+
+_UNFINISHED = frozenset({SessionStatus.QUEUED.value, SessionStatus.RUNNING.value, SessionStatus.PAUSED.value})
+
+
+def record_of(asker: dict[str, Any]) -> list[Waiting]:
+    """The waiting record of a session document (empty: it does not wait on a mixed turn)."""
+    return [Waiting.from_doc(entry) for entry in asker.get("waiting") or []]
+
+
+def waits_on(asker: dict[str, Any], kind: WaitKind, key: str) -> bool:
+    """Whether this paused session's record waits on ``kind`` ``key`` (and nothing released it)."""
+    paused = asker.get("status") == SessionStatus.PAUSED.value
+    return paused and any(w.kind == kind and w.key == key and not w.released for w in record_of(asker))
+
+
+def _ref(entry: Waiting) -> firestore.DocumentReference:
+    if entry.kind in {WaitKind.QUESTION, WaitKind.MCP_INPUT}:
+        return question_ref(entry.key)
+    if entry.kind == WaitKind.APPROVAL:
+        ref: firestore.DocumentReference = db().collection(APPROVALS).document(entry.key)
+        return ref
+    return session_ref(entry.key)
+
+
+def _resolved(entry: Waiting, found: dict[str, Any] | None, asker: dict[str, Any]) -> bool:
+    if entry.released:
+        return True
+    if entry.kind == WaitKind.PARENT_ANSWER:  # the asker's own question to its parent
+        asked = asker.get("parent_question") or {}
+        return asked.get("question_id") != entry.key or asked.get("answer") is not None
+    status = (found or {}).get("status")
+    if entry.kind in {WaitKind.QUESTION, WaitKind.MCP_INPUT}:
+        return status != QuestionStatus.OPEN.value
+    if entry.kind == WaitKind.APPROVAL:
+        return status != ApprovalStatus.PENDING.value
+    return status not in _UNFINISHED  # a child: ended (a missing one never will)
+
+
+def unresolved(transaction: firestore.Transaction | None, asker: dict[str, Any], record: list[Waiting], *,
+               besides: tuple[WaitKind, str] | None = None) -> list[Waiting]:  # fmt: skip
+    """The entries of ``record`` still waited on (point reads in ``transaction``), leaving out ``besides`` (the one
+    being resolved by the caller)."""
+    others = [w for w in record if (w.kind, w.key) != besides and not w.released]
+    read = [w for w in others if w.kind != WaitKind.PARENT_ANSWER]
+    found: dict[str, dict[str, Any]] = {}
+    if read:
+        snaps = db().get_all([_ref(w) for w in read], field_paths=["status"], transaction=transaction)
+        found = {snap.reference.path: snap.to_dict() or {} for snap in snaps if snap.exists}
+    return [w for w in others if not _resolved(w, found.get(_ref(w).path) if w in read else None, asker)]
+
+
+@dataclass(frozen=True)
+class Wake:
+    """A complete paused turn, as read in a resolution's transaction: who resumes it (written by ``wake``)."""
+
+    asker_id: str
+    asker: dict[str, Any]
+    resumed: bool  # its continuation exists already (another resolution woke it)
+
+
+def check(transaction: firestore.Transaction, asker_id: str, asker: dict[str, Any], *,
+          resolving: tuple[WaitKind, str] | None = None) -> Wake | None:  # fmt: skip
+    """Reads only. A ``Wake`` when the paused ``asker`` waits on nothing more once ``resolving`` is resolved; None
+    while anything else is waited on."""
+    record = record_of(asker)
+    if asker.get("status") != SessionStatus.PAUSED.value or not record:
+        return None
+    if unresolved(transaction, asker, record, besides=resolving):
+        return None
+    resumed = False
+    if asker.get("kind") != SessionKind.CHILD.value:
+        resume_ref = session_ref(ids.resume_id(asker_id, record[0].seq))
+        resumed = resume_ref.get(transaction=transaction, field_paths=["status"]).exists
+    return Wake(asker_id, asker, resumed)
+
+
+def wake(transaction: firestore.Transaction, found: Wake, *, trigger_ts: str | None, user: str, at: datetime,
+         extra: dict[str, Any] | None = None, news: list[Note] | None = None) -> Session | None:  # fmt: skip
+    """Writes only. Resume the complete turn: a child is queued again (it keeps its identity, parent and budget);
+    a top-level session becomes ``resumed`` and its continuation, carrying the record and the notes that reached
+    it meanwhile (and ``news``), is created. ``extra``: more fields for the asker, in the same write. Returns the
+    session whose task to queue (None: already woken)."""
+    asker = Session.from_doc(found.asker)
+    ref = session_ref(found.asker_id)
+    news = news or []
+    if asker.kind == SessionKind.CHILD:
+        fields = {"status": SessionStatus.QUEUED.value, "started_at": None, "updated_at": at, **(extra or {})}
+        if news:
+            fields["notes"] = firestore.ArrayUnion([n.to_doc() for n in news])
+        transaction.update(ref, fields)
+        asker.status = SessionStatus.QUEUED
+        return asker
+    if found.resumed:
+        if extra or news:
+            fields = {**(extra or {}), "updated_at": at}
+            if news:
+                fields["notes"] = firestore.ArrayUnion([n.to_doc() for n in news])
+            transaction.update(ref, fields)
+        return None
+    continuation = Session(
+        session_id=ids.resume_id(found.asker_id, asker.waiting[0].seq),
+        kind=SessionKind.CONTINUATION,
+        channel=asker.channel,
+        thread_ts=asker.thread_ts,
+        trigger_ts=trigger_ts or asker.thread_ts,
+        trigger_user=user,
+        text=f"the outcomes of {len(asker.waiting)} waiting call(s)",
+        created_at=at,
+        asker_session_id=found.asker_id,
+        requested_by=asker.requester,
+        transcript_id=asker.transcript,
+        trace_id=asker.trace_id,
+        request_ts=asker.request_message,
+        waiting=list(asker.waiting),
+        notes=[*asker.notes, *news],
+    )
+    transaction.create(session_ref(continuation.session_id), continuation.to_doc())
+    transaction.update(ref, {"status": SessionStatus.RESUMED.value, "notes": [], "updated_at": at, **(extra or {})})
+    return continuation
+
+
+def release_children(asker: dict[str, Any]) -> list[dict[str, Any]]:
+    """The record with its children's waits released (a child of the turn asked its parent, who cannot answer
+    while it waits): those calls get "still running", each child's result reaching the asker as a note."""
+    return [replace(w, released=w.released or w.kind == WaitKind.CHILD).to_doc() for w in record_of(asker)]
+
+
+def waited_children(asker: dict[str, Any]) -> list[str]:
+    """The children a paused session's record still waits on."""
+    paused = asker.get("status") == SessionStatus.PAUSED.value
+    return [w.key for w in record_of(asker) if paused and w.kind == WaitKind.CHILD and not w.released]
+
+
+def wake_after_child(child: Session, at: datetime) -> Session | None:
+    """After a blocking child's end: its parent, woken if its waiting record is complete now (one transaction on the
+    parent, only for a parent that waits on a record naming this child). Returns the session to queue."""
+    parent_ref = session_ref(child.parent_session_id or "")
+
+    @firestore.transactional
+    def run(transaction: firestore.Transaction) -> Session | None:
+        data = parent_ref.get(transaction=transaction).to_dict()
+        if data is None or not waits_on(data, WaitKind.CHILD, child.session_id):
+            return None
+        found = check(transaction, parent_ref.id, data)
+        return wake(transaction, found, trigger_ts=None, user=child.trigger_user, at=at) if found else None
+
+    woken: Session | None = contended(run)
+    return woken
+
+
+def notes_left(pending: list[Note], record: list[Waiting]) -> list[Note]:
+    """The pending notes a pause on ``record`` keeps: an outcome that reached the session as a note before it
+    paused (an answer, a decision, a parent's answer) is read from its own document on resume, never twice."""
+    keys = {w.key for w in record}
+    return [note for note in pending if note.question_id not in keys or note.kind == NoteKind.CHILD_RESULT]

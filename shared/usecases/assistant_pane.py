@@ -1,0 +1,56 @@
+"""Slack's agent surfaces: what the app does when someone opens it, and when they look elsewhere with it open.
+
+The agent messaging experience (``agent_view``, what the manifest declares): opening the app's Messages tab
+(``app_home_opened``, ``tab: "messages"``) sets the suggested prompts and their title on the DM, with no
+``thread_ts`` (Slack silently drops a call that names one for an agent app); every DM message and thread there is a
+conversation with the agent (no ``assistant_app_thread`` root), routed as any DM; ``app_context_changed`` is
+acknowledged like the pane's context change. The older assistant pane (``assistant_view``) keeps working.
+
+Opening the pane starts an assistant thread in the person's DM with the app; the ingress then sets the thread's
+suggested prompts (``ASSISTANT_PROMPTS``) and a title ("New request", which the first request typed there replaces
+as its session opens), two idempotent Slack calls made right away rather than through a Cloud Task: they write
+nothing to Firestore, a redelivered event repeats them harmlessly, and a task would cost a queue round trip and a
+cold ``agent_session`` for two small calls. A message typed in the pane is a
+DM in that thread (``message.im`` with its ``thread_ts``) and goes through ``intake.route`` like any other DM.
+On the Slack ingress path, so it never imports google-genai.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from shared import config
+from shared.slack import client as slack
+from shared.slack.events import AssistantThread
+
+log = logging.getLogger(__name__)
+
+THREAD_TITLE = "New request"  # until someone writes: Slack lists the thread under it in the app's history
+PROMPTS_TITLE = "Try asking"
+
+
+def opened(thread: AssistantThread) -> dict[str, str | bool]:
+    """The pane was opened: offer the configured prompts and name the thread. Slack refusing either (a missing
+    ``assistant:write`` scope, a thread it no longer knows) is logged and answered 200: a retry would not help."""
+    detail: dict[str, str | bool] = {"ok": True}
+    detail["assistant_thread" if thread.thread_ts else "agent_dm"] = thread.thread_ts or thread.channel
+    prompts = config.settings().assistant_prompts
+    if prompts:
+        refused = slack.set_suggested_prompts(thread.channel, thread.thread_ts, prompts, title=PROMPTS_TITLE)
+        if refused:
+            detail["prompts_refused"] = refused
+    if thread.thread_ts:  # the agent view names no thread here: its threads are the person's own messages
+        refused = slack.set_title(thread.channel, thread.thread_ts, THREAD_TITLE)
+        if refused:
+            detail["title_refused"] = refused
+    log.info("assistant thread opened", extra={"channel": thread.channel, "thread_ts": thread.thread_ts, **detail})
+    return detail
+
+
+def context_changed(thread: AssistantThread) -> dict[str, str | bool]:
+    """The person moved to another channel with the pane open. Nothing changes: a session reads only its own
+    thread, never the channel someone happens to be viewing (that would need that channel's history scope and
+    would read a conversation nobody asked it to), so the event is acknowledged and logged."""
+    log.info("assistant thread context changed", extra={"channel": thread.channel, "thread_ts": thread.thread_ts,
+                                                         "context_channel": thread.context_channel})  # fmt: skip
+    return {"ok": True, "ignored": "assistant context change: sessions read only their own thread"}

@@ -1,0 +1,195 @@
+"""What a person's Slack message does: answer the thread's open question, steer its running session, or start a
+new session. On the Slack ingress path, so it never imports google-genai.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+
+from slack_sdk.errors import SlackApiError
+
+from shared.asks import answers, approvals
+from shared.asks.answers import AnswerOutcome
+from shared.limits import MAX_MESSAGE_CHARS, TOO_LARGE_REQUEST_CHARS, capped
+from shared.logs import current_trace, session_context
+from shared.queue import tasks
+from shared.slack import client as slack
+from shared.slack.events import Message
+from shared.state import dm_conversations, events, quotas, sessions
+from shared.state import questions as stored_questions
+from shared.state.firestore import now
+from shared.state.models import Note, NoteKind, Session, SessionStatus
+from shared.state.new_sessions import mention_session
+from shared.state.sessions import NoteAdded
+from shared.usecases import stop
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Routed:
+    """What became of a message, for the HTTP reply: ``retry`` asks Slack to send it again."""
+
+    detail: dict[str, str | bool]
+    retry: bool = False
+
+
+def route(start: Message, *, bot_user_id: str | None, retry_num: str | None) -> Routed:
+    """A thread reply may answer the thread's open question; a mention or a DM otherwise starts a session.
+
+    A message typed at the top level of a DM is a reply in the DM's current top-level conversation (answered at the
+    top level, shared/slack/placement.py) when that conversation has an open question or a running session; else
+    it opens a conversation of its own."""
+    message = _in_conversation(start)
+    if message.in_thread and stop.is_stop(message.text):
+        stopped = _stop(message, notes_in=start.thread_ts if start.in_thread else None)
+        if stopped is not None:
+            return stopped
+    if message.in_thread:
+        thread = stored_questions.thread_questions(message.channel, message.thread_ts)  # one read: questions, approvals
+        # A reply answers an open blocking question first (one turn may wait on a question and approvals at once).
+        deniable = [] if any(q.blocking for q in thread.open) else thread.open_approval_ids
+        decided = approvals.deny_by_reply(
+            open_approval_ids=deniable,
+            user=message.user,
+            text=message.text,
+            ts=message.ts,
+            channel=message.channel,
+        )
+        if decided is not None:  # an operator's reply while calls await approval: a denial, its text the reason
+            return Routed({"ok": True, "decision": decided.value})
+        outcome = answers.answer_reply(
+            thread=thread,
+            channel=message.channel,
+            thread_ts=message.thread_ts,
+            user=message.user,
+            text=message.text,
+            ts=message.ts,
+            bot_user_id=bot_user_id,
+        )
+        if outcome.result != AnswerOutcome.NO_QUESTION:
+            return Routed({"ok": True, "answer": outcome.result.value})
+        running = sessions.running_session_in_thread(message.channel, message.thread_ts)
+        if running is not None:
+            return _steer(message, running, bot_user_id=bot_user_id, start=start)
+    if not start.starts_session:
+        return Routed({"ok": True, "ignored": "thread message with no open question and no running session"})
+    return start_session(start, retry_num=retry_num)
+
+
+def _in_conversation(message: Message) -> Message:
+    """``message`` as a reply in the conversation it continues: itself, unless it was typed at the top level of a DM
+    whose current top-level conversation is an earlier one (then its thread is that conversation's)."""
+    if not message.direct or message.in_thread:
+        return message
+    current = dm_conversations.current(message.channel)
+    if current is None or current == message.ts:
+        return message
+    return replace(message, thread_ts=current)
+
+
+def _stop(message: Message, *, notes_in: str | None) -> Routed | None:
+    """The word "stop" typed in a thread whose session has not ended stops it (only its requester or an operator
+    may); None if nothing in the thread is working, and the message is handled like any other. Private notes go to
+    ``notes_in`` (None: the DM itself, where a top-level conversation is)."""
+    active = sessions.active_sessions_in_thread(message.channel, message.thread_ts)
+    if not active:
+        return None
+    outcomes = [stop.stop_by_person(s.session_id, user=message.user, channel=message.channel,
+                                    thread_ts=notes_in) for s in active]  # fmt: skip
+    return Routed({"ok": True, "stop": outcomes[0].value})
+
+
+def _steer(message: Message, running: Session, *, bot_user_id: str | None, start: Message) -> Routed:
+    """A message while the thread's session runs: a note it reads at its next turn, not a second session.
+
+    If that session's worker died (its lease expired), the note would wait for nobody: a delivery of its task is
+    queued at once, and its takeover reads the note.
+    """
+    session_id = running.session_id
+    with session_context(session_id):
+        # Either event of a mention may arrive first: the mention is in its text either way.
+        mentions = message.starts_session or bool(bot_user_id and f"<@{bot_user_id}>" in message.text)
+        note = Note(kind=NoteKind.STEER, text=capped(message.text, MAX_MESSAGE_CHARS), user=message.user, ts=message.ts,
+                    starts_session=mentions or None)  # fmt: skip
+        added = sessions.add_note(session_id, note, channel=message.channel)
+        dead = running.lease_until is not None and running.lease_until <= now()
+        if added == NoteAdded.DUPLICATE:
+            if dead:  # Slack's redelivery: the first delivery may have found Cloud Tasks down (same task name)
+                tasks.enqueue_session(session_id, attempt=f"takeover-{message.ts}")
+            return Routed({"ok": True, "duplicate": True})
+        if added == NoteAdded.ADDED:
+            log.info("message queued as a note for the running session", extra={"ts": message.ts})
+            if dead:
+                tasks.enqueue_session(session_id, attempt=f"takeover-{message.ts}")
+                log.warning("the session's worker is gone; a takeover is queued", extra={"ts": message.ts})
+            return Routed({"ok": True, "noted": session_id})
+    # The session ended in between: the message is handled like any other.
+    if start.starts_session:
+        return start_session(start, retry_num=None)
+    return Routed({"ok": True, "ignored": "the thread's session ended"})
+
+
+def _enqueue_if_queued(session_id: str) -> Routed:
+    """A repeat of a message whose session exists: its task is created again if it never ran (same task name)."""
+    existing = sessions.get_session(session_id)
+    if existing is not None and existing.status == SessionStatus.QUEUED:
+        try:
+            tasks.enqueue_session(session_id)
+        except tasks.QueueUnavailable as exc:
+            log.warning("could not enqueue the session task again; asking Slack to retry", extra={"reason": str(exc)})
+            return Routed({"error": "could not enqueue, retry"}, retry=True)
+        except Exception:
+            log.exception("could not enqueue the session task again; asking Slack to retry")
+            return Routed({"error": "could not enqueue, retry"}, retry=True)
+    return Routed({"ok": True, "duplicate": True})
+
+
+def start_session(start: Message, *, retry_num: str | None) -> Routed:
+    if start.direct and not start.in_thread:  # first, so that Slack's retry of a failed start records it too
+        dm_conversations.started(start.channel, start.ts)
+    session = mention_session(
+        event_id=start.event_id,
+        channel=start.channel,
+        thread_ts=start.thread_ts,
+        ts=start.ts,
+        user=start.user,
+        text=capped(start.text, TOO_LARGE_REQUEST_CHARS),  # beyond that the session only says it is too long
+        at=now(),
+        trace_id=current_trace(),
+    )
+    with session_context(session.session_id):
+        started = events.start_session_for_event(event_id=start.event_id, event_type=start.event_type,
+                                                 session=session, quota=quotas.in_force())  # fmt: skip
+        if started.outcome == events.Start.DUPLICATE:
+            log.info("duplicate event delivery", extra={"event_id": start.event_id, "retry_num": retry_num})
+            return _enqueue_if_queued(session.session_id)
+        if started.refusal is not None:
+            return _refuse(start, started.refusal)
+        # Never undone: if the task cannot be created now, Slack's retry (asked for below) or the rescue job
+        # creates it; the session is recorded and stays queued until then.
+        try:
+            tasks.enqueue_session(session.session_id)
+        except tasks.QueueUnavailable as exc:  # an outage, not a bug: no traceback
+            log.warning("could not enqueue the session task; asking Slack to retry", extra={"reason": str(exc)})
+            return Routed({"error": "could not enqueue, retry"}, retry=True)
+        except Exception:
+            log.exception("could not enqueue the session task; asking Slack to retry")
+            return Routed({"error": "could not enqueue, retry"}, retry=True)
+        log.info(
+            "session queued", extra={"event_id": start.event_id, "channel": start.channel, "thread_ts": start.thread_ts}
+        )
+        return Routed({"ok": True, "session_id": session.session_id})
+
+
+def _refuse(start: Message, refusal: quotas.Refusal) -> Routed:
+    """A start over a rate limit: one short note only its sender sees, and nothing else."""
+    when = f"after {refusal.resets:%H:%M} UTC" if refusal.resets else "when one of the running requests ends"
+    text = f"I can't take this now: the limit of {refusal.limit} is reached. Try again {when}."
+    try:
+        slack.ephemeral(start.channel, start.user, text, thread_ts=start.thread_ts if start.in_thread else None)
+    except SlackApiError as exc:
+        log.warning("could not tell the sender about the rate limit", extra={"error": str(exc)})
+    log.info("start refused by a rate limit", extra={"limit": refusal.limit, "user": start.user})
+    return Routed({"ok": True, "limited": refusal.limit})

@@ -1,0 +1,229 @@
+"""The daily sweep: nothing asked, and no piece of work, is silently forgotten.
+
+- An open question older than QUESTION_REMIND_HOURS gets one reminder in its thread, mentioning the operators.
+- Still open QUESTION_ABANDON_HOURS later, it is abandoned: 💬 off, the post updated, the thread told how to
+  start again, and the paused session closed as ``abandoned``.
+- A silent exit that was neither narrated nor escalated is followed up (a narration retry, or an alert).
+- A ``running`` session whose lease expired STALE_LEASE_MINUTES ago lost its worker for good (its task ran out
+  of retries): it becomes a silent exit and is narrated from its audit log, or escalated.
+- A delegated child in that state fails instead, and its parent hears it (the parent never waits for ever).
+- A child paused on its blocking question to its parent (``ask_parent``) ages as a question does: the parent's
+  conversation is asked again once, and QUESTION_ABANDON_HOURS later the child is ended (abandoned), the parent's
+  conversation told why as the child's result.
+- A ``queued`` session whose task was never created (the ingress crashed in between) is enqueued again.
+
+Every action is guarded by a transaction on the document's current state, so a second run right after the
+first changes nothing. Each query is indexed on status and time and read by pages, so a run reads the stale
+documents only, however large the database grows.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from shared import config
+from shared.agent import followup
+from shared.asks import approvals, delegation, questions
+from shared.logs import session_context
+from shared.queue import tasks
+from shared.state import children, ids, sessions, steps
+from shared.state import feedback as stored_feedback
+from shared.state.firestore import now
+from shared.state.models import Approval, Question, Session, SessionKind, SessionStatus
+from shared.state.stale import stale_approvals, stale_questions, stale_sessions
+
+log = logging.getLogger(__name__)
+
+QUEUED_GRACE = timedelta(minutes=15)
+
+
+def run(when: datetime | None = None) -> dict[str, Any]:
+    """One sweep at ``when`` (injected by tests; the clock otherwise). Returns counts per action."""
+    settings = config.settings()
+    at = when or now()
+    remind_after = timedelta(hours=settings.question_remind_hours)
+    abandon_after = remind_after + timedelta(hours=settings.question_abandon_hours)
+    page = settings.sweep_page_size
+    counts: Counter[str] = Counter()
+
+    for question in stale_questions(at - remind_after, page_size=page):
+        counts["questions_read"] += 1
+        counts[_guarded(_question_action, question, at, abandon_after)] += 1
+
+    for approval in stale_approvals(at - remind_after, page_size=page):
+        counts["approvals_read"] += 1
+        counts[_guarded(_approval_action, approval, at, abandon_after)] += 1
+
+    children_paused = stale_sessions(SessionStatus.PAUSED, "updated_at", at - remind_after, page_size=page,
+                                     kind=SessionKind.CHILD)  # fmt: skip
+    for session in children_paused:
+        counts["sessions_read"] += 1
+        counts[_guarded(_asking_action, session, at, remind_after, abandon_after)] += 1
+
+    silent_cutoff = at - QUEUED_GRACE
+    for session in stale_sessions(
+        SessionStatus.SILENT_EXIT, "updated_at", silent_cutoff, page_size=page, not_followed_up=True
+    ):
+        counts["sessions_read"] += 1
+        counts[_guarded(_silent_action, session)] += 1
+
+    lease_cutoff = at - timedelta(minutes=settings.stale_lease_minutes)
+    for session in stale_sessions(SessionStatus.RUNNING, "lease_until", lease_cutoff, page_size=page):
+        counts["sessions_read"] += 1
+        counts[_guarded(_dead_action, session, lease_cutoff)] += 1
+
+    for session in stale_sessions(SessionStatus.QUEUED, "updated_at", at - QUEUED_GRACE, page_size=page):
+        counts["sessions_read"] += 1
+        counts[_guarded(_requeue_action, session, at)] += 1
+
+    feedback_summary(at - timedelta(days=1))
+
+    summary = {action: counts.get(action, 0) for action in (
+        "reminded", "abandoned", "narrated", "escalated", "settled", "requeued", "children_failed", "unchanged",
+        "errors", "questions_read", "sessions_read", "approvals_reminded", "approvals_expired", "approvals_read",
+        "parents_reminded", "children_abandoned",
+    )}  # fmt: skip
+    log.info("sweep finished", extra={"summary": summary})
+    return summary
+
+
+def feedback_summary(day: datetime) -> dict[str, Any]:
+    """The 👍/👎 first given on ``day`` (UTC), logged: the sweep logs the last whole day at every run."""
+    given = stored_feedback.on_day(f"{day:%Y-%m-%d}")
+    ratings = Counter(f.rating for f in given)
+    summary = {"day": f"{day:%Y-%m-%d}", "positive": ratings["positive"], "negative": ratings["negative"],
+               "sessions": len({f.session_id for f in given})}  # fmt: skip
+    log.info("feedback per day", extra={"feedback": summary})
+    return summary
+
+
+def _guarded(action: Callable[..., str], *args: Any) -> str:
+    """One item's action, logged under its session and trace; a failure is logged and counted, and the sweep goes on
+    with the next item."""
+    item = args[0] if args else None
+    session_id = getattr(item, "session_id", None)
+    try:
+        with session_context(session_id, trace=getattr(item, "trace_id", None)):
+            return action(*args)
+    except Exception:
+        log.exception("sweep action failed", extra={"action": action.__name__})
+        return "errors"
+
+
+def _question_action(question: Question, at: datetime, abandon_after: timedelta) -> str:
+    if question.asked_at <= at - abandon_after:
+        return "abandoned" if questions.abandon(question, at) else "unchanged"
+    if question.reminded_at is None:
+        return "reminded" if questions.remind(question, at) else "unchanged"
+    return "unchanged"
+
+
+def _approval_action(approval: Approval, at: datetime, abandon_after: timedelta) -> str:
+    """Pending approvals age like questions: one reminder, then they expire (the call never runs)."""
+    if approval.asked_at <= at - abandon_after:
+        return "approvals_expired" if approvals.expire(approval, at) else "unchanged"
+    if approval.reminded_at is None:
+        return "approvals_reminded" if approvals.remind(approval, at) else "unchanged"
+    return "unchanged"
+
+
+def _asking_action(child: Session, at: datetime, remind_after: timedelta, abandon_after: timedelta) -> str:
+    """A child paused on its question to its parent ages as a question does: its parent's conversation is reminded
+    once, and the child ends past the same bound, its parent told (nothing waits for ever)."""
+    asked = child.parent_question
+    if not child.reports_to_parent or asked is None or not asked.blocking or asked.answer is not None:
+        return "unchanged"  # paused on something else: questions and approvals age on their own
+    since = asked.asked_at or child.updated_at or child.created_at
+    if since <= at - abandon_after:
+        return "children_abandoned" if delegation.abandon_asking(child, at) else "unchanged"
+    if asked.reminded_at is None and since <= at - remind_after:
+        return "parents_reminded" if children.remind_parent(child, at) else "unchanged"
+    return "unchanged"
+
+
+def _silent_action(session: Session) -> str:
+    retry = sessions.get_session(ids.retry_id(session.session_id))
+    if retry is not None and retry.status in {SessionStatus.QUEUED, SessionStatus.RUNNING}:
+        return "unchanged"  # its narration is still under way
+    if retry is not None and retry.status == SessionStatus.DONE:
+        sessions.mark_followed_up(session.session_id)  # narrated; the record just missed it
+        return "settled"
+    if retry is not None:
+        followup.alert(session, reason="its narration never reported back")
+        return "escalated"
+    return followup.after_silent_exit(session, reason="no narration was ever started")
+
+
+def _dead_action(session: Session, lease_cutoff: datetime) -> str:
+    if session.reports_to_parent:
+        return _dead_child(session)
+    dead = sessions.end_session(
+        session.session_id,
+        expect=SessionStatus.RUNNING,
+        status=SessionStatus.SILENT_EXIT,
+        cutoff=lease_cutoff,
+        closed_loop=False,
+        error="its worker died and the task ran out of retries",
+    )
+    if dead is None:
+        return "unchanged"
+    delegation.release_askers(dead)
+    return followup.after_silent_exit(dead, reason="its worker died before it reported back")
+
+
+def _dead_child(child: Session) -> str:
+    """A delegated child whose worker died for good fails and tells its parent, which would otherwise wait for it
+    for ever (a child never posts, so there is nothing to narrate)."""
+    reason = "its worker died and the task ran out of retries"
+    try:
+        finished = children.finish(child, None, status=SessionStatus.FAILED, result=reason, error=reason,
+                                   wait_for_notes=False)  # fmt: skip
+    except steps.LeaseLost:
+        return "unchanged"  # taken over meanwhile
+    delegation.resume_parent(child, finished)
+    return "children_failed"
+
+
+def _requeue_action(session: Session, at: datetime) -> str:
+    # A fresh task name per sweep: Cloud Tasks keeps a used name reserved for a while after its task ran.
+    tasks.enqueue_session(session.session_id, attempt=f"requeue-{at:%Y%m%d%H%M}")
+    return "requeued"
+
+
+# --- the rescue: every few minutes, nothing waits for the daily sweep ------------------------------------
+
+RESCUE_AFTER = timedelta(minutes=1)
+
+
+def rescue(when: datetime | None = None) -> dict[str, Any]:
+    """Queue again what would otherwise wait for the daily sweep: sessions left ``queued`` for over a minute (their
+    task was never created, or was lost) and ``running`` sessions whose lease expired over a minute ago (their
+    worker died and Cloud Tasks will not deliver again). Task names are fixed per minute, so two runs in the same
+    minute queue one task; a takeover's claim makes any extra delivery a no-op."""
+    settings = config.settings()
+    at = when or now()
+    counts: Counter[str] = Counter()
+    attempt = f"rescue-{at:%Y%m%d%H%M}"
+    dead_after = at - timedelta(minutes=settings.stale_lease_minutes)
+    page = settings.sweep_page_size
+    for session in stale_sessions(SessionStatus.QUEUED, "updated_at", at - RESCUE_AFTER, page_size=page):
+        counts["sessions_read"] += 1
+        counts[_guarded(_enqueue, session, attempt, "requeued")] += 1
+    for session in stale_sessions(SessionStatus.RUNNING, "lease_until", at - RESCUE_AFTER, page_size=page):
+        counts["sessions_read"] += 1
+        if session.lease_until is not None and session.lease_until <= dead_after:
+            counts["unchanged"] += 1  # long dead: the daily sweep narrates it from its audit log
+            continue
+        counts[_guarded(_enqueue, session, attempt, "taken_over")] += 1
+    summary = {key: counts.get(key, 0) for key in ("requeued", "taken_over", "unchanged", "errors", "sessions_read")}
+    log.info("rescue finished", extra={"summary": summary})
+    return summary
+
+
+def _enqueue(session: Session, attempt: str, action: str) -> str:
+    tasks.enqueue_session(session.session_id, attempt=attempt)
+    return action

@@ -1,0 +1,129 @@
+"""What one delivery of a session's task does: claim the session, run it, and say what Cloud Tasks should do.
+
+Cloud Tasks treats any 2xx as done and anything else as a failure to retry, so a duplicate delivery or a finished
+session is done; an unexpected crash asks for a retry so the next attempt takes the session over from its stored
+transcript, until it has crashed too often and is failed with the thread told.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import uuid
+from dataclasses import dataclass
+
+from shared import config
+from shared.agent import heartbeat
+from shared.logs import current_trace, session_context
+from shared.queue import tasks
+from shared.slack import backpressure
+from shared.state import lease, sessions, steps
+from shared.state.firestore import now
+from shared.state.models import Session, SessionStatus
+from shared.state.sessions import Claim, ClaimResult
+
+log = logging.getLogger(__name__)
+
+GIVE_UP_AFTER_ATTEMPTS = 3  # a session that crashes this often is failed, and the thread told, not retried forever
+# A session taken over more often than this without storing a step is failed too: its worker is killed at the same
+# point every time (out of memory, a timeout), where no exception is ever raised, and the rescue would loop for ever.
+MAX_TAKEOVERS_WITHOUT_PROGRESS = 3
+_ENDED = {SessionStatus.DONE, SessionStatus.FAILED, SessionStatus.STOPPED}
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What a delivery achieved: ``retry`` asks Cloud Tasks to deliver again."""
+
+    retry: bool
+    detail: dict[str, str]
+
+
+def run_delivery(session_id: str, *, task: str, attempt: int) -> Delivery:
+
+    worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    claim = sessions.claim_session(
+        session_id, worker=worker, task=task, attempt=attempt, lease_seconds=config.settings().session_lease_seconds
+    )
+    with session_context(session_id, trace=claim.trace_id or current_trace()):
+        return _after_claim(claim, task=task, attempt=attempt)
+
+
+def _after_claim(claim: Claim, *, task: str, attempt: int) -> Delivery:
+    session = claim.session
+    if claim.result in {ClaimResult.TRANSCRIPT_BUSY, ClaimResult.RENEWED_LATELY}:
+        # Its asker has not stopped yet, or the attempt this retry follows may still be alive: Cloud Tasks delivers
+        # again after a backoff (a dead worker's lease is not renewed again, so a later retry takes it over).
+        log.info("asking for a later delivery", extra={"task": task, "reason": claim.result.value})
+        return Delivery(True, {"error": claim.result.value})
+    if claim.result == ClaimResult.HANDED_OVER:
+        log.info("late answer handed to the session writing the transcript", extra={"handed_to": claim.handed_to})
+        if claim.writer_dead and claim.handed_to:  # nobody would read it: its takeover is queued at once
+            tasks.enqueue_session(claim.handed_to, attempt=f"takeover-{task}")
+        return Delivery(False, {"handed_to": claim.handed_to or ""})
+    reason = f"already {claim.status.value}" if claim.status else claim.result.value
+    ended_child = claim.found if claim.found is not None and claim.found.reports_to_parent else None
+    if ended_child is not None and ended_child.delegate_blocking and claim.status in _ENDED:
+        from shared.asks import delegation
+
+        delegation.wake_parent(ended_child)  # its worker may have died between storing its end and this
+    if session is None:
+        log.info("nothing to do for this delivery", extra={"reason": reason, "task": task, "attempt": attempt})
+        return Delivery(False, {"skipped": reason})
+    stalled = session.takeovers_without_progress
+    if stalled > MAX_TAKEOVERS_WITHOUT_PROGRESS:
+        from shared.agent.failure import give_up
+
+        log.error("session killed at the same step on every attempt; giving up", extra={"takeovers": stalled})
+        give_up(session, f"its worker stopped {stalled} times in a row without storing a step")
+        return Delivery(False, {"status": "failed"})
+    return _run(session, claim.result.takeover, reason, task=task, attempt=attempt)
+
+
+def _run(session: Session, takeover: bool, reason: str, *, task: str, attempt: int) -> Delivery:
+    from shared.agent.runner import Runner
+
+    log.info("session claimed", extra={"reason": reason, "task": task, "attempt": attempt, "kind": session.kind.value})
+    # Slack's retries (a 429's Retry-After, a 5xx's backoff) wait only while the session's wall budget lasts. The
+    # heartbeat keeps the short lease alive meanwhile (a long model call or tool included), a wrap-up's time more.
+    seconds = config.settings().session_lease_seconds
+    beating = heartbeat.kept(session, lease_seconds=seconds, for_seconds=_time_left(session) + 2 * seconds)
+    with backpressure.within(_time_left(session)), beating:
+        try:
+            status = Runner(session, takeover=takeover, started_at=session.started_at).run()
+        except steps.LeaseLost as exc:
+            log.warning("lost the session to another worker; stopping", extra={"reason": str(exc)})
+            return Delivery(False, {"skipped": "lease lost"})
+        except Exception as exc:
+            crash = exc
+        else:
+            return Delivery(False, {"status": status.value})
+    return _crashed(session, crash, attempt)  # its heartbeat has stopped: a retry may take the lease at once
+
+
+def _time_left(session: Session) -> float:
+    """Seconds left of the session's wall budget, counted from its first claim (a takeover's clock runs on)."""
+    elapsed = (now() - session.started_at).total_seconds() if session.started_at else 0.0
+    return config.settings().session_wall_seconds - max(0.0, elapsed)
+
+
+def _crashed(session: Session, exc: Exception, attempt: int) -> Delivery:
+    from shared.agent.failure import give_up, slack_storm
+
+    storm = backpressure.storm(exc)
+    if storm is not None:  # Slack refused past the budget: a plain, persisted failure, not a retry loop
+        log.error("Slack kept refusing; the session ends failed", extra={"reason": storm}, exc_info=exc)
+        slack_storm(session, storm, f"{type(exc).__name__}: {exc}")
+        return Delivery(False, {"status": "failed"})
+    if attempt + 1 < GIVE_UP_AFTER_ATTEMPTS:
+        # Probably transient (Slack or Firestore hiccup): Cloud Tasks redelivers and the next attempt resumes.
+        log.error("session attempt crashed; asking Cloud Tasks to retry", extra={"attempt": attempt}, exc_info=exc)
+        try:  # the retry takes the session over at once, not a heartbeat later (it cannot tell this one is gone)
+            lease.release(session)
+        except Exception:  # the same hiccup, probably: the retry waits a heartbeat instead
+            log.warning("could not release the lease of the crashed attempt", exc_info=True)
+        return Delivery(True, {"error": "session attempt failed, retry"})
+    log.error("session crashed on every attempt; giving up", extra={"attempt": attempt}, exc_info=exc)
+    give_up(session, f"{type(exc).__name__}: {exc}")
+    return Delivery(False, {"status": "failed"})

@@ -1,0 +1,69 @@
+"""An Edit's decision committed and its continuation not queued (issue 25.2): the state a submission leaves when its
+instance dies between the decision's transaction and the task's creation, or when Cloud Tasks is down then. The
+editor submits the modal again (Slack showed it an error): the continuation is queued, and the edited call runs
+once. In this process, through the interactivity handler, with Cloud Tasks down for the first submission."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from bench import cost
+from bench.approve_run import submission
+from infra.fakes.gemini.client import FakeGemini
+from infra.stack import Stack
+from shared import deps
+from shared.handlers import slack_interactivity
+from shared.state import approvals as stored
+from shared.state import ids
+from shared.state.models import ApprovalStatus, SessionStatus
+from tests.rigs import counted_rig
+from tests.stack.test_approvals import executions
+from tests.stack.test_ingress_outage import Outage
+
+pytestmark = pytest.mark.stack
+G = FakeGemini
+
+
+@pytest.fixture
+def rig(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Iterator[cost.Rig]:
+    with counted_rig(stack, monkeypatch) as rig:
+        yield rig
+
+
+@pytest.fixture
+def outage(rig: cost.Rig) -> Iterator[Outage]:
+    down = Outage(deps.tasks(), blackhole=False)
+    try:
+        with deps.override(tasks=down):
+            yield down
+    finally:
+        down.close()
+
+
+def test_a_submission_again_after_its_decision_found_no_queue_queues_the_edited_run_once(
+    rig: cost.Rig, outage: Outage
+) -> None:
+    """Defect: the second submission found the approval decided and answered "already approved by you" without
+    queueing its continuation, which then waited for the sweep."""
+    session_id = rig.start("scale the api")
+    rig.script(G.call("scale_service", name="api", replicas=3), G.text("Scaled to 5."))
+    rig.deliver(session_id)
+    [approval] = stored.get_approvals(rig.session(session_id).approval_ids)
+    request = submission(approval, 5)
+    outage.down = True
+    _, status = slack_interactivity.handle(*request)
+    assert status == 503  # Slack shows the modal an error; the decision is recorded
+    continuation = ids.resume_id(session_id, approval.seq)
+    assert rig.session(continuation).status == SessionStatus.QUEUED
+    decided = stored.get_approval(approval.approval_id)
+    assert decided is not None
+    assert (decided.status, decided.edited_by) == (ApprovalStatus.APPROVED, "U0OPERATOR")
+    outage.down, before = False, len(outage.created)
+    reply, status = slack_interactivity.handle(*request)  # the editor submits again
+    assert (reply, status) == ({}, 200)  # the edit stands: the modal closes
+    assert outage.created[before:] == [continuation]
+    rig.deliver(continuation)
+    assert rig.session(continuation).status == SessionStatus.DONE
+    assert [e["replicas"] for e in executions(session_id)] == [5]
