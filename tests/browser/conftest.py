@@ -1,5 +1,6 @@
-"""The browser tier's fixtures: one stack as ``make dev`` starts it and one headless Chromium for every module of
-the tier (each test opens its own pages, one browser context per person), and Playwright's patience."""
+"""The browser tier's fixtures: one stack as ``make dev`` starts it and one headless Chromium per module (the
+modules share none: both use the same DM, which a shared stack would mix), each test opening its own pages, one
+browser context per person; and Playwright's patience."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ SCREENSHOTS = LOCAL / "screenshots"
 OpenPage = Callable[[str], Page]
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="module")
 def web_stack() -> Iterator[Stack]:
     """A stack as `make dev` starts it; the product settings the session's test stack put in os.environ (small
     budgets, tool tiers) are kept out of it, as they are out of a newcomer's shell."""
@@ -32,7 +33,7 @@ def web_stack() -> Iterator[Stack]:
         stack.stop()
 
 
-@pytest.fixture(scope="package", autouse=True)
+@pytest.fixture(scope="module", autouse=True)
 def patient_expectations() -> Iterator[None]:
     """Every expectation waits as long as a message through the product's real path can take on a loaded machine
     (Playwright's default of 5 s failed in CI beside other test runs)."""
@@ -41,7 +42,7 @@ def patient_expectations() -> Iterator[None]:
     expect.set_options(timeout=5_000)
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     if chromium.chromium() is None:
         pytest.fail(chromium.MISSING)

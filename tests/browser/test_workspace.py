@@ -1,7 +1,7 @@
 """The workspace page in a real browser: people type, mention, click and react, and the product answers.
 
 One stack (as ``make dev`` starts it: the demo model, Riley the requester and Olivia operators, Sam not) and one
-headless Chromium serve the whole browser tier (tests/browser/conftest.py); each test opens its own pages, one
+headless Chromium serve the whole module (tests/browser/conftest.py); each test opens its own pages, one
 browser context per person, so each sees only their own ephemerals. Every action goes through the page, and so
 through the fake Slack's signed events and interactivity payloads into the product's functions. A failing test
 leaves a screenshot of each of its pages under ``.local/``.
