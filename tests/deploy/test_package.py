@@ -91,6 +91,7 @@ def test_a_code_change_changes_the_hash(tmp_path: Path) -> None:
     assert first.sha256 != second.sha256
 
 
+@pytest.mark.timeout(600)  # its fixture installs the runtime requirements into a fresh venv: minutes on a busy machine
 def test_every_module_imports_with_only_the_runtime_requirements(unpacked: tuple[Path, Path], tmp_path: Path) -> None:
     app, python = unpacked
     script = (
