@@ -89,17 +89,18 @@ def _run(session: Session, takeover: bool, reason: str, *, task: str, attempt: i
     # heartbeat keeps the short lease alive meanwhile (a long model call or tool included), a wrap-up's time more.
     seconds = config.settings().session_lease_seconds
     beating = heartbeat.kept(session, lease_seconds=seconds, for_seconds=_time_left(session) + 2 * seconds)
-    with backpressure.within(_time_left(session)), beating:
-        try:
-            status = Runner(session, takeover=takeover, started_at=session.started_at).run()
-        except steps.LeaseLost as exc:
-            log.warning("lost the session to another worker; stopping", extra={"reason": str(exc)})
-            return Delivery(False, {"skipped": "lease lost"})
-        except Exception as exc:
-            crash = exc
-        else:
-            return Delivery(False, {"status": status.value})
-    return _crashed(session, crash, attempt)  # its heartbeat has stopped: a retry may take the lease at once
+    with backpressure.within(_time_left(session)):  # the failure notice too waits for Slack within the budget
+        with beating:
+            try:
+                status = Runner(session, takeover=takeover, started_at=session.started_at).run()
+            except steps.LeaseLost as exc:
+                log.warning("lost the session to another worker; stopping", extra={"reason": str(exc)})
+                return Delivery(False, {"skipped": "lease lost"})
+            except Exception as exc:
+                crash = exc
+            else:
+                return Delivery(False, {"status": status.value})
+        return _crashed(session, crash, attempt)  # its heartbeat has stopped: a retry may take the lease at once
 
 
 def _time_left(session: Session) -> float:
