@@ -28,6 +28,7 @@ from shared.state import approvals as stored_approvals
 from shared.state import children as stored_children
 from shared.state import ids, ledger
 from shared.state import questions as stored
+from shared.state import waiting as stored_waiting
 from shared.state.firestore import now
 from shared.state.models import (
     Approval,
@@ -295,7 +296,7 @@ class Resumptions:
                                     MAX_TOOL_RESULT_CHARS)  # fmt: skip
             audit.append(Audit(AuditType.TOOL, now(), name=call.name, args=short(call.args), result=short(ended)))
             return ended
-        return outcomes.parent_answer(entry.key)
+        return outcomes.parent_answer(entry)
 
 
 RELEASED = "A child asked you a question, so you no longer wait: its result reaches you as a note."
@@ -314,9 +315,12 @@ class _Outcomes:
                          stored_children.get_children([w.key for w in live if w.kind == WaitKind.CHILD])}  # fmt: skip
         self.session = session
 
-    def parent_answer(self, question_id: str) -> dict[str, Any]:
+    def parent_answer(self, entry: Waiting) -> dict[str, Any]:
+        """The parent's answer, for each blocking ask_parent call of the turn that asked (its one answer answers
+        them all: a child has one open question to its parent at a time)."""
         asked = self.session.parent_question
-        if asked is None or asked.question_id != question_id or asked.answer is None:
+        held = self.session.to_doc()
+        if asked is None or not stored_waiting.parent_answered(held, entry):
             return {"error": delegation.UNANSWERED}
         if asked.released:
             return {"error": asked.answer or delegation.UNANSWERED}

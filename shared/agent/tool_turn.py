@@ -139,7 +139,7 @@ class ToolTurns(Resumptions):
             return self._pause_mixed(held, record, ran, asked=asked)
         if held:
             return self._pause_for_approvals(ran.seq, held, content, audit, used, asked=asked)
-        if len({w.kind for w in record}) > 1:
+        if len({w.kind for w in record}) > 1 or sum(w.kind == WaitKind.PARENT_ANSWER for w in record) > 1:
             return self._pause_mixed([], record, ran)
         children = [w.key for w in record if w.kind == WaitKind.CHILD]
         if children:

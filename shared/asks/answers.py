@@ -157,7 +157,7 @@ def _settled(result: stored.Answered, *, user: str, answer_ts: str, pressed: boo
             if found.continuation_id and found.continuation_id != found.session_id:
                 _requeue_if_queued(found.continuation_id)
             return Outcome(AnswerOutcome.DUPLICATE, found.question_id, found.continuation_id)
-        requeue_answered(found.question_id)  # the winner's delivery may have found Cloud Tasks down
+        requeue_answered(found)  # the winner's delivery may have found Cloud Tasks down
         _tell_loser(channel, thread_ts or found.thread_ts, user, answer_ts, closed_note(found))
         return Outcome(AnswerOutcome.ALREADY_ANSWERED, found.question_id)
     with session_context(continuation.session_id, trace=continuation.trace_id):
@@ -197,11 +197,25 @@ def _wake_if_dead(session_id: str, answer_ts: str) -> None:
         log.warning("the asker's worker is gone; a takeover is queued to read the answer")
 
 
-def requeue_answered(question_id: str) -> None:
-    """Any path that finds ``question_id`` answered already (Slack's redelivery of the answer, a second press, a
-    late reply): its continuation's task is created again if the continuation is still queued, as a mention's
-    duplicate does. The delivery that recorded the answer may have found Cloud Tasks down and answered 503."""
-    _requeue_if_queued(ids.continuation_id(question_id))
+def requeue_answered(question: Question | str) -> None:
+    """Any path that finds ``question`` answered already (Slack's redelivery of the answer, a second press, a late
+    reply): what its answer woke gets its task again if it is still queued, as a mention's duplicate does. The
+    delivery that recorded the answer may have found Cloud Tasks down and answered 503.
+
+    What it woke is the session its answer recorded (``continuation_id``): the continuation of a single question, a
+    mixed turn's resuming continuation (named after the turn, not the question), or a delegated child queued again
+    under its own id (its task named after the answer, as the winner named it)."""
+    found = stored.get_question(question) if isinstance(question, str) else question
+    if found is None:
+        return
+    woke = found.continuation_id or ids.continuation_id(found.question_id)
+    if woke != found.session_id:
+        _requeue_if_queued(woke)
+        return
+    asker = sessions.get_session(woke)  # a child whose turn this answer completed: queued again as itself
+    if asker is not None and asker.status == SessionStatus.QUEUED and asker.parent_session_id:
+        with session_context(woke, trace=asker.trace_id):
+            tasks.enqueue_session(woke, attempt=f"answered-{found.question_id}")
 
 
 def _tell_loser(channel: str, thread_ts: str, user: str, ts: str, text: str) -> None:
@@ -284,7 +298,7 @@ def answer_press(press: ButtonPress) -> Outcome:
         return _not_this_question(press)
     if question.status != QuestionStatus.OPEN:
         if question.status == QuestionStatus.ANSWERED:  # a second press: the first may have found Cloud Tasks down
-            requeue_answered(question.question_id)
+            requeue_answered(question)
         slack.ephemeral(press.channel, press.user, closed_note(question), thread_ts=question.post_place()[1])
         return Outcome(AnswerOutcome.NOT_OPEN, question.question_id)
     _refuse(question, press.user, question.post_place())

@@ -18,7 +18,8 @@ from shared.slack.surface import Reaction
 from shared.state import approvals as stored_approvals
 from shared.state import origin, sessions
 from shared.state import questions as stored_questions
-from shared.state.models import QuestionStatus, Session, SessionStatus
+from shared.state.approvals import Decision
+from shared.state.models import ApprovalStatus, QuestionStatus, Session, SessionStatus, WaitKind
 
 log = logging.getLogger(__name__)
 
@@ -72,3 +73,36 @@ def close_waits(session: Session, *, by: str) -> None:
     for approval in stored_approvals.pending(thread.open_approval_ids):
         if approval.session_id == session.session_id:
             approvals.cancel(approval, by=by)
+    end_waits(session, why=f"the session was stopped by {by}", by=by)  # what its record names elsewhere (routed)
+
+
+def end_waits(ended: Session, *, why: str, by: str = "sweep") -> list[str]:
+    """A session ended while paused (abandoned, stopped): everything its waiting record still names ends too, so
+    nothing is left waiting for a turn that will never resume: its open questions are cancelled and their posts
+    say why, its pending approvals expire (never run) and their cards say why, the blocking children it waited on
+    are stopped (their work has nobody to go to). A parent's answer it waited on needs nothing (the question is its
+    own). Returns the ids of what it ended; each end is guarded by its own transaction, so a second call ends
+    nothing more."""
+    done: list[str] = []
+    for entry in ended.waiting:
+        if entry.released:
+            continue
+        if entry.kind in {WaitKind.QUESTION, WaitKind.MCP_INPUT}:
+            question = stored_questions.get_question(entry.key)
+            if question is None or not stored_questions.close_question(entry.key, QuestionStatus.CANCELLED):
+                continue
+            if question.post_ts:
+                slack.update(question.post_place()[0], question.post_ts, blocks.cancelled_text(question.text, why))
+                slack.unreact(question.post_place()[0], question.post_ts, Reaction.QUESTION)
+            done.append(entry.key)
+        elif entry.kind == WaitKind.APPROVAL:
+            decision = Decision(ApprovalStatus.EXPIRED, by, why, f"ended-{entry.key}")
+            result = stored_approvals.decide(entry.key, decision, approvals.resume)  # its asker ended: no resume
+            if result.won and result.approval is not None:
+                approvals.update_card(result.approval, f":no_entry_sign: not run: {why}")
+                done.append(entry.key)
+        elif entry.kind == WaitKind.CHILD:
+            done.extend(stop(entry.key, by=by))
+    if done:
+        log.info("an ended session's waits ended", extra={"ended_waits": done, "why": why})
+    return done

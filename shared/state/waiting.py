@@ -45,6 +45,17 @@ def waits_on(asker: dict[str, Any], kind: WaitKind, key: str) -> bool:
     return paused and any(w.kind == kind and w.key == key and not w.released for w in record_of(asker))
 
 
+def parent_answered(asker: dict[str, Any], entry: Waiting) -> bool | None:
+    """Whether the parent answered the question ``entry`` waits on: a child asks one question at a time (its latest
+    ``parent_question``), and the parent's one answer answers every blocking question of the turn that asked it
+    (sibling ``ask_parent`` calls in one turn each wait on it). None: the question is no longer the child's (a
+    later turn asked another), so nothing waits on it."""
+    asked = asker.get("parent_question") or {}
+    if asked.get("question_id") != entry.key and asked.get("seq") != entry.seq:
+        return None
+    return asked.get("answer") is not None
+
+
 def _ref(entry: Waiting) -> firestore.DocumentReference:
     if entry.kind in {WaitKind.QUESTION, WaitKind.MCP_INPUT}:
         return question_ref(entry.key)
@@ -58,8 +69,7 @@ def _resolved(entry: Waiting, found: dict[str, Any] | None, asker: dict[str, Any
     if entry.released:
         return True
     if entry.kind == WaitKind.PARENT_ANSWER:  # the asker's own question to its parent
-        asked = asker.get("parent_question") or {}
-        return asked.get("question_id") != entry.key or asked.get("answer") is not None
+        return parent_answered(asker, entry) is not False
     status = (found or {}).get("status")
     if entry.kind in {WaitKind.QUESTION, WaitKind.MCP_INPUT}:
         return status != QuestionStatus.OPEN.value

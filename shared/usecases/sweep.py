@@ -27,7 +27,7 @@ from typing import Any
 
 from shared import config
 from shared.agent import followup
-from shared.asks import approvals, delegation, questions
+from shared.asks import approvals, delegation, questions, stopping
 from shared.logs import session_context
 from shared.queue import tasks
 from shared.state import children, ids, sessions, steps
@@ -139,7 +139,10 @@ def _asking_action(child: Session, at: datetime, remind_after: timedelta, abando
         return "unchanged"  # paused on something else: questions and approvals age on their own
     since = asked.asked_at or child.updated_at or child.created_at
     if since <= at - abandon_after:
-        return "children_abandoned" if delegation.abandon_asking(child, at) else "unchanged"
+        if not delegation.abandon_asking(child, at):
+            return "unchanged"
+        stopping.end_waits(child, why="its session stopped waiting: its question to its parent went unanswered")
+        return "children_abandoned"
     if asked.reminded_at is None and since <= at - remind_after:
         return "parents_reminded" if children.remind_parent(child, at) else "unchanged"
     return "unchanged"

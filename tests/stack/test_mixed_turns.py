@@ -165,12 +165,13 @@ def test_a_mixed_turn_whose_resuming_worker_is_killed_in_the_approved_call_answe
     turn.resumed_once()
 
 
-def test_a_decision_for_a_call_nothing_waits_on_is_refused_and_changes_nothing(
+def test_the_sweep_abandoning_a_mixed_turns_question_ends_its_approvals_too(
     stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
 ) -> None:
-    """A turn waits on a question and an approval; the sweep abandons the question, ending the session. A later
-    Approve is refused with a plain message: the approval stays pending, nothing runs, nothing resumes (before, it
-    was recorded and the card said it would run once the other calls were decided)."""
+    """Defect (4b): a turn waits on a question and an approval; the sweep abandoned the question, ending the session,
+    and left the approval pending, its card still asking. Now everything the turn waited on ends with it: the
+    approval expires (it never runs), its card says why, and a later Approve is refused with a plain message and
+    changes nothing."""
     fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(
         ("ask_operator", {"question": "Which region?"}), ("scale_service", {"name": "api", "replicas": 5}),
     )))  # fmt: skip
@@ -184,6 +185,35 @@ def test_a_decision_for_a_call_nothing_waits_on_is_refused_and_changes_nothing(
     swept = requests.post(stack.function_url("sweep"), json={}, timeout=60).json()
     assert swept["abandoned"] >= 1
     wait_status(thread.session_id, SessionStatus.ABANDONED, timeout=30)
+    approval = stored.get_approval(ids.approval_id(thread.session_id, 1, 1))
+    assert approval is not None
+    assert approval.status == ApprovalStatus.EXPIRED
+    assert "not run" in card_text(fake_slack, thread, approval.card_ts)
+    press(fake_slack, approval, blocks.APPROVE_ACTION)
+    wait_for(lambda: any("expired; nothing ran" in e["text"] for e in fake_slack.ephemerals(thread.channel)),
+             timeout=30, what="the refusal")  # fmt: skip
+    after = stored.get_approval(approval.approval_id)
+    assert after is not None
+    assert after.status == ApprovalStatus.EXPIRED
+    assert after.approved_by == []
+    assert executions(thread.session_id) == []
+    assert sessions.get_session(ids.resume_id(thread.session_id, 1)) is None
+
+
+def test_a_decision_for_a_call_nothing_waits_on_is_refused_and_changes_nothing(
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """A turn waits on a question and an approval; its session ends without its waits being closed (a failure
+    outside the product's paths). A later Approve is refused with a plain message: the approval stays pending,
+    nothing runs, nothing resumes."""
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(
+        ("ask_operator", {"question": "Which region?"}), ("scale_service", {"name": "api", "replicas": 5}),
+    )))  # fmt: skip
+    thread = mention(fake_slack, f"C{uid}", "scale the api where I say")
+    paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    assert [w.kind.value for w in paused.waiting] == ["question", "approval"]
+    ended = sessions.end_session(thread.session_id, expect=SessionStatus.PAUSED, status=SessionStatus.FAILED)
+    assert ended is not None
     approval = stored.get_approval(ids.approval_id(thread.session_id, 1, 1))
     assert approval is not None
     press(fake_slack, approval, blocks.APPROVE_ACTION)
