@@ -443,13 +443,3 @@ def expire(approval: Approval, at: datetime) -> bool:
     hours = int((at - approval.asked_at).total_seconds() // 3600)
     update_card(result.approval, f":hourglass: expired after {hours} hours; it did not run")
     return True
-
-
-def cancel(approval: Approval, *, by: str) -> bool:
-    """The session that asked was stopped: the call is denied (never run) and its card says so."""
-    decision = Decision(ApprovalStatus.DENIED, by, "the session was stopped", f"stop-{approval.approval_id}")
-    result = stored.decide(approval.approval_id, decision, resume)  # the asker has stopped: nothing resumes
-    if not result.won or result.approval is None:
-        return False
-    update_card(result.approval, f":octagonal_sign: not run: the session was stopped by {by}")
-    return True

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import logging
 
-from shared.asks import approvals, delegation
+from shared.asks import cancelling, delegation
 from shared.queue import tasks
-from shared.slack import blocks, placement
 from shared.slack import client as slack
+from shared.slack import placement
 from shared.slack.surface import Reaction
 from shared.state import approvals as stored_approvals
 from shared.state import origin, sessions
 from shared.state import questions as stored_questions
-from shared.state.approvals import Decision
-from shared.state.models import ApprovalStatus, QuestionStatus, Session, SessionStatus, WaitKind
+from shared.state.models import Session, SessionStatus, WaitKind
 
 log = logging.getLogger(__name__)
 
@@ -61,45 +60,37 @@ def stop_children(session: Session, *, by: str) -> list[str]:
 
 
 def close_waits(session: Session, *, by: str) -> None:
-    """A stopped session's open questions are cancelled and its pending approvals denied, their posts updated."""
+    """A stopped session's open questions are cancelled and its pending approvals denied, their posts updated: those
+    its thread lists, and whatever its waiting record names elsewhere (a routed card, a mixed turn's children)."""
+    why = f"the session was stopped by {by}"
     thread = stored_questions.thread_questions(session.channel, session.thread_ts)
     for question in thread.open:
-        if question.session_id != session.session_id:
-            continue
-        if stored_questions.close_question(question.question_id, QuestionStatus.CANCELLED) and question.post_ts:
-            slack.update(question.post_place()[0], question.post_ts,
-                         blocks.cancelled_text(question.text, f"the session was stopped by {by}"))  # fmt: skip
-            slack.unreact(question.post_place()[0], question.post_ts, Reaction.QUESTION)
+        if question.session_id == session.session_id:
+            cancelling.cancel_question(question, why=why)
     for approval in stored_approvals.pending(thread.open_approval_ids):
         if approval.session_id == session.session_id:
-            approvals.cancel(approval, by=by)
-    end_waits(session, why=f"the session was stopped by {by}", by=by)  # what its record names elsewhere (routed)
+            cancelling.cancel_approval(approval, why=why, by=by)
+    end_waits(session, why=why, by=by, expired=False)
 
 
-def end_waits(ended: Session, *, why: str, by: str = "sweep") -> list[str]:
+def end_waits(ended: Session, *, why: str, by: str = "sweep", expired: bool = True) -> list[str]:
     """A session ended while paused (abandoned, stopped): everything its waiting record still names ends too, so
     nothing is left waiting for a turn that will never resume: its open questions are cancelled and their posts
-    say why, its pending approvals expire (never run) and their cards say why, the blocking children it waited on
-    are stopped (their work has nobody to go to). A parent's answer it waited on needs nothing (the question is its
-    own). Returns the ids of what it ended; each end is guarded by its own transaction, so a second call ends
-    nothing more."""
+    say why, its pending approvals expire (``expired``; else are denied: a stop) and never run, their cards saying
+    why, the blocking children it waited on are stopped (their work has nobody to go to). A parent's answer it
+    waited on needs nothing (the question is its own). Returns the ids of what it ended; each end is guarded by its
+    own transaction, so a second call ends nothing more."""
     done: list[str] = []
     for entry in ended.waiting:
         if entry.released:
             continue
         if entry.kind in {WaitKind.QUESTION, WaitKind.MCP_INPUT}:
             question = stored_questions.get_question(entry.key)
-            if question is None or not stored_questions.close_question(entry.key, QuestionStatus.CANCELLED):
-                continue
-            if question.post_ts:
-                slack.update(question.post_place()[0], question.post_ts, blocks.cancelled_text(question.text, why))
-                slack.unreact(question.post_place()[0], question.post_ts, Reaction.QUESTION)
-            done.append(entry.key)
+            if question is not None and cancelling.cancel_question(question, why=why):
+                done.append(entry.key)
         elif entry.kind == WaitKind.APPROVAL:
-            decision = Decision(ApprovalStatus.EXPIRED, by, why, f"ended-{entry.key}")
-            result = stored_approvals.decide(entry.key, decision, approvals.resume)  # its asker ended: no resume
-            if result.won and result.approval is not None:
-                approvals.update_card(result.approval, f":no_entry_sign: not run: {why}")
+            approval = stored_approvals.get_approval(entry.key)
+            if approval is not None and cancelling.cancel_approval(approval, why=why, by=by, expired=expired):
                 done.append(entry.key)
         elif entry.kind == WaitKind.CHILD:
             done.extend(stop(entry.key, by=by))

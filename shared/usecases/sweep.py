@@ -1,8 +1,10 @@
 """The daily sweep: nothing asked, and no piece of work, is silently forgotten.
 
-- An open question older than QUESTION_REMIND_HOURS gets one reminder in its thread, mentioning the operators.
-- Still open QUESTION_ABANDON_HOURS later, it is abandoned: 💬 off, the post updated, the thread told how to
-  start again, and the paused session closed as ``abandoned``.
+- An open question or a pending approval (one lifecycle: ``shared.asks.lifecycle``) older than
+  QUESTION_REMIND_HOURS gets one reminder, mentioning the operators.
+- Still open QUESTION_ABANDON_HOURS later, a question is abandoned: 💬 off, the post updated, the thread told how
+  to start again, the paused session closed as ``abandoned`` and everything else its turn waited on ended; an
+  approval expires (never runs) and its turn resumes with the call told so.
 - A silent exit that was neither narrated nor escalated is followed up (a narration retry, or an alert).
 - A ``running`` session whose lease expired STALE_LEASE_MINUTES ago lost its worker for good (its task ran out
   of retries): it becomes a silent exit and is narrated from its audit log, or escalated.
@@ -27,14 +29,14 @@ from typing import Any
 
 from shared import config
 from shared.agent import followup
-from shared.asks import approvals, delegation, questions, stopping
+from shared.asks import delegation, lifecycle, stopping
 from shared.logs import session_context
 from shared.queue import tasks
 from shared.state import children, ids, sessions, steps
 from shared.state import feedback as stored_feedback
 from shared.state.firestore import now
-from shared.state.models import Approval, Question, Session, SessionKind, SessionStatus
-from shared.state.stale import stale_approvals, stale_questions, stale_sessions
+from shared.state.models import Session, SessionKind, SessionStatus
+from shared.state.stale import stale_sessions
 
 log = logging.getLogger(__name__)
 
@@ -50,13 +52,9 @@ def run(when: datetime | None = None) -> dict[str, Any]:
     page = settings.sweep_page_size
     counts: Counter[str] = Counter()
 
-    for question in stale_questions(at - remind_after, page_size=page):
-        counts["questions_read"] += 1
-        counts[_guarded(_question_action, question, at, abandon_after)] += 1
-
-    for approval in stale_approvals(at - remind_after, page_size=page):
-        counts["approvals_read"] += 1
-        counts[_guarded(_approval_action, approval, at, abandon_after)] += 1
+    for ask in lifecycle.stale(at - remind_after, page_size=page):  # questions and approvals: one lifecycle
+        counts[f"{ask.kind}_read"] += 1
+        counts[_guarded(lifecycle.age, ask, at, abandon_after)] += 1
 
     children_paused = stale_sessions(SessionStatus.PAUSED, "updated_at", at - remind_after, page_size=page,
                                      kind=SessionKind.CHILD)  # fmt: skip
@@ -112,23 +110,6 @@ def _guarded(action: Callable[..., str], *args: Any) -> str:
     except Exception:
         log.exception("sweep action failed", extra={"action": action.__name__})
         return "errors"
-
-
-def _question_action(question: Question, at: datetime, abandon_after: timedelta) -> str:
-    if question.asked_at <= at - abandon_after:
-        return "abandoned" if questions.abandon(question, at) else "unchanged"
-    if question.reminded_at is None:
-        return "reminded" if questions.remind(question, at) else "unchanged"
-    return "unchanged"
-
-
-def _approval_action(approval: Approval, at: datetime, abandon_after: timedelta) -> str:
-    """Pending approvals age like questions: one reminder, then they expire (the call never runs)."""
-    if approval.asked_at <= at - abandon_after:
-        return "approvals_expired" if approvals.expire(approval, at) else "unchanged"
-    if approval.reminded_at is None:
-        return "approvals_reminded" if approvals.remind(approval, at) else "unchanged"
-    return "unchanged"
 
 
 def _asking_action(child: Session, at: datetime, remind_after: timedelta, abandon_after: timedelta) -> str:
