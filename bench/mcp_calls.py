@@ -23,6 +23,7 @@ from bench.mcp_turns import lookup_service
 from shared.agent.tools.base import ToolContext
 from shared.agent.tools.mcp import connection
 from shared.agent.tools.mcp.tool import McpTool
+from shared.agent.tools.result import ToolResult
 from shared.config_values import McpServer
 
 CALLS = 30
@@ -55,9 +56,9 @@ def run(bench: Bench) -> Section:
         ctx = cast(ToolContext, None)
         args = {"name": "api"}
         remote_result, python_result = remote.run(args, ctx), lookup_service.run(args, ctx)
-        assert isinstance(remote_result, dict)
-        assert isinstance(python_result, dict)
-        assert remote_result["result"]["structured"] == python_result["result"], "the two must do the same work"
+        assert isinstance(remote_result, ToolResult)
+        assert isinstance(python_result, ToolResult)
+        assert remote_result.value["structured"] == python_result.value, "the two must do the same work"
         mcp_ms = median(timed_ms(lambda: remote.run(args, ctx), CALLS))
         python_ms = median(timed_ms(lambda: lookup_service.run(args, ctx), CALLS))
         parts = mcp_parts.measure(remote, args)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from google.genai import types
 
@@ -17,7 +16,8 @@ from shared import config
 from shared.agent import activity, prompts
 from shared.agent.run_state import RunState
 from shared.agent.tools import policy
-from shared.agent.tools.base import Outcome, Suspend, Tier, ToolContext, Wait, short
+from shared.agent.tools.base import Outcome, Tier, ToolContext, short
+from shared.agent.tools.result import ToolResult
 from shared.agent.transcript import PendingTurn
 from shared.asks.approvals import Held
 from shared.slack import blocks
@@ -49,12 +49,12 @@ class ToolCalls:
                 held.append(Held(index, call.id, spec.name, args))
         return held
 
-    def refusal(self, used: int) -> dict[str, Any] | None:
+    def refusal(self, used: int) -> ToolResult | None:
         """Why this call is not made, if it is not: the budgets."""
         if used >= self.run.budget.max_tool_calls:
-            return {"error": "tool budget exhausted; wrap up without more tools"}
+            return ToolResult.fail("tool budget exhausted; wrap up without more tools")
         if self.run.budget.time_left() <= 0:
-            return {"error": "out of time: this call was not made; wrap up without more tools"}
+            return ToolResult.fail("out of time: this call was not made; wrap up without more tools")
         return None
 
     def shown(self, task_id: str, name: str, call: types.FunctionCall, ctx: ToolContext,
@@ -66,7 +66,7 @@ class ToolCalls:
         if card is not None:
             surface.step(task_id, card[0], sources=card[1])
         outcome = self.call(name, call, ctx, entry)
-        surface.step_done(task_id, failed=isinstance(outcome, dict) and "error" in outcome)
+        surface.step_done(task_id, failed=isinstance(outcome, ToolResult) and outcome.failed)
         return outcome
 
     def call(self, name: str, call: types.FunctionCall, ctx: ToolContext, entry: ledger.Entry | None, *,
@@ -79,20 +79,22 @@ class ToolCalls:
         if spec is None or not (spec.outward or not spec.idempotent):
             return run()
         if entry is not None and entry.status == ledger.CallStatus.DONE and entry.response is not None:
-            return entry.response  # it ran to the end before the crash: its response stands
+            return ToolResult.from_dict(entry.response)  # it ran to the end before the crash: its result stands
         if entry is not None and not spec.idempotent:
             self._tell_outcome_unknown(name, call, ctx)
-            return {"error": prompts.OUTCOME_UNKNOWN}
+            return ToolResult.fail(prompts.OUTCOME_UNKNOWN)
         if entry is None:
             ledger.start(session, seq=ctx.seq, index=ctx.call_index, key=ctx.idempotency_key, name=name,
                          args=short(call.args, 2000), part=part)  # fmt: skip
         outcome = run()  # an idempotent call re-runs with the same key
-        if not isinstance(outcome, Suspend | Wait):
-            ledger.done(session, seq=ctx.seq, index=ctx.call_index, response=outcome, part=part)
+        if isinstance(outcome, ToolResult):
+            ledger.done(session, seq=ctx.seq, index=ctx.call_index, response=outcome.to_dict(), part=part)
         return outcome
 
-    def audit(self, name: str, call: types.FunctionCall, response: dict[str, Any], ctx: ToolContext) -> Audit:
+    def audit(self, name: str, call: types.FunctionCall, outcome: Outcome, ctx: ToolContext) -> Audit:
+        """The call's audit record: its arguments, and its result (or, for a call that waits, what it said)."""
         spec = self.run.tools.get(name)
+        response = outcome.to_dict() if isinstance(outcome, ToolResult) else outcome.response
         # A failed outward call is outward work too: the requester still expects to hear how it went.
         return Audit(AuditType.TOOL, now(), name=name, args=short(call.args), result=short(response),
                      outward=bool(spec and spec.outward), posts=ctx.post_ts)  # fmt: skip

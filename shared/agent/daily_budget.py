@@ -13,6 +13,7 @@ from typing import Any
 from google.genai import types
 
 from shared import config
+from shared.agent.tools.result import ToolResult
 from shared.agent.transcript import contents_of
 from shared.slack import blocks
 from shared.state import ids
@@ -42,7 +43,7 @@ def answer(transcript: list[Step]) -> str | None:
         for part in content.parts or []:
             response = part.function_response
             if response is not None and ids.is_daily_budget_call(response.id):
-                result: Any = (response.response or {}).get("result") or {}
+                result: Any = ToolResult.from_dict(response.response or {}).value or {}
                 if not isinstance(result, dict) or result.get("answered_by") not in operators:
                     continue
                 found = str(result.get("matched_option") or result.get("answer") or "")

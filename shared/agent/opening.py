@@ -13,6 +13,7 @@ from google.genai import types
 from slack_sdk.errors import SlackApiError
 
 from shared.agent import prompts
+from shared.agent.tools.result import ToolResult
 from shared.agent.transcript import Responses, pending_calls, pending_turn
 from shared.agent.waits.resuming import Resuming, WaitKind, WaitOn
 from shared.errors import ProductError
@@ -70,11 +71,11 @@ def answer_content(question: Question, transcript: list[Step]) -> types.Content 
     if question.seq is not None and question.call_index is not None:
         on = WaitOn(WaitKind.QUESTION, question.question_id)
         resuming = Resuming(pending_turn(transcript), question.seq, {question.call_index: on})
-        resuming.arrive(on, {"result": answer})
+        resuming.arrive(on, ToolResult.ok(answer))
         return resuming.responses
     names = {call.id: call.name for call in pending_calls(transcript)}  # a question stored before calls had ids
     name = names.get(question.call_id) or "ask_operator"
-    response = types.FunctionResponse(id=question.call_id, name=name, response={"result": answer})
+    response = types.FunctionResponse(id=question.call_id, name=name, response=ToolResult.ok(answer).to_dict())
     return types.Content(role="user", parts=[types.Part(function_response=response)])
 
 

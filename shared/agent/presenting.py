@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
 
 from shared.agent.tools import describe, policy
+from shared.agent.tools.result import ToolResult
 from shared.agent.tools.toolset import Toolset
 from shared.asks import routing
 from shared.asks.approvals import Asked, Held
@@ -40,20 +40,20 @@ def asked(tools: Toolset, held: Sequence[Held]) -> dict[int, Asked]:
     return facts
 
 
-def undecidable(session: Session, surface: ThreadSurface, seq: int, held: Sequence[Held]) -> dict[int, dict[str, Any]]:
+def undecidable(session: Session, surface: ThreadSurface, seq: int, held: Sequence[Held]) -> dict[int, ToolResult]:
     """Held calls nobody can decide (a direct message, and no operator channel): each gets an error response at
     once, and the person is told in plain words, once per turn."""
     if not held or not routing.nobody_can_decide(session.channel):
         return {}
     surface.post(routing.NOBODY_FOR_PERSON, key=ids.post_key(session.session_id, seq, "nobody-to-approve"))
-    return {index: {"error": routing.NOBODY_FOR_MODEL} for index, *_ in held}
+    return {index: ToolResult.fail(routing.NOBODY_FOR_MODEL) for index, *_ in held}
 
 
-def oversized(held: Sequence[Held], facts: dict[int, Asked]) -> dict[int, dict[str, Any]]:
+def oversized(held: Sequence[Held], facts: dict[int, Asked]) -> dict[int, ToolResult]:
     """The held calls too long to show an operator, with the error response each gets instead of a card."""
-    refused: dict[int, dict[str, Any]] = {}
+    refused: dict[int, ToolResult] = {}
     for index, _call_id, name, args in held:
         shown = call_view.shown_call(name, args, facts[index].shown_order if index in facts else ())
         if not call_view.presentable(shown):
-            refused[index] = {"error": call_view.too_large_error(name, len(shown))}
+            refused[index] = ToolResult.fail(call_view.too_large_error(name, len(shown)))
     return refused

@@ -8,8 +8,7 @@ and pauses again through ``Pauses``.
 
 from __future__ import annotations
 
-import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from google.genai import types
 
@@ -19,10 +18,11 @@ from shared.agent.opening import answer_of
 from shared.agent.run_state import RunState
 from shared.agent.tools.base import Outcome, ResumesWithInput, Suspend, ToolContext, Wait, short
 from shared.agent.tools.mcp.inputs import Pending as McpPending
+from shared.agent.tools.result import ToolResult
 from shared.agent.transcript import Responses, pending_turn
 from shared.agent.waits.resuming import Resuming, WaitOn
 from shared.asks import approvals, delegation, tree_status
-from shared.limits import MAX_TOOL_RESULT_CHARS, capped
+from shared.limits import MAX_TOOL_RESULT_CHARS
 from shared.state import approvals as stored_approvals
 from shared.state import children as stored_children
 from shared.state import ids, ledger
@@ -49,6 +49,7 @@ if TYPE_CHECKING:  # Pauses makes its Resumer (each calls the other)
     from shared.agent.pausing import Pauses
 
 NO_RESULT = stored_children.NO_RESULT
+NO_OUTCOME = ToolResult.fail("no outcome")
 
 
 class Resumer:
@@ -71,9 +72,9 @@ class Resumer:
         on = WaitOn(WaitKind.PARENT_ANSWER, asked.question_id)
         resuming = Resuming(pending_turn(self.steps), asked.seq, {asked.index: on})
         if asked.released:
-            resuming.arrive(on, {"error": asked.answer or delegation.UNANSWERED})
+            resuming.arrive(on, ToolResult.fail(asked.answer or delegation.UNANSWERED))
         else:
-            resuming.arrive(on, {"result": {"answer": asked.answer, "from": "the session that delegated your task"}})
+            resuming.arrive(on, ToolResult.ok({"answer": asked.answer, "from": "the session that delegated your task"}))
         self.run.commit(StepKind.ANSWER, resuming.responses, [Audit(AuditType.ANSWER, now())], consumed=consumed or [])
 
     def release_children(self) -> None:
@@ -88,7 +89,7 @@ class Resumer:
         resuming = Resuming(turn, seq, waits)
         note = "A child asked you a question, so you no longer wait: its result reaches you as a note."
         for on in waits.values():
-            resuming.arrive(on, {"result": {"status": "still running", "child_id": on.key, "note": note}})
+            resuming.arrive(on, ToolResult.ok({"status": "still running", "child_id": on.key, "note": note}))
         self.run.commit(StepKind.TOOL_RESULTS, resuming.responses, [], released_seq=None)
 
     def resume_children(self, child_ids: list[str], *, consumed: list[Note] | None = None) -> None:
@@ -110,9 +111,10 @@ class Resumer:
             if waiting is None:
                 continue  # its response is already in the transcript (a re-run after a crash)
             call = waiting[1]
-            response = capped_response(child_response(child), MAX_TOOL_RESULT_CHARS)
-            audit.append(Audit(AuditType.TOOL, now(), name=call.name, args=short(call.args), result=short(response)))
-            resuming.arrive(on, response)
+            result = child_response(child).capped(MAX_TOOL_RESULT_CHARS)
+            audit.append(Audit(AuditType.TOOL, now(), name=call.name, args=short(call.args),
+                               result=short(result.to_dict())))  # fmt: skip
+            resuming.arrive(on, result)
         self.run.commit(StepKind.ANSWER, resuming.responses, audit, consumed=consumed or [], child_ids=[])
         tree_status.refresh(self.session, self.surface)  # whatever order the children's own refreshes landed in
 
@@ -137,46 +139,49 @@ class Resumer:
                 continue  # its response is already in the transcript (a re-run after a crash)
             call = waiting[1]
             decided_outcome = self._decided_response(approval, call, seq, recorded.get(approval.call_index))
-            response = decided_outcome.response if isinstance(decided_outcome, Suspend) else decided_outcome
             ctx = self.calls.context(seq, approval.call_index, call)
-            audit.append(self.calls.audit(approval.tool, call, response, ctx))
+            audit.append(self.calls.audit(approval.tool, call, decided_outcome, ctx))
             if isinstance(decided_outcome, Suspend) and pause is None:
                 pause = decided_outcome  # no function response: the operator's answer resumes the call
                 resuming.arrive(on, then=WaitOn(WaitKind.MCP_INPUT, pause.question.question_id))
                 continue
-            resuming.arrive(on, response)
+            # (a second call of the turn asking for input is told what it said: only one request waits at a time)
+            resuming.arrive(on, ToolResult.ok(decided_outcome.response) if isinstance(decided_outcome, Suspend)
+                            else decided_outcome)  # fmt: skip
         self.run.commit(StepKind.ANSWER, resuming.responses, audit, consumed=consumed or [], approval_ids=[])
         if resuming.complete or pause is None:
             return False
         return self.pauses.pause_for_question(pause, None, [], self.session.tool_calls)
 
     def _decided_response(self, approval: Approval, call: types.FunctionCall, seq: int,
-                          entry: ledger.Entry | None) -> dict[str, Any] | Suspend:  # fmt: skip
+                          entry: ledger.Entry | None) -> ToolResult | Suspend:  # fmt: skip
         if approval.status == ApprovalStatus.DENIED:
             reason = approval.reason or "no reason given"
-            return {"error": f"denied by <@{approval.decided_by}>: {reason}. It did not run; another call needs its "
-                             "own approval."}  # fmt: skip
+            return ToolResult.fail(f"denied by <@{approval.decided_by}>: {reason}. It did not run; another call "
+                                   "needs its own approval.")  # fmt: skip
         if approval.status != ApprovalStatus.APPROVED:
-            return {"error": f"the approval {approval.status.value}; the call did not run"}
+            return ToolResult.fail(f"the approval {approval.status.value}; the call did not run")
         # Bound to the exact call: the same tool, the same canonical arguments, still pending in this transcript.
         args = dict(call.args or {})
         if call.name != approval.tool or approvals.digest(approval.tool, approvals.canonical(args)) != approval.digest:
             approvals.update_card(approval, ":no_entry_sign: not run: the pending call is not the one approved")
-            return {"error": "not run: the pending call is not the call that was approved"}
+            return ToolResult.fail("not run: the pending call is not the call that was approved")
         runs = approvals.effective_args(approval)  # an operator's edit runs instead, bound by its own digest
         if runs is None:
-            return {"error": "not run: the edited call does not match its approval"}
+            return ToolResult.fail("not run: the edited call does not match its approval")
         ctx = self.calls.context(seq, approval.call_index, call, caller=approval.session_id)
         approvals.update_card(approval, approvals.running_verdict(approval))  # read before what the call posts
         ran = call if approval.edited_args is None else types.FunctionCall(name=call.name, args=runs, id=call.id)
         outcome = self.calls.call(approval.tool, ran, ctx, entry)
-        response = (
-            outcome.response if isinstance(outcome, Suspend | Wait) else capped_response(outcome, MAX_TOOL_RESULT_CHARS)
-        )
-        approvals.ran(approval, response)
         if isinstance(outcome, Suspend):
+            approvals.ran(approval, outcome.response)
             return outcome
-        return approvals.edited_response(approval, response)
+        # (an approved call cannot start a wait: a tool that waits is told so, as a resumed MCP call is)
+        result = (
+            outcome.capped(MAX_TOOL_RESULT_CHARS) if isinstance(outcome, ToolResult) else cannot_wait(approval.tool)
+        )
+        approvals.ran(approval, result.to_dict())
+        return ToolResult.from_dict(approvals.edited_response(approval, result.to_dict()))
 
     # --- an MCP server's request for input, answered ------------------------------------------------------------
     def answered_question(self) -> Question | None:
@@ -199,20 +204,20 @@ class Resumer:
             self.run.commit(StepKind.ANSWER, None, [answered], consumed=consumed or [])
             return False
         call = waiting[1]
-        outcome, response, ctx = self._input_outcome(question, call)
-        audit = [answered, self.calls.audit(call.name or "", call, response, ctx)]
+        outcome, ctx = self._input_outcome(question, call)
+        audit = [answered, self.calls.audit(call.name or "", call, outcome, ctx)]
         if isinstance(outcome, Suspend):  # the server asked again: a new question, and the session pauses again
             resuming.arrive(on, then=WaitOn(WaitKind.MCP_INPUT, outcome.question.question_id))
             self.run.commit(StepKind.ANSWER, None, [answered], consumed=consumed or [])
             return self.pauses.pause_for_question(outcome, None, audit[1:], self.session.tool_calls)
-        resuming.arrive(on, response)
+        resuming.arrive(on, outcome)
         self.run.commit(StepKind.ANSWER, resuming.responses, audit, consumed=consumed or [])
         return False
 
-    def _input_outcome(self, question: Question, call: types.FunctionCall) -> tuple[Outcome, dict[str, Any],
-                                                                                    ToolContext]:  # fmt: skip
+    def _input_outcome(self, question: Question,
+                       call: types.FunctionCall) -> tuple[ToolResult | Suspend, ToolContext]:  # fmt: skip
         """The paused MCP call run again with the operator's answer (once, through the ledger: its own entry per
-        round): its outcome, its response as stored, and its context."""
+        round): its outcome (its result as stored, or a new request for input), and its context."""
         pending = McpPending.from_doc(question.mcp_input or {})
         name = call.name or ""
         found: object = self.tools.get(name)
@@ -220,11 +225,11 @@ class Resumer:
         ctx = self.calls.context(pending.seq, pending.index, call, caller=pending.caller)
         outcome: Outcome
         if question.status != QuestionStatus.ANSWERED:
-            outcome = {"error": f"the operator's input was not given (the question was {question.status.value}), "
-                                "so the call did not complete"}  # fmt: skip
+            outcome = ToolResult.fail(f"the operator's input was not given (the question was "
+                                      f"{question.status.value}), so the call did not complete")  # fmt: skip
         elif tool is None:
-            outcome = {"error": f"{name} is not available now (its MCP server could not be reached), so the call "
-                                "did not complete"}  # fmt: skip
+            outcome = ToolResult.fail(f"{name} is not available now (its MCP server could not be reached), so the "
+                                      "call did not complete")  # fmt: skip
         else:
             part = f"-r{pending.round}"
             entry = ledger.entries(self.session, pending.seq, [pending.index], part=part).get(pending.index)
@@ -232,9 +237,8 @@ class Resumer:
             outcome = self.calls.call(name, call, ctx, entry, run=lambda: resumes.resume_input(question, ctx),
                                       part=part)  # fmt: skip
         if isinstance(outcome, Wait):
-            outcome = {"error": f"{name} cannot wait here"}
-        response = outcome.response if isinstance(outcome, Suspend) else capped_response(outcome, MAX_TOOL_RESULT_CHARS)
-        return outcome, response, ctx
+            return cannot_wait(name), ctx
+        return (outcome if isinstance(outcome, Suspend) else outcome.capped(MAX_TOOL_RESULT_CHARS)), ctx
 
     # --- a mixed turn's waiting record, resolved ---------------------------------------------------------------
     def resume_record(self, record: list[Waiting], *, consumed: list[Note] | None = None) -> bool:
@@ -258,7 +262,7 @@ class Resumer:
                 resuming.arrive(on, then=WaitOn(then.kind, then.key))
                 again.append(then)
                 continue
-            resuming.arrive(on, outcome if isinstance(outcome, dict) else {"error": "no outcome"})
+            resuming.arrive(on, outcome if isinstance(outcome, ToolResult) else NO_OUTCOME)
         self.run.commit(StepKind.ANSWER, resuming.responses, audit, consumed=consumed or [], waiting=[])
         if any(w.kind == WaitKind.CHILD for w in record):
             tree_status.refresh(self.session, self.surface)
@@ -270,32 +274,32 @@ class Resumer:
                         ledgered: ledger.Entry | None, audit: list[Audit]) -> Outcome:  # fmt: skip
         """What the call that waited on ``entry`` gets (its audit appended to ``audit``)."""
         if entry.released:
-            return {"result": {"status": "still running", "child_id": entry.key, "note": RELEASED}}
+            return ToolResult.ok({"status": "still running", "child_id": entry.key, "note": RELEASED})
         if entry.kind in {WaitKind.QUESTION, WaitKind.MCP_INPUT}:
             question = outcomes.questions.get(entry.key)
             audit.append(Audit(AuditType.ANSWER, now()))
             if question is None or (question.status != QuestionStatus.ANSWERED and entry.kind == WaitKind.QUESTION):
-                return {"error": f"the operator did not answer (the question was "
-                                 f"{question.status.value if question else 'lost'})"}  # fmt: skip
+                return ToolResult.fail(f"the operator did not answer (the question was "
+                                       f"{question.status.value if question else 'lost'})")  # fmt: skip
             if entry.kind == WaitKind.QUESTION:
-                return {"result": answer_of(question)}
-            outcome, response, ctx = self._input_outcome(question, call)
-            audit.append(self.calls.audit(call.name or "", call, response, ctx))
+                return ToolResult.ok(answer_of(question))
+            outcome, ctx = self._input_outcome(question, call)
+            audit.append(self.calls.audit(call.name or "", call, outcome, ctx))
             return outcome
         if entry.kind == WaitKind.APPROVAL:
             approval = outcomes.approvals[entry.key]
             audit.append(Audit(AuditType.APPROVAL, now(), name=approval.tool, args=approval.digest,
                                result=approval.status.value, text=approval.decided_by))  # fmt: skip
             decided = self._decided_response(approval, call, entry.seq, ledgered)
-            response = decided.response if isinstance(decided, Suspend) else decided
             ctx = self.calls.context(entry.seq, entry.index, call)
-            audit.append(self.calls.audit(approval.tool, call, response, ctx))
+            audit.append(self.calls.audit(approval.tool, call, decided, ctx))
             return decided
         if entry.kind == WaitKind.CHILD:
             child = outcomes.children.get(entry.key)
-            ended = capped_response(child_response(child) if child else {"error": "the helper session is lost"},
-                                    MAX_TOOL_RESULT_CHARS)  # fmt: skip
-            audit.append(Audit(AuditType.TOOL, now(), name=call.name, args=short(call.args), result=short(ended)))
+            ended = (child_response(child) if child else ToolResult.fail("the helper session is lost")).capped(
+                MAX_TOOL_RESULT_CHARS)  # fmt: skip
+            audit.append(Audit(AuditType.TOOL, now(), name=call.name, args=short(call.args),
+                               result=short(ended.to_dict())))  # fmt: skip
             return ended
         return outcomes.parent_answer(entry)
 
@@ -316,33 +320,29 @@ class _Outcomes:
                          stored_children.get_children([w.key for w in live if w.kind == WaitKind.CHILD])}  # fmt: skip
         self.session = session
 
-    def parent_answer(self, entry: Waiting) -> dict[str, Any]:
+    def parent_answer(self, entry: Waiting) -> ToolResult:
         """The parent's answer, for each blocking ask_parent call of the turn that asked (its one answer answers
         them all: a child has one open question to its parent at a time)."""
         asked = self.session.parent_question
         held = self.session.to_doc()
         if asked is None or not stored_waiting.parent_answered(held, entry):
-            return {"error": delegation.UNANSWERED}
+            return ToolResult.fail(delegation.UNANSWERED)
         if asked.released:
-            return {"error": asked.answer or delegation.UNANSWERED}
-        return {"result": {"answer": asked.answer, "from": "the session that delegated your task"}}
+            return ToolResult.fail(asked.answer or delegation.UNANSWERED)
+        return ToolResult.ok({"answer": asked.answer, "from": "the session that delegated your task"})
 
 
-def child_response(child: Session) -> dict[str, Any]:
+def cannot_wait(name: str) -> ToolResult:
+    return ToolResult.fail(f"{name} cannot wait here")
+
+
+def child_response(child: Session) -> ToolResult:
     """What a delegate call returns once its child has ended: its result, or an error (never an empty success)."""
     if child.status == SessionStatus.DONE and not child.error and not (child.result or "").strip():
-        return {"error": NO_RESULT}
+        return ToolResult.fail(NO_RESULT)
     if child.status == SessionStatus.DONE and not child.error:
-        return {"result": child.result or ""}
+        return ToolResult.ok(child.result or "")
     if child.status == SessionStatus.DONE:
-        return {"error": f"the child {child.error}; what it said last: {child.result or '(nothing)'}"}
-    return {"error": f"the child did not finish ({child.status.value}): {child.result or child.error or 'no reason'}"}
-
-
-def capped_response(response: dict[str, Any], limit: int) -> dict[str, Any]:
-    """A function response as stored and sent: one larger than ``limit`` characters is cut, saying so."""
-    text = json.dumps(response, ensure_ascii=False, default=str)
-    if len(text) <= limit:
-        return response
-    key = "error" if "error" in response else "result"
-    return {key: capped(text, limit)}
+        return ToolResult.fail(f"the child {child.error}; what it said last: {child.result or '(nothing)'}")
+    return ToolResult.fail(f"the child did not finish ({child.status.value}): "
+                           f"{child.result or child.error or 'no reason'}")  # fmt: skip

@@ -11,9 +11,9 @@ import logging
 from shared.agent import presenting
 from shared.agent.calls import ToolCalls
 from shared.agent.pausing import Pauses, Ran
-from shared.agent.resume import capped_response
 from shared.agent.run_state import RunState
 from shared.agent.tools.base import Outcome, Suspend, Wait
+from shared.agent.tools.result import ToolResult
 from shared.agent.transcript import PendingTurn, Responses
 from shared.asks import delegation, tree_status
 from shared.limits import MAX_STEP_CHARS, MAX_TOOL_RESULT_CHARS
@@ -65,19 +65,20 @@ class ToolTurn:
                 outcome = self.calls.shown(f"{seq}.{index}", name, call, ctx, recorded.get(index))
                 used += 1
                 run.used[name] += 1
-            response = outcome.response if isinstance(outcome, Suspend | Wait) else capped_response(outcome, per_call)
-            audit.append(self.calls.audit(name, call, response, ctx))
+            if isinstance(outcome, ToolResult):
+                outcome = outcome.capped(per_call)
+            audit.append(self.calls.audit(name, call, outcome, ctx))
             if isinstance(outcome, Wait):  # no response: the child's result (or the parent's answer) will be it
                 record.append(Waiting(seq, index, WaitKind.CHILD if outcome.child else WaitKind.PARENT_ANSWER,
                                       outcome.key))  # fmt: skip
                 continue
             if isinstance(outcome, Suspend):
                 if pause is not None:  # a second blocking ask in one turn cancelled the first
-                    cancelled = {"result": {"status": "cancelled", "note": "A newer question replaces this one."}}
+                    cancelled = ToolResult.ok({"status": "cancelled", "note": "A newer question replaces this one."})
                     responses.add(seq, *pause_call, cancelled)
                 pause, pause_call = outcome, (index, call)  # no function response: the operator's answer will be it
                 continue
-            responses.add(seq, index, call, response)
+            responses.add(seq, index, call, outcome)
         if any(call.name == delegation.STARTS_CHILDREN for _, call in turn.calls):
             # The thread sees the tasks it started; before the turn is stored, so a takeover finds this post.
             tree_status.refresh(run.session, run.surface)

@@ -13,6 +13,7 @@ from typing import Any
 from google.genai import types
 
 from shared.agent.model import estimate_tokens
+from shared.agent.tools.result import ToolResult
 from shared.state.models import CallRef, Step
 
 SHORTENED = "[older tool result shortened to fit the model's context window]"
@@ -121,8 +122,10 @@ class Responses:
     answers: list[CallRef] = field(default_factory=list)
     texts: list[types.Part] = field(default_factory=list)
 
-    def add(self, seq: int, index: int, call: types.FunctionCall, response: dict[str, Any]) -> None:
-        reply = types.FunctionResponse(id=call.id, name=call.name, response=response)
+    def add(self, seq: int, index: int, call: types.FunctionCall, result: ToolResult) -> None:
+        """The function response to the call at (``seq``, ``index``): the one place a result becomes the dict the
+        model reads (and the transcript stores)."""
+        reply = types.FunctionResponse(id=call.id, name=call.name, response=result.to_dict())
         self.parts.append(types.Part(function_response=reply))
         self.answers.append(CallRef(seq, index))
 
@@ -152,10 +155,11 @@ def shorten_tool_results(contents: list[types.Content], limit_tokens: int) -> li
     if estimate_tokens(contents) <= limit_tokens:
         return contents
     result = [c.model_copy(deep=True) for c in contents]
+    shortened = ToolResult.ok(SHORTENED).to_dict()
     for content in result[:-1]:
         for part in content.parts or []:
-            if part.function_response is not None and part.function_response.response != {"result": SHORTENED}:
-                part.function_response.response = {"result": SHORTENED}
+            if part.function_response is not None and part.function_response.response != shortened:
+                part.function_response.response = dict(shortened)
         if estimate_tokens(result) <= limit_tokens:
             break
     return result

@@ -11,6 +11,7 @@ import pytest
 from shared import config
 from shared.agent.tools import policy, toolset
 from shared.agent.tools.base import Tier, ToolContext
+from shared.agent.tools.result import ToolResult
 from shared.agent.tools.toolset import Toolset, all_tools
 from shared.slack.surface import ThreadSurface
 from shared.state.models import Session, SessionKind
@@ -33,7 +34,7 @@ def test_fetches_are_capped_per_session(monkeypatch: pytest.MonkeyPatch) -> None
         assert policy.refusal("read_thread", {}, context({"fetch_url": 3, "read_thread": 99})) is None
         # The toolset answers a refused call with the reason, without running the tool.
         response = Toolset(all_tools()).run("fetch_url", {"url": "http://127.0.0.1/"}, context({"fetch_url": 3}))
-        assert response == {"error": refused}
+        assert response == ToolResult.fail(refused)
     finally:
         config.reset()
 

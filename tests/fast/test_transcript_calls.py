@@ -9,6 +9,7 @@ from typing import Any
 
 from google.genai import types
 
+from shared.agent.tools.result import ToolResult
 from shared.agent.transcript import Responses, contents_of, pending_turn, to_json
 from shared.state.models import CallRef, Step, StepKind
 
@@ -26,7 +27,7 @@ def responses_step(seq: int, turn: Step, indexes: list[int]) -> Step:
     for index in indexes:
         call = calls[index]
         assert call is not None
-        responses.add(turn.seq, index, call, {"result": f"r{index}"})
+        responses.add(turn.seq, index, call, ToolResult.ok(f"r{index}"))
     content = responses.content()
     assert content is not None
     return Step(seq, "s", StepKind.TOOL_RESULTS, to_json(content), [], AT, answers=responses.refs())

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 import pytest
 
+from shared.agent.tools.result import ToolResult
 from shared.agent.waits.plan import Arrival, BadTurn, Call, Plan, WaitKind, WaitOn, plan_of, receive, start
 from shared.state.models import CallRef
 
@@ -30,14 +31,14 @@ def turn_of(kinds: Sequence[WaitKind], *, ids: bool, same_name: bool = False, an
         call_id = f"id-{index}" if ids else None
         ref = CallRef(SEQ, index)
         if kind is None:
-            calls.append(Call(ref, name, call_id, response={"result": "ran at once"}))
+            calls.append(Call(ref, name, call_id, response=ToolResult.ok("ran at once")))
         else:
             calls.append(Call(ref, name, call_id, waits=WaitOn(kind, f"{kind.value}-{index}")))
     return calls
 
 
 def outcome(on: WaitOn) -> Arrival:
-    return Arrival(on, response={"result": f"outcome of {on.key}"})
+    return Arrival(on, response=ToolResult.ok(f"outcome of {on.key}"))
 
 
 def check_plan(calls: list[Call], arrivals: Sequence[Arrival]) -> None:
@@ -123,8 +124,8 @@ def test_a_decision_for_a_resolved_wait_is_a_no_op() -> None:
     first, second = (c.waits for c in calls if c.waits is not None)
     assert first is not None
     assert second is not None
-    plan = receive(start(calls), Arrival(first, response={"error": "denied"})).plan
-    again = receive(plan, Arrival(first, response={"result": "approved after all"}))
+    plan = receive(start(calls), Arrival(first, response=ToolResult.fail("denied"))).plan
+    again = receive(plan, Arrival(first, response=ToolResult.ok("approved after all")))
     assert not again.accepted
     assert not again.resumes
     assert "already resolved" in again.reason
@@ -135,7 +136,7 @@ def test_a_decision_for_a_resolved_wait_is_a_no_op() -> None:
     assert not late.accepted
     assert not late.resumes
     assert late.plan.calls == done.plan.calls
-    assert [r for _, r in late.plan.responses()] == [{"error": "denied"}, {"result": "ran at once"},
+    assert [r for _, r in late.plan.responses()] == [ToolResult.fail("denied"), ToolResult.ok("ran at once"),
                                                      outcome(second).response]  # fmt: skip
 
 
@@ -160,7 +161,7 @@ def chain_arrivals(calls: list[Call]) -> tuple[list[Arrival], list[tuple[int, in
         if call.waits.kind in {WaitKind.APPROVAL, WaitKind.MCP_INPUT}:
             then = WaitOn(WaitKind.MCP_INPUT, f"{call.waits.key}-round-2")
             arrivals.append(Arrival(call.waits, then=then))
-            arrivals.append(Arrival(then, response={"result": f"outcome of {call.waits.key}"}))
+            arrivals.append(Arrival(then, response=ToolResult.ok(f"outcome of {call.waits.key}")))
             before.append((len(arrivals) - 2, len(arrivals) - 1))
         else:
             arrivals.append(outcome(call.waits))
@@ -185,16 +186,17 @@ def test_a_call_that_waits_again_resumes_once_in_every_order(ids: bool) -> None:
         assert (resumed.index(True) >= len(sequence)) == early  # resumes on the first pass unless it could not
         for call, response in plan.responses():
             original = next(c for c in calls if c.ref == call.ref)
-            assert response == (original.response or {"result": f"outcome of {original.waits and original.waits.key}"})
+            expected = original.response or ToolResult.ok(f"outcome of {original.waits and original.waits.key}")
+            assert response == expected
 
 
 @pytest.mark.parametrize(
     "calls",
     [
-        [Call(CallRef(1, 0), "a", response={}), Call(CallRef(2, 0), "b", response={})],
-        [Call(CallRef(1, 0), "a", response={}), Call(CallRef(1, 0), "b", response={})],
+        [Call(CallRef(1, 0), "a", response=ToolResult.ok({})), Call(CallRef(2, 0), "b", response=ToolResult.ok({}))],
+        [Call(CallRef(1, 0), "a", response=ToolResult.ok({})), Call(CallRef(1, 0), "b", response=ToolResult.ok({}))],
         [Call(CallRef(1, 0), "a")],
-        [Call(CallRef(1, 0), "a", response={}, waits=WaitOn(WaitKind.CHILD, "c"))],
+        [Call(CallRef(1, 0), "a", response=ToolResult.ok({}), waits=WaitOn(WaitKind.CHILD, "c"))],
         [Call(CallRef(1, 0), "a", waits=WaitOn(WaitKind.CHILD, "c")),
          Call(CallRef(1, 1), "a", waits=WaitOn(WaitKind.CHILD, "c"))],
     ],

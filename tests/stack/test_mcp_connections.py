@@ -22,6 +22,7 @@ from shared import config
 from shared.agent.tools.base import ToolContext
 from shared.agent.tools.mcp import capped, catalog, connection, pool
 from shared.agent.tools.mcp.tool import McpTool
+from shared.agent.tools.result import ToolResult
 from shared.config_values import McpServer
 from tests.conftest import TEST_DIR
 
@@ -77,7 +78,7 @@ tool.run({"megabytes": 0.01}, cast(object, None))  # warm: imports, the loop, th
 tracemalloc.start()
 outcome = tool.run({"megabytes": 40}, cast(object, None))
 _, peak = tracemalloc.get_traced_memory()
-print(json.dumps({"peak": peak, "outcome": outcome}))
+print(json.dumps({"peak": peak, "outcome": outcome.to_dict()}))
 """
 
 
@@ -99,8 +100,8 @@ def test_a_result_under_the_cap_is_read_whole(demo: str) -> None:
     server = McpServer("big", demo, timeout_seconds=60)
     [listed] = [t for t in connection.list_tools(server) if t.name == "big_report"]
     outcome = McpTool(server, listed).run({"megabytes": 1}, NO_CONTEXT)
-    assert isinstance(outcome, dict)
-    assert len(outcome["result"]["structured"]["result"]) == 1_000_000
+    assert isinstance(outcome, ToolResult)
+    assert len(outcome.value["structured"]["result"]) == 1_000_000
 
 
 def test_calls_reuse_the_negotiation_and_the_listing_so_each_sends_only_its_tools_call(
@@ -127,7 +128,7 @@ def test_calls_reuse_the_negotiation_and_the_listing_so_each_sends_only_its_tool
     for thread in threads:
         thread.join(120)
     assert len(outcomes) == 16
-    assert sorted(o["result"]["structured"]["name"] for o in outcomes) == ["api"] * 8 + ["web"] * 8
+    assert sorted(o.value["structured"]["name"] for o in outcomes) == ["api"] * 8 + ["web"] * 8
     assert sent == ["tools/call"] * 16
     assert len(pool._current().kept) == 1  # one server, one kept client, whichever thread called
 
@@ -148,7 +149,8 @@ def test_a_tool_the_server_no_longer_knows_drops_the_cached_listing(
     [lookup] = [t for t in first.tools if t.listed.name == "lookup_service"]
     gone = McpTool(server, lookup.listed.model_copy(update={"name": "retired_tool"}))
     outcome = gone.run({"name": "api"}, NO_CONTEXT)
-    assert "retired_tool" in json.dumps(outcome)
+    assert isinstance(outcome, ToolResult)
+    assert "retired_tool" in json.dumps(outcome.to_dict())
     catalog.catalog()
     assert sent == ["server/discover", "tools/list", "tools/call", "server/discover", "tools/list"]
     monkeypatch.undo()

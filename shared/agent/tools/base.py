@@ -3,9 +3,9 @@
 A tool has a name, a Gemini declaration, two facts the silent-exit gate needs (``outward``: the requester expects
 a report after it runs; ``posts``: a successful call leaves a message in the thread), ``idempotent`` (calling it
 twice with the same idempotency key does what calling it once does; the ledger re-runs only such tools after a
-crash) and ``top_level_only`` (only a session that talks to the thread may use it). ``run`` returns the function
-response (``{"result": ...}`` or ``{"error": ...}``) or a ``Suspend``: the session pauses, and what it waits for
-will become the response.
+crash) and ``top_level_only`` (only a session that talks to the thread may use it). ``run`` returns a
+``ToolResult`` (a value or an error), a ``Suspend`` (the session pauses, and the operator's answer will become the
+result) or a ``Wait`` (a child's result, or the parent's answer, will).
 Function tools (``shared.agent.tools.function``) implement it from typed Python callables; an MCP toolset can
 implement the same protocol.
 """
@@ -22,6 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 from google.genai import types
 
 from shared import config_values
+from shared.agent.tools.result import ToolResult
 from shared.errors import ProductError
 from shared.slack.surface import ThreadSurface
 from shared.state import ids
@@ -37,7 +38,7 @@ class ToolError(ProductError):
 @dataclass(frozen=True)
 class Suspend:
     """A tool's answer "not now": the session pauses until ``question`` is answered, whose answer is the
-    function response; ``response`` is what the audit log records for the call meanwhile."""
+    call's result; ``response`` is what the audit log records for the call meanwhile (not a result)."""
 
     question: Question
     response: dict[str, Any]
@@ -47,15 +48,15 @@ class Suspend:
 class Wait:
     """A tool's answer "later": a blocking delegation (``key`` is the child, whose result will be the response;
     the session pauses once every call of the turn has run, until all the turn's children have ended), or a
-    child's blocking question to its parent (``child=False``: ``key`` is the question, whose answer will be it)."""
+    child's blocking question to its parent (``child=False``: ``key`` is the question, whose answer will be it).
+    ``response`` is what the audit log records for the call meanwhile (not a result)."""
 
     key: str
     response: dict[str, Any]
     child: bool = True
 
 
-Response = dict[str, Any]
-Outcome = Response | Suspend | Wait
+Outcome = ToolResult | Suspend | Wait
 
 
 @dataclass

@@ -19,6 +19,7 @@ from google.genai import types
 
 from shared import config
 from shared.agent.tools.base import Outcome, Suspend, Tier, ToolContext, ToolError, Wait, serving
+from shared.agent.tools.result import ToolResult
 
 
 @dataclass(frozen=True)
@@ -49,21 +50,21 @@ class FunctionTool:
         return _declaration(self.fn, "VERTEX_AI" if vertex else "GEMINI_API")
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> Outcome:
-        """Validate and call; bad arguments, a refusal or a bug come back as ``{"error": ...}``, never raised."""
+        """Validate and call; bad arguments, a refusal or a bug come back as an error result, never raised."""
         try:
             validated = pydantic.validate_call(self.fn)
             with serving(ctx):
                 result = validated(**args)
         except pydantic.ValidationError as exc:
             problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or self.name}: {e['msg']}" for e in exc.errors())
-            return {"error": f"bad arguments for {self.name}: {problems}"}
+            return ToolResult.fail(f"bad arguments for {self.name}: {problems}")
         except ToolError as exc:
-            return {"error": str(exc)}
+            return ToolResult.fail(str(exc))
         except Exception as exc:  # a tool bug must not end the session: the model hears about it
-            return {"error": f"{self.name} failed: {type(exc).__name__}: {exc}"}
+            return ToolResult.fail(f"{self.name} failed: {type(exc).__name__}: {exc}")
         if isinstance(result, (Suspend, Wait)):
             return result
-        return {"result": result}
+        return ToolResult.ok(result)
 
 
 @functools.cache

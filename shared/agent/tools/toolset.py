@@ -17,6 +17,7 @@ from shared.agent.tools import builtin, policy, team
 from shared.agent.tools.base import Outcome, Tier, Tool, ToolContext
 from shared.agent.tools.function import tools_in
 from shared.agent.tools.mcp import catalog
+from shared.agent.tools.result import ToolResult
 from shared.state.models import Session, SessionKind
 
 
@@ -47,16 +48,16 @@ class Toolset:
         """One call's outcome; an unknown name or arguments that are not an object go back to the model."""
         found = self._tools.get(name)
         if found is None and name in self.withheld:
-            return {"error": self.withheld[name]}
+            return ToolResult.fail(self.withheld[name])
         if found is None:
-            return {"error": f"unknown tool {name!r}; available tools: {', '.join(sorted(self._tools))}"}
+            return ToolResult.fail(f"unknown tool {name!r}; available tools: {', '.join(sorted(self._tools))}")
         if args is None:
             args = {}
         if not isinstance(args, dict):
-            return {"error": f"arguments for {name} must be a JSON object, got {type(args).__name__}"}
+            return ToolResult.fail(f"arguments for {name} must be a JSON object, got {type(args).__name__}")
         refused = policy.refusal(name, args, ctx)
         if refused is not None:
-            return {"error": refused}
+            return ToolResult.fail(refused)
         return found.run(args, ctx)
 
 

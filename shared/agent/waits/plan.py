@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
+from shared.agent.tools.result import ToolResult
 from shared.errors import ProductError
 from shared.state.models import CallRef, WaitKind
 
 __all__ = ["Arrival", "BadTurn", "Call", "Plan", "Receipt", "Refused", "Response", "WaitKind", "WaitOn"]
 
-Response = dict[str, Any]
+Response = ToolResult  # a call's result (the function response is made from it when the turn is stored)
 
 
 @dataclass(frozen=True, order=True)

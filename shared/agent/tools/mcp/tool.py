@@ -20,6 +20,7 @@ from google.genai import types
 
 from shared.agent.tools.base import Outcome, Suspend, Tier, ToolContext
 from shared.agent.tools.mcp import connection, inputs, results
+from shared.agent.tools.result import ToolResult
 from shared.asks import questions, routing
 from shared.config_values import McpServer
 from shared.state.models import Question
@@ -87,7 +88,7 @@ class McpTool:
         """Check the arguments against the tool's schema, then call it; every failure is an error response."""
         problem = self.argument_problem(args)
         if problem is not None:
-            return {"error": problem}
+            return ToolResult.fail(problem)
         asked: list[str] = []
         try:
             outcome = connection.call_tool(
@@ -95,7 +96,7 @@ class McpTool:
             )
         except connection.McpFailure as exc:
             return results.declined_mid_call(
-                self.server.name, asked, {"error": f"{exc}; the call may not have completed"}
+                self.server.name, asked, ToolResult.fail(f"{exc}; the call may not have completed")
             )
         return self._outcome(outcome, args, ctx, round=1, asked=asked)
 
@@ -113,14 +114,14 @@ class McpTool:
                                            request_state=pending.request_state, asked_mid_call=asked)  # fmt: skip
         except connection.McpFailure as exc:
             if not exc.expired_state:
-                failed = {"error": f"{exc}; the call may not have completed"}
+                failed = ToolResult.fail(f"{exc}; the call may not have completed")
                 return results.declined_mid_call(self.server.name, asked, failed)
             text = (f"The request of `{self.name}` expired on MCP server `{self.server.name}` before the answer "
                     "reached it (a server keeps such requests only for a while), so the call did not complete. "
                     "Call it again if it is still needed.")  # fmt: skip
             ctx.post_ts.append(ctx.surface.post(f":hourglass: {text}", key=ctx.post_key(f":expired{pending.round}")))
             log.info("an MCP request state expired", extra={"tool": self.name})
-            return {"error": text}
+            return ToolResult.fail(text)
         return self._outcome(outcome, pending.arguments, ctx, round=pending.round + 1, asked=asked)
 
     def _outcome(self, outcome: connection.Outcome, args: dict[str, Any], ctx: ToolContext, *, round: int,
@@ -134,15 +135,15 @@ class McpTool:
              round: int) -> Outcome:  # fmt: skip
         """The server needs a person's input: ask the operator, and pause until the answer resumes the call."""
         if not ctx.session.top_level:
-            return {"error": f"{self.name} needs an operator's input, and only the session talking to the thread "
-                             "may ask the operator; the call did not complete"}  # fmt: skip
+            return ToolResult.fail(f"{self.name} needs an operator's input, and only the session talking to the "
+                                   "thread may ask the operator; the call did not complete")  # fmt: skip
         try:
             ask = inputs.ask_for(self.server.name, result)
         except inputs.InputRefused as exc:
-            return {"error": f"{exc}. The call did not complete."}
+            return ToolResult.fail(f"{exc}. The call did not complete.")
         if routing.nobody_can_answer(ctx.session.channel):
             refused = routing.refuse_question(ctx.surface, key=ctx.post_key(f":nobody-to-answer{round}"))
-            return {"error": f"{refused} The call did not complete."}
+            return ToolResult.fail(f"{refused} The call did not complete.")
         pending = inputs.Pending(server=self.server.name, tool=self.listed.name, arguments=args,
                                  request_state=result.request_state, key=ask.key, mode=ask.mode, schema=ask.schema,
                                  caller=ctx.caller, seq=ctx.seq, index=ctx.call_index, round=round)  # fmt: skip
