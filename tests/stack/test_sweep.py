@@ -231,7 +231,10 @@ def test_a_silent_session_is_narrated_at_once(
     wait_status(ids.retry_id(thread.session_id), SessionStatus.DONE)
     assert fake_slack.bot_replies(thread.channel, thread.ts)[-1]["text"].startswith("Summary:")
     assert "read_thread" in texts(fake_gemini.requests()[-1])
-    assert sessions.get_session(thread.session_id).followed_up  # type: ignore[union-attr]
+    # The retry marks the session it narrated once its own end is stored: wait for that write, not the status.
+    wait_for(
+        lambda: (s := sessions.get_session(thread.session_id)) and s.followed_up, what="the narrated session settled"
+    )
 
 
 def test_a_retry_that_is_itself_silent_raises_an_alert(script: Script, fake_slack: FakeSlack, uid: str) -> None:
