@@ -16,10 +16,10 @@ ROOT = Path(__file__).resolve().parent.parent
 STACK_FILE = ROOT / ".local" / "stack.json"
 
 
-def alive(pid: int) -> bool:
-    """Whether a process ``pid`` exists (one we may not signal counts)."""
+def alive(pid: int, *, group: bool = False) -> bool:
+    """Whether a process ``pid`` (with ``group``, a process group) exists; one we may not signal counts."""
     try:
-        os.kill(pid, 0)
+        (os.killpg if group else os.kill)(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:

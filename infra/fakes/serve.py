@@ -11,12 +11,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import json
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
-from typing import Any, Protocol, TypeVar
+from typing import IO, Any, Protocol, TypeVar
 
 T = TypeVar("T")
 
@@ -86,6 +89,32 @@ def serve(
         if stopped is not None:
             stopped()
     return 0
+
+
+class JsonLogServer(ThreadingHTTPServer):
+    """A fake's threaded HTTP server: its ``url``, and a log of one JSON object per line (stderr unless
+    ``log_stream``), each whole even when handler threads log at once, stamped with the time."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(
+        self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], log_stream: IO[str] | None = None
+    ) -> None:
+        self._log_stream = log_stream
+        self._log_lock = threading.Lock()
+        super().__init__(address, handler)
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def log_json(self, line: dict[str, Any]) -> None:
+        stream = self._log_stream or sys.stderr
+        with self._log_lock:
+            stream.write(json.dumps({"ts": round(time.time(), 3), **line}, ensure_ascii=False) + "\n")
+            stream.flush()
 
 
 class UvicornServer:
