@@ -22,6 +22,7 @@ from types import FrameType
 from typing import IO, Any, Protocol, TypeVar
 
 T = TypeVar("T")
+MAX_BODY_BYTES = 32 * 1024 * 1024  # what a fake reads of one request at most
 
 
 class Servable(Protocol):
@@ -115,6 +116,14 @@ class JsonLogServer(ThreadingHTTPServer):
         with self._log_lock:
             stream.write(json.dumps({"ts": round(time.time(), 3), **line}, ensure_ascii=False) + "\n")
             stream.flush()
+
+
+def read_body(handler: BaseHTTPRequestHandler, limit: int = MAX_BODY_BYTES) -> bytes:
+    """A request's body; a ``ValueError`` when its Content-Length is not a number from 0 to ``limit``."""
+    length = int(handler.headers.get("Content-Length") or 0)
+    if length < 0 or length > limit:
+        raise ValueError(f"body length {length} out of range")
+    return handler.rfile.read(length)
 
 
 class UvicornServer:

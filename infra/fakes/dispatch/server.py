@@ -29,11 +29,9 @@ from http.server import BaseHTTPRequestHandler
 from typing import IO, Any
 from urllib.parse import parse_qs, urlsplit
 
-from infra.fakes.serve import JsonLogServer
+from infra.fakes.serve import JsonLogServer, read_body
 
 from .state import Deliveries, Json, Policy, Task, session_id_of, task_headers
-
-MAX_BODY_BYTES = 32 * 1024 * 1024
 
 
 class ControlError(ValueError):
@@ -178,7 +176,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         path = urlsplit(self.path).path
         try:
-            body = self._read_body()
+            body = read_body(self)
         except ValueError as exc:
             self._reply(413, {"error": str(exc)})
             return
@@ -203,12 +201,6 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(404, {"error": f"dispatch: no route for POST {path}"})
         else:
             self._reply(200, answer)
-
-    def _read_body(self) -> bytes:
-        length = int(self.headers.get("Content-Length") or 0)
-        if length < 0 or length > MAX_BODY_BYTES:
-            raise ValueError(f"body length {length} out of range")
-        return self.rfile.read(length)
 
     def _reply(self, status: int, body: Json) -> None:
         data = json.dumps(body, ensure_ascii=False).encode()

@@ -20,12 +20,11 @@ from http.server import BaseHTTPRequestHandler
 from typing import IO, Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
-from infra.fakes.serve import JsonLogServer
+from infra.fakes.serve import JsonLogServer, read_body
 
 from .demo import demo_item
 from .state import Reply, Script, ScriptItemError, error_reply, estimate_tokens, stream_events
 
-MAX_BODY_BYTES = 32 * 1024 * 1024
 REDACTED = "[redacted]"
 _SECRET_HEADERS = frozenset({"x-goog-api-key", "authorization", "cookie"})
 _MODEL_PATH = re.compile(
@@ -134,7 +133,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._control(404, error_reply(404, f"fakegemini: no route for POST {path}", source="route").body)
             return
         try:
-            payload = json.loads(self._read_body() or b"null")
+            payload = json.loads(read_body(self) or b"null")
             if not isinstance(payload, dict) or not isinstance(payload.get("responses"), list):
                 raise ScriptItemError('expected {"responses": [items]}')
             remaining = script.extend(payload["responses"])
@@ -161,7 +160,7 @@ class _Handler(BaseHTTPRequestHandler):
         body: Any = None
         if reply is None:
             try:
-                body = json.loads(self._read_body() or b"{}")
+                body = json.loads(read_body(self) or b"{}")
             except ValueError:
                 reply = error_reply(400, "Invalid JSON payload received.", source="invalid")
             else:
@@ -188,12 +187,6 @@ class _Handler(BaseHTTPRequestHandler):
             self._log(reply.status, started, model=model, action=action, source=reply.source, error=str(exc))
             return
         self._log(reply.status, started, model=model, action=action, source=reply.source)
-
-    def _read_body(self) -> bytes:
-        length = int(self.headers.get("Content-Length") or 0)
-        if length < 0 or length > MAX_BODY_BYTES:
-            raise ValueError(f"body length {length} out of range")
-        return self.rfile.read(length)
 
     def _control(self, status: int, body: Any) -> None:
         started = time.monotonic()
