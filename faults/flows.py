@@ -24,6 +24,7 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 from faults.inject import HELD_SECONDS, Injector, deliver, requests_with, texts_of
 from infra import stack as local
 from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlackError
 from shared.slack import approval_card, blocks
 from shared.state import approvals, firestore, ids, questions, sessions
 from shared.state.models import Approval, QuestionStatus, Session, SessionKind, SessionStatus
@@ -350,7 +351,13 @@ def edit(flow: Flow) -> None:
             break
     assert view is not None, "the Edit modal never opened"
 
-    submit = _until_answered(lambda: slack.submit_view(view["id"], OPERATOR, {"arg:replicas": str(EDITED_REPLICAS)}))
+    def submit() -> None:
+        try:
+            _until_answered(lambda: slack.submit_view(view["id"], OPERATOR, {"arg:replicas": str(EDITED_REPLICAS)}))()
+        except FakeSlackError as exc:
+            if "not_found" not in str(exc):
+                raise  # not_found: another submission of the double submit closed the modal, Slack accepts no more
+
     in_parallel(submit, times=flow.injector.clicks(flow.rng))
     wait_status(ids.resume_id(approval.session_id, approval.seq), {SessionStatus.DONE})
     flow.wait_final()
