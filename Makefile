@@ -95,7 +95,7 @@ clean:  ## remove virtual environments (.venv-deploy too), build/ and local stac
 DEPLOY_VENV := .venv-deploy
 TF := terraform -chdir=terraform
 
-.PHONY: deploy-install deploy-check deploy-test package apply slack-manifest restart destroy deploy-clean
+.PHONY: deploy-install deploy-check deploy-test package apply slack-manifest restart destroy
 
 # checkov and the provider schema clash with .venv's pins, so they get their own environment.
 $(DEPLOY_VENV)/.installed: requirements-deploy.txt

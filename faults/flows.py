@@ -27,7 +27,7 @@ from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.slack.client import FakeSlackError
 from shared.slack import approval_card, blocks
 from shared.state import approvals, firestore, ids, questions, sessions
-from shared.state.models import QuestionStatus, Session, SessionKind, SessionStatus
+from shared.state.models import Approval, QuestionStatus, Session, SessionKind, SessionStatus
 
 G = FakeGemini
 HUMAN = "U0HUMAN"
@@ -290,23 +290,32 @@ def check_ask(flow: Flow) -> None:
             flow.outcome.answers_lost += 1
 
 
-def approve(flow: Flow) -> None:
+def _held_scale_call(flow: Flow) -> tuple[Approval, str]:
+    """The model asks to scale to 3 and the call is held: its approval, and the value its card's buttons carry."""
     fault = flow.script(G.call("scale_service", name=f"api-{flow.marker}", replicas=3), G.text(flow.final))
     flow.mention("scale the api", fault)
     paused = wait_status(flow.root, {SessionStatus.PAUSED})
     [approval] = approvals.get_approvals(paused.approval_ids)
-    value = blocks.approval_value(approval.approval_id, approval.digest)
+    return approval, blocks.approval_value(approval.approval_id, approval.digest)
 
-    def click() -> None:
-        # Slack does not deliver a press again: an operator who sees it fail (a 503 while Cloud Tasks restarts)
-        # presses again, and the decision already recorded creates its continuation's task (issue 24.8).
+
+def _until_answered(press: Callable[[], dict[str, Any]]) -> Callable[[], None]:
+    """A person's press that Slack does not deliver again: one who sees it fail (a 503 while Cloud Tasks restarts)
+    presses again, and the decision already recorded creates its continuation's task (issue 24.8)."""
+
+    def pressed() -> None:
         for _ in range(4):
-            pressed = flow.injector.slack.click(OPERATOR, flow.channel, approval.card_ts or "", blocks.APPROVE_ACTION,
-                                                value=value)  # fmt: skip
-            if pressed.get("status") == 200:
+            if press().get("status") == 200:
                 return
             time.sleep(2.0)
 
+    return pressed
+
+
+def approve(flow: Flow) -> None:
+    approval, value = _held_scale_call(flow)
+    click = _until_answered(lambda: flow.injector.slack.click(OPERATOR, flow.channel, approval.card_ts or "",
+                                                              blocks.APPROVE_ACTION, value=value))  # fmt: skip
     in_parallel(click, times=flow.injector.clicks(flow.rng))
     wait_status(ids.resume_id(approval.session_id, approval.seq), {SessionStatus.DONE})
     flow.wait_final()
@@ -325,12 +334,8 @@ EDITED_REPLICAS = 7  # what the operator's edit makes of the model's 3
 def edit(flow: Flow) -> None:
     """The model asks to scale to 3; the operator presses Edit, and submits 7 (the injector's clicks submit it
     several times at once, as a double submission); the edited call runs once and the model is told."""
-    fault = flow.script(G.call("scale_service", name=f"api-{flow.marker}", replicas=3), G.text(flow.final))
-    flow.mention("scale the api", fault)
-    paused = wait_status(flow.root, {SessionStatus.PAUSED})
-    [approval] = approvals.get_approvals(paused.approval_ids)
+    approval, value = _held_scale_call(flow)
     slack = flow.injector.slack
-    value = blocks.approval_value(approval.approval_id, approval.digest)
 
     def opened() -> dict[str, Any] | None:
         mine = [v for v in slack.views(OPERATOR) if str(v.get("private_metadata", "")).startswith(approval.approval_id)]
@@ -347,16 +352,11 @@ def edit(flow: Flow) -> None:
     assert view is not None, "the Edit modal never opened"
 
     def submit() -> None:
-        for _ in range(4):
-            try:
-                answered = slack.submit_view(view["id"], OPERATOR, {"arg:replicas": str(EDITED_REPLICAS)})
-            except FakeSlackError as exc:
-                if "not_found" in str(exc):
-                    return  # another submission of the double submit closed the modal: Slack accepts no more
-                raise
-            if answered.get("status") == 200:
-                return
-            time.sleep(2.0)  # answered 503 (Cloud Tasks restarting): the operator submits again
+        try:
+            _until_answered(lambda: slack.submit_view(view["id"], OPERATOR, {"arg:replicas": str(EDITED_REPLICAS)}))()
+        except FakeSlackError as exc:
+            if "not_found" not in str(exc):
+                raise  # not_found: another submission of the double submit closed the modal, Slack accepts no more
 
     in_parallel(submit, times=flow.injector.clicks(flow.rng))
     wait_status(ids.resume_id(approval.session_id, approval.seq), {SessionStatus.DONE})
@@ -457,22 +457,24 @@ def mcp_read(flow: Flow) -> None:
     flow.wait_final()
 
 
-def mcp_input(flow: Flow) -> None:
-    fault = flow.script(G.call("mcp.demo.create_ticket", title=f"Login broken {flow.marker}"), G.text(flow.final))
-    flow.mention("file a ticket about the login", fault)
-    continuation = flow.answer(flow.root, "3")
-    wait_status(continuation, {SessionStatus.DONE})
+def _call_asking_the_operator(flow: Flow, call: dict[str, Any], request: str, answer: str) -> None:
+    """The model makes ``call``, which asks the operator; ``answer`` resumes it once and the session ends."""
+    flow.mention(request, flow.script(call, G.text(flow.final)))
+    wait_status(flow.answer(flow.root, answer), {SessionStatus.DONE})
     flow.wait_final()
+
+
+def mcp_input(flow: Flow) -> None:
+    """An MCP tool whose input the operator gives: the answer resumes the call once."""
+    call = G.call("mcp.demo.create_ticket", title=f"Login broken {flow.marker}")
+    _call_asking_the_operator(flow, call, "file a ticket about the login", "3")
 
 
 def mcp_elicit(flow: Flow) -> None:
     """An MCP server that asks the way the SDK teaches (a resolver returning ``Elicit``, issue 24.10): the
     operator is asked, and the answer resumes the call once."""
-    fault = flow.script(G.call("mcp.demo.deploy_service", service=f"svc-{flow.marker}"), G.text(flow.final))
-    flow.mention("deploy the service", fault)
-    continuation = flow.answer(flow.root, "production")
-    wait_status(continuation, {SessionStatus.DONE})
-    flow.wait_final()
+    call = G.call("mcp.demo.deploy_service", service=f"svc-{flow.marker}")
+    _call_asking_the_operator(flow, call, "deploy the service", "production")
 
 
 def check_mcp_input(flow: Flow) -> None:

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from infra import chat, guard
 from infra.procs import StackError
-from infra.stack import CHAT_USER, STACK_FILE, exit_cleanly_on_signals, for_people, running
+from infra.stack import CHAT_USER, exit_cleanly_on_signals, for_people, running
+from ops.local_stack import STACK_FILE
 
 
 def main(argv: list[str] | None = None) -> int:

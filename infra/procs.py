@@ -20,6 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ops.local_stack import alive
+
 
 class StackError(RuntimeError):
     """A piece of the local stack is missing or did not come up; the message says which and what to do."""
@@ -96,13 +98,8 @@ class Proc:
 
 
 def group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    """Whether the process group ``pgid`` still has a member."""
+    return alive(pgid, group=True)
 
 
 def stop_all(procs: Sequence[Proc], timeout: float = 10.0) -> None:

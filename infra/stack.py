@@ -49,11 +49,11 @@ from infra.procs import (
     stop_groups,
     wait_until,
 )
+from ops.local_stack import STACK_FILE, alive, live_owner, started_here
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCAL = ROOT / ".local"
 CONSOLE_SLACK_VARS = ("SLACK_BOT_TOKEN", "SLACK_API_BASE_URL")
-STACK_FILE = LOCAL / "stack.json"
 TASKS_VENV = ROOT / ".venv-tasks"
 
 PROJECT = "local-project"
@@ -484,30 +484,13 @@ def _in_parallel(*starts: Callable[[], object]) -> None:
         future.result()
 
 
-def _live_owner(stack_file: Path) -> tuple[dict[str, Any], int | None]:
-    """What ``stack_file`` records, and the pid of the run that owns it if that run is still alive."""
-    try:
-        info: dict[str, Any] = json.loads(stack_file.read_text())
-    except (FileNotFoundError, ValueError):
-        return {}, None
-    owner = info.get("owner")
-    alive = isinstance(owner, int) and owner != os.getpid() and _alive(owner) and _started_here(owner)
-    return info, owner if alive else None
-
-
-def live_stack(stack_file: Path = STACK_FILE) -> dict[str, Any]:
-    """What ``stack_file`` records if the run that wrote it is still alive; empty when no local stack runs."""
-    info, owner = _live_owner(stack_file)
-    return info if owner is not None else {}
-
-
 def stop_leftovers(stack_file: Path = STACK_FILE) -> None:
     """Stop, by the pids it recorded, whatever an earlier run that was killed left running.
 
     If the run that wrote ``stack_file`` is still alive, its stack is in use: refuse
     rather than pull it from under its owner.
     """
-    info, owner = _live_owner(stack_file)
+    info, owner = live_owner(stack_file)
     if owner is not None:
         raise StackError(
             f"another local stack (pid {owner}) is running with {stack_file}; stop it first "
@@ -516,7 +499,7 @@ def stop_leftovers(stack_file: Path = STACK_FILE) -> None:
     left = {
         name: pid
         for name, pid in (info.get("pids") or {}).items()
-        if isinstance(pid, int) and group_alive(pid) and _started_here(pid)
+        if isinstance(pid, int) and group_alive(pid) and started_here(pid)
     }
     if left:
         listed = ", ".join(f"{name} (pid {pid})" for name, pid in left.items())
@@ -527,7 +510,7 @@ def stop_leftovers(stack_file: Path = STACK_FILE) -> None:
 
 def stop_stack(stack_file: Path = STACK_FILE) -> None:
     """``make down``: stop the stack recorded in ``stack_file``, its owner first, then every recorded pid."""
-    info, owner = _live_owner(stack_file)
+    info, owner = live_owner(stack_file)
     if not info:
         print(f"No local stack is recorded in {stack_file}: nothing to stop.", file=sys.stderr)
     if owner is not None:
@@ -535,29 +518,11 @@ def stop_stack(stack_file: Path = STACK_FILE) -> None:
               file=sys.stderr, flush=True)  # fmt: skip
         os.kill(owner, signal.SIGTERM)  # its own shutdown stops its children by pid
         deadline = time.monotonic() + 20
-        while _alive(owner) and time.monotonic() < deadline:
+        while alive(owner) and time.monotonic() < deadline:
             time.sleep(0.1)
     stop_leftovers(stack_file)
     if info:
         print("The local stack is stopped.", flush=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _started_here(pid: int) -> bool:
-    """Guard against a recycled pid: the process must run from this checkout."""
-    try:
-        return os.readlink(f"/proc/{pid}/cwd") == str(ROOT)
-    except OSError:
-        return False
 
 
 @contextlib.contextmanager

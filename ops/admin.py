@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from infra.stack import STACK_FILE, live_stack
+from ops.local_stack import STACK_FILE, live_stack
 from ops.names import Names
 
 if TYPE_CHECKING:

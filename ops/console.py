@@ -32,6 +32,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from ops.names import Names
+from ops.page import serve_file
 
 Json = dict[str, Any]
 NAMES = Names()  # one per process: each person is looked up once
@@ -56,7 +57,7 @@ def _who_may(requester: str | None, requester_allowed: bool) -> list[str]:
 def overview(names: Names | None = None) -> Json:
     """Recent conversations (a request with every session that worked on it, and its state), open questions and
     pending approvals, with people by name."""
-    from infra import conversations
+    from ops import conversations
     from shared import config
     from shared.state import firestore, stale
 
@@ -253,22 +254,10 @@ class _Handler(BaseHTTPRequestHandler):
     do_POST = do_PUT = do_DELETE = do_PATCH = _refuse_other
 
     def do_GET(self) -> None:
-        from infra.fakes.slack.page import static_file
-
         if not self._admitted():
             return
-        if serve_console(self, self.path):
-            return
-        found = static_file(urlsplit(self.path).path)
-        if found is None:
+        if not serve_console(self, self.path) and not serve_file(self, urlsplit(self.path).path):
             send_json(self, 404, {"ok": False, "error": "not_found"})
-            return
-        body, kind = found
-        self.send_response(200)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: the console is for reading, not for its own log."""

@@ -2,5 +2,7 @@
 serves), a ``state.py`` (what it keeps) and a ``client.py`` (the control client tests and tools drive it with):
 ``slack`` (the Slack Web API, its events and the workspace page), ``gemini`` (the scripted Gemini REST stub and
 the offline demo model), ``dispatch`` (Cloud Tasks' parallel delivery in front of the Tasks emulator) and ``mcp``
-(the sample MCP server). Each runs as ``python -m infra.fakes.<name>``. Never imported by ``shared/``.
+(the sample MCP server). Each runs as ``python -m infra.fakes.<name>`` (its ``__main__.py``, its command line) under
+the one serve loop (``serve.py``: ``--host``/``--port``, the ready line, SIGTERM), and each client builds on the
+one control client (``control.py``). Never imported by ``shared/`` or ``ops/``.
 """

@@ -8,12 +8,21 @@ from it when port 0 was asked for, and stop it by its pid.
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import dataclasses
+import json
 import signal
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
-from typing import Any, Protocol
+from typing import IO, Any, Protocol, TypeVar
+
+T = TypeVar("T")
+MAX_BODY_BYTES = 32 * 1024 * 1024  # what a fake reads of one request at most
 
 
 class Servable(Protocol):
@@ -24,6 +33,37 @@ class Servable(Protocol):
     def shutdown(self) -> None: ...
 
     def server_close(self) -> None: ...
+
+
+def arguments(prog: str, description: str, *, port: int | None = 0) -> argparse.ArgumentParser:
+    """The command line every fake starts from: ``--host`` and ``--port`` (``port`` its default; None: required)."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    where = "port to bind, 0 for any free one (the ready line names it)"
+    if port is None:
+        parser.add_argument("--port", type=int, required=True, help=where)
+    else:
+        parser.add_argument("--port", type=int, default=port, help=f"{where} (default: {port})")
+    return parser
+
+
+def from_args(cls: type[T], args: argparse.Namespace, **given: Any) -> T:
+    """The dataclass ``cls`` built from the parsed arguments named as its fields (``given`` adds or overrides)."""
+    names = {field.name for field in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    return cls(**{**{name: value for name, value in vars(args).items() if name in names}, **given})
+
+
+@contextlib.contextmanager
+def in_thread(server: Servable, name: str) -> Iterator[None]:
+    """Serve ``server`` in a daemon thread for the length of a ``with`` block, then shut it down and close it."""
+    worker = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, name=name, daemon=True)
+    worker.start()
+    try:
+        yield
+    finally:
+        server.shutdown()
+        server.server_close()
+        worker.join(timeout=5)
 
 
 def serve(
@@ -39,21 +79,51 @@ def serve(
 
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
-    worker = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, name=name, daemon=True)
-    worker.start()
     try:
-        if started is not None:
-            started()
-        print(ready, flush=True)
-        while not stop.wait(0.5):  # a timed wait lets the signal handler run promptly
-            pass
+        with in_thread(server, name):
+            if started is not None:
+                started()
+            print(ready, flush=True)
+            while not stop.wait(0.5):  # a timed wait lets the signal handler run promptly
+                pass
     finally:
-        server.shutdown()
-        server.server_close()
-        worker.join(timeout=5)
         if stopped is not None:
             stopped()
     return 0
+
+
+class JsonLogServer(ThreadingHTTPServer):
+    """A fake's threaded HTTP server: its ``url``, and a log of one JSON object per line (stderr unless
+    ``log_stream``), each whole even when handler threads log at once, stamped with the time."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(
+        self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], log_stream: IO[str] | None = None
+    ) -> None:
+        self._log_stream = log_stream
+        self._log_lock = threading.Lock()
+        super().__init__(address, handler)
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def log_json(self, line: dict[str, Any]) -> None:
+        stream = self._log_stream or sys.stderr
+        with self._log_lock:
+            stream.write(json.dumps({"ts": round(time.time(), 3), **line}, ensure_ascii=False) + "\n")
+            stream.flush()
+
+
+def read_body(handler: BaseHTTPRequestHandler, limit: int = MAX_BODY_BYTES) -> bytes:
+    """A request's body; a ``ValueError`` when its Content-Length is not a number from 0 to ``limit``."""
+    length = int(handler.headers.get("Content-Length") or 0)
+    if length < 0 or length > limit:
+        raise ValueError(f"body length {length} out of range")
+    return handler.rfile.read(length)
 
 
 class UvicornServer:

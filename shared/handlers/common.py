@@ -1,5 +1,5 @@
-"""What every handler shares: the reply type, the one body-size check, and the Slack ingress's patience with Cloud
-Tasks."""
+"""What every handler shares: the reply type, the one body-size check, the Slack entry points' admission (size, then
+signature) and patience with Cloud Tasks."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from shared.queue import tasks
+from shared.slack.verify import verify
 
 log = logging.getLogger(__name__)
 
@@ -34,13 +35,20 @@ def queue_unavailable(exc: Exception) -> Reply:
     return {"error": "the task queue is unavailable; retry"}, 503
 
 
-def within_slack_patience(answer: Handler) -> Handler:
-    """A Slack entry point's ``handle``: Slack waits 3 s, so every task creation of one request together waits at
-    most INGRESS_PATIENCE_SECONDS for Cloud Tasks, then the answer is a 503 (Slack delivers again; what was
-    recorded is kept)."""
+def slack_entry_point(answer: Handler) -> Handler:
+    """A Slack entry point's ``handle``: a body over SLACK_MAX_BODY_BYTES is a 413 and one without a valid Slack
+    signature a 401, before ``answer`` reads anything. Slack waits 3 s, so every task creation of one request
+    together waits at most INGRESS_PATIENCE_SECONDS for Cloud Tasks, then the answer is a 503 (Slack delivers
+    again; what was recorded is kept)."""
 
     @functools.wraps(answer)
     def handle(body: bytes, headers: Mapping[str, str]) -> Reply:
+        refused = too_large(body, SLACK_MAX_BODY_BYTES)
+        if refused:
+            return refused
+        if not verify(body, headers):
+            log.warning("rejected request with a missing or invalid Slack signature")
+            return {"error": "invalid signature"}, 401
         with tasks.within(tasks.INGRESS_PATIENCE_SECONDS):
             try:
                 return answer(body, headers)

@@ -11,10 +11,9 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from shared.handlers.common import SLACK_MAX_BODY_BYTES, Reply, too_large, within_slack_patience
+from shared.handlers.common import SLACK_MAX_BODY_BYTES, Reply, slack_entry_point
 from shared.logs import new_trace, session_context, trace_from
 from shared.slack.events import AssistantThread, BadEvent, Challenge, Ignore, classify
-from shared.slack.verify import verify
 from shared.usecases import assistant_pane, intake
 
 log = logging.getLogger(__name__)
@@ -22,15 +21,9 @@ log = logging.getLogger(__name__)
 MAX_BODY_BYTES = SLACK_MAX_BODY_BYTES
 
 
-@within_slack_patience
+@slack_entry_point
 def handle(body: bytes, headers: Mapping[str, str]) -> Reply:
-    """Answer one Events API request. ``body`` is at most MAX_BODY_BYTES + 1 bytes as read."""
-    refused = too_large(body, MAX_BODY_BYTES)
-    if refused:
-        return refused
-    if not verify(body, headers):
-        log.warning("rejected request with a missing or invalid Slack signature")
-        return {"error": "invalid signature"}, 401
+    """Answer one Events API request, signed and at most MAX_BODY_BYTES (``slack_entry_point`` checked both)."""
     try:
         payload = json.loads(body)
     except (ValueError, UnicodeDecodeError):

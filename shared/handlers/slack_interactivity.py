@@ -6,24 +6,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from shared.asks import answers, approvals, edits, feedback
-from shared.handlers.common import SLACK_MAX_BODY_BYTES, Reply, too_large, within_slack_patience
+from shared.handlers.common import SLACK_MAX_BODY_BYTES, Reply, slack_entry_point
 from shared.logs import new_trace, session_context, trace_from
 from shared.slack import approval_card, blocks, edit_modal, placement
 from shared.slack.actions import BadPayload, button_press, parse_payload
-from shared.slack.verify import verify
 from shared.usecases import stop
 
 MAX_BODY_BYTES = SLACK_MAX_BODY_BYTES
 
 
-@within_slack_patience
+@slack_entry_point
 def handle(body: bytes, headers: Mapping[str, str]) -> Reply:
-    """Answer one interactivity request. ``body`` is at most MAX_BODY_BYTES + 1 bytes as read."""
-    refused = too_large(body, MAX_BODY_BYTES)
-    if refused:
-        return refused
-    if not verify(body, headers):
-        return {"error": "invalid signature"}, 401
+    """Answer one interactivity request, signed and at most MAX_BODY_BYTES (``slack_entry_point`` checked both)."""
     try:
         payload = parse_payload(body)
         if payload.get("type") == "view_submission" and (payload.get("view") or {}).get("callback_id") == (

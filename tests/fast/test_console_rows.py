@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from infra import conversations
+from ops import conversations
 from ops.names import Names
 from shared.state.models import Approval, Question, Session, SessionKind, SessionStatus
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from shared.slack.surface import Reaction
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGE_EMOJI = ROOT / "infra" / "fakes" / "slack" / "web" / "mrkdwn.js"
+PAGE_EMOJI = ROOT / "ops" / "web" / "mrkdwn.js"
 # A shortcode as the product writes one: after a quote, a space or an underscore, and before one (or the end).
 SHORTCODE = re.compile(r"""(?:^|(?<=[\s"'`_]))(:[a-z][a-z0-9_+-]*:)(?=[\s"'`_.,]|$)""", re.MULTILINE)
 PRODUCT = ("shared", "functions", "infra/fakes/gemini")  # the product, and the demo model people read in the workspace

@@ -24,27 +24,22 @@ Rules match a substring of the session id in the task's body (of the task name i
 from __future__ import annotations
 
 import json
-import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import IO, Any
 from urllib.parse import parse_qs, urlsplit
 
-from .state import Deliveries, Json, Policy, Task, session_id_of, task_headers
+from infra.fakes.serve import JsonLogServer, read_body
 
-MAX_BODY_BYTES = 32 * 1024 * 1024
+from .state import Deliveries, Json, Policy, Task, session_id_of, task_headers
 
 
 class ControlError(ValueError):
     """A control request the dispatcher refuses: 400 with the message."""
 
 
-class DispatchServer(ThreadingHTTPServer):
+class DispatchServer(JsonLogServer):
     """A threaded server whose handlers share one ``Deliveries``."""
-
-    daemon_threads = True
-    allow_reuse_address = True
 
     def __init__(
         self,
@@ -55,24 +50,10 @@ class DispatchServer(ThreadingHTTPServer):
         queue: str = "default",
         log_stream: IO[str] | None = None,
     ) -> None:
-        self._log_stream = log_stream
-        self._log_lock = threading.Lock()
         self.queue = queue
         self.deliveries = Deliveries(target, policy, log=self.log_json)
         self._names = 0
-        super().__init__(address, _Handler)
-
-    @property
-    def url(self) -> str:
-        host, port = self.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def log_json(self, line: Json) -> None:
-        """One JSON object per line, whole, even when threads log at once."""
-        stream = self._log_stream or sys.stderr
-        with self._log_lock:
-            stream.write(json.dumps({"ts": round(time.time(), 3), **line}, ensure_ascii=False) + "\n")
-            stream.flush()
+        super().__init__(address, _Handler, log_stream)
 
     def server_close(self) -> None:
         self.deliveries.close()
@@ -195,7 +176,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         path = urlsplit(self.path).path
         try:
-            body = self._read_body()
+            body = read_body(self)
         except ValueError as exc:
             self._reply(413, {"error": str(exc)})
             return
@@ -220,12 +201,6 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(404, {"error": f"dispatch: no route for POST {path}"})
         else:
             self._reply(200, answer)
-
-    def _read_body(self) -> bytes:
-        length = int(self.headers.get("Content-Length") or 0)
-        if length < 0 or length > MAX_BODY_BYTES:
-            raise ValueError(f"body length {length} out of range")
-        return self.rfile.read(length)
 
     def _reply(self, status: int, body: Json) -> None:
         data = json.dumps(body, ensure_ascii=False).encode()

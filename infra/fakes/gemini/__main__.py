@@ -1,16 +1,12 @@
-"""``python -m infra.fakes.gemini``: run the fake Gemini until SIGTERM or SIGINT.
-
-The ready line goes to stdout only once the socket is bound and the signal handlers
-are in place, so whoever starts it (a test fixture, the local stack) can wait for that
-line, read the port from it when ``--port 0`` was asked for, and stop it cleanly.
-"""
+"""``python -m infra.fakes.gemini``: run the fake Gemini until SIGTERM or SIGINT (the serve loop, its ready line and
+its shutdown are ``infra/fakes/serve.py``'s)."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
 
-from infra.fakes.serve import serve
+from infra.fakes.serve import arguments, serve
 
 from .server import FakeGeminiServer
 
@@ -18,13 +14,10 @@ DEFAULT_PORT = 8089
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m infra.fakes.gemini",
-        description="A scripted Gemini REST stub for tests and offline demos (loopback only).",
-    )
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
-    parser.add_argument(
-        "--port", type=int, default=DEFAULT_PORT, help=f"port to bind, 0 for any free one (default: {DEFAULT_PORT})"
+    parser = arguments(
+        "python -m infra.fakes.gemini",
+        "A scripted Gemini REST stub for tests and offline demos (loopback only).",
+        port=DEFAULT_PORT,
     )
     parser.add_argument("--api-key", default=None, help="if set, requests must carry this key (x-goog-api-key)")
     parser.add_argument(

@@ -15,17 +15,16 @@ from __future__ import annotations
 
 import json
 import re
-import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import IO, Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
+
+from infra.fakes.serve import JsonLogServer, read_body
 
 from .demo import demo_item
 from .state import Reply, Script, ScriptItemError, error_reply, estimate_tokens, stream_events
 
-MAX_BODY_BYTES = 32 * 1024 * 1024
 REDACTED = "[redacted]"
 _SECRET_HEADERS = frozenset({"x-goog-api-key", "authorization", "cookie"})
 _MODEL_PATH = re.compile(
@@ -67,11 +66,8 @@ def redact_query(query: str) -> str:
     return urlencode([(k, REDACTED if k == "key" else v) for k, v in pairs], safe="[]")
 
 
-class FakeGeminiServer(ThreadingHTTPServer):
+class FakeGeminiServer(JsonLogServer):
     """A threaded server whose handlers share one ``Script`` (and so one lock)."""
-
-    daemon_threads = True
-    allow_reuse_address = True
 
     def __init__(
         self,
@@ -84,21 +80,7 @@ class FakeGeminiServer(ThreadingHTTPServer):
         self.script = Script()
         self.api_key = api_key
         self.demo = demo
-        self._log_stream = log_stream
-        self._log_lock = threading.Lock()
-        super().__init__(address, _Handler)
-
-    @property
-    def url(self) -> str:
-        host, port = self.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def log_json(self, line: dict[str, Any]) -> None:
-        """One JSON object per line, whole, even when handler threads log at once."""
-        stream = self._log_stream or sys.stderr
-        with self._log_lock:
-            stream.write(json.dumps(line, ensure_ascii=False) + "\n")
-            stream.flush()
+        super().__init__(address, _Handler, log_stream)
 
     def check_key(self, headers: dict[str, str], query: str) -> Reply | None:
         """Refuse like Google does when a key is configured and the request's is absent or wrong."""
@@ -151,7 +133,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._control(404, error_reply(404, f"fakegemini: no route for POST {path}", source="route").body)
             return
         try:
-            payload = json.loads(self._read_body() or b"null")
+            payload = json.loads(read_body(self) or b"null")
             if not isinstance(payload, dict) or not isinstance(payload.get("responses"), list):
                 raise ScriptItemError('expected {"responses": [items]}')
             remaining = script.extend(payload["responses"])
@@ -178,7 +160,7 @@ class _Handler(BaseHTTPRequestHandler):
         body: Any = None
         if reply is None:
             try:
-                body = json.loads(self._read_body() or b"{}")
+                body = json.loads(read_body(self) or b"{}")
             except ValueError:
                 reply = error_reply(400, "Invalid JSON payload received.", source="invalid")
             else:
@@ -205,12 +187,6 @@ class _Handler(BaseHTTPRequestHandler):
             self._log(reply.status, started, model=model, action=action, source=reply.source, error=str(exc))
             return
         self._log(reply.status, started, model=model, action=action, source=reply.source)
-
-    def _read_body(self) -> bytes:
-        length = int(self.headers.get("Content-Length") or 0)
-        if length < 0 or length > MAX_BODY_BYTES:
-            raise ValueError(f"body length {length} out of range")
-        return self.rfile.read(length)
 
     def _control(self, status: int, body: Any) -> None:
         started = time.monotonic()
@@ -247,7 +223,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _log(self, status: int, started: float, **fields: Any) -> None:
         split = urlsplit(self.path)
         path = split.path + (f"?{redact_query(split.query)}" if split.query else "")
-        line = {"ts": round(time.time(), 3), "method": self.command, "path": path, "status": status}
+        line = {"method": self.command, "path": path, "status": status}
         line.update({k: v for k, v in fields.items() if v is not None})
         line["ms"] = round((time.monotonic() - started) * 1000, 1)
         self.server.log_json(line)

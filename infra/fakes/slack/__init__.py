@@ -7,8 +7,9 @@ this package starts nothing: ``make_server`` binds, ``running`` serves in a thre
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Iterator
+
+from infra.fakes.serve import in_thread
 
 from .client import FakeSlack, FakeSlackError
 from .control_api import CONTROL
@@ -28,11 +29,5 @@ def make_server(config: FakeSlackConfig, host: str = "127.0.0.1", port: int = 0)
 def running(config: FakeSlackConfig, host: str = "127.0.0.1", port: int = 0) -> Iterator[FakeSlackServer]:
     """Serve in a background thread for the length of a ``with`` block (in-process tests)."""
     server = make_server(config, host, port)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
-    thread.start()
-    try:
+    with in_thread(server, "fakeslack"):
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)

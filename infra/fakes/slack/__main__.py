@@ -1,4 +1,5 @@
-"""``python -m infra.fakes.slack``: serve the fake Slack until SIGTERM or SIGINT."""
+"""``python -m infra.fakes.slack``: serve the fake Slack until SIGTERM or SIGINT (the serve loop, its ready line and
+its shutdown are ``infra/fakes/serve.py``'s)."""
 
 from __future__ import annotations
 
@@ -7,16 +8,14 @@ import os
 import sys
 from collections.abc import Sequence
 
-from infra.fakes.serve import serve
+from infra.fakes.serve import arguments, from_args, serve
 
 from . import make_server
 from .state import FakeSlackConfig
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m infra.fakes.slack", description=__doc__)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0, help="0 picks a free port; the ready line names it")
+    parser = arguments("python -m infra.fakes.slack", "The fake Slack: Web API, events and the workspace page.")
     parser.add_argument("--bot-token", required=True, help="the only token the Web API accepts")
     parser.add_argument("--signing-secret", required=True, help="signs events and interactivity requests")
     parser.add_argument("--bot-user-id", default="UBOT")
@@ -53,18 +52,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    config = FakeSlackConfig(
-        bot_token=args.bot_token,
-        signing_secret=args.signing_secret,
-        bot_user_id=args.bot_user_id,
-        team_id=args.team_id,
-        app_id=args.app_id,
+    config = from_args(
+        FakeSlackConfig,
+        args,
         events_url=args.events_url or None,
         interactivity_url=args.interactivity_url or None,
-        echo_bot_messages=args.echo_bot_messages,
-        notice=args.notice,
-        stream_seconds=args.stream_seconds,
-        delivery_seconds=args.delivery_seconds,
         operators=tuple(u.strip() for u in args.operators.split(",") if u.strip()),
     )
     server = make_server(config, args.host, args.port)

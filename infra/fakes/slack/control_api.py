@@ -105,32 +105,28 @@ STATUS_REFUSALS = frozenset({"missing_scope", "not_allowed_token_type", "channel
                              "team_access_not_granted", "method_deprecated"})  # fmt: skip
 
 
-def ctl_refuse_status(ws: Workspace, args: Json) -> Json:
-    """Make ``assistant.threads.setStatus`` refuse one channel with Slack's ``error`` (no error: accept it again)."""
+def _refuse(refusals: dict[str, str], allowed: frozenset[str], ws: Workspace, args: Json) -> Json:
+    """Make one channel refuse a method with Slack's ``error`` (no error: accept it again)."""
     (channel,) = _required(args, "channel")
     error = args.get("error") or None
-    if error is not None and error not in STATUS_REFUSALS:
-        raise SlackError(f"error must be one of {sorted(STATUS_REFUSALS)}")
+    if error is not None and error not in allowed:
+        raise SlackError(f"error must be one of {sorted(allowed)}")
     with ws.lock:
         if error is None:
-            ws.status_refusals.pop(channel, None)
+            refusals.pop(channel, None)
         else:
-            ws.status_refusals[channel] = error
+            refusals[channel] = error
     return {"ok": True}
+
+
+def ctl_refuse_status(ws: Workspace, args: Json) -> Json:
+    """Make ``assistant.threads.setStatus`` refuse one channel with Slack's ``error`` (no error: accept it again)."""
+    return _refuse(ws.status_refusals, STATUS_REFUSALS, ws, args)
 
 
 def ctl_refuse_streams(ws: Workspace, args: Json) -> Json:
     """Make ``chat.startStream`` refuse one channel with Slack's ``error`` (no error: stream there again)."""
-    (channel,) = _required(args, "channel")
-    error = args.get("error") or None
-    if error is not None and error not in STREAM_REFUSALS:
-        raise SlackError(f"error must be one of {sorted(STREAM_REFUSALS)}")
-    with ws.lock:
-        if error is None:
-            ws.stream_refusals.pop(channel, None)
-        else:
-            ws.stream_refusals[channel] = error
-    return {"ok": True}
+    return _refuse(ws.stream_refusals, STREAM_REFUSALS, ws, args)
 
 
 def ctl_status(ws: Workspace, args: Json) -> Json:

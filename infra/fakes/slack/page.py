@@ -1,5 +1,5 @@
 """What the browser page needs from the fake Slack: the workspace as one snapshot, a person's reaction, and the
-page's own files.
+page's own files (``ops/web/``, served by ``ops/page.py``: the same page is the operator console's).
 
 The page types messages and presses buttons through the same control endpoints as the terminal chat
 (``user_message``, ``click``), so everything reaches the product as signed events and interactivity payloads.
@@ -10,30 +10,17 @@ workspace's version, and the page then reads ``GET /_fake/snapshot`` for the per
 from __future__ import annotations
 
 import json
-import mimetypes
 from http.server import BaseHTTPRequestHandler
-from pathlib import Path
 from urllib.parse import urlsplit
+
+from ops.page import serve_file
 
 from .people import CHANNELS, directory
 from .server import Route, deliver_events
 from .state import Json, SlackError, Workspace, opt, req
 
-WEB = Path(__file__).resolve().parent / "web"
 STREAM_PATH = "/_fake/stream"
 KEEPALIVE_SECONDS = 15.0
-
-
-def static_file(path: str) -> tuple[bytes, str] | None:
-    """The page's file for a URL path (``/`` is the page itself), with its content type; None if there is none."""
-    name = "index.html" if path in ("/", "/console") else path.removeprefix("/web/")
-    if not path.startswith("/web/") and name != "index.html":
-        return None
-    file = (WEB / name).resolve()
-    if WEB not in file.parents or not file.is_file():
-        return None
-    kind = mimetypes.guess_type(file.name)[0] or "application/octet-stream"
-    return file.read_bytes(), f"{kind}; charset=utf-8" if kind.startswith("text/") or kind.endswith("script") else kind
 
 
 def ctl_snapshot(ws: Workspace, args: Json) -> Json:
@@ -98,17 +85,7 @@ def serve_page(handler: BaseHTTPRequestHandler, ws: Workspace, target: str) -> b
     if path == STREAM_PATH:
         _stream(handler, ws)
         return True
-    found = static_file(path)
-    if found is None:
-        return False
-    body, kind = found
-    handler.send_response(200)
-    handler.send_header("Content-Type", kind)
-    handler.send_header("Content-Length", str(len(body)))
-    handler.send_header("Cache-Control", "no-store")
-    handler.end_headers()
-    handler.wfile.write(body)
-    return True
+    return serve_file(handler, path)
 
 
 def _stream(handler: BaseHTTPRequestHandler, ws: Workspace) -> None:

@@ -187,29 +187,29 @@ def reactions_remove(ws: Workspace, args: Json) -> Json:
     return {"ok": True}
 
 
-def conversations_replies(ws: Workspace, args: Json) -> Json:
-    root = _existing(ws, args, "ts", missing="thread_not_found")
-    if root.thread_ts is not None:
-        root = ws.find(root.channel, root.thread_ts) or root
-    limit_arg = opt(args, "limit") or "1000"
+def _limit(args: Json, default: int, most: int) -> int:
+    """A read's ``limit`` argument, between 1 and ``most`` (Slack answers ``invalid_limit`` for a non-number)."""
+    limit_arg = opt(args, "limit") or str(default)
     if not limit_arg.isdigit():
         raise SlackError("invalid_limit")
-    limit = max(1, min(int(limit_arg), 1000))
+    return max(1, min(int(limit_arg), most))
+
+
+def _window(args: Json) -> Callable[[Message], bool]:
+    """Whether a message's ts lies between the read's ``oldest`` and ``latest`` (exclusive unless ``inclusive``)."""
     oldest = ts_key(opt(args, "oldest") or "0", "invalid_ts_oldest")
     latest = ts_key(opt(args, "latest") or "9999999999.999999", "invalid_ts_latest")
     inclusive = flag(args, "inclusive")
 
-    def in_range(m: Message) -> bool:
+    def within(m: Message) -> bool:
         key = ts_key(m.ts)
         return oldest <= key <= latest if inclusive else oldest < key < latest
 
-    replies = [m for m in ws.replies(root) if in_range(m)]
-    cursor = opt(args, "cursor")
-    if cursor is not None:  # later pages carry only replies, as Slack's do
-        start = decode_cursor(cursor)
-        items = [m for m in replies if ts_key(m.ts) >= start]
-    else:
-        items = [root, *replies]
+    return within
+
+
+def _page(ws: Workspace, args: Json, items: list[Message], limit: int) -> Json:
+    """One page of a read, with the cursor of the next (Slack's ``response_metadata.next_cursor``)."""
     page, rest = items[:limit], items[limit:]
     return {
         "ok": True,
@@ -217,6 +217,22 @@ def conversations_replies(ws: Workspace, args: Json) -> Json:
         "has_more": bool(rest),
         "response_metadata": {"next_cursor": encode_cursor(rest[0].ts) if rest else ""},
     }
+
+
+def conversations_replies(ws: Workspace, args: Json) -> Json:
+    root = _existing(ws, args, "ts", missing="thread_not_found")
+    if root.thread_ts is not None:
+        root = ws.find(root.channel, root.thread_ts) or root
+    limit = _limit(args, 1000, 1000)
+    within = _window(args)
+    replies = [m for m in ws.replies(root) if within(m)]
+    cursor = opt(args, "cursor")
+    if cursor is not None:  # later pages carry only replies, as Slack's do
+        start = decode_cursor(cursor)
+        items = [m for m in replies if ts_key(m.ts) >= start]
+    else:
+        items = [root, *replies]
+    return _page(ws, args, items, limit)
 
 
 def conversations_history(ws: Workspace, args: Json) -> Json:
@@ -225,31 +241,18 @@ def conversations_history(ws: Workspace, args: Json) -> Json:
     channel = req(args, "channel", "channel_not_found")
     if channel not in ws.channels:
         raise SlackError("channel_not_found")
-    limit_arg = opt(args, "limit") or "100"
-    if not limit_arg.isdigit():
-        raise SlackError("invalid_limit")
-    limit = max(1, min(int(limit_arg), 999))
-    oldest = ts_key(opt(args, "oldest") or "0", "invalid_ts_oldest")
-    latest = ts_key(opt(args, "latest") or "9999999999.999999", "invalid_ts_latest")
-    inclusive = flag(args, "inclusive")
+    limit = _limit(args, 100, 999)
+    within = _window(args)
 
     def shown(m: Message) -> bool:
-        key = ts_key(m.ts)
-        within = oldest <= key <= latest if inclusive else oldest < key < latest
-        return within and (m.thread_ts is None or m.thread_ts == m.ts)
+        return within(m) and (m.thread_ts is None or m.thread_ts == m.ts)
 
     items = sorted((m for m in ws.channels[channel] if shown(m)), key=lambda m: ts_key(m.ts), reverse=True)
     cursor = opt(args, "cursor")
     if cursor is not None:
         start = decode_cursor(cursor)
         items = [m for m in items if ts_key(m.ts) <= start]
-    page, rest = items[:limit], items[limit:]
-    return {
-        "ok": True,
-        "messages": [ws.render(m, with_metadata=flag(args, "include_all_metadata")) for m in page],
-        "has_more": bool(rest),
-        "response_metadata": {"next_cursor": encode_cursor(rest[0].ts) if rest else ""},
-    }
+    return _page(ws, args, items, limit)
 
 
 def assistant_threads_set_status(ws: Workspace, args: Json) -> Json:
