@@ -107,6 +107,5 @@ def test_ten_non_blocking_children_ending_together_each_reach_the_parent_once(ri
     assert results_read(parent, 10, rig.uid) == [1] * 10, (found, rig.session(parent).notes)
     root = firestore.session_ref(parent).get().to_dict() or {}
     assert not root.get("awaiting_results")
-    for child_id in child_ids:  # nothing of a child's end was written to its parent's document
-        late = sessions.get_session(ids.child_result_id(child_id))
-        assert late is None or late.status in {SessionStatus.DONE, SessionStatus.RESUMED}
+    # A late result's continuation ran (done), or ended as its result was read by the transcript already (resumed).
+    assert {status for _, status, _ in found} <= {SessionStatus.DONE.value, SessionStatus.RESUMED.value}
