@@ -19,7 +19,7 @@ from typing import Any
 from google.cloud import firestore
 
 from shared.errors import Refused
-from shared.state import ids, sessions, waiting
+from shared.state import ids, results, sessions, waiting
 from shared.state.firestore import contended, db, now, session_ref, step_ref
 from shared.state.models import (
     Note,
@@ -35,7 +35,7 @@ from shared.state.origin import same_thread
 from shared.state.steps import LeaseLost, NotesPending
 
 _UNFINISHED = sessions.UNFINISHED  # a child in one of these has not ended
-NO_RESULT = "the helper ended without a result"  # what a parent hears of a child that ended with no text
+NO_RESULT = results.NO_RESULT
 
 
 def get_children(child_ids: list[str]) -> list[Session]:
@@ -107,7 +107,13 @@ def create_child(child: Session, budget: TreeBudget) -> Session:
         child.max_tool_calls = min(budget.child_tool_calls, max(0, calls_left))
         transaction.create(ref, child.to_doc())
         allotted = {"tree_reserved.turns": child.max_turns, "tree_reserved.tool_calls": child.max_tool_calls}
-        transaction.update(root_ref, {field: firestore.Increment(count) for field, count in allotted.items()})
+        update: dict[str, Any] = {field: firestore.Increment(count) for field, count in allotted.items()}
+        reports_to = child.parent_transcript or child.parent_session_id or ""
+        if not child.delegate_blocking and reports_to == child.tree_root:  # its transcript reads its result
+            update[results.AWAITING] = firestore.ArrayUnion([child.session_id])
+        elif not child.delegate_blocking:
+            results.expect(transaction, reports_to, [child.session_id])
+        transaction.update(root_ref, update)
         return child
 
     created: Session = contended(run)
@@ -140,10 +146,15 @@ def rejoin(child_ids: list[str]) -> list[str]:
 
     @firestore.transactional
     def run(transaction: firestore.Transaction) -> list[str]:
-        snaps = [ref.get(transaction=transaction, field_paths=["status"]) for ref in refs]
+        fields = ["status", "parent_transcript", "parent_session_id"]
+        snaps = [ref.get(transaction=transaction, field_paths=fields) for ref in refs]
         still = [s.id for s in snaps if (s.to_dict() or {}).get("status") in _UNFINISHED]
         for child_id in still:
             transaction.update(session_ref(child_id), {"delegate_blocking": True, "sibling_ids": still})
+        found = [s.to_dict() or {} for s in snaps if s.id in still]
+        reports_to = {str(d.get("parent_transcript") or d.get("parent_session_id") or "") for d in found} - {""}
+        for transcript_id in reports_to:  # their ends resume their parent now: no result record to wait for
+            results.forget(transaction, transcript_id, still)
         return still
 
     unfinished: list[str] = contended(run)
@@ -179,8 +190,9 @@ def finish(child: Session, step: Step | None, *, status: SessionStatus, result: 
     when = now()
 
     @firestore.transactional
-    def run(transaction: firestore.Transaction) -> Finished:
-        fields = ["worker", "status", "notes", "delegate_blocking", "turns", "tool_calls", "tokens", "parent_question"]
+    def run(transaction: firestore.Transaction) -> Finished | NotesPending:
+        fields = ["worker", "status", "notes", "delegate_blocking", "turns", "tool_calls", "tokens", "parent_question",
+                  results.AWAITING]  # fmt: skip
         current = ref.get(transaction=transaction, field_paths=fields).to_dict() or {}
         if asking is not None and not _still_asking(current, asking):
             raise LeaseLost(f"child is now {current.get('status')}: its question {asking} is no longer waited on")
@@ -188,29 +200,58 @@ def finish(child: Session, step: Step | None, *, status: SessionStatus, result: 
         if asking is None and not running:
             raise LeaseLost(f"child is now {current.get('status')} under worker {current.get('worker')}")
         pending = [Note.from_doc(n) for n in current.get("notes") or []]
+        collected = results.collect(transaction, child.session_id, results.awaiting_of(current), pending)
+        pending += collected.notes
+        dropped = {results.AWAITING: firestore.ArrayRemove(collected.done)} if collected.done else {}
         if pending and wait_for_notes and status == SessionStatus.DONE:
-            raise NotesPending(pending)
+            if collected.done:  # the results read are kept as notes: this commit stores only them
+                transaction.update(ref, {"notes": [n.to_doc() for n in pending], "updated_at": when, **dropped})
+            return NotesPending(pending)
         # Read here, not from the claim: a sibling's question to the parent may have released this child meanwhile.
         blocking = bool(current.get("delegate_blocking", child.delegate_blocking))
-        started = None
-        if not blocking:  # news goes to whichever session of the parent's transcript writes it now
-            data = session_ref(child.parent_session_id or "").get(transaction=transaction).to_dict()
-            parent = _current_parent(transaction, child, Session.from_doc(data) if data else None)
-            started = _report(transaction, child, parent, result=result, status=status, when=when)
+        if not blocking:  # its result record: its parent's transcript reads it, its parent's document is untouched
+            results.record(transaction, child, results.result_note(child, result=result, status=status), when)
         if step is not None:
             transaction.create(step_ref(child.transcript, step.seq), step.to_doc())
         used = {"turns": int(current.get("turns") or 0), "tool_calls": int(current.get("tool_calls") or 0)}
         _settle_allotment(transaction, child, **used, tokens=current.get("tokens") or {})
         ending: dict[str, Any] = {"status": status.value, "result": result, "error": error, "lease_until": None,
-                                  "ended_at": when, "updated_at": when, "notes": []}  # fmt: skip
+                                  "ended_at": when, "updated_at": when, "notes": [], **dropped}  # fmt: skip
         if step is not None:
             ending["next_seq"] = step.seq + 1
         transaction.update(ref, ending)
-        return Finished(started, blocking)
+        return Finished(None, blocking)
 
-    finished: Finished = contended(run)
+    finished: Finished | NotesPending = contended(run)
+    if isinstance(finished, NotesPending):
+        raise finished
     child.apply({"status": status.value, "result": result, "error": error})
+    if not finished.blocking:  # its result is its own document now: the parent's transcript reads it
+        return Finished(report_late(child, when=when), False)
     return finished
+
+
+def report_late(child: Session, *, when: datetime | None = None) -> Session | None:
+    """After a non-blocking child's end is stored: if the transcript it reports to has no session left to read its
+    result (its writer ended), a continuation of that transcript carrying the result, created once (the caller
+    queues its task). Reads only, outside any transaction: the continuation's claim decides, from the root's list,
+    whether the result is still unread (``sessions.claim_session``). A delivery of an ended child's task calls this
+    again, so a worker that died between the end and this still leaves the result to someone."""
+    root_id = child.parent_transcript or child.parent_session_id
+    if not root_id:
+        return None
+    root = session_ref(root_id).get().to_dict()
+    if root is None or child.session_id not in results.awaiting_of(root):
+        return None  # read already (or its parent waits for it again)
+    writer_id = root.get("transcript_writer") or root_id
+    data = root if writer_id == root_id else session_ref(writer_id).get().to_dict()
+    parent = Session.from_doc(data) if data else None
+    if parent is None or parent.status.value in _STILL_READING:
+        return None  # the writer's next step commit reads it
+    return _late_continuation(child, parent, when=when or now())
+
+
+_STILL_READING = {SessionStatus.RUNNING.value, SessionStatus.PAUSED.value, SessionStatus.QUEUED.value}
 
 
 def _still_asking(current: dict[str, Any], question_id: str) -> bool:
@@ -259,20 +300,13 @@ def parent_to_wake(child: Session) -> Session | None:
     return parent if sessions.all_ended(parent.child_ids) else None
 
 
-def _report(transaction: firestore.Transaction, child: Session, parent: Session | None, *, result: str,
-            status: SessionStatus, when: datetime) -> Session | None:  # fmt: skip
-    """What a non-blocking child's end does to its parent (reads first, then writes, as a transaction requires)."""
-    if parent is None:
-        return None
-    parent_ref = session_ref(parent.session_id)
-    note = result_note(child, result=result, status=status)
-    if parent.status in {SessionStatus.RUNNING, SessionStatus.PAUSED, SessionStatus.QUEUED}:
-        transaction.update(parent_ref, {"notes": firestore.ArrayUnion([note.to_doc()])})
-        return None
+def _late_continuation(child: Session, parent: Session, *, when: datetime) -> Session | None:
+    """A continuation of an ended parent's transcript that opens with this child's result (created once)."""
     if parent.parent_session_id:
         return None  # a child that ended has reported already: news after that has nobody to go to
-    if status == SessionStatus.STOPPED or parent.status in {SessionStatus.STOPPED, SessionStatus.FAILED}:
+    if child.status == SessionStatus.STOPPED or parent.status in {SessionStatus.STOPPED, SessionStatus.FAILED}:
         return None  # a stopped tree, or a parent that failed (it stopped its children): nothing to report
+    note = results.result_note(child)
     later = Session(
         session_id=ids.child_result_id(child.session_id), kind=SessionKind.CONTINUATION, channel=parent.channel,
         thread_ts=parent.thread_ts, trigger_ts=parent.trigger_ts, trigger_user=parent.trigger_user,
@@ -281,10 +315,7 @@ def _report(transaction: firestore.Transaction, child: Session, parent: Session 
         late_note=note, trace_id=parent.trace_id, requested_by=parent.requester,
         request_ts=parent.request_message,
     )  # fmt: skip
-    if session_ref(later.session_id).get(transaction=transaction).exists:
-        return None
-    transaction.create(session_ref(later.session_id), later.to_doc())
-    return later
+    return sessions.create_session(later)
 
 
 class AskOutcome(StrEnum):
@@ -359,11 +390,16 @@ def _release_in(transaction: firestore.Transaction, siblings: list[Session]) -> 
     """A parent no longer waits for these children: each unfinished one will send its result as a note; the
     results of the ended ones are returned, as notes to add now."""
     notes = []
+    unfinished: dict[str, list[str]] = {}  # by the transcript that reads their results now
     for sibling in siblings:
         if sibling.status.value in _UNFINISHED:
             transaction.update(session_ref(sibling.session_id), {"delegate_blocking": False})
+            reports_to = sibling.parent_transcript or sibling.parent_session_id or ""
+            unfinished.setdefault(reports_to, []).append(sibling.session_id)
         else:
             notes.append(result_note(sibling))
+    for transcript_id, child_ids in unfinished.items():
+        results.expect(transaction, transcript_id, child_ids)
     return notes
 
 
@@ -455,10 +491,4 @@ def get_children_in(transaction: firestore.Transaction, child_ids: list[str]) ->
     return [Session.from_doc(s.to_dict() or {}) for s in snaps if s.exists]
 
 
-def result_note(child: Session, *, result: str | None = None, status: SessionStatus | None = None) -> Note:
-    """A child's result as news for its parent (``matched_option`` holds how it ended)."""
-    text = result if result is not None else child.result or child.error or ""
-    if not text.strip():
-        text, status = f"(error: {NO_RESULT})", SessionStatus.FAILED
-    return Note(kind=NoteKind.CHILD_RESULT, text=text, user="", ts=child.session_id, question_id=child.session_id,
-                question=child.text, matched_option=(status or child.status).value)  # fmt: skip
+result_note = results.result_note  # a child's result as news for its parent

@@ -17,7 +17,7 @@ from google.api_core import exceptions as gexc
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.state import events, ids, lease, quotas
+from shared.state import events, ids, lease, quotas, results
 from shared.state.firestore import (
     ALREADY_EXISTS,
     SESSIONS,
@@ -121,14 +121,9 @@ def claim_session(
         else:
             return Claim(ClaimResult.FINISHED, None, session.status, session.trace_id, found=session)
         if session.transcript != session.session_id:
-            writer = _transcript_writer(transaction, session, when)
-            late = _late_note(transaction, session) if writer is not None and writer.active else None
-            if writer is not None and late is not None:
-                return _hand_over(transaction, session, writer, late, when)
-            if writer is not None and writer.busy:
-                return Claim(ClaimResult.TRANSCRIPT_BUSY, None, trace_id=session.trace_id)
-            if writer is not None:
-                transaction.update(session_ref(session.transcript), {"transcript_writer": session.session_id})
+            refused = _take_transcript(transaction, session, when)
+            if refused is not None:
+                return refused
         fields = {
             "status": SessionStatus.RUNNING.value,
             "worker": worker,
@@ -154,6 +149,27 @@ def claim_session(
             raise
         return lost
     return claimed
+
+
+def _take_transcript(transaction: firestore.Transaction, session: Session, when: datetime) -> Claim | None:
+    """A continuation's claim becomes its transcript's writer (None), or says why it does not run."""
+    writer = _transcript_writer(transaction, session, when)
+    if writer is None:
+        return None
+    result_of = _late_result_of(session)
+    if result_of is not None and result_of not in writer.awaiting:
+        return _read_already(transaction, session, writer, when)  # its transcript read the result meanwhile
+    # A child's result this continuation brings leaves the transcript's list of results to read.
+    taken = {results.AWAITING: firestore.ArrayRemove([result_of])} if result_of is not None else {}
+    late = _late_note(transaction, session) if writer.active else None
+    if late is not None:
+        if taken:
+            transaction.update(session_ref(session.transcript), taken)
+        return _hand_over(transaction, session, writer, late, when)
+    if writer.busy:
+        return Claim(ClaimResult.TRANSCRIPT_BUSY, None, trace_id=session.trace_id)
+    transaction.update(session_ref(session.transcript), {"transcript_writer": session.session_id, **taken})
+    return None
 
 
 def _claim_again_if_changed(claim: Callable[[firestore.Transaction], Claim]) -> Claim:
@@ -200,6 +216,7 @@ class _Writer:
     session_id: str
     status: str | None
     live: bool  # running under a lease that has not expired
+    awaiting: tuple[str, ...] = ()  # the transcript's non-blocking children whose results it has not read
 
     @property
     def active(self) -> bool:
@@ -220,8 +237,9 @@ def _transcript_writer(transaction: firestore.Transaction, session: Session, whe
     claim takes it over only from a writer that is not running under a live lease.
     """
     root = session_ref(session.transcript)
-    fields = ["transcript_writer", "status", "lease_until"]
+    fields = ["transcript_writer", "status", "lease_until", results.AWAITING]
     found = root.get(transaction=transaction, field_paths=fields).to_dict() or {}
+    awaiting = tuple(str(c) for c in found.get(results.AWAITING) or [])
     writer = found.get("transcript_writer") or session.transcript
     if writer == session.session_id:
         return None
@@ -229,7 +247,21 @@ def _transcript_writer(transaction: firestore.Transaction, session: Session, whe
         found = session_ref(writer).get(transaction=transaction, field_paths=["status", "lease_until"]).to_dict() or {}
     until = found.get("lease_until")
     live = found.get("status") == SessionStatus.RUNNING.value and until is not None and until > when
-    return _Writer(writer, found.get("status"), live)
+    return _Writer(writer, found.get("status"), live, awaiting)
+
+
+def _late_result_of(session: Session) -> str | None:
+    """The child whose result this continuation brings (``children.report_late``), if that is what it brings."""
+    note = session.late_note
+    return note.question_id if note is not None and note.kind == NoteKind.CHILD_RESULT else None
+
+
+def _read_already(transaction: firestore.Transaction, session: Session, writer: _Writer, when: datetime) -> Claim:
+    """A continuation bringing a child's result its transcript has read meanwhile (a session of it collected it at
+    a step commit): it ends without running, so the result is never read twice."""
+    transaction.update(session_ref(session.session_id), {"status": SessionStatus.RESUMED.value,
+                       "handed_to": writer.session_id, "ended_at": when, "updated_at": when})  # fmt: skip
+    return Claim(ClaimResult.FINISHED, None, SessionStatus.RESUMED, session.trace_id)
 
 
 def _late_note(transaction: firestore.Transaction, session: Session) -> Note | None:

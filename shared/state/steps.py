@@ -4,13 +4,14 @@ session's progress, fenced by its lease.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from google.cloud import firestore
 
 from shared.errors import ProductError
-from shared.state import quotas, sessions, spend, waiting
+from shared.state import quotas, results, sessions, spend, waiting
 from shared.state.firestore import STEPS, now, session_ref, step_ref, transact
 from shared.state.models import Audit, Note, NoteKind, Session, SessionStatus, Step, Waiting, WaitKind
 
@@ -107,6 +108,27 @@ def _check_pause(transaction: firestore.Transaction, pending: list[Note], pausin
         raise ChildrenEnded(f"{len(pausing_on_children)} children ended while the session ran")
 
 
+def _progress(step: Step | None, fields: dict[str, Any] | None, consumed: list[dict[str, Any]], *,
+              lease_seconds: int, when: datetime) -> dict[str, Any]:  # fmt: skip
+    """The session's fields a step commit writes: its progress, its lease (none once it ends), the notes read."""
+    updates: dict[str, Any] = {"updated_at": when, **(fields or {})}
+    if step is not None:
+        updates["next_seq"] = step.seq + 1
+        updates["takeovers_without_progress"] = 0  # progress: a later takeover starts counting again
+    ending = updates.get("status", SessionStatus.RUNNING.value) != SessionStatus.RUNNING.value
+    updates["lease_until"] = None if ending else when + timedelta(seconds=lease_seconds)
+    if consumed:
+        updates["notes"] = firestore.ArrayRemove(consumed)
+    return updates
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """An ending that found notes: the children's results it read are stored as notes, nothing else."""
+
+    notes: list[Note]
+
+
 def commit_step(
     session: Session,
     step: Step | None,
@@ -137,21 +159,15 @@ def commit_step(
     """
     ref = session_ref(session.session_id)
     when = now()
-    updates: dict[str, Any] = {"updated_at": when, **(fields or {})}
-    if step is not None:
-        updates["next_seq"] = step.seq + 1
-        updates["takeovers_without_progress"] = 0  # progress: a later takeover starts counting again
-    ending = updates.get("status", SessionStatus.RUNNING.value) != SessionStatus.RUNNING.value
-    updates["lease_until"] = None if ending else when + timedelta(seconds=lease_seconds)
     consumed = [note.to_doc() for note in consumed_notes or []]
-    if consumed:
-        updates["notes"] = firestore.ArrayRemove(consumed)
+    updates = _progress(step, fields, consumed, lease_seconds=lease_seconds, when=when)
+    ending = updates["lease_until"] is None
 
     continuing = session.transcript != session.session_id
     root_ref = session_ref(session.transcript)
 
     @firestore.transactional
-    def write(transaction: firestore.Transaction) -> list[Note]:
+    def write(transaction: firestore.Transaction) -> list[Note] | _Pending:
         fields = [
             "worker",
             "status",
@@ -159,6 +175,7 @@ def commit_step(
             "transcript_writer",
             "stop_requested",
             "parent_question",
+            results.AWAITING,
             quotas.RELEASES,
         ]
         current = ref.get(transaction=transaction, field_paths=fields).to_dict() or {}
@@ -169,7 +186,7 @@ def commit_step(
             raise StopRequested(str(current["stop_requested"]))
         # Only the transcript's writer may add to it (a continuation becomes the writer when it is claimed).
         root = (
-            root_ref.get(transaction=transaction, field_paths=["transcript_writer"]).to_dict()
+            root_ref.get(transaction=transaction, field_paths=["transcript_writer", results.AWAITING]).to_dict()
             if continuing
             else current
         )
@@ -177,16 +194,25 @@ def commit_step(
         if writer not in (None, session.session_id):
             raise LeaseLost(f"session {writer} writes this transcript now")
         pending = [Note.from_doc(n) for n in current.get("notes") or [] if n not in consumed]
+        # The results of the transcript's non-blocking children that ended since: notes from this commit on.
+        collected = results.collect(transaction, session.transcript, results.awaiting_of(root), pending)
+        pending += collected.notes
+        # The results read leave the root's list (in the session's own update when it is the root).
+        dropped = results.drop(transaction, session.transcript, collected.done, separately=continuing)
         # A pause is never blocked by notes: they move to the continuation. Only an ending waits for them.
         if ending and pending and wait_for_notes and updates.get("status") in _WAITS_FOR_NOTES:
+            if collected.done:  # the results read are kept as notes: this commit stores only them
+                transaction.update(ref, {"notes": [n.to_doc() for n in pending], "updated_at": when, **dropped})
+                return _Pending(pending)
             raise NotesPending(pending)
         _check_pause(transaction, pending, pausing_on, pausing_on_all or [], pausing_on_children or [])
-        writes = updates
+        writes = {**updates, **dropped}
+        if collected.notes:  # the notes as read, less the consumed ones, with the results read
+            writes |= {"notes": [n.to_doc() for n in pending]}
         if pausing_on_record:
             _check_record(transaction, current, pending, pausing_on_record)
             pending = waiting.notes_left(pending, pausing_on_record)
-            writes = {**updates, "notes": [n.to_doc() for n in pending],
-                      "waiting": [w.to_doc() for w in pausing_on_record]}  # fmt: skip
+            writes |= {"notes": [n.to_doc() for n in pending], "waiting": [w.to_doc() for w in pausing_on_record]}
         if step is not None:
             transaction.create(step_ref(session.transcript, step.seq), step.to_doc())
         if spent and spend.in_force().on:  # the turn's tokens count against its person's daily budget
@@ -196,7 +222,10 @@ def commit_step(
         transaction.update(ref, {**writes, **released})
         return pending
 
-    pending: list[Note] = transact(write)
+    pending: list[Note] | _Pending = transact(write)
+    if isinstance(pending, _Pending):
+        session.notes = pending.notes
+        raise NotesPending(pending.notes)
     session.apply(updates)
     if pausing_on_record:
         session.waiting = list(pausing_on_record)

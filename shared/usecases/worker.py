@@ -68,6 +68,12 @@ def _after_claim(claim: Claim, *, task: str, attempt: int) -> Delivery:
         from shared.asks import delegation
 
         delegation.wake_parent(ended_child)  # its worker may have died between storing its end and this
+    elif ended_child is not None and claim.status in _ENDED:
+        from shared.asks import delegation
+        from shared.state import children
+
+        # Its result is read by its parent's transcript; one that ended meanwhile gets it in a continuation.
+        delegation.resume_parent(ended_child, children.Finished(children.report_late(ended_child), False))
     if session is None:
         log.info("nothing to do for this delivery", extra={"reason": reason, "task": task, "attempt": attempt})
         return Delivery(False, {"skipped": reason})

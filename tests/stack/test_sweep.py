@@ -22,10 +22,11 @@ from infra.stack import Stack
 from shared import config, deps
 from shared.agent.transcript import to_json
 from shared.queue import tasks
-from shared.state import firestore, ids, sessions
+from shared.state import firestore, ids, results, sessions
 from shared.state import questions as stored
 from shared.state.models import (
     Audit,
+    Note,
     NoteKind,
     ParentQuestion,
     QuestionStatus,
@@ -428,8 +429,10 @@ def test_a_child_waiting_on_its_parents_answer_is_reminded_then_ended_by_the_swe
     assert f"went unanswered for {bound + 1} hours" in (gone.result or "")
     told = sessions.get_session(parent.session_id)
     assert told is not None
-    [result] = [n for n in told.notes if n.kind == NoteKind.CHILD_RESULT]
-    assert result.question_id == child.session_id
+    # Its result is its record under the transcript it reports to (issue 28.4), read at that transcript's next step.
+    record = results.result_ref(parent.session_id, child.session_id).get().to_dict() or {}
+    result = Note.from_doc(record["note"])
+    assert (result.kind, result.question_id) == (NoteKind.CHILD_RESULT, child.session_id)
     assert "went unanswered" in result.text
     assert "Which region?" in result.text
     assert told.tree_reserved == {"turns": 1, "tool_calls": 1}  # what the child did not use is given back
