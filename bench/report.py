@@ -99,9 +99,10 @@ def write(
             ),
         ),
         "## Results: the targets\n\n"
-        f"{sum(1 for f in targeted if f.met)} of {len(targeted)} targets met. Every figure, with or without a target, "
-        "is in its section below and in `bench/results.json` (the Firestore counts one record per count).\n\n"
-        + figure_table(targeted),
+        f"{sum(1 for f in targeted if f.met)} of {sum(1 for f in targeted if f.target)} targets met (the rows "
+        "without a target are round 3's new paths, reported with their p50 and p95). Every figure, with or without "
+        "a target, is in its section below and in `bench/results.json` (the Firestore counts one record per "
+        "count).\n\n" + figure_table(targeted),
     ]
     for section in sections:
         parts.append(f"## {section.title}\n\n_Measured in {section.seconds:.0f} s._")
