@@ -80,10 +80,7 @@ def measure(rig: Rig, reps: int = REPS, warmup: int = WARMUP) -> dict[str, list[
 
 def run(bench: Bench) -> Section:
     section = Section("15. From an operator's decision to the approved call's result")
-    rig = Rig(bench.stack)
-    rig.gemini.reset()
-    with rig.installed():
-        samples = measure(rig)
+    samples = paths.on_stack(bench, measure)
     rows = paths.report(section, samples, lambda path, q: f"{path}_p{q}")
     ms = paths.ms_of(samples)
     section.add(*paths.ratio("edit_to_run_over_approve_to_run_p50", ms["edit_to_run"], ms["approve_to_run"], 50,

@@ -112,10 +112,7 @@ def measure(rig: Rig, reps: int = REPS, warmup: int = WARMUP) -> dict[str, list[
 
 def run(bench: Bench) -> Section:
     section = Section("16. A turn that waits on three kinds of thing at once")
-    rig = Rig(bench.stack)
-    rig.gemini.reset()
-    with rig.installed():
-        samples = measure(rig)
+    samples = paths.on_stack(bench, measure)
     rows = paths.report(section, samples, lambda path, q: f"mixed_wait_{path}_to_first_model_request_p{q}")
     every = [sample.ms for found in samples.values() for sample in found]
     rows.append(("any last", len(every), percentile(every, 50), percentile(every, 95), None, None))

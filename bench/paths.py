@@ -17,6 +17,7 @@ from typing import Any
 
 from bench.figures import Figure, Section, info, median, percentile, round_interval, unless_interval_above
 from bench.firestore_ops import OpCounter, Ops
+from bench.harness import Bench
 from bench.rig import Rig, model_calls
 from shared.state.models import SessionStatus
 
@@ -70,6 +71,14 @@ def take_turns(rig: Rig, paths: Mapping[str, Path], reps: int, warmup: int) -> d
         for name in names[turn:] + names[:turn]:
             samples[name].append(paths[name](rig))
     return samples
+
+
+def on_stack(bench: Bench, measure: Callable[[Rig], dict[str, list[Sample]]]) -> dict[str, list[Sample]]:
+    """``measure`` on a counted rig of its own on the benchmark's stack (the stub's leftover replies dropped first)."""
+    rig = Rig(bench.stack)
+    rig.gemini.reset()
+    with rig.installed():
+        return measure(rig)
 
 
 def ms_of(samples: Mapping[str, Sequence[Sample]]) -> dict[str, list[float]]:

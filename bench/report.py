@@ -59,8 +59,9 @@ Cloud Tasks emulator delivers every task it is given, one after another, and eac
 with `agent_session` behind it, hundreds of agent sessions (each a model call, Slack calls and a dozen Firestore
 operations) would run on the same two cores while the ingress latency is measured, and the figure would measure
 them. The sink answers 200 at once, so a task is still created on the real emulator queue and delivered, and the
-ingress does exactly its production work. The figures that need sessions (3, 5, 7, 8 and 10) run `agent_session`'s
-handler in the benchmark's own process, where they are timed and counted, against the same emulators and fakes.
+ingress does exactly its production work. The figures that need sessions (3, 5, 7, 8, 10, 11, 14, 15 and 16) run
+`agent_session`'s handler in the benchmark's own process (`bench/rig.py`), where they are timed and counted, against
+the same emulators and fakes; figure 13 runs it as a function of its own, killed and started again.
 
 A target on a ratio of two latencies measured in turns (ours over Bolt) is judged with a 95% confidence interval
 from the rounds (section 1 says how): it is missed only when the whole interval lies above the target, since

@@ -113,10 +113,7 @@ def measure(rig: Rig, reps: int = REPS, warmup: int = WARMUP) -> dict[str, list[
 
 def run(bench: Bench) -> Section:
     section = Section("10. Resuming after the operator")
-    rig = Rig(bench.stack)
-    rig.gemini.reset()
-    with rig.installed():
-        samples = measure(rig)
+    samples = paths.on_stack(bench, measure)
     rows = paths.report(section, samples, lambda path, q: f"resume_{path}_to_first_model_request_p{q}")
     ms = paths.ms_of(samples)
     base = {q: percentile(ms["mention"], q) for q in (50, 95)}
