@@ -106,6 +106,14 @@ def write(
         "count).\n\n" + figure_table(targeted),
     ]
     for section in sections:
+        unexplained = [f for f in section.targets() if f.met is False]
+        if unexplained and not any(word in p for p in section.body for word in ("**Missed", " misses ")):
+            section.say(
+                "**Missed: " + ", ".join(f"`{f.name}` ({fmt(f.value)})" for f in unexplained) + ".** This figure's "
+                "module has no account of a miss: compare the load average at the start and the end of the run "
+                "(above) and the section's other figures, and run it again alone (`--only`) before reading it as "
+                "the product's."
+            )
         parts.append(f"## {section.title}\n\n_Measured in {section.seconds:.0f} s._")
         parts.extend(section.body)
         if section.figure_table:

@@ -3,7 +3,7 @@ called as the functions call them, its tasks delivered as Cloud Tasks delivers t
 
 ``Rig`` is what the in-process figures (3, 5, 7, 8, 10, 11, 14, 15, 16) and the stack tests' counted rigs are made
 of; ``environment`` sets product settings for a block; ``model_calls`` marks each request the product hands to
-google-genai; ``deliver`` is one task's delivery, retried as Cloud Tasks retries it; ``InProcessTasks`` is Cloud
+google-genai; ``deliver`` is one task's delivery, retried as Cloud Tasks retries it; ``DirectTasks`` is Cloud
 Tasks as deployed dispatches, every task created delivered at once on a thread of its own.
 """
 
@@ -256,12 +256,14 @@ def deliver(session_id: str, attempts: list[str] | None = None, *, task: str = "
     return False
 
 
-class InProcessTasks:
+class DirectTasks:
     """Cloud Tasks as deployed dispatches, for ``deps.override(tasks=...)``: each task created is delivered at once,
-    on a thread of its own, to the agent_session handler in this process (retried until 2xx); a name created twice
-    is refused with ``AlreadyExists``, as Cloud Tasks refuses it. Every attempt is noted in ``attempts``."""
+    on a thread of its own, by ``send(session_id, task_name, attempts)`` (by default to the agent_session handler in
+    this process, retried until 2xx); a name created twice is refused with ``AlreadyExists``, as Cloud Tasks refuses
+    it. Every in-process attempt is noted in ``attempts``."""
 
-    def __init__(self) -> None:
+    def __init__(self, send: Callable[[str, str, list[str]], object] | None = None) -> None:
+        self.send = send or (lambda session_id, name, attempts: deliver(session_id, attempts, task=name))
         self.attempts: list[str] = []
         self.names: set[str] = set()
         self.threads: list[threading.Thread] = []
@@ -278,7 +280,7 @@ class InProcessTasks:
 
     def dispatch(self, session_id: str, name: str) -> None:
         """Deliver ``session_id``'s task now, on a thread of its own."""
-        thread = threading.Thread(target=deliver, args=(session_id, self.attempts), kwargs={"task": name}, daemon=True)
+        thread = threading.Thread(target=self.send, args=(session_id, name, self.attempts), daemon=True)
         with self.lock:
             self.threads.append(thread)
             self.names.add(name)

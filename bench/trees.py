@@ -11,7 +11,7 @@ Blocking, asking: a parent's first model turn delegates N tasks with blocking ``
 child's first turn asks its parent a blocking question (``ask_parent``), which queues the parent; the parent
 answers each question with ``answer_child`` (the child's task is queued again), and each child then ends with its
 result (300 ms model reply), which reaches the parent as a note or a session of its own. Every task the product
-creates is delivered at once on a thread of its own (``bench/rig.py``'s ``InProcessTasks``: Cloud Tasks as
+creates is delivered at once on a thread of its own (``bench/rig.py``'s ``DirectTasks``: Cloud Tasks as
 deployed, a name created twice refused). The wall time runs from the parent's first delivery to the last task's
 end, every child done.
 
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from bench.figures import Section, at_most, info, median, prose, table
 from bench.firestore_ops import Ops
 from bench.harness import Bench
-from bench.rig import InProcessTasks, Rig, deliver, environment
+from bench.rig import DirectTasks, Rig, deliver, environment
 from infra.fakes.gemini.client import FakeGemini
 from shared import deps
 from shared.state import ids, sessions
@@ -114,7 +114,7 @@ def asking(rig: Rig, children: int) -> Tree:
         asks = FakeGemini.call("ask_parent", question=f"Which shard first? ({tag}-q{n})", blocking=True)
         done = FakeGemini.delayed(CHILD_MODEL_SECONDS, FakeGemini.text(f"shard {n} migrated"))
         rig.gemini.script(FakeGemini.matching(f"{tag}-t{n}", asks), FakeGemini.matching(f"{tag}-t{n}", done))
-    tasks_of = InProcessTasks()
+    tasks_of = DirectTasks()
     with deps.override(tasks=tasks_of):
         rig.counter.reset()
         began = time.perf_counter()
