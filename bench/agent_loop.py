@@ -17,20 +17,18 @@ import cProfile
 import io
 import itertools
 import json
-import os
 import pstats
 import time
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
-from typing import Any, TypeVar
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TypeVar
 
-from bench.cost import Rig
 from bench.figures import Section, at_least, at_most, info, median, prose, table
 from bench.harness import Bench
 from bench.profiles import Part, shares
+from bench.rig import Rig, environment, model_calls
 from infra.fakes.gemini.client import FakeGemini
-from shared import config, deps
-from shared.agent import model as gemini
+from shared import deps
 from shared.agent.tools import toolset
 from shared.agent.tools.function import tool
 from shared.agent.tools.toolset import Toolset
@@ -58,46 +56,12 @@ def bench_noop(note: str = "") -> dict[str, str]:
 @contextmanager
 def loop_settings() -> Iterator[None]:
     """Budgets that let 40 tool turns run, and the no-op tool registered, for the duration only."""
-    saved = {k: os.environ.get(k) for k in ("SESSION_MAX_TURNS", "SESSION_MAX_TOOL_CALLS")}
-    os.environ.update(SESSION_MAX_TURNS=str(TURNS + 5), SESSION_MAX_TOOL_CALLS=str(TURNS + 5))
-    config.reset()
     noop = tool(outward=False)(bench_noop)
-    try:
-        with deps.override(tools=lambda session: Toolset([*toolset.for_session(session).tools, noop])):
-            yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        config.reset()
-
-
-def model_calls() -> AbstractContextManager[list[float]]:
-    """The moments (perf_counter) the agent called the model, in order."""
-    return marked_model_calls(time.perf_counter)
-
-
-@contextmanager
-def marked_model_calls(mark: Callable[[], M]) -> Iterator[list[M]]:
-    """What ``mark`` said each time the agent called the model (whole or streamed), in order."""
-    calls: list[M] = []
-    original, streamed = gemini.generate, gemini.generate_stream
-
-    def generate(*args: Any, **kwargs: Any) -> Any:
-        calls.append(mark())
-        return original(*args, **kwargs)
-
-    def generate_stream(*args: Any, **kwargs: Any) -> Any:  # an answer streamed into Slack (SLACK_STREAM)
-        calls.append(mark())
-        return streamed(*args, **kwargs)
-
-    gemini.generate, gemini.generate_stream = generate, generate_stream
-    try:
-        yield calls
-    finally:
-        gemini.generate, gemini.generate_stream = original, streamed
+    with (
+        environment(SESSION_MAX_TURNS=str(TURNS + 5), SESSION_MAX_TOOL_CALLS=str(TURNS + 5)),
+        deps.override(tools=lambda session: Toolset([*toolset.for_session(session).tools, noop])),
+    ):
+        yield
 
 
 def one_session(
@@ -107,7 +71,7 @@ def one_session(
     session_id = rig.start(f"call the tool {turns} times")
     rig.script(*[FakeGemini.call("bench_noop", note=f"turn {n}") for n in range(turns)], FakeGemini.text("Done."))
     rig.counter.reset()
-    with model_calls() as calls:
+    with model_calls(time.perf_counter) as calls:
         if profiler is None:
             rig.deliver(session_id)
         else:

@@ -30,7 +30,7 @@ from infra import slack_payloads as events
 from infra.procs import Proc, free_port
 from infra.stack import ROOT
 
-RUNS = 7
+RUNS = 5
 IMPORT_RUNS = 5
 BOLT_LIMIT = 1.0  # ours over Bolt: the peer doing the same work; a bare function is reported, without a target
 

@@ -20,31 +20,20 @@ from __future__ import annotations
 
 import functools
 import json
-import os
-import time
-import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
-
-import grpc
-from slack_sdk import WebClient
 
 from bench.figures import Figure, Section, prose, table
-from bench.firestore_ops import CountingClient, OpCounter, Ops, wipe
+from bench.firestore_ops import Ops
 from bench.harness import Bench
-from infra import slack_payloads as events
-from infra import stack as local
+from bench.rig import Rig, environment
 from infra.fakes.gemini.client import FakeGemini
-from shared import config, deps
-from shared.handlers import agent_session as worker
-from shared.handlers import slack_events as ingress
-from shared.state import firestore, ids, sessions
+from shared.state import firestore, ids
 from shared.state.models import Question, Session, SessionKind, SessionStatus
+
+__all__ = ["FIGURES", "SCENARIOS", "Rig", "environment", "load_budget", "measure_all", "over_budget"]
 
 BUDGET_FILE = Path(__file__).with_name("budget.json")
 
@@ -136,179 +125,6 @@ def over_budget(measured: dict[str, Ops], budget: dict[str, dict[str, int]]) -> 
             if getattr(ops, kind) > allowed[kind]:
                 problems.append(f"{name}: {getattr(ops, kind)} {kind} > budget {allowed[kind]}")
     return problems
-
-
-def _short_id() -> str:
-    return uuid.uuid4().hex[:8].upper()
-
-
-class TaskCount(grpc.UnaryUnaryClientInterceptor):  # type: ignore[misc]
-    """Counts the tasks created through a Cloud Tasks channel, so a caller can wait until all were delivered."""
-
-    def __init__(self) -> None:
-        self.created = 0
-
-    def intercept_unary_unary(
-        self, continuation: Callable[[Any, Any], Any], details: grpc.ClientCallDetails, request: Any
-    ) -> Any:
-        method = details.method.decode() if isinstance(details.method, bytes) else str(details.method)
-        if method.endswith("/CreateTask"):
-            self.created += 1
-        return continuation(details, request)
-
-
-@dataclass
-class Rig:
-    """The product's store pointed at a counted database of its own on the emulator of ``stack``."""
-
-    stack: local.Stack
-    database: str = field(default_factory=lambda: f"cost-{_short_id().lower()}")
-    counter: OpCounter = field(default_factory=OpCounter)
-    created_tasks: TaskCount = field(default_factory=TaskCount)
-    client: CountingClient = field(init=False)
-    uid: str = field(default_factory=_short_id)
-    _ts: int = 0
-
-    def __post_init__(self) -> None:
-        self.client = CountingClient(counter=self.counter, project=local.PROJECT, database=self.database)
-        self.gemini = FakeGemini(self.stack.url("fake_gemini"))
-        self.slack = WebClient(token=local.BOT_TOKEN, base_url=self.stack.url("fake_slack") + "/api/")
-
-    @contextmanager
-    def installed(self) -> Iterator[Rig]:
-        """Inside, the product uses the counted Firestore client and a Cloud Tasks client that counts created tasks.
-
-        The database is wiped on the way out.
-        """
-        from google.cloud import tasks_v2
-        from google.cloud.tasks_v2.services.cloud_tasks.transports import CloudTasksGrpcTransport
-
-        channel = grpc.intercept_channel(grpc.insecure_channel(self.stack.tasks_host), self.created_tasks)
-        counting_tasks = tasks_v2.CloudTasksClient(transport=CloudTasksGrpcTransport(channel=channel))
-        try:
-            with deps.override(firestore=self.client, tasks=counting_tasks):
-                yield self
-        finally:
-            channel.close()
-            self.wipe()
-
-    def wipe(self) -> None:
-        """Delete every document of this rig's database."""
-        wipe(self.stack.firestore_host, local.PROJECT, self.database)
-
-    # --- the pieces a scenario is made of ----------------------------------------------------------
-    def measure(self, work: Callable[[], object]) -> Ops:
-        return self.counter.measure(work)
-
-    def script(self, *items: dict[str, Any]) -> None:
-        """Gemini stub replies that only this rig's conversations receive."""
-        self.gemini.script(*(FakeGemini.matching(self.uid, item) for item in items))
-
-    def new_thread(self, text: str) -> tuple[str, str]:
-        """A channel and the ts of a message that starts a thread in the fake Slack."""
-        channel = f"C{self.uid}{self._next()}"
-        posted = self.slack.chat_postMessage(channel=channel, text=text)
-        return channel, str(posted["ts"])
-
-    def _next(self) -> int:
-        self._ts += 1
-        return self._ts
-
-    def mention(self, text: str = "what is the status?", *, user: str = "U0HUMAN") -> tuple[bytes, dict[str, str]]:
-        """A signed app_mention from ``user`` that starts a new thread, ready for the ingress."""
-        text = f"{text} [{self.uid}]"
-        channel, ts = self.new_thread(text)
-        event = events.mention(channel=channel, ts=ts, text=text, user=user)
-        return events.signed(event, event_id=f"Ev{self.uid}{self._next()}")
-
-    def reply(self, session_id: str, text: str, *, user: str = local.OPERATOR_ID) -> tuple[bytes, dict[str, str]]:
-        """A person's signed reply in the session's thread, ready for the ingress."""
-        session = self.session(session_id)
-        ts = str(self.slack.chat_postMessage(channel=session.channel, thread_ts=session.thread_ts, text=text)["ts"])
-        event = events.message(channel=session.channel, ts=ts, thread_ts=session.thread_ts, text=text, user=user)
-        return events.signed(event, event_id=f"Ev{self.uid}{self._next()}")
-
-    @staticmethod
-    def press(channel: str, message_ts: str, thread_ts: str, *, action_id: str, value: str,
-              user: str = local.OPERATOR_ID) -> tuple[bytes, dict[str, str]]:  # fmt: skip
-        """A signed ``block_actions`` request for one press of a button on a bot message, as Slack sends it."""
-        from infra.signing import signed_headers
-
-        payload = {
-            "type": "block_actions",
-            "user": {"id": user},
-            "channel": {"id": channel},
-            "container": {"type": "message", "channel_id": channel, "message_ts": message_ts, "thread_ts": thread_ts},
-            "actions": [{"action_id": action_id, "value": value, "action_ts": f"{time.time():.6f}"}],
-        }
-        body = urlencode({"payload": json.dumps(payload)}).encode()
-        signed = signed_headers(local.SIGNING_SECRET, body, content_type="application/x-www-form-urlencoded")
-        return body, {k.lower(): v for k, v in signed.items()}
-
-    @staticmethod
-    def interactivity(request: tuple[bytes, dict[str, str]], into: dict[str, Any]) -> None:
-        """The slack_interactivity handler, as the function calls it; its reply lands in ``into``."""
-        from shared.handlers import slack_interactivity
-
-        reply, status = slack_interactivity.handle(*request)
-        assert status == 200, reply
-        into.update(reply)
-
-    @staticmethod
-    def ingress(request: tuple[bytes, dict[str, str]], into: dict[str, Any]) -> None:
-        """The ingress handler, as slack_events calls it; its reply lands in ``into``."""
-        reply, status = ingress.handle(*request)
-        assert status == 200, reply
-        into.update(reply)
-
-    @staticmethod
-    def deliver(session_id: str) -> None:
-        """The agent_session handler for one task delivery, as the function calls it."""
-        reply, status = worker.handle(json.dumps({"session_id": session_id}).encode(), {})
-        assert status == 200, reply
-
-    def script_used(self) -> None:
-        """Every model reply scripted for this rig was asked for: a reply left over would answer the next scenario's
-        session and shift its counts."""
-        left = [item for item in self.gemini.remaining() if self.uid in json.dumps(item)]
-        assert not left, f"scripted model replies never asked for: {left}"
-
-    def expect(self, session_id: str, status: SessionStatus) -> None:
-        found = self.session(session_id).status
-        assert found == status, f"session {session_id} is {found}, expected {status}"
-
-    def session(self, session_id: str) -> Session:
-        found = sessions.get_session(session_id)
-        assert found is not None, session_id
-        return found
-
-    def start(self, text: str = "what is the status?") -> str:
-        """A mention through the ingress, uncounted; returns the session it queued."""
-        reply: dict[str, Any] = {}
-        self.ingress(self.mention(text), reply)
-        return str(reply["session_id"])
-
-    def sweep(self, at: datetime) -> dict[str, Any]:
-        from shared.usecases import sweep
-
-        return sweep.run(at)
-
-
-@contextmanager
-def environment(**values: str) -> Iterator[None]:
-    """These environment variables, read again by ``shared.config``, for the block only."""
-    saved = {key: os.environ.get(key) for key in values}
-    os.environ.update(values)
-    config.reset()
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        config.reset()
 
 
 # --- the scenarios ---------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ last child to end queues the parent, which is delivered again and answers with e
 this process through the agent_session handler (a delivery that asks for a retry is delivered again, as Cloud
 Tasks would) against the Firestore emulator, the Gemini stub and the fake Slack.
 Each child's model reply takes 300 ms (the stub holds it), so a fan-out that runs in parallel costs about one
-child's time, not N. The wall time runs from the parent's first delivery to its end; each size is measured five
+child's time, not N. The wall time runs from the parent's first delivery to its end; each size is measured three
 times after a warm-up, and the figure is the median. The ratio of 4 and of 8 children to 1 is what parallel
 delegation costs beyond a single child: the Firestore transactions that record each child's end against its
 siblings, the status message updated by each, and the process's two cores shared by N workers.
@@ -14,76 +14,53 @@ siblings, the status message updated by each, and the process's two cores shared
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 import uuid
 
 from bench.figures import Section, at_most, info, median, prose, table
 from bench.harness import Bench
+from bench.rig import Rig
 from infra.fakes.gemini.client import FakeGemini
-from shared.state import ids, sessions
+from shared.state import ids
 from shared.state.models import SessionStatus
 
 SIZES = (1, 4, 8)
-ROUNDS = 5
+ROUNDS = 3
 CHILD_MODEL_SECONDS = 0.3
 RATIO_4_TARGET = 1.5
-RETRIES = 5
 
 
-def fan_out(bench: Bench, children: int) -> float:
+def fan_out(rig: Rig, children: int) -> float:
     """One blocking delegation of ``children`` tasks, start to end; returns the wall time in seconds."""
-    from bench.cost import Rig
-
-    rig = Rig(bench.stack)
     tag = uuid.uuid4().hex[:10]
     tasks = [f"measure shard {n} [{tag}]" for n in range(children)]
-    calls = [("delegate", {"task": task}) for task in tasks]
-    rig.gemini.script(FakeGemini.matching(f"[{rig.uid}]", FakeGemini.calls(*calls)))
+    rig.script(FakeGemini.calls(*[("delegate", {"task": task}) for task in tasks]))
     for n, task in enumerate(tasks):
         reply = FakeGemini.delayed(CHILD_MODEL_SECONDS, FakeGemini.text(f"shard {n}: fine"))
         rig.gemini.script(FakeGemini.matching(task, reply))
-    rig.gemini.script(FakeGemini.matching(f"[{rig.uid}]", FakeGemini.text("Every shard is fine.")))
+    rig.script(FakeGemini.text("Every shard is fine."))
     parent = rig.start("measure every shard")
     began = time.perf_counter()
-    deliver(parent)
+    rig.deliver_retried(parent)
     child_ids = [ids.child_id(parent, 1, n) for n in range(children)]
-    workers = [threading.Thread(target=deliver, args=(child,)) for child in child_ids]
+    workers = [threading.Thread(target=rig.deliver_retried, args=(child,)) for child in child_ids]
     for worker in workers:
         worker.start()
     for worker in workers:
         worker.join()
-    deliver(parent)  # queued again by the last child to end
+    rig.deliver_retried(parent)  # queued again by the last child to end
     elapsed = time.perf_counter() - began
-    ended = sessions.get_session(parent)
-    assert ended is not None
-    assert ended.status == SessionStatus.DONE, ended
+    rig.expect(parent, SessionStatus.DONE)
     return elapsed
 
 
-def deliver(session_id: str) -> None:
-    """One task's delivery as Cloud Tasks makes it: retried (the same task name, a higher retry count) until 2xx."""
-    from shared.handlers import agent_session
-
-    body = json.dumps({"session_id": session_id}).encode()
-    task = f"fanout-{uuid.uuid4().hex[:8]}-{session_id}"
-    for attempt in range(RETRIES):
-        headers = {"x-cloudtasks-taskname": task, "x-cloudtasks-taskretrycount": str(attempt)}
-        _, status = agent_session.handle(body, headers)
-        if status == 200:
-            return
-        time.sleep(0.1 * 2**attempt)
-    raise AssertionError(f"{session_id} was not delivered in {RETRIES} attempts")
-
-
 def run(bench: Bench) -> Section:
-    from bench.cost import Rig
-
     section = Section("8. Delegation fan-out")
-    Rig(bench.stack).gemini.reset()
-    fan_out(bench, 2)  # warm-up: clients, caches
-    walls = {size: median([fan_out(bench, size) for _ in range(ROUNDS)]) for size in SIZES}
+    rig = Rig(bench.stack)
+    rig.gemini.reset()
+    fan_out(rig, 2)  # warm-up: clients, caches
+    walls = {size: median([fan_out(rig, size) for _ in range(ROUNDS)]) for size in SIZES}
     one = walls[1]
     section.add(
         *(info(f"fanout_wall_{size}_children", walls[size], "s") for size in SIZES),
@@ -93,6 +70,14 @@ def run(bench: Bench) -> Section:
     rows = [(size, walls[size], walls[size] / one, walls[size] - CHILD_MODEL_SECONDS) for size in SIZES]
     section.say(
         *prose(__doc__),
-        table(["children", "wall time (s, median of 5)", "ratio to 1 child", "beyond one model reply (s)"], rows),
+        table(["children", "wall time (s, median of 3)", "ratio to 1 child", "beyond one model reply (s)"], rows),
     )
+    if walls[4] / one > RATIO_4_TARGET:
+        section.say(
+            f"**Missed: `fanout_ratio_4_over_1` ({walls[4] / one:.2f}).** The last column is the part beyond one "
+            "child's model reply: the parent's two deliveries (its turn creating the children and pausing, then its "
+            "claim gathering their results) and each child's end, recorded in a transaction that reads its siblings "
+            "and its parent: N such transactions on the same documents at once, on the process's two cores shared "
+            "by N workers. Figure 14 counts those transactions and their rollbacks per child."
+        )
     return section

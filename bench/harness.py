@@ -109,25 +109,12 @@ class Bench:
                 extra_env={"TASKS_TARGET_URL": self.url("sink"), **{name: "0" for name in RATE_LIMITS + DAILY_BUDGETS}},
                 stack_file=STACK_FILE,
             ).start()
-            self.ports["bolt"] = free_port()
-            bolt = self.spawn(
-                "bolt",
-                function_argv(ROOT / "bench" / "bolt_app.py", "slack_events", self.ports["bolt"]),
-                self.function_env(),
-            )
-            wait_until(lambda: http_answers(self.bolt_url), proc=bolt, what="HTTP", timeout=60)
+            bolt = self.serve("bolt", ROOT / "bench" / "bolt_app.py", self.function_env())
             # Our ingress again, with the hourly rate limits on (high enough never to refuse): what they cost.
-            self.ports["ours_limits"] = free_port()
-            limited = self.spawn(
-                "ours_limits",
-                function_argv(ROOT / "functions" / "main.py", "slack_events", self.ports["ours_limits"]),
-                {
-                    **self.function_env(),
-                    "USER_SESSIONS_PER_HOUR": "100000",
-                    "CHANNEL_SESSIONS_PER_HOUR": "100000",
-                },
-            )
-            wait_until(lambda: http_answers(self.limits_url), proc=limited, what="HTTP", timeout=60)
+            limits = {"USER_SESSIONS_PER_HOUR": "100000", "CHANNEL_SESSIONS_PER_HOUR": "100000"}
+            limited = self.serve("ours_limits", ROOT / "functions" / "main.py", {**self.function_env(), **limits})
+            for name, proc in (("bolt", bolt), ("ours_limits", limited)):  # started side by side
+                wait_until(lambda: http_answers(self.url(name)), proc=proc, what="HTTP", timeout=60)  # noqa: B023
         except BaseException:
             self.stop()
             raise
@@ -139,6 +126,11 @@ class Bench:
         """The environment functions run with on this stack (the stack's own, with the checkout importable)."""
         base = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "TASKS_", "FIRESTORE_"))}
         return {**base, **self.stack.product_env(), "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+
+    def serve(self, name: str, source: Path, env: dict[str, str]) -> Proc:
+        """functions-framework serving ``slack_events`` of ``source`` on a port of its own; not waited for."""
+        self.ports[name] = free_port()
+        return self.spawn(name, function_argv(source, "slack_events", self.ports[name]), env)
 
     def spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> Proc:
         proc = Proc(

@@ -9,7 +9,7 @@ first byte sent to the last byte of the 200 read. Bodies are signed before the
 clock starts. The servers take turns so that drift on this shared machine
 falls on all: at concurrency 1 request by request (one client with a connection
 to each, in a new random order at every step, so that each server follows each
-other about equally often), at concurrency 16 round by round, in alternating order. 900 events per
+other about equally often), at concurrency 16 round by round, in alternating order. 480 events per
 server and concurrency, after 30 of warm-up each. At the end, every request's task
 must have reached the sink, and every server must refuse a forged signature with a
 401, or the run fails: a server that skipped part of the work would look fast.
@@ -76,9 +76,9 @@ from shared.state.firestore import db
 
 Request = tuple[bytes, dict[str, str]]
 
-# Per concurrency: rounds, and events per server per round (900 events per server and concurrency). More, shorter
+# Per concurrency: rounds, and events per server per round (480 events per server and concurrency). More, shorter
 # rounds give the interval more to draw from at the same cost.
-ROUNDS = {1: (10, 90), 16: (12, 75)}
+ROUNDS = {1: (8, 60), 16: (8, 60)}
 CONCURRENCY = tuple(ROUNDS)
 WARMUP = 30
 P99_LIMIT_MS = 300.0

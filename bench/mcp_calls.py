@@ -16,10 +16,10 @@ from collections.abc import Callable
 from typing import cast
 
 from bench import mcp_parts, mcp_turns
-from bench.cost import Rig
 from bench.figures import Section, at_most, info, median, prose, round_interval, table, unless_interval_above
 from bench.harness import Bench
 from bench.mcp_turns import lookup_service
+from bench.rig import Rig
 from shared.agent.tools.base import ToolContext
 from shared.agent.tools.mcp import connection
 from shared.agent.tools.mcp.tool import McpTool

@@ -24,9 +24,8 @@ from typing import Any
 
 import mcp_types
 
-from bench.agent_loop import model_calls
-from bench.cost import Rig, environment
 from bench.figures import median, percentile
+from bench.rig import Rig, environment, model_calls
 from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.mcp.server import SERVICES
 from shared import deps
@@ -113,7 +112,7 @@ def one_session(rig: Rig, tool: str) -> tuple[float, float, float]:
     tool run's."""
     session_id = rig.start("look up the api service, then answer")
     rig.script(FakeGemini.call(tool, name="api"), FakeGemini.text("The api is healthy, version 1.4.2."))
-    with model_calls() as calls, tool_runs() as runs:
+    with model_calls(time.perf_counter) as calls, tool_runs() as runs:
         began = time.perf_counter()
         rig.deliver(session_id)
         ended = time.perf_counter()

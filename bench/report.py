@@ -59,8 +59,9 @@ Cloud Tasks emulator delivers every task it is given, one after another, and eac
 with `agent_session` behind it, hundreds of agent sessions (each a model call, Slack calls and a dozen Firestore
 operations) would run on the same two cores while the ingress latency is measured, and the figure would measure
 them. The sink answers 200 at once, so a task is still created on the real emulator queue and delivered, and the
-ingress does exactly its production work. The figures that need sessions (3, 5, 7, 8 and 10) run `agent_session`'s
-handler in the benchmark's own process, where they are timed and counted, against the same emulators and fakes.
+ingress does exactly its production work. The figures that need sessions (3, 5, 7, 8, 10, 11, 14, 15 and 16) run
+`agent_session`'s handler in the benchmark's own process (`bench/rig.py`), where they are timed and counted, against
+the same emulators and fakes; figure 13 runs it as a function of its own, killed and started again.
 
 A target on a ratio of two latencies measured in turns (ours over Bolt) is judged with a 95% confidence interval
 from the rounds (section 1 says how): it is missed only when the whole interval lies above the target, since
@@ -99,11 +100,20 @@ def write(
             ),
         ),
         "## Results: the targets\n\n"
-        f"{sum(1 for f in targeted if f.met)} of {len(targeted)} targets met. Every figure, with or without a target, "
-        "is in its section below and in `bench/results.json` (the Firestore counts one record per count).\n\n"
-        + figure_table(targeted),
+        f"{sum(1 for f in targeted if f.met)} of {sum(1 for f in targeted if f.target)} targets met (the rows "
+        "without a target are round 3's new paths, reported with their p50 and p95). Every figure, with or without "
+        "a target, is in its section below and in `bench/results.json` (the Firestore counts one record per "
+        "count).\n\n" + figure_table(targeted),
     ]
     for section in sections:
+        unexplained = [f for f in section.targets() if f.met is False]
+        if unexplained and not any(word in p for p in section.body for word in ("**Missed", " misses ")):
+            section.say(
+                "**Missed: " + ", ".join(f"`{f.name}` ({fmt(f.value)})" for f in unexplained) + ".** This figure's "
+                "module has no account of a miss: compare the load average at the start and the end of the run "
+                "(above) and the section's other figures, and run it again alone (`--only`) before reading it as "
+                "the product's."
+            )
         parts.append(f"## {section.title}\n\n_Measured in {section.seconds:.0f} s._")
         parts.extend(section.body)
         if section.figure_table:

@@ -25,6 +25,7 @@ from bench import (
     html_text,
     ingress,
     mcp_calls,
+    mixed_wait,
     report,
     resume,
     scale,
@@ -40,6 +41,8 @@ from shared import logs
 
 # In the order they run: the ingress first, while the emulator holds little; the large writes last.
 FIGURES: dict[str, Callable[[Bench], Section]] = {
+    # First, while the default database holds no session: its rescue path runs the sweep over all of them.
+    "takeover": takeover.run,  # a worker SIGKILLed mid model call, taken over: 4 rounds of ~12 s
     "ingress": ingress.run,
     "coldstart": coldstart.run,
     "cost": cost.run,
@@ -50,10 +53,9 @@ FIGURES: dict[str, Callable[[Bench], Section]] = {
     "scale": scale.run,
     "html": html_text.run,  # measured in this process without the stack; a few seconds
     "mcp": mcp_calls.run,  # in this process, against the sample MCP server: the calls, then 66 sessions; ~25 s
-    "takeover": takeover.run,  # a worker SIGKILLed mid model call, taken over: 6 rounds of ~15 s
-    "trees": trees.run,  # non-blocking fan-outs of 1, 8 and 32 children reporting to a running parent
-    # Round 3's other new paths register here, one line each:
-    "approve_run": approve_run.run,  # an Approve and an Edit to the call's result reaching the model: 64 runs
+    "trees": trees.run,  # fan-outs of 1, 8 and 32 non-blocking children, and of 1 and 8 blocking ones that ask
+    "approve_run": approve_run.run,  # an Approve and an Edit to the call's result reaching the model
+    "mixed_wait": mixed_wait.run,  # a turn waiting on a question, a card and a child: each resolved last in turn
 }
 
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from bench.cost import Rig, environment
 from bench.figures import Section, at_most, info, median, percentile, prose, table
 from bench.harness import Bench
+from bench.rig import Rig, environment
 from infra import slack_payloads as events
 from infra.fakes.slack.client import FakeSlack
 from shared.state.models import SessionStatus
@@ -68,7 +68,7 @@ def messages_tab(rig: Rig, slack: FakeSlack, n: int) -> float:
     set_at = [c["time"] for c in slack.calls("assistant.threads.setSuggestedPrompts")
               if c["args"].get("channel_id") == channel and c["response"].get("ok")]  # fmt: skip
     assert set_at, "no prompts set"
-    return (min(set_at) - started) * 1000
+    return (float(min(set_at)) - started) * 1000
 
 
 def dm_text(rig: Rig, slack: FakeSlack, n: int) -> tuple[float, float]:

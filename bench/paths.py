@@ -1,0 +1,114 @@
+"""Timing paths side by side: the shared harness of the figures that time an operator's (or a child's) event to the
+first model request it leads to (figures 10, 15 and 16).
+
+A figure declares its paths, each a function that sets up what it needs uncounted and returns one ``Sample``;
+``take_turns`` runs them in rotating order, repetition by repetition, so that drift on the shared machine falls on
+all; ``report`` adds each path's p50/p95 and the table, and ``ratio`` a target on two paths' percentiles, judged
+with a 95% interval over the repetitions (a paired bootstrap, as section 1's ratios are).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any
+
+from bench.figures import Figure, Section, info, median, percentile, round_interval, unless_interval_above
+from bench.firestore_ops import OpCounter, Ops
+from bench.harness import Bench
+from bench.rig import Rig, model_calls
+from shared.state.models import SessionStatus
+
+Request = tuple[bytes, dict[str, str]]  # a signed body and its headers
+Handler = Callable[[bytes, dict[str, str]], Any]
+Path = Callable[[Rig], "Sample"]  # one run of a path: its setup uncounted, then timed
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One path, timed: ms to the first model request, ms of it in the first handler, and the Firestore operations
+    and RPCs before that request."""
+
+    ms: float
+    handler_ms: float
+    ops: Ops
+
+
+def model_requests(counter: OpCounter) -> AbstractContextManager[list[tuple[float, Ops]]]:
+    """The moments (perf_counter) the product hands a request to google-genai, with the Firestore operations counted
+    then."""
+    return model_calls(lambda: (time.perf_counter(), counter.snapshot()))
+
+
+def timed(rig: Rig, handler: Handler, request: Request, session_of: Callable[[Any], str]) -> Sample:
+    """From ``handler`` receiving ``request`` to the first model request of the session it queued (delivered here at
+    once; the Cloud Tasks hop is left out)."""
+    rig.counter.reset()
+    with model_requests(rig.counter) as calls:
+        started = time.perf_counter()
+        reply, status = handler(*request)
+        handled = time.perf_counter()
+        assert status == 200, reply
+        session_id = session_of(reply)
+        rig.deliver(session_id)
+    assert calls, f"{session_id} made no model request"
+    rig.expect(session_id, SessionStatus.DONE)
+    at, ops = calls[0]
+    return Sample((at - started) * 1000, (handled - started) * 1000, ops)
+
+
+def take_turns(rig: Rig, paths: Mapping[str, Path], reps: int, warmup: int) -> dict[str, list[Sample]]:
+    """Every path ``reps`` times, in rotating order, after ``warmup`` runs of each."""
+    names = list(paths)
+    for _ in range(warmup):
+        for name in names:
+            paths[name](rig)
+    samples: dict[str, list[Sample]] = {name: [] for name in names}
+    for rep in range(reps):
+        turn = rep % len(names)
+        for name in names[turn:] + names[:turn]:
+            samples[name].append(paths[name](rig))
+    return samples
+
+
+def on_stack(bench: Bench, measure: Callable[[Rig], dict[str, list[Sample]]]) -> dict[str, list[Sample]]:
+    """``measure`` on a counted rig of its own on the benchmark's stack (the stub's leftover replies dropped first)."""
+    rig = Rig(bench.stack)
+    rig.gemini.reset()
+    with rig.installed():
+        return measure(rig)
+
+
+def ms_of(samples: Mapping[str, Sequence[Sample]]) -> dict[str, list[float]]:
+    return {path: [sample.ms for sample in found] for path, found in samples.items()}
+
+
+def report(
+    section: Section, samples: Mapping[str, Sequence[Sample]], name: Callable[[str, int], str]
+) -> list[tuple[Any, ...]]:
+    """Each path's p50 and p95 as figures named ``name(path, q)``; returns the rows of the paths' table: path,
+    repetitions, p50, p95, the first handler's median ms, the Firestore RPCs before the model."""
+    rows = []
+    for path, found in samples.items():
+        ms = [sample.ms for sample in found]
+        p50, p95 = percentile(ms, 50), percentile(ms, 95)
+        section.add(info(name(path, 50), p50, "ms"), info(name(path, 95), p95, "ms"))
+        rows.append((path, len(ms), p50, p95, median([s.handler_ms for s in found]), found[-1].ops.rpcs))
+    return rows
+
+
+HEADER = ["path", "repetitions", "p50 ms", "p95 ms", "first handler ms (median)", "Firestore RPCs before the model"]
+
+
+def ratio(name: str, top: Sequence[float], bottom: Sequence[float], q: int, limit: float) -> list[Figure]:
+    """``percentile(top, q) / percentile(bottom, q)``, missed only when its whole 95% interval lies above ``limit``
+    (repetition ``i`` of both paths taken in the same turn), and the interval's bounds."""
+    low, high = round_interval([[x] for x in top], [[y] for y in bottom], q)
+    value = percentile(top, q) / percentile(bottom, q)
+    return [
+        unless_interval_above(name, value, "ratio", limit, low=low, high=high),
+        info(f"{name}_ci95_low", low, "ratio"),
+        info(f"{name}_ci95_high", high, "ratio"),
+    ]
