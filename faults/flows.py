@@ -24,6 +24,7 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 from faults.inject import HELD_SECONDS, Injector, deliver, requests_with, texts_of
 from infra import stack as local
 from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlackError
 from shared.slack import approval_card, blocks
 from shared.state import approvals, firestore, ids, questions, sessions
 from shared.state.models import QuestionStatus, Session, SessionKind, SessionStatus
@@ -347,10 +348,15 @@ def edit(flow: Flow) -> None:
 
     def submit() -> None:
         for _ in range(4):
-            answered = slack.submit_view(view["id"], OPERATOR, {"arg:replicas": str(EDITED_REPLICAS)})
+            try:
+                answered = slack.submit_view(view["id"], OPERATOR, {"arg:replicas": str(EDITED_REPLICAS)})
+            except FakeSlackError as exc:
+                if "not_found" in str(exc):
+                    return  # another submission of the double submit closed the modal: Slack accepts no more
+                raise
             if answered.get("status") == 200:
                 return
-            time.sleep(2.0)
+            time.sleep(2.0)  # answered 503 (Cloud Tasks restarting): the operator submits again
 
     in_parallel(submit, times=flow.injector.clicks(flow.rng))
     wait_status(ids.resume_id(approval.session_id, approval.seq), {SessionStatus.DONE})

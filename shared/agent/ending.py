@@ -1,48 +1,43 @@
 """How a session's run ends: its answer posted (or a child's result handed to its parent), a last turn without
 tools when a budget or the context runs out, a reply the product writes itself, a stop, a failure.
 
-``Endings`` is the part of the ``Runner`` that ends a run; the loop (``Runner``) and the turn's running
-(``ToolTurns``) provide the session, its steps, surface, budget and commit.
+The ``Ender`` ends a run, through the run's state (``RunState``); a child that answers while its own children
+still run waits for them through ``Pauses``.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import Counter
-from collections.abc import Callable
 
 from google.genai import types
 
 from shared import config
 from shared.agent import followup, gate, prompts
 from shared.agent import model as gemini
-from shared.agent.budget import Budget
 from shared.agent.failure import fail_session
+from shared.agent.pausing import Pauses
+from shared.agent.run_state import RunState, text_of
 from shared.agent.tools.base import short
 from shared.agent.transcript import contents_of, shorten_tool_results
 from shared.asks import delegation, stopping
-from shared.slack.surface import ThreadSurface
 from shared.state import children as stored_children
 from shared.state import ids, steps
 from shared.state.firestore import now
-from shared.state.models import Audit, AuditType, Note, Session, SessionStatus, Step, StepKind
+from shared.state.models import Audit, AuditType, Note, SessionStatus, Step, StepKind
 
 log = logging.getLogger(__name__)
 
 
-class Endings:
-    session: Session
-    steps: list[Step]
-    surface: ThreadSurface
-    budget: Budget
-    notes: list[Note]
-    used: Counter[str]
-    # Provided by the loop (``Runner``) and the turn's running (``ToolTurns``).
-    _commit: Callable[..., Step]
-    _tokens_after: Callable[[dict[str, int]], dict[str, int]]
-    _pause_for_children: Callable[..., bool]
+class Ender:
+    """Ends the run: posts or reports its answer, stops it, fails it, or gives it a last turn without tools."""
 
-    def _stopped(self, by: str) -> SessionStatus:
+    def __init__(self, run: RunState, pauses: Pauses) -> None:
+        self.run = run
+        self.pauses = pauses  # a child that answers before its own children end waits for them
+        # The run's own objects, shared (never rebound during a run).
+        self.session, self.steps, self.surface = run.session, run.steps, run.surface
+
+    def stopped(self, by: str) -> SessionStatus:
         """Someone stopped this session (or its tree): it ends here, says so, and stops what it delegated."""
         text = f"Stopped by {by}."
         if self.session.reports_to_parent:
@@ -55,8 +50,8 @@ class Endings:
             key = ids.post_key(self.session.session_id, self.session.next_seq, "stopped")
             ts = self.surface.post(stopping.stopped_text(by), key=key)
             posted = [Audit(AuditType.POST, now(), ts=ts)]
-            self._commit(StepKind.END, None, posted, status=SessionStatus.STOPPED.value, error=f"stopped by {by}",
-                         ended_at=now())  # fmt: skip
+            self.run.commit(StepKind.END, None, posted, status=SessionStatus.STOPPED.value,
+                            error=f"stopped by {by}", ended_at=now())  # fmt: skip
             self.surface.stopped()
         stopping.close_waits(self.session, by=by)  # what it asked just before the stop reached it
         stopping.stop_children(self.session, by=by)
@@ -64,24 +59,24 @@ class Endings:
         log.info("session stopped", extra={"by": by})
         return SessionStatus.STOPPED
 
-    def _reply_without_model(self, text: str) -> SessionStatus:
+    def reply_without_model(self, text: str) -> SessionStatus:
         """A reply the product writes itself (an input too large to use), recorded as the session's answer."""
         note = f"[the request was not used: {len(self.session.text):,} characters]"
-        self._commit(StepKind.PROMPT, types.Content(role="user", parts=[types.Part(text=note)]), [])
-        step = self._commit(
+        self.run.commit(StepKind.PROMPT, types.Content(role="user", parts=[types.Part(text=note)]), [])
+        step = self.run.commit(
             StepKind.MODEL,
             types.Content(role="model", parts=[types.Part(text=text)]),
             [Audit(AuditType.MODEL, now(), text=short(text), calls=[])],
         )
-        return self._answer(text, step, last=True)
+        return self.answer(text, step, last=True)
 
-    def _late_result_without_model(self, note: Note) -> SessionStatus:
+    def late_result_without_model(self, note: Note) -> SessionStatus:
         """News (a delegated task's result) that arrived after the conversation's budget was spent: passed on to the
         thread as it is, without another model turn."""
         step = self.steps[-1]  # the opening step that holds the news
-        return self._answer(prompts.late_result_text(note), step, last=True)
+        return self.answer(prompts.late_result_text(note), step, last=True)
 
-    def _unposted_answer(self) -> SessionStatus | None:
+    def unposted_answer(self) -> SessionStatus | None:
         """After a crash between an answer's model turn and the end of the session: post that answer (its key makes
         a post Slack already has a no-op) and end, instead of asking the model for a second one."""
         last = self.steps[-1] if self.steps else None
@@ -91,10 +86,10 @@ class Endings:
         if content is None or any(p.function_call for p in content.parts or []):
             return None
         final = len(self.steps) > 1 and self.steps[-2].kind in {StepKind.WRAP_UP, StepKind.TOO_LONG}
-        status = self._answer(text_of(content), last, last=final)
+        status = self.answer(text_of(content), last, last=final)
         return None if status == SessionStatus.RUNNING else status
 
-    def _answer(self, text: str, step: Step, *, last: bool = False) -> SessionStatus:
+    def answer(self, text: str, step: Step, *, last: bool = False) -> SessionStatus:
         """Post the answer and end the session; notes that arrived meanwhile keep it going, unless ``last``."""
         if self.session.reports_to_parent:
             return self._report(text, last=last)
@@ -108,7 +103,7 @@ class Endings:
         closed = gate.closed_loop(own + audit)
         status = SessionStatus.DONE if closed else SessionStatus.SILENT_EXIT
         try:
-            self._commit(
+            self.run.commit(
                 StepKind.END,
                 None,
                 audit,
@@ -118,12 +113,12 @@ class Endings:
                 ended_at=now(),
                 answer_ts=stamps[-1] if stamps else None,  # the message its feedback buttons are on
             )
-            if last and self.notes:
-                log.warning("session ended at its budget with unread notes", extra={"notes": len(self.notes)})
-                followup.start_for_unread(self.session, self.notes)
+            if last and self.run.notes:
+                log.warning("session ended at its budget with unread notes", extra={"notes": len(self.run.notes)})
+                followup.start_for_unread(self.session, self.run.notes)
         except steps.NotesPending as pending:
-            self._commit(StepKind.END, None, audit)  # any post is recorded; the notes are read next turn
-            self.notes = pending.notes
+            self.run.commit(StepKind.END, None, audit)  # any post is recorded; the notes are read next turn
+            self.run.notes = pending.notes
             return SessionStatus.RUNNING
         delegation.release_askers(self.session, delegated=delegation.delegated_in(self.steps))
         if closed:
@@ -156,7 +151,7 @@ class Endings:
                 error="ran out of its budget before finishing" if wrapped else None,
             )  # fmt: skip
         except steps.NotesPending as pending:
-            self.notes = pending.notes
+            self.run.notes = pending.notes
             return SessionStatus.RUNNING
         self.steps.append(step)
         delegation.resume_parent(self.session, finished)
@@ -170,19 +165,19 @@ class Endings:
         asking = [c for c in stored_children.get_children(unfinished)
                   if c.parent_question is not None and c.parent_question.answer is None]  # fmt: skip
         if asking:  # waiting for them would wait for ever: they wait for this session first
-            self.notes += [delegation.question_again(c) for c in asking]
+            self.run.notes += [delegation.question_again(c) for c in asking]
             return SessionStatus.RUNNING
         waiting = stored_children.rejoin(unfinished)
         if not waiting:
             return SessionStatus.RUNNING  # they ended meanwhile: their results are notes to read first
         audit = [Audit(AuditType.NOTES, now(), count=len(waiting))]
-        paused = self._pause_for_children(waiting, None, audit, self.session.tool_calls, launch=False)
+        paused = self.pauses.pause_for_children(waiting, None, audit, self.session.tool_calls, launch=False)
         return SessionStatus.PAUSED if paused else SessionStatus.RUNNING
 
-    def _final_without_tools(self, instruction: str, *, kind: StepKind, minimal: bool = False) -> SessionStatus:
+    def final_without_tools(self, instruction: str, *, kind: StepKind, minimal: bool = False) -> SessionStatus:
         """A last turn with no tools (a budget ran out, or the context is too long), and its reply posted."""
         note = types.Content(role="user", parts=[types.Part(text=instruction)])
-        self._commit(kind, note, [Audit(AuditType(kind.value), now())])
+        self.run.commit(kind, note, [Audit(AuditType(kind.value), now())])
         if minimal:
             first = [s for s in self.steps if s.kind == StepKind.PROMPT][:1]
             history = [*contents_of(first), note]
@@ -192,19 +187,19 @@ class Endings:
         try:
             response = gemini.generate(history, system=prompts.SYSTEM)
         except (gemini.ModelUnavailable, gemini.ContextTooLong) as exc:
-            return self._fail("the AI model could not produce a final answer", detail=str(exc))
+            return self.fail("the AI model could not produce a final answer", detail=str(exc))
         text = text_of(first_content(response))
         spent = gemini.usage(response)
-        step = self._commit(
+        step = self.run.commit(
             StepKind.MODEL,
             types.Content(role="model", parts=[types.Part(text=text)]),
             [Audit(AuditType.MODEL, now(), text=short(text), calls=[], tokens=spent)],
             turns=self.session.turns + 1,
-            tokens=self._tokens_after(spent),
+            tokens=self.run.tokens_after(spent),
         )
-        return self._answer(text, step, last=True)
+        return self.answer(text, step, last=True)
 
-    def _fail(self, reason: str, *, detail: str) -> SessionStatus:
+    def fail(self, reason: str, *, detail: str) -> SessionStatus:
         fail_session(self.session, reason, self.surface, detail=detail)
         return SessionStatus.FAILED
 
@@ -214,7 +209,3 @@ def first_content(response: types.GenerateContentResponse) -> types.Content:
     if candidate is None or candidate.content is None:
         return types.Content(role="model", parts=[])
     return candidate.content
-
-
-def text_of(content: types.Content) -> str:
-    return "".join(p.text or "" for p in content.parts or [] if p.text and not p.thought)

@@ -2,28 +2,27 @@
 the operator's decisions, an MCP server's answered request) becomes the function response of the call that waited
 for it, by the call's position in its turn.
 
-``Resumptions`` is the part of the ``Runner`` that writes those responses; the turn's running (``ToolTurns``) and
-the loop (``Runner``) provide the session, its steps, tools, surface and commit.
+The ``Resumer`` writes those responses, through the run's state (``RunState``); it runs calls through ``ToolCalls``
+and pauses again through ``Pauses``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from google.genai import types
 
 from shared.agent import prompts
+from shared.agent.calls import ToolCalls
 from shared.agent.opening import answer_of
+from shared.agent.run_state import RunState
 from shared.agent.tools.base import Outcome, ResumesWithInput, Suspend, ToolContext, Wait, short
 from shared.agent.tools.mcp.inputs import Pending as McpPending
-from shared.agent.tools.toolset import Toolset
 from shared.agent.transcript import Responses, pending_turn
 from shared.agent.waits.resuming import Resuming, WaitOn
 from shared.asks import approvals, delegation, tree_status
 from shared.limits import MAX_TOOL_RESULT_CHARS, capped
-from shared.slack.surface import ThreadSurface
 from shared.state import approvals as stored_approvals
 from shared.state import children as stored_children
 from shared.state import ids, ledger
@@ -40,34 +39,33 @@ from shared.state.models import (
     Session,
     SessionKind,
     SessionStatus,
-    Step,
     StepKind,
     Waiting,
     WaitKind,
 )
 
+if TYPE_CHECKING:  # Pauses makes its Resumer (each calls the other)
+    from shared.agent.pausing import Pauses
+
 NO_RESULT = stored_children.NO_RESULT
 
 
-class Resumptions:
-    session: Session
-    steps: list[Step]
-    tools: Toolset
-    surface: ThreadSurface
-    # Provided by the turn's running (``ToolTurns``) and the loop (``Runner``).
-    _commit: Callable[..., Step]
-    _context: Callable[..., ToolContext]
-    _tool_audit: Callable[..., Audit]
-    _call: Callable[..., Outcome]
-    _pause_for_question: Callable[..., bool]
-    _pause_on_record: Callable[..., bool]
+class Resumer:
+    """Writes the responses of a paused turn's calls as their outcomes arrive (True where it says: paused again)."""
 
-    def _resume_parent_answer(self, *, consumed: list[Note] | None = None) -> None:
+    def __init__(self, run: RunState, calls: ToolCalls, pauses: Pauses) -> None:
+        self.run = run
+        self.calls = calls
+        self.pauses = pauses  # a resumed call may pause again (an MCP server that asks for more input)
+        # The run's own objects, shared (never rebound during a run).
+        self.session, self.steps, self.tools, self.surface = run.session, run.steps, run.tools, run.surface
+
+    def resume_parent_answer(self, *, consumed: list[Note] | None = None) -> None:
         """The parent's answer is the response of the blocking ask_parent call that waited for it."""
         fresh = stored_children.get_children([self.session.session_id])
         asked = fresh[0].parent_question if fresh else None
         if asked is None:
-            self._commit(StepKind.ANSWER, Responses(), [Audit(AuditType.ANSWER, now())], consumed=consumed or [])
+            self.run.commit(StepKind.ANSWER, Responses(), [Audit(AuditType.ANSWER, now())], consumed=consumed or [])
             return
         on = WaitOn(WaitKind.PARENT_ANSWER, asked.question_id)
         resuming = Resuming(pending_turn(self.steps), asked.seq, {asked.index: on})
@@ -75,9 +73,9 @@ class Resumptions:
             resuming.arrive(on, {"error": asked.answer or delegation.UNANSWERED})
         else:
             resuming.arrive(on, {"result": {"answer": asked.answer, "from": "the session that delegated your task"}})
-        self._commit(StepKind.ANSWER, resuming.responses, [Audit(AuditType.ANSWER, now())], consumed=consumed or [])
+        self.run.commit(StepKind.ANSWER, resuming.responses, [Audit(AuditType.ANSWER, now())], consumed=consumed or [])
 
-    def _release_children(self) -> None:
+    def release_children(self) -> None:
         """A child's question interrupted this session's wait for its children: the waiting delegate calls get
         "still running" responses, and each remaining result reaches it as a note (ended ones already did)."""
         turn = pending_turn(self.steps)
@@ -90,9 +88,9 @@ class Resumptions:
         note = "A child asked you a question, so you no longer wait: its result reaches you as a note."
         for on in waits.values():
             resuming.arrive(on, {"result": {"status": "still running", "child_id": on.key, "note": note}})
-        self._commit(StepKind.TOOL_RESULTS, resuming.responses, [], released_seq=None)
+        self.run.commit(StepKind.TOOL_RESULTS, resuming.responses, [], released_seq=None)
 
-    def _resume_children(self, child_ids: list[str], *, consumed: list[Note] | None = None) -> None:
+    def resume_children(self, child_ids: list[str], *, consumed: list[Note] | None = None) -> None:
         """The ended children of one turn: each result is the response of the delegate call that started it (a
         child that failed or ran out of budget is an error response, never silence). One step holds them all."""
         ended = sorted(stored_children.get_children(child_ids), key=lambda c: c.delegate_index or 0)
@@ -114,10 +112,10 @@ class Resumptions:
             response = capped_response(child_response(child), MAX_TOOL_RESULT_CHARS)
             audit.append(Audit(AuditType.TOOL, now(), name=call.name, args=short(call.args), result=short(response)))
             resuming.arrive(on, response)
-        self._commit(StepKind.ANSWER, resuming.responses, audit, consumed=consumed or [], child_ids=[])
+        self.run.commit(StepKind.ANSWER, resuming.responses, audit, consumed=consumed or [], child_ids=[])
         tree_status.refresh(self.session, self.surface)  # whatever order the children's own refreshes landed in
 
-    def _resume_approvals(self, approval_ids: list[str], *, consumed: list[Note] | None = None) -> bool:
+    def resume_approvals(self, approval_ids: list[str], *, consumed: list[Note] | None = None) -> bool:
         """The decided calls of one turn: each approved one runs once through the ledger, with exactly the shown
         arguments; a denied or expired one gets an error response. One step holds them all. True if the session
         paused again: an approved MCP call whose server asked for input (its question's answer resumes it)."""
@@ -139,16 +137,17 @@ class Resumptions:
             call = waiting[1]
             decided_outcome = self._decided_response(approval, call, seq, recorded.get(approval.call_index))
             response = decided_outcome.response if isinstance(decided_outcome, Suspend) else decided_outcome
-            audit.append(self._tool_audit(approval.tool, call, response, self._context(seq, approval.call_index, call)))
+            ctx = self.calls.context(seq, approval.call_index, call)
+            audit.append(self.calls.audit(approval.tool, call, response, ctx))
             if isinstance(decided_outcome, Suspend) and pause is None:
                 pause = decided_outcome  # no function response: the operator's answer resumes the call
                 resuming.arrive(on, then=WaitOn(WaitKind.MCP_INPUT, pause.question.question_id))
                 continue
             resuming.arrive(on, response)
-        self._commit(StepKind.ANSWER, resuming.responses, audit, consumed=consumed or [], approval_ids=[])
+        self.run.commit(StepKind.ANSWER, resuming.responses, audit, consumed=consumed or [], approval_ids=[])
         if resuming.complete or pause is None:
             return False
-        return self._pause_for_question(pause, None, [], self.session.tool_calls)
+        return self.pauses.pause_for_question(pause, None, [], self.session.tool_calls)
 
     def _decided_response(self, approval: Approval, call: types.FunctionCall, seq: int,
                           entry: ledger.Entry | None) -> dict[str, Any] | Suspend:  # fmt: skip
@@ -166,10 +165,10 @@ class Resumptions:
         runs = approvals.effective_args(approval)  # an operator's edit runs instead, bound by its own digest
         if runs is None:
             return {"error": "not run: the edited call does not match its approval"}
-        ctx = self._context(seq, approval.call_index, call, caller=approval.session_id)
+        ctx = self.calls.context(seq, approval.call_index, call, caller=approval.session_id)
         approvals.update_card(approval, approvals.running_verdict(approval))  # read before what the call posts
         ran = call if approval.edited_args is None else types.FunctionCall(name=call.name, args=runs, id=call.id)
-        outcome = self._call(approval.tool, ran, ctx, entry)
+        outcome = self.calls.call(approval.tool, ran, ctx, entry)
         response = (
             outcome.response if isinstance(outcome, Suspend | Wait) else capped_response(outcome, MAX_TOOL_RESULT_CHARS)
         )
@@ -179,14 +178,14 @@ class Resumptions:
         return approvals.edited_response(approval, response)
 
     # --- an MCP server's request for input, answered ------------------------------------------------------------
-    def _answered_question(self) -> Question | None:
+    def answered_question(self) -> Question | None:
         """The answered question a continuation starts from (read once: the opening uses it too)."""
         session = self.session
         if session.kind != SessionKind.CONTINUATION or not session.question_id or session.late_note is not None:
             return None
         return stored.get_question(session.question_id)
 
-    def _resume_input(self, question: Question, *, consumed: list[Note] | None = None) -> bool:
+    def resume_input(self, question: Question, *, consumed: list[Note] | None = None) -> bool:
         """The paused MCP call runs again with the operator's answer and the server's stored state, once, through
         the ledger (its own entry per round); its result is the response of the call the model made. True if the
         session paused again (the server asked for more)."""
@@ -196,28 +195,28 @@ class Resumptions:
         waiting = resuming.call_for(on)
         answered = Audit(AuditType.ANSWER, now())
         if waiting is None:  # its response is already in the transcript (a re-run after a crash)
-            self._commit(StepKind.ANSWER, None, [answered], consumed=consumed or [])
+            self.run.commit(StepKind.ANSWER, None, [answered], consumed=consumed or [])
             return False
         call = waiting[1]
         outcome, response, ctx = self._input_outcome(question, call)
-        audit = [answered, self._tool_audit(call.name or "", call, response, ctx)]
+        audit = [answered, self.calls.audit(call.name or "", call, response, ctx)]
         if isinstance(outcome, Suspend):  # the server asked again: a new question, and the session pauses again
             resuming.arrive(on, then=WaitOn(WaitKind.MCP_INPUT, outcome.question.question_id))
-            self._commit(StepKind.ANSWER, None, [answered], consumed=consumed or [])
-            return self._pause_for_question(outcome, None, audit[1:], self.session.tool_calls)
+            self.run.commit(StepKind.ANSWER, None, [answered], consumed=consumed or [])
+            return self.pauses.pause_for_question(outcome, None, audit[1:], self.session.tool_calls)
         resuming.arrive(on, response)
-        self._commit(StepKind.ANSWER, resuming.responses, audit, consumed=consumed or [])
+        self.run.commit(StepKind.ANSWER, resuming.responses, audit, consumed=consumed or [])
         return False
 
     def _input_outcome(self, question: Question, call: types.FunctionCall) -> tuple[Outcome, dict[str, Any],
-                                                                                     ToolContext]:  # fmt: skip
+                                                                                    ToolContext]:  # fmt: skip
         """The paused MCP call run again with the operator's answer (once, through the ledger: its own entry per
         round): its outcome, its response as stored, and its context."""
         pending = McpPending.from_doc(question.mcp_input or {})
         name = call.name or ""
         found: object = self.tools.get(name)
         tool = found if isinstance(found, ResumesWithInput) else None  # through the tool protocol, whatever the tool
-        ctx = self._context(pending.seq, pending.index, call, caller=pending.caller)
+        ctx = self.calls.context(pending.seq, pending.index, call, caller=pending.caller)
         outcome: Outcome
         if question.status != QuestionStatus.ANSWERED:
             outcome = {"error": f"the operator's input was not given (the question was {question.status.value}), "
@@ -229,14 +228,15 @@ class Resumptions:
             part = f"-r{pending.round}"
             entry = ledger.entries(self.session, pending.seq, [pending.index], part=part).get(pending.index)
             resumes = tool
-            outcome = self._call(name, call, ctx, entry, run=lambda: resumes.resume_input(question, ctx), part=part)
+            outcome = self.calls.call(name, call, ctx, entry, run=lambda: resumes.resume_input(question, ctx),
+                                      part=part)  # fmt: skip
         if isinstance(outcome, Wait):
             outcome = {"error": f"{name} cannot wait here"}
         response = outcome.response if isinstance(outcome, Suspend) else capped_response(outcome, MAX_TOOL_RESULT_CHARS)
         return outcome, response, ctx
 
     # --- a mixed turn's waiting record, resolved ---------------------------------------------------------------
-    def _resume_record(self, record: list[Waiting], *, consumed: list[Note] | None = None) -> bool:
+    def resume_record(self, record: list[Waiting], *, consumed: list[Note] | None = None) -> bool:
         """Every call the record waited on gets its outcome, in call order, in one step: an answer, a decision (an
         approved call runs once, through the ledger), a child's result, the parent's answer, an MCP call run again
         with the operator's input. True if the session paused again (an MCP server asked for more input)."""
@@ -258,11 +258,11 @@ class Resumptions:
                 again.append(then)
                 continue
             resuming.arrive(on, outcome if isinstance(outcome, dict) else {"error": "no outcome"})
-        self._commit(StepKind.ANSWER, resuming.responses, audit, consumed=consumed or [], waiting=[])
+        self.run.commit(StepKind.ANSWER, resuming.responses, audit, consumed=consumed or [], waiting=[])
         if any(w.kind == WaitKind.CHILD for w in record):
             tree_status.refresh(self.session, self.surface)
         if again:
-            return self._pause_on_record(again, None, [], self.session.tool_calls)
+            return self.pauses.pause_on_record(again, None, [], self.session.tool_calls)
         return False
 
     def _record_outcome(self, entry: Waiting, call: types.FunctionCall, outcomes: _Outcomes,
@@ -279,7 +279,7 @@ class Resumptions:
             if entry.kind == WaitKind.QUESTION:
                 return {"result": answer_of(question)}
             outcome, response, ctx = self._input_outcome(question, call)
-            audit.append(self._tool_audit(call.name or "", call, response, ctx))
+            audit.append(self.calls.audit(call.name or "", call, response, ctx))
             return outcome
         if entry.kind == WaitKind.APPROVAL:
             approval = outcomes.approvals[entry.key]
@@ -287,7 +287,8 @@ class Resumptions:
                                result=approval.status.value, text=approval.decided_by))  # fmt: skip
             decided = self._decided_response(approval, call, entry.seq, ledgered)
             response = decided.response if isinstance(decided, Suspend) else decided
-            audit.append(self._tool_audit(approval.tool, call, response, self._context(entry.seq, entry.index, call)))
+            ctx = self.calls.context(entry.seq, entry.index, call)
+            audit.append(self.calls.audit(approval.tool, call, response, ctx))
             return decided
         if entry.kind == WaitKind.CHILD:
             child = outcomes.children.get(entry.key)

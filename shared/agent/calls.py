@@ -1,0 +1,107 @@
+"""One tool call: its context, its tier, whether the budgets let it run, the call itself (through the ledger when its
+tool is outward or not idempotent: flow 8), how the thread sees it run, and its audit record.
+
+``ToolCalls`` is used by the turn's dispatcher (``ToolTurn``) and by the resumptions (``Resumer``: an approved
+call, an MCP call run again with the operator's input); it names no tool.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from google.genai import types
+
+from shared import config
+from shared.agent import activity, prompts
+from shared.agent.run_state import RunState
+from shared.agent.tools import policy
+from shared.agent.tools.base import Outcome, Suspend, Tier, ToolContext, Wait, short
+from shared.agent.transcript import PendingTurn
+from shared.asks.approvals import Held
+from shared.slack import blocks
+from shared.state import ledger
+from shared.state.firestore import now
+from shared.state.models import Audit, AuditType
+
+log = logging.getLogger(__name__)
+
+
+class ToolCalls:
+    """Runs single calls of the run's tools."""
+
+    def __init__(self, run: RunState) -> None:
+        self.run = run
+
+    def context(self, seq: int, index: int, call: types.FunctionCall, caller: str = "") -> ToolContext:
+        run = self.run
+        return ToolContext(run.session, seq, index, call.id, run.surface, used=run.used,
+                           thread_text=run.thread_text(), caller_id=caller)  # fmt: skip
+
+    def held(self, turn: PendingTurn) -> list[Held]:
+        """The calls whose tier is ``approve``: they run only after an operator approves each exact call."""
+        held: list[Held] = []
+        for index, call in turn.calls:
+            spec = self.run.tools.get(call.name or "")
+            args = dict(call.args or {})
+            if spec is not None and policy.call_tier(spec, args, self.context(turn.seq, index, call)) == Tier.APPROVE:
+                held.append(Held(index, call.id, spec.name, args))
+        return held
+
+    def refusal(self, used: int) -> dict[str, Any] | None:
+        """Why this call is not made, if it is not: the budgets."""
+        if used >= self.run.budget.max_tool_calls:
+            return {"error": "tool budget exhausted; wrap up without more tools"}
+        if self.run.budget.time_left() <= 0:
+            return {"error": "out of time: this call was not made; wrap up without more tools"}
+        return None
+
+    def shown(self, task_id: str, name: str, call: types.FunctionCall, ctx: ToolContext,
+              entry: ledger.Entry | None) -> Outcome:  # fmt: skip
+        """A call, shown while it runs: on the status line, and as a task card where the answer streams."""
+        surface = self.run.surface
+        surface.doing(activity.doing(name, call.args))
+        card = activity.task(name, call.args)
+        if card is not None:
+            surface.step(task_id, card[0], sources=card[1])
+        outcome = self.call(name, call, ctx, entry)
+        surface.step_done(task_id, failed=isinstance(outcome, dict) and "error" in outcome)
+        return outcome
+
+    def call(self, name: str, call: types.FunctionCall, ctx: ToolContext, entry: ledger.Entry | None, *,
+             run: Callable[[], Outcome] | None = None, part: str = "") -> Outcome:  # fmt: skip
+        """One call, through the ledger when its tool is outward or not idempotent (flow 8). ``run`` and ``part``
+        are a later round of the call (an MCP call resumed with the operator's input), with its own ledger entry."""
+        session, tools = self.run.session, self.run.tools
+        run = run or (lambda: tools.run(name, call.args, ctx))
+        spec = tools.get(name)
+        if spec is None or not (spec.outward or not spec.idempotent):
+            return run()
+        if entry is not None and entry.status == ledger.CallStatus.DONE and entry.response is not None:
+            return entry.response  # it ran to the end before the crash: its response stands
+        if entry is not None and not spec.idempotent:
+            self._tell_outcome_unknown(name, call, ctx)
+            return {"error": prompts.OUTCOME_UNKNOWN}
+        if entry is None:
+            ledger.start(session, seq=ctx.seq, index=ctx.call_index, key=ctx.idempotency_key, name=name,
+                         args=short(call.args, 2000), part=part)  # fmt: skip
+        outcome = run()  # an idempotent call re-runs with the same key
+        if not isinstance(outcome, Suspend | Wait):
+            ledger.done(session, seq=ctx.seq, index=ctx.call_index, response=outcome, part=part)
+        return outcome
+
+    def audit(self, name: str, call: types.FunctionCall, response: dict[str, Any], ctx: ToolContext) -> Audit:
+        spec = self.run.tools.get(name)
+        # A failed outward call is outward work too: the requester still expects to hear how it went.
+        return Audit(AuditType.TOOL, now(), name=name, args=short(call.args), result=short(response),
+                     outward=bool(spec and spec.outward), posts=ctx.post_ts)  # fmt: skip
+
+    def _tell_outcome_unknown(self, name: str, call: types.FunctionCall, ctx: ToolContext) -> None:
+        operators = blocks.operator_mentions(config.settings().operator_user_ids)
+        text = (
+            f":warning: {operators}: I was restarted while `{name}` was running, and I cannot tell whether it "
+            f"happened, so I did not run it again. Its arguments: `{short(call.args, 500)}`. Please check."
+        )
+        self.run.surface.post(text, key=ctx.post_key(":unknown"), for_operators=True)
+        log.warning("a started call's outcome is unknown; not run again", extra={"tool": name})

@@ -1,0 +1,137 @@
+"""One run's shared state, and the one way it stores a step.
+
+``RunState`` holds what every part of a run reads: the claimed session, its transcript so far (``steps``), the
+thread surface, the toolset, the budget, the calls made so far by tool, and the notes queued for the next model
+turn. ``commit`` persists a step (with the lease renewed, the day's spend counted and the notes that arrived read
+back); ``keep_lease`` renews the lease during a long turn. The parts of a run (``Starter``, ``ToolTurn``,
+``Pauses``, ``Resumer``, ``Ender``) are given this state and change it only through it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from datetime import datetime
+from typing import Any
+
+from google.genai import types
+
+from shared import config, deps
+from shared.agent import model as gemini
+from shared.agent import streamed
+from shared.agent.budget import Budget, conversation_allowance
+from shared.agent.tools import toolset
+from shared.agent.transcript import PendingTurn, Responses, contents_of, to_json
+from shared.state import spend, steps
+from shared.state.firestore import now
+from shared.state.models import Audit, AuditType, Note, Session, SessionKind, Step, StepKind, Waiting
+
+
+class RunState:
+    """What one run of a claimed session shares: its session, transcript, surface, tools, budget and notes."""
+
+    def __init__(self, session: Session, *, takeover: bool, started_at: datetime | None = None) -> None:
+        settings = config.settings()
+        self.session = session
+        self.takeover = takeover
+        self.lease = settings.session_lease_seconds
+        elapsed = (now() - started_at).total_seconds() if started_at else 0.0
+        # A mention or a child on its first claim has no steps yet (next_seq moves with every step): skip the query.
+        fresh = session.kind in {SessionKind.MENTION, SessionKind.CHILD} and not takeover and session.next_seq == 0
+        self.steps: list[Step] = [] if fresh else steps.load_steps(session.transcript)
+        self.budget = Budget(  # a delegated child has its allotment from its tree's budget
+            *conversation_allowance(session, self.steps),
+            settings.session_wall_seconds,
+            started=time.monotonic() - max(0.0, elapsed),
+        )
+        # A continuation appends to its asker's transcript: its first step follows the last stored one.
+        session.next_seq = max(session.next_seq, self.steps[-1].seq + 1 if self.steps else 0)
+        self.surface = streamed.surface_for(session, takeover=takeover)  # a takeover reads what Slack has
+        self.tools = (deps.get().tools or toolset.for_session)(session)
+        # Calls made so far, by tool (the policy bounds some of them per session).
+        self.used = Counter(
+            entry.name for s in self.steps if s.session_id == session.session_id for entry in s.audit
+            if entry.type == AuditType.TOOL and entry.name
+        )  # fmt: skip
+        self.notes: list[Note] = list(session.notes)  # queued for the next model turn
+        self.committed = time.monotonic()  # the claim took the lease just now
+
+    def commit(
+        self,
+        kind: StepKind,
+        content: types.Content | Responses | None,
+        audit: list[Audit],
+        *,
+        consumed: list[Note] | None = None,
+        wait_for_notes: bool = True,
+        pausing_on: str | None = None,
+        pausing_on_all: list[str] | None = None,
+        pausing_on_children: list[str] | None = None,
+        pausing_on_record: list[Waiting] | None = None,
+        **fields: Any,
+    ) -> Step:
+        """Store the next step (and the session ``fields`` with it); the notes that arrived meanwhile are read."""
+        answers = content.refs() if isinstance(content, Responses) else None  # the calls its responses answer
+        if isinstance(content, Responses):
+            content = content.content()
+        step = Step(
+            seq=self.session.next_seq,
+            session_id=self.session.session_id,
+            kind=kind,
+            content=to_json(content) if content is not None else None,
+            audit=audit,
+            at=now(),
+            answers=answers,
+        )
+        totals = fields.get("tokens")  # a model turn: what it spent counts against the daily budgets
+        spent = spend.counted(totals) - spend.counted(self.session.tokens) if isinstance(totals, dict) else 0
+        self.notes = steps.commit_step(
+            self.session,
+            step,
+            lease_seconds=self.lease,
+            fields=fields,
+            consumed_notes=consumed,
+            wait_for_notes=wait_for_notes,
+            pausing_on=pausing_on,
+            pausing_on_all=pausing_on_all,
+            pausing_on_children=pausing_on_children,
+            pausing_on_record=pausing_on_record,
+            spent=spent,
+        )
+        self.steps.append(step)
+        self.committed = time.monotonic()
+        return step
+
+    def keep_lease(self) -> None:
+        """Renew the lease during a long turn (a slow tool, several slow calls), so no takeover starts meanwhile."""
+        if time.monotonic() - self.committed > self.lease / 3:
+            self.notes = steps.commit_step(self.session, None, lease_seconds=self.lease)
+            self.committed = time.monotonic()
+
+    def tokens_after(self, spent: dict[str, int]) -> dict[str, int]:
+        """The session's running token totals with one more turn (written with that turn's step)."""
+        return {kind: self.session.tokens.get(kind, 0) + spent.get(kind, 0) for kind in gemini.TOKEN_KINDS}
+
+    def owns(self, turn: PendingTurn) -> bool:
+        """Pending calls are this session's to run only if it made them: another session's are a pause it did not
+        take over (whatever this session wrote since)."""
+        return turn.session_id == self.session.session_id
+
+    def has_written(self) -> bool:
+        """This session has stored a step of its own (else its run starts with its first step)."""
+        return any(s.session_id == self.session.session_id for s in self.steps)
+
+    def replaying(self) -> bool:
+        """True once per run, for the first turn a takeover runs tools for (the one the dead worker was in)."""
+        replaying, self.takeover = self.takeover, False
+        return replaying
+
+    def thread_text(self) -> str:
+        """What the thread said when the transcript opened (its first prompt), for the policy's host rule."""
+        first = next((s for s in self.steps if s.kind == StepKind.PROMPT and s.content), None)
+        return text_of(contents_of([first])[0]) if first else ""
+
+
+def text_of(content: types.Content) -> str:
+    """The visible text of a model turn (thoughts left out)."""
+    return "".join(p.text or "" for p in content.parts or [] if p.text and not p.thought)
