@@ -113,6 +113,11 @@ def stack() -> Iterator[Stack]:
             # The answer-path tests count chat.postMessage posts: answers are posted whole here, and
             # tests/stack/test_stream.py runs agent_session with the product's default (streamed answers).
             "SLACK_STREAM": "false",
+            # A SIGKILLed worker's task retry takes its session over once the lease has gone a heartbeat (a quarter
+            # of it) without a renewal: 5 s here instead of the product's 15 s, for the suite's few dozen kills. Still
+            # twice tests/stack/test_heartbeat.py's short lease, which a loaded machine keeps renewed; the counted
+            # rigs (tests/rigs.py) run with the product's default, so the Firestore counts are the deployed ones.
+            "SESSION_LEASE_SECONDS": "20",
         },
         stack_file=TEST_DIR / "stack.json",
         # Tasks reach agent_session as deployed Cloud Tasks delivers them: in parallel, retried on non-2xx.

@@ -27,7 +27,9 @@ class SlackSender:
         return cls(events_url=stack.function_url("slack_events"), secret=local.SIGNING_SECRET)
 
     def post_raw(self, body: bytes, headers: dict[str, str] | None = None, url: str | None = None) -> requests.Response:
-        return requests.post(url or self.events_url, data=body, headers=headers or {}, timeout=10)
+        # As long as the fake Slack waits for a delivery (FAKESLACK_DELIVERY_SECONDS, tests/conftest.py): a cold
+        # function on a busy machine answers its first request late (the ingress's speed is `make bench`'s).
+        return requests.post(url or self.events_url, data=body, headers=headers or {}, timeout=20)
 
     def post_signed(
         self,

@@ -1,6 +1,6 @@
-"""The browser tier's fixtures: one stack as ``make dev`` starts it and one headless Chromium per module (the
-modules share none: both use the same DM, which a shared stack would mix), each test opening its own pages, one
-browser context per person; and Playwright's patience."""
+"""The browser tier's fixtures: one stack as ``make dev`` starts it and one headless Chromium for the whole tier (each
+module keeps to a DM of its own: test_workspace's is Riley's, test_workspace_agent's Sam's), each test opening its
+own pages, one browser context per person; and Playwright's patience."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ SCREENSHOTS = LOCAL / "screenshots"
 OpenPage = Callable[[str], Page]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def web_stack() -> Iterator[Stack]:
     """A stack as `make dev` starts it; the product settings the session's test stack put in os.environ (small
     budgets, tool tiers) are kept out of it, as they are out of a newcomer's shell."""
@@ -42,7 +42,7 @@ def patient_expectations() -> Iterator[None]:
     expect.set_options(timeout=5_000)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser() -> Iterator[Browser]:
     if chromium.chromium() is None:
         pytest.fail(chromium.MISSING)

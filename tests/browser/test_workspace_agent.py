@@ -2,7 +2,9 @@
 browser: opening the DM with the bot is opening its Messages tab (``app_home_opened``: the product sets the
 suggested prompts, shown above the composer), the DM keeps its title, and the bot's answer to a request typed
 there shows in the conversation while a reply typed in a DM thread is answered in that thread; a streamed answer
-that rolls over to a new message reads on across both."""
+that rolls over to a new message reads on across both.
+
+The DM here is Sam's: test_workspace's DM test answers in Riley's, on the same stack, and this one counts answers."""
 
 from __future__ import annotations
 
@@ -15,35 +17,35 @@ from shared import deps
 from shared.slack.stream import AnswerStream
 from shared.slack.surface import ThreadSurface
 from tests.browser.conftest import OpenPage
-from tests.browser.test_workspace import RILEY, WAIT, open_thread, tag
+from tests.browser.test_workspace import RILEY, SAM, WAIT, open_thread, tag
 
 
 def test_a_dm_in_agent_view_offers_prompts_and_answers_in_the_conversation(open_page: OpenPage) -> None:
-    riley = open_page(RILEY)
-    riley.click("#dms li")
-    title = riley.locator("#channel-title")
-    expect(title).to_have_text("Agent (the bot) (direct message with Riley Requester)")
-    prompts = riley.locator("#prompts")
+    sam = open_page(SAM)
+    sam.click("#dms li")
+    title = sam.locator("#channel-title")
+    expect(title).to_have_text("Agent (the bot) (direct message with Sam Guest)")
+    prompts = sam.locator("#prompts")
     expect(prompts).to_be_visible()  # app_home_opened reached the product, which set them
     expect(prompts.locator("button").first).to_be_visible()
     words = f"answer: what is this {tag()}"
-    riley.click("#text")
-    riley.keyboard.type(words)
-    riley.keyboard.press("Enter")
-    answer = riley.locator("#messages .message", has_text="A plain answer")
+    sam.click("#text")
+    sam.keyboard.type(words)
+    sam.keyboard.press("Enter")
+    answer = sam.locator("#messages .message", has_text="A plain answer")
     expect(answer).to_be_visible(timeout=WAIT)  # in the conversation, no thread to open
-    request = riley.locator("#messages .message", has_text=words)
+    request = sam.locator("#messages .message", has_text=words)
     expect(request.locator(".replies-link")).to_have_count(0)  # nothing went into a thread under the request
-    expect(title).to_have_text("Agent (the bot) (direct message with Riley Requester)")  # not "# D0HUMAN"
+    expect(title).to_have_text("Agent (the bot) (direct message with Sam Guest)")  # not "# D0GUEST"
     # A reply typed inside a thread of the DM is answered in that thread, and stays there.
     request.hover()
     request.locator("button[data-thread]").click()
-    riley.click("#reply-text")
-    riley.keyboard.type(f"answer: and in a thread {tag()}")
-    riley.keyboard.press("Enter")
-    thread = riley.locator("#thread")
+    sam.click("#reply-text")
+    sam.keyboard.type(f"answer: and in a thread {tag()}")
+    sam.keyboard.press("Enter")
+    thread = sam.locator("#thread")
     expect(thread.locator(".message", has_text="A plain answer")).to_be_visible(timeout=WAIT)
-    expect(riley.locator("#messages .message", has_text="A plain answer")).to_have_count(1)
+    expect(sam.locator("#messages .message", has_text="A plain answer")).to_have_count(1)
     expect(request.locator(".replies-link")).to_be_visible()
 
 

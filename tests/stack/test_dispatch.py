@@ -31,6 +31,7 @@ from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.slack.client import FakeSlack
 from infra.procs import StackError, free_port, spawn_ready, stop_group
 from tests.poll import wait_for
+from tests.slack import SlackSender, mention
 
 REPO = Path(__file__).resolve().parents[2]
 QUEUE = "projects/p/locations/l/queues/agent-sessions"
@@ -508,49 +509,44 @@ def test_an_unknown_tasks_delivery_is_named(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 @pytest.mark.stack
-@pytest.mark.timeout(360)  # a whole stack of its own, started on a busy machine
-def test_a_mention_ends_done_through_the_dispatcher(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A stack with parallel_tasks: the emulator hands every task to the dispatcher, which runs agent_session;
-    the mention's task, delivered twice at once, still ends in one done session and one reply."""
-    from shared import config, deps
+def test_a_mention_ends_done_through_the_dispatcher(
+    stack: local.Stack, slack: SlackSender, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """The suite's stack runs with parallel_tasks: the emulator hands every task to the dispatcher, which runs
+    agent_session; the mention's task, delivered twice at once, still ends in one done session and one reply."""
     from shared.state import ids
     from shared.state.models import SessionStatus
-    from tests.agent_helpers import mention, wait_status
+    from tests.agent_helpers import wait_status
 
-    stack = local.Stack(parallel_tasks=True, stack_file=tmp_path / "stack.json").start()
-    try:
-        info = json.loads(stack.stack_file.read_text())
-        assert info["dispatch"] == stack.url("dispatch")
-        assert "dispatch" in info["pids"]
-        assert stack.product_env()["TASKS_TARGET_URL"] == stack.url("dispatch") + "/"
-        for name, value in stack.product_env().items():
-            monkeypatch.setenv(name, value)
-        config.reset()
-        deps.reset()
-        dispatch = Dispatcher(stack.url("dispatch"))
-        assert dispatch.health()["target"] == stack.function_url("agent_session")
-        fake_slack, fake_gemini = FakeSlack(stack.url("fake_slack")), FakeGemini(stack.url("fake_gemini"))
-        fake_slack.reset()
-        fake_gemini.reset()
-        fake_gemini.script(FakeGemini.text("Hello from a parallel stack."))
-        dispatch.duplicate("", copies=2, tasks=1)  # the first task (the mention's) goes out twice at once
+    info = json.loads(stack.stack_file.read_text())
+    assert info["dispatch"] == stack.url("dispatch")
+    assert "dispatch" in info["pids"]
+    assert stack.product_env()["TASKS_TARGET_URL"] == stack.url("dispatch") + "/"
+    dispatch = Dispatcher(stack.url("dispatch"))
+    assert dispatch.health()["target"] == stack.function_url("agent_session")
+    event_id, channel = f"Ev{uid}", f"C{uid}"
+    session_id = ids.session_for_event(event_id)  # the test picks the event's id, so the rule matches its task only
+    fake_gemini.script(FakeGemini.matching(uid, FakeGemini.text("Hello from a parallel stack.")))
+    dispatch.duplicate(session_id, copies=2, tasks=1)  # the mention's task goes out twice at once
 
-        thread = mention(fake_slack, "C0DISPATCH", "say hello")
-        done = wait_status(thread.session_id, SessionStatus.DONE, timeout=60)
-        assert done.turns == 1
-        dispatch.wait_idle(timeout=30)
-        attempts = dispatch.deliveries(thread.session_id)
-        assert len(attempts) == 2
-        assert {a["task"] for a in attempts} == {ids.task_id(thread.session_id)}
-        assert {a["queue"] for a in attempts} == {local.QUEUE.rsplit("/", 1)[-1]}
-        assert {a["source"] for a in attempts} == {"tasks"}
-        assert sorted(a["duplicate"] for a in attempts) == [False, True]
-        assert all(a["status"] == 200 for a in attempts)
-        [reply] = fake_slack.bot_replies(thread.channel, thread.ts)
-        assert reply["text"] == "Hello from a parallel stack."
-        assert len(fake_gemini.requests()) == 1  # the second delivery found the session claimed and did nothing
-    finally:
-        stack.stop()
-        config.reset()
-        deps.reset()
-    assert not stack.procs
+    sent = slack.send_event(mention(channel=channel, ts="1700000000.000100", text=f"say hello [{uid}]"),
+                            event_id=event_id)  # fmt: skip
+    assert sent.status_code == 200
+    done = wait_status(session_id, SessionStatus.DONE, timeout=60)
+    assert done.turns == 1
+
+    def answered() -> list[dict[str, Any]] | None:
+        found = dispatch.deliveries(session_id)
+        return found if len(found) >= 2 and all(a["status"] is not None for a in found) else None
+
+    attempts = wait_for(answered, timeout=30, what="both copies of the mention's task to be answered")
+    assert len(attempts) == 2
+    assert {a["task"] for a in attempts} == {ids.task_id(session_id)}
+    assert {a["queue"] for a in attempts} == {local.QUEUE.rsplit("/", 1)[-1]}
+    assert {a["source"] for a in attempts} == {"tasks"}
+    assert sorted(a["duplicate"] for a in attempts) == [False, True]
+    assert all(a["status"] == 200 for a in attempts)
+    [reply] = fake_slack.calls("chat.postMessage", channel=channel)
+    assert reply["args"]["text"] == "Hello from a parallel stack."
+    # the second delivery found the session claimed and did nothing
+    assert len([r for r in fake_gemini.requests() if uid in json.dumps(r["body"])]) == 1

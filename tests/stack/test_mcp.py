@@ -24,10 +24,11 @@ from infra.stack import Stack
 from shared.slack import blocks
 from shared.state import approvals as stored_approvals
 from shared.state import ids
-from shared.state.models import SessionStatus
+from shared.state.models import Approval, SessionStatus
 from tests.agent_helpers import agent_with, function_responses, mention, open_question, wait_status
 from tests.mcp_servers import mcp_servers, reply, responses_of, retried_by_cloud_tasks
 from tests.poll import wait_for
+from tests.stack.test_approvals import press
 
 pytestmark = pytest.mark.stack
 G = FakeGemini
@@ -62,6 +63,14 @@ def servers(stack: Stack) -> Iterator[Servers]:
         env = {"MCP_SERVERS": json.dumps(configured), "MCP_TOKEN_DEMO": TOKEN, "TOOL_TIERS": json.dumps(tiers)}
         with agent_with(stack, env):
             yield Servers(url["mcp_test_demo"].removesuffix("/mcp"), url["mcp_test_brief"].removesuffix("/mcp"))
+
+
+def approve_when_paused(fake_slack: FakeSlack, session_id: str) -> Approval:
+    """Wait for ``session_id`` to pause on its one approval card, and approve it as the operator."""
+    paused = wait_status(session_id, SessionStatus.PAUSED)
+    [approval] = stored_approvals.get_approvals(paused.approval_ids)
+    assert press(fake_slack, approval, blocks.APPROVE_ACTION)["status"] == 200
+    return approval
 
 
 def declarations(request: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -120,9 +129,7 @@ def test_a_destructive_tool_raises_an_approval_card_and_runs_once_after_approval
     assert approval.card_ts
     ran = [c for c in servers.calls(servers.demo, "delete_branch") if c["arguments"]["branch"] == branch]
     assert ran == []  # nothing before the decision
-    value = blocks.approval_value(approval.approval_id, approval.digest)
-    pressed = fake_slack.click(OPERATOR, approval.channel, approval.card_ts, blocks.APPROVE_ACTION, value=value)
-    assert pressed["status"] == 200
+    assert press(fake_slack, approval, blocks.APPROVE_ACTION)["status"] == 200
     wait_status(ids.resume_id(approval.session_id, approval.seq), SessionStatus.DONE)
     ran = [c for c in servers.calls(servers.demo, "delete_branch") if c["arguments"]["branch"] == branch]
     assert len(ran) == 1
@@ -140,10 +147,7 @@ def test_a_non_idempotent_mcp_call_is_not_run_again_after_its_worker_is_killed(
     call = G.call("mcp.demo.delete_branch", repo="app", branch=branch, hold_seconds=8)
     script(call, G.text("I could not tell whether it was deleted."))
     thread = mention(fake_slack, f"C{uid}", f"delete the branch {branch}")
-    paused = wait_status(thread.session_id, SessionStatus.PAUSED)
-    [approval] = stored_approvals.get_approvals(paused.approval_ids)
-    value = blocks.approval_value(approval.approval_id, approval.digest)
-    fake_slack.click(OPERATOR, approval.channel, approval.card_ts or "", blocks.APPROVE_ACTION, value=value)
+    approval = approve_when_paused(fake_slack, thread.session_id)
     wait_for(
         lambda: [c for c in servers.calls(servers.demo, "delete_branch") if c["arguments"]["branch"] == branch],
         timeout=30, what="the call to reach the server",
@@ -262,10 +266,7 @@ def test_an_approved_call_whose_server_asks_for_a_url_visit_pauses_on_a_link_but
     service = f"svc{uid}"
     script(G.call("mcp.demo.open_dashboard", service=service), G.text("The dashboard is open."))
     thread = mention(fake_slack, f"C{uid}", "open the dashboard")
-    paused = wait_status(thread.session_id, SessionStatus.PAUSED)
-    [approval] = stored_approvals.get_approvals(paused.approval_ids)
-    value = blocks.approval_value(approval.approval_id, approval.digest)
-    fake_slack.click(OPERATOR, approval.channel, approval.card_ts or "", blocks.APPROVE_ACTION, value=value)
+    approval = approve_when_paused(fake_slack, thread.session_id)
     resumed = ids.resume_id(approval.session_id, approval.seq)
     wait_status(resumed, SessionStatus.PAUSED)  # the approved call asked for input: paused again, on a question
     question = open_question(resumed)

@@ -63,27 +63,6 @@ def test_an_approval_asked_in_a_dm_goes_to_the_operator_channel_and_resumes_the_
     assert f"approved by <@{OPERATOR}>" in decided["text"]
 
 
-@pytest.fixture
-def no_operator_channel(stack: Stack) -> Iterator[None]:
-    with agent_with(stack, {"OPERATOR_CHANNEL": ""}):
-        yield
-
-
-def test_without_an_operator_channel_the_session_is_told_at_once_and_the_person_sees_why(
-    no_operator_channel: None, script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
-) -> None:
-    script(G.call("scale_service", name="api", replicas=5), G.text("I cannot do that here."))
-    channel, _ts, session_id = dm(fake_slack, uid, "scale the api to 5")
-    done = wait_status(session_id, SessionStatus.DONE, timeout=120)
-    assert done.approval_ids == []
-    assert executions(session_id) == []
-    [response] = function_responses(fake_gemini.requests()[-1])
-    assert response["response"]["error"] == routing.NOBODY_FOR_MODEL
-    told = [m["text"] for m in fake_slack.messages(channel) if m.get("bot_id")]
-    assert any("operators cannot see this conversation" in t for t in told)
-    assert not fake_slack.messages(OPERATORS)
-
-
 def routed_posts(fake_slack: FakeSlack, text: str) -> list[dict[str, Any]]:
     """The operator channel's top-level messages whose text holds ``text``."""
     return [m for m in fake_slack.messages(OPERATORS) if text in m["text"] and m.get("thread_ts") in (None, m["ts"])]
@@ -138,20 +117,6 @@ def test_a_button_on_a_routed_question_answers_it_and_a_non_operator_is_refused_
     wait_status(ids.continuation_id(question.question_id), SessionStatus.DONE, timeout=120)
     [response] = function_responses(fake_gemini.requests()[-1])
     assert response["response"]["result"]["matched_option"] == "large"
-
-
-def test_without_an_operator_channel_a_question_is_refused_at_once_and_the_person_sees_why(
-    no_operator_channel: None, script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
-) -> None:
-    script(G.call("ask_operator", question=f"Which region for {uid}?"), G.text("I cannot ask anyone here."))
-    channel, _ts, session_id = dm(fake_slack, uid, "deploy it")
-    done = wait_status(session_id, SessionStatus.DONE, timeout=120)
-    assert done.question_id is None
-    [response] = function_responses(fake_gemini.requests()[-1])
-    assert routing.NOBODY_TO_ANSWER_FOR_MODEL in response["response"]["error"]
-    told = [m["text"] for m in fake_slack.messages(channel) if m.get("bot_id")]
-    assert any("operators cannot see this conversation" in t for t in told), told
-    assert not routed_posts(fake_slack, uid)
 
 
 def test_a_denying_reply_under_a_routed_card_denies_it_as_in_the_thread(
@@ -234,3 +199,40 @@ def kill_routed(stack: Stack, fake_slack: FakeSlack, method: str, match: str) ->
     )
     stack.kill_function("agent_session")
     stack.start_function("agent_session")
+
+
+@pytest.fixture(scope="module")
+def no_operator_channel(stack: Stack) -> Iterator[None]:
+    """agent_session without an operator channel, restarted once for the two tests below (this module's last: the
+    module-scoped fixture ends with the module)."""
+    with agent_with(stack, {"OPERATOR_CHANNEL": ""}):
+        yield
+
+
+def test_without_an_operator_channel_the_session_is_told_at_once_and_the_person_sees_why(
+    no_operator_channel: None, script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    script(G.call("scale_service", name="api", replicas=5), G.text("I cannot do that here."))
+    channel, _ts, session_id = dm(fake_slack, uid, "scale the api to 5")
+    done = wait_status(session_id, SessionStatus.DONE, timeout=120)
+    assert done.approval_ids == []
+    assert executions(session_id) == []
+    [response] = function_responses(fake_gemini.requests()[-1])
+    assert response["response"]["error"] == routing.NOBODY_FOR_MODEL
+    told = [m["text"] for m in fake_slack.messages(channel) if m.get("bot_id")]
+    assert any("operators cannot see this conversation" in t for t in told)
+    assert not fake_slack.messages(OPERATORS)
+
+
+def test_without_an_operator_channel_a_question_is_refused_at_once_and_the_person_sees_why(
+    no_operator_channel: None, script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    script(G.call("ask_operator", question=f"Which region for {uid}?"), G.text("I cannot ask anyone here."))
+    channel, _ts, session_id = dm(fake_slack, uid, "deploy it")
+    done = wait_status(session_id, SessionStatus.DONE, timeout=120)
+    assert done.question_id is None
+    [response] = function_responses(fake_gemini.requests()[-1])
+    assert routing.NOBODY_TO_ANSWER_FOR_MODEL in response["response"]["error"]
+    told = [m["text"] for m in fake_slack.messages(channel) if m.get("bot_id")]
+    assert any("operators cannot see this conversation" in t for t in told), told
+    assert not routed_posts(fake_slack, uid)
