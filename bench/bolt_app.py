@@ -55,7 +55,7 @@ def on_mention(body: dict[str, Any], event: dict[str, Any]) -> None:
         log.info("duplicate event delivery", extra={"event_id": event_id})
         return
     tasks.enqueue_session(session.session_id)
-    log.info("session queued", extra={"event_id": event_id, "channel": session.channel})
+    log.info("session queued", extra={"event_id": event_id, "channel": session.origin.channel})
 
 
 def handler() -> Any:

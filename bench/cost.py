@@ -31,7 +31,8 @@ from bench.harness import Bench
 from bench.rig import Rig, environment
 from infra.fakes.gemini.client import FakeGemini
 from shared.state import firestore, ids
-from shared.state.models import Question, Session, SessionKind, SessionStatus
+from shared.state.models import Question, SessionKind, SessionStatus
+from shared.state.session_model import Session
 
 __all__ = ["FIGURES", "SCENARIOS", "Rig", "environment", "load_budget", "measure_all", "over_budget"]
 
@@ -215,7 +216,7 @@ def approve_run_resume(rig: Rig) -> dict[str, Ops]:
     [approval] = approvals.get_approvals(rig.session(session_id).approval_ids)
     value = blocks.approval_value(approval.approval_id, approval.digest)
     assert approval.card_ts, "the approval card was not posted"
-    thread = rig.session(session_id).thread_ts
+    thread = rig.session(session_id).origin.thread_ts
     request = rig.press(approval.channel, approval.card_ts, thread, action_id=blocks.APPROVE_ACTION, value=value)
     decided: dict[str, Any] = {}
     ops["approve"] = rig.measure(lambda: rig.interactivity(request, decided))
@@ -294,10 +295,16 @@ def surface_presses(rig: Rig) -> dict[str, Ops]:
     rig.script(FakeGemini.text("All green."))
     rig.deliver(done)
     ended = rig.session(done)
-    assert ended.answer_ts, "the final answer was not recorded"
+    assert ended.stream.answer_ts, "the final answer was not recorded"
     value = blocks.feedback_value(done, "positive")
-    request = rig.press(ended.channel, ended.answer_ts, ended.thread_ts, action_id=blocks.FEEDBACK_ACTION,
-                        value=value, user=ended.trigger_user)  # fmt: skip
+    request = rig.press(
+        ended.origin.channel,
+        ended.stream.answer_ts,
+        ended.origin.thread_ts,
+        action_id=blocks.FEEDBACK_ACTION,
+        value=value,
+        user=ended.origin.trigger_user,
+    )
     pressed: dict[str, Any] = {}
     ops = {"feedback_press": rig.measure(lambda: rig.interactivity(request, pressed))}
     assert pressed.get("feedback") == "stored", pressed
@@ -306,8 +313,14 @@ def surface_presses(rig: Rig) -> dict[str, Ops]:
     rig.deliver(paused)
     rig.expect(paused, SessionStatus.PAUSED)
     session = rig.session(paused)
-    stop = rig.press(session.channel, session.thread_ts, session.thread_ts, action_id=blocks.STOP_ACTION,
-                     value=paused, user=session.trigger_user)  # fmt: skip
+    stop = rig.press(
+        session.origin.channel,
+        session.origin.thread_ts,
+        session.origin.thread_ts,
+        action_id=blocks.STOP_ACTION,
+        value=paused,
+        user=session.origin.trigger_user,
+    )
     stopped: dict[str, Any] = {}
     ops["stop_press"] = rig.measure(lambda: rig.interactivity(stop, stopped))
     assert stopped.get("stop") == "stopped", stopped
@@ -331,7 +344,7 @@ def rate_limited_mention(rig: Rig) -> dict[str, Ops]:
 def _stale_question(rig: Rig, at: datetime, age: timedelta, n: int) -> None:
     """An open blocking question asked ``age`` ago, its session paused, as a real ask leaves them."""
     channel, ts = rig.new_thread(f"old request {n} [{rig.uid}]")
-    session = Session(
+    session = Session.new(
         session_id=f"old-{rig.uid}-{n}",
         kind=SessionKind.MENTION,
         channel=channel,
@@ -368,7 +381,7 @@ def _stale_question(rig: Rig, at: datetime, age: timedelta, n: int) -> None:
 def _dead_session(rig: Rig, at: datetime, n: int) -> None:
     """A running session whose worker died two hours ago and whose task ran out of retries."""
     channel, ts = rig.new_thread(f"dead request {n} [{rig.uid}]")
-    session = Session(
+    session = Session.new(
         session_id=f"dead-{rig.uid}-{n}",
         kind=SessionKind.MENTION,
         channel=channel,

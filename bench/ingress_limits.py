@@ -18,8 +18,8 @@ from datetime import datetime
 from bench.figures import percentile
 from shared.state import events, quotas
 from shared.state.firestore import db, now
-from shared.state.models import Session
 from shared.state.new_sessions import mention_session
+from shared.state.session_model import Session
 
 ON = quotas.Quota(100_000, 100_000, 0, 0, quotas.RUNNING_FOR)  # the hourly limits, as the limits-on server has them
 VARIANTS = ("limits off", "limits on")

@@ -58,7 +58,7 @@ class Turn:
 
     def press(self, kind: str) -> tuple[bytes, dict[str, str]]:
         """The operator's signed press that resolves the question (``answer``) or the card (``approve``)."""
-        thread = self.rig.session(self.parent).thread_ts
+        thread = self.rig.session(self.parent).origin.thread_ts
         if kind == "answer":
             question = questions.get_question(ids.question_id(self.parent, 1, 0))
             assert question is not None, "no question"

@@ -94,7 +94,7 @@ def paused_on_a_card(rig: Rig) -> tuple[str, Approval]:
 def approve_click(rig: Rig, *, answer: str = "Scaled.") -> Sample:
     session_id, approval = paused_on_a_card(rig)
     value = blocks.approval_value(approval.approval_id, approval.digest)
-    thread = rig.session(session_id).thread_ts
+    thread = rig.session(session_id).origin.thread_ts
     request = rig.press(approval.channel, approval.card_ts or "", thread, action_id=blocks.APPROVE_ACTION, value=value)
     rig.script(FakeGemini.text(answer))
 

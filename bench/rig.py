@@ -34,7 +34,8 @@ from shared.agent import model as gemini
 from shared.handlers import agent_session as worker
 from shared.handlers import slack_events as ingress
 from shared.state import sessions
-from shared.state.models import Session, SessionStatus
+from shared.state.models import SessionStatus
+from shared.state.session_model import Session
 
 M = TypeVar("M")
 RETRIES = 6
@@ -126,8 +127,14 @@ class Rig:
     def reply(self, session_id: str, text: str, *, user: str = local.OPERATOR_ID) -> tuple[bytes, dict[str, str]]:
         """A person's signed reply in the session's thread, ready for the ingress."""
         session = self.session(session_id)
-        ts = str(self.slack.chat_postMessage(channel=session.channel, thread_ts=session.thread_ts, text=text)["ts"])
-        event = events.message(channel=session.channel, ts=ts, thread_ts=session.thread_ts, text=text, user=user)
+        ts = str(
+            self.slack.chat_postMessage(channel=session.origin.channel, thread_ts=session.origin.thread_ts, text=text)[
+                "ts"
+            ]
+        )
+        event = events.message(
+            channel=session.origin.channel, ts=ts, thread_ts=session.origin.thread_ts, text=text, user=user
+        )
         return events.signed(event, event_id=f"Ev{self.uid}{self._next()}")
 
     @staticmethod

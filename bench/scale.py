@@ -44,7 +44,8 @@ from bench.profiles import Part, profile, shares
 from infra import stack as local
 from shared import deps
 from shared.state import firestore, ids, questions
-from shared.state.models import Question, QuestionStatus, Session, SessionKind, SessionStatus
+from shared.state.models import Question, QuestionStatus, SessionKind, SessionStatus
+from shared.state.session_model import Session
 
 T = TypeVar("T")
 
@@ -124,7 +125,7 @@ def question(n: int, *, channel: str, thread_ts: str, status: QuestionStatus, as
 
 
 def session(n: int, *, status: SessionStatus, at: datetime, question_id: str | None = None) -> Session:
-    return Session(
+    return Session.new(
         session_id=f"s-{n}",
         kind=SessionKind.MENTION,
         channel=f"C{n % 50}",

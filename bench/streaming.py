@@ -46,7 +46,7 @@ def one_run(rig: Rig, slack: FakeSlack) -> tuple[float, float]:
     session_id = str(reply["session_id"])
     rig.deliver(session_id)
     rig.expect(session_id, SessionStatus.DONE)
-    channel = rig.session(session_id).channel
+    channel = rig.session(session_id).origin.channel
     made = [c for c in slack.calls() if channel in (c["args"].get("channel"), c["args"].get("channel_id"))]
     signs = [c["time"] for c in made if c["response"].get("ok") and (  # a status shown, or the 👀 reaction
         (c["method"] == "assistant.threads.setStatus" and c["args"].get("status"))

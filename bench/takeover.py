@@ -42,7 +42,8 @@ from infra.procs import Proc, free_port, http_answers, wait_until
 from infra.stack import ROOT
 from shared import deps
 from shared.state import firestore
-from shared.state.models import Session, SessionKind, SessionStatus
+from shared.state.models import SessionKind, SessionStatus
+from shared.state.session_model import Session
 
 LEASE_S = 5  # the least SESSION_LEASE_SECONDS allows
 ROUNDS = 2
@@ -103,9 +104,9 @@ def one_round(bench: Bench, worker: Worker, gemini: FakeGemini, tasks: DirectTas
     uid = uuid.uuid4().hex[:10].upper()
     channel = f"C{uid}"
     root = str(FakeSlack(bench.stack.url("fake_slack")).user_message("U0HUMAN", channel, f"deploy it [{uid}]")["ts"])
-    session = Session(session_id=f"takeover-{uid}", kind=SessionKind.MENTION, channel=channel, thread_ts=root,
-                      trigger_ts=root, trigger_user="U0HUMAN", text=f"deploy it [{uid}]",
-                      created_at=firestore.now())  # fmt: skip
+    session = Session.new(session_id=f"takeover-{uid}", kind=SessionKind.MENTION, channel=channel, thread_ts=root,
+                          trigger_ts=root, trigger_user="U0HUMAN", text=f"deploy it [{uid}]",
+                          created_at=firestore.now())  # fmt: skip
     firestore.session_ref(session.session_id).create(session.to_doc())
     # Held for ever; the takeover's answer; its answer to the message's note (the message path).
     gemini.script(FakeGemini.matching(uid, FakeGemini.delayed(3600, FakeGemini.text("never"))),

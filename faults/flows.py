@@ -27,7 +27,8 @@ from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.slack.client import FakeSlackError
 from shared.slack import approval_card, blocks
 from shared.state import approvals, firestore, ids, questions, sessions
-from shared.state.models import Approval, QuestionStatus, Session, SessionKind, SessionStatus
+from shared.state.models import Approval, QuestionStatus, SessionKind, SessionStatus
+from shared.state.session_model import Session
 
 G = FakeGemini
 HUMAN = "U0HUMAN"
@@ -548,9 +549,9 @@ def killed_no_retry(flow: Flow) -> None:
     takeover at once, without the rescue job."""
     injector = flow.injector
     flow.thread_ts = injector.slack.user_message(HUMAN, flow.channel, f"deploy it {flow.tag}")["ts"]  # no mention
-    queued = Session(session_id=f"noretry-{flow.marker}", kind=SessionKind.MENTION, channel=flow.channel,
-                     thread_ts=flow.thread_ts, trigger_ts=flow.thread_ts, trigger_user=HUMAN,
-                     text=f"deploy it {flow.tag}", created_at=firestore.now())  # fmt: skip
+    queued = Session.new(session_id=f"noretry-{flow.marker}", kind=SessionKind.MENTION, channel=flow.channel,
+                         thread_ts=flow.thread_ts, trigger_ts=flow.thread_ts, trigger_user=HUMAN,
+                         text=f"deploy it {flow.tag}", created_at=firestore.now())  # fmt: skip
     firestore.session_ref(queued.session_id).create(queued.to_doc())
     flow.root = queued.session_id
     first = G.matching(flow.tag, G.text(flow.final))
@@ -575,7 +576,7 @@ def lease_expired(session_id: str) -> bool:
         found = sessions.get_session(session_id)
     except gexc.GoogleAPICallError:
         return False
-    lease = found.lease_until if found is not None else None
+    lease = found.lease.until if found is not None else None
     return found is not None and found.status == SessionStatus.RUNNING and lease is not None and lease < firestore.now()
 
 

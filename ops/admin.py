@@ -24,7 +24,7 @@ from ops.local_stack import STACK_FILE, live_stack
 from ops.names import Names
 
 if TYPE_CHECKING:
-    from shared.state.models import Session
+    from shared.state.session_model import Session
 
 STUCK_AFTER = timedelta(minutes=15)
 
@@ -85,7 +85,7 @@ def listing(now: datetime, names: Names | None = None) -> list[str]:
     lines.append("WAITING SESSIONS (age, channel/thread, for what)")
     for s in paused:
         if now - (s.updated_at or s.created_at) <= wait_bound:
-            lines.append(f"  {_age(s.created_at, now):>7}  {s.channel}/{s.thread_ts}  {waiting_for(s)}  "
+            lines.append(f"  {_age(s.created_at, now):>7}  {s.origin.channel}/{s.origin.thread_ts}  {waiting_for(s)}  "
                          f"[{s.session_id}]")  # fmt: skip
     lines.append("STUCK SESSIONS (age, channel/thread, status, why)")
     checks = [
@@ -98,7 +98,7 @@ def listing(now: datetime, names: Names | None = None) -> list[str]:
     stuck += [(s, f"{waiting_for(s)} for longer than the sweep allows a wait") for s in paused
               if now - (s.updated_at or s.created_at) > wait_bound]  # fmt: skip
     for s, why in stuck:
-        where = f"{s.channel}/{s.thread_ts}"
+        where = f"{s.origin.channel}/{s.origin.thread_ts}"
         lines.append(f"  {_age(s.created_at, now):>7}  {where}  {s.status.value:11}  {why}  [{s.session_id}]")
     return lines
 
@@ -120,11 +120,11 @@ def usage(day: datetime, names: Names | None = None) -> list[str]:
     by_channel: dict[str, Counter[str]] = {}
     per_session: list[list[str]] = []
     for s in stale.sessions_created(day, day + timedelta(days=1), page_size=200):
-        spent = Counter({k: int(s.tokens.get(k, 0)) for k in KINDS})
+        spent = Counter({k: int(s.limits.tokens.get(k, 0)) for k in KINDS})
         who = names.name(s.requester)
         by_user.setdefault(who, Counter()).update(spent)
-        by_channel.setdefault(s.channel, Counter()).update(spent)
-        per_session.append([s.session_id, who, s.channel, *_tokens(spent, prices)])
+        by_channel.setdefault(s.origin.channel, Counter()).update(spent)
+        per_session.append([s.session_id, who, s.origin.channel, *_tokens(spent, prices)])
     numbers = [*KINDS, "est. USD"]
     lines = [f"TOKENS ON {day:%Y-%m-%d}"]
     lines += table(["session", "user", "channel", *numbers], per_session, right=len(numbers))

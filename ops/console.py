@@ -136,7 +136,7 @@ def timeline(session_id: str, names: Names | None = None) -> Json:
         }
         for step in steps.load_steps(session.transcript)
     ]
-    where = {"channel": session.channel, "thread_ts": session.thread_ts, "transcript": session.transcript}
+    where = {"channel": session.origin.channel, "thread_ts": session.origin.thread_ts, "transcript": session.transcript}
     return {"ok": True, "session": session_id, "request": names.readable(session.text)[:200], **where, "steps": entries}
 
 

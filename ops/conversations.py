@@ -12,8 +12,9 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from shared.state.models import Approval, Question, Session, SessionKind, SessionStatus
+from shared.state.models import Approval, Question, SessionKind, SessionStatus
 from shared.state.origin import origin_of
+from shared.state.session_model import Session
 
 Json = dict[str, Any]
 UNFINISHED = {SessionStatus.QUEUED, SessionStatus.RUNNING, SessionStatus.PAUSED}
@@ -81,28 +82,28 @@ def group(sessions: Sequence[Session], questions: Sequence[Question], approvals:
     rows: list[tuple[datetime, Json]] = []
     for root_id, group_members in members.items():
         root = by_id[root_id]
-        group_members.sort(key=lambda s: (s.created_at, s.depth))
+        group_members.sort(key=lambda s: (s.created_at, s.tree.depth))
         kind, label = state(group_members, questions, approvals, name)
         tokens: dict[str, int] = {}
         for member in group_members:
-            for key, value in (member.tokens or {}).items():
+            for key, value in (member.limits.tokens or {}).items():
                 tokens[key] = tokens.get(key, 0) + int(value)
         rows.append((root.created_at, {
             "id": root_id,
             "request": readable(root.text)[:300],
-            "user": root.trigger_user,
+            "user": root.origin.trigger_user,
             "who": name(root.requester),
-            "channel": root.channel,
-            "thread_ts": root.thread_ts,
-            "ts": root.trigger_ts,
+            "channel": root.origin.channel,
+            "thread_ts": root.origin.thread_ts,
+            "ts": root.origin.trigger_ts,
             "created_at": root.created_at,
             "state": kind,
             "label": label,
             "tokens": tokens,
             "sessions": [
-                {"id": m.session_id, "role": role(m), "status": m.status.value, "depth": m.depth,
-                 "parent": m.parent_session_id, "text": readable(m.text)[:200], "created_at": m.created_at,
-                 "tokens": m.tokens, "transcript": m.transcript}
+                {"id": m.session_id, "role": role(m), "status": m.status.value, "depth": m.tree.depth,
+                 "parent": m.tree.parent_id, "text": readable(m.text)[:200], "created_at": m.created_at,
+                 "tokens": m.limits.tokens, "transcript": m.transcript}
                 for m in group_members
             ],
         }))  # fmt: skip

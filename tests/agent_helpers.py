@@ -10,7 +10,8 @@ from typing import Any
 from infra import stack as local
 from infra.fakes.slack.client import FakeSlack
 from shared.state import ids, questions, sessions
-from shared.state.models import Question, Session, SessionStatus
+from shared.state.models import Question, SessionStatus
+from shared.state.session_model import Session
 from tests.poll import wait_for
 
 HUMAN = "U0HUMAN"

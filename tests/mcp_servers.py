@@ -56,22 +56,26 @@ def retried_by_cloud_tasks(stack: Stack, session_id: str) -> None:
     timeout (firebase-tools#1628), which Firestore itself never does."""
     session = sessions.get_session(session_id)
     assert session is not None
-    if session.status != SessionStatus.RUNNING or session.lease_task is None:
+    if session.status != SessionStatus.RUNNING or session.lease.task is None:
         return
-    killed = (session.worker, session.lease_attempt)
+    killed = (session.lease.worker, session.lease.attempt)
 
     def moved() -> bool:
         found = sessions.get_session(session_id)
-        return found is None or found.status != SessionStatus.RUNNING or (found.worker, found.lease_attempt) != killed
+        return (
+            found is None
+            or found.status != SessionStatus.RUNNING
+            or (found.lease.worker, found.lease.attempt) != killed
+        )
 
     try:
         wait_for(moved, timeout=90, what="the dispatcher's retry to take the session over")
         return
     except AssertionError:
         pass  # the dispatcher gave up: deliver it ourselves
-    retry = session.lease_attempt + 1
+    retry = session.lease.attempt + 1
     headers = {"Content-Type": "application/json", **cloud_tasks_headers(
-        queue=delivery.QUEUE_ID, task=session.lease_task, retry=retry, executions=retry, eta=time.time())}  # fmt: skip
+        queue=delivery.QUEUE_ID, task=session.lease.task, retry=retry, executions=retry, eta=time.time())}  # fmt: skip
     body = json.dumps({"session_id": session_id})
     url = stack.function_url("agent_session")
 

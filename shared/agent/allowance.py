@@ -27,8 +27,8 @@ class Allowance:
     def out_of_budget(self) -> SessionStatus | None:
         """None while the budget lasts; once spent, the wrap-up turn, or news passed on without a model turn."""
         session = self.run.session
-        reason = self.run.budget.exhausted(session.turns, session.tool_calls)
-        if reason and session.late_note is not None and session.turns == 0:
+        reason = self.run.budget.exhausted(session.limits.turns, session.limits.tool_calls)
+        if reason and session.late_note is not None and session.limits.turns == 0:
             return self.ender.late_result_without_model(session.late_note)
         if reason:
             return self.ender.final_without_tools(prompts.WRAP_UP.format(reason=reason), kind=StepKind.WRAP_UP)

@@ -7,7 +7,8 @@ import time
 from dataclasses import dataclass, field
 
 from shared import config
-from shared.state.models import AuditType, Session, Step
+from shared.state.models import AuditType, Step
+from shared.state.session_model import Session
 
 
 @dataclass
@@ -37,8 +38,8 @@ def conversation_allowance(session: Session, transcript: list[Step]) -> tuple[in
     conversation (a mention and every continuation of its transcript) shares one budget, the root's part of its
     tree's: a continuation gets what the sessions before it left (a late result cannot start a fresh budget)."""
     settings = config.settings()
-    if session.max_turns is not None:
-        return session.max_turns, session.max_tool_calls or 0
+    if session.limits.max_turns is not None:
+        return session.limits.max_turns, session.limits.max_tool_calls or 0
     turns = min(settings.session_max_turns, settings.tree_max_turns)
     calls = min(settings.session_max_tool_calls, settings.tree_max_tool_calls)
     earlier = [entry for step in transcript if step.session_id != session.session_id for entry in step.audit]

@@ -50,7 +50,7 @@ class Ender:
             key = ids.post_key(self.session.session_id, self.session.next_seq, "stopped")
             ts = self.surface.post(stopping.stopped_text(by), key=key)
             posted = [Audit(AuditType.POST, now(), ts=ts)]
-            self.run.commit(StepKind.END, None, posted, status=SessionStatus.STOPPED.value,
+            self.run.commit(StepKind.END, None, posted, status=SessionStatus.STOPPED,
                             error=f"stopped by {by}", ended_at=now())  # fmt: skip
             self.surface.stopped()
         stopping.close_waits(self.session, by=by)  # what it asked just before the stop reached it
@@ -108,7 +108,7 @@ class Ender:
                 None,
                 audit,
                 wait_for_notes=not last,
-                status=status.value,
+                status=status,
                 closed_loop=closed,
                 ended_at=now(),
                 answer_ts=stamps[-1] if stamps else None,  # the message its feedback buttons are on
@@ -124,10 +124,12 @@ class Ender:
         if closed:
             self.surface.done()
             followup.narrated(self.session)
-            log.info("session done", extra={"turns": self.session.turns, "tool_calls": self.session.tool_calls})
+            log.info(
+                "session done", extra={"turns": self.session.limits.turns, "tool_calls": self.session.limits.tool_calls}
+            )
             return SessionStatus.DONE
         self.surface.silent()
-        log.warning("session ended without reporting back", extra={"turns": self.session.turns})
+        log.warning("session ended without reporting back", extra={"turns": self.session.limits.turns})
         followup.after_silent_exit(self.session, reason="the session ended without reporting back")
         return SessionStatus.SILENT_EXIT
 
@@ -155,7 +157,7 @@ class Ender:
             return SessionStatus.RUNNING
         self.steps.append(step)
         delegation.resume_parent(self.session, finished)
-        log.info("child done", extra={"turns": self.session.turns, "tool_calls": self.session.tool_calls})
+        log.info("child done", extra={"turns": self.session.limits.turns, "tool_calls": self.session.limits.tool_calls})
         return SessionStatus.DONE
 
     def _settle_children(self, unfinished: list[str]) -> SessionStatus:
@@ -171,7 +173,7 @@ class Ender:
         if not waiting:
             return SessionStatus.RUNNING  # they ended meanwhile: their results are notes to read first
         audit = [Audit(AuditType.NOTES, now(), count=len(waiting))]
-        paused = self.pauses.pause_for_children(waiting, None, audit, self.session.tool_calls, launch=False)
+        paused = self.pauses.pause_for_children(waiting, None, audit, self.session.limits.tool_calls, launch=False)
         return SessionStatus.PAUSED if paused else SessionStatus.RUNNING
 
     def final_without_tools(self, instruction: str, *, kind: StepKind, minimal: bool = False) -> SessionStatus:
@@ -194,7 +196,7 @@ class Ender:
             StepKind.MODEL,
             types.Content(role="model", parts=[types.Part(text=text)]),
             [Audit(AuditType.MODEL, now(), text=short(text), calls=[], tokens=spent)],
-            turns=self.session.turns + 1,
+            turns=self.session.limits.turns + 1,
             tokens=self.run.tokens_after(spent),
         )
         return self.answer(text, step, last=True)

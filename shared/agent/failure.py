@@ -16,7 +16,8 @@ from shared.slack.surface import ThreadSurface
 from shared.state import children as stored_children
 from shared.state import origin, steps
 from shared.state.firestore import now
-from shared.state.models import Audit, AuditType, Session, SessionStatus, Step, StepKind
+from shared.state.models import Audit, AuditType, SessionStatus, Step, StepKind
+from shared.state.session_model import Session, SessionUpdate
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ def fail_session(session: Session, reason: str, surface: ThreadSurface, *, detai
         error += f" (the thread could not be told: {untold})"
     step = Step(seq=session.next_seq, session_id=session.session_id, kind=StepKind.FAILED, content=None,
                 audit=audit, at=now())  # fmt: skip
-    fields = {"status": SessionStatus.FAILED.value, "error": error, "ended_at": now()}
+    fields: SessionUpdate = {"status": SessionStatus.FAILED, "error": error, "ended_at": now()}
     unread = steps.commit_step(session, step, lease_seconds=0, fields=fields)
     try:
         surface.failed()  # the status cleared and ❌ on the request: Slack may take these while refusing posts
@@ -66,14 +67,14 @@ def fail_session(session: Session, reason: str, surface: ThreadSurface, *, detai
 def slack_storm(session: Session, reason: str, detail: str) -> None:
     """End a session whose Slack calls Slack kept refusing past its budget: failed, with the reason stored."""
     request = origin.request_ts(session)
-    surface = ThreadSurface(session.channel, session.thread_ts, request, quiet=session.reports_to_parent)
+    surface = ThreadSurface(session.origin.channel, session.origin.thread_ts, request, quiet=session.reports_to_parent)
     fail_session(session, reason, surface, detail=detail)
 
 
 def give_up(session: Session, reason: str) -> None:
     """End a session that keeps crashing as failed, telling the thread; best effort."""
     try:
-        surface = ThreadSurface(session.channel, session.thread_ts, origin.request_ts(session))
+        surface = ThreadSurface(session.origin.channel, session.origin.thread_ts, origin.request_ts(session))
         surface.recover()
         fail_session(session, "an internal error stopped me", surface, detail=reason)
     except Exception:

@@ -14,8 +14,9 @@ from shared.slack import client as slack
 from shared.state import dm_conversations, origin, sessions
 from shared.state import questions as stored_questions
 from shared.state.firestore import now
-from shared.state.models import Note, NoteKind, Session, SessionKind
+from shared.state.models import Note, NoteKind, SessionKind
 from shared.state.new_sessions import continuation_session, mention_session, retry_session
+from shared.state.session_model import Session
 
 log = logging.getLogger(__name__)
 
@@ -41,10 +42,14 @@ def alert(session: Session, *, reason: str) -> None:
         f"narrated automatically ({reason}). Please check session `{original}`."
     )
     key = f"{session.session_id}:alert"
-    slack.post(session.channel, placement.reply_ts(session.channel, session.thread_ts, origin.request_ts(session)),
-               text, key=key)  # fmt: skip
+    slack.post(
+        session.origin.channel,
+        placement.reply_ts(session.origin.channel, session.origin.thread_ts, origin.request_ts(session)),
+        text,
+        key=key,
+    )
     if settings.operator_channel:
-        link = f"thread {session.thread_ts} in <#{session.channel}>"
+        link = f"thread {session.origin.thread_ts} in <#{session.origin.channel}>"
         slack.post(settings.operator_channel, None, f"{text} ({link})", key=f"{key}:channel")
     sessions.mark_followed_up(session.session_id)
     if original and original != session.session_id:
@@ -68,13 +73,13 @@ def start_for_unread(session: Session, notes: list[Note]) -> None:
             continue
         if note.kind != NoteKind.STEER or not note.starts_session:
             continue
-        thread_ts = session.thread_ts
-        if placement.top_level(session.channel, session.thread_ts, origin.request_ts(session)):
+        thread_ts = session.origin.thread_ts
+        if placement.top_level(session.origin.channel, session.origin.thread_ts, origin.request_ts(session)):
             thread_ts = note.ts  # typed at the DM's top level: a conversation of its own there
-            dm_conversations.started(session.channel, note.ts)
+            dm_conversations.started(session.origin.channel, note.ts)
         unread = mention_session(
-            event_id=f"note-{session.channel}-{note.ts}",
-            channel=session.channel,
+            event_id=f"note-{session.origin.channel}-{note.ts}",
+            channel=session.origin.channel,
             thread_ts=thread_ts,
             ts=note.ts,
             user=note.user,

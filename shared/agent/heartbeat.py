@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from shared.state import lease
-from shared.state.models import Session
+from shared.state.session_model import Session
 
 log = logging.getLogger(__name__)
 

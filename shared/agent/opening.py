@@ -22,7 +22,8 @@ from shared.slack import client as slack
 from shared.state import questions as stored
 from shared.state import sessions, steps
 from shared.state.firestore import now
-from shared.state.models import Audit, AuditType, Question, Session, SessionKind, Step, StepKind
+from shared.state.models import Audit, AuditType, Question, SessionKind, Step, StepKind
+from shared.state.session_model import Session
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +43,7 @@ def opening_content(session: Session, transcript: list[Step], *,
     if session.kind == SessionKind.RETRY:
         return StepKind.PROMPT, _narration(session), []
     if session.kind == SessionKind.CHILD:
-        return StepKind.PROMPT, _user(prompts.child_task(session.text, depth=session.depth)), []
+        return StepKind.PROMPT, _user(prompts.child_task(session.text, depth=session.tree.depth)), []
     if session.kind == SessionKind.CONTINUATION and session.late_note is not None:
         return StepKind.NOTES, _user(prompts.notes_text([session.late_note])), [Audit(AuditType.NOTES, now(), count=1)]
     if session.kind == SessionKind.CONTINUATION:
@@ -52,13 +53,13 @@ def opening_content(session: Session, transcript: list[Step], *,
         return StepKind.ANSWER, answer_content(question, transcript), [Audit(AuditType.ANSWER, now())]
     limited: float | None = None
     try:  # a long rate limit (Slack's one read a minute): the session goes on with what it has, and says so
-        thread, limited = slack.thread_read(session.channel, session.thread_ts)
+        thread, limited = slack.thread_read(session.origin.channel, session.origin.thread_ts)
     except SlackApiError as exc:  # e.g. the bot is not in the channel: work from the request alone
         log.warning("could not read the thread", extra={"error": exc.response.get("error")})
         thread = []
     name_after_request(session, thread)
-    text = prompts.thread_prompt([m for m in thread if m.get("ts") != session.trigger_ts], request=session.text,
-                                 requester=session.trigger_user, limited=limited)  # fmt: skip
+    text = prompts.thread_prompt([m for m in thread if m.get("ts") != session.origin.trigger_ts], request=session.text,
+                                 requester=session.origin.trigger_user, limited=limited)  # fmt: skip
     return StepKind.PROMPT, _user(text), []
 
 
@@ -109,11 +110,11 @@ def name_after_request(session: Session, thread: list[dict[str, Any]]) -> None:
     this is a pane's thread, and a thread holding anything but its root and this request has been named already. A
     refusal is logged (never fatal)."""
     root = thread[0] if thread else {}
-    if root.get("subtype") != ROOT_SUBTYPE or root.get("ts") != session.thread_ts:
+    if root.get("subtype") != ROOT_SUBTYPE or root.get("ts") != session.origin.thread_ts:
         return
-    if any(message.get("ts") not in (session.thread_ts, session.trigger_ts) for message in thread):
+    if any(message.get("ts") not in (session.origin.thread_ts, session.origin.trigger_ts) for message in thread):
         return
     line = next((line.strip() for line in session.text.splitlines() if line.strip()), "")
     if line:
         title = line if len(line) <= MAX_TITLE_CHARS else line[: MAX_TITLE_CHARS - 1] + "…"
-        slack.set_title(session.channel, session.thread_ts, title)
+        slack.set_title(session.origin.channel, session.origin.thread_ts, title)

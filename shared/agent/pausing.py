@@ -74,7 +74,7 @@ class Pauses:
         question_id = pause.question.question_id
         try:
             run.commit(StepKind.TOOL_RESULTS, content, audit, tool_calls=used, pausing_on=question_id,
-                       status=SessionStatus.PAUSED.value, question_id=question_id, ended_at=now())  # fmt: skip
+                       status=SessionStatus.PAUSED, question_id=question_id, ended_at=now())  # fmt: skip
         except steps.AnsweredMeanwhile as meanwhile:
             # Answered while this turn ran: the answer is the pending call's response, and the session goes on.
             run.commit(StepKind.TOOL_RESULTS, content, audit, tool_calls=used)
@@ -98,7 +98,7 @@ class Pauses:
         approval_ids = [a.approval_id for a in requested]
         try:
             run.commit(StepKind.TOOL_RESULTS, content, audit, tool_calls=used, pausing_on_all=approval_ids,
-                       status=SessionStatus.PAUSED.value, approval_ids=approval_ids, ended_at=now())  # fmt: skip
+                       status=SessionStatus.PAUSED, approval_ids=approval_ids, ended_at=now())  # fmt: skip
         except steps.AnsweredMeanwhile as meanwhile:
             run.commit(StepKind.TOOL_RESULTS, content, audit, tool_calls=used)
             return self.resumer.resume_approvals(approval_ids, consumed=meanwhile.notes)
@@ -114,7 +114,7 @@ class Pauses:
             delegation.launch(child_ids)
         try:
             run.commit(StepKind.TOOL_RESULTS, content, audit, tool_calls=used, pausing_on_children=child_ids,
-                       status=SessionStatus.PAUSED.value, child_ids=child_ids, ended_at=now())  # fmt: skip
+                       status=SessionStatus.PAUSED, child_ids=child_ids, ended_at=now())  # fmt: skip
         except steps.ChildrenEnded:
             run.commit(StepKind.TOOL_RESULTS, content, audit, tool_calls=used)
             self.resumer.resume_children(child_ids)
@@ -152,7 +152,7 @@ class Pauses:
         run = self.run
         try:
             run.commit(StepKind.TOOL_RESULTS, content, audit, tool_calls=used, pausing_on_record=record,
-                       status=SessionStatus.PAUSED.value, ended_at=now())  # fmt: skip
+                       status=SessionStatus.PAUSED, ended_at=now())  # fmt: skip
         except steps.WaitsResolved:
             run.commit(StepKind.TOOL_RESULTS, content, audit, tool_calls=used)
             return self.resumer.resume_record(record)
@@ -171,7 +171,7 @@ class Pauses:
         run = self.run
         try:
             run.commit(StepKind.TOOL_RESULTS, content, audit, tool_calls=used, pausing_on=question_id,
-                       status=SessionStatus.PAUSED.value, ended_at=now())  # fmt: skip
+                       status=SessionStatus.PAUSED, ended_at=now())  # fmt: skip
         except steps.AnsweredMeanwhile as meanwhile:
             run.commit(StepKind.TOOL_RESULTS, content, audit, tool_calls=used)
             self.resumer.resume_parent_answer(consumed=meanwhile.notes)

@@ -18,7 +18,7 @@ from shared.asks.approvals import Asked, Held
 from shared.slack import call_view
 from shared.slack.surface import ThreadSurface
 from shared.state import ids
-from shared.state.models import Session
+from shared.state.session_model import Session
 
 MAX_SCHEMA = 20_000  # characters of a tool's schema kept on its approval for the Edit modal (more: no Edit button)
 
@@ -43,7 +43,7 @@ def asked(tools: Toolset, held: Sequence[Held]) -> dict[int, Asked]:
 def undecidable(session: Session, surface: ThreadSurface, seq: int, held: Sequence[Held]) -> dict[int, ToolResult]:
     """Held calls nobody can decide (a direct message, and no operator channel): each gets an error response at
     once, and the person is told in plain words, once per turn."""
-    if not held or not routing.nobody_can_decide(session.channel):
+    if not held or not routing.nobody_can_decide(session.origin.channel):
         return {}
     surface.post(routing.NOBODY_FOR_PERSON, key=ids.post_key(session.session_id, seq, "nobody-to-approve"))
     return {index: ToolResult.fail(routing.NOBODY_FOR_MODEL) for index, *_ in held}

@@ -37,13 +37,13 @@ from shared.state.models import (
     Note,
     Question,
     QuestionStatus,
-    Session,
     SessionKind,
     SessionStatus,
     StepKind,
     Waiting,
     WaitKind,
 )
+from shared.state.session_model import Session
 
 if TYPE_CHECKING:  # Pauses makes its Resumer (each calls the other)
     from shared.agent.pausing import Pauses
@@ -95,11 +95,11 @@ class Resumer:
     def resume_children(self, child_ids: list[str], *, consumed: list[Note] | None = None) -> None:
         """The ended children of one turn: each result is the response of the delegate call that started it (a
         child that failed or ran out of budget is an error response, never silence). One step holds them all."""
-        ended = sorted(stored_children.get_children(child_ids), key=lambda c: c.delegate_index or 0)
+        ended = sorted(stored_children.get_children(child_ids), key=lambda c: c.tree.delegate_index or 0)
         turn = pending_turn(self.steps)
-        seq = ended[0].delegate_seq if ended and ended[0].delegate_seq is not None else -1
-        waits = {c.delegate_index: WaitOn(WaitKind.CHILD, c.session_id) for c in ended
-                 if c.delegate_index is not None and c.delegate_seq == seq}  # fmt: skip
+        seq = ended[0].tree.delegate_seq if ended and ended[0].tree.delegate_seq is not None else -1
+        waits = {c.tree.delegate_index: WaitOn(WaitKind.CHILD, c.session_id) for c in ended
+                 if c.tree.delegate_index is not None and c.tree.delegate_seq == seq}  # fmt: skip
         resuming = Resuming(turn, seq, waits)
         audit: list[Audit] = []
         if turn is None:  # it waited before reporting, its calls answered long ago: their results are news
@@ -151,7 +151,7 @@ class Resumer:
         self.run.commit(StepKind.ANSWER, resuming.responses, audit, consumed=consumed or [], approval_ids=[])
         if resuming.complete or pause is None:
             return False
-        return self.pauses.pause_for_question(pause, None, [], self.session.tool_calls)
+        return self.pauses.pause_for_question(pause, None, [], self.session.limits.tool_calls)
 
     def _decided_response(self, approval: Approval, call: types.FunctionCall, seq: int,
                           entry: ledger.Entry | None) -> ToolResult | Suspend:  # fmt: skip
@@ -209,7 +209,7 @@ class Resumer:
         if isinstance(outcome, Suspend):  # the server asked again: a new question, and the session pauses again
             resuming.arrive(on, then=WaitOn(WaitKind.MCP_INPUT, outcome.question.question_id))
             self.run.commit(StepKind.ANSWER, None, [answered], consumed=consumed or [])
-            return self.pauses.pause_for_question(outcome, None, audit[1:], self.session.tool_calls)
+            return self.pauses.pause_for_question(outcome, None, audit[1:], self.session.limits.tool_calls)
         resuming.arrive(on, outcome)
         self.run.commit(StepKind.ANSWER, resuming.responses, audit, consumed=consumed or [])
         return False
@@ -267,7 +267,7 @@ class Resumer:
         if any(w.kind == WaitKind.CHILD for w in record):
             tree_status.refresh(self.session, self.surface)
         if again:
-            return self.pauses.pause_on_record(again, None, [], self.session.tool_calls)
+            return self.pauses.pause_on_record(again, None, [], self.session.limits.tool_calls)
         return False
 
     def _record_outcome(self, entry: Waiting, call: types.FunctionCall, outcomes: _Outcomes,

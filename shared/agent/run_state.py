@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from datetime import datetime
-from typing import Any
+from typing import Unpack
 
 from google.genai import types
 
@@ -24,7 +24,8 @@ from shared.agent.tools import toolset
 from shared.agent.transcript import PendingTurn, Responses, contents_of, to_json
 from shared.state import spend, steps
 from shared.state.firestore import now
-from shared.state.models import Audit, AuditType, Note, Session, SessionKind, Step, StepKind, Waiting
+from shared.state.models import Audit, AuditType, Note, SessionKind, Step, StepKind, Waiting
+from shared.state.session_model import Session, SessionUpdate
 
 
 class RunState:
@@ -68,7 +69,7 @@ class RunState:
         pausing_on_all: list[str] | None = None,
         pausing_on_children: list[str] | None = None,
         pausing_on_record: list[Waiting] | None = None,
-        **fields: Any,
+        **fields: Unpack[SessionUpdate],
     ) -> Step:
         """Store the next step (and the session ``fields`` with it); the notes that arrived meanwhile are read."""
         answers = content.refs() if isinstance(content, Responses) else None  # the calls its responses answer
@@ -84,7 +85,7 @@ class RunState:
             answers=answers,
         )
         totals = fields.get("tokens")  # a model turn: what it spent counts against the daily budgets
-        spent = spend.counted(totals) - spend.counted(self.session.tokens) if isinstance(totals, dict) else 0
+        spent = spend.counted(totals) - spend.counted(self.session.limits.tokens) if isinstance(totals, dict) else 0
         self.notes = steps.commit_step(
             self.session,
             step,
@@ -110,7 +111,7 @@ class RunState:
 
     def tokens_after(self, spent: dict[str, int]) -> dict[str, int]:
         """The session's running token totals with one more turn (written with that turn's step)."""
-        return {kind: self.session.tokens.get(kind, 0) + spent.get(kind, 0) for kind in gemini.TOKEN_KINDS}
+        return {kind: self.session.limits.tokens.get(kind, 0) + spent.get(kind, 0) for kind in gemini.TOKEN_KINDS}
 
     def owns(self, turn: PendingTurn) -> bool:
         """Pending calls are this session's to run only if it made them: another session's are a pause it did not

@@ -32,7 +32,8 @@ from shared.agent.transcript import contents_of, pending_turn, shorten_tool_resu
 from shared.asks import tree_status
 from shared.state import steps
 from shared.state.firestore import now
-from shared.state.models import Audit, AuditType, NoteKind, Session, SessionStatus, StepKind
+from shared.state.models import Audit, AuditType, NoteKind, SessionStatus, StepKind
+from shared.state.session_model import Session
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +105,7 @@ class Runner:
                     StepKind.MALFORMED,
                     types.Content(role="user", parts=[types.Part(text=note)]),
                     [Audit(AuditType.MODEL, now(), error=str(exc), calls=[])],
-                    turns=self.session.turns + 1,
+                    turns=self.session.limits.turns + 1,
                 )
                 continue
             if ended is not None:
@@ -135,9 +136,9 @@ class Runner:
         audit = [Audit(AuditType.MODEL, now(), text=short(text), calls=[c.name or "" for c in calls], tokens=spent)]
         totals = run.tokens_after(spent)
         if calls:
-            run.commit(StepKind.MODEL, content, audit, turns=self.session.turns + 1, tokens=totals)
+            run.commit(StepKind.MODEL, content, audit, turns=self.session.limits.turns + 1, tokens=totals)
             return None
         content = types.Content(role="model", parts=[types.Part(text=text)])
-        step = run.commit(StepKind.MODEL, content, audit, turns=self.session.turns + 1, tokens=totals)
+        step = run.commit(StepKind.MODEL, content, audit, turns=self.session.limits.turns + 1, tokens=totals)
         ended = self.ender.answer(text, step)
         return None if ended == SessionStatus.RUNNING else ended  # notes arrived as it finished: go on

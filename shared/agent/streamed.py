@@ -18,7 +18,7 @@ from shared.agent import model as gemini
 from shared.slack.stream import AnswerStream
 from shared.slack.surface import ThreadSurface
 from shared.state import origin, sessions
-from shared.state.models import Session
+from shared.state.session_model import Session
 
 log = logging.getLogger(__name__)
 
@@ -31,21 +31,21 @@ def surface_for(session: Session, *, takeover: bool) -> ThreadSurface:
     should always be replies to a user request"), so a stream there would put the answer back into a thread. Its
     answer is posted whole in the conversation, with the status line while it works."""
     request = origin.request_ts(session)  # a continuation marks the request it continues, not what resumed it
-    surface = ThreadSurface(session.channel, session.thread_ts, request, quiet=session.reports_to_parent)
+    surface = ThreadSurface(session.origin.channel, session.origin.thread_ts, request, quiet=session.reports_to_parent)
     settings = config.settings()
     if not surface.quiet and settings.slack_stream and surface.reply_ts is not None:
 
         def opened(ts: str) -> None:
             sessions.set_stream_ts(session.session_id, ts)
-            session.stream_ts = ts
+            session.stream.ts = ts
             surface.status = None  # Slack clears a thread's status when the app replies: set it again next step
 
-        surface.stream = AnswerStream(session.channel, session.thread_ts, recipient=session.requester,
+        surface.stream = AnswerStream(session.origin.channel, session.origin.thread_ts, recipient=session.requester,
                                       on_open=opened, buffer_chars=settings.slack_stream_buffer_chars,
                                       stream_seconds=settings.slack_stream_seconds)  # fmt: skip
     if takeover:
         surface.recover()
-        left = session.stream_ts
+        left = session.stream.ts
         if surface.stream is not None and left and left not in surface.posted.values():
             surface.stream.adopt(left)
     return surface

@@ -40,7 +40,7 @@ class ToolTurn:
         audit: list[Audit] = []
         pause: Suspend | None = None
         pause_call = turn.calls[0]
-        used = run.session.tool_calls
+        used = run.session.limits.tool_calls
         # A step stays well under 1 MiB.
         per_call = min(MAX_TOOL_RESULT_CHARS, MAX_STEP_CHARS // max(1, len(turn.calls)))
         # A takeover may re-run a turn whose calls partly ran: the ledger says which.

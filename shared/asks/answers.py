@@ -191,8 +191,8 @@ def _wake_if_dead(session_id: str, answer_ts: str) -> None:
     """An answer noted for an asker that still runs: if its worker is dead (its lease, renewed by a heartbeat while
     it lives, has expired), its takeover is queued at once to read it, as a thread message's is."""
     asker = sessions.get_session(session_id)
-    if asker is not None and asker.status == SessionStatus.RUNNING and asker.lease_until is not None \
-            and asker.lease_until <= now():  # fmt: skip
+    if asker is not None and asker.status == SessionStatus.RUNNING and asker.lease.until is not None \
+            and asker.lease.until <= now():  # fmt: skip
         tasks.enqueue_session(session_id, attempt=f"takeover-{answer_ts}")
         log.warning("the asker's worker is gone; a takeover is queued to read the answer")
 
@@ -213,7 +213,7 @@ def requeue_answered(question: Question | str) -> None:
         _requeue_if_queued(woke)
         return
     asker = sessions.get_session(woke)  # a child whose turn this answer completed: queued again as itself
-    if asker is not None and asker.status == SessionStatus.QUEUED and asker.parent_session_id:
+    if asker is not None and asker.status == SessionStatus.QUEUED and asker.tree.parent_id:
         with session_context(woke, trace=asker.trace_id):
             tasks.enqueue_session(woke, attempt=f"answered-{found.question_id}")
 

@@ -33,9 +33,10 @@ from shared.state import approvals as stored
 from shared.state import events, ids, routed, sessions
 from shared.state.approvals import Decision
 from shared.state.firestore import now
-from shared.state.models import Approval, ApprovalStatus, Note, NoteKind, Session, SessionStatus
+from shared.state.models import Approval, ApprovalStatus, Note, NoteKind, SessionStatus
 from shared.state.new_sessions import approvals_continuation
 from shared.state.origin import asked_by
+from shared.state.session_model import Session
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +131,9 @@ def request(session: Session, seq: int, calls: Sequence[Held],
     if label is None and session.reports_to_parent:  # a child's call: say whose work it is
         label = f"for a delegated task: {session.text[:150]}"
     wanted = []
-    elsewhere = routing.operator_channel(session.channel)  # operators cannot see this conversation: their channel
+    elsewhere = routing.operator_channel(
+        session.origin.channel
+    )  # operators cannot see this conversation: their channel
     for (index, call_id, tool, args), approval_id in zip(calls, turn_ids, strict=True):
         args_json = canonical(args)
         about = (asked or {}).get(index) or Asked()
@@ -164,7 +167,7 @@ def request(session: Session, seq: int, calls: Sequence[Held],
             continue
         key = ids.post_key(session.session_id, seq, f"{approval.call_index}:approval")
         if elsewhere := approval.card_channel:  # the card goes to the operators' channel, linked back, once
-            approval.asked_in = routing.link(session.channel, session.thread_ts)
+            approval.asked_in = routing.link(session.origin.channel, session.origin.thread_ts)
             card = card_of(approval)
             card_ts = routing.post_once(approval.approval_id, elsewhere, approval_card.text(card), key=key,
                                         blocks=approval_card.blocks(card), listed=routed.Listed.APPROVAL)  # fmt: skip

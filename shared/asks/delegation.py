@@ -15,7 +15,8 @@ from shared.queue import tasks
 from shared.state import children, sessions
 from shared.state.children import AnswerOutcome, AskOutcome, Finished
 from shared.state.firestore import now
-from shared.state.models import AuditType, Note, NoteKind, ParentQuestion, Session, SessionStatus, Step
+from shared.state.models import AuditType, Note, NoteKind, ParentQuestion, SessionStatus, Step
+from shared.state.session_model import Session
 from shared.state.steps import LeaseLost
 
 log = logging.getLogger(__name__)
@@ -28,7 +29,7 @@ class DelegationRefused(Refused):
 def start(parent: Session, *, seq: int, index: int, task: str, blocking: bool) -> Session:
     """Create the child of this call once (its id comes from the call); a non-blocking one is queued at once."""
     max_depth = config.settings().delegate_max_depth
-    if parent.depth >= max_depth:
+    if parent.tree.depth >= max_depth:
         raise DelegationRefused(f"delegation is limited to {max_depth} level(s); do this task yourself")
     if not task.strip():
         raise DelegationRefused("the task is empty")
@@ -141,7 +142,7 @@ def _tree_started(session: Session) -> bool:
     """Whether any child was ever created in this session's tree: its root keeps the tree's allotments (a point
     read, only when ``session`` is not the root itself)."""
     root = session if session.session_id == session.tree_root else sessions.get_session(session.tree_root)
-    return root is not None and bool(root.tree_reserved)
+    return root is not None and bool(root.tree.reserved)
 
 
 def release_askers(ended: Session, *, delegated: bool | None = None) -> list[str]:
@@ -154,7 +155,7 @@ def release_askers(ended: Session, *, delegated: bool | None = None) -> list[str
     released = []
     for child in sessions.tree_members(ended.tree_root):
         asked = child.parent_question
-        if child.parent_transcript == ended.transcript and asked is not None and asked.answer is None:
+        if child.tree.parent_transcript == ended.transcript and asked is not None and asked.answer is None:
             try:
                 answer_child(ended, child_id=child.session_id, answer=UNANSWERED, released=True)
             except DelegationRefused:

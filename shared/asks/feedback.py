@@ -28,14 +28,16 @@ class FeedbackOutcome(StrEnum):
 def press(pressed: ButtonPress) -> FeedbackOutcome:
     claimed = blocks.parse_feedback_value(pressed.value)
     session = sessions.get_session(claimed[0]) if claimed else None
-    if claimed is None or session is None or session.channel != pressed.channel or \
-            not session.answer_ts or session.answer_ts != pressed.message_ts:  # fmt: skip
+    if claimed is None or session is None or session.origin.channel != pressed.channel or \
+            not session.stream.answer_ts or session.stream.answer_ts != pressed.message_ts:  # fmt: skip
         slack.ephemeral(pressed.channel, pressed.user, "Feedback is taken on my final answers only.",
                         thread_ts=pressed.thread_ts)  # fmt: skip
         log.warning("feedback refused: not a final answer", extra={"value": pressed.value[:100]})
         return FeedbackOutcome.REFUSED
     session_id, rating = claimed
-    recorded = stored.record(session_id, pressed.user, rating, channel=session.channel, thread_ts=session.thread_ts)
+    recorded = stored.record(
+        session_id, pressed.user, rating, channel=session.origin.channel, thread_ts=session.origin.thread_ts
+    )
     outcome = {stored.Recorded.NEW: FeedbackOutcome.STORED, stored.Recorded.CHANGED: FeedbackOutcome.CHANGED,
                stored.Recorded.SAME: FeedbackOutcome.DUPLICATE}[recorded]  # fmt: skip
     if outcome != FeedbackOutcome.DUPLICATE:

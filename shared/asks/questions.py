@@ -20,8 +20,9 @@ from shared.slack.surface import Reaction, ThreadSurface
 from shared.state import ids, sessions
 from shared.state import questions as stored
 from shared.state.firestore import now
-from shared.state.models import Question, QuestionStatus, Session, SessionStatus
+from shared.state.models import Question, QuestionStatus, SessionStatus
 from shared.state.origin import asked_by
+from shared.state.session_model import Session
 
 log = logging.getLogger(__name__)
 
@@ -36,9 +37,11 @@ def ask(session: Session, *, seq: int, call_index: int, call_id: str | None, que
     request the answer resumes; ``link`` a URL the question shows as a link button.
     """
     qid = ids.question_id(session.session_id, seq, call_index)
-    elsewhere = routing.operator_channel(session.channel)  # operators cannot see this conversation: their channel
+    elsewhere = routing.operator_channel(
+        session.origin.channel
+    )  # operators cannot see this conversation: their channel
     if blocking:
-        cancel_older(session.channel, session.thread_ts, keep=qid, asker=session.session_id)
+        cancel_older(session.origin.channel, session.origin.thread_ts, keep=qid, asker=session.session_id)
     asked = stored.create_question(
         Question(
             question_id=qid,

@@ -18,7 +18,8 @@ from shared.slack.surface import Reaction
 from shared.state import approvals as stored_approvals
 from shared.state import origin, sessions
 from shared.state import questions as stored_questions
-from shared.state.models import Session, SessionStatus, WaitKind
+from shared.state.models import SessionStatus, WaitKind
+from shared.state.session_model import Session
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +45,13 @@ def stop(session_id: str, *, by: str) -> list[str]:
                 delegation.release_askers(found)  # children of earlier sessions of its conversation
                 if found.top_level:  # it waited: nobody else will tell the thread
                     asked = origin.request_ts(found)
-                    slack.post(found.channel, placement.reply_ts(found.channel, found.thread_ts, asked),
-                               stopped_text(by), key=f"{found.session_id}:stopped")  # fmt: skip
-                    slack.react(found.channel, asked, Reaction.STOPPED)
+                    slack.post(
+                        found.origin.channel,
+                        placement.reply_ts(found.origin.channel, found.origin.thread_ts, asked),
+                        stopped_text(by),
+                        key=f"{found.session_id}:stopped",
+                    )
+                    slack.react(found.origin.channel, asked, Reaction.STOPPED)
         if request is not None and request.run_to_stop:
             tasks.enqueue_session(current, attempt=f"stop-{len(stopped)}-{request.was.value}")
         waiting.extend(child.session_id for child in sessions.children_of(current))
@@ -63,7 +68,7 @@ def close_waits(session: Session, *, by: str) -> None:
     """A stopped session's open questions are cancelled and its pending approvals denied, their posts updated: those
     its thread lists, and whatever its waiting record names elsewhere (a routed card, a mixed turn's children)."""
     why = f"the session was stopped by {by}"
-    thread = stored_questions.thread_questions(session.channel, session.thread_ts)
+    thread = stored_questions.thread_questions(session.origin.channel, session.origin.thread_ts)
     for question in thread.open:
         if question.session_id == session.session_id:
             cancelling.cancel_question(question, why=why)

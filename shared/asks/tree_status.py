@@ -15,7 +15,8 @@ from shared.slack import blocks
 from shared.slack import client as slack
 from shared.slack.surface import ThreadSurface
 from shared.state import sessions
-from shared.state.models import Session, SessionStatus
+from shared.state.models import SessionStatus
+from shared.state.session_model import Session
 
 log = logging.getLogger(__name__)
 
@@ -49,12 +50,14 @@ def in_tree_order(members: list[Session]) -> list[Session]:
     by_parent: dict[str | None, list[Session]] = {}
     ids = {m.session_id for m in members}
     for member in members:
-        parent = member.parent_session_id if member.parent_session_id in ids else None
+        parent = member.tree.parent_id if member.tree.parent_id in ids else None
         by_parent.setdefault(parent, []).append(member)
     ordered: list[Session] = []
 
     def visit(parent: str | None) -> None:
-        for child in sorted(by_parent.get(parent, []), key=lambda c: (c.delegate_seq or 0, c.delegate_index or 0)):
+        for child in sorted(
+            by_parent.get(parent, []), key=lambda c: (c.tree.delegate_seq or 0, c.tree.delegate_index or 0)
+        ):
             ordered.append(child)
             visit(child.session_id)
 
@@ -76,16 +79,16 @@ def _refresh(session: Session, surface: ThreadSurface) -> None:
     members = in_tree_order(sessions.tree_members(root_id))
     if not members:
         return
-    lines = [(member.depth, member.text, state_of(member)) for member in members]
+    lines = [(member.tree.depth, member.text, state_of(member)) for member in members]
     done = sum(1 for member in members if member.status in _ENDED)
     running = done < len(members)  # while tasks run, the message carries the tree's Stop button
     text, shown = blocks.tree_status(lines, done=done, total=len(members), stop=root_id if running else None)
     root = session if session.session_id == root_id else sessions.get_session(root_id)
-    ts = root.tree_status_ts if root is not None else None
+    ts = root.tree.status_ts if root is not None else None
     if ts:
-        slack.update(session.channel, ts, text, blocks=shown)
+        slack.update(session.origin.channel, ts, text, blocks=shown)
     elif not surface.quiet:
         ts = surface.post(text, key=f"{root_id}:tree", blocks=shown)
         sessions.set_tree_status_ts(root_id, ts)
         if session.session_id == root_id:
-            session.tree_status_ts = ts
+            session.tree.status_ts = ts

@@ -17,7 +17,8 @@ from google.cloud import firestore
 
 from shared.state import events, ids, waiting
 from shared.state.firestore import ALREADY_EXISTS, APPROVALS, db, event_ref, now, session_ref, thread_ref, transact
-from shared.state.models import Approval, ApprovalStatus, Note, Session, SessionKind, SessionStatus, WaitKind
+from shared.state.models import Approval, ApprovalStatus, Note, SessionKind, SessionStatus, WaitKind
+from shared.state.session_model import Session
 
 
 def _ref(approval_id: str) -> firestore.DocumentReference:

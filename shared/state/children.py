@@ -21,17 +21,9 @@ from google.cloud import firestore
 from shared.errors import Refused
 from shared.state import ids, results, sessions, waiting
 from shared.state.firestore import contended, db, now, session_ref, step_ref
-from shared.state.models import (
-    Note,
-    NoteKind,
-    ParentQuestion,
-    Session,
-    SessionKind,
-    SessionStatus,
-    Step,
-    WaitKind,
-)
+from shared.state.models import Note, NoteKind, ParentQuestion, SessionKind, SessionStatus, Step, WaitKind
 from shared.state.origin import same_thread
+from shared.state.session_model import Session
 from shared.state.steps import LeaseLost, NotesPending
 
 _UNFINISHED = sessions.UNFINISHED  # a child in one of these has not ended
@@ -49,7 +41,7 @@ def child_session(parent: Session, *, seq: int, index: int, task: str, blocking:
                   at: datetime) -> Session:  # fmt: skip
     """A child the parent's ``delegate`` call starts: its own transcript and budget, in the parent's thread."""
     child_id = ids.child_id(parent.session_id, seq, index)
-    return Session(
+    return Session.new(
         session_id=child_id,
         kind=SessionKind.CHILD,
         **same_thread(parent),
@@ -59,7 +51,7 @@ def child_session(parent: Session, *, seq: int, index: int, task: str, blocking:
         transcript_writer=child_id,
         parent_session_id=parent.session_id,
         parent_transcript=parent.transcript,
-        depth=parent.depth + 1,
+        depth=parent.tree.depth + 1,
         delegate_seq=seq,
         delegate_index=index,
         delegate_blocking=blocking,
@@ -103,15 +95,18 @@ def create_child(child: Session, budget: TreeBudget) -> Session:
             raise TreeBudgetSpent(f"all {budget.turns} model turns of this task's tree are allotted")
         if calls_left < 1 and budget.child_tool_calls > 0:
             raise TreeBudgetSpent(f"all {budget.tool_calls} tool calls of this task's tree are allotted")
-        child.max_turns = min(budget.child_turns, turns_left)
-        child.max_tool_calls = min(budget.child_tool_calls, max(0, calls_left))
+        child.limits.max_turns = min(budget.child_turns, turns_left)
+        child.limits.max_tool_calls = min(budget.child_tool_calls, max(0, calls_left))
         transaction.create(ref, child.to_doc())
-        allotted = {"tree_reserved.turns": child.max_turns, "tree_reserved.tool_calls": child.max_tool_calls}
+        allotted = {
+            "tree_reserved.turns": child.limits.max_turns,
+            "tree_reserved.tool_calls": child.limits.max_tool_calls,
+        }
         update: dict[str, Any] = {field: firestore.Increment(count) for field, count in allotted.items()}
-        reports_to = child.parent_transcript or child.parent_session_id or ""
-        if not child.delegate_blocking and reports_to == child.tree_root:  # its transcript reads its result
+        reports_to = child.tree.parent_transcript or child.tree.parent_id or ""
+        if not child.tree.delegate_blocking and reports_to == child.tree_root:  # its transcript reads its result
             update[results.AWAITING] = firestore.ArrayUnion([child.session_id])
-        elif not child.delegate_blocking:
+        elif not child.tree.delegate_blocking:
             results.expect(transaction, reports_to, [child.session_id])
         transaction.update(root_ref, update)
         return child
@@ -123,11 +118,11 @@ def create_child(child: Session, budget: TreeBudget) -> Session:
 def _settle_allotment(transaction: firestore.Transaction, child: Session, *, turns: int, tool_calls: int,
                       tokens: dict[str, int]) -> None:  # fmt: skip
     """An ended child gives its tree back what it did not use, and adds the tokens it used to the tree's."""
-    if child.max_turns is None:
+    if child.limits.max_turns is None:
         return
     update: dict[str, Any] = {
-        "tree_reserved.turns": firestore.Increment(-max(0, child.max_turns - turns)),
-        "tree_reserved.tool_calls": firestore.Increment(-max(0, (child.max_tool_calls or 0) - tool_calls)),
+        "tree_reserved.turns": firestore.Increment(-max(0, child.limits.max_turns - turns)),
+        "tree_reserved.tool_calls": firestore.Increment(-max(0, (child.limits.max_tool_calls or 0) - tool_calls)),
     }
     update |= {f"tree_tokens.{kind}": firestore.Increment(count) for kind, count in tokens.items() if count}
     transaction.update(session_ref(child.tree_root), update)
@@ -196,7 +191,7 @@ def finish(child: Session, step: Step | None, *, status: SessionStatus, result: 
         current = ref.get(transaction=transaction, field_paths=fields).to_dict() or {}
         if asking is not None and not _still_asking(current, asking):
             raise LeaseLost(f"child is now {current.get('status')}: its question {asking} is no longer waited on")
-        running = current.get("worker") == child.worker and current.get("status") == SessionStatus.RUNNING.value
+        running = current.get("worker") == child.lease.worker and current.get("status") == SessionStatus.RUNNING.value
         if asking is None and not running:
             raise LeaseLost(f"child is now {current.get('status')} under worker {current.get('worker')}")
         pending = [Note.from_doc(n) for n in current.get("notes") or []]
@@ -208,7 +203,7 @@ def finish(child: Session, step: Step | None, *, status: SessionStatus, result: 
                 transaction.update(ref, {"notes": [n.to_doc() for n in pending], "updated_at": when, **dropped})
             return NotesPending(pending)
         # Read here, not from the claim: a sibling's question to the parent may have released this child meanwhile.
-        blocking = bool(current.get("delegate_blocking", child.delegate_blocking))
+        blocking = bool(current.get("delegate_blocking", child.tree.delegate_blocking))
         if not blocking:  # its result record: its parent's transcript reads it, its parent's document is untouched
             results.record(transaction, child, results.result_note(child, result=result, status=status), when)
         if step is not None:
@@ -237,7 +232,7 @@ def report_late(child: Session, *, when: datetime | None = None) -> Session | No
     queues its task). Reads only, outside any transaction: the continuation's claim decides, from the root's list,
     whether the result is still unread (``sessions.claim_session``). A delivery of an ended child's task calls this
     again, so a worker that died between the end and this still leaves the result to someone."""
-    root_id = child.parent_transcript or child.parent_session_id
+    root_id = child.tree.parent_transcript or child.tree.parent_id
     if not root_id:
         return None
     root = session_ref(root_id).get().to_dict()
@@ -273,7 +268,7 @@ def remind_parent(child: Session, at: datetime) -> bool:
         stored = data.get("parent_question") or {}
         if asked is None or not _still_asking(data, asked.question_id) or stored.get("reminded_at") is not None:
             return False
-        parent_data = session_ref(child.parent_session_id or "").get(transaction=transaction).to_dict()
+        parent_data = session_ref(child.tree.parent_id or "").get(transaction=transaction).to_dict()
         parent = _current_parent(transaction, child, Session.from_doc(parent_data) if parent_data else None)
         if parent is not None and parent.status.value in _UNFINISHED:
             note = Note(kind=NoteKind.CHILD_QUESTION, text=f"{asked.text} (a reminder: still waiting for your "
@@ -291,27 +286,27 @@ def parent_to_wake(child: Session) -> Session | None:
     """After a blocking child's end: its parent, if it waits for this child's turn and every child of that turn has
     ended now. Every ending asks after its own is stored, so the last one always finds them all ended (two that
     find it queue the same task, which Cloud Tasks keeps once); the parent's claim checks again."""
-    data = session_ref(child.parent_session_id or "").get().to_dict()
+    data = session_ref(child.tree.parent_id or "").get().to_dict()
     parent = Session.from_doc(data) if data else None
     if data is not None and waiting.waits_on(data, WaitKind.CHILD, child.session_id):
         return waiting.wake_after_child(child, now())  # one wait of its parent's mixed turn
-    if parent is None or parent.status != SessionStatus.PAUSED or set(parent.child_ids) != set(child.sibling_ids):
+    if parent is None or parent.status != SessionStatus.PAUSED or set(parent.child_ids) != set(child.tree.sibling_ids):
         return None
     return parent if sessions.all_ended(parent.child_ids) else None
 
 
 def _late_continuation(child: Session, parent: Session, *, when: datetime) -> Session | None:
     """A continuation of an ended parent's transcript that opens with this child's result (created once)."""
-    if parent.parent_session_id:
+    if parent.tree.parent_id:
         return None  # a child that ended has reported already: news after that has nobody to go to
     if child.status == SessionStatus.STOPPED or parent.status in {SessionStatus.STOPPED, SessionStatus.FAILED}:
         return None  # a stopped tree, or a parent that failed (it stopped its children): nothing to report
     note = results.result_note(child)
-    later = Session(
-        session_id=ids.child_result_id(child.session_id), kind=SessionKind.CONTINUATION, channel=parent.channel,
-        thread_ts=parent.thread_ts, trigger_ts=parent.trigger_ts, trigger_user=parent.trigger_user,
+    later = Session.new(
+        session_id=ids.child_result_id(child.session_id), kind=SessionKind.CONTINUATION, channel=parent.origin.channel,
+        thread_ts=parent.origin.thread_ts, trigger_ts=parent.origin.trigger_ts, trigger_user=parent.origin.trigger_user,
         text=f"the result of {child.session_id}", created_at=when, asker_session_id=parent.session_id,
-        transcript_id=parent.transcript, parent_session_id=parent.parent_session_id, depth=parent.depth,
+        transcript_id=parent.transcript, parent_session_id=parent.tree.parent_id, depth=parent.tree.depth,
         late_note=note, trace_id=parent.trace_id, requested_by=parent.requester,
         request_ts=parent.request_message,
     )  # fmt: skip
@@ -333,7 +328,7 @@ def ask_parent(child: Session, question: ParentQuestion) -> tuple[AskOutcome, st
 
     @firestore.transactional
     def run(transaction: firestore.Transaction) -> tuple[AskOutcome, str | None]:
-        parent_ref = session_ref(child.parent_session_id or "")
+        parent_ref = session_ref(child.tree.parent_id or "")
         current = ref.get(transaction=transaction, field_paths=["parent_question"]).to_dict() or {}
         if (current.get("parent_question") or {}).get("question_id") == question.question_id:
             return AskOutcome.DELIVERED, None  # this call asked already (a re-run after a crash)
@@ -352,7 +347,7 @@ def ask_parent(child: Session, question: ParentQuestion) -> tuple[AskOutcome, st
         update: dict[str, Any] = {"notes": firestore.ArrayUnion([n.to_doc() for n in notes]), "updated_at": when}
         if waiting:
             update |= {"status": SessionStatus.QUEUED.value, "child_ids": [], "started_at": None,
-                       "released_seq": siblings[0].delegate_seq if siblings else None}  # fmt: skip
+                       "released_seq": siblings[0].tree.delegate_seq if siblings else None}  # fmt: skip
         transaction.update(parent_ref, update)
         transaction.update(ref, {"parent_question": question.to_doc()})
         return (AskOutcome.RESUMED, parent.session_id) if waiting else (AskOutcome.DELIVERED, None)
@@ -377,7 +372,7 @@ def _ask_waiting(transaction: firestore.Transaction, child: Session, parent: Ses
     extra = {"waiting": released["waiting"]}
     woken = None
     if found is not None:
-        woken = waiting.wake(transaction, found, trigger_ts=None, user=child.trigger_user, at=when, extra=extra,
+        woken = waiting.wake(transaction, found, trigger_ts=None, user=child.origin.trigger_user, at=when, extra=extra,
                              news=notes)  # fmt: skip
     else:
         transaction.update(session_ref(parent.session_id), {**extra, "updated_at": when,
@@ -394,7 +389,7 @@ def _release_in(transaction: firestore.Transaction, siblings: list[Session]) -> 
     for sibling in siblings:
         if sibling.status.value in _UNFINISHED:
             transaction.update(session_ref(sibling.session_id), {"delegate_blocking": False})
-            reports_to = sibling.parent_transcript or sibling.parent_session_id or ""
+            reports_to = sibling.tree.parent_transcript or sibling.tree.parent_id or ""
             unfinished.setdefault(reports_to, []).append(sibling.session_id)
         else:
             notes.append(result_note(sibling))
@@ -436,7 +431,7 @@ def answer_child(parent: Session, child_id: str, answer: str, *,
     def run(transaction: firestore.Transaction) -> tuple[AnswerOutcome, Session | None]:
         data = ref.get(transaction=transaction).to_dict()
         child = Session.from_doc(data) if data else None
-        if child is None or (child.parent_transcript or child.parent_session_id) != parent.transcript:
+        if child is None or (child.tree.parent_transcript or child.tree.parent_id) != parent.transcript:
             return AnswerOutcome.NOT_ASKED, None
         asked = child.parent_question
         if asked is None or asked.answer is not None:

@@ -17,7 +17,7 @@ from google.cloud import firestore
 from shared import config
 from shared.state import ids, quotas
 from shared.state.firestore import ALREADY_EXISTS, EVENT_EXPIRES_FIELD, db, event_ref, now, session_ref
-from shared.state.models import Session
+from shared.state.session_model import Session
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ def start_session_for_event(*, event_id: str, event_type: str, session: Session,
     its twin event and Slack's retries are not refused twice) and no session.
     """
     body = record(event_type, session.session_id, session.created_at)
-    message = event_ref(ids.message_key(session.channel, session.trigger_ts))
+    message = event_ref(ids.message_key(session.origin.channel, session.origin.trigger_ts))
     if quota is not None and quota.on:
         return _start_counted(event_id, body, message, session, quota)
     batch = db().batch()
@@ -69,7 +69,7 @@ def _start_counted(event_id: str, body: dict[str, Any], message: firestore.Docum
                    quota: quotas.Quota) -> Started:  # fmt: skip
     """The start, counted against the person's and the channel's limits in the same commit (no read, nothing held:
     the commit's answer says what the counters reached); a start past a limit is taken back at once."""
-    scopes = quota.scopes(user=session.trigger_user, channel=session.channel)
+    scopes = quota.scopes(user=session.origin.trigger_user, channel=session.origin.channel)
     at = session.created_at
     batch = db().batch()
     batch.create(event_ref(event_id), body)

@@ -14,7 +14,8 @@ from datetime import datetime, timedelta
 from google.api_core import exceptions as gexc
 
 from shared.state.firestore import db, now, session_ref
-from shared.state.models import Session, SessionStatus
+from shared.state.models import SessionStatus
+from shared.state.session_model import Session
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ def renew(session: Session, *, lease_seconds: int) -> bool:
     ref = session_ref(session.session_id)
     snap = ref.get(field_paths=["worker", "status"])
     current = snap.to_dict() or {}
-    if current.get("worker") != session.worker or current.get("status") != SessionStatus.RUNNING.value:
+    if current.get("worker") != session.lease.worker or current.get("status") != SessionStatus.RUNNING.value:
         return False
     until = now() + timedelta(seconds=lease_seconds)
     try:
@@ -52,7 +53,7 @@ def renew(session: Session, *, lease_seconds: int) -> bool:
     except (gexc.FailedPrecondition, gexc.Aborted):
         log.debug("the session changed while its lease was renewed; the next beat renews it")
         return True
-    session.lease_until = until
+    session.lease.until = until
     return True
 
 
@@ -63,7 +64,7 @@ def release(session: Session) -> bool:
     ref = session_ref(session.session_id)
     snap = ref.get(field_paths=["worker", "status"])
     current = snap.to_dict() or {}
-    if current.get("worker") != session.worker or current.get("status") != SessionStatus.RUNNING.value:
+    if current.get("worker") != session.lease.worker or current.get("status") != SessionStatus.RUNNING.value:
         return False
     try:
         ref.update({"lease_until": now()}, option=db().write_option(last_update_time=snap.update_time))

@@ -17,7 +17,8 @@ from google.cloud import firestore
 
 from shared.state import ids
 from shared.state.firestore import db, now, session_ref, transact
-from shared.state.models import Session, SessionStatus
+from shared.state.models import SessionStatus
+from shared.state.session_model import Session
 from shared.state.steps import LeaseLost
 
 CALLS = "calls"  # subcollection of a transcript's first session
@@ -66,7 +67,7 @@ def _fenced(session: Session, write: Any) -> None:
     @firestore.transactional
     def run(transaction: firestore.Transaction) -> None:
         current = ref.get(transaction=transaction, field_paths=["worker", "status"]).to_dict() or {}
-        if current.get("worker") != session.worker or current.get("status") != SessionStatus.RUNNING.value:
+        if current.get("worker") != session.lease.worker or current.get("status") != SessionStatus.RUNNING.value:
             raise LeaseLost(f"session is now {current.get('status')} under worker {current.get('worker')}")
         write(transaction)
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 from datetime import datetime
 
 from shared.state import ids
-from shared.state.models import Approval, Question, Session, SessionKind
+from shared.state.models import Approval, Question, SessionKind
 from shared.state.origin import resuming, same_thread
+from shared.state.session_model import Session
 
 
 def mention_session(
@@ -18,7 +19,7 @@ def mention_session(
     trace_id: str | None = None,
 ) -> Session:  # fmt: skip
     """The session a mention (or a DM) starts; its id is derived from the Slack event."""
-    return Session(
+    return Session.new(
         session_id=ids.session_for_event(event_id),
         kind=SessionKind.MENTION,
         channel=channel,
@@ -37,7 +38,7 @@ def mention_session(
 def continuation_session(question: Question, *, answer_ts: str, user: str, text: str, at: datetime,
                          trace_id: str | None = None) -> Session:  # fmt: skip
     """The session an answer resumes: it continues the asker's transcript from the pending call."""
-    return Session(
+    return Session.new(
         session_id=ids.continuation_id(question.question_id),
         kind=SessionKind.CONTINUATION,
         **resuming(question),
@@ -52,7 +53,7 @@ def continuation_session(question: Question, *, answer_ts: str, user: str, text:
 
 def approvals_continuation(approval: Approval, *, user: str, at: datetime, trace_id: str | None = None) -> Session:
     """The session that resumes a turn once all its risky calls are decided: it runs the approved ones."""
-    return Session(
+    return Session.new(
         session_id=ids.resume_id(approval.session_id, approval.seq),
         kind=SessionKind.CONTINUATION,
         **resuming(approval),
@@ -67,7 +68,7 @@ def approvals_continuation(approval: Approval, *, user: str, at: datetime, trace
 
 def retry_session(silent: Session, *, reason: str, at: datetime) -> Session:
     """The narration retry of a silent session: it reports from the audit log only."""
-    return Session(
+    return Session.new(
         session_id=ids.retry_id(silent.session_id),
         kind=SessionKind.RETRY,
         **same_thread(silent),

@@ -17,7 +17,8 @@ from __future__ import annotations
 from typing import TypedDict
 
 from shared.state import sessions
-from shared.state.models import Approval, Question, Session, SessionKind
+from shared.state.models import Approval, Question, SessionKind
+from shared.state.session_model import Session
 
 MAX_HOPS = 8  # a chain longer than any tree this product builds (depth, continuations): stop rather than loop
 
@@ -35,8 +36,8 @@ class AskedBy(TypedDict):
 def asked_by(session: Session) -> AskedBy:
     """The fields a question or an approval ``session`` asks copies from it (the requester is named differently in
     each: ``Question.requester``, ``Approval.requested_by``)."""
-    return AskedBy(session_id=session.session_id, transcript_id=session.transcript, channel=session.channel,
-                   thread_ts=session.thread_ts, request_ts=session.request_message)  # fmt: skip
+    return AskedBy(session_id=session.session_id, transcript_id=session.transcript, channel=session.origin.channel,
+                   thread_ts=session.origin.thread_ts, request_ts=session.request_message)  # fmt: skip
 
 
 class Resuming(TypedDict):
@@ -72,9 +73,14 @@ class SameThread(TypedDict):
 
 def same_thread(session: Session) -> SameThread:
     """What a session working in ``session``'s thread copies from it: the thread, its trigger, trace and request."""
-    return SameThread(channel=session.channel, thread_ts=session.thread_ts, trigger_ts=session.trigger_ts,
-                      trigger_user=session.trigger_user, trace_id=session.trace_id,
-                      request_ts=session.request_message)  # fmt: skip
+    return SameThread(
+        channel=session.origin.channel,
+        thread_ts=session.origin.thread_ts,
+        trigger_ts=session.origin.trigger_ts,
+        trigger_user=session.origin.trigger_user,
+        trace_id=session.trace_id,
+        request_ts=session.request_message,
+    )
 
 
 def origin_of(session: Session) -> str | None:
@@ -84,7 +90,7 @@ def origin_of(session: Session) -> str | None:
     if session.kind == SessionKind.RETRY:
         return session.narrated_session_id
     if session.kind == SessionKind.CHILD:
-        return session.parent_session_id
+        return session.tree.parent_id
     return session.transcript if session.transcript != session.session_id else session.asker_session_id
 
 
@@ -99,7 +105,7 @@ def request_ts(session: Session) -> str:
         if not origin or origin == current.session_id:
             break
         found = sessions.get_session(origin)
-        if found is None or found.channel != session.channel:
+        if found is None or found.origin.channel != session.origin.channel:
             break
         current = found
-    return current.trigger_ts
+    return current.origin.trigger_ts

@@ -16,7 +16,8 @@ from google.cloud import firestore
 
 from shared.state import events, ids, waiting
 from shared.state.firestore import ALREADY_EXISTS, db, event_ref, now, question_ref, session_ref, thread_ref, transact
-from shared.state.models import Note, Question, QuestionStatus, Session, SessionStatus, WaitKind
+from shared.state.models import Note, Question, QuestionStatus, SessionStatus, WaitKind
+from shared.state.session_model import Session
 
 
 def create_question(question: Question) -> Question:

@@ -19,7 +19,8 @@ from typing import Any
 from google.cloud import firestore
 
 from shared.state.firestore import db, session_ref
-from shared.state.models import Note, NoteKind, Session, SessionStatus
+from shared.state.models import Note, NoteKind, SessionStatus
+from shared.state.session_model import Session
 
 NO_RESULT = "the helper ended without a result"  # what a parent hears of a child that ended with no text
 RESULTS = "results"  # subcollection of a transcript's root: its non-blocking children's result records
@@ -69,7 +70,7 @@ def result_ref(transcript_id: str, child_id: str) -> firestore.DocumentReference
 
 def record(transaction: firestore.Transaction, child: Session, note: Note, at: datetime) -> None:
     """Store a non-blocking child's result, in the transaction that stores its end (``create()``: once)."""
-    reports_to = child.parent_transcript or child.parent_session_id
+    reports_to = child.tree.parent_transcript or child.tree.parent_id
     if reports_to:
         transaction.create(result_ref(reports_to, child.session_id), {"note": note.to_doc(), "at": at})
 

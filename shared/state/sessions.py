@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Unpack
 
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
@@ -29,7 +29,8 @@ from shared.state.firestore import (
     session_ref,
     transact,
 )
-from shared.state.models import Note, NoteKind, Question, Session, SessionStatus
+from shared.state.models import Note, NoteKind, Question, SessionStatus
+from shared.state.session_model import Session, SessionChanges, stored
 
 log = logging.getLogger(__name__)
 
@@ -106,8 +107,8 @@ def claim_session(
             return Claim(ClaimResult.NO_SESSION, None)
         session = Session.from_doc(data)
         if session.status == SessionStatus.RUNNING:
-            expired = session.lease_until is None or session.lease_until <= when
-            redelivered = session.lease_task == task and attempt > session.lease_attempt
+            expired = session.lease.until is None or session.lease.until <= when
+            redelivered = session.lease.task == task and attempt > session.lease.attempt
             if not (expired or redelivered):
                 return Claim(ClaimResult.LIVE_LEASE, None, trace_id=session.trace_id)
             fresh = lease.renewed_lately(snap.update_time, snap.read_time, lease_seconds=lease_seconds, at=when)
@@ -130,8 +131,8 @@ def claim_session(
             "lease_task": task,
             "lease_attempt": attempt,
             "lease_until": when + timedelta(seconds=lease_seconds),
-            "takeovers": session.takeovers + 1 if result.takeover else session.takeovers,
-            "takeovers_without_progress": session.takeovers_without_progress + (1 if result.takeover else 0),
+            "takeovers": session.lease.takeovers + 1 if result.takeover else session.lease.takeovers,
+            "takeovers_without_progress": session.lease.takeovers_without_progress + (1 if result.takeover else 0),
             "started_at": session.started_at or when,
             "updated_at": when,
         }
@@ -187,8 +188,8 @@ def _lost_to_a_copy(session_id: str, *, task: str, attempt: int, when: datetime)
     else is left to Cloud Tasks' retry (None)."""
     data = session_ref(session_id).get().to_dict()
     found = Session.from_doc(data) if data else None
-    live = found is not None and found.status == SessionStatus.RUNNING and (found.lease_until or when) > when
-    if found is None or not live or found.lease_task != task or found.lease_attempt < attempt:
+    live = found is not None and found.status == SessionStatus.RUNNING and (found.lease.until or when) > when
+    if found is None or not live or found.lease.task != task or found.lease.attempt < attempt:
         return None
     log.info("a parallel copy of this delivery claimed the session first", extra={"session_id": session_id})
     return Claim(ClaimResult.LIVE_LEASE, None, trace_id=found.trace_id)
@@ -275,8 +276,8 @@ def _late_note(transaction: firestore.Transaction, session: Session) -> Note | N
     question = Question.from_doc(data) if data else None
     if question is None or question.blocking:
         return None
-    return Note(kind=NoteKind.ANSWER, text=question.answer or session.text, user=session.trigger_user,
-                ts=session.trigger_ts, question_id=question.question_id, question=question.text,
+    return Note(kind=NoteKind.ANSWER, text=question.answer or session.text, user=session.origin.trigger_user,
+                ts=session.origin.trigger_ts, question_id=question.question_id, question=question.text,
                 matched_option=question.matched_option)  # fmt: skip
 
 
@@ -293,7 +294,7 @@ def _hand_over(transaction: firestore.Transaction, session: Session, writer: _Wr
 
 
 def end_session(session_id: str, *, expect: SessionStatus, status: SessionStatus, cutoff: datetime | None = None,
-                **fields: Any) -> Session | None:  # fmt: skip
+                **fields: Unpack[SessionChanges]) -> Session | None:  # fmt: skip
     """Move a session from ``expect`` to ``status`` in a transaction (for a running one: only if its lease
     expired before ``cutoff``); returns it, or None if it changed meanwhile."""
     ref = session_ref(session_id)
@@ -307,9 +308,15 @@ def end_session(session_id: str, *, expect: SessionStatus, status: SessionStatus
         session = Session.from_doc(data)
         if session.status != expect:
             return None
-        if cutoff is not None and (session.lease_until is None or session.lease_until > cutoff):
+        if cutoff is not None and (session.lease.until is None or session.lease.until > cutoff):
             return None
-        updates = {"status": status.value, "lease_until": None, "ended_at": now(), "updated_at": now(), **fields}
+        updates = {
+            "status": status.value,
+            "lease_until": None,
+            "ended_at": now(),
+            "updated_at": now(),
+            **stored(fields),
+        }
         transaction.update(ref, {**updates, **quotas.released(transaction, session_id, data)})
         session.apply(updates)
         return session

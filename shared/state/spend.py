@@ -18,7 +18,7 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 from shared import config
 from shared.state import ids
 from shared.state.firestore import db
-from shared.state.models import Session
+from shared.state.session_model import Session
 
 SPEND = "spend"
 COUNTED = ("prompt", "output", "thinking")  # cached tokens are part of the prompt's

@@ -13,15 +13,8 @@ from typing import Any
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.state.firestore import APPROVALS, QUESTIONS, SESSIONS, db
-from shared.state.models import (
-    Approval,
-    ApprovalStatus,
-    Question,
-    QuestionStatus,
-    Session,
-    SessionKind,
-    SessionStatus,
-)
+from shared.state.models import Approval, ApprovalStatus, Question, QuestionStatus, SessionKind, SessionStatus
+from shared.state.session_model import Session
 
 
 def _stale(collection: str, filters: list[tuple[str, str, Any]], order: str, cutoff: datetime,

@@ -13,7 +13,8 @@ from google.cloud import firestore
 from shared.errors import ProductError
 from shared.state import quotas, results, sessions, spend, waiting
 from shared.state.firestore import STEPS, now, session_ref, step_ref, transact
-from shared.state.models import Audit, Note, NoteKind, Session, SessionStatus, Step, Waiting, WaitKind
+from shared.state.models import Audit, Note, NoteKind, SessionStatus, Step, Waiting, WaitKind
+from shared.state.session_model import Session, SessionUpdate, stored
 
 
 class LeaseLost(ProductError):
@@ -108,10 +109,10 @@ def _check_pause(transaction: firestore.Transaction, pending: list[Note], pausin
         raise ChildrenEnded(f"{len(pausing_on_children)} children ended while the session ran")
 
 
-def _progress(step: Step | None, fields: dict[str, Any] | None, consumed: list[dict[str, Any]], *,
+def _progress(step: Step | None, fields: SessionUpdate | None, consumed: list[dict[str, Any]], *,
               lease_seconds: int, when: datetime) -> dict[str, Any]:  # fmt: skip
     """The session's fields a step commit writes: its progress, its lease (none once it ends), the notes read."""
-    updates: dict[str, Any] = {"updated_at": when, **(fields or {})}
+    updates: dict[str, Any] = {"updated_at": when, **stored(fields or {})}
     if step is not None:
         updates["next_seq"] = step.seq + 1
         updates["takeovers_without_progress"] = 0  # progress: a later takeover starts counting again
@@ -134,7 +135,7 @@ def commit_step(
     step: Step | None,
     *,
     lease_seconds: int,
-    fields: dict[str, Any] | None = None,
+    fields: SessionUpdate | None = None,
     consumed_notes: list[Note] | None = None,
     wait_for_notes: bool = True,
     pausing_on: str | None = None,
@@ -179,7 +180,7 @@ def commit_step(
             quotas.RELEASES,
         ]
         current = ref.get(transaction=transaction, field_paths=fields).to_dict() or {}
-        if current.get("worker") != session.worker or current.get("status") != SessionStatus.RUNNING.value:
+        if current.get("worker") != session.lease.worker or current.get("status") != SessionStatus.RUNNING.value:
             raise LeaseLost(f"session is now {current.get('status')} under worker {current.get('worker')}")
         pausing = updates.get("status") == SessionStatus.PAUSED.value
         if current.get("stop_requested") and (pausing or not ending):

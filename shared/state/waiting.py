@@ -24,12 +24,12 @@ from shared.state.models import (
     Note,
     NoteKind,
     QuestionStatus,
-    Session,
     SessionKind,
     SessionStatus,
     Waiting,
     WaitKind,
 )
+from shared.state.session_model import Session
 
 _UNFINISHED = frozenset({SessionStatus.QUEUED.value, SessionStatus.RUNNING.value, SessionStatus.PAUSED.value})
 
@@ -139,12 +139,12 @@ def wake(transaction: firestore.Transaction, found: Wake, *, trigger_ts: str | N
                 fields["notes"] = firestore.ArrayUnion([n.to_doc() for n in news])
             transaction.update(ref, fields)
         return None
-    continuation = Session(
+    continuation = Session.new(
         session_id=ids.resume_id(found.asker_id, asker.waiting[0].seq),
         kind=SessionKind.CONTINUATION,
-        channel=asker.channel,
-        thread_ts=asker.thread_ts,
-        trigger_ts=trigger_ts or asker.thread_ts,
+        channel=asker.origin.channel,
+        thread_ts=asker.origin.thread_ts,
+        trigger_ts=trigger_ts or asker.origin.thread_ts,
         trigger_user=user,
         text=f"the outcomes of {len(asker.waiting)} waiting call(s)",
         created_at=at,
@@ -176,7 +176,7 @@ def waited_children(asker: dict[str, Any]) -> list[str]:
 def wake_after_child(child: Session, at: datetime) -> Session | None:
     """After a blocking child's end: its parent, woken if its waiting record is complete now (one transaction on the
     parent, only for a parent that waits on a record naming this child). Returns the session to queue."""
-    parent_ref = session_ref(child.parent_session_id or "")
+    parent_ref = session_ref(child.tree.parent_id or "")
 
     @firestore.transactional
     def run(transaction: firestore.Transaction) -> Session | None:
@@ -184,7 +184,7 @@ def wake_after_child(child: Session, at: datetime) -> Session | None:
         if data is None or not waits_on(data, WaitKind.CHILD, child.session_id):
             return None
         found = check(transaction, parent_ref.id, data)
-        return wake(transaction, found, trigger_ts=None, user=child.trigger_user, at=at) if found else None
+        return wake(transaction, found, trigger_ts=None, user=child.origin.trigger_user, at=at) if found else None
 
     woken: Session | None = contended(run)
     return woken

@@ -19,8 +19,9 @@ from shared.slack.events import Message
 from shared.state import dm_conversations, events, quotas, sessions
 from shared.state import questions as stored_questions
 from shared.state.firestore import now
-from shared.state.models import Note, NoteKind, Session, SessionStatus
+from shared.state.models import Note, NoteKind, SessionStatus
 from shared.state.new_sessions import mention_session
+from shared.state.session_model import Session
 from shared.state.sessions import NoteAdded
 from shared.usecases import stop
 
@@ -114,7 +115,7 @@ def _steer(message: Message, running: Session, *, bot_user_id: str | None, start
         note = Note(kind=NoteKind.STEER, text=capped(message.text, MAX_MESSAGE_CHARS), user=message.user, ts=message.ts,
                     starts_session=mentions or None)  # fmt: skip
         added = sessions.add_note(session_id, note, channel=message.channel)
-        dead = running.lease_until is not None and running.lease_until <= now()
+        dead = running.lease.until is not None and running.lease.until <= now()
         if added == NoteAdded.DUPLICATE:
             if dead:  # Slack's redelivery: the first delivery may have found Cloud Tasks down (same task name)
                 tasks.enqueue_session(session_id, attempt=f"takeover-{message.ts}")

@@ -19,7 +19,8 @@ from shared.asks.stopping import stop
 from shared.slack import client as slack
 from shared.slack.blocks import STOP_BLOCK_PREFIX
 from shared.state import sessions
-from shared.state.models import Session, SessionStatus
+from shared.state.models import SessionStatus
+from shared.state.session_model import Session
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +59,8 @@ def stop_by_person(session_id: str, *, user: str, channel: str, thread_ts: str |
 
     found = sessions.get_session(session_id) if session_id else None  # a tampered press may name nothing
     first = found if found is None or found.transcript == found.session_id else sessions.get_session(found.transcript)
-    requesters = {s.trigger_user for s in (found, first) if s is not None}
-    if found is None or found.channel != channel or not found.top_level:
+    requesters = {s.origin.trigger_user for s in (found, first) if s is not None}
+    if found is None or found.origin.channel != channel or not found.top_level:
         return answer(StopOutcome.UNKNOWN, "There is no session of mine to stop here.")
     if user not in requesters and user not in config.settings().operator_user_ids:
         return answer(StopOutcome.REFUSED, "Only the person who asked or an operator can stop this session.")
@@ -82,7 +83,7 @@ def _conversation(session: Session) -> list[Session]:
     continued it since)."""
     if session.status in _UNFINISHED:
         return [session]
-    active = sessions.active_sessions_in_thread(session.channel, session.thread_ts)
+    active = sessions.active_sessions_in_thread(session.origin.channel, session.origin.thread_ts)
     return [o for o in active if o.transcript == session.transcript and o.session_id != session.session_id]
 
 
@@ -91,7 +92,7 @@ def remove_stop_buttons(session: Session) -> None:
     button goes with the first thing the stop shows. Best effort: a refused edit leaves a button whose press then
     answers "already ended"."""
     try:
-        thread = slack.thread_messages(session.channel, session.thread_ts)
+        thread = slack.thread_messages(session.origin.channel, session.origin.thread_ts)
     except SlackApiError as exc:
         log.warning("could not read the thread to remove its Stop buttons", extra={"error": exc.response.get("error")})
         return
@@ -113,7 +114,7 @@ def remove_stop_buttons(session: Session) -> None:
         if len(kept) == len(shown):
             continue
         try:
-            slack.update(session.channel, str(message["ts"]), str(message.get("text") or ""),
+            slack.update(session.origin.channel, str(message["ts"]), str(message.get("text") or ""),
                          blocks=Block.parse_all(kept))  # fmt: skip
         except SlackApiError as exc:
             log.warning("could not remove a Stop button", extra={"error": exc.response.get("error")})

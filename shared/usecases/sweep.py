@@ -35,7 +35,8 @@ from shared.queue import tasks
 from shared.state import children, ids, sessions, steps
 from shared.state import feedback as stored_feedback
 from shared.state.firestore import now
-from shared.state.models import Session, SessionKind, SessionStatus
+from shared.state.models import SessionKind, SessionStatus
+from shared.state.session_model import Session
 from shared.state.stale import stale_sessions
 
 log = logging.getLogger(__name__)
@@ -199,7 +200,7 @@ def rescue(when: datetime | None = None) -> dict[str, Any]:
         counts[_guarded(_enqueue, session, attempt, "requeued")] += 1
     for session in stale_sessions(SessionStatus.RUNNING, "lease_until", at - RESCUE_AFTER, page_size=page):
         counts["sessions_read"] += 1
-        if session.lease_until is not None and session.lease_until <= dead_after:
+        if session.lease.until is not None and session.lease.until <= dead_after:
             counts["unchanged"] += 1  # long dead: the daily sweep narrates it from its audit log
             continue
         counts[_guarded(_enqueue, session, attempt, "taken_over")] += 1

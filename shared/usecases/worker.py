@@ -20,7 +20,8 @@ from shared.queue import tasks
 from shared.slack import backpressure
 from shared.state import lease, sessions, steps
 from shared.state.firestore import now
-from shared.state.models import Session, SessionStatus
+from shared.state.models import SessionStatus
+from shared.state.session_model import Session
 from shared.state.sessions import Claim, ClaimResult
 
 log = logging.getLogger(__name__)
@@ -64,7 +65,7 @@ def _after_claim(claim: Claim, *, task: str, attempt: int) -> Delivery:
         return Delivery(False, {"handed_to": claim.handed_to or ""})
     reason = f"already {claim.status.value}" if claim.status else claim.result.value
     ended_child = claim.found if claim.found is not None and claim.found.reports_to_parent else None
-    if ended_child is not None and ended_child.delegate_blocking and claim.status in _ENDED:
+    if ended_child is not None and ended_child.tree.delegate_blocking and claim.status in _ENDED:
         from shared.asks import delegation
 
         delegation.wake_parent(ended_child)  # its worker may have died between storing its end and this
@@ -77,7 +78,7 @@ def _after_claim(claim: Claim, *, task: str, attempt: int) -> Delivery:
     if session is None:
         log.info("nothing to do for this delivery", extra={"reason": reason, "task": task, "attempt": attempt})
         return Delivery(False, {"skipped": reason})
-    stalled = session.takeovers_without_progress
+    stalled = session.lease.takeovers_without_progress
     if stalled > MAX_TAKEOVERS_WITHOUT_PROGRESS:
         from shared.agent.failure import give_up
 

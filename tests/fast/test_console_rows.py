@@ -6,16 +6,17 @@ from datetime import UTC, datetime, timedelta
 
 from ops import conversations
 from ops.names import Names
-from shared.state.models import Approval, Question, Session, SessionKind, SessionStatus
+from shared.state.models import Approval, Question, SessionKind, SessionStatus
+from shared.state.session_model import Session
 
 T0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 NAMES = Names({"U0HUMAN": "riley", "U0OPERATOR": "olivia", "U0BOT": "agent"}.get)
 
 
 def session(sid: str, kind: SessionKind, status: SessionStatus, minute: int, **more: object) -> Session:
-    return Session(session_id=sid, kind=kind, channel="C1", thread_ts="1.0", trigger_ts=f"{minute}.5",
-                   trigger_user="U0HUMAN", text=f"<@U0BOT> {sid}", created_at=T0 + timedelta(minutes=minute),
-                   status=status, **more)  # type: ignore[arg-type]  # fmt: skip
+    return Session.new(session_id=sid, kind=kind, channel="C1", thread_ts="1.0", trigger_ts=f"{minute}.5",
+                       trigger_user="U0HUMAN", text=f"<@U0BOT> {sid}", created_at=T0 + timedelta(minutes=minute),
+                       status=status, **more)  # type: ignore[arg-type]  # fmt: skip
 
 
 def question(session_id: str) -> Question:

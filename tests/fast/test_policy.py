@@ -14,12 +14,13 @@ from shared.agent.tools.base import Tier, ToolContext
 from shared.agent.tools.result import ToolResult
 from shared.agent.tools.toolset import Toolset, all_tools
 from shared.slack.surface import ThreadSurface
-from shared.state.models import Session, SessionKind
+from shared.state.models import SessionKind
+from shared.state.session_model import Session
 
 
 def context(used: dict[str, int]) -> ToolContext:
-    session = Session(session_id="s", kind=SessionKind.MENTION, channel="C", thread_ts="1.0", trigger_ts="1.0",
-                      trigger_user="U", text="x", created_at=datetime(2030, 1, 1, tzinfo=UTC))  # fmt: skip
+    session = Session.new(session_id="s", kind=SessionKind.MENTION, channel="C", thread_ts="1.0", trigger_ts="1.0",
+                          trigger_user="U", text="x", created_at=datetime(2030, 1, 1, tzinfo=UTC))  # fmt: skip
     return ToolContext(session, 1, 0, "c", ThreadSurface("C", "1.0", "1.0"), used=used)
 
 
@@ -40,8 +41,8 @@ def test_fetches_are_capped_per_session(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 def session_of(kind: SessionKind = SessionKind.MENTION) -> Session:
-    return Session(session_id="s", kind=kind, channel="C", thread_ts="1.0", trigger_ts="1.0", trigger_user="U",
-                   text="x", created_at=datetime(2030, 1, 1, tzinfo=UTC))  # fmt: skip
+    return Session.new(session_id="s", kind=kind, channel="C", thread_ts="1.0", trigger_ts="1.0", trigger_user="U",
+                       text="x", created_at=datetime(2030, 1, 1, tzinfo=UTC))  # fmt: skip
 
 
 def test_tiers_come_from_the_decorator_and_configuration_wins_with_globs(monkeypatch: pytest.MonkeyPatch) -> None:

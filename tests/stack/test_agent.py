@@ -65,7 +65,7 @@ def test_mention_gets_a_final_reply_with_reactions_in_order(
     # Slack's status shows the work and is cleared at the end; the reaction that stays marks how it ended.
     wait_for(lambda: reaction_calls(fake_slack, thread.ts) == ["+white_check_mark"], what="the reactions")
     assert fake_slack.statuses(thread.channel, thread.ts) == ["is thinking…", ""]
-    assert done.turns == 1
+    assert done.limits.turns == 1
     [request] = fake_gemini.requests()
     assert "say hello" in texts(request)
     assert request["body"]["systemInstruction"]["parts"][0]["text"].startswith("You are a helpful")
@@ -167,9 +167,10 @@ def test_a_duplicate_task_delivery_does_nothing(
 
 
 def test_a_live_lease_is_not_taken_by_another_task(fake_slack: FakeSlack, uid: str) -> None:
-    from shared.state.models import Session, SessionKind
+    from shared.state.models import SessionKind
+    from shared.state.session_model import Session
 
-    session = Session(
+    session = Session.new(
         session_id=f"lease-{uid}", kind=SessionKind.MENTION, channel=f"C{uid}", thread_ts="1.0", trigger_ts="1.0",
         trigger_user="U1", text="x", created_at=firestore.now(),
     )  # fmt: skip
@@ -203,9 +204,10 @@ def test_a_copy_of_a_delivery_that_loses_the_claim_for_contention_is_a_duplicate
     """Parallel copies of one task delivery all want the session document: one that cannot commit its claim after
     the retries, while a copy of the same delivery holds a live lease, is a duplicate (200), not a failure (500);
     one that loses to anything else still fails, for Cloud Tasks to retry."""
-    from shared.state.models import Session, SessionKind
+    from shared.state.models import SessionKind
+    from shared.state.session_model import Session
 
-    session = Session(
+    session = Session.new(
         session_id=f"copy-{uid}", kind=SessionKind.MENTION, channel=f"C{uid}", thread_ts="1.0", trigger_ts="1.0",
         trigger_user="U1", text="x", created_at=firestore.now(),
     )  # fmt: skip
@@ -238,7 +240,7 @@ def test_a_killed_worker_is_taken_over_without_posting_twice(
     done = wait_status(thread.session_id, SessionStatus.DONE, timeout=60)
     replies = [r["text"] for r in fake_slack.bot_replies(thread.channel, thread.ts)]
     assert replies == ["Working on it.", "All done after the restart."]
-    assert done.lease_attempt >= 1
+    assert done.lease.attempt >= 1
     assert len(fake_gemini.requests()) == 3
 
 
@@ -253,8 +255,8 @@ def test_tools_forever_ends_with_a_wrap_up_inside_the_budget(
     assert len(requests) == 7
     assert "tools" not in requests[-1]["body"]
     assert "budget" in texts(requests[-1])
-    assert done.turns == 7
-    assert done.tool_calls == 6
+    assert done.limits.turns == 7
+    assert done.limits.tool_calls == 6
 
 
 def test_a_429_or_503_then_success_gives_one_session(

@@ -93,7 +93,10 @@ def test_a_message_in_the_pane_runs_a_session_answered_in_its_thread(
     [delivery] = sent["deliveries"]
     assert (delivery["type"], delivery["status"]) == ("message", 200)
     session = wait_status(ids.session_for_event(delivery["event_id"]), SessionStatus.DONE)
-    assert (session.channel, session.thread_ts) == (channel, thread_ts)  # the pane's thread, like a DM thread
+    assert (session.origin.channel, session.origin.thread_ts) == (
+        channel,
+        thread_ts,
+    )  # the pane's thread, like a DM thread
     [answer] = fake_slack.bot_replies(channel, thread_ts)
     assert answer["blocks"][0] == {"type": "markdown", "text": "Here is **the plan**:\n\n- one\n- two"}
     assert answer["text"] == "Here is *the plan*:\n\n• one\n• two"  # the fallback, in mrkdwn

@@ -28,17 +28,8 @@ from shared.agent.transcript import to_json
 from shared.slack import client as slack
 from shared.state import firestore, ids
 from shared.state import questions as stored
-from shared.state.models import (
-    Note,
-    NoteKind,
-    Question,
-    QuestionStatus,
-    Session,
-    SessionKind,
-    SessionStatus,
-    Step,
-    StepKind,
-)
+from shared.state.models import Note, NoteKind, Question, QuestionStatus, SessionKind, SessionStatus, Step, StepKind
+from shared.state.session_model import Session
 from shared.state.steps import load_steps
 from tests import delivery
 from tests.agent_helpers import HUMAN, function_responses, mention, wait_status
@@ -222,7 +213,7 @@ def test_a_worker_killed_after_its_ask_was_answered_meanwhile_resumes_with_that_
         firestore.step_ref(session_id, seq).create(step.to_doc())
     answer = Note(kind=NoteKind.ANSWER, text="europe-west1", user=OPERATOR, ts="9.1", question_id=question_id,
                   question="Which region?")  # fmt: skip
-    dead = Session(
+    dead = Session.new(
         session_id=session_id, kind=SessionKind.MENTION, channel=channel, thread_ts=root, trigger_ts=root,
         trigger_user=HUMAN, text=f"deploy it [{channel}]", created_at=long_ago, status=SessionStatus.RUNNING,
         worker="gone", lease_task="t", lease_until=long_ago + timedelta(seconds=60), started_at=long_ago, next_seq=3,

@@ -58,7 +58,7 @@ def test_a_session_that_crosses_the_budget_asks_and_an_operators_answer_lifts_it
     assert question.options == [daily_budget.LIFT, daily_budget.STOP]
     assert f"the daily budget of {BUDGET:,} tokens" in question.text
     spent = spend.spent_today(rig.session(session_id).requester, now())[0]
-    assert spent == spend.counted(rig.session(session_id).tokens) > BUDGET  # every token accounted for
+    assert spent == spend.counted(rig.session(session_id).limits.tokens) > BUDGET  # every token accounted for
 
     reply: dict[str, Any] = {}
     rig.ingress(rig.reply(session_id, "1"), reply)  # an operator: "Let it continue"
@@ -166,14 +166,14 @@ def test_token_counts_are_clamped_at_zero_and_spend_never_decreases(roomy: cost.
     done = rig.session(session_id)
     assert done.status == SessionStatus.DONE
     [first] = [r["reply"]["usage"] for r in model_requests(rig)[:1]]
-    assert done.tokens["prompt"] == first["promptTokenCount"] > 0  # the bad turn added nothing
-    assert min(done.tokens.values()) >= 0
+    assert done.limits.tokens["prompt"] == first["promptTokenCount"] > 0  # the bad turn added nothing
+    assert min(done.limits.tokens.values()) >= 0
     spent = spend.spent_today(done.requester, now())[0]
-    assert spent == spend.counted(done.tokens) > 0
+    assert spent == spend.counted(done.limits.tokens) > 0
 
     # The same again from a fresh session: the day only grows.
     again = rig.start("only the bad turn")
     rig.script(negative_usage("Nothing."))
     rig.deliver(again)
-    assert rig.session(again).tokens == {"prompt": 0, "cached": 0, "output": 0, "thinking": 0}
+    assert rig.session(again).limits.tokens == {"prompt": 0, "cached": 0, "output": 0, "thinking": 0}
     assert spend.spent_today(done.requester, now())[0] == spent

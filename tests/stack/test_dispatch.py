@@ -533,7 +533,7 @@ def test_a_mention_ends_done_through_the_dispatcher(
                             event_id=event_id)  # fmt: skip
     assert sent.status_code == 200
     done = wait_status(session_id, SessionStatus.DONE, timeout=60)
-    assert done.turns == 1
+    assert done.limits.turns == 1
 
     def answered() -> list[dict[str, Any]] | None:
         found = dispatch.deliveries(session_id)

@@ -59,7 +59,7 @@ def test_a_question_at_the_top_level_is_answered_by_the_next_top_level_message(
     assert any("Which region?" in text for text in top_level_bot_posts(fake_slack, channel))
     reply = say(fake_slack, channel, "eu")
     continuation = wait_status(ids.continuation_id(question.question_id), SessionStatus.DONE)
-    assert continuation.thread_ts == sent["ts"]
+    assert continuation.origin.thread_ts == sent["ts"]
     assert sessions.get_session(session_of(reply)) is None  # an answer, not a new request
     assert top_level_bot_posts(fake_slack, channel)[-1] == "Deployed to eu."
     assert in_thread_bot_posts(fake_slack, channel, sent["ts"]) == []
@@ -91,7 +91,7 @@ def test_a_reply_inside_a_dm_thread_is_answered_in_that_thread(script: Script, f
     script(G.text("In the thread."))
     reply = say(fake_slack, channel, f"a follow-up in a thread [{uid}]", thread_ts=sent["ts"])
     follow = wait_status(session_of(reply), SessionStatus.DONE)
-    assert (follow.thread_ts, follow.request_ts) == (sent["ts"], reply["ts"])
+    assert (follow.origin.thread_ts, follow.origin.request_ts) == (sent["ts"], reply["ts"])
     assert in_thread_bot_posts(fake_slack, channel, sent["ts"]) == ["In the thread."]
     assert top_level_bot_posts(fake_slack, channel) == ["At the top."]
 
@@ -136,11 +136,11 @@ def test_a_top_level_dm_request_is_answered_in_the_conversation_without_a_stream
     script(G.call("read_thread"), G.text("First answer."))
     sent = say(fake_slack, channel, f"what changed today? [{uid}]")
     done = wait_status(session_of(sent), SessionStatus.DONE, timeout=60)
-    assert (done.channel, done.thread_ts) == (channel, sent["ts"])  # still keyed by the request's thread
+    assert (done.origin.channel, done.origin.thread_ts) == (channel, sent["ts"])  # still keyed by the request's thread
     assert top_level_bot_posts(fake_slack, channel) == ["First answer."]
     assert in_thread_bot_posts(fake_slack, channel, sent["ts"]) == []
     [answer] = [m for m in fake_slack.messages(channel) if m.get("bot_id")]
-    assert done.answer_ts == answer["ts"]  # its 👍/👎 count
+    assert done.stream.answer_ts == answer["ts"]  # its 👍/👎 count
     assert [c for c in fake_slack.calls("chat.startStream") if c["args"].get("channel") == channel] == []
     wait_for(lambda: "white_check_mark" in fake_slack.reactions(channel, sent["ts"]), what="✅ on the request")
     statuses = [c["args"]["thread_ts"] for c in fake_slack.calls("assistant.threads.setStatus")
@@ -151,6 +151,6 @@ def test_a_top_level_dm_request_is_answered_in_the_conversation_without_a_stream
     script(G.text("Second answer."))
     again = say(fake_slack, channel, f"and yesterday? [{uid}]")
     second = wait_status(session_of(again), SessionStatus.DONE, timeout=60)
-    assert second.thread_ts == again["ts"]
+    assert second.origin.thread_ts == again["ts"]
     assert top_level_bot_posts(fake_slack, channel) == ["First answer.", "Second answer."]
     assert dm_conversations.current(channel) == again["ts"]

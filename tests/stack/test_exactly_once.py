@@ -18,8 +18,9 @@ from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
 from shared.state import firestore, ids, sessions, steps
 from shared.state import questions as stored
-from shared.state.models import Question, QuestionStatus, Session, SessionKind, SessionStatus
+from shared.state.models import Question, QuestionStatus, SessionKind, SessionStatus
 from shared.state.new_sessions import continuation_session, mention_session
+from shared.state.session_model import Session
 from shared.state.sessions import ClaimResult
 from tests import delivery
 from tests.agent_helpers import HUMAN, function_responses, mention, texts, wait_status
@@ -139,7 +140,7 @@ def test_a_message_for_a_session_whose_worker_died_resumes_it_at_once(
     channel = f"C{uid}"
     root = fake_slack.user_message(HUMAN, channel, f"check the build [{channel}]")["ts"]  # no mention: no session
     long_ago = firestore.now() - timedelta(minutes=10)
-    dead = Session(
+    dead = Session.new(
         session_id=f"dead-{uid}", kind=SessionKind.MENTION, channel=channel, thread_ts=root, trigger_ts=root,
         trigger_user=HUMAN, text=f"check the build [{channel}]", created_at=long_ago, status=SessionStatus.RUNNING,
         worker="gone", lease_task="t", lease_until=long_ago + timedelta(minutes=4), started_at=long_ago,
@@ -158,7 +159,7 @@ def test_the_rescue_queues_a_session_left_queued(
     """Defect: a session whose task was never created waited for the daily sweep."""
     channel = f"C{uid}"
     root = fake_slack.user_message(HUMAN, channel, f"hello [{channel}]")["ts"]
-    lost = Session(
+    lost = Session.new(
         session_id=f"lost-{uid}", kind=SessionKind.MENTION, channel=channel, thread_ts=root,
         trigger_ts=root, trigger_user=HUMAN, text=f"hello [{channel}]",
         created_at=firestore.now() - timedelta(minutes=3),
@@ -304,7 +305,7 @@ def test_a_session_killed_at_one_step_every_time_is_failed_not_rescued_for_ever(
     channel = f"C{uid}"
     root = fake_slack.user_message(HUMAN, channel, f"build it [{channel}]")["ts"]  # no mention: no session
     long_ago = firestore.now() - timedelta(seconds=90)
-    dead = Session(
+    dead = Session.new(
         session_id=f"looping-{uid}", kind=SessionKind.MENTION, channel=channel, thread_ts=root, trigger_ts=root,
         trigger_user=HUMAN, text=f"build it [{channel}]", created_at=long_ago, status=SessionStatus.RUNNING,
         worker="gone", lease_task="t", lease_until=long_ago + timedelta(seconds=60), started_at=long_ago,
@@ -315,7 +316,7 @@ def test_a_session_killed_at_one_step_every_time_is_failed_not_rescued_for_ever(
     assert [a.status for a in attempts] == [200], attempts
     if takeovers < 3:  # the fourth in a row is one too many; this one runs, and its first step resets the count
         done = wait_status(dead.session_id, SessionStatus.DONE, timeout=30)
-        assert (done.takeovers_without_progress, done.takeovers) == (0, 1)  # counted, then progress
+        assert (done.lease.takeovers_without_progress, done.lease.takeovers) == (0, 1)  # counted, then progress
         return
     failed = wait_status(dead.session_id, SessionStatus.FAILED, timeout=30)
     assert "stopped 4 times in a row" in (failed.error or "")

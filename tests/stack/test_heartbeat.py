@@ -16,7 +16,8 @@ from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
 from shared.state import firestore, sessions
-from shared.state.models import Session, SessionKind, SessionStatus
+from shared.state.models import SessionKind, SessionStatus
+from shared.state.session_model import Session
 from tests import delivery
 from tests.agent_helpers import HUMAN, wait_status
 from tests.poll import wait_for
@@ -46,14 +47,14 @@ def test_a_model_call_longer_than_the_lease_keeps_the_session(rig: cost.Rig) -> 
                  what="the model call in flight")  # fmt: skip
         while worker.is_alive():  # every look at the session during the call finds a live lease
             found, at = rig.session(session_id), firestore.now()
-            if found.status == SessionStatus.RUNNING and found.lease_until is not None and found.lease_until <= at:
+            if found.status == SessionStatus.RUNNING and found.lease.until is not None and found.lease.until <= at:
                 expired.append((found, at))
             worker.join(0.5)
     finally:
         worker.join(60)
-    assert not expired, f"the lease ran out while the worker lived: {[(f.lease_until, at) for f, at in expired]}"
+    assert not expired, f"the lease ran out while the worker lived: {[(f.lease.until, at) for f, at in expired]}"
     done = rig.session(session_id)
-    assert (done.status, done.takeovers) == (SessionStatus.DONE, 0)
+    assert (done.status, done.lease.takeovers) == (SessionStatus.DONE, 0)
 
 
 @pytest.fixture
@@ -78,9 +79,9 @@ def test_a_killed_worker_is_known_within_a_lease_and_a_message_takes_it_over_at_
 ) -> None:
     channel = f"C{uid}"
     root = fake_slack.user_message(HUMAN, channel, f"deploy it [{channel}]")["ts"]  # no mention: no session yet
-    queued = Session(session_id=f"dying-{uid}", kind=SessionKind.MENTION, channel=channel, thread_ts=root,
-                     trigger_ts=root, trigger_user=HUMAN, text=f"deploy it [{channel}]",
-                     created_at=firestore.now())  # fmt: skip
+    queued = Session.new(session_id=f"dying-{uid}", kind=SessionKind.MENTION, channel=channel, thread_ts=root,
+                         trigger_ts=root, trigger_user=HUMAN, text=f"deploy it [{channel}]",
+                         created_at=firestore.now())  # fmt: skip
     firestore.session_ref(queued.session_id).create(queued.to_doc())
     script(G.delayed(600, G.text("never said")), G.text("Deployed, after the takeover."))
     url = stack.function_url("agent_session")
@@ -94,16 +95,16 @@ def test_a_killed_worker_is_known_within_a_lease_and_a_message_takes_it_over_at_
     once.join(60)
 
     # Known dead within one lease of its last heartbeat: the lease is not renewed any more.
-    last = alive.lease_until or firestore.now()
+    last = alive.lease.until or firestore.now()
     wait_for(lambda: firestore.now() > last + timedelta(seconds=1), timeout=SHORT_LEASE + 5, what="the lease to end")
     dead = sessions.get_session(queued.session_id)
     assert dead is not None
     assert dead.status == SessionStatus.RUNNING
-    assert dead.lease_until is not None
-    assert dead.lease_until < firestore.now()
-    assert dead.lease_until - last < timedelta(seconds=SHORT_LEASE)  # at most the beats before the kill
+    assert dead.lease.until is not None
+    assert dead.lease.until < firestore.now()
+    assert dead.lease.until - last < timedelta(seconds=SHORT_LEASE)  # at most the beats before the kill
 
     fake_slack.user_message(HUMAN, channel, "are you still there?", thread_ts=root)  # starts the takeover at once
     done = wait_status(queued.session_id, SessionStatus.DONE, timeout=60)
-    assert done.takeovers == 1  # issue 24.11: counted, and kept after the takeover's progress
+    assert done.lease.takeovers == 1  # issue 24.11: counted, and kept after the takeover's progress
     assert fake_slack.bot_replies(channel, root)[-1]["text"] == "Deployed, after the takeover."

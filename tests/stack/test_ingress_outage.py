@@ -192,8 +192,13 @@ def test_a_second_press_on_a_decided_approval_queues_its_continuation(
     assert approval.card_ts
 
     def press() -> tuple[bytes, dict[str, str]]:
-        return rig.press(approval.channel, approval.card_ts or "", paused.thread_ts, action_id=blocks.APPROVE_ACTION,
-                         value=blocks.approval_value(approval.approval_id, approval.digest))  # fmt: skip
+        return rig.press(
+            approval.channel,
+            approval.card_ts or "",
+            paused.origin.thread_ts,
+            action_id=blocks.APPROVE_ACTION,
+            value=blocks.approval_value(approval.approval_id, approval.digest),
+        )
 
     outage.down = True
     timed(slack_interactivity.handle, press(), caplog, outage)

@@ -20,8 +20,9 @@ from bench import cost
 from infra.fakes.gemini.client import FakeGemini
 from infra.stack import Stack
 from shared.state import events, firestore, quotas, sessions, steps
-from shared.state.models import Session, SessionStatus
+from shared.state.models import SessionStatus
 from shared.state.new_sessions import mention_session
+from shared.state.session_model import Session, SessionUpdate
 from tests.poll import wait_for
 from tests.rigs import counted_rig
 
@@ -66,7 +67,7 @@ def assert_released(rig: cost.Rig, *session_ids: str) -> None:
     """None of these sessions counts any more, for the person or for its channel (never below zero)."""
     for session_id in session_ids:
         found = rig.session(session_id)
-        for count, listed in (running(USER), running(USER, found.channel)):
+        for count, listed in (running(USER), running(USER, found.origin.channel)):
             assert session_id not in listed
             assert count == len(listed) >= 0
         assert (firestore.session_ref(session_id).get().to_dict() or {}).get(quotas.RELEASES) == []
@@ -193,7 +194,7 @@ class Lifecycle:
             elif move in {"step", "pause", "end"} and view is not None:
                 ends = [SessionStatus.DONE, SessionStatus.FAILED, SessionStatus.SILENT_EXIT, SessionStatus.STOPPED]
                 status = {"step": None, "pause": SessionStatus.PAUSED, "end": self.random.choice(ends)}[move]
-                fields = {"status": status.value} if status is not None else {}
+                fields: SessionUpdate = {"status": status} if status is not None else {}
                 steps.commit_step(view, None, lease_seconds=60, fields=fields, wait_for_notes=False)
             elif move == "stop":
                 sessions.request_stop(session_id, by="<@U0OPERATOR>")

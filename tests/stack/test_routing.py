@@ -88,7 +88,7 @@ def test_a_question_asked_in_a_dm_goes_to_the_operator_channel_and_a_reply_there
     reply = fake_slack.user_message(OPERATOR, OPERATORS, "1", thread_ts=post["ts"])  # under the post
     assert [d["status"] for d in reply["deliveries"]] == [200]
     continuation = wait_status(ids.continuation_id(question.question_id), SessionStatus.DONE, timeout=120)
-    assert (continuation.channel, continuation.thread_ts) == (channel, question.thread_ts)
+    assert (continuation.origin.channel, continuation.origin.thread_ts) == (channel, question.thread_ts)
     [response] = function_responses(fake_gemini.requests()[-1])
     assert response["response"]["result"]["matched_option"] == "eu"
     assert any("Deployed to eu." in m["text"] for m in fake_slack.messages(channel) if m.get("bot_id"))

@@ -68,7 +68,7 @@ def test_a_streamed_answer_arrives_complete_after_its_steps(
 
     [reply] = answers(fake_slack, thread.channel, thread.ts)
     assert reply["text"] == ANSWER
-    assert done.answer_ts == reply["ts"] == done.stream_ts
+    assert done.stream.answer_ts == reply["ts"] == done.stream.ts
     assert len(calls(fake_slack, "chat.startStream", thread.channel)) == 1
     chunks = [ch for c in calls(fake_slack, "chat.appendStream", thread.channel) for ch in c["args"]["chunks"]]
     tasks = [(ch["title"], ch["status"]) for ch in chunks if ch["type"] == "task_update"]
@@ -136,7 +136,7 @@ def test_a_worker_killed_while_streaming_leaves_exactly_one_answer(
 
     [reply] = answers(fake_slack, thread.channel, thread.ts)
     assert reply["text"] == ANSWER
-    assert reply["ts"] == done.answer_ts
+    assert reply["ts"] == done.stream.answer_ts
     assert list(slack.posted_keys(thread.channel, thread.ts).values()) == [reply["ts"]]
     model_calls = [r for r in fake_gemini.requests() if uid in repr(r["body"])]
     assert len(model_calls) == (3 if where == "mid-stream" else 2)  # a finished answer is not asked for again
@@ -164,7 +164,7 @@ def test_every_stream_error_falls_back_with_the_whole_text(
 
     [reply] = answers(fake_slack, thread.channel, thread.ts)
     assert reply["text"] == ANSWER  # the whole text, in one message
-    assert reply["ts"] == done.answer_ts
+    assert reply["ts"] == done.stream.answer_ts
     assert list(slack.posted_keys(thread.channel, thread.ts).values()) == [reply["ts"]]
     failed = [c for c in fake_slack.calls() if str(c["method"]).endswith("Stream") and not c["response"]["ok"]]
     assert failed, "Slack refused the stream"
@@ -197,7 +197,7 @@ def test_a_stream_slack_closes_mid_answer_goes_on_in_a_new_message_with_its_card
     replies = answers(fake_slack, thread.channel, thread.ts)
     assert len(replies) >= 2
     assert "".join(r["text"] for r in replies) == ANSWER
-    assert replies[-1]["ts"] == done.answer_ts == done.stream_ts
+    assert replies[-1]["ts"] == done.stream.answer_ts == done.stream.ts
     assert calls(fake_slack, "chat.update", thread.channel) == []
     for reply in replies[1:]:  # every new message carries the run's card
         first = next(c for c in calls(fake_slack, "chat.appendStream", thread.channel) if c["args"]["ts"] == reply[
@@ -333,6 +333,6 @@ def test_a_model_endpoint_without_the_streaming_call_is_asked_for_the_turn_whole
 
     [reply] = answers(fake_slack, thread.channel, thread.ts)
     assert reply["text"] == ANSWER
-    assert reply["ts"] == done.answer_ts
+    assert reply["ts"] == done.stream.answer_ts
     asked = [r["path"].rsplit(":", 1)[-1] for r in fake_gemini.requests() if uid in repr(r["body"])]
     assert asked == ["streamGenerateContent", "generateContent"]

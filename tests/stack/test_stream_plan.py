@@ -77,7 +77,7 @@ def test_a_session_that_states_its_plan_streams_in_the_plan_display(
     done = wait_status(thread.session_id, SessionStatus.DONE, timeout=60)
     [start] = [c for c in fake_slack.calls("chat.startStream") if c["args"]["channel"] == thread.channel]
     assert start["args"]["task_display_mode"] == "plan"
-    assert done.answer_ts == start["response"]["ts"]
+    assert done.stream.answer_ts == start["response"]["ts"]
     shown = chunks_of(fake_slack, start["response"]["ts"])
     assert {"type": "plan_update", "title": "Checking the deploy"} in shown
     final = {c["id"]: c["status"] for c in shown if c["type"] == "task_update"}

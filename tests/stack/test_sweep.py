@@ -30,13 +30,13 @@ from shared.state.models import (
     NoteKind,
     ParentQuestion,
     QuestionStatus,
-    Session,
     SessionKind,
     SessionStatus,
     Step,
     StepKind,
 )
 from shared.state.new_sessions import retry_session
+from shared.state.session_model import Session
 from tests.agent_helpers import Thread, function_responses, mention, open_question, texts, wait_status
 from tests.poll import wait_for
 
@@ -122,9 +122,17 @@ def test_the_sweep_reads_only_stale_documents(stack: Stack, empty_db: None, fake
         fresh = {"question_id": f"fresh-{n}", "status": "open", "asked_at": now - timedelta(hours=1),
                  "channel": f"C{uid}", "thread_ts": f"{n}.0"}  # fmt: skip
         batch.set(firestore.db().collection(firestore.QUESTIONS).document(f"fresh-{n}"), fresh)
-        done = Session(session_id=f"done-{uid}-{n}", kind=SessionKind.MENTION, channel=f"C{uid}", thread_ts=f"{n}.0",
-                       trigger_ts=f"{n}.0", trigger_user="U1", text="x", created_at=now - timedelta(days=30),
-                       status=SessionStatus.DONE)  # fmt: skip
+        done = Session.new(
+            session_id=f"done-{uid}-{n}",
+            kind=SessionKind.MENTION,
+            channel=f"C{uid}",
+            thread_ts=f"{n}.0",
+            trigger_ts=f"{n}.0",
+            trigger_user="U1",
+            text="x",
+            created_at=now - timedelta(days=30),
+            status=SessionStatus.DONE,
+        )
         batch.set(firestore.db().collection(firestore.SESSIONS).document(done.session_id), done.to_doc())
         if n % 200 == 199:
             batch.commit()
@@ -159,7 +167,7 @@ def test_the_sweep_reads_only_stale_documents(stack: Stack, empty_db: None, fake
 def dead_session(uid: str, *, kind: SessionKind = SessionKind.MENTION, audit: list[dict[str, Any]]) -> Session:
     """A session whose worker died long ago, leaving an audit log of outward work and no report."""
     channel = f"C{uid}"
-    session = Session(
+    session = Session.new(
         session_id=f"dead-{uid}", kind=kind, channel=channel, thread_ts="1700000000.000100",
         trigger_ts="1700000000.000100", trigger_user="U0HUMAN", text=f"deploy the service [{channel}]",
         created_at=firestore.now() - timedelta(hours=5), status=SessionStatus.RUNNING, worker="gone",
@@ -193,7 +201,7 @@ def test_a_dead_worker_is_narrated_from_its_audit_log(
     summary = sweep(stack)
     assert summary["narrated"] == 1
     wait_status(ids.retry_id(session.session_id), SessionStatus.DONE)
-    [reply] = fake_slack.bot_replies(session.channel, session.thread_ts)
+    [reply] = fake_slack.bot_replies(session.origin.channel, session.origin.thread_ts)
     assert "status.example.com" in reply["text"]
     request = fake_gemini.requests()[-1]
     assert "status.example.com" in texts(request)  # the narration was given the audit log
@@ -215,7 +223,7 @@ def test_a_dead_retry_alerts_the_operators_instead_of_retrying(
     session = dead_session(uid, kind=SessionKind.RETRY, audit=WORK)
     summary = sweep(stack)
     assert (summary["escalated"], summary["narrated"]) == (1, 0)
-    [alert] = fake_slack.bot_replies(session.channel, session.thread_ts)
+    [alert] = fake_slack.bot_replies(session.origin.channel, session.origin.thread_ts)
     assert alert["text"].startswith(f":warning: <@{OPERATOR}>")
     assert any("could not be narrated" in m["text"] for m in fake_slack.messages("C0OPERATORS"))
     assert sessions.get_session(ids.retry_id(session.session_id)) is None
@@ -270,7 +278,7 @@ def test_narration_wins_over_resumption(
 def test_a_session_whose_task_was_never_created_is_requeued(
     stack: Stack, empty_db: None, script: Script, fake_slack: FakeSlack, uid: str
 ) -> None:
-    queued = Session(
+    queued = Session.new(
         session_id=f"lost-{uid}", kind=SessionKind.MENTION, channel=f"C{uid}", thread_ts="1.0", trigger_ts="1.0",
         trigger_user="U0HUMAN", text=f"hello [C{uid}]", created_at=firestore.now() - timedelta(hours=1),
     )  # fmt: skip
@@ -340,12 +348,12 @@ def test_a_child_whose_worker_died_for_good_fails_and_its_parent_resumes(
         step = Step(seq=seq, session_id=parent_id, kind=kind, content=to_json(content) if content else None, audit=[],
                     at=long_ago)  # fmt: skip
         firestore.step_ref(parent_id, seq).create(step.to_doc())
-    parent = Session(
+    parent = Session.new(
         session_id=parent_id, kind=SessionKind.MENTION, channel=channel, thread_ts=root, trigger_ts=root,
         trigger_user=OPERATOR, text=f"check the disks [{channel}]", created_at=long_ago, status=SessionStatus.PAUSED,
         transcript_writer=parent_id, next_seq=3, turns=1, tool_calls=1, child_ids=[child_id],
     )  # fmt: skip
-    child = Session(
+    child = Session.new(
         session_id=child_id, kind=SessionKind.CHILD, channel=channel, thread_ts=root, trigger_ts=root,
         trigger_user=OPERATOR, text=task, created_at=long_ago, status=SessionStatus.RUNNING, worker="gone",
         lease_until=long_ago + timedelta(minutes=4), transcript_writer=child_id, parent_session_id=parent_id,
@@ -373,9 +381,9 @@ def asking_child(uid: str, parent: Session, asked_at: datetime) -> Session:
     child_id = ids.child_id(parent.session_id, 1, 0)
     question = ParentQuestion(question_id=f"pq-{child_id}-1-0", text="Which region?", blocking=True, seq=1, index=0,
                               asked_at=asked_at)  # fmt: skip
-    child = Session(
-        session_id=child_id, kind=SessionKind.CHILD, channel=parent.channel, thread_ts=parent.thread_ts,
-        trigger_ts=parent.trigger_ts, trigger_user=OPERATOR, text="rotate the keys", created_at=asked_at,
+    child = Session.new(
+        session_id=child_id, kind=SessionKind.CHILD, channel=parent.origin.channel, thread_ts=parent.origin.thread_ts,
+        trigger_ts=parent.origin.trigger_ts, trigger_user=OPERATOR, text="rotate the keys", created_at=asked_at,
         status=SessionStatus.PAUSED, transcript_writer=child_id, parent_session_id=parent.session_id,
         parent_transcript=parent.session_id, depth=1, delegate_seq=1, delegate_index=0, delegate_blocking=False,
         root_session_id=parent.session_id, max_turns=4, max_tool_calls=6, turns=1, tool_calls=1,
@@ -394,7 +402,7 @@ def test_a_child_waiting_on_its_parents_answer_is_reminded_then_ended_by_the_swe
     channel = f"C{uid}"
     root = fake_slack.user_message(OPERATOR, channel, f"rotate the keys [{channel}]")["ts"]
     asked_at = firestore.now()
-    parent = Session(
+    parent = Session.new(
         session_id=f"parent-{uid}", kind=SessionKind.MENTION, channel=channel, thread_ts=root, trigger_ts=root,
         trigger_user=OPERATOR, text=f"rotate the keys [{channel}]", created_at=asked_at, status=SessionStatus.PAUSED,
         transcript_writer=f"parent-{uid}", next_seq=3, tree_reserved={"turns": 4, "tool_calls": 6},
@@ -435,5 +443,5 @@ def test_a_child_waiting_on_its_parents_answer_is_reminded_then_ended_by_the_swe
     assert (result.kind, result.question_id) == (NoteKind.CHILD_RESULT, child.session_id)
     assert "went unanswered" in result.text
     assert "Which region?" in result.text
-    assert told.tree_reserved == {"turns": 1, "tool_calls": 1}  # what the child did not use is given back
+    assert told.tree.reserved == {"turns": 1, "tool_calls": 1}  # what the child did not use is given back
     assert sweep(stack, asked_at + timedelta(hours=bound + 2))["children_abandoned"] == 0

@@ -21,7 +21,8 @@ from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
 from shared import config
 from shared.state import firestore, lease, sessions
-from shared.state.models import Session, SessionKind, SessionStatus
+from shared.state.models import SessionKind, SessionStatus
+from shared.state.session_model import Session
 from shared.state.sessions import ClaimResult
 from tests import delivery
 from tests.agent_helpers import HUMAN, wait_status
@@ -54,7 +55,7 @@ def test_two_retries_of_a_dead_attempt_delivered_together_ask_the_model_once(
     root = fake_slack.user_message(HUMAN, channel, f"check it [{channel}]")["ts"]  # no mention: no session yet
     seconds = config.settings().session_lease_seconds
     quiet_since = firestore.now() - timedelta(seconds=lease.beat_seconds(seconds) + 5)
-    dead = Session(
+    dead = Session.new(
         session_id=f"race-{uid}", kind=SessionKind.MENTION, channel=channel, thread_ts=root, trigger_ts=root,
         trigger_user=HUMAN, text=f"check it [{channel}]", created_at=quiet_since, status=SessionStatus.RUNNING,
         worker="gone", lease_task=f"task-{uid}", lease_attempt=0, started_at=quiet_since,
@@ -85,7 +86,7 @@ def test_two_retries_of_a_dead_attempt_delivered_together_ask_the_model_once(
     done = wait_status(dead.session_id, SessionStatus.DONE, timeout=60)
     assert len(asked()) == 1
     assert [m["text"] for m in fake_slack.bot_replies(channel, root)] == ["Checked once."]
-    assert (done.takeovers, done.lease_attempt) == (1, 1)
+    assert (done.lease.takeovers, done.lease.attempt) == (1, 1)
     later = post(url, dead.session_id, task=f"task-{uid}", retry=4)  # Cloud Tasks' next retry of attempt 3
     assert (later.status_code, later.json().get("skipped")) == (200, "already done")
 
@@ -101,7 +102,7 @@ def test_a_retry_of_a_dead_attempt_waits_at_most_a_heartbeat(
     seconds = config.settings().session_lease_seconds
     beat = lease.beat_seconds(seconds)
     renewed = firestore.now()  # the dead worker's last beat: this very write
-    dead = Session(
+    dead = Session.new(
         session_id=f"dead-{uid}", kind=SessionKind.MENTION, channel=channel, thread_ts=root, trigger_ts=root,
         trigger_user=HUMAN, text=f"check it [{channel}]", created_at=renewed, status=SessionStatus.RUNNING,
         worker="gone", lease_task=f"task-{uid}", lease_attempt=0, started_at=renewed,
@@ -124,7 +125,7 @@ def test_a_retry_of_a_dead_attempt_waits_at_most_a_heartbeat(
 
     wait_for(taken_over, timeout=seconds, what="a retry to take the dead worker's session over")
     done = wait_status(dead.session_id, SessionStatus.DONE, timeout=60)
-    assert done.takeovers == 1
+    assert done.lease.takeovers == 1
     assert fake_slack.bot_replies(channel, root)[-1]["text"] == "Taken over."
     # Refused until a heartbeat had passed since the last renewal; taken over by a retry, before the lease ran out.
     assert renewed + timedelta(seconds=beat) <= took[0] + timedelta(seconds=1)
@@ -136,13 +137,13 @@ def test_simultaneous_retries_of_one_task_take_a_quiet_lease_over_once(stack: St
     seconds = 12  # a heartbeat of 3 s
     for round_ in range(5):
         quiet_since = firestore.now() - timedelta(seconds=lease.beat_seconds(seconds) + 5)
-        dead = Session(
+        dead = Session.new(
             session_id=f"both-{uid}-{round_}", kind=SessionKind.MENTION, channel=f"C{uid}", thread_ts="1.0",
             trigger_ts="1.0", trigger_user=HUMAN, text="x", created_at=quiet_since, status=SessionStatus.RUNNING,
             worker="gone", lease_task="t", lease_attempt=0, started_at=quiet_since,
             lease_until=quiet_since + timedelta(seconds=seconds), transcript_id=f"root-{uid}-{round_}",
         )  # fmt: skip
-        root = Session(
+        root = Session.new(
             session_id=f"root-{uid}-{round_}", kind=SessionKind.MENTION, channel=f"C{uid}", thread_ts="1.0",
             trigger_ts="1.0", trigger_user=HUMAN, text="x", created_at=quiet_since, status=SessionStatus.RESUMED,
             transcript_writer=dead.session_id,

@@ -38,7 +38,7 @@ def test_token_totals_equal_the_sum_of_the_models_usage(
         "output": sum(u["candidatesTokenCount"] for u in replies),
         "thinking": sum(u.get("thoughtsTokenCount", 0) for u in replies),
     }
-    assert done.tokens == expected
+    assert done.limits.tokens == expected
     per_turn = [e.tokens for s in steps.load_steps(thread.session_id) for e in s.audit if e.type == AuditType.MODEL]
     assert [t["prompt"] for t in per_turn if t] == [u["promptTokenCount"] for u in replies]
 
@@ -55,7 +55,7 @@ def test_the_admin_usage_report_adds_up_per_session_user_and_channel(
     day = datetime(created.year, created.month, created.day, tzinfo=UTC)
     report = admin.usage(day)
     [line] = [line for line in report if thread.session_id in line]
-    assert f"{done.tokens['prompt']:,}" in line
+    assert f"{done.limits.tokens['prompt']:,}" in line
     sessions = report[1 : report.index("")]  # the header and one line per session, in aligned columns
     assert len({len(row) for row in sessions}) == 1  # every column as wide in every row, numbers to the right
     assert "$" in line

@@ -81,7 +81,7 @@ def test_a_second_press_queues_the_mixed_turn_its_answer_completed_after_a_cloud
     assert approval.card_ts
     assert question is not None
     assert question.post_ts
-    approve = rig.press(approval.channel, approval.card_ts, paused.thread_ts, action_id=blocks.APPROVE_ACTION,
+    approve = rig.press(approval.channel, approval.card_ts, paused.origin.thread_ts, action_id=blocks.APPROVE_ACTION,
                         value=blocks.approval_value(approval.approval_id, approval.digest))  # fmt: skip
     assert slack_interactivity.handle(*approve)[1] == 200  # recorded; the turn still waits on the question
 

@@ -151,7 +151,7 @@ def test_a_result_after_the_conversations_budget_is_spent_is_reported_without_a_
     wait_status(thread.session_id, SessionStatus.DONE, timeout=60)
     child_id = ids.child_id(thread.session_id, 1, 0)
     later = wait_status(ids.child_result_id(child_id), SessionStatus.DONE, timeout=60)
-    assert later.turns == 0
+    assert later.limits.turns == 0
     assert len(requests_for(fake_gemini, f"[C{uid}]")) == 7  # six turns and the wrap-up: none for the result
     last = answers(fake_slack, thread)[-1]["text"]
     assert "Archived 42 files." in last

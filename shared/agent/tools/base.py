@@ -26,7 +26,8 @@ from shared.agent.tools.result import ToolResult
 from shared.errors import ProductError
 from shared.slack.surface import ThreadSurface
 from shared.state import ids
-from shared.state.models import Question, Session
+from shared.state.models import Question
+from shared.state.session_model import Session
 
 Tier = config_values.Tier  # declared once, with the TOOL_TIERS parser; the tools name it from here
 

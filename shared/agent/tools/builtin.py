@@ -41,7 +41,7 @@ def ask_operator(question: str, options: list[str] | None = None, blocking: bool
         raise ToolError(f"at most {MAX_OPTIONS} options")
     if not question.strip():
         raise ToolError("the question is empty")
-    if routing.nobody_can_answer(ctx.session.channel, operators_only=ids.is_daily_budget_call(ctx.call_id)):
+    if routing.nobody_can_answer(ctx.session.origin.channel, operators_only=ids.is_daily_budget_call(ctx.call_id)):
         raise ToolError(routing.refuse_question(ctx.surface, key=ctx.post_key(":nobody-to-answer")))
     asked = questions.ask(
         ctx.session, seq=ctx.seq, call_index=ctx.call_index, call_id=ctx.call_id, question=question,
@@ -176,7 +176,7 @@ def read_thread(limit: int = 50) -> dict[str, Any]:
     """
     ctx = context()
     count = max(1, min(limit, 200))
-    read, limited = slack.thread_read(ctx.session.channel, ctx.session.thread_ts)
+    read, limited = slack.thread_read(ctx.session.origin.channel, ctx.session.origin.thread_ts)
     messages = read[-count:]
     shown: dict[str, Any] = {}
     if limited is not None:

@@ -18,7 +18,8 @@ from shared.agent.tools.base import Outcome, Tier, Tool, ToolContext
 from shared.agent.tools.function import tools_in
 from shared.agent.tools.mcp import catalog
 from shared.agent.tools.result import ToolResult
-from shared.state.models import Session, SessionKind
+from shared.state.models import SessionKind
+from shared.state.session_model import Session
 
 
 class Toolset:
@@ -83,7 +84,7 @@ def for_session(session: Session) -> Toolset:
     else:
         usable = [t for t in usable if t.name != "ask_parent"]
     max_depth = config.settings().delegate_max_depth
-    if session.depth >= max_depth:  # it can have no children
+    if session.tree.depth >= max_depth:  # it can have no children
         usable = [t for t in usable if t.name not in {"delegate", "answer_child"}]
         withheld |= {name: f"the delegation depth limit ({max_depth} level(s)) is reached: {name} is not available "
                            "at this depth; do the task yourself" for name in ("delegate", "answer_child")}  # fmt: skip

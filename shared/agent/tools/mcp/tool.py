@@ -141,7 +141,7 @@ class McpTool:
             ask = inputs.ask_for(self.server.name, result)
         except inputs.InputRefused as exc:
             return ToolResult.fail(f"{exc}. The call did not complete.")
-        if routing.nobody_can_answer(ctx.session.channel):
+        if routing.nobody_can_answer(ctx.session.origin.channel):
             refused = routing.refuse_question(ctx.surface, key=ctx.post_key(f":nobody-to-answer{round}"))
             return ToolResult.fail(f"{refused} The call did not complete.")
         pending = inputs.Pending(server=self.server.name, tool=self.listed.name, arguments=args,
