@@ -19,7 +19,7 @@ SCREENSHOTS = LOCAL / "screenshots"
 OpenPage = Callable[[str], Page]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def web_stack() -> Iterator[Stack]:
     """A stack as `make dev` starts it; the product settings the session's test stack put in os.environ (small
     budgets, tool tiers) are kept out of it, as they are out of a newcomer's shell."""
@@ -42,8 +42,10 @@ def patient_expectations() -> Iterator[None]:
     expect.set_options(timeout=5_000)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Browser]:
+    """One Chromium for the tier, closed when the tier ends: Playwright's sync API keeps an event loop running on
+    this thread while it is open, and the stack tier's MCP timings run their own (asyncio refuses a second)."""
     if chromium.chromium() is None:
         pytest.fail(chromium.MISSING)
     with chromium.launched() as launched:
