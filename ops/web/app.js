@@ -240,6 +240,7 @@ function autocomplete(textarea) {
   let selected = 0;
   const query = () => (textarea.value.slice(0, textarea.selectionStart).match(/(^|\s)@([a-z0-9._-]*)$/i) || [])[2];
   const show = () => {
+    clearTimeout(list.hideTimer);  // a blur of the other composer (a thread closed) must not hide what this shows
     const typed = query();
     choices = typed === undefined ? [] : people().filter((p) =>
       p.name.startsWith(typed.toLowerCase()) || p.real_name.toLowerCase().startsWith(typed.toLowerCase()));
@@ -260,7 +261,8 @@ function autocomplete(textarea) {
     textarea.focus();
   };
   textarea.addEventListener("input", () => { selected = 0; show(); });
-  textarea.addEventListener("blur", () => setTimeout(() => { list.hidden = true; }, 150));
+  // One list serves both composers: the hide a blur schedules is kept on it, so the next show cancels it.
+  textarea.addEventListener("blur", () => { list.hideTimer = setTimeout(() => { list.hidden = true; }, 150); });
   textarea.addEventListener("keydown", (event) => {
     if (list.hidden) return;
     if (event.key === "ArrowDown" || event.key === "ArrowUp") {
