@@ -18,12 +18,11 @@ item's). The numbers the product must stay within live in ``bench/budget.json``;
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from bench.figures import Figure, Section, prose, table
 from bench.firestore_ops import Ops
@@ -32,7 +31,7 @@ from bench.rig import Rig, environment
 from infra.fakes.gemini.client import FakeGemini
 from shared.state import firestore, ids
 from shared.state.models import Question, SessionKind, SessionStatus
-from shared.state.session_model import Session
+from shared.state.session_model import Session, SessionUpdate
 
 __all__ = ["FIGURES", "SCENARIOS", "Rig", "environment", "load_budget", "measure_all", "over_budget"]
 
@@ -138,6 +137,14 @@ LIMITS_ON = {"USER_SESSIONS_PER_HOUR": "1000", "CHANNEL_SESSIONS_PER_HOUR": "100
 BUDGETS_ON = {"USER_DAILY_TOKENS": "1000000000", "WORKSPACE_DAILY_TOKENS": "1000000000000"}
 
 
+def session_cost(rig: Rig, text: str, *replies: dict[str, Any]) -> Ops:
+    """The operations of a new session's one delivery (a mention of ``text``), the model replying ``replies``; it
+    ends done."""
+    session_id = rig.start(text)
+    rig.script(*replies)
+    return rig.delivered(session_id, SessionStatus.DONE)
+
+
 def mention_and_one_turn(rig: Rig) -> dict[str, Ops]:
     request, reply = rig.mention(), dict[str, Any]()
     ops = {"mention": rig.measure(lambda: rig.ingress(request, reply))}
@@ -147,8 +154,7 @@ def mention_and_one_turn(rig: Rig) -> dict[str, Ops]:
     assert "session_id" in admitted, admitted
     session_id = str(reply["session_id"])
     rig.script(FakeGemini.text("All green."))
-    ops["session_one_turn"] = rig.measure(lambda: rig.deliver(session_id))
-    rig.expect(session_id, SessionStatus.DONE)
+    ops["session_one_turn"] = rig.delivered(session_id, SessionStatus.DONE)
     return ops
 
 
@@ -159,10 +165,8 @@ def agent_turn(rig: Rig) -> dict[str, Ops]:
         cost = []
         with environment(**env):
             for tool_turns in (1, 2):
-                session_id = rig.start("read the thread, then answer")
-                rig.script(*[FakeGemini.call("read_thread", limit=5)] * tool_turns, FakeGemini.text("Done."))
-                cost.append(rig.measure(functools.partial(rig.deliver, session_id)))
-                rig.expect(session_id, SessionStatus.DONE)
+                reads = [FakeGemini.call("read_thread", limit=5)] * tool_turns
+                cost.append(session_cost(rig, "read the thread, then answer", *reads, FakeGemini.text("Done.")))
         figures[name] = cost[1] - cost[0]
     return figures
 
@@ -178,18 +182,14 @@ def outward_call(rig: Rig) -> dict[str, Ops]:
     with environment(TOOL_TIERS=json.dumps({"restart_service": "safe"})):
         for call in (FakeGemini.call("read_thread", limit=5), FakeGemini.call("restart_service", name="api",
                                                                                   environment="staging")):  # fmt: skip
-            session_id = rig.start("do one thing, then answer")
-            rig.script(call, FakeGemini.text("Done."))
-            cost.append(rig.measure(functools.partial(rig.deliver, session_id)))
-            rig.expect(session_id, SessionStatus.DONE)
+            cost.append(session_cost(rig, "do one thing, then answer", call, FakeGemini.text("Done.")))
     return {"ledger_outward_call": cost[1] - cost[0]}
 
 
 def ask_answer_continuation(rig: Rig) -> dict[str, Ops]:
     session_id = rig.start("set up the database")
     rig.script(FakeGemini.call("ask_operator", question="sqlite or postgres?", options=["sqlite", "postgres"]))
-    ops = {"ask": rig.measure(lambda: rig.deliver(session_id))}
-    rig.expect(session_id, SessionStatus.PAUSED)
+    ops = {"ask": rig.delivered(session_id, SessionStatus.PAUSED)}
     question_id = rig.session(session_id).question_id
     assert question_id, "the session paused without a question"
     rig.script(FakeGemini.text("Going with postgres."))
@@ -197,8 +197,7 @@ def ask_answer_continuation(rig: Rig) -> dict[str, Ops]:
     ops["answer"] = rig.measure(lambda: rig.ingress(request, reply))
     assert reply.get("answer") == "answered", reply
     continuation = ids.continuation_id(question_id)
-    ops["continuation"] = rig.measure(lambda: rig.deliver(continuation))
-    rig.expect(continuation, SessionStatus.DONE)
+    ops["continuation"] = rig.delivered(continuation, SessionStatus.DONE)
     ops["ask_answer_continuation"] = ops["ask"] + ops["answer"] + ops["continuation"]
     return ops
 
@@ -211,8 +210,7 @@ def approve_run_resume(rig: Rig) -> dict[str, Ops]:
 
     session_id = rig.start("scale the api")
     rig.script(FakeGemini.call("scale_service", name="api", replicas=3))
-    ops = {"approval_request": rig.measure(lambda: rig.deliver(session_id))}
-    rig.expect(session_id, SessionStatus.PAUSED)
+    ops = {"approval_request": rig.delivered(session_id, SessionStatus.PAUSED)}
     [approval] = approvals.get_approvals(rig.session(session_id).approval_ids)
     value = blocks.approval_value(approval.approval_id, approval.digest)
     assert approval.card_ts, "the approval card was not posted"
@@ -223,8 +221,7 @@ def approve_run_resume(rig: Rig) -> dict[str, Ops]:
     assert decided.get("decision") == "decided", decided
     rig.script(FakeGemini.text("Scaled."))
     continuation = ids.resume_id(session_id, approval.seq)
-    ops["approved_run"] = rig.measure(lambda: rig.deliver(continuation))
-    rig.expect(continuation, SessionStatus.DONE)
+    ops["approved_run"] = rig.delivered(continuation, SessionStatus.DONE)
     ops["approve_run_resume"] = ops["approval_request"] + ops["approve"] + ops["approved_run"]
     return ops
 
@@ -233,15 +230,13 @@ def delegate_result(rig: Rig) -> dict[str, Ops]:
     """A blocking delegation of one task: the parent pauses, the child answers and queues it, the parent answers."""
     parent = rig.start("compare the error rates")
     rig.script(FakeGemini.call("delegate", task=f"count the errors of the api [{rig.uid}]"))
-    ops = {"delegate": rig.measure(lambda: rig.deliver(parent))}
-    rig.expect(parent, SessionStatus.PAUSED)
+    ops = {"delegate": rig.delivered(parent, SessionStatus.PAUSED)}
     child = ids.child_id(parent, 1, 0)
     rig.script(FakeGemini.text("The api logged 3 errors."))
-    ops["child_result"] = rig.measure(lambda: rig.deliver(child))
-    rig.expect(parent, SessionStatus.PAUSED)  # its task is queued: its claim finds every child ended
+    # the parent's task is queued: its claim finds every child ended
+    ops["child_result"] = rig.delivered(child, SessionStatus.PAUSED, then=parent)
     rig.script(FakeGemini.text("The api had 3 errors."))
-    ops["delegate_resume"] = rig.measure(lambda: rig.deliver(parent))
-    rig.expect(parent, SessionStatus.DONE)
+    ops["delegate_resume"] = rig.delivered(parent, SessionStatus.DONE)
     ops["delegate_result_cycle"] = ops["delegate"] + ops["child_result"] + ops["delegate_resume"]
     return ops
 
@@ -260,10 +255,9 @@ def child_asks_parent(rig: Rig) -> dict[str, Ops]:
     )
     rig.deliver(parent)
     rig.expect(parent, SessionStatus.PAUSED)
-    ops = {"ask_parent": rig.measure(lambda: rig.deliver(child))}
-    rig.expect(child, SessionStatus.PAUSED)
-    ops["answer_child"] = rig.measure(lambda: rig.deliver(parent))
-    rig.expect(parent, SessionStatus.DONE)  # the child's result reaches the thread in a session of its own
+    ops = {"ask_parent": rig.delivered(child, SessionStatus.PAUSED)}
+    # the child's result reaches the thread in a session of its own
+    ops["answer_child"] = rig.delivered(parent, SessionStatus.DONE)
     rig.deliver(child)
     rig.expect(child, SessionStatus.DONE)
     return ops
@@ -278,13 +272,22 @@ def mcp_call(rig: Rig) -> dict[str, Ops]:
         with environment(MCP_SERVERS=json.dumps([{"name": "demo", "url": url}])):
             for call in (FakeGemini.call("read_thread", limit=5), FakeGemini.call("mcp.demo.lookup_service",
                                                                                       name="api")):  # fmt: skip
-                session_id = rig.start("look up one thing, then answer")
-                rig.script(call, FakeGemini.text("Done."))
-                cost.append(rig.measure(functools.partial(rig.deliver, session_id)))
-                rig.expect(session_id, SessionStatus.DONE)
+                cost.append(session_cost(rig, "look up one thing, then answer", call, FakeGemini.text("Done.")))
     finally:
         rig.stack.stop_process("mcp_cost")
     return {"mcp_call": cost[1] - cost[0]}
+
+
+def requester_press(rig: Rig, session: Session, message_ts: str, action_id: str, value: str, *,
+                    said: tuple[str, str]) -> Ops:  # fmt: skip
+    """The operations of the requester's press of ``action_id`` on the message ``message_ts`` in ``session``'s
+    thread, whose handler says ``said`` (a field of its reply and that field's value)."""
+    request = rig.press(session.origin.channel, message_ts, session.origin.thread_ts, action_id=action_id,
+                        value=value, user=session.origin.trigger_user)  # fmt: skip
+    reply: dict[str, Any] = {}
+    ops = rig.measure(lambda: rig.interactivity(request, reply))
+    assert reply.get(said[0]) == said[1], reply
+    return ops
 
 
 def surface_presses(rig: Rig) -> dict[str, Ops]:
@@ -297,33 +300,15 @@ def surface_presses(rig: Rig) -> dict[str, Ops]:
     ended = rig.session(done)
     assert ended.stream.answer_ts, "the final answer was not recorded"
     value = blocks.feedback_value(done, "positive")
-    request = rig.press(
-        ended.origin.channel,
-        ended.stream.answer_ts,
-        ended.origin.thread_ts,
-        action_id=blocks.FEEDBACK_ACTION,
-        value=value,
-        user=ended.origin.trigger_user,
-    )
-    pressed: dict[str, Any] = {}
-    ops = {"feedback_press": rig.measure(lambda: rig.interactivity(request, pressed))}
-    assert pressed.get("feedback") == "stored", pressed
+    ops = {"feedback_press": requester_press(rig, ended, ended.stream.answer_ts, blocks.FEEDBACK_ACTION, value,
+                                             said=("feedback", "stored"))}  # fmt: skip
     paused = rig.start("set up the database")
     rig.script(FakeGemini.call("ask_operator", question="sqlite or postgres?", options=["sqlite", "postgres"]))
     rig.deliver(paused)
     rig.expect(paused, SessionStatus.PAUSED)
     session = rig.session(paused)
-    stop = rig.press(
-        session.origin.channel,
-        session.origin.thread_ts,
-        session.origin.thread_ts,
-        action_id=blocks.STOP_ACTION,
-        value=paused,
-        user=session.origin.trigger_user,
-    )
-    stopped: dict[str, Any] = {}
-    ops["stop_press"] = rig.measure(lambda: rig.interactivity(stop, stopped))
-    assert stopped.get("stop") == "stopped", stopped
+    ops["stop_press"] = requester_press(rig, session, session.origin.thread_ts, blocks.STOP_ACTION, paused,
+                                        said=("stop", "stopped"))  # fmt: skip
     return ops
 
 
@@ -341,20 +326,26 @@ def rate_limited_mention(rig: Rig) -> dict[str, Ops]:
     return ops
 
 
-def _stale_question(rig: Rig, at: datetime, age: timedelta, n: int) -> None:
-    """An open blocking question asked ``age`` ago, its session paused, as a real ask leaves them."""
-    channel, ts = rig.new_thread(f"old request {n} [{rig.uid}]")
-    session = Session.new(
-        session_id=f"old-{rig.uid}-{n}",
+def _old_session(rig: Rig, what: str, n: int, created_at: datetime, **fields: Unpack[SessionUpdate]) -> Session:
+    """A mention's session ``{what}-…-{n}`` (not stored yet) in a new thread of its own, started at ``created_at``."""
+    channel, ts = rig.new_thread(f"{what} request {n} [{rig.uid}]")
+    return Session.new(
+        session_id=f"{what}-{rig.uid}-{n}",
         kind=SessionKind.MENTION,
         channel=channel,
         thread_ts=ts,
         trigger_ts=ts,
         trigger_user="U0HUMAN",
-        text="old request",
-        created_at=at - age,
-        status=SessionStatus.PAUSED,
+        text=f"{what} request",
+        created_at=created_at,
+        **fields,
     )
+
+
+def _stale_question(rig: Rig, at: datetime, age: timedelta, n: int) -> None:
+    """An open blocking question asked ``age`` ago, its session paused, as a real ask leaves them."""
+    session = _old_session(rig, "old", n, at - age, status=SessionStatus.PAUSED)
+    channel, ts = session.origin.channel, session.origin.thread_ts
     post_ts = str(rig.slack.chat_postMessage(channel=channel, thread_ts=ts, text="which one?")["ts"])
     question = Question(
         question_id=f"q-old-{rig.uid}-{n}",
@@ -380,16 +371,11 @@ def _stale_question(rig: Rig, at: datetime, age: timedelta, n: int) -> None:
 
 def _dead_session(rig: Rig, at: datetime, n: int) -> None:
     """A running session whose worker died two hours ago and whose task ran out of retries."""
-    channel, ts = rig.new_thread(f"dead request {n} [{rig.uid}]")
-    session = Session.new(
-        session_id=f"dead-{rig.uid}-{n}",
-        kind=SessionKind.MENTION,
-        channel=channel,
-        thread_ts=ts,
-        trigger_ts=ts,
-        trigger_user="U0HUMAN",
-        text="dead request",
-        created_at=at - timedelta(hours=3),
+    session = _old_session(
+        rig,
+        "dead",
+        n,
+        at - timedelta(hours=3),
         status=SessionStatus.RUNNING,
         lease_until=at - timedelta(hours=2),
         worker="gone",

@@ -121,13 +121,18 @@ class OpCounter(
         with self.lock:
             self.trace[index] = entry
 
-    def intercept_unary_unary(
-        self, continuation: Callable[[Any, Any], Any], details: grpc.ClientCallDetails, request: Any
-    ) -> Any:
+    def _counted(self, details: grpc.ClientCallDetails) -> str:
+        """The called RPC's method, counted."""
         method = _method(details)
         with self.lock:
             self.methods[method] += 1
             self.counts["rpcs"] += 1
+        return method
+
+    def intercept_unary_unary(
+        self, continuation: Callable[[Any, Any], Any], details: grpc.ClientCallDetails, request: Any
+    ) -> Any:
+        method = self._counted(details)
         if method in {"Commit", "BatchWrite"}:
             size = _size(request)
             writes = len(request.writes)
@@ -151,10 +156,7 @@ class OpCounter(
     def intercept_unary_stream(
         self, continuation: Callable[[Any, Any], Any], details: grpc.ClientCallDetails, request: Any
     ) -> Any:
-        method = _method(details)
-        with self.lock:
-            self.methods[method] += 1
-            self.counts["rpcs"] += 1
+        method = self._counted(details)
         call = continuation(details, request)
         if method == "BatchGetDocuments":
             self._add(reads=len(request.documents))

@@ -191,6 +191,13 @@ class Rig:
         found = self.session(session_id).status
         assert found == status, f"session {session_id} is {found}, expected {status}"
 
+    def delivered(self, session_id: str, status: SessionStatus, *, then: str | None = None) -> Ops:
+        """The operations of one delivery of ``session_id``'s task, after which session ``then`` (``session_id``
+        unless given) is ``status``."""
+        ops = self.measure(lambda: self.deliver(session_id))
+        self.expect(then or session_id, status)
+        return ops
+
     def session(self, session_id: str) -> Session:
         found = sessions.get_session(session_id)
         assert found is not None, session_id

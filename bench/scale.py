@@ -221,6 +221,12 @@ class Timing:
     reads: list[int] = field(default_factory=list)
 
 
+def _seed_row(ledger: dict[int, Timing], small: int, large: int, ratio: float) -> tuple[Any, ...]:
+    """The table row of the seed's scan of its ledger at both sizes (the lines it reads are the sizes)."""
+    small_ms, large_ms = median(ledger[small].ms), median(ledger[large].ms)
+    return ("seed 000: scan of `sessions.jsonl`", small_ms, large_ms, ratio, small, large)
+
+
 def timed(db: Db | None, work: Callable[[], T], into: Timing) -> T:
     """``work()``, its time and (with a counted ``db``) the documents it read added to ``into``."""
     before = db.counter.snapshot().reads if db else 0
@@ -290,16 +296,7 @@ def answer_lookup(bench: Bench, section: Section) -> None:
         rows.append(
             (label, small_ms, large_ms, large_ms / small_ms, median(timing[small].reads), median(timing[large].reads))
         )
-    rows.append(
-        (
-            "seed 000: scan of `sessions.jsonl`",
-            median(ledger[small].ms),
-            median(ledger[large].ms),
-            ledger_ratio,
-            small,
-            large,
-        )
-    )
+    rows.append(_seed_row(ledger, small, large, ledger_ratio))
     section.say(
         f"**Answer lookup** (median of {LOOKUP_REPS} turns each; writing took {written[small]:.1f} s for {small:,} "
         f"and {written[large]:.0f} s for {large:,} documents; the ledger rows count lines read):",
@@ -398,14 +395,7 @@ def sweep_at_scale(bench: Bench, section: Section) -> None:
             median(runs[small].reads),
             median(runs[large].reads),
         ),
-        (
-            "seed 000: scan of `sessions.jsonl`",
-            median(ledger[small].ms),
-            median(ledger[large].ms),
-            ledger_ratio,
-            small,
-            large,
-        ),
+        _seed_row(ledger, small, large, ledger_ratio),
     ]
     section.say(f"**Sweep** with {STALE} stale items (median of {SWEEP_REPS} turns each):", table(header, rows))
     if reads_ratio > SWEEP_READS_LIMIT:

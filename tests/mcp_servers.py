@@ -1,11 +1,12 @@
 """What the MCP tests share: sample MCP servers run as processes beside the stack, the model's function responses,
-an operator's thread reply, and Cloud Tasks' retry of a killed worker's task."""
+an operator's thread reply (and a server's question asked and answered), and Cloud Tasks' retry of a killed
+worker's task."""
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -16,10 +17,11 @@ from infra.fakes.dispatch.headers import cloud_tasks_headers
 from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
-from shared.state import sessions
-from shared.state.models import SessionStatus
+from shared.state import ids, sessions
+from shared.state.models import Question, SessionStatus
+from shared.state.session_model import Session
 from tests import delivery
-from tests.agent_helpers import function_responses
+from tests.agent_helpers import Thread, function_responses, mention, open_question, wait_status
 from tests.poll import wait_for
 
 
@@ -44,6 +46,23 @@ def reply(fake_slack: FakeSlack, channel: str, thread_ts: str, text: str) -> Non
     """An operator replies in the thread."""
     sent = fake_slack.user_message(local.OPERATOR_ID, channel, text, thread_ts=thread_ts)
     assert all(d["status"] == 200 for d in sent["deliveries"]), sent
+
+
+def asked_by_a_server(script: Callable[..., int], fake_slack: FakeSlack, uid: str, call: dict[str, Any], said: str,
+                      request: str) -> tuple[Thread, Question]:  # fmt: skip
+    """A mention of ``request`` in channel ``C{uid}`` whose model turn is ``call`` (then says ``said``), to a server
+    that asks for input: the session pauses (it exits, like a blocking ask_operator) on the question it asked."""
+    script(call, FakeGemini.text(said))
+    thread = mention(fake_slack, f"C{uid}", request)
+    wait_status(thread.session_id, SessionStatus.PAUSED)
+    return thread, open_question(thread.session_id)
+
+
+def answered(fake_slack: FakeSlack, thread: Thread, question: Question, text: str,
+             status: SessionStatus = SessionStatus.DONE) -> Session:  # fmt: skip
+    """An operator replies ``text`` in the thread to ``question``; its continuation, once it reaches ``status``."""
+    reply(fake_slack, thread.channel, thread.ts, text)
+    return wait_status(ids.continuation_id(question.question_id), status)
 
 
 def retried_by_cloud_tasks(stack: Stack, session_id: str) -> None:

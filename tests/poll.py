@@ -9,7 +9,7 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def wait_for(probe: Callable[[], T | None], *, timeout: float = 15.0, what: str = "condition") -> T:
+def wait_for(probe: Callable[[], T | None], *, timeout: float = 60.0, what: str = "condition") -> T:
     """Poll ``probe`` until it returns something truthy; return it, or fail naming ``what``."""
     deadline = time.monotonic() + timeout
     while True:

@@ -1,18 +1,28 @@
 """The product's code run in the test process on the stack's emulators, its tasks going to a sink (so every session
-runs here, once, where it is counted), with environment variables of the test's choosing."""
+runs here, once, where it is counted), with environment variables of the test's choosing; and Cloud Tasks down for
+that code: a real Cloud Tasks client that talks gRPC to a socket that accepts connections and never answers (or to a
+closed port), then, once it is back up, to the stack's emulator."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+import socket
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
+import grpc
 import pytest
+from google.cloud import tasks_v2
+from google.cloud.tasks_v2.services.cloud_tasks.transports import CloudTasksGrpcTransport
 
 from bench import cost
 from bench.sink import Sink
 from infra.fakes.gemini.client import FakeGemini
 from infra.stack import Stack
-from shared import config
+from shared import config, deps
+from shared.state.models import SessionStatus
 from tests.poll import wait_for
 
 
@@ -37,3 +47,63 @@ def counted_rig(stack: Stack, monkeypatch: pytest.MonkeyPatch, **env: str) -> It
         finally:
             monkeypatch.undo()
             config.reset()
+
+
+Handle = Callable[..., tuple[Any, int]]
+
+
+class Outage:
+    """Cloud Tasks as the product sees it: down, or the stack's emulator; the sessions of the tasks created."""
+
+    def __init__(self, up: Any, *, blackhole: bool) -> None:
+        self.up = up
+        self.down = False
+        self.created: list[str] = []
+        self.waited = 0.0  # seconds spent in calls to the unreachable Cloud Tasks
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        port = self.listener.getsockname()[1]
+        if not blackhole:  # nothing listens there: every attempt is refused at once
+            self.listener.close()
+        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        self.unreachable = tasks_v2.CloudTasksClient(transport=CloudTasksGrpcTransport(channel=channel))
+
+    def create_task(self, *, parent: str, task: tasks_v2.Task, retry: Any = None, timeout: Any = None) -> Any:
+        if self.down:
+            began = time.monotonic()
+            try:
+                return self.unreachable.create_task(parent=parent, task=task, retry=retry, timeout=timeout)
+            finally:
+                self.waited += time.monotonic() - began
+        created = self.up.create_task(parent=parent, task=task, retry=retry, timeout=timeout)
+        self.created.append(json.loads(task.http_request.body)["session_id"])
+        return created
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@contextmanager
+def tasks_outage(*, blackhole: bool) -> Iterator[Outage]:
+    """The product's Cloud Tasks replaced by an ``Outage`` (up until the test sets ``down``)."""
+    down = Outage(deps.tasks(), blackhole=blackhole)
+    try:
+        with deps.override(tasks=down):
+            yield down
+    finally:
+        down.close()
+
+
+def queued_again(rig: cost.Rig, outage: Outage, handle: Handle, request: tuple[bytes, dict[str, str]],
+                 continuation: str, *, status: int = 200, reply: Any = None) -> None:  # fmt: skip
+    """Cloud Tasks back up, ``request`` handled again (Slack's redelivery, or the operator's second press or
+    submission) answers ``status`` (and ``reply``, when given) and creates the task of the still-queued
+    ``continuation``, and no other; the continuation then runs to its end."""
+    outage.down = False
+    before = len(outage.created)
+    answered, got = handle(*request)
+    assert got == status, answered
+    if reply is not None:
+        assert answered == reply
+    assert outage.created[before:] == [continuation]
+    rig.deliver(continuation)
+    assert rig.session(continuation).status == SessionStatus.DONE

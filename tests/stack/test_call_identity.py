@@ -81,7 +81,7 @@ def test_a_blocking_and_a_non_blocking_delegate_without_ids_each_run_once_and_re
     fake_gemini.script(*(FakeGemini.matching(f"[C{uid}]", G.text("12 boxes; the floor is clean.")) for _ in range(3)))
     thread = mention(fake_slack, f"C{uid}", "count and sweep")
     wait_status(thread.session_id, SessionStatus.DONE, timeout=90)
-    wait_for(lambda: len(children_of(thread.session_id)) == 2, timeout=10, what="two children")
+    wait_for(lambda: len(children_of(thread.session_id)) == 2, timeout=60, what="two children")
     assert {c["status"] for c in children_of(thread.session_id)} == {SessionStatus.DONE.value}
     assert len(child_requests(fake_gemini, side)) == 1  # started once
     assert len(child_requests(fake_gemini, waited)) == 1

@@ -40,6 +40,27 @@ def for_child(fake_gemini: FakeGemini, task: str, *items: dict[str, Any]) -> Non
     fake_gemini.script(*(FakeGemini.matching(json.dumps({"task": task}), item) for item in items))
 
 
+def parent_answers(fake_gemini: FakeGemini, uid: str, answer_child: dict[str, Any], report: str) -> None:
+    """The parent's next three turns (its requests name the channel ``C{uid}``): the model turn ``answer_child``
+    (its answer_child call), then it says it answered the helper, then ``report`` once the helper's result is in."""
+    fake_gemini.script(
+        FakeGemini.matching(f"[C{uid}]", answer_child),
+        FakeGemini.matching(f"[C{uid}]", G.text("I answered the helper; it will report.")),
+        FakeGemini.matching(f"[C{uid}]", G.text(report)),
+    )
+
+
+def delegated_asking(fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, task: str, request: str, question: str,
+                     result: str) -> tuple[Thread, str]:  # fmt: skip
+    """A mention of ``request`` whose parent delegates ``task`` to a child that asks it ``question`` (blocking), then
+    says ``result``; the parent's thread and the child's id."""
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.call("delegate", task=task)))
+    thread = mention(fake_slack, f"C{uid}", request)
+    child_id = ids.child_id(thread.session_id, 1, 0)
+    for_child(fake_gemini, task, G.call("ask_parent", question=question, blocking=True), G.text(result))
+    return thread, child_id
+
+
 def children_of(parent_id: str) -> list[dict[str, Any]]:
     query = (
         firestore.db().collection(firestore.SESSIONS).where(filter=FieldFilter("parent_session_id", "==", parent_id))
@@ -271,15 +292,13 @@ def test_a_childs_blocking_question_is_answered_by_its_parent_exactly_once(
     running" response), the parent answers with answer_child, the answer resumes exactly that child, and the
     child's result then reaches the parent's thread."""
     task = f"migrate the orders table {uid}"
-    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.call("delegate", task=task)))
-    thread = mention(fake_slack, f"C{uid}", "migrate the orders")
-    child_id = ids.child_id(thread.session_id, 1, 0)
-    for_child(fake_gemini, task, G.call("ask_parent", question="Which database?", blocking=True),
-              G.text("Migrated the orders table to postgres."))  # fmt: skip
-    fake_gemini.script(
-        FakeGemini.matching(f"[C{uid}]", G.call("answer_child", child_id=child_id, answer="postgres")),
-        FakeGemini.matching(f"[C{uid}]", G.text("I answered the helper; it will report.")),
-        FakeGemini.matching(f"[C{uid}]", G.text("The helper migrated the orders table to postgres.")),
+    thread, child_id = delegated_asking(fake_slack, fake_gemini, uid, task, "migrate the orders", "Which database?",
+                                        "Migrated the orders table to postgres.")  # fmt: skip
+    parent_answers(
+        fake_gemini,
+        uid,
+        G.call("answer_child", child_id=child_id, answer="postgres"),
+        "The helper migrated the orders table to postgres.",
     )
     wait_for(lambda: thread_ends_with(fake_slack, thread, "to postgres."), timeout=60, what="the helper's report")
     child = wait_status(child_id, SessionStatus.DONE, timeout=30)
@@ -302,11 +321,10 @@ def test_a_childs_question_escalated_to_the_operator_reaches_that_child(
 ) -> None:
     """The parent cannot answer: it asks the operator, and the session that resumes it answers the child."""
     task = f"rotate the signing key {uid}"
-    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.call("delegate", task=task)))
-    thread = mention(fake_slack, f"C{uid}", "rotate the key")
-    child_id = ids.child_id(thread.session_id, 1, 0)
-    for_child(fake_gemini, task, G.call("ask_parent", question="May I revoke the old key now?", blocking=True),
-              G.text("Rotated; the old key is revoked."))  # fmt: skip
+    thread, child_id = delegated_asking(
+        fake_slack, fake_gemini, uid, task, "rotate the key", "May I revoke the old key now?",
+        "Rotated; the old key is revoked.",
+    )  # fmt: skip
     fake_gemini.script(
         FakeGemini.matching("May I revoke the old key now?", G.call("ask_operator", question="Revoke the old key?")),
         FakeGemini.matching(f"[C{uid}]", G.call("answer_child", child_id=child_id, answer="yes, revoke it")),

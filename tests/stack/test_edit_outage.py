@@ -5,41 +5,20 @@ once. In this process, through the interactivity handler, with Cloud Tasks down 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from bench import cost
 from bench.approve_run import submission
 from infra.fakes.gemini.client import FakeGemini
-from infra.stack import Stack
-from shared import deps
 from shared.handlers import slack_interactivity
 from shared.state import approvals as stored
 from shared.state import ids
 from shared.state.models import ApprovalStatus, SessionStatus
-from tests.rigs import counted_rig
+from tests.rigs import Outage, queued_again
 from tests.stack.test_approvals import executions
-from tests.stack.test_ingress_outage import Outage
 
 pytestmark = pytest.mark.stack
 G = FakeGemini
-
-
-@pytest.fixture
-def rig(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Iterator[cost.Rig]:
-    with counted_rig(stack, monkeypatch) as rig:
-        yield rig
-
-
-@pytest.fixture
-def outage(rig: cost.Rig) -> Iterator[Outage]:
-    down = Outage(deps.tasks(), blackhole=False)
-    try:
-        with deps.override(tasks=down):
-            yield down
-    finally:
-        down.close()
 
 
 def test_a_submission_again_after_its_decision_found_no_queue_queues_the_edited_run_once(
@@ -60,10 +39,6 @@ def test_a_submission_again_after_its_decision_found_no_queue_queues_the_edited_
     decided = stored.get_approval(approval.approval_id)
     assert decided is not None
     assert (decided.status, decided.edited_by) == (ApprovalStatus.APPROVED, "U0OPERATOR")
-    outage.down, before = False, len(outage.created)
-    reply, status = slack_interactivity.handle(*request)  # the editor submits again
-    assert (reply, status) == ({}, 200)  # the edit stands: the modal closes
-    assert outage.created[before:] == [continuation]
-    rig.deliver(continuation)
-    assert rig.session(continuation).status == SessionStatus.DONE
+    # the editor submits again: the edit stands (the modal closes), and its continuation is queued and runs
+    queued_again(rig, outage, slack_interactivity.handle, request, continuation, reply={})
     assert [e["replicas"] for e in executions(session_id)] == [5]

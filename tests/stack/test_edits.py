@@ -30,7 +30,7 @@ Script = Callable[..., int]
 def open_editor(fake_slack: FakeSlack, approval: Approval, user: str = OPERATOR) -> dict[str, Any]:
     pressed = press(fake_slack, approval, approval_card.EDIT_ACTION, user=user)
     assert pressed["status"] == 200
-    [view] = wait_for(lambda: fake_slack.views(user), timeout=10, what="the Edit modal")
+    [view] = wait_for(lambda: fake_slack.views(user), timeout=60, what="the Edit modal")
     assert view["callback_id"] == "approval_edit"
     return view
 

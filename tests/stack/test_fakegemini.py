@@ -63,7 +63,7 @@ def _stop(proc: subprocess.Popen[str]) -> int:
     stop_group(proc.pid, reap=proc.poll)
     if proc.stdout is not None:
         proc.stdout.close()
-    return proc.wait(timeout=10)
+    return proc.wait(timeout=60)
 
 
 @pytest.fixture(scope="module")

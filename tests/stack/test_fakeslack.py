@@ -67,12 +67,12 @@ def stop(proc: subprocess.Popen[str], sig: int = signal.SIGTERM) -> int:
     """Stop our own server by its process group, never by name."""
     try:
         os.killpg(proc.pid, sig)
-        return proc.wait(timeout=10)
+        return proc.wait(timeout=60)
     except ProcessLookupError:
-        return proc.wait(timeout=10)
+        return proc.wait(timeout=60)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
-        return proc.wait(timeout=10)
+        return proc.wait(timeout=60)
 
 
 @pytest.fixture(scope="module")

@@ -2,27 +2,22 @@
 and every path that finds an answer already recorded creates the continuation's task again while it is queued.
 
 The ingress runs here on the stack's emulators (``tests.rigs.counted_rig``), with a real Cloud Tasks client that
-talks gRPC to a socket that accepts connections and never answers (or to a closed port), then to the emulator.
+talks gRPC to a socket that accepts connections and never answers (or to a closed port), then to the emulator
+(``tests.rigs.tasks_outage``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import socket
 import time
 from collections.abc import Iterator
 from typing import Any
 
-import grpc
 import pytest
-from google.cloud import tasks_v2
-from google.cloud.tasks_v2.services.cloud_tasks.transports import CloudTasksGrpcTransport
 
 from bench import cost
 from infra.fakes.gemini.client import FakeGemini
-from infra.stack import Stack
-from shared import deps
 from shared.handlers import slack_events, slack_interactivity
 from shared.queue import tasks
 from shared.slack import blocks
@@ -30,57 +25,17 @@ from shared.state import approvals as stored_approvals
 from shared.state import ids, sessions
 from shared.state import questions as stored
 from shared.state.models import SessionStatus
-from tests.rigs import counted_rig
+from tests.rigs import Outage, queued_again, tasks_outage
 
 pytestmark = pytest.mark.stack
 G = FakeGemini
 SLACK_GIVES_UP = 3.0
 
 
-class Outage:
-    """Cloud Tasks as the product sees it: down, or the stack's emulator; the sessions of the tasks created."""
-
-    def __init__(self, up: Any, *, blackhole: bool) -> None:
-        self.up = up
-        self.down = False
-        self.created: list[str] = []
-        self.waited = 0.0  # seconds spent in calls to the unreachable Cloud Tasks
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        port = self.listener.getsockname()[1]
-        if not blackhole:  # nothing listens there: every attempt is refused at once
-            self.listener.close()
-        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-        self.unreachable = tasks_v2.CloudTasksClient(transport=CloudTasksGrpcTransport(channel=channel))
-
-    def create_task(self, *, parent: str, task: tasks_v2.Task, retry: Any = None, timeout: Any = None) -> Any:
-        if self.down:
-            began = time.monotonic()
-            try:
-                return self.unreachable.create_task(parent=parent, task=task, retry=retry, timeout=timeout)
-            finally:
-                self.waited += time.monotonic() - began
-        created = self.up.create_task(parent=parent, task=task, retry=retry, timeout=timeout)
-        self.created.append(json.loads(task.http_request.body)["session_id"])
-        return created
-
-    def close(self) -> None:
-        self.listener.close()
-
-
-@pytest.fixture
-def rig(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Iterator[cost.Rig]:
-    with counted_rig(stack, monkeypatch) as rig:
-        yield rig
-
-
 @pytest.fixture(params=["blackhole", "refused"])
 def outage(rig: cost.Rig, request: pytest.FixtureRequest) -> Iterator[Outage]:
-    down = Outage(deps.tasks(), blackhole=request.param == "blackhole")
-    try:
-        with deps.override(tasks=down):
-            yield down
-    finally:
-        down.close()
+    with tasks_outage(blackhole=request.param == "blackhole") as down:
+        yield down
 
 
 def timed(handle: Any, request: tuple[bytes, dict[str, str]], caplog: pytest.LogCaptureFixture,
@@ -143,13 +98,8 @@ def test_an_answer_while_cloud_tasks_is_down_is_answered_503_and_its_redelivery_
     timed(slack_events.handle, answer, caplog, outage)
     continuation = ids.continuation_id(question_id)
     assert rig.session(continuation).status == SessionStatus.QUEUED  # recorded, not undone
-    outage.down = False
-    before = len(outage.created)
-    reply, status = slack_events.handle(*again(answer))
-    assert (status, reply) == (200, {"ok": True, "answer": "duplicate"})
-    assert outage.created[before:] == [continuation]
-    rig.deliver(continuation)
-    assert rig.session(continuation).status == SessionStatus.DONE
+    queued_again(rig, outage, slack_events.handle, again(answer), continuation,
+                 reply={"ok": True, "answer": "duplicate"})  # fmt: skip
 
 
 def test_a_second_press_on_an_answered_question_queues_its_continuation(
@@ -168,13 +118,8 @@ def test_a_second_press_on_an_answered_question_queues_its_continuation(
     timed(slack_interactivity.handle, press(), caplog, outage)
     continuation = ids.continuation_id(question_id)
     assert rig.session(continuation).status == SessionStatus.QUEUED
-    outage.down = False
-    before = len(outage.created)
-    reply, status = slack_interactivity.handle(*press())  # the operator presses again
-    assert (status, reply) == (200, {"ok": True, "answer": "not_open"})
-    assert outage.created[before:] == [continuation]
-    rig.deliver(continuation)
-    assert rig.session(continuation).status == SessionStatus.DONE
+    again_pressed = {"ok": True, "answer": "not_open"}  # the operator presses again
+    queued_again(rig, outage, slack_interactivity.handle, press(), continuation, reply=again_pressed)
 
 
 def test_a_second_press_on_a_decided_approval_queues_its_continuation(
@@ -204,13 +149,7 @@ def test_a_second_press_on_a_decided_approval_queues_its_continuation(
     timed(slack_interactivity.handle, press(), caplog, outage)
     continuation = ids.resume_id(session_id, approval.seq)
     assert rig.session(continuation).status == SessionStatus.QUEUED
-    outage.down = False
-    before = len(outage.created)
-    _, status = slack_interactivity.handle(*press())  # the operator presses again
-    assert status == 200
-    assert outage.created[before:] == [continuation]
-    rig.deliver(continuation)
-    assert rig.session(continuation).status == SessionStatus.DONE
+    queued_again(rig, outage, slack_interactivity.handle, press(), continuation)  # the operator presses again
 
 
 def test_the_ingress_budget_bounds_every_task_creation_of_a_request_together() -> None:

@@ -26,7 +26,7 @@ from shared.state import approvals as stored_approvals
 from shared.state import ids
 from shared.state.models import Approval, SessionStatus
 from tests.agent_helpers import agent_with, function_responses, mention, open_question, wait_status
-from tests.mcp_servers import mcp_servers, reply, responses_of, retried_by_cloud_tasks
+from tests.mcp_servers import answered, asked_by_a_server, mcp_servers, responses_of, retried_by_cloud_tasks
 from tests.poll import wait_for
 from tests.stack.test_approvals import press
 
@@ -168,10 +168,8 @@ def test_input_required_becomes_a_question_and_the_answer_resumes_the_same_call_
     servers: Servers, script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
 ) -> None:
     title = f"Login broken {uid}"
-    script(G.call("mcp.demo.create_ticket", title=title), G.text("Ticket created."))
-    thread = mention(fake_slack, f"C{uid}", "file a ticket about the login")
-    wait_status(thread.session_id, SessionStatus.PAUSED)  # exits like a blocking ask_operator
-    question = open_question(thread.session_id)
+    thread, question = asked_by_a_server(script, fake_slack, uid, G.call("mcp.demo.create_ticket", title=title),
+                                         "Ticket created.", "file a ticket about the login")  # fmt: skip
     assert question.options == ["low", "normal", "urgent", "Decline"]
     assert "Which priority" in question.text
     assert "demo" in question.text
@@ -180,8 +178,7 @@ def test_input_required_becomes_a_question_and_the_answer_resumes_the_same_call_
         return [c for c in servers.calls(servers.demo, "create_ticket", event) if c["arguments"]["title"] == title]
 
     assert (len(mine("asked")), mine("ran")) == (1, [])
-    reply(fake_slack, thread.channel, thread.ts, "3")  # the third option
-    wait_status(ids.continuation_id(question.question_id), SessionStatus.DONE)
+    answered(fake_slack, thread, question, "3")  # the third option
     [created] = mine("ran")
     assert created["arguments"]["priority"] == "urgent"
     assert len(mine("asked")) == 1  # resumed with the stored state, not called afresh
@@ -194,19 +191,14 @@ def test_a_server_that_asks_twice_pauses_twice_and_the_second_answer_completes_t
     servers: Servers, script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
 ) -> None:
     service = f"svc{uid}"
-    script(G.call("mcp.demo.rename_service", name=service), G.text("Renamed."))
-    thread = mention(fake_slack, f"C{uid}", "rename the service")
-    wait_status(thread.session_id, SessionStatus.PAUSED)
-    first = open_question(thread.session_id)
+    thread, first = asked_by_a_server(script, fake_slack, uid, G.call("mcp.demo.rename_service", name=service),
+                                      "Renamed.", "rename the service")  # fmt: skip
     assert first.options == []  # a free-text field
-    reply(fake_slack, thread.channel, thread.ts, "billing")
-    resumed = ids.continuation_id(first.question_id)
-    wait_status(resumed, SessionStatus.PAUSED)  # the server asked again: a second question
-    second = open_question(resumed)
+    # the server asked again: a second question
+    second = open_question(answered(fake_slack, thread, first, "billing", SessionStatus.PAUSED).session_id)
     assert second.options == ["yes", "no", "Decline"]
     assert f"Rename {service} to billing?" in second.text
-    reply(fake_slack, thread.channel, thread.ts, "yes")
-    wait_status(ids.continuation_id(second.question_id), SessionStatus.DONE)
+    answered(fake_slack, thread, second, "yes")
     mine = [c for c in servers.calls(servers.demo, "rename_service", "ran") if c["arguments"]["name"] == service]
     assert [c["arguments"]["to"] for c in mine] == ["billing"]
     asked = [c for c in servers.calls(servers.demo, "rename_service", "asked") if c["arguments"]["name"] == service]
@@ -219,13 +211,10 @@ def test_an_expired_request_state_is_reported_in_plain_words(
     servers: Servers, script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
 ) -> None:
     title = f"Slow answer {uid}"
-    script(G.call("mcp.brief.create_ticket", title=title), G.text("The request expired; ask me again."))
-    thread = mention(fake_slack, f"C{uid}", "file a ticket")
-    wait_status(thread.session_id, SessionStatus.PAUSED)
-    question = open_question(thread.session_id)
+    thread, question = asked_by_a_server(script, fake_slack, uid, G.call("mcp.brief.create_ticket", title=title),
+                                         "The request expired; ask me again.", "file a ticket")  # fmt: skip
     time.sleep(1.5)  # the brief server keeps request states for a second
-    reply(fake_slack, thread.channel, thread.ts, "low")
-    wait_status(ids.continuation_id(question.question_id), SessionStatus.DONE)
+    answered(fake_slack, thread, question, "low")
     [response] = responses_of(fake_gemini, "mcp.brief.create_ticket")
     assert "expired" in response["error"]
     assert "did not complete" in response["error"]
@@ -274,8 +263,7 @@ def test_an_approved_call_whose_server_asks_for_a_url_visit_pauses_on_a_link_but
     buttons = [e for b in post["blocks"] if b["type"] == "actions" for e in b["elements"]]
     assert buttons[0]["url"] == f"https://dashboards.example.com/{service}/login"
     assert [b["text"]["text"] for b in buttons[1:]] == ["Done", "Cancel"]
-    reply(fake_slack, thread.channel, thread.ts, "done")
-    wait_status(ids.continuation_id(question.question_id), SessionStatus.DONE)
+    answered(fake_slack, thread, question, "done")
     opened = [c for c in servers.calls(servers.demo, "open_dashboard") if c["arguments"]["service"] == service]
     assert len(opened) == 1
     [response] = responses_of(fake_gemini, "mcp.demo.open_dashboard")

@@ -29,7 +29,7 @@ from shared.state import questions as stored_questions
 from shared.state.models import ApprovalStatus, SessionStatus, StepKind
 from tests import delivery
 from tests.agent_helpers import agent_with, function_responses, mention, open_question, wait_status
-from tests.mcp_servers import mcp_servers, reply, responses_of, retried_by_cloud_tasks
+from tests.mcp_servers import asked_by_a_server, mcp_servers, reply, responses_of, retried_by_cloud_tasks
 from tests.poll import wait_for
 from tests.stack.test_approvals import executions, press
 from tests.stack.test_call_identity import idless
@@ -65,10 +65,9 @@ def test_a_resolver_that_elicits_asks_the_operator_and_the_answer_resumes_the_ca
     servers: Servers, stack: Stack, script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
 ) -> None:
     service = f"svc{uid}"
-    script(G.call("mcp.demo.deploy_service", service=service), G.text("Deployed to production."))
-    thread = mention(fake_slack, f"C{uid}", "deploy it")
-    wait_status(thread.session_id, SessionStatus.PAUSED)  # the SDK's own resolver asked: the session exits
-    question = open_question(thread.session_id)
+    # the SDK's own resolver asked: the session exits
+    thread, question = asked_by_a_server(script, fake_slack, uid, G.call("mcp.demo.deploy_service", service=service),
+                                         "Deployed to production.", "deploy it")  # fmt: skip
     assert f"Deploy {service} to which environment?" in question.text
     assert question.options == ["staging", "production", "Decline"]
     assert servers.deployed(servers.demo, service) == []

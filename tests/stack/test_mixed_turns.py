@@ -24,7 +24,7 @@ from shared.slack import blocks
 from shared.state import approvals as stored
 from shared.state import firestore, ids, sessions, steps
 from shared.state import questions as stored_questions
-from shared.state.models import ApprovalStatus, QuestionStatus, SessionStatus, StepKind
+from shared.state.models import Approval, ApprovalStatus, QuestionStatus, SessionStatus, StepKind
 from tests import delivery
 from tests.agent_helpers import Thread, function_responses, mention, wait_status
 from tests.poll import wait_for
@@ -165,6 +165,29 @@ def test_a_mixed_turn_whose_resuming_worker_is_killed_in_the_approved_call_answe
     turn.resumed_once()
 
 
+def waiting_on_a_question_and_an_approval(fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str) -> Thread:
+    """A session paused on a turn (without ids) that asks the operator and makes an approve-tier call."""
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(
+        ("ask_operator", {"question": "Which region?"}), ("scale_service", {"name": "api", "replicas": 5}),
+    )))  # fmt: skip
+    thread = mention(fake_slack, f"C{uid}", "scale the api where I say")
+    paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    assert [w.kind.value for w in paused.waiting] == ["question", "approval"]
+    return thread
+
+
+def approve_refused(fake_slack: FakeSlack, thread: Thread, approval: Approval, refusal: str) -> Approval:
+    """An Approve of ``approval`` refused with a private note saying ``refusal``: the approval as it is then, which
+    nobody approved."""
+    press(fake_slack, approval, blocks.APPROVE_ACTION)
+    wait_for(lambda: any(refusal in e["text"] for e in fake_slack.ephemerals(thread.channel)),
+             timeout=30, what="the refusal")  # fmt: skip
+    after = stored.get_approval(approval.approval_id)
+    assert after is not None
+    assert after.approved_by == []
+    return after
+
+
 def test_the_sweep_abandoning_a_mixed_turns_question_ends_its_approvals_too(
     stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
 ) -> None:
@@ -172,12 +195,7 @@ def test_the_sweep_abandoning_a_mixed_turns_question_ends_its_approvals_too(
     and left the approval pending, its card still asking. Now everything the turn waited on ends with it: the
     approval expires (it never runs), its card says why, and a later Approve is refused with a plain message and
     changes nothing."""
-    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(
-        ("ask_operator", {"question": "Which region?"}), ("scale_service", {"name": "api", "replicas": 5}),
-    )))  # fmt: skip
-    thread = mention(fake_slack, f"C{uid}", "scale the api where I say")
-    paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
-    assert [w.kind.value for w in paused.waiting] == ["question", "approval"]
+    thread = waiting_on_a_question_and_an_approval(fake_slack, fake_gemini, uid)
     question_id = ids.question_id(thread.session_id, 1, 0)
     firestore.db().collection("questions").document(question_id).update(
         {"asked_at": firestore.now() - timedelta(hours=500)}
@@ -189,13 +207,8 @@ def test_the_sweep_abandoning_a_mixed_turns_question_ends_its_approvals_too(
     assert approval is not None
     assert approval.status == ApprovalStatus.EXPIRED
     assert "not run" in card_text(fake_slack, thread, approval.card_ts)
-    press(fake_slack, approval, blocks.APPROVE_ACTION)
-    wait_for(lambda: any("expired; nothing ran" in e["text"] for e in fake_slack.ephemerals(thread.channel)),
-             timeout=30, what="the refusal")  # fmt: skip
-    after = stored.get_approval(approval.approval_id)
-    assert after is not None
+    after = approve_refused(fake_slack, thread, approval, "expired; nothing ran")
     assert after.status == ApprovalStatus.EXPIRED
-    assert after.approved_by == []
     assert executions(thread.session_id) == []
     assert sessions.get_session(ids.resume_id(thread.session_id, 1)) is None
 
@@ -206,22 +219,12 @@ def test_a_decision_for_a_call_nothing_waits_on_is_refused_and_changes_nothing(
     """A turn waits on a question and an approval; its session ends without its waits being closed (a failure
     outside the product's paths). A later Approve is refused with a plain message: the approval stays pending,
     nothing runs, nothing resumes."""
-    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(
-        ("ask_operator", {"question": "Which region?"}), ("scale_service", {"name": "api", "replicas": 5}),
-    )))  # fmt: skip
-    thread = mention(fake_slack, f"C{uid}", "scale the api where I say")
-    paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
-    assert [w.kind.value for w in paused.waiting] == ["question", "approval"]
+    thread = waiting_on_a_question_and_an_approval(fake_slack, fake_gemini, uid)
     ended = sessions.end_session(thread.session_id, expect=SessionStatus.PAUSED, status=SessionStatus.FAILED)
     assert ended is not None
     approval = stored.get_approval(ids.approval_id(thread.session_id, 1, 1))
     assert approval is not None
-    press(fake_slack, approval, blocks.APPROVE_ACTION)
-    wait_for(lambda: any("Nothing waits on this call any more" in e["text"] for e in fake_slack.ephemerals(
-        thread.channel)), timeout=30, what="the refusal")  # fmt: skip
-    after = stored.get_approval(approval.approval_id)
-    assert after is not None
+    after = approve_refused(fake_slack, thread, approval, "Nothing waits on this call any more")
     assert after.status == ApprovalStatus.PENDING
-    assert after.approved_by == []
     assert executions(thread.session_id) == []
     assert sessions.get_session(ids.resume_id(thread.session_id, 1)) is None

@@ -6,6 +6,8 @@ On the real stack, tasks delivered in parallel by the dispatcher.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from infra.fakes.gemini.client import FakeGemini
@@ -14,11 +16,11 @@ from shared.slack import blocks
 from shared.state import approvals as stored
 from shared.state import ids, steps
 from shared.state.models import SessionStatus, StepKind
-from tests.agent_helpers import function_responses, mention, session, wait_status
+from tests.agent_helpers import Thread, function_responses, mention, session, wait_status
 from tests.poll import wait_for
 from tests.stack.test_approvals import executions, press, resumed
 from tests.stack.test_call_identity import idless
-from tests.stack.test_delegation import child_requests, for_child, requests_for, thread_ends_with
+from tests.stack.test_delegation import child_requests, for_child, parent_answers, requests_for, thread_ends_with
 
 pytestmark = pytest.mark.stack
 G = FakeGemini
@@ -43,7 +45,7 @@ def test_three_calls_of_one_approve_tier_tool_without_ids_approved_last_to_first
     cards = sorted(stored.get_approvals(paused.approval_ids), key=lambda a: a.call_index)
     assert [a.call_index for a in cards] == [0, 1, 2]
     press(fake_slack, cards[2], blocks.APPROVE_ACTION)
-    wait_for(lambda: "approved by" in card_text(fake_slack, thread.channel, thread.ts, cards[2].card_ts), timeout=10,
+    wait_for(lambda: "approved by" in card_text(fake_slack, thread.channel, thread.ts, cards[2].card_ts), timeout=60,
              what="the first decision on its card")  # fmt: skip
     first = card_text(fake_slack, thread.channel, thread.ts, cards[2].card_ts)
     assert "running it now" not in first
@@ -56,6 +58,20 @@ def test_three_calls_of_one_approve_tier_tool_without_ids_approved_last_to_first
     assert [r["response"]["result"]["replicas"] for r in responses] == [2, 5, 7]
 
 
+def resizing_the_workers(fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, child_turn: dict[str, Any],
+                         child_says: str, answer: str, report: str) -> tuple[Thread, str, str]:  # fmt: skip
+    """A parent (its model sends no call ids) delegates "resize the workers" to a child whose turn ``child_turn``
+    asks it (the child then says ``child_says``); the parent answers ``answer``, then reports ``report``. The parent's
+    thread, the child's task and the child's id."""
+    task = f"resize the workers {uid}"
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(("delegate", {"task": task}))))
+    for_child(fake_gemini, task, child_turn, G.text(child_says))
+    thread = mention(fake_slack, f"C{uid}", "resize the workers")
+    child_id = ids.child_id(thread.session_id, 1, 0)
+    parent_answers(fake_gemini, uid, idless(("answer_child", {"child_id": child_id, "answer": answer})), report)
+    return thread, task, child_id
+
+
 def test_an_approval_and_a_blocking_ask_parent_in_one_child_turn(
     fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
 ) -> None:
@@ -63,19 +79,11 @@ def test_an_approval_and_a_blocking_ask_parent_in_one_child_turn(
     did not run, it paused again on a question already answered, and a later Approve said "running it now" while
     nothing ran. Now the child's turn waits on both: the parent's answer is recorded and wakes nothing, the card
     never says "running" before the run is queued, and the Approve resumes the turn once with both responses."""
-    task = f"resize the workers {uid}"
-    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(("delegate", {"task": task}))))
-    for_child(fake_gemini, task,
-              idless(("scale_service", {"name": "workers", "replicas": 4}),
-                     ("ask_parent", {"question": "Is 4 enough?", "blocking": True})),
-              G.text("Scaled the workers to 4."))  # fmt: skip
-    thread = mention(fake_slack, f"C{uid}", "resize the workers")
-    child_id = ids.child_id(thread.session_id, 1, 0)
-    fake_gemini.script(
-        FakeGemini.matching(f"[C{uid}]", idless(("answer_child", {"child_id": child_id, "answer": "Yes, 4."}))),
-        FakeGemini.matching(f"[C{uid}]", G.text("I answered the helper; it will report.")),
-        FakeGemini.matching(f"[C{uid}]", G.text("The workers run 4 replicas.")),
-    )
+    thread, task, child_id = resizing_the_workers(
+        fake_slack, fake_gemini, uid, idless(("scale_service", {"name": "workers", "replicas": 4}),
+                                             ("ask_parent", {"question": "Is 4 enough?", "blocking": True})),
+        "Scaled the workers to 4.", "Yes, 4.", "The workers run 4 replicas.",
+    )  # fmt: skip
     paused = wait_status(child_id, SessionStatus.PAUSED, timeout=60)
     assert [(w.index, w.kind.value) for w in paused.waiting] == [(0, "approval"), (1, "parent_answer")]
     approval = stored.get_approval(ids.approval_id(child_id, 1, 0))

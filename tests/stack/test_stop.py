@@ -104,10 +104,10 @@ def test_the_stop_button_during_a_tool_call(
            G.text("never said"))  # fmt: skip
     fake_slack.slow("chat.postMessage", 4, match="Copying tables")
     thread = mention(fake_slack, f"C{uid}", "copy the tables")
-    first = fake_slack.wait_for_bot_replies(thread.channel, thread.ts, 1)[0]
+    first = fake_slack.wait_for_bot_replies(thread.channel, thread.ts, 1, timeout=60)[0]
     [button] = stop_buttons(first)
     assert button["value"] == thread.session_id
-    second = fake_slack.wait_for_bot_replies(thread.channel, thread.ts, 2)[1]  # stored; its answer is late
+    second = fake_slack.wait_for_bot_replies(thread.channel, thread.ts, 2, timeout=60)[1]  # stored; its answer is late
     assert "Copying tables" in second["text"]
     assert stop_buttons(second) == []  # the first update carries it
 
@@ -147,7 +147,9 @@ def test_stop_typed_by_an_operator_while_children_run(fake_slack: FakeSlack, fak
     wait_status(thread.session_id, SessionStatus.PAUSED)
     wait_for(lambda: any(json.dumps({"task": task}) in texts(r) for r in fake_gemini.requests()), what="the child")
     tree = fake_slack.wait_for(
-        lambda: [m for m in fake_slack.bot_replies(thread.channel, thread.ts) if stop_buttons(m)], what="the tree"
+        lambda: [m for m in fake_slack.bot_replies(thread.channel, thread.ts) if stop_buttons(m)],
+        timeout=60,
+        what="the tree",
     )[0]
     assert stop_buttons(tree)[0]["value"] == thread.session_id
 

@@ -212,7 +212,7 @@ def test_a_dead_worker_is_narrated_from_its_audit_log(
         found = sessions.get_session(session.session_id)
         return found if found is not None and found.followed_up else None
 
-    dead = wait_for(followed_up, timeout=10, what="the dead session marked followed up")
+    dead = wait_for(followed_up, timeout=60, what="the dead session marked followed up")
     assert dead.status == SessionStatus.SILENT_EXIT
     assert sweep(stack)["narrated"] == 0
 

@@ -86,7 +86,7 @@ def test_one_trace_across_ingress_deliveries_and_the_continuation(
                         found.setdefault(name, set()).add(str(entry.get(TRACE_FIELD)))
         return found
 
-    found = wait_for(lambda: traces() if len(traces().get("agent_session", set()) | set()) else None, timeout=10,
+    found = wait_for(lambda: traces() if len(traces().get("agent_session", set()) | set()) else None, timeout=60,
                      what="the session's log lines")  # fmt: skip
     everything = set().union(*found.values())
     assert set(found) == {"slack_events", "agent_session"}
@@ -116,7 +116,7 @@ def test_a_delegated_child_logs_under_its_parents_trace(stack: Stack, fake_slack
                     found.setdefault(str(entry["session_id"]), set()).add(str(entry.get(TRACE_FIELD)))
         return found
 
-    found = wait_for(lambda: traces() if child in traces() else None, timeout=10, what="the child's log lines")
+    found = wait_for(lambda: traces() if child in traces() else None, timeout=60, what="the child's log lines")
     [trace] = found[child]
     assert found[thread.session_id] == {trace}  # the parent's lines that name the child (it started it)
     assert trace.startswith(f"projects/{local.PROJECT}/traces/")

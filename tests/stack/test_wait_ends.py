@@ -14,7 +14,6 @@ in-process with a Cloud Tasks client that cannot connect, as tests/stack/test_in
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
@@ -25,7 +24,6 @@ from infra import stack as local
 from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
-from shared import deps
 from shared.handlers import slack_interactivity
 from shared.slack import blocks
 from shared.state import approvals as stored_approvals
@@ -34,32 +32,16 @@ from shared.state import questions as stored_questions
 from shared.state.models import ApprovalStatus, QuestionStatus, SessionStatus, StepKind
 from tests.agent_helpers import Thread, function_responses, mention, session, wait_status
 from tests.poll import wait_for
-from tests.rigs import counted_rig
+from tests.rigs import Outage, queued_again
 from tests.stack.test_approvals import executions
 from tests.stack.test_call_identity import idless
-from tests.stack.test_delegation import child_requests, for_child, requests_for, thread_ends_with
-from tests.stack.test_ingress_outage import Outage
+from tests.stack.test_delegation import child_requests, for_child, parent_answers, requests_for, thread_ends_with
 from tests.stack.test_mixed_turns import MixedTurn, card_text
+from tests.stack.test_mixed_waits import resizing_the_workers
 
 pytestmark = pytest.mark.stack
 G = FakeGemini
 OPERATOR = local.OPERATOR_ID
-
-
-@pytest.fixture
-def rig(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Iterator[cost.Rig]:
-    with counted_rig(stack, monkeypatch) as rig:
-        yield rig
-
-
-@pytest.fixture
-def outage(rig: cost.Rig) -> Iterator[Outage]:
-    down = Outage(deps.tasks(), blackhole=False)
-    try:
-        with deps.override(tasks=down):
-            yield down
-    finally:
-        down.close()
 
 
 def test_a_second_press_queues_the_mixed_turn_its_answer_completed_after_a_cloud_tasks_outage(
@@ -94,13 +76,8 @@ def test_a_second_press_queues_the_mixed_turn_its_answer_completed_after_a_cloud
     assert status == 503
     resumed = ids.resume_id(session_id, 1)
     assert rig.session(resumed).status == SessionStatus.QUEUED  # recorded, not undone
-    outage.down = False
-    before = len(outage.created)
-    reply, status = slack_interactivity.handle(*pick())  # the operator presses again
-    assert (status, reply) == (200, {"ok": True, "answer": "not_open"})
-    assert outage.created[before:] == [resumed]
-    rig.deliver(resumed)
-    assert rig.session(resumed).status == SessionStatus.DONE
+    # the operator presses again
+    queued_again(rig, outage, slack_interactivity.handle, pick(), resumed, reply={"ok": True, "answer": "not_open"})
 
 
 def test_two_blocking_ask_parent_calls_in_one_child_turn_both_get_the_parents_answer(
@@ -109,19 +86,11 @@ def test_two_blocking_ask_parent_calls_in_one_child_turn_both_get_the_parents_an
     """Defect (4c): the child paused on the first question only; the parent's answer went to the second (the child's
     latest question), so the first call never got a response. Now the turn waits on both, and the parent's one
     answer (a child has one open question at a time) is the response of each, in call order, resumed once."""
-    task = f"resize the workers {uid}"
-    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(("delegate", {"task": task}))))
-    for_child(fake_gemini, task,
-              idless(("ask_parent", {"question": "Which cluster?", "blocking": True}),
-                     ("ask_parent", {"question": "How many replicas?", "blocking": True})),
-              G.text("Resized the workers in eu to 4."))  # fmt: skip
-    thread = mention(fake_slack, f"C{uid}", "resize the workers")
-    child_id = ids.child_id(thread.session_id, 1, 0)
-    fake_gemini.script(
-        FakeGemini.matching(f"[C{uid}]", idless(("answer_child", {"child_id": child_id, "answer": "eu, 4."}))),
-        FakeGemini.matching(f"[C{uid}]", G.text("I answered the helper; it will report.")),
-        FakeGemini.matching(f"[C{uid}]", G.text("The workers run 4 replicas in eu.")),
-    )
+    thread, task, child_id = resizing_the_workers(
+        fake_slack, fake_gemini, uid, idless(("ask_parent", {"question": "Which cluster?", "blocking": True}),
+                                             ("ask_parent", {"question": "How many replicas?", "blocking": True})),
+        "Resized the workers in eu to 4.", "eu, 4.", "The workers run 4 replicas in eu.",
+    )  # fmt: skip
     wait_for(lambda: thread_ends_with(fake_slack, thread, "The workers run 4 replicas in eu."), timeout=120,
              what="the helper's report")  # fmt: skip
     child = session(child_id)
@@ -153,10 +122,11 @@ def test_a_child_asks_its_parent_while_the_parent_waits_on_a_mixed_turn(
     wait_for(lambda: (s := session(thread.session_id)) is not None and s.waiting and s.waiting[1].released,
              timeout=60, what="the child's question to release the parent's wait on it")  # fmt: skip
     assert session(thread.session_id).status == SessionStatus.PAUSED  # type: ignore[union-attr]  # the question waits
-    fake_gemini.script(
-        FakeGemini.matching(f"[C{uid}]", idless(("answer_child", {"child_id": child_id, "answer": "Yes."}))),
-        FakeGemini.matching(f"[C{uid}]", G.text("I answered the helper; it will report.")),
-        FakeGemini.matching(f"[C{uid}]", G.text("There are 12 nodes in eu-west.")),
+    parent_answers(
+        fake_gemini,
+        uid,
+        idless(("answer_child", {"child_id": child_id, "answer": "Yes."})),
+        "There are 12 nodes in eu-west.",
     )
     sent = fake_slack.user_message(OPERATOR, thread.channel, "eu-west", thread_ts=thread.ts)
     assert all(d["status"] == 200 for d in sent["deliveries"]), sent

@@ -130,7 +130,7 @@ def test_a_child_asking_a_conversation_that_is_abandoned_is_released(
     question = stored_questions.get_question(question_id)
     assert question is not None
     assert questions.abandon(question, firestore.now() + timedelta(hours=100))
-    wait_status(thread.session_id, SessionStatus.ABANDONED, timeout=10)
+    wait_status(thread.session_id, SessionStatus.ABANDONED, timeout=60)
     _released(fake_gemini, child_id, f"choose the cache size {uid}")
 
 
