@@ -135,7 +135,7 @@ destroy:  ## terraform destroy (first set firestore.deletion_protection = false 
 	$(TF) destroy
 
 # ---- Benchmarks (BENCHMARKS.md): slack-bolt, the peer the ingress is measured against, is benchmark-only ----
-.PHONY: bench
+.PHONY: bench bench-compare
 
 $(VENV)/.bench-installed: $(VENV)/.installed bench/requirements.txt
 	$(PY) -m pip install --quiet -r bench/requirements.txt
@@ -143,6 +143,9 @@ $(VENV)/.bench-installed: $(VENV)/.installed bench/requirements.txt
 
 bench: install $(VENV)/.bench-installed  ## run the benchmarks on a stack of their own; writes BENCHMARKS.md and bench/results.json
 	$(PY) -m bench.run
+
+bench-compare: install  ## each figure of bench/results.json at REV (default: round 2's run) and now, side by side; rewrites that section of BENCHMARKS.md
+	$(PY) -m bench.compare $(REV) --write
 
 # ---- Fault injection (README "Fault injection"): flows on a stack of their own while faults are injected ----
 .PHONY: faults

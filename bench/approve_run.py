@@ -22,9 +22,7 @@ Approve's).
 
 from __future__ import annotations
 
-import json
 import time
-from urllib.parse import urlencode
 
 from bench import paths, resume
 from bench.figures import Section, percentile, prose, table
@@ -46,16 +44,11 @@ PATHS = ("approve_to_run", "edit_to_run")
 
 def submission(approval: Approval, replicas: int, *, user: str = local.OPERATOR_ID) -> tuple[bytes, dict[str, str]]:
     """A signed ``view_submission`` of the Edit modal of ``approval`` with ``replicas`` changed, as Slack sends it."""
-    from infra.signing import signed_headers
-
     values = {"arg:name": {edit_modal.VALUE: {"type": "plain_text_input", "value": "api"}},
               "arg:replicas": {edit_modal.VALUE: {"type": "number_input", "value": str(replicas)}}}  # fmt: skip
     view = {"id": f"V{time.time_ns()}", "callback_id": edit_modal.CALLBACK_ID, "state": {"values": values},
             "private_metadata": f"{approval.approval_id}|{approval.digest}"}  # fmt: skip
-    payload = {"type": "view_submission", "user": {"id": user}, "view": view, "trigger_id": f"t{time.time_ns()}"}
-    body = urlencode({"payload": json.dumps(payload)}).encode()
-    signed = signed_headers(local.SIGNING_SECRET, body, content_type="application/x-www-form-urlencoded")
-    return body, {k.lower(): v for k, v in signed.items()}
+    return Rig.form({"type": "view_submission", "user": {"id": user}, "view": view, "trigger_id": f"t{time.time_ns()}"})
 
 
 def approve_to_run(rig: Rig) -> Sample:

@@ -205,17 +205,13 @@ def ask_answer_continuation(rig: Rig) -> dict[str, Ops]:
 def approve_run_resume(rig: Rig) -> dict[str, Ops]:
     """A risky call: its approval card (the session pauses), the operator's Approve, and the continuation that runs
     it through the ledger and answers."""
-    from shared.slack import blocks
     from shared.state import approvals
 
     session_id = rig.start("scale the api")
     rig.script(FakeGemini.call("scale_service", name="api", replicas=3))
     ops = {"approval_request": rig.delivered(session_id, SessionStatus.PAUSED)}
     [approval] = approvals.get_approvals(rig.session(session_id).approval_ids)
-    value = blocks.approval_value(approval.approval_id, approval.digest)
-    assert approval.card_ts, "the approval card was not posted"
-    thread = rig.session(session_id).origin.thread_ts
-    request = rig.press(approval.channel, approval.card_ts, thread, action_id=blocks.APPROVE_ACTION, value=value)
+    request = rig.approve_press(approval, rig.session(session_id).origin.thread_ts)
     decided: dict[str, Any] = {}
     ops["approve"] = rig.measure(lambda: rig.interactivity(request, decided))
     assert decided.get("decision") == "decided", decided
@@ -302,10 +298,8 @@ def surface_presses(rig: Rig) -> dict[str, Ops]:
     value = blocks.feedback_value(done, "positive")
     ops = {"feedback_press": requester_press(rig, ended, ended.stream.answer_ts, blocks.FEEDBACK_ACTION, value,
                                              said=("feedback", "stored"))}  # fmt: skip
-    paused = rig.start("set up the database")
-    rig.script(FakeGemini.call("ask_operator", question="sqlite or postgres?", options=["sqlite", "postgres"]))
-    rig.deliver(paused)
-    rig.expect(paused, SessionStatus.PAUSED)
+    asks = FakeGemini.call("ask_operator", question="sqlite or postgres?", options=["sqlite", "postgres"])
+    paused = rig.paused("set up the database", asks)
     session = rig.session(paused)
     ops["stop_press"] = requester_press(rig, session, session.origin.thread_ts, blocks.STOP_ACTION, paused,
                                         said=("stop", "stopped"))  # fmt: skip

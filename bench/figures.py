@@ -46,6 +46,12 @@ def unless_interval_above(name: str, value: float, unit: str, limit: float, *, l
     return Figure(name, value, unit, f"<= {limit:g} (95% CI)", low <= limit)
 
 
+def with_interval(name: str, value: float, limit: float, low: float, high: float) -> list[Figure]:
+    """A ratio judged by ``unless_interval_above``, and its interval's bounds as figures ``{name}_ci95_low/high``."""
+    return [unless_interval_above(name, value, "ratio", limit, low=low, high=high),
+            info(f"{name}_ci95_low", low, "ratio"), info(f"{name}_ci95_high", high, "ratio")]  # fmt: skip
+
+
 def round_interval(
     first: Sequence[Sequence[float]], second: Sequence[Sequence[float]], q: float, *, draws: int = 2000, seed: int = 19
 ) -> tuple[float, float]:

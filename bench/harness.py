@@ -21,8 +21,10 @@ import os
 import sys
 import time
 import urllib.request
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from infra.procs import Proc, free_port, group_alive, http_answers, stop_group, wait_until
 from infra.stack import LOCAL, ROOT, Stack
@@ -66,6 +68,7 @@ class Bench:
     stack: Stack = field(init=False)
     procs: dict[str, Proc] = field(default_factory=dict)
     ports: dict[str, int] = field(default_factory=dict)
+    ahead: dict[str, Future[Any]] = field(default_factory=dict)  # a figure's preparation, run beside another figure
 
     def url(self, name: str) -> str:
         return f"http://127.0.0.1:{self.ports[name]}/"

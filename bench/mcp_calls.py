@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import cast
 
 from bench import mcp_parts, mcp_turns
-from bench.figures import Section, at_most, info, median, prose, round_interval, table, unless_interval_above
+from bench.figures import Section, at_most, info, median, prose, round_interval, table, with_interval
 from bench.harness import Bench
 from bench.mcp_turns import lookup_service
 from bench.rig import Rig
@@ -126,11 +126,7 @@ def turn_level(section: Section, turns: mcp_turns.Turns, parts: mcp_parts.Parts,
         section.add(
             info(f"mcp_turn_ms_p{q}", mcp.turn(q), "ms"),
             info(f"python_turn_ms_p{q}", python.turn(q), "ms"),
-            unless_interval_above(
-                f"mcp_over_python_turn_ratio_p{q}", turns.ratio(q), "ratio", TURN_LIMITS[q], low=low, high=high
-            ),
-            info(f"mcp_over_python_turn_ratio_p{q}_ci95_low", low, "ratio"),
-            info(f"mcp_over_python_turn_ratio_p{q}_ci95_high", high, "ratio"),
+            *with_interval(f"mcp_over_python_turn_ratio_p{q}", turns.ratio(q), TURN_LIMITS[q], low, high),
         )
     section.add(
         info("mcp_session_ms_p50", mcp.session(50), "ms"),

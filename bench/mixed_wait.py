@@ -30,7 +30,6 @@ from bench.paths import Sample
 from bench.rig import Rig
 from infra.fakes.gemini.client import FakeGemini
 from shared.handlers import slack_interactivity
-from shared.slack import blocks
 from shared.state import approvals, ids, questions
 from shared.state.models import SessionStatus
 
@@ -62,14 +61,10 @@ class Turn:
         if kind == "answer":
             question = questions.get_question(ids.question_id(self.parent, 1, 0))
             assert question is not None, "no question"
-            assert question.post_ts, "the question was not posted"
-            value = blocks.question_value(question.question_id, 2)
-            return self.rig.press(question.channel, question.post_ts, thread, action_id="answer_2", value=value)
+            return self.rig.answer_press(question)
         approval = approvals.get_approval(ids.approval_id(self.parent, 1, 1))
         assert approval is not None, "no approval"
-        assert approval.card_ts, "the approval card was not posted"
-        value = blocks.approval_value(approval.approval_id, approval.digest)
-        return self.rig.press(approval.channel, approval.card_ts, thread, action_id=blocks.APPROVE_ACTION, value=value)
+        return self.rig.approve_press(approval, thread)
 
     def resolve(self, kind: str) -> None:
         if kind == "child":

@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from bench.figures import Figure, Section, info, median, percentile, round_interval, unless_interval_above
+from bench.figures import Figure, Section, info, median, percentile, round_interval, with_interval
 from bench.firestore_ops import OpCounter, Ops
 from bench.harness import Bench
 from bench.rig import Rig, model_calls
@@ -106,9 +106,4 @@ def ratio(name: str, top: Sequence[float], bottom: Sequence[float], q: int, limi
     """``percentile(top, q) / percentile(bottom, q)``, missed only when its whole 95% interval lies above ``limit``
     (repetition ``i`` of both paths taken in the same turn), and the interval's bounds."""
     low, high = round_interval([[x] for x in top], [[y] for y in bottom], q)
-    value = percentile(top, q) / percentile(bottom, q)
-    return [
-        unless_interval_above(name, value, "ratio", limit, low=low, high=high),
-        info(f"{name}_ci95_low", low, "ratio"),
-        info(f"{name}_ci95_high", high, "ratio"),
-    ]
+    return with_interval(name, percentile(top, q) / percentile(bottom, q), limit, low, high)

@@ -45,9 +45,8 @@ from bench.paths import Sample
 from bench.rig import Rig
 from infra.fakes.gemini.client import FakeGemini
 from shared.handlers import slack_events, slack_interactivity
-from shared.slack import blocks
 from shared.state import approvals, ids, questions
-from shared.state.models import Approval, SessionStatus
+from shared.state.models import Approval
 
 REPS = 30
 WARMUP = 2
@@ -62,15 +61,10 @@ def mention(rig: Rig) -> Sample:
 
 
 def answer_click(rig: Rig) -> Sample:
-    session_id = rig.start("set up the database")
-    rig.script(FakeGemini.call("ask_operator", question="sqlite or postgres?", options=["sqlite", "postgres"]))
-    rig.deliver(session_id)
-    rig.expect(session_id, SessionStatus.PAUSED)
-    question = questions.get_question(rig.session(session_id).question_id or "")
+    asks = FakeGemini.call("ask_operator", question="sqlite or postgres?", options=["sqlite", "postgres"])
+    question = questions.get_question(rig.session(rig.paused("set up the database", asks)).question_id or "")
     assert question is not None, "the session paused without a question"
-    assert question.post_ts, "the question was not posted"
-    value = blocks.question_value(question.question_id, 2)
-    request = rig.press(question.channel, question.post_ts, question.thread_ts, action_id="answer_2", value=value)
+    request = rig.answer_press(question)
     rig.script(FakeGemini.text("Going with postgres."))
 
     def continuation(reply: dict[str, Any]) -> str:
@@ -82,20 +76,14 @@ def answer_click(rig: Rig) -> Sample:
 
 def paused_on_a_card(rig: Rig) -> tuple[str, Approval]:
     """A session paused on the approval card of its one approve-tier call (posted)."""
-    session_id = rig.start("scale the api")
-    rig.script(FakeGemini.call("scale_service", name="api", replicas=3))
-    rig.deliver(session_id)
-    rig.expect(session_id, SessionStatus.PAUSED)
+    session_id = rig.paused("scale the api", FakeGemini.call("scale_service", name="api", replicas=3))
     [approval] = approvals.get_approvals(rig.session(session_id).approval_ids)
-    assert approval.card_ts, "the approval card was not posted"
     return session_id, approval
 
 
 def approve_click(rig: Rig, *, answer: str = "Scaled.") -> Sample:
     session_id, approval = paused_on_a_card(rig)
-    value = blocks.approval_value(approval.approval_id, approval.digest)
-    thread = rig.session(session_id).origin.thread_ts
-    request = rig.press(approval.channel, approval.card_ts or "", thread, action_id=blocks.APPROVE_ACTION, value=value)
+    request = rig.approve_press(approval, rig.session(session_id).origin.thread_ts)
     rig.script(FakeGemini.text(answer))
 
     def resumption(reply: dict[str, Any]) -> str:

@@ -34,7 +34,7 @@ from shared.agent import model as gemini
 from shared.handlers import agent_session as worker
 from shared.handlers import slack_events as ingress
 from shared.state import sessions
-from shared.state.models import SessionStatus
+from shared.state.models import Approval, Question, SessionStatus
 from shared.state.session_model import Session
 
 M = TypeVar("M")
@@ -141,18 +141,43 @@ class Rig:
     def press(channel: str, message_ts: str, thread_ts: str, *, action_id: str, value: str,
               user: str = local.OPERATOR_ID) -> tuple[bytes, dict[str, str]]:  # fmt: skip
         """A signed ``block_actions`` request for one press of a button on a bot message, as Slack sends it."""
+        container = {"type": "message", "channel_id": channel, "message_ts": message_ts, "thread_ts": thread_ts}
+        action = {"action_id": action_id, "value": value, "action_ts": f"{time.time():.6f}"}
+        return Rig.form({"type": "block_actions", "user": {"id": user}, "channel": {"id": channel},
+                         "container": container, "actions": [action]})  # fmt: skip
+
+    @staticmethod
+    def form(payload: dict[str, Any]) -> tuple[bytes, dict[str, str]]:
+        """An interactivity ``payload``, form-encoded and signed as Slack sends it."""
         from infra.signing import signed_headers
 
-        payload = {
-            "type": "block_actions",
-            "user": {"id": user},
-            "channel": {"id": channel},
-            "container": {"type": "message", "channel_id": channel, "message_ts": message_ts, "thread_ts": thread_ts},
-            "actions": [{"action_id": action_id, "value": value, "action_ts": f"{time.time():.6f}"}],
-        }
         body = urlencode({"payload": json.dumps(payload)}).encode()
         signed = signed_headers(local.SIGNING_SECRET, body, content_type="application/x-www-form-urlencoded")
         return body, {k.lower(): v for k, v in signed.items()}
+
+    def answer_press(self, question: Question) -> tuple[bytes, dict[str, str]]:
+        """The operator's press of the second option of ``question`` (posted)."""
+        from shared.slack import blocks
+
+        assert question.post_ts, "the question was not posted"
+        value = blocks.question_value(question.question_id, 2)
+        return self.press(question.channel, question.post_ts, question.thread_ts, action_id="answer_2", value=value)
+
+    def approve_press(self, approval: Approval, thread_ts: str) -> tuple[bytes, dict[str, str]]:
+        """The operator's Approve on ``approval``'s card (posted) in the thread ``thread_ts``."""
+        from shared.slack import blocks
+
+        assert approval.card_ts, "the approval card was not posted"
+        value = blocks.approval_value(approval.approval_id, approval.digest)
+        return self.press(approval.channel, approval.card_ts, thread_ts, action_id=blocks.APPROVE_ACTION, value=value)
+
+    def paused(self, text: str, *replies: dict[str, Any]) -> str:
+        """A mention of ``text`` whose session, the model replying ``replies``, pauses; uncounted."""
+        session_id = self.start(text)
+        self.script(*replies)
+        self.deliver(session_id)
+        self.expect(session_id, SessionStatus.PAUSED)
+        return session_id
 
     @staticmethod
     def interactivity(request: tuple[bytes, dict[str, str]], into: dict[str, Any]) -> None:

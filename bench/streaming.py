@@ -27,7 +27,7 @@ from infra import slack_payloads as events
 from infra.fakes.slack.client import FakeSlack
 from shared.state.models import SessionStatus
 
-RUNS = 20
+RUNS = 12  # the p95 targets (1 and 2 s) are far above what is measured (tens of ms)
 SIGN_P95_MS = 1000.0  # the status must show within a second of the mention
 TEXT_P95_MS = 2000.0
 PROMPTS_P95_MS = 1000.0  # the prompts are two quick calls inside the ingress: well inside Slack's 3 s

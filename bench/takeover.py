@@ -114,7 +114,7 @@ def one_round(bench: Bench, worker: Worker, gemini: FakeGemini, tasks: DirectTas
                   FakeGemini.matching(uid, FakeGemini.text("Still here: it is deployed.")))  # fmt: skip
     tasks.dispatch(session.session_id, f"first-{uid}")
     _wait(lambda: _requests_for(gemini, uid) >= 1, 60)
-    time.sleep(LEASE_S / 2)  # somewhere between two beats
+    time.sleep(LEASE_S / 4)  # just after the first beat (a quarter lease after the claim), between two beats
     killed = time.monotonic()
     worker.kill()
     threading.Thread(target=worker.start, daemon=True).start()  # a new instance, while the lease runs out

@@ -2,10 +2,10 @@
 blocking children that each ask their parent once.
 
 Non-blocking: a parent's first model turn delegates N tasks with non-blocking ``delegate`` calls and goes on; its
-next model reply is held (the stub holds it for 4 s) while its N children run, so a child that ends in that time
-reports to a running parent. The children are delivered at the same moment, one thread each, as deployed Cloud
-Tasks dispatches them; each child's model reply takes 300 ms. The wall time runs from the children's deliveries to
-the last child's end.
+next model reply is held (the stub holds it 4 s with 32 children, 2.5 s with 8, 1.5 s with fewer) while its N
+children run, so a child that ends in that time reports to a running parent. The children are delivered at the same
+moment, one thread each, as deployed Cloud Tasks dispatches them; each child's model reply takes 300 ms. The wall
+time runs from the children's deliveries to the last child's end.
 
 Blocking, asking: a parent's first model turn delegates N tasks with blocking ``delegate`` calls and pauses; each
 child's first turn asks its parent a blocking question (``ask_parent``), which queues the parent; the parent
@@ -45,7 +45,8 @@ from shared.state.models import SessionStatus
 SIZES = {"nonblocking": (1, 8, 32), "asking": (1, 8)}
 ROUNDS = {"nonblocking": 2, "asking": 1}  # an asking tree of 8 waits out its aborted commits' retries
 CHILD_MODEL_SECONDS = 0.3
-PARENT_HOLD_SECONDS = 4.0  # the non-blocking parent's next model reply: it runs while its children end
+# The non-blocking parent's next model reply, held while its children end (32 took 3.1 s on a busy machine, 8 0.7 s).
+PARENT_HOLD_SECONDS = {1: 1.5, 2: 1.5, 8: 2.5, 32: 4.0}
 RATIO_32_TARGET = 2.0
 OPS_RATIO_LIMIT = 1.1
 # The tree's budget (``TREE_MAX_TURNS``: the root's turns and every child's allotment) would refuse the 9th child.
@@ -68,7 +69,7 @@ def nonblocking(rig: Rig, children: int) -> Tree:
     tag = uuid.uuid4().hex[:10]
     tasks = [f"check part {n} [{tag}]" for n in range(children)]
     calls = [("delegate", {"task": task, "blocking": False}) for task in tasks]
-    held = FakeGemini.delayed(PARENT_HOLD_SECONDS, FakeGemini.text("Ok."))
+    held = FakeGemini.delayed(PARENT_HOLD_SECONDS[children], FakeGemini.text("Ok."))
     rig.script(FakeGemini.calls(*calls), held, *[FakeGemini.text("Noted.") for _ in range(children + 2)])  # notes
     for n, task in enumerate(tasks):
         rig.gemini.script(FakeGemini.matching(task, FakeGemini.delayed(CHILD_MODEL_SECONDS, FakeGemini.text(f"{n}"))))
@@ -79,7 +80,7 @@ def nonblocking(rig: Rig, children: int) -> Tree:
     deadline = time.monotonic() + TREE_TIMEOUT
     while not all(sessions.get_session(c) for c in child_ids):  # the parent's first turn started them
         if time.monotonic() > deadline or not runs.is_alive():  # its turn failed: every child counts as failed
-            runs.join(PARENT_HOLD_SECONDS + 60)
+            runs.join(PARENT_HOLD_SECONDS[children] + 60)
             return Tree(math.nan, Ops(), 0, children)
         time.sleep(0.05)
     attempts: list[str] = []
@@ -92,7 +93,7 @@ def nonblocking(rig: Rig, children: int) -> Tree:
         worker.join()
     wall = time.perf_counter() - began
     ops = rig.counter.snapshot() - before
-    runs.join(PARENT_HOLD_SECONDS + 60)
+    runs.join(PARENT_HOLD_SECONDS[children] + 60)
     return Tree(wall, ops, len(attempts) - children, failed(child_ids))
 
 
