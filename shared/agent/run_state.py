@@ -24,14 +24,15 @@ from shared.agent.tools import toolset
 from shared.agent.transcript import PendingTurn, Responses, contents_of, to_json
 from shared.state import spend, steps
 from shared.state.firestore import now
-from shared.state.models import Audit, AuditType, Note, SessionKind, Step, StepKind, Waiting
+from shared.state.models import Audit, AuditType, Note, Question, SessionKind, Step, StepKind, Waiting
 from shared.state.session_model import Session, SessionUpdate
 
 
 class RunState:
     """What one run of a claimed session shares: its session, transcript, surface, tools, budget and notes."""
 
-    def __init__(self, session: Session, *, takeover: bool, started_at: datetime | None = None) -> None:
+    def __init__(self, session: Session, *, takeover: bool, started_at: datetime | None = None,
+                 question: Question | None = None) -> None:  # fmt: skip
         settings = config.settings()
         self.session = session
         self.takeover = takeover
@@ -56,6 +57,8 @@ class RunState:
         )  # fmt: skip
         self.notes: list[Note] = list(session.notes)  # queued for the next model turn
         self.committed = time.monotonic()  # the claim took the lease just now
+        # A continuation's question as its claim read it (None: not read there; its opening reads it).
+        self.question = question if question is not None and question.question_id == session.question_id else None
 
     def commit(
         self,

@@ -32,7 +32,7 @@ from shared.agent.transcript import contents_of, pending_turn, shorten_tool_resu
 from shared.asks import tree_status
 from shared.state import steps
 from shared.state.firestore import now
-from shared.state.models import Audit, AuditType, NoteKind, SessionStatus, StepKind
+from shared.state.models import Audit, AuditType, NoteKind, Question, SessionStatus, StepKind
 from shared.state.session_model import Session
 
 log = logging.getLogger(__name__)
@@ -41,8 +41,9 @@ log = logging.getLogger(__name__)
 class Runner:
     """Runs one claimed session to a terminal state (or a pause)."""
 
-    def __init__(self, session: Session, *, takeover: bool, started_at: datetime | None = None) -> None:
-        self.run_state = RunState(session, takeover=takeover, started_at=started_at)
+    def __init__(self, session: Session, *, takeover: bool, started_at: datetime | None = None,
+                 question: Question | None = None) -> None:  # fmt: skip
+        self.run_state = RunState(session, takeover=takeover, started_at=started_at, question=question)
         calls = ToolCalls(self.run_state)
         pauses = Pauses(self.run_state, calls)
         self.ender = Ender(self.run_state, pauses)

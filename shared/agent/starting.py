@@ -13,7 +13,7 @@ from shared.agent.resume import Resumer
 from shared.agent.run_state import RunState
 from shared.agent.transcript import pending_turn
 from shared.limits import TOO_LARGE_REQUEST_CHARS
-from shared.state.models import SessionStatus
+from shared.state.models import Question, SessionKind, SessionStatus
 
 
 class Starter:
@@ -65,6 +65,13 @@ class Starter:
         turn = pending_turn(self.steps)
         return self.session.reports_to_parent and turn is not None and turn.session_id == self.session.session_id
 
+    def _answered_question(self) -> Question | None:
+        """The answered question a continuation starts from: as its claim read it, else read now."""
+        asks = self.session.kind == SessionKind.CONTINUATION and self.session.late_note is None
+        if asks and self.run.question is not None:
+            return self.run.question
+        return self.resumer.answered_question()
+
     def _open(self) -> SessionStatus | None:
         """The session's first step; a status if that already ends it (an input too large to use) or pauses it (a
         resumed MCP call whose server asks the operator again)."""
@@ -74,7 +81,7 @@ class Starter:
             return SessionStatus.PAUSED if self.resumer.resume_record(self.session.waiting) else None
         if self.session.approval_ids:  # a turn's risky calls were decided: run the approved ones
             return SessionStatus.PAUSED if self.resumer.resume_approvals(self.session.approval_ids) else None
-        question = self.resumer.answered_question()
+        question = self._answered_question()
         if question is not None and question.mcp_input:  # an MCP server's request, answered: resume that call
             return SessionStatus.PAUSED if self.resumer.resume_input(question) else None
         kind, content, audit = opening_content(self.session, self.steps, question=question)

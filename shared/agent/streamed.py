@@ -36,7 +36,7 @@ def surface_for(session: Session, *, takeover: bool) -> ThreadSurface:
     if not surface.quiet and settings.slack_stream and surface.reply_ts is not None:
 
         def opened(ts: str) -> None:
-            sessions.set_stream_ts(session.session_id, ts)
+            sessions.set_stream_ts(session.session_id, ts, by=session)
             session.stream.ts = ts
             surface.status = None  # Slack clears a thread's status when the app replies: set it again next step
 

@@ -9,7 +9,10 @@ a change (a step commit, a note) is simply skipped: the next beat tries again.
 from __future__ import annotations
 
 import logging
+import threading
+from collections import OrderedDict
 from datetime import datetime, timedelta
+from typing import Any
 
 from google.api_core import exceptions as gexc
 
@@ -20,6 +23,37 @@ from shared.state.session_model import Session
 log = logging.getLogger(__name__)
 
 BEATS_PER_LEASE = 4  # a running worker renews its lease every quarter of it (``shared.agent.heartbeat``)
+
+# When this instance's workers last wrote their sessions' documents (Firestore's update time, by worker): a write
+# preconditioned on that update time is fenced by the lease without reading the document first (``fenced_write``).
+# A hint only: a write by anyone else since (a note, a heartbeat) fails the precondition, and the caller reads.
+_WRITTEN: OrderedDict[str, Any] = OrderedDict()
+_WRITTEN_KEPT = 1024  # the workers of this instance's latest deliveries
+_WRITTEN_LOCK = threading.Lock()
+
+
+def wrote(session: Session, update_time: Any) -> None:
+    """This worker's write of its session's document (running, under its lease) got ``update_time``."""
+    worker = session.lease.worker
+    if not worker or update_time is None:
+        return
+    with _WRITTEN_LOCK:
+        _WRITTEN[worker] = update_time
+        _WRITTEN.move_to_end(worker)
+        while len(_WRITTEN) > _WRITTEN_KEPT:
+            _WRITTEN.popitem(last=False)
+
+
+def last_written(session: Session) -> Any | None:
+    """The update time of this worker's latest write of its session's document, if it knows one."""
+    with _WRITTEN_LOCK:
+        return _WRITTEN.get(session.lease.worker or "")
+
+
+def forget(session: Session) -> None:
+    """The worker no longer holds its session running (it paused or ended): nothing is fenced by that write."""
+    with _WRITTEN_LOCK:
+        _WRITTEN.pop(session.lease.worker or "", None)
 
 
 def beat_seconds(lease_seconds: int) -> float:
@@ -49,10 +83,11 @@ def renew(session: Session, *, lease_seconds: int) -> bool:
         return False
     until = now() + timedelta(seconds=lease_seconds)
     try:
-        ref.update({"lease_until": until}, option=db().write_option(last_update_time=snap.update_time))
+        written = ref.update({"lease_until": until}, option=db().write_option(last_update_time=snap.update_time))
     except (gexc.FailedPrecondition, gexc.Aborted):
         log.debug("the session changed while its lease was renewed; the next beat renews it")
         return True
+    wrote(session, written.update_time)
     session.lease.until = until
     return True
 
@@ -66,6 +101,7 @@ def release(session: Session) -> bool:
     current = snap.to_dict() or {}
     if current.get("worker") != session.lease.worker or current.get("status") != SessionStatus.RUNNING.value:
         return False
+    forget(session)
     try:
         ref.update({"lease_until": now()}, option=db().write_option(last_update_time=snap.update_time))
     except (gexc.FailedPrecondition, gexc.Aborted):

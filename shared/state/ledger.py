@@ -1,6 +1,12 @@
 """The tool-call ledger (flow 8): a call of an outward or non-idempotent tool is recorded ``started`` before it runs
 and ``done`` after, each in its own commit fenced by the session's lease.
 
+The fence costs no read when it can (issue 28.1): the record is committed with a touch of the session's document
+preconditioned on the update time this worker's own last write gave it (``lease.last_written``), which holds only
+if nobody wrote the document since, so the session is still running under this worker's lease. When anything else
+wrote it meanwhile (a heartbeat, a note), the precondition fails, nothing is written, and the record is committed
+in a transaction that reads the session first.
+
 ``sessions/{transcript}/calls/{seq}-{index}``. After a takeover the runner reads the entries of the turn it
 re-runs: a ``done`` call is not run again (its stored response is reused); a ``started`` one may or may not have
 happened, and only an idempotent tool is called again (with the same idempotency key).
@@ -13,9 +19,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
-from shared.state import ids
+from shared.state import ids, lease
 from shared.state.firestore import db, now, session_ref, transact
 from shared.state.models import SessionStatus
 from shared.state.session_model import Session
@@ -61,8 +68,21 @@ def entries(session: Session, seq: int, indices: list[int], *, part: str = "") -
 
 
 def _fenced(session: Session, write: Any) -> None:
-    """Run ``write(transaction)`` only while this worker still holds the session."""
+    """Run ``write(transaction)`` only while this worker still holds the session: in one commit preconditioned on
+    its own last write of the session's document if it can, else in a transaction that reads the session."""
     ref = session_ref(session.session_id)
+    known = lease.last_written(session)
+    if known is not None:
+        batch = db().batch()
+        write(batch)  # the record first: the session's touch is the commit's last write
+        batch.update(ref, {"updated_at": now()}, option=db().write_option(last_update_time=known))
+        try:
+            written = batch.commit()
+        except (gexc.FailedPrecondition, gexc.Aborted):
+            pass  # the document changed since this worker wrote it (nothing was written): read it, as below
+        else:
+            lease.wrote(session, written[-1].update_time)
+            return
 
     @firestore.transactional
     def run(transaction: firestore.Transaction) -> None:

@@ -11,13 +11,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Unpack
+from typing import Any, Unpack
 
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.state import events, ids, lease, quotas, results
+from shared.state import claim_reads, events, ids, lease, quotas, results
 from shared.state.firestore import (
     ALREADY_EXISTS,
     SESSIONS,
@@ -81,6 +81,7 @@ class Claim:
     handed_to: str | None = None  # HANDED_OVER: the session that now has the answer
     writer_dead: bool = False  # HANDED_OVER: that session runs under an expired lease (its worker is gone)
     found: Session | None = None  # FINISHED: the session as found (a delivery after its end still has duties)
+    question: Question | None = None  # a continuation's question, read with the claim (its opening starts from it)
 
 
 def claim_session(
@@ -97,11 +98,15 @@ def claim_session(
     delivery and is left alone.
     """
     ref = session_ref(session_id)
+    used: list[firestore.Transaction] = []  # the attempt that committed is the last
 
     @firestore.transactional
     def claim(transaction: firestore.Transaction) -> Claim:
+        used.append(transaction)
         when = at or now()  # each attempt's own: the lease it writes starts when it commits, not when it began
-        snap = ref.get(transaction=transaction)
+        # One round trip: the session, and the transcript, writer and question its id names (hints, checked).
+        reads = claim_reads.read(transaction, session_id)
+        snap = reads.session
         data = snap.to_dict() if snap.exists else None
         if data is None:
             return Claim(ClaimResult.NO_SESSION, None)
@@ -122,7 +127,7 @@ def claim_session(
         else:
             return Claim(ClaimResult.FINISHED, None, session.status, session.trace_id, found=session)
         if session.transcript != session.session_id:
-            refused = _take_transcript(transaction, session, when)
+            refused = _take_transcript(transaction, session, when, reads)
             if refused is not None:
                 return refused
         fields = {
@@ -140,7 +145,7 @@ def claim_session(
         # after a lock wait) fails its precondition instead of running the session a second time.
         transaction.update(ref, fields, option=db().write_option(last_update_time=snap.update_time))
         session.apply(fields)
-        return Claim(result, session, trace_id=session.trace_id)
+        return Claim(result, session, trace_id=session.trace_id, question=_question_read(session, reads))
 
     try:
         claimed: Claim = _claim_again_if_changed(claim)  # parallel deliveries of one task race for it
@@ -149,12 +154,23 @@ def claim_session(
         if lost is None:
             raise
         return lost
+    written = getattr(used[-1], "write_results", None) if used else None
+    if claimed.session is not None and written:  # the session's update is the claim's last write
+        lease.wrote(claimed.session, written[-1].update_time)
     return claimed
 
 
-def _take_transcript(transaction: firestore.Transaction, session: Session, when: datetime) -> Claim | None:
+def _question_read(session: Session, reads: claim_reads.ClaimReads) -> Question | None:
+    """The question ``session`` continues from, if the claim read it (its id named it)."""
+    ref = question_ref(session.question_id) if session.question_id else None
+    data = reads.data(ref) if ref is not None and reads.read(ref) else None
+    return Question.from_doc(data) if data else None
+
+
+def _take_transcript(transaction: firestore.Transaction, session: Session, when: datetime,
+                     reads: claim_reads.ClaimReads) -> Claim | None:  # fmt: skip
     """A continuation's claim becomes its transcript's writer (None), or says why it does not run."""
-    writer = _transcript_writer(transaction, session, when)
+    writer = _transcript_writer(transaction, session, when, reads)
     if writer is None:
         return None
     result_of = _late_result_of(session)
@@ -162,7 +178,7 @@ def _take_transcript(transaction: firestore.Transaction, session: Session, when:
         return _read_already(transaction, session, writer, when)  # its transcript read the result meanwhile
     # A child's result this continuation brings leaves the transcript's list of results to read.
     taken = {results.AWAITING: firestore.ArrayRemove([result_of])} if result_of is not None else {}
-    late = _late_note(transaction, session) if writer.active else None
+    late = _late_note(transaction, session, reads) if writer.active else None
     if late is not None:
         if taken:
             transaction.update(session_ref(session.transcript), taken)
@@ -231,7 +247,8 @@ class _Writer:
         return self.live or self.status == SessionStatus.QUEUED.value
 
 
-def _transcript_writer(transaction: firestore.Transaction, session: Session, when: datetime) -> _Writer | None:
+def _transcript_writer(transaction: firestore.Transaction, session: Session, when: datetime,
+                       reads: claim_reads.ClaimReads) -> _Writer | None:  # fmt: skip
     """The writer of the transcript ``session`` continues, or None if it is ``session`` already.
 
     Two sessions can never write one transcript: every step commit checks the writer (``commit_step``), and a
@@ -239,16 +256,24 @@ def _transcript_writer(transaction: firestore.Transaction, session: Session, whe
     """
     root = session_ref(session.transcript)
     fields = ["transcript_writer", "status", "lease_until", results.AWAITING]
-    found = root.get(transaction=transaction, field_paths=fields).to_dict() or {}
+    found = _doc(transaction, root, fields, reads)
     awaiting = tuple(str(c) for c in found.get(results.AWAITING) or [])
     writer = found.get("transcript_writer") or session.transcript
     if writer == session.session_id:
         return None
     if writer != session.transcript:
-        found = session_ref(writer).get(transaction=transaction, field_paths=["status", "lease_until"]).to_dict() or {}
+        found = _doc(transaction, session_ref(writer), ["status", "lease_until"], reads)
     until = found.get("lease_until")
     live = found.get("status") == SessionStatus.RUNNING.value and until is not None and until > when
     return _Writer(writer, found.get("status"), live, awaiting)
+
+
+def _doc(transaction: firestore.Transaction, ref: firestore.DocumentReference, fields: list[str],
+         reads: claim_reads.ClaimReads) -> dict[str, Any]:  # fmt: skip
+    """A document's ``fields``, as the claim read it already, or read now in ``transaction``."""
+    if reads.read(ref):
+        return reads.data(ref) or {}
+    return ref.get(transaction=transaction, field_paths=fields).to_dict() or {}
 
 
 def _late_result_of(session: Session) -> str | None:
@@ -265,14 +290,15 @@ def _read_already(transaction: firestore.Transaction, session: Session, writer: 
     return Claim(ClaimResult.FINISHED, None, SessionStatus.RESUMED, session.trace_id)
 
 
-def _late_note(transaction: firestore.Transaction, session: Session) -> Note | None:
+def _late_note(transaction: firestore.Transaction, session: Session, reads: claim_reads.ClaimReads) -> Note | None:
     """The news a continuation brings, if it is news rather than a pending call's response: an answer to a
     non-blocking question, or a child's result. Any session of the transcript can read it."""
     if session.late_note is not None:
         return session.late_note
     if not session.question_id or session.approval_ids:
         return None
-    data = question_ref(session.question_id).get(transaction=transaction).to_dict()
+    ref = question_ref(session.question_id)
+    data = reads.data(ref) if reads.read(ref) else ref.get(transaction=transaction).to_dict()
     question = Question.from_doc(data) if data else None
     if question is None or question.blocking:
         return None
@@ -405,9 +431,20 @@ def set_tree_status_ts(root_id: str, ts: str) -> None:
     session_ref(root_id).update({"tree_status_ts": ts})
 
 
-def set_stream_ts(session_id: str, ts: str) -> None:
-    """Record a streamed message before anything is appended to it, so a takeover finds it (one write)."""
-    session_ref(session_id).update({"stream_ts": ts})
+def set_stream_ts(session_id: str, ts: str, *, by: Session | None = None) -> None:
+    """Record a streamed message before anything is appended to it, so a takeover finds it (one write). Written
+    by its running worker (``by``), it keeps the update time that worker's fenced writes rest on (``lease``)."""
+    ref = session_ref(session_id)
+    known = lease.last_written(by) if by is not None else None
+    if by is not None and known is not None:
+        try:
+            written = ref.update({"stream_ts": ts}, option=db().write_option(last_update_time=known))
+        except (gexc.FailedPrecondition, gexc.Aborted):
+            pass  # written by someone else meanwhile: written plainly, as below
+        else:
+            lease.wrote(by, written.update_time)
+            return
+    ref.update({"stream_ts": ts})
 
 
 def running_session_in_thread(channel: str, thread_ts: str) -> Session | None:

@@ -11,8 +11,8 @@ from typing import Any
 from google.cloud import firestore
 
 from shared.errors import ProductError
-from shared.state import quotas, results, sessions, spend, waiting
-from shared.state.firestore import STEPS, now, session_ref, step_ref, transact
+from shared.state import lease, quotas, results, sessions, spend, waiting
+from shared.state.firestore import STEPS, db, now, session_ref, step_ref, transact
 from shared.state.models import Audit, Note, NoteKind, SessionStatus, Step, Waiting, WaitKind
 from shared.state.session_model import Session, SessionUpdate, stored
 
@@ -123,6 +123,33 @@ def _progress(step: Step | None, fields: SessionUpdate | None, consumed: list[di
     return updates
 
 
+# What a step commit reads of the session (and of its transcript's root, for a continuation).
+_FENCE_FIELDS = ["worker", "status", "notes", "transcript_writer", "stop_requested", "parent_question",
+                 results.AWAITING, quotas.RELEASES]  # fmt: skip
+
+
+def _read_with_root(transaction: firestore.Transaction, ref: firestore.DocumentReference,
+                    root_ref: firestore.DocumentReference | None,
+                    fields: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:  # fmt: skip
+    """A session's ``fields`` and its transcript root's (the session itself when ``root_ref`` is None), read in
+    ``transaction`` in one batched read."""
+    if root_ref is None:
+        current = ref.get(transaction=transaction, field_paths=fields).to_dict() or {}
+        return current, current
+    snaps = {s.reference.path: s for s in db().get_all([ref, root_ref], field_paths=fields, transaction=transaction)}
+    return snaps[ref.path].to_dict() or {}, snaps[root_ref.path].to_dict() or {}
+
+
+def _wrote(session: Session, transaction: firestore.Transaction, *, running: bool) -> None:
+    """Remember the update time of the session's document as this commit left it (its last write), while the
+    session still runs under this worker's lease; forget it once the session pauses or ends."""
+    written = getattr(transaction, "write_results", None) or []
+    if running and written:
+        lease.wrote(session, written[-1].update_time)
+    else:
+        lease.forget(session)
+
+
 @dataclass(frozen=True)
 class _Pending:
     """An ending that found notes: the children's results it read are stored as notes, nothing else."""
@@ -167,31 +194,20 @@ def commit_step(
     continuing = session.transcript != session.session_id
     root_ref = session_ref(session.transcript)
 
+    used: list[firestore.Transaction] = []  # the attempt that committed is the last
+
     @firestore.transactional
     def write(transaction: firestore.Transaction) -> list[Note] | _Pending:
-        fields = [
-            "worker",
-            "status",
-            "notes",
-            "transcript_writer",
-            "stop_requested",
-            "parent_question",
-            results.AWAITING,
-            quotas.RELEASES,
-        ]
-        current = ref.get(transaction=transaction, field_paths=fields).to_dict() or {}
+        used.append(transaction)
+        # The session and its transcript's root (for a continuation), in one round trip.
+        current, root = _read_with_root(transaction, ref, root_ref if continuing else None, _FENCE_FIELDS)
         if current.get("worker") != session.lease.worker or current.get("status") != SessionStatus.RUNNING.value:
             raise LeaseLost(f"session is now {current.get('status')} under worker {current.get('worker')}")
         pausing = updates.get("status") == SessionStatus.PAUSED.value
         if current.get("stop_requested") and (pausing or not ending):
             raise StopRequested(str(current["stop_requested"]))
         # Only the transcript's writer may add to it (a continuation becomes the writer when it is claimed).
-        root = (
-            root_ref.get(transaction=transaction, field_paths=["transcript_writer", results.AWAITING]).to_dict()
-            if continuing
-            else current
-        )
-        writer = (root or {}).get("transcript_writer")
+        writer = root.get("transcript_writer")
         if writer not in (None, session.session_id):
             raise LeaseLost(f"session {writer} writes this transcript now")
         pending = [Note.from_doc(n) for n in current.get("notes") or [] if n not in consumed]
@@ -224,11 +240,11 @@ def commit_step(
         return pending
 
     pending: list[Note] | _Pending = transact(write)
+    _wrote(session, used[-1], running=not ending and not isinstance(pending, _Pending))
     if isinstance(pending, _Pending):
         session.notes = pending.notes
         raise NotesPending(pending.notes)
     session.apply(updates)
-    if pausing_on_record:
-        session.waiting = list(pausing_on_record)
+    session.waiting = list(pausing_on_record) if pausing_on_record else session.waiting
     session.notes = pending
     return pending

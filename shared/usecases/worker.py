@@ -20,7 +20,7 @@ from shared.queue import tasks
 from shared.slack import backpressure
 from shared.state import lease, sessions, steps
 from shared.state.firestore import now
-from shared.state.models import SessionStatus
+from shared.state.models import Question, SessionStatus
 from shared.state.session_model import Session
 from shared.state.sessions import Claim, ClaimResult
 
@@ -85,10 +85,11 @@ def _after_claim(claim: Claim, *, task: str, attempt: int) -> Delivery:
         log.error("session killed at the same step on every attempt; giving up", extra={"takeovers": stalled})
         give_up(session, f"its worker stopped {stalled} times in a row without storing a step")
         return Delivery(False, {"status": "failed"})
-    return _run(session, claim.result.takeover, reason, task=task, attempt=attempt)
+    return _run(session, claim.result.takeover, reason, task=task, attempt=attempt, question=claim.question)
 
 
-def _run(session: Session, takeover: bool, reason: str, *, task: str, attempt: int) -> Delivery:
+def _run(session: Session, takeover: bool, reason: str, *, task: str, attempt: int,
+         question: Question | None = None) -> Delivery:  # fmt: skip
     from shared.agent.runner import Runner
 
     log.info("session claimed", extra={"reason": reason, "task": task, "attempt": attempt, "kind": session.kind.value})
@@ -99,7 +100,7 @@ def _run(session: Session, takeover: bool, reason: str, *, task: str, attempt: i
     with backpressure.within(_time_left(session)):  # the failure notice too waits for Slack within the budget
         with beating:
             try:
-                status = Runner(session, takeover=takeover, started_at=session.started_at).run()
+                status = Runner(session, takeover=takeover, started_at=session.started_at, question=question).run()
             except steps.LeaseLost as exc:
                 log.warning("lost the session to another worker; stopping", extra={"reason": str(exc)})
                 return Delivery(False, {"skipped": "lease lost"})

@@ -48,3 +48,17 @@ def test_firestore_operations_stay_within_the_budget(rig: cost.Rig) -> None:
     # A count is stable: the same path twice costs the same.
     again = cost.mention_and_one_turn(rig)
     assert {k: v.billed() for k, v in again.items()} == {k: measured[k].billed() for k in again}
+
+
+# Round trips to Firestore of the deliveries that resume a session (issue 28.1), each an RPC the worker waits for:
+# a continuation's claim reads the session, its transcript's root and its question in one batch; each step commit
+# reads the session and the root in one; the approved call's ledger records are each one commit fenced by the lease
+# without a read. Before: 19, 27 and 8 (the root, the question, the writer's check and each ledger fence read apart).
+ROUND_TRIPS = {"continuation": 14, "approved_run": 19, "ledger_outward_call": 4}
+
+
+def test_resuming_makes_no_more_round_trips_than_budgeted(rig: cost.Rig) -> None:
+    measured = {**cost.ask_answer_continuation(rig), **cost.approve_run_resume(rig), **cost.outward_call(rig)}
+    rig.script_used()
+    found = {name: measured[name].rpcs for name in ROUND_TRIPS}
+    assert found == ROUND_TRIPS, f"round trips {found}, budgeted {ROUND_TRIPS}"

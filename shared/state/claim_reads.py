@@ -1,0 +1,87 @@
+"""What a claim reads, in one round trip (issue 28.1): the session and, as far as its id names them, its
+transcript's root, the session that wrote that transcript last and the question it answers.
+
+Session ids are derived from their cause (``shared.state.ids``): an answer's continuation is named after its
+question, whose id names its asker; a resumption after the session it resumes. Those names are only hints, read in
+the same batch as the session: the claim uses a document read here only when the session's own fields name that
+very document, and reads anything else as it did before. A wrong hint costs one document read, never a wrong
+answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.cloud import firestore
+
+from shared.state import ids
+from shared.state.firestore import db, question_ref, session_ref
+
+_ANSWER = "answer-"  # ids.continuation_id
+_RESUME = "resume-"  # ids.resume_id
+_MAX_DEPTH = 32  # a chain of continuations this long is read as before
+
+
+def transcript_hint(session_id: str) -> str:
+    """The transcript a session continues, as its id tells it (its own id when the id tells nothing)."""
+    current = session_id
+    for _ in range(_MAX_DEPTH):
+        asker = writer_hint(current)
+        if asker is None:
+            return current
+        current = asker
+    return session_id
+
+
+def writer_hint(session_id: str) -> str | None:
+    """The session whose pause ``session_id`` continues (the asker of its question, or the session it resumes)."""
+    if session_id.startswith(_ANSWER):
+        return ids.asker_of_question(session_id[len(_ANSWER) :])
+    if session_id.startswith(_RESUME):
+        resumed, _, seq = session_id[len(_RESUME) :].rpartition("-")
+        return resumed if resumed and seq.isdigit() else None
+    return None
+
+
+def question_hint(session_id: str) -> str | None:
+    """The question an answer's continuation is named after."""
+    return session_id[len(_ANSWER) :] if session_id.startswith(_ANSWER) else None
+
+
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class ClaimReads:
+    """The session's snapshot and the documents read beside it (by path; None for one that does not exist)."""
+
+    session: Any  # the session's DocumentSnapshot
+    beside: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+
+    def read(self, ref: firestore.DocumentReference) -> bool:
+        """Whether ``ref`` was read beside the session."""
+        return ref.path in self.beside
+
+    def data(self, ref: firestore.DocumentReference) -> dict[str, Any] | None:
+        """The data of a document read beside the session (None if it does not exist); only if ``read(ref)``."""
+        found = self.beside.get(ref.path, _MISSING)
+        assert found is not _MISSING, f"{ref.path} was not read with the claim"
+        return found  # type: ignore[return-value]
+
+
+def read(transaction: firestore.Transaction, session_id: str) -> ClaimReads:
+    """The session and the documents its id names, in ``transaction``, in one batched read."""
+    ref = session_ref(session_id)
+    refs = [ref]
+    for hinted in (transcript_hint(session_id), writer_hint(session_id)):
+        if hinted and hinted != session_id and all(r.path != session_ref(hinted).path for r in refs):
+            refs.append(session_ref(hinted))
+    question = question_hint(session_id)
+    if question:
+        refs.append(question_ref(question))
+    if len(refs) == 1:
+        return ClaimReads(ref.get(transaction=transaction))
+    snaps = {snap.reference.path: snap for snap in db().get_all(refs, transaction=transaction)}
+    beside = {path: (snap.to_dict() if snap.exists else None) for path, snap in snaps.items() if path != ref.path}
+    return ClaimReads(snaps[ref.path], beside)
