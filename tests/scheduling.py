@@ -5,8 +5,8 @@ a module's fixtures (an agent_session restarted with other settings, a server of
 worker. Each worker has a stack of its own (``tests/conftest.py``): nothing is shared between workers but the
 machine. A worker asks for its next unit when it is nearly done with the one it has; the next unit is the one
 expected to take longest (``WEIGHTS``, seconds a unit took in a measured run), so the long units start first and
-the short ones fill in at the end instead of one long module finishing alone. A unit not listed weighs by its number
-of tests; the weights only order the work, they never decide whether a test runs.
+the short ones fill in at the end instead of one long module finishing alone. A unit not listed weighs its number of
+tests times its tier's seconds per test; the weights only order the work, they never decide whether a test runs.
 """
 
 from __future__ import annotations
@@ -16,8 +16,25 @@ from xdist.workermanage import WorkerController
 
 BROWSER = "tests/browser"
 
-# Seconds each of the slowest units took alone in a measured run (`pytest --durations`, summed per unit), rounded.
-WEIGHTS: dict[str, float] = {}
+# Seconds the slowest units' slowest tests took in a measured run (the top 80 of `pytest --durations=80` summed per
+# unit, on a busy machine), rounded: the units that start stacks of their own, a fresh venv, or SIGKILL workers.
+WEIGHTS: dict[str, float] = {
+    "tests/stack/test_dev.py": 320,
+    "tests/stack/test_crashes.py": 210,
+    "tests/stack/test_faults.py": 200,
+    "tests/stack/test_edit_races.py": 175,
+    "tests/stack/test_mcp_elicit.py": 110,
+    "tests/stack/test_approvals.py": 100,
+    "tests/deploy/test_package.py": 100,
+    "tests/stack/test_routing.py": 75,
+    "tests/stack/test_agent.py": 70,
+    "tests/stack/test_heartbeat.py": 60,
+    "tests/stack/test_dm_conversation.py": 60,
+    "tests/stack/test_mcp.py": 55,
+}
+# Any other unit: its number of tests times its tier's typical seconds per test.
+PER_TEST = {"tests/stack": 2.0, "tests/browser": 5.0, "tests/deploy": 0.3}
+PER_FAST_TEST = 0.1
 
 
 def unit_of(nodeid: str) -> str:
@@ -33,7 +50,10 @@ class UnitScheduling(LoadScopeScheduling):  # type: ignore[misc]  # xdist ships 
         return unit_of(nodeid)
 
     def _weight(self, unit: str) -> float:
-        return WEIGHTS.get(unit, float(len(self.workqueue[unit])))
+        if unit in WEIGHTS:
+            return WEIGHTS[unit]
+        tier = next((rate for folder, rate in PER_TEST.items() if unit.startswith(folder)), PER_FAST_TEST)
+        return tier * len(self.workqueue[unit])
 
     def _assign_work_unit(self, node: WorkerController) -> None:
         heaviest = max(self.workqueue, key=self._weight)
