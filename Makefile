@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 TASKS_VENV := .venv-tasks
 
-.PHONY: install dev stack down chat sweep admin stop usage console chromium screenshot test test-fast test-stack test-browser lint typecheck clean help
+.PHONY: install dev stack down chat sweep admin stop usage console chromium screenshot test test-ready test-fast test-stack test-browser lint typecheck clean help
 
 help:  ## list the targets
 	@grep -E '^[a-z.-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -76,14 +76,23 @@ lint: $(VENV)/.installed  ## ruff lint and format check, and the import layers o
 typecheck: $(VENV)/.installed  ## mypy, strict
 	$(VENV)/bin/mypy
 
-test: install deploy-install chromium lint typecheck deploy-check  ## install, lint, type-check, start the emulators and run every test
-	$(PY) -m pytest
+# pytest-xdist workers for make test and make test-stack (TEST_WORKERS=0 runs the suite in one process): each worker
+# starts a stack of its own and runs whole test modules (tests/scheduling.py), so the stack tests' waits overlap.
+TEST_WORKERS ?= 2
+PYTEST_WORKERS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadscope)
+
+test:  ## install, lint, type-check, start the emulators and run every test
+	@# The three environments install at once, then lint, type-check and the deploy checks run at once.
+	$(MAKE) --jobs=3 --output-sync=target test-ready
+	$(PY) -m pytest $(PYTEST_WORKERS)
+
+test-ready: install deploy-install chromium lint typecheck deploy-check  ## what make test checks and installs before pytest
 
 test-fast: $(VENV)/.installed  ## the fast tier only (tests/fast): pure logic, and the handlers in-process on the Firestore emulator
 	$(PY) -m pytest tests/fast
 
 test-stack: install  ## the stack tier only (tests/stack): the functions, emulators and fakes as real processes
-	$(PY) -m pytest tests/stack
+	$(PY) -m pytest $(PYTEST_WORKERS) tests/stack
 
 test-browser: install chromium  ## the browser tier only (tests/browser): the workspace page in headless Chromium
 	$(PY) -m pytest tests/browser
@@ -97,12 +106,14 @@ TF := terraform -chdir=terraform
 
 .PHONY: deploy-install deploy-check deploy-test package apply slack-manifest restart destroy
 
-# checkov and the provider schema clash with .venv's pins, so they get their own environment.
+# checkov and the provider schema clash with .venv's pins, so they get their own environment. --no-compile: the
+# provider package is 1,800 generated modules of which only its schema file is read, so byte-compiling them at
+# install time took minutes; checkov compiles what it imports when it first runs.
 $(DEPLOY_VENV)/.installed: requirements-deploy.txt
 	$(PYTHON) -m venv $(DEPLOY_VENV)
 	echo '*' > $(DEPLOY_VENV)/.gitignore
 	$(DEPLOY_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(DEPLOY_VENV)/bin/python -m pip install --quiet -r requirements-deploy.txt
+	$(DEPLOY_VENV)/bin/python -m pip install --quiet --no-compile -r requirements-deploy.txt
 	touch $@
 
 deploy-install: $(VENV)/.installed $(DEPLOY_VENV)/.installed  ## install the deploy checks' tools (.venv-deploy)

@@ -27,8 +27,9 @@ from infra.stack import LOCAL, OPERATOR_ID, Stack
 from tests.agent_helpers import agent_with
 from tests.slack import SlackSender
 
-# Where the test stack keeps its stack file and logs; TEST_STACK_DIR lets two runs of one checkout coexist.
-TEST_DIR = Path(os.environ.get("TEST_STACK_DIR") or LOCAL / "test")
+# Where the test stack keeps its stack file and logs; TEST_STACK_DIR lets two runs of one checkout coexist. Under
+# pytest-xdist (`make test`) each worker has a stack of its own, in a folder of its own (gw0, gw1, ...).
+TEST_DIR = Path(os.environ.get("TEST_STACK_DIR") or LOCAL / "test") / os.environ.get("PYTEST_XDIST_WORKER", "")
 
 
 def _interrupt(signum: int, _frame: FrameType | None) -> None:
@@ -43,6 +44,15 @@ def pytest_configure(config: pytest.Config) -> None:
     # gives up on is a failed test, not a finding (the ingress's speed is `make bench`'s to measure). Every stack a
     # test starts inherits this.
     os.environ.setdefault("FAKESLACK_DELIVERY_SECONDS", "20")
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadscope`` (``make test``) shares the suite out by this suite's units, the heaviest first."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from tests.scheduling import UnitScheduling
+
+    return UnitScheduling(config, log)
 
 
 # The stack's logs a failing test attaches to its report: what each service logged while the test ran.

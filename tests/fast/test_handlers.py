@@ -7,7 +7,6 @@ through ``shared.deps``, and Slack is the fake Slack server.
 from __future__ import annotations
 
 import json
-import os
 import threading
 import uuid
 from collections.abc import Iterator
@@ -24,9 +23,10 @@ from infra.fakes.slack.client import FakeSlack
 from infra.product_env import product_environment
 from infra.signing import signed_headers
 from infra.slack_payloads import event_callback, mention
-from infra.stack import LOCAL, SIGNING_SECRET, Stack
+from infra.stack import SIGNING_SECRET, Stack
 from shared import deps
 from shared.state import firestore, ids, sessions
+from tests.conftest import TEST_DIR
 
 MAIN = str(Path(__file__).resolve().parents[2] / "functions" / "main.py")
 
@@ -45,7 +45,7 @@ class RecordingTasks:
 @pytest.fixture(scope="module")
 def emulators() -> Iterator[Stack]:
     """The Firestore emulator and the fake Slack, without any function process."""
-    where = Path(os.environ.get("TEST_STACK_DIR") or LOCAL / "test") / "fast"
+    where = TEST_DIR / "fast"  # this worker's folder under xdist
     unused = "http://127.0.0.1:9/agent_session"  # tasks go to a recorder here, never to this URL
     stack = Stack(with_functions=(), extra_env={"TASKS_TARGET_URL": unused}, stack_file=where / "stack.json").start()
     try:
