@@ -30,7 +30,7 @@ from bench.harness import Bench
 from bench.rig import Rig, environment
 from infra.fakes.gemini.client import FakeGemini
 from shared.state import firestore, ids
-from shared.state.models import Question, SessionKind, SessionStatus
+from shared.state.models import Question, SessionKind, SessionStatus, WaitKind
 from shared.state.session_model import Session, SessionUpdate
 
 __all__ = ["FIGURES", "SCENARIOS", "Rig", "environment", "load_budget", "measure_all", "over_budget"]
@@ -211,7 +211,7 @@ def approve_run_resume(rig: Rig) -> dict[str, Ops]:
     session_id = rig.start("scale the api")
     rig.script(FakeGemini.call("scale_service", name="api", replicas=3))
     ops = {"approval_request": rig.delivered(session_id, SessionStatus.PAUSED)}
-    [approval] = approvals.get_approvals(rig.session(session_id).approval_ids)
+    [approval] = approvals.get_approvals(rig.session(session_id).awaited(WaitKind.APPROVAL))
     value = blocks.approval_value(approval.approval_id, approval.digest)
     assert approval.card_ts, "the approval card was not posted"
     thread = rig.session(session_id).origin.thread_ts

@@ -47,7 +47,7 @@ from infra.fakes.gemini.client import FakeGemini
 from shared.handlers import slack_events, slack_interactivity
 from shared.slack import blocks
 from shared.state import approvals, ids, questions
-from shared.state.models import Approval, SessionStatus
+from shared.state.models import Approval, SessionStatus, WaitKind
 
 REPS = 30
 WARMUP = 2
@@ -86,7 +86,7 @@ def paused_on_a_card(rig: Rig) -> tuple[str, Approval]:
     rig.script(FakeGemini.call("scale_service", name="api", replicas=3))
     rig.deliver(session_id)
     rig.expect(session_id, SessionStatus.PAUSED)
-    [approval] = approvals.get_approvals(rig.session(session_id).approval_ids)
+    [approval] = approvals.get_approvals(rig.session(session_id).awaited(WaitKind.APPROVAL))
     assert approval.card_ts, "the approval card was not posted"
     return session_id, approval
 

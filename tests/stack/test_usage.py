@@ -72,7 +72,7 @@ def test_one_trace_across_ingress_deliveries_and_the_continuation(
     thread = mention(fake_slack, f"C{uid}", "trace me")
     paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=30)
     fake_slack.user_message(local.OPERATOR_ID, thread.channel, "1", thread_ts=thread.ts)
-    continuation = ids.continuation_id(paused.question_id or "")
+    continuation = ids.resumed_by(paused.awaited_question or "")
     wait_status(continuation, SessionStatus.DONE, timeout=30)
     delivery.deliver(stack.function_url("agent_session"), thread.session_id, task="late-duplicate")
 
