@@ -66,7 +66,7 @@ def answer_click(rig: Rig) -> Sample:
     rig.script(FakeGemini.call("ask_operator", question="sqlite or postgres?", options=["sqlite", "postgres"]))
     rig.deliver(session_id)
     rig.expect(session_id, SessionStatus.PAUSED)
-    question = questions.get_question(rig.session(session_id).question_id or "")
+    question = questions.get_question(rig.session(session_id).awaited_question or "")
     assert question is not None, "the session paused without a question"
     assert question.post_ts, "the question was not posted"
     value = blocks.question_value(question.question_id, 2)
@@ -75,7 +75,7 @@ def answer_click(rig: Rig) -> Sample:
 
     def continuation(reply: dict[str, Any]) -> str:
         assert reply.get("answer") == "answered", reply
-        return ids.continuation_id(question.question_id)
+        return ids.resumed_by(question.question_id)
 
     return paths.timed(rig, slack_interactivity.handle, request, continuation)
 

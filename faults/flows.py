@@ -575,8 +575,8 @@ def tasks_outage_answer(flow: Flow) -> None:
                         G.text(flow.final))  # fmt: skip
     flow.mention("pick a zone", fault)
     paused = wait_status(flow.root, {SessionStatus.PAUSED})
-    assert paused.question_id, f"{flow.root} paused without a question"
-    flow.question_id = paused.question_id
+    assert paused.awaited_question, f"{flow.root} paused without a question"
+    flow.question_id = paused.awaited_question or ""
     slack = flow.injector.slack
     sent = flow.injector.tasks_down_while(lambda: slack.user_message(OPERATOR, flow.channel, "b",
                                                                      thread_ts=flow.thread_ts))  # fmt: skip
@@ -584,7 +584,7 @@ def tasks_outage_answer(flow: Flow) -> None:
     for delivery in sent["deliveries"]:  # a 503 (or, on a loaded machine, Slack's 3 s out), never an error
         assert delivery["status"] in {200, 503, None}, f"the answer during the outage was answered {delivery}"
     flow.retried(sent)  # Slack delivers it again once Cloud Tasks is back
-    wait_status(ids.continuation_id(flow.question_id), {SessionStatus.DONE})
+    wait_status(ids.resumed_by(flow.question_id), {SessionStatus.DONE})
     flow.wait_final()
 
 

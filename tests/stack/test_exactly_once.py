@@ -279,7 +279,7 @@ def test_a_late_answer_while_another_session_holds_the_transcript_goes_to_that_s
     writer = wait_status(ids.resumed_by(region.question_id), SessionStatus.PAUSED, timeout=30)
 
     fake_slack.click(OPERATOR, thread.channel, late.post_ts or "", "answer_1", value=f"{late.question_id}|2")
-    handed = wait_status(ids.resumed_by(late.question_id), SessionStatus.RESUMED, timeout=30)
+    handed = wait_status(ids.continuation_id(late.question_id), SessionStatus.RESUMED, timeout=30)
     assert handed.handed_to == writer.session_id
     assert [n.text for n in sessions.get_session(writer.session_id).notes] == ["blue"]  # type: ignore[union-attr]
     own = (

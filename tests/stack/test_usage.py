@@ -16,7 +16,7 @@ from shared.logs import TRACE_FIELD
 from shared.state import ids, steps
 from shared.state.models import AuditType, SessionStatus
 from tests import delivery
-from tests.agent_helpers import mention, wait_status
+from tests.agent_helpers import conversation_done, mention, wait_status
 from tests.poll import wait_for
 
 pytestmark = pytest.mark.stack
@@ -104,7 +104,7 @@ def test_a_delegated_child_logs_under_its_parents_trace(stack: Stack, fake_slack
         FakeGemini.matching(f"[C{uid}]", G.text("There are 12 rows.")),
     )
     thread = mention(fake_slack, f"C{uid}", "count the rows")
-    wait_status(thread.session_id, SessionStatus.DONE, timeout=60)
+    conversation_done(thread.session_id, timeout=60)
     child = ids.child_id(thread.session_id, 1, 0)
 
     def traces() -> dict[str, set[str]]:
