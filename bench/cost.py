@@ -257,7 +257,7 @@ def child_asks_parent(rig: Rig) -> dict[str, Ops]:
     rig.expect(parent, SessionStatus.PAUSED)
     ops = {"ask_parent": rig.delivered(child, SessionStatus.PAUSED)}
     # the child's result reaches the thread in a session of its own
-    ops["answer_child"] = rig.delivered(parent, SessionStatus.DONE)
+    ops["answer_child"] = rig.delivered(ids.resume_id(parent, 1), SessionStatus.DONE)  # the woken turn's
     rig.deliver(child)
     rig.expect(child, SessionStatus.DONE)
     return ops
