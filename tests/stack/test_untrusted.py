@@ -145,7 +145,7 @@ def test_an_answer_in_a_sessions_last_moments_resumes_the_transcript(
     fake_slack.click(local.OPERATOR_ID, thread.channel, question.post_ts or "", "answer_1",
                      value=f"{question.question_id}|2")  # fmt: skip
     wait_status(thread.session_id, SessionStatus.DONE, timeout=30)
-    wait_status(ids.resumed_by(question.question_id), SessionStatus.DONE, timeout=30)
+    wait_status(ids.continuation_id(question.question_id), SessionStatus.DONE, timeout=30)
     assert "blue" in texts(fake_gemini.requests()[-1])
     assert fake_slack.bot_replies(thread.channel, thread.ts)[-1]["text"] == "Blue it is, then."
 
