@@ -30,7 +30,7 @@ from bench.harness import Bench
 from bench.rig import Rig, environment
 from infra.fakes.gemini.client import FakeGemini
 from shared.state import firestore, ids
-from shared.state.models import Question, SessionKind, SessionStatus
+from shared.state.models import Question, SessionKind, SessionStatus, WaitKind
 from shared.state.session_model import Session, SessionUpdate
 
 __all__ = ["FIGURES", "SCENARIOS", "Rig", "environment", "load_budget", "measure_all", "over_budget"]
@@ -190,13 +190,13 @@ def ask_answer_continuation(rig: Rig) -> dict[str, Ops]:
     session_id = rig.start("set up the database")
     rig.script(FakeGemini.call("ask_operator", question="sqlite or postgres?", options=["sqlite", "postgres"]))
     ops = {"ask": rig.delivered(session_id, SessionStatus.PAUSED)}
-    question_id = rig.session(session_id).question_id
+    question_id = rig.session(session_id).awaited_question
     assert question_id, "the session paused without a question"
     rig.script(FakeGemini.text("Going with postgres."))
     request, reply = rig.reply(session_id, "2"), dict[str, Any]()
     ops["answer"] = rig.measure(lambda: rig.ingress(request, reply))
     assert reply.get("answer") == "answered", reply
-    continuation = ids.continuation_id(question_id)
+    continuation = ids.resumed_by(question_id)
     ops["continuation"] = rig.delivered(continuation, SessionStatus.DONE)
     ops["ask_answer_continuation"] = ops["ask"] + ops["answer"] + ops["continuation"]
     return ops
@@ -210,7 +210,7 @@ def approve_run_resume(rig: Rig) -> dict[str, Ops]:
     session_id = rig.start("scale the api")
     rig.script(FakeGemini.call("scale_service", name="api", replicas=3))
     ops = {"approval_request": rig.delivered(session_id, SessionStatus.PAUSED)}
-    [approval] = approvals.get_approvals(rig.session(session_id).approval_ids)
+    [approval] = approvals.get_approvals(rig.session(session_id).awaited(WaitKind.APPROVAL))
     request = rig.approve_press(approval, rig.session(session_id).origin.thread_ts)
     decided: dict[str, Any] = {}
     ops["approve"] = rig.measure(lambda: rig.interactivity(request, decided))
@@ -229,10 +229,10 @@ def delegate_result(rig: Rig) -> dict[str, Ops]:
     ops = {"delegate": rig.delivered(parent, SessionStatus.PAUSED)}
     child = ids.child_id(parent, 1, 0)
     rig.script(FakeGemini.text("The api logged 3 errors."))
-    # the parent's task is queued: its claim finds every child ended
-    ops["child_result"] = rig.delivered(child, SessionStatus.PAUSED, then=parent)
+    # the child's end wakes the parent's paused turn: its continuation is queued
+    ops["child_result"] = rig.delivered(child, SessionStatus.RESUMED, then=parent)
     rig.script(FakeGemini.text("The api had 3 errors."))
-    ops["delegate_resume"] = rig.delivered(parent, SessionStatus.DONE)
+    ops["delegate_resume"] = rig.delivered(ids.resume_id(parent, 1), SessionStatus.DONE)
     ops["delegate_result_cycle"] = ops["delegate"] + ops["child_result"] + ops["delegate_resume"]
     return ops
 
@@ -253,7 +253,7 @@ def child_asks_parent(rig: Rig) -> dict[str, Ops]:
     rig.expect(parent, SessionStatus.PAUSED)
     ops = {"ask_parent": rig.delivered(child, SessionStatus.PAUSED)}
     # the child's result reaches the thread in a session of its own
-    ops["answer_child"] = rig.delivered(parent, SessionStatus.DONE)
+    ops["answer_child"] = rig.delivered(ids.resume_id(parent, 1), SessionStatus.DONE)  # the woken turn's
     rig.deliver(child)
     rig.expect(child, SessionStatus.DONE)
     return ops

@@ -46,7 +46,7 @@ from bench.rig import Rig
 from infra.fakes.gemini.client import FakeGemini
 from shared.handlers import slack_events, slack_interactivity
 from shared.state import approvals, ids, questions
-from shared.state.models import Approval
+from shared.state.models import Approval, WaitKind
 
 REPS = 30
 WARMUP = 2
@@ -62,14 +62,14 @@ def mention(rig: Rig) -> Sample:
 
 def answer_click(rig: Rig) -> Sample:
     asks = FakeGemini.call("ask_operator", question="sqlite or postgres?", options=["sqlite", "postgres"])
-    question = questions.get_question(rig.session(rig.paused("set up the database", asks)).question_id or "")
+    question = questions.get_question(rig.session(rig.paused("set up the database", asks)).awaited_question or "")
     assert question is not None, "the session paused without a question"
     request = rig.answer_press(question)
     rig.script(FakeGemini.text("Going with postgres."))
 
     def continuation(reply: dict[str, Any]) -> str:
         assert reply.get("answer") == "answered", reply
-        return ids.continuation_id(question.question_id)
+        return ids.resumed_by(question.question_id)
 
     return paths.timed(rig, slack_interactivity.handle, request, continuation)
 
@@ -77,7 +77,7 @@ def answer_click(rig: Rig) -> Sample:
 def paused_on_a_card(rig: Rig) -> tuple[str, Approval]:
     """A session paused on the approval card of its one approve-tier call (posted)."""
     session_id = rig.paused("scale the api", FakeGemini.call("scale_service", name="api", replicas=3))
-    [approval] = approvals.get_approvals(rig.session(session_id).approval_ids)
+    [approval] = approvals.get_approvals(rig.session(session_id).awaited(WaitKind.APPROVAL))
     return session_id, approval
 
 

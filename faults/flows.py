@@ -27,14 +27,14 @@ from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.slack.client import FakeSlackError
 from shared.slack import approval_card, blocks
 from shared.state import approvals, firestore, ids, questions, sessions
-from shared.state.models import Approval, QuestionStatus, SessionKind, SessionStatus
+from shared.state.models import Approval, QuestionStatus, SessionKind, SessionStatus, WaitKind
 from shared.state.session_model import Session
 
 G = FakeGemini
 HUMAN = "U0HUMAN"
 OPERATOR = local.OPERATOR_ID
 KINDS = ("plain", "ask", "approve", "delegate", "mcp_read", "mcp_input", "mcp_elicit", "outage", "mixed",
-         "tasks_outage_answer", "killed_no_retry", "edit")  # fmt: skip
+         "tasks_outage_answer", "killed_no_retry", "edit", "mixed_waits")  # fmt: skip
 # A session that ended, or paused and then handed on to the session its answer started.
 SETTLED = {SessionStatus.DONE, SessionStatus.RESUMED}
 # An outage flow's session must end failed: Slack refuses its answer for longer than any budget.
@@ -81,7 +81,9 @@ class Flow:
     def __post_init__(self) -> None:
         self.outcome = Outcome(name=f"{self.kind} {self.marker}")
         # Drawn first, before the flow runs: the run puts a flow that kills its worker in a batch of its own.
-        self.model_fault = Injector.choose_model_fault(self.rng, may_kill=self.kind not in {"delegate", "mixed"})
+        self.model_fault = Injector.choose_model_fault(
+            self.rng, may_kill=self.kind not in {"delegate", "mixed", "mixed_waits"}
+        )
         if self.kind == "killed_no_retry":  # its worker is killed whatever was drawn: it runs in a batch of its own
             self.model_fault = "agent_session SIGKILL"
 
@@ -170,10 +172,10 @@ class Flow:
     def answer(self, session_id: str, text: str) -> str:
         """Wait for ``session_id`` to pause on a question, and answer it in the thread as the operator."""
         paused = wait_status(session_id, {SessionStatus.PAUSED})
-        assert paused.question_id, f"{session_id} paused without a question"
-        self.question_id = paused.question_id
+        assert paused.awaited_question, f"{session_id} paused without a question"
+        self.question_id = paused.awaited_question
         self.retried(self.injector.slack.user_message(OPERATOR, self.channel, text, thread_ts=self.thread_ts))
-        return ids.continuation_id(self.question_id)
+        return ids.resumed_by(self.question_id)
 
     def retried(self, sent: dict[str, Any]) -> None:
         """Slack delivers again what the app did not acknowledge (a 503 while Cloud Tasks restarts, a slow answer);
@@ -211,7 +213,9 @@ class Flow:
         texts = self.texts() if self.thread_ts else []
         self.outcome.posts_duplicated = sum(n - 1 for n in Counter(texts).values())
         if self.question_id:
-            continuations = [s for s in sessions_where("question_id", self.question_id)
+            # The session paused on the question resumes in one continuation, whatever delivered its answer.
+            asker = ids.asker_of_question(self.question_id) or ""
+            continuations = [s for s in sessions_where("asker_session_id", asker)
                              if s.kind == SessionKind.CONTINUATION]  # fmt: skip
             self.outcome.continuations_duplicated = max(0, len(continuations) - 1)
             question = questions.get_question(self.question_id)
@@ -296,7 +300,7 @@ def _held_scale_call(flow: Flow) -> tuple[Approval, str]:
     fault = flow.script(G.call("scale_service", name=f"api-{flow.marker}", replicas=3), G.text(flow.final))
     flow.mention("scale the api", fault)
     paused = wait_status(flow.root, {SessionStatus.PAUSED})
-    [approval] = approvals.get_approvals(paused.approval_ids)
+    [approval] = approvals.get_approvals(paused.awaited(WaitKind.APPROVAL))
     return approval, blocks.approval_value(approval.approval_id, approval.digest)
 
 
@@ -451,6 +455,47 @@ def check_mixed(flow: Flow) -> None:
         flow.note(f"the children's results reached the parent as {results!r}")
 
 
+def mixed_waits(flow: Flow) -> None:
+    """One turn, calls without ids, that waits on three kinds of things at once (issue 23): an operator question,
+    an approve-tier call and a blocking child, beside a call answered at once. The operator answers and approves
+    (presses delivered in parallel), the child ends; the turn resumes once, each call with its own response."""
+    calls = [
+        ("ask_operator", {"question": f"Which region for {flow.marker}?"}),
+        ("read_thread", {"limit": 1}),
+        ("scale_service", {"name": f"api-{flow.marker}", "replicas": 3}),
+        ("delegate", {"task": flow.tasks[0]}),
+    ]
+    fault = flow.script({"function_calls": [{"name": n, "args": a, "id": None} for n, a in calls]}, G.text(flow.final))
+    gemini = flow.injector.gemini
+    gemini.script(G.matching(json.dumps({"task": flow.tasks[0]}), G.text(f"{flow.marker}: orders moved.")))
+    flow.mention("pick a region, scale the api and migrate the orders", fault)
+    flow.answer(flow.root, "europe-west1")
+    paused = wait_status(flow.root, {SessionStatus.PAUSED, SessionStatus.RESUMED})
+    [approval] = approvals.get_approvals([ids.approval_id(flow.root, paused.waiting[0].seq, 2)])
+    value = blocks.approval_value(approval.approval_id, approval.digest)
+    click = _until_answered(lambda: flow.injector.slack.click(OPERATOR, flow.channel, approval.card_ts or "",
+                                                              blocks.APPROVE_ACTION, value=value))  # fmt: skip
+    in_parallel(click, times=flow.injector.clicks(flow.rng))
+    wait_status(ids.resume_id(flow.root, approval.seq), {SessionStatus.DONE})
+    flow.wait_final()
+
+
+def check_mixed_waits(flow: Flow) -> None:
+    ran = demo_actions(flow.root)
+    flow.outcome.tools_run_twice += max(0, ran - 1)
+    children = [s for s in sessions_where("channel", flow.channel) if s.kind == SessionKind.CHILD]
+    flow.outcome.tools_run_twice += max(0, len(children) - 1)
+    if not flow.outcome.reached_end:
+        return
+    results = function_results(last_request_with(flow, flow.tag))
+    answered = [r for r in results if isinstance(r, dict) and r.get("answer") == "europe-west1"]
+    scaled = [r for r in results if isinstance(r, dict) and r.get("replicas") == 3]
+    moved = [r for r in results if r == f"{flow.marker}: orders moved."]
+    if (len(answered), len(scaled), len(moved)) != (1, 1, 1) or ran != 1:
+        flow.outcome.answers_lost += 1
+        flow.note(f"the turn's calls got {results!r} (scale_service ran {ran} times)")
+
+
 def mcp_read(flow: Flow) -> None:
     fault = flow.script(G.call("mcp.demo.lookup_service", name="api"), G.text(flow.final))
     flow.mention("how is the api?", fault)
@@ -530,8 +575,8 @@ def tasks_outage_answer(flow: Flow) -> None:
                         G.text(flow.final))  # fmt: skip
     flow.mention("pick a zone", fault)
     paused = wait_status(flow.root, {SessionStatus.PAUSED})
-    assert paused.question_id, f"{flow.root} paused without a question"
-    flow.question_id = paused.question_id
+    assert paused.awaited_question, f"{flow.root} paused without a question"
+    flow.question_id = paused.awaited_question or ""
     slack = flow.injector.slack
     sent = flow.injector.tasks_down_while(lambda: slack.user_message(OPERATOR, flow.channel, "b",
                                                                      thread_ts=flow.thread_ts))  # fmt: skip
@@ -539,7 +584,7 @@ def tasks_outage_answer(flow: Flow) -> None:
     for delivery in sent["deliveries"]:  # a 503 (or, on a loaded machine, Slack's 3 s out), never an error
         assert delivery["status"] in {200, 503, None}, f"the answer during the outage was answered {delivery}"
     flow.retried(sent)  # Slack delivers it again once Cloud Tasks is back
-    wait_status(ids.continuation_id(flow.question_id), {SessionStatus.DONE})
+    wait_status(ids.resumed_by(flow.question_id), {SessionStatus.DONE})
     flow.wait_final()
 
 
@@ -591,10 +636,10 @@ def in_parallel(action: Callable[[], Any], *, times: int) -> None:
 DRIVERS: dict[str, Callable[[Flow], None]] = {
     "plain": plain, "ask": ask, "approve": approve, "edit": edit, "delegate": delegate, "mcp_read": mcp_read,
     "mcp_input": mcp_input, "mcp_elicit": mcp_elicit, "outage": outage, "mixed": mixed,
-    "tasks_outage_answer": tasks_outage_answer, "killed_no_retry": killed_no_retry,
+    "tasks_outage_answer": tasks_outage_answer, "killed_no_retry": killed_no_retry, "mixed_waits": mixed_waits,
 }  # fmt: skip
 CHECKS: dict[str, Callable[[Flow], None]] = {
     "ask": check_ask, "approve": check_approve, "edit": check_edit, "delegate": check_delegate,
     "mcp_input": check_mcp_input,
-    "mcp_elicit": check_mcp_elicit, "outage": check_outage, "mixed": check_mixed,
+    "mcp_elicit": check_mcp_elicit, "outage": check_outage, "mixed": check_mixed, "mixed_waits": check_mixed_waits,
 }  # fmt: skip

@@ -38,11 +38,13 @@ def _age(then: datetime | None, now: datetime) -> str:
 
 def waiting_for(session: Session) -> str:
     """What a paused session waits for, as a person says it."""
-    if session.approval_ids:
+    from shared.state.models import WaitKind
+
+    if session.awaited(WaitKind.APPROVAL):
         return "waiting for an approval"
-    if session.question_id:
+    if session.awaited(WaitKind.QUESTION) or session.awaited(WaitKind.MCP_INPUT):
         return "waiting for an operator's answer"
-    if session.child_ids:
+    if session.awaited(WaitKind.CHILD):
         return "waiting for its delegated tasks"
     if session.parent_question is not None and session.parent_question.answer is None:
         return "waiting for its parent's answer"

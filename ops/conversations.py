@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from shared.state.models import Approval, Question, SessionKind, SessionStatus
+from shared.state.models import Approval, Question, SessionKind, SessionStatus, WaitKind
 from shared.state.origin import origin_of
 from shared.state.session_model import Session
 
@@ -28,9 +28,10 @@ def role(session: Session) -> str:
         return "a delegated task"
     if session.kind == SessionKind.RETRY:
         return "a retry that reports what happened"
-    if session.approval_ids:
+    kinds = {w.kind for w in session.waiting}
+    if WaitKind.APPROVAL in kinds:
         return "resumed after the decisions"
-    if session.question_id:
+    if session.question_id or kinds & {WaitKind.QUESTION, WaitKind.MCP_INPUT}:
         return "resumed by an answer"
     if session.late_note is not None:
         return "resumed by a task's late result"
@@ -61,7 +62,7 @@ def state(members: Sequence[Session], questions: Sequence[Question], approvals: 
     if any(m.status in {SessionStatus.RUNNING, SessionStatus.QUEUED} for m in live):
         return "working", "working"
     if live:
-        waiting_on_children = any(m.child_ids for m in live)
+        waiting_on_children = any(m.awaited(WaitKind.CHILD) for m in live)
         return "waiting", "waiting for its delegated tasks" if waiting_on_children else "paused"
     top = [m for m in members if m.kind != SessionKind.CHILD] or list(members)
     last = max(top, key=lambda m: (m.ended_at or m.created_at, m.created_at))

@@ -45,11 +45,23 @@ def wait_status(session_id: str, *statuses: SessionStatus, timeout: float = 30.0
     return wait_for(reached, timeout=timeout, what=f"session {session_id} to become {statuses}")
 
 
+def conversation_done(session_id: str, *, timeout: float = 30.0) -> Session:
+    """The session that writes ``session_id``'s transcript, once it is done: the session itself, or the continuation
+    that resumed a turn it paused on (every paused turn resumes under the turn's ``ids.resume_id``)."""
+
+    def reached() -> Session | None:
+        root = sessions.get_session(session_id)
+        writer = sessions.get_session(root.transcript_writer or session_id) if root is not None else None
+        return writer if writer is not None and writer.status == SessionStatus.DONE else None
+
+    return wait_for(reached, timeout=timeout, what=f"the conversation of {session_id} to be done")
+
+
 def open_question(session_id: str) -> Question:
     found = session(session_id)
     assert found is not None
-    assert found.question_id, f"session {session_id} has no question"
-    question = questions.get_question(found.question_id)
+    assert found.awaited_question, f"session {session_id} has no question"
+    question = questions.get_question(found.awaited_question)
     assert question is not None
     return question
 

@@ -62,7 +62,7 @@ def answered(fake_slack: FakeSlack, thread: Thread, question: Question, text: st
              status: SessionStatus = SessionStatus.DONE) -> Session:  # fmt: skip
     """An operator replies ``text`` in the thread to ``question``; its continuation, once it reaches ``status``."""
     reply(fake_slack, thread.channel, thread.ts, text)
-    return wait_status(ids.continuation_id(question.question_id), status)
+    return wait_status(ids.resumed_by(question.question_id), status)
 
 
 def retried_by_cloud_tasks(stack: Stack, session_id: str) -> None:

@@ -23,7 +23,7 @@ from shared.asks import delegation, stopping
 from shared.state import children as stored_children
 from shared.state import ids, steps
 from shared.state.firestore import now
-from shared.state.models import Audit, AuditType, Note, SessionStatus, Step, StepKind
+from shared.state.models import Audit, AuditType, Note, SessionStatus, Step, StepKind, Waiting, WaitKind
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +173,9 @@ class Ender:
         if not waiting:
             return SessionStatus.RUNNING  # they ended meanwhile: their results are notes to read first
         audit = [Audit(AuditType.NOTES, now(), count=len(waiting))]
-        paused = self.pauses.pause_for_children(waiting, None, audit, self.session.limits.tool_calls, launch=False)
+        record = [Waiting(c.tree.delegate_seq or 0, c.tree.delegate_index or 0, WaitKind.CHILD, c.session_id)
+                  for c in stored_children.get_children(waiting)]  # fmt: skip
+        paused = self.pauses.pause_on_record(record, None, audit, self.session.limits.tool_calls)
         return SessionStatus.PAUSED if paused else SessionStatus.RUNNING
 
     def final_without_tools(self, instruction: str, *, kind: StepKind, minimal: bool = False) -> SessionStatus:

@@ -19,13 +19,13 @@ from shared.agent.run_state import RunState
 from shared.agent.tools.base import Outcome, ResumesWithInput, Suspend, ToolContext, Wait, short
 from shared.agent.tools.mcp.inputs import Pending as McpPending
 from shared.agent.tools.result import ToolResult
-from shared.agent.transcript import Responses, pending_turn
+from shared.agent.transcript import pending_turn
 from shared.agent.waits.resuming import Resuming, WaitOn
 from shared.asks import approvals, delegation, tree_status
 from shared.limits import MAX_TOOL_RESULT_CHARS
 from shared.state import approvals as stored_approvals
 from shared.state import children as stored_children
-from shared.state import ids, ledger
+from shared.state import ledger
 from shared.state import questions as stored
 from shared.state import waiting as stored_waiting
 from shared.state.firestore import now
@@ -61,97 +61,6 @@ class Resumer:
         self.pauses = pauses  # a resumed call may pause again (an MCP server that asks for more input)
         # The run's own objects, shared (never rebound during a run).
         self.session, self.steps, self.tools, self.surface = run.session, run.steps, run.tools, run.surface
-
-    def resume_parent_answer(self, *, consumed: list[Note] | None = None) -> None:
-        """The parent's answer is the response of the blocking ask_parent call that waited for it."""
-        fresh = stored_children.get_children([self.session.session_id])
-        asked = fresh[0].parent_question if fresh else None
-        if asked is None:
-            self.run.commit(StepKind.ANSWER, Responses(), [Audit(AuditType.ANSWER, now())], consumed=consumed or [])
-            return
-        on = WaitOn(WaitKind.PARENT_ANSWER, asked.question_id)
-        resuming = Resuming(pending_turn(self.steps), asked.seq, {asked.index: on})
-        if asked.released:
-            resuming.arrive(on, ToolResult.fail(asked.answer or delegation.UNANSWERED))
-        else:
-            resuming.arrive(on, ToolResult.ok({"answer": asked.answer, "from": "the session that delegated your task"}))
-        self.run.commit(StepKind.ANSWER, resuming.responses, [Audit(AuditType.ANSWER, now())], consumed=consumed or [])
-
-    def release_children(self) -> None:
-        """A child's question interrupted this session's wait for its children: the waiting delegate calls get
-        "still running" responses, and each remaining result reaches it as a note (ended ones already did)."""
-        turn = pending_turn(self.steps)
-        seq = self.session.released_seq if self.session.released_seq is not None else -1
-        pending = turn.calls if turn is not None and turn.seq == seq else []
-        waits = {
-            index: WaitOn(WaitKind.CHILD, ids.child_id(self.session.session_id, seq, index)) for index, _ in pending
-        }
-        resuming = Resuming(turn, seq, waits)
-        note = "A child asked you a question, so you no longer wait: its result reaches you as a note."
-        for on in waits.values():
-            resuming.arrive(on, ToolResult.ok({"status": "still running", "child_id": on.key, "note": note}))
-        self.run.commit(StepKind.TOOL_RESULTS, resuming.responses, [], released_seq=None)
-
-    def resume_children(self, child_ids: list[str], *, consumed: list[Note] | None = None) -> None:
-        """The ended children of one turn: each result is the response of the delegate call that started it (a
-        child that failed or ran out of budget is an error response, never silence). One step holds them all."""
-        ended = sorted(stored_children.get_children(child_ids), key=lambda c: c.tree.delegate_index or 0)
-        turn = pending_turn(self.steps)
-        seq = ended[0].tree.delegate_seq if ended and ended[0].tree.delegate_seq is not None else -1
-        waits = {c.tree.delegate_index: WaitOn(WaitKind.CHILD, c.session_id) for c in ended
-                 if c.tree.delegate_index is not None and c.tree.delegate_seq == seq}  # fmt: skip
-        resuming = Resuming(turn, seq, waits)
-        audit: list[Audit] = []
-        if turn is None:  # it waited before reporting, its calls answered long ago: their results are news
-            news = [stored_children.result_note(child) for child in ended]
-            resuming.responses.text(prompts.notes_text(news))
-        for child in ended:
-            on = WaitOn(WaitKind.CHILD, child.session_id)
-            waiting = resuming.call_for(on)
-            if waiting is None:
-                continue  # its response is already in the transcript (a re-run after a crash)
-            call = waiting[1]
-            result = child_response(child).capped(MAX_TOOL_RESULT_CHARS)
-            audit.append(Audit(AuditType.TOOL, now(), name=call.name, args=short(call.args),
-                               result=short(result.to_dict())))  # fmt: skip
-            resuming.arrive(on, result)
-        self.run.commit(StepKind.ANSWER, resuming.responses, audit, consumed=consumed or [], child_ids=[])
-        tree_status.refresh(self.session, self.surface)  # whatever order the children's own refreshes landed in
-
-    def resume_approvals(self, approval_ids: list[str], *, consumed: list[Note] | None = None) -> bool:
-        """The decided calls of one turn: each approved one runs once through the ledger, with exactly the shown
-        arguments; a denied or expired one gets an error response. One step holds them all. True if the session
-        paused again: an approved MCP call whose server asked for input (its question's answer resumes it)."""
-        decided = sorted(stored_approvals.get_approvals(approval_ids), key=lambda a: a.call_index)
-        seq = decided[0].seq if decided else -1
-        # By position in the turn that made them: calls need not have ids, and two may be alike.
-        waits = {a.call_index: WaitOn(WaitKind.APPROVAL, a.approval_id) for a in decided}
-        resuming = Resuming(pending_turn(self.steps), seq, waits)
-        recorded = ledger.entries(self.session, seq, [a.call_index for a in decided])
-        audit: list[Audit] = []
-        pause: Suspend | None = None
-        for approval in decided:
-            on = WaitOn(WaitKind.APPROVAL, approval.approval_id)
-            waiting = resuming.call_for(on)
-            audit.append(Audit(AuditType.APPROVAL, now(), name=approval.tool, args=approval.digest,
-                               result=approval.status.value, text=approval.decided_by))  # fmt: skip
-            if waiting is None:
-                continue  # its response is already in the transcript (a re-run after a crash)
-            call = waiting[1]
-            decided_outcome = self._decided_response(approval, call, seq, recorded.get(approval.call_index))
-            ctx = self.calls.context(seq, approval.call_index, call)
-            audit.append(self.calls.audit(approval.tool, call, decided_outcome, ctx))
-            if isinstance(decided_outcome, Suspend) and pause is None:
-                pause = decided_outcome  # no function response: the operator's answer resumes the call
-                resuming.arrive(on, then=WaitOn(WaitKind.MCP_INPUT, pause.question.question_id))
-                continue
-            # (a second call of the turn asking for input is told what it said: only one request waits at a time)
-            resuming.arrive(on, ToolResult.ok(decided_outcome.response) if isinstance(decided_outcome, Suspend)
-                            else decided_outcome)  # fmt: skip
-        self.run.commit(StepKind.ANSWER, resuming.responses, audit, consumed=consumed or [], approval_ids=[])
-        if resuming.complete or pause is None:
-            return False
-        return self.pauses.pause_for_question(pause, None, [], self.session.limits.tool_calls)
 
     def _decided_response(self, approval: Approval, call: types.FunctionCall, seq: int,
                           entry: ledger.Entry | None) -> ToolResult | Suspend:  # fmt: skip
@@ -191,29 +100,6 @@ class Resumer:
             return None
         return stored.get_question(session.question_id)
 
-    def resume_input(self, question: Question, *, consumed: list[Note] | None = None) -> bool:
-        """The paused MCP call runs again with the operator's answer and the server's stored state, once, through
-        the ledger (its own entry per round); its result is the response of the call the model made. True if the
-        session paused again (the server asked for more)."""
-        pending = McpPending.from_doc(question.mcp_input or {})
-        on = WaitOn(WaitKind.MCP_INPUT, question.question_id)
-        resuming = Resuming(pending_turn(self.steps), pending.seq, {pending.index: on})
-        waiting = resuming.call_for(on)
-        answered = Audit(AuditType.ANSWER, now())
-        if waiting is None:  # its response is already in the transcript (a re-run after a crash)
-            self.run.commit(StepKind.ANSWER, None, [answered], consumed=consumed or [])
-            return False
-        call = waiting[1]
-        outcome, ctx = self._input_outcome(question, call)
-        audit = [answered, self.calls.audit(call.name or "", call, outcome, ctx)]
-        if isinstance(outcome, Suspend):  # the server asked again: a new question, and the session pauses again
-            resuming.arrive(on, then=WaitOn(WaitKind.MCP_INPUT, outcome.question.question_id))
-            self.run.commit(StepKind.ANSWER, None, [answered], consumed=consumed or [])
-            return self.pauses.pause_for_question(outcome, None, audit[1:], self.session.limits.tool_calls)
-        resuming.arrive(on, outcome)
-        self.run.commit(StepKind.ANSWER, resuming.responses, audit, consumed=consumed or [])
-        return False
-
     def _input_outcome(self, question: Question,
                        call: types.FunctionCall) -> tuple[ToolResult | Suspend, ToolContext]:  # fmt: skip
         """The paused MCP call run again with the operator's answer (once, through the ledger: its own entry per
@@ -244,9 +130,16 @@ class Resumer:
     def resume_record(self, record: list[Waiting], *, consumed: list[Note] | None = None) -> bool:
         """Every call the record waited on gets its outcome, in call order, in one step: an answer, a decision (an
         approved call runs once, through the ledger), a child's result, the parent's answer, an MCP call run again
-        with the operator's input. True if the session paused again (an MCP server asked for more input)."""
+        with the operator's input. A record whose turn is no longer pending (a child that waited for its own
+        children before reporting) brings their results as news. True if the session paused again (an MCP server
+        asked for more input)."""
         seq = record[0].seq
-        resuming = Resuming(pending_turn(self.steps), seq, {w.index: WaitOn(w.kind, w.key) for w in record})
+        turn = pending_turn(self.steps)
+        resuming = Resuming(turn, seq, {w.index: WaitOn(w.kind, w.key) for w in record})
+        if turn is None:  # it waited for its children before reporting, its calls answered long ago: results are news
+            ended = stored_children.get_children([w.key for w in record if w.kind == WaitKind.CHILD])
+            if ended:
+                resuming.responses.text(prompts.notes_text([stored_children.result_note(c) for c in ended]))
         outcomes = _Outcomes(record, self.session)
         recorded = ledger.entries(self.session, seq, [w.index for w in record if w.kind == WaitKind.APPROVAL])
         audit: list[Audit] = []
@@ -281,7 +174,7 @@ class Resumer:
             if question is None or (question.status != QuestionStatus.ANSWERED and entry.kind == WaitKind.QUESTION):
                 return ToolResult.fail(f"the operator did not answer (the question was "
                                        f"{question.status.value if question else 'lost'})")  # fmt: skip
-            if entry.kind == WaitKind.QUESTION:
+            if entry.kind == WaitKind.QUESTION and not question.mcp_input:
                 return ToolResult.ok(answer_of(question))
             outcome, ctx = self._input_outcome(question, call)
             audit.append(self.calls.audit(call.name or "", call, outcome, ctx))

@@ -68,9 +68,6 @@ class RunState:
         *,
         consumed: list[Note] | None = None,
         wait_for_notes: bool = True,
-        pausing_on: str | None = None,
-        pausing_on_all: list[str] | None = None,
-        pausing_on_children: list[str] | None = None,
         pausing_on_record: list[Waiting] | None = None,
         **fields: Unpack[SessionUpdate],
     ) -> Step:
@@ -96,9 +93,6 @@ class RunState:
             fields=fields,
             consumed_notes=consumed,
             wait_for_notes=wait_for_notes,
-            pausing_on=pausing_on,
-            pausing_on_all=pausing_on_all,
-            pausing_on_children=pausing_on_children,
             pausing_on_record=pausing_on_record,
             spent=spent,
         )

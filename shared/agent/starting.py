@@ -11,9 +11,10 @@ from shared.agent.ending import Ender
 from shared.agent.opening import opening_content
 from shared.agent.resume import Resumer
 from shared.agent.run_state import RunState
+from shared.agent.tools.mcp.inputs import Pending as McpPending
 from shared.agent.transcript import pending_turn
 from shared.limits import TOO_LARGE_REQUEST_CHARS
-from shared.state.models import Question, SessionKind, SessionStatus
+from shared.state.models import Question, SessionKind, SessionStatus, Waiting, WaitKind
 
 
 class Starter:
@@ -34,17 +35,14 @@ class Starter:
                 return refused
         ended = self.ender.unposted_answer()
         if ended is None and self.session.waiting and self._own_turn_waits():
-            # a child queued again once everything its mixed turn waited on was resolved
+            # a child queued again once everything its paused turn waited on was resolved
             ended = SessionStatus.PAUSED if self.resumer.resume_record(self.session.waiting) else None
-        elif ended is None and self.session.child_ids:  # queued again once the children it waited for had ended
-            self.resumer.resume_children(self.session.child_ids)
-        elif ended is None and self.session.approval_ids and self._decided_in_place():
-            # a child queued again once its calls were decided
-            ended = SessionStatus.PAUSED if self.resumer.resume_approvals(self.session.approval_ids) else None
-        elif ended is None and self.session.released_seq is not None:
-            self.resumer.release_children()  # a child's question interrupted its wait for its children
-        elif ended is None and self._answered_by_parent():
-            self.resumer.resume_parent_answer()  # a child queued again once its parent answered
+        elif ended is None and not self.session.waiting and self._answered_by_parent():
+            # read-compat: a child queued again by its parent's answer before every pause was a waiting record
+            asked = self.session.parent_question
+            assert asked is not None
+            record = [Waiting(asked.seq, asked.index, WaitKind.PARENT_ANSWER, asked.question_id)]
+            ended = SessionStatus.PAUSED if self.resumer.resume_record(record) else None
         return ended
 
     def _answered_by_parent(self) -> bool:
@@ -57,13 +55,10 @@ class Starter:
         )  # fmt: skip
 
     def _own_turn_waits(self) -> bool:
+        """Its record is for its own turn: pending (its calls get their outcomes), or answered long ago (a child that
+        waited for its children before reporting: their results are news)."""
         turn = pending_turn(self.steps)
-        return turn is not None and turn.session_id == self.session.session_id
-
-    def _decided_in_place(self) -> bool:
-        """A child paused on approvals resumes itself: its held calls are still pending in its own turn."""
-        turn = pending_turn(self.steps)
-        return self.session.reports_to_parent and turn is not None and turn.session_id == self.session.session_id
+        return turn is None or turn.session_id == self.session.session_id
 
     def _answered_question(self) -> Question | None:
         """The answered question a continuation starts from: as its claim read it, else read now."""
@@ -77,13 +72,13 @@ class Starter:
         resumed MCP call whose server asks the operator again)."""
         if len(self.session.text) > TOO_LARGE_REQUEST_CHARS:
             return self.ender.reply_without_model(prompts.too_large_reply(len(self.session.text)))
-        if self.session.waiting:  # everything a mixed turn waited on is resolved: each call gets its outcome
+        if self.session.waiting:  # everything its paused turn waited on is resolved: each call gets its outcome
             return SessionStatus.PAUSED if self.resumer.resume_record(self.session.waiting) else None
-        if self.session.approval_ids:  # a turn's risky calls were decided: run the approved ones
-            return SessionStatus.PAUSED if self.resumer.resume_approvals(self.session.approval_ids) else None
         question = self._answered_question()
-        if question is not None and question.mcp_input:  # an MCP server's request, answered: resume that call
-            return SessionStatus.PAUSED if self.resumer.resume_input(question) else None
+        if question is not None and question.mcp_input:  # read-compat: an MCP request's answer's old continuation
+            pending = McpPending.from_doc(question.mcp_input)
+            record = [Waiting(pending.seq, pending.index, WaitKind.MCP_INPUT, question.question_id)]
+            return SessionStatus.PAUSED if self.resumer.resume_record(record) else None
         kind, content, audit = opening_content(self.session, self.steps, question=question)
         self.run.commit(kind, content, audit)
         return None

@@ -84,7 +84,7 @@ class ToolTurn:
             tree_status.refresh(run.session, run.surface)
         if pause is not None:
             record.append(_question_wait(seq, pause_call[0], pause))
-        return self.pauses.settle(held, record, pause, Ran(seq, responses, audit, used), asked=asked)
+        return self.pauses.settle(held, record, Ran(seq, responses, audit, used), asked=asked)
 
 
 def _question_wait(seq: int, index: int, pause: Suspend) -> Waiting:

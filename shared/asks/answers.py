@@ -146,6 +146,11 @@ def _settled(result: stored.Answered, *, user: str, answer_ts: str, pressed: boo
         _requeue_if_queued(str(acted.get("session_id") or ""))
         log.info("this message already answered a question", extra={"question_id": found.question_id})
         return Outcome(AnswerOutcome.DUPLICATE, found.question_id)
+    if result.still_waits:  # the paused turn resumes once the rest of its waiting record is resolved
+        _acknowledge(found, answer_ts, pressed=pressed, channel=channel)
+        log.info("answer recorded; the paused turn still waits on the rest of its record",
+                 extra={"question_id": found.question_id})  # fmt: skip
+        return Outcome(AnswerOutcome.NOTED, found.question_id, found.session_id)
     if result.noted:
         _wake_if_dead(found.session_id, answer_ts)
         _acknowledge(found, answer_ts, pressed=pressed, channel=channel)

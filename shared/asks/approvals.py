@@ -34,7 +34,6 @@ from shared.state import events, ids, routed, sessions
 from shared.state.approvals import Decision
 from shared.state.firestore import now
 from shared.state.models import Approval, ApprovalStatus, Note, NoteKind, SessionStatus
-from shared.state.new_sessions import approvals_continuation
 from shared.state.origin import asked_by
 from shared.state.session_model import Session
 
@@ -184,11 +183,10 @@ def request(session: Session, seq: int, calls: Sequence[Held],
     return recorded
 
 
-def resume(approval: Approval, asker: SessionStatus | None, trace_id: str | None) -> Session | Note | None:
-    """When the last call of a turn is decided: a paused asker resumes in a continuation; one still running (it
-    has not paused yet) finds the decisions at its pause and carries on in place."""
-    if asker == SessionStatus.PAUSED:
-        return approvals_continuation(approval, user=approval.decided_by or "", at=now(), trace_id=trace_id)
+def resume(approval: Approval, asker: SessionStatus | None, trace_id: str | None) -> Note | None:
+    """When the last call of a turn is decided and its asker does not pause on it yet: one still running finds the
+    decisions at its pause and carries on in place. (A paused asker waits on its waiting record, which the decision
+    resolves: ``shared.state.waiting``.)"""
     if asker == SessionStatus.RUNNING:
         return Note(kind=NoteKind.DECISION, text=approval.status.value, user=approval.decided_by or "",
                     ts=approval.decision_ts or "", question_id=approval.approval_id)  # fmt: skip

@@ -32,9 +32,12 @@ def stopped_text(by: str) -> str:
 def stop(session_id: str, *, by: str) -> list[str]:
     """Stop ``session_id`` and every session it delegated to, down the tree; the ids stopped or asked to stop."""
     stopped: list[str] = []
-    waiting = [session_id]
+    waiting, seen = [session_id], set()
     while waiting:
         current = waiting.pop()
+        if current in seen:
+            continue
+        seen.add(current)
         request = sessions.request_stop(current, by=by)
         if request is not None:
             stopped.append(current)
@@ -55,6 +58,11 @@ def stop(session_id: str, *, by: str) -> list[str]:
         if request is not None and request.run_to_stop:
             tasks.enqueue_session(current, attempt=f"stop-{len(stopped)}-{request.was.value}")
         waiting.extend(child.session_id for child in sessions.children_of(current))
+        if current == session_id:  # a continuation: the children of the sessions it continues are its tree too
+            found = sessions.get_session(current)
+            earlier = {found.transcript, found.asker_session_id} - {None, current} if found is not None else set()
+            waiting.extend(child.session_id for parent in earlier if parent
+                           for child in sessions.children_of(parent))  # fmt: skip
     log.info("stopped a session tree", extra={"root": session_id, "stopped": stopped, "by": by})
     return stopped
 

@@ -15,7 +15,7 @@ from shared.slack import blocks
 from shared.slack import client as slack
 from shared.slack.surface import ThreadSurface
 from shared.state import sessions
-from shared.state.models import SessionStatus
+from shared.state.models import SessionStatus, WaitKind
 from shared.state.session_model import Session
 
 log = logging.getLogger(__name__)
@@ -34,12 +34,12 @@ def state_of(child: Session) -> str:
     if child.status in _ENDED:
         return _ENDED[child.status]
     if child.status == SessionStatus.PAUSED:
-        if child.approval_ids:
+        kinds = {w.kind for w in child.waiting if not w.released}
+        if WaitKind.APPROVAL in kinds:
             return ":lock: waiting for an approval"
-        if child.child_ids:
+        if WaitKind.CHILD in kinds:
             return ":hourglass: waiting for its own delegated tasks"
-        asked = child.parent_question
-        if asked is not None and asked.blocking and asked.answer is None:
+        if WaitKind.PARENT_ANSWER in kinds:
             return ":raising_hand: waiting for the parent's answer"
         return ":double_vertical_bar: paused"
     return ":gear: working"  # queued or running: its task is on its way

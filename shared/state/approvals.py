@@ -16,8 +16,18 @@ from typing import Any
 from google.cloud import firestore
 
 from shared.state import events, ids, waiting
-from shared.state.firestore import ALREADY_EXISTS, APPROVALS, db, event_ref, now, session_ref, thread_ref, transact
-from shared.state.models import Approval, ApprovalStatus, Note, SessionKind, SessionStatus, WaitKind
+from shared.state.firestore import (
+    ALREADY_EXISTS,
+    APPROVALS,
+    contended,
+    db,
+    event_ref,
+    now,
+    session_ref,
+    thread_ref,
+    transact,
+)
+from shared.state.models import Approval, ApprovalStatus, Note, SessionStatus, WaitKind
 from shared.state.session_model import Session
 
 
@@ -98,7 +108,7 @@ class Decided:
     stale: bool = False  # an approval of a call an edit has replaced meanwhile: not counted
 
 
-Resume = Callable[[Approval, SessionStatus | None, str | None], Session | Note | None]  # approval, asker, trace
+Resume = Callable[[Approval, SessionStatus | None, str | None], Note | None]  # approval, asker, trace
 
 
 _WAITING = frozenset({SessionStatus.RUNNING.value, SessionStatus.PAUSED.value, SessionStatus.QUEUED.value})
@@ -181,7 +191,7 @@ def decide(approval_id: str, decision: Decision, resume: Resume, admit: Callable
         return Decided(approval, won=True, continuation=continuation, resumes=resumes)
 
     try:
-        result: Decided = transact(run)
+        result: Decided = contended(run)  # parallel decisions contend for the turn and its asker
     except ALREADY_EXISTS:
         return Decided(get_approval(approval_id), repeated=True)
     return result
@@ -189,9 +199,10 @@ def decide(approval_id: str, decision: Decision, resume: Resume, admit: Callable
 
 def _resume_asker(transaction: firestore.Transaction, approval: Approval, asker: dict[str, Any], *, complete: bool,
                   decision: Decision, resume: Resume, when: datetime) -> tuple[Session | None, bool]:  # fmt: skip
-    """What a decision does to its asker, read and written in the decision's transaction: a mixed turn resumes once
-    everything in its waiting record is resolved; otherwise once its turn's calls are all decided (``complete``),
-    as ``resume`` chose. Returns the session to queue and whether a run is queued (or noted) for the turn."""
+    """What a decision does to its asker, read and written in the decision's transaction: a paused turn resumes once
+    everything in its waiting record is resolved; an asker still running (``complete``: its turn's calls all
+    decided) gets the note ``resume`` chose, read at its pause. Returns the session to queue and whether a run is
+    queued (or noted) for the turn."""
     asker_ref = session_ref(approval.session_id)
     status = SessionStatus(asker["status"]) if asker.get("status") else None
     if waiting.waits_on(asker, WaitKind.APPROVAL, approval.approval_id):
@@ -201,17 +212,7 @@ def _resume_asker(transaction: firestore.Transaction, approval: Approval, asker:
             return None, False
         return waiting.wake(transaction, found, trigger_ts=decision.ts, user=decision.by, at=when), True
     outcome = resume(approval, status, asker.get("trace_id")) if complete else None
-    if isinstance(outcome, Session) and asker.get("kind") == SessionKind.CHILD.value:
-        # A child resumes itself (it keeps its identity, its parent and its budget): queued again.
-        transaction.update(asker_ref, {"status": SessionStatus.QUEUED.value, "started_at": None})
-        return Session.from_doc({**asker, "status": SessionStatus.QUEUED.value}), True
-    if isinstance(outcome, Session):
-        # What reached the paused asker meanwhile (thread messages, late answers) moves on with the turn.
-        outcome.notes = [Note.from_doc(n) for n in asker.get("notes") or []]
-        transaction.create(session_ref(outcome.session_id), outcome.to_doc())
-        transaction.update(asker_ref, {"status": SessionStatus.RESUMED.value, "notes": []})
-        return outcome, True
-    if isinstance(outcome, Note):  # still running: it finds the decisions at its pause
+    if outcome is not None:  # still running: it finds the decisions at its pause
         transaction.update(asker_ref, {"notes": firestore.ArrayUnion([outcome.to_doc()])})
     return None, outcome is not None
 

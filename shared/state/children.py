@@ -17,10 +17,11 @@ from enum import StrEnum
 from typing import Any
 
 from google.cloud import firestore
+from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.errors import Refused
 from shared.state import ids, results, sessions, waiting
-from shared.state.firestore import contended, db, now, session_ref, step_ref
+from shared.state.firestore import SESSIONS, contended, db, now, session_ref, step_ref
 from shared.state.models import Note, NoteKind, ParentQuestion, SessionKind, SessionStatus, Step, WaitKind
 from shared.state.origin import same_thread
 from shared.state.session_model import Session
@@ -283,16 +284,13 @@ def remind_parent(child: Session, at: datetime) -> bool:
 
 
 def parent_to_wake(child: Session) -> Session | None:
-    """After a blocking child's end: its parent, if it waits for this child's turn and every child of that turn has
-    ended now. Every ending asks after its own is stored, so the last one always finds them all ended (two that
-    find it queue the same task, which Cloud Tasks keeps once); the parent's claim checks again."""
+    """After a blocking child's end: its parent, woken if its waiting record names this child and everything in it
+    is resolved now (one transaction on the parent). Every ending asks after its own is stored, so of children
+    ending together the last always finds them all ended (two that find it wake it once)."""
     data = session_ref(child.tree.parent_id or "").get().to_dict()
-    parent = Session.from_doc(data) if data else None
     if data is not None and waiting.waits_on(data, WaitKind.CHILD, child.session_id):
-        return waiting.wake_after_child(child, now())  # one wait of its parent's mixed turn
-    if parent is None or parent.status != SessionStatus.PAUSED or set(parent.child_ids) != set(child.tree.sibling_ids):
-        return None
-    return parent if sessions.all_ended(parent.child_ids) else None
+        return waiting.wake_after_child(child, now())
+    return None
 
 
 def _late_continuation(child: Session, parent: Session, *, when: datetime) -> Session | None:
@@ -339,18 +337,11 @@ def ask_parent(child: Session, question: ParentQuestion) -> tuple[AskOutcome, st
         parent_ref = session_ref(parent.session_id)
         if parent.waiting and parent.status == SessionStatus.PAUSED:
             return _ask_waiting(transaction, child, parent, question, when)
-        waiting = parent.status == SessionStatus.PAUSED and bool(parent.child_ids)
-        siblings = get_children_in(transaction, parent.child_ids) if waiting else []
         note = Note(kind=NoteKind.CHILD_QUESTION, text=question.text, user=child.session_id, ts=question.question_id,
                     question_id=question.question_id, question=child.text)  # fmt: skip
-        notes = [note, *_release_in(transaction, siblings)]
-        update: dict[str, Any] = {"notes": firestore.ArrayUnion([n.to_doc() for n in notes]), "updated_at": when}
-        if waiting:
-            update |= {"status": SessionStatus.QUEUED.value, "child_ids": [], "started_at": None,
-                       "released_seq": siblings[0].tree.delegate_seq if siblings else None}  # fmt: skip
-        transaction.update(parent_ref, update)
+        transaction.update(parent_ref, {"notes": firestore.ArrayUnion([note.to_doc()]), "updated_at": when})
         transaction.update(ref, {"parent_question": question.to_doc()})
-        return (AskOutcome.RESUMED, parent.session_id) if waiting else (AskOutcome.DELIVERED, None)
+        return AskOutcome.DELIVERED, None
 
     asked: tuple[AskOutcome, str | None] = contended(run)
     child.parent_question = question
@@ -440,9 +431,8 @@ def answer_child(parent: Session, child_id: str, answer: str, *,
             return AnswerOutcome.ENDED, child
         answered = ParentQuestion(**{**asked.to_doc(), "answer": answer, "released": released})
         update: dict[str, Any] = {"parent_question": answered.to_doc(), "updated_at": when}
-        paused_on_it = child.status == SessionStatus.PAUSED and asked.blocking
         if data is not None and waiting.waits_on(data, WaitKind.PARENT_ANSWER, asked.question_id):
-            # One wait of the child's mixed turn: it resumes once everything in its record is resolved.
+            # One wait of the child's paused turn: it resumes once everything in its record is resolved.
             found = waiting.check(transaction, child_id, {**data, "parent_question": answered.to_doc()})
             if found is not None:
                 waiting.wake(transaction, found, trigger_ts=None, user=parent_id, at=when, extra=update)
@@ -450,15 +440,12 @@ def answer_child(parent: Session, child_id: str, answer: str, *,
                 transaction.update(ref, update)
             child.parent_question = answered
             return (AnswerOutcome.RESUMED if found else AnswerOutcome.NOTED), child
-        if paused_on_it:
-            update |= {"status": SessionStatus.QUEUED.value, "started_at": None}
-        else:
-            note = Note(kind=NoteKind.PARENT_ANSWER, text=answer, user=parent_id, ts=asked.question_id,
-                        question_id=asked.question_id, question=asked.text)  # fmt: skip
-            update["notes"] = firestore.ArrayUnion([note.to_doc()])
+        note = Note(kind=NoteKind.PARENT_ANSWER, text=answer, user=parent_id, ts=asked.question_id,
+                    question_id=asked.question_id, question=asked.text)  # fmt: skip
+        update["notes"] = firestore.ArrayUnion([note.to_doc()])  # it runs: read at its next turn, or at its pause
         transaction.update(ref, update)
         child.parent_question = answered
-        return (AnswerOutcome.RESUMED if paused_on_it else AnswerOutcome.NOTED), child
+        return AnswerOutcome.NOTED, child
 
     result: tuple[AnswerOutcome, Session | None] = contended(run)
     return result
@@ -474,11 +461,24 @@ def _current_parent(transaction: firestore.Transaction, child: Session, parent: 
         root = Session.from_doc(data) if data else None
     writer = (root.transcript_writer if root else None) or parent.transcript
     if writer == parent.session_id:
-        return parent
-    if root is not None and writer == root.session_id:
-        return root
-    data = session_ref(writer).get(transaction=transaction).to_dict()
-    return Session.from_doc(data) if data else parent
+        current = parent
+    elif root is not None and writer == root.session_id:
+        current = root
+    else:
+        data = session_ref(writer).get(transaction=transaction).to_dict()
+        current = Session.from_doc(data) if data else parent
+    return _resuming(transaction, current)
+
+
+def _resuming(transaction: firestore.Transaction, session: Session) -> Session:
+    """A session that resumed (its paused turn woke) and whose continuation has not claimed the transcript yet:
+    that continuation, which will read what is delivered to it (else ``session`` itself)."""
+    if session.status != SessionStatus.RESUMED:
+        return session
+    query = db().collection(SESSIONS).where(filter=FieldFilter("asker_session_id", "==", session.session_id))
+    found = [Session.from_doc(snap.to_dict() or {}) for snap in query.get(transaction=transaction)]
+    live = [s for s in found if s.status.value in _UNFINISHED]
+    return live[0] if live else session
 
 
 def get_children_in(transaction: firestore.Transaction, child_ids: list[str]) -> list[Session]:

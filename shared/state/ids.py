@@ -63,6 +63,14 @@ def resume_id(session_id: str, seq: int) -> str:
     return f"resume-{session_id}-{seq}"
 
 
+def resumed_by(question_id: str) -> str:
+    """The continuation that resumes the turn whose call asked ``question_id`` (a top-level session's pause: every
+    pause is on the turn's waiting record, resumed under ``resume_id``)."""
+    asker = asker_of_question(question_id) or ""
+    seq = question_id[len(f"q-{asker}-") :].partition("-")[0]
+    return resume_id(asker, int(seq)) if asker and seq.isdigit() else continuation_id(question_id)
+
+
 def child_id(parent_id: str, seq: int, call_index: int) -> str:
     """A delegated child, derived from the parent's call, so a retried turn finds the child it started."""
     return f"child-{parent_id}-{seq}-{call_index}"

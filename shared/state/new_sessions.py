@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from shared.state import ids
-from shared.state.models import Approval, Question, SessionKind
+from shared.state.models import Question, SessionKind
 from shared.state.origin import resuming, same_thread
 from shared.state.session_model import Session
 
@@ -47,21 +47,6 @@ def continuation_session(question: Question, *, answer_ts: str, user: str, text:
         text=text,
         created_at=at,
         question_id=question.question_id,
-        trace_id=trace_id,
-    )
-
-
-def approvals_continuation(approval: Approval, *, user: str, at: datetime, trace_id: str | None = None) -> Session:
-    """The session that resumes a turn once all its risky calls are decided: it runs the approved ones."""
-    return Session.new(
-        session_id=ids.resume_id(approval.session_id, approval.seq),
-        kind=SessionKind.CONTINUATION,
-        **resuming(approval),
-        trigger_ts=approval.decision_ts or approval.thread_ts,
-        trigger_user=user,
-        text=f"decisions on {len(approval.turn_ids)} call(s)",
-        created_at=at,
-        approval_ids=list(approval.turn_ids),
         trace_id=trace_id,
     )
 

@@ -15,7 +15,17 @@ from typing import Any
 from google.cloud import firestore
 
 from shared.state import events, ids, waiting
-from shared.state.firestore import ALREADY_EXISTS, db, event_ref, now, question_ref, session_ref, thread_ref, transact
+from shared.state.firestore import (
+    ALREADY_EXISTS,
+    contended,
+    db,
+    event_ref,
+    now,
+    question_ref,
+    session_ref,
+    thread_ref,
+    transact,
+)
 from shared.state.models import Note, Question, QuestionStatus, SessionStatus, WaitKind
 from shared.state.session_model import Session
 
@@ -168,6 +178,7 @@ class Answered:
     noted: bool = False  # it won, and went to the still-running asker as a note instead
     repeated: bool = False  # this message (or press) already answered a question: it answers nothing more
     refused: bool = False  # the caller's check of the question as read refused the answer: nothing was written
+    still_waits: bool = False  # it answered one wait of a paused turn that still waits on others (``noted`` too)
 
 
 def answer_question(question_id: str, record: AnswerRecord | Callable[[Question], AnswerRecord | None],
@@ -185,7 +196,7 @@ def answer_question(question_id: str, record: AnswerRecord | Callable[[Question]
     """
     qref = question_ref(question_id)
     when = now()
-    asker_fields = ["status", "notes", "trace_id", "waiting"]
+    asker_fields = ["status", "notes", "trace_id", "waiting", "kind", "question_id", "approval_ids", "child_ids"]
 
     @firestore.transactional
     def answer_it(transaction: firestore.Transaction) -> Answered:
@@ -229,7 +240,7 @@ def answer_question(question_id: str, record: AnswerRecord | Callable[[Question]
         return Answered(answered.question, resolution.continuation, noted=resolution.note is not None)
 
     try:
-        result: Answered = transact(answer_it)
+        result: Answered = contended(answer_it)  # racing answers contend for the question and its asker
     except ALREADY_EXISTS:
         return Answered(get_question(question_id), repeated=True)
     return result
@@ -262,4 +273,4 @@ def _record(transaction: firestore.Transaction, question: Question, record: Answ
         transaction.set(thread_ref(question.post_channel, question.post_ts),
                         _unlist(question, record.answered_by, record.answer_ts)[1], merge=True)  # fmt: skip
     question = Question.from_doc({**question.to_doc(), **fields})
-    return Answered(question, woken, noted=woken is None)
+    return Answered(question, woken, noted=woken is None, still_waits=woken is None)

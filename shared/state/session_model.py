@@ -11,7 +11,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, ClassVar, TypedDict, Unpack
 
-from shared.state.models import Note, ParentQuestion, SessionKind, SessionStatus, Stored, Waiting
+from shared.state import legacy_waits
+from shared.state.models import Note, ParentQuestion, SessionKind, SessionStatus, Stored, Waiting, WaitKind
 
 
 @dataclass
@@ -91,7 +92,6 @@ class SessionChanges(TypedDict, total=False):
     asker_session_id: str | None
     narrated_session_id: str | None
     question_id: str | None
-    approval_ids: list[str]
     lease_until: datetime | None
     turns: int
     tool_calls: int
@@ -114,7 +114,6 @@ class SessionChanges(TypedDict, total=False):
     retry_reason: str | None
     trace_id: str | None
     handed_to: str | None
-    child_ids: list[str]
     parent_session_id: str | None
     parent_transcript: str | None
     depth: int
@@ -124,7 +123,6 @@ class SessionChanges(TypedDict, total=False):
     sibling_ids: list[str]
     result: str | None
     parent_question: ParentQuestion | None
-    released_seq: int | None
     stop_requested: str | None
     late_note: Note | None
     root_session_id: str | None
@@ -161,8 +159,7 @@ class Session:
     status: SessionStatus = SessionStatus.QUEUED
     asker_session_id: str | None = None  # a continuation: the session that asked the question it answers
     narrated_session_id: str | None = None  # a retry: the silent session it narrates
-    question_id: str | None = None
-    approval_ids: list[str] = field(default_factory=list)  # paused on these calls' approvals; a continuation runs them
+    question_id: str | None = None  # a continuation of a late answer (its asker had ended): the question answered
     lease: Lease = field(default_factory=Lease)
     limits: Limits = field(default_factory=Limits)
     closed_loop: bool | None = None
@@ -184,17 +181,17 @@ class Session:
     trace_id: str | None = None  # one trace for a session and every session that continues it (Cloud Logging)
     # A late answer's continuation that found another session writing its transcript: its answer went there.
     handed_to: str | None = None
-    # Delegation (flow 10). A parent paused on the children of one turn lists them; a continuation that resumes
-    # it lists them too. A child knows its parent, its depth, the call that started it and that call's siblings.
-    child_ids: list[str] = field(default_factory=list)
+    # Delegation (flow 10). A child knows its parent, its depth, the call that started it and that call's siblings
+    # (a parent waits on its children through its waiting record).
     tree: Tree = field(default_factory=Tree)
     result: str | None = None  # a child's final text (or why it failed)
-    parent_question: ParentQuestion | None = None  # a child's latest question to its parent
-    released_seq: int | None = None  # a parent whose waiting turn a child's question interrupted (see children)
+    # A child's latest question to its parent, blocking or not, and its answer: the question itself (the sweep ages
+    # it, the parent's answer is written on it); a blocking one's pause is an entry of the waiting record.
+    parent_question: ParentQuestion | None = None
     stop_requested: str | None = None  # who asked a running session to stop: it ends at its next step boundary
     late_note: Note | None = None  # a continuation that opens with news (a child's result after its parent ended)
     stream: Stream = field(default_factory=Stream)
-    # The paused turn's waiting record (a turn that waits on more than one kind of thing): what each call without a
+    # The paused turn's waiting record (every pause, of one kind of thing or several): what each call without a
     # response waits on. Every wake-up consults it; the session resumes once when everything in it is resolved, and
     # the session that resumes the turn (a continuation, or a child itself) carries it.
     waiting: list[Waiting] = field(default_factory=list)
@@ -317,6 +314,7 @@ class Session:
 
     @classmethod
     def from_doc(cls, doc: dict[str, Any]) -> Session:
+        doc = legacy_waits.upgraded(doc)  # a session stored paused under the old pause markers
         return cls._grouped({key: cls._read(key, value) for key, value in doc.items() if key in SESSION_FIELDS})
 
     def apply(self, updates: Mapping[str, Any]) -> None:
@@ -333,6 +331,16 @@ class Session:
                 setattr(getattr(self, part), name, self._read(key, value))
             else:
                 setattr(self, key, self._read(key, value))
+
+    def awaited(self, kind: WaitKind) -> list[str]:
+        """The ids of what its waiting record waits on of ``kind`` (its approvals, its children...), in call order."""
+        return [w.key for w in sorted(self.waiting, key=lambda w: w.index) if w.kind == kind and not w.released]
+
+    @property
+    def awaited_question(self) -> str | None:
+        """The operator question (or MCP server's request for input) its waiting record waits on, if any."""
+        asked = self.awaited(WaitKind.QUESTION) + self.awaited(WaitKind.MCP_INPUT)
+        return asked[0] if asked else None
 
     @property
     def requester(self) -> str:

@@ -122,8 +122,6 @@ def claim_session(
             result = ClaimResult.TOOK_OVER_EXPIRED if expired else ClaimResult.TOOK_OVER_RETRY
         elif session.status == SessionStatus.QUEUED:
             result = ClaimResult.CLAIMED
-        elif session.status == SessionStatus.PAUSED and session.child_ids and _children_ended(transaction, session):
-            result = ClaimResult.CLAIMED  # it waited for its children, and the last of them to end queued it
         else:
             return Claim(ClaimResult.FINISHED, None, session.status, session.trace_id, found=session)
         if session.transcript != session.session_id:
@@ -211,10 +209,6 @@ def _lost_to_a_copy(session_id: str, *, task: str, attempt: int, when: datetime)
     return Claim(ClaimResult.LIVE_LEASE, None, trace_id=found.trace_id)
 
 
-def _children_ended(transaction: firestore.Transaction, session: Session) -> bool:
-    return all_ended(session.child_ids, transaction)
-
-
 # A session in one of these statuses has not ended: a parent waits for such a child.
 UNFINISHED = frozenset({SessionStatus.QUEUED.value, SessionStatus.RUNNING.value, SessionStatus.PAUSED.value})
 
@@ -295,7 +289,7 @@ def _late_note(transaction: firestore.Transaction, session: Session, reads: clai
     non-blocking question, or a child's result. Any session of the transcript can read it."""
     if session.late_note is not None:
         return session.late_note
-    if not session.question_id or session.approval_ids:
+    if not session.question_id or session.waiting:
         return None
     ref = question_ref(session.question_id)
     data = reads.data(ref) if reads.read(ref) else ref.get(transaction=transaction).to_dict()

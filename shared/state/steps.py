@@ -11,7 +11,7 @@ from typing import Any
 from google.cloud import firestore
 
 from shared.errors import ProductError
-from shared.state import lease, quotas, results, sessions, spend, waiting
+from shared.state import lease, quotas, results, spend, waiting
 from shared.state.firestore import STEPS, db, now, session_ref, step_ref, transact
 from shared.state.models import Audit, Note, NoteKind, SessionStatus, Step, Waiting, WaitKind
 from shared.state.session_model import Session, SessionUpdate, stored
@@ -50,22 +50,9 @@ class ChildAsked(ProductError):
         self.notes = notes
 
 
-class ChildrenEnded(ProductError):
-    """Every child this session was about to wait for has ended: it carries on in place."""
-
-
-class AnsweredMeanwhile(ProductError):
-    """What a session was about to pause on (a question, or every approval of its turn) was answered or decided
-    while it ran: it carries on in place."""
-
-    def __init__(self, notes: list[Note]) -> None:
-        super().__init__(f"{', '.join(str(n.question_id) for n in notes)} answered while the session ran")
-        self.notes = notes
-        self.note = notes[0]
-
-
 class WaitsResolved(ProductError):
-    """Everything a mixed turn was about to wait on was resolved while it ran: it carries on in place."""
+    """Everything a turn was about to wait on (answered, decided, ended) was resolved while it ran: it carries on
+    in place."""
 
 
 def _check_record(transaction: firestore.Transaction, current: dict[str, Any], pending: list[Note],
@@ -89,24 +76,6 @@ def audit_of(session: Session) -> list[Audit]:
     """The audit records ``session`` wrote, in order: the ground truth of what it did."""
     return [entry for step in load_steps(session.transcript) if step.session_id == session.session_id
             for entry in step.audit]  # fmt: skip
-
-
-def _check_pause(transaction: firestore.Transaction, pending: list[Note], pausing_on: str | None,
-                 pausing_on_all: list[str], pausing_on_children: list[str]) -> None:  # fmt: skip
-    """Raise if what a pause would wait for has already happened (the pause is then not written)."""
-    # An answer to the question it pauses on reached it first: no pause (decided with the answer's transaction).
-    answered = [n for n in pending if pausing_on is not None and n.question_id == pausing_on]
-    if answered:
-        raise AnsweredMeanwhile(answered[:1])
-    # A decision note is written only when the last call of its turn was decided: one means all are.
-    decided = [n for n in pending if n.question_id in pausing_on_all]
-    if decided:
-        raise AnsweredMeanwhile(decided)
-    asked = [n for n in pending if n.kind == NoteKind.CHILD_QUESTION and n.user in pausing_on_children]
-    if asked:
-        raise ChildAsked(asked)
-    if pausing_on_children and sessions.all_ended(pausing_on_children, transaction):
-        raise ChildrenEnded(f"{len(pausing_on_children)} children ended while the session ran")
 
 
 def _progress(step: Step | None, fields: SessionUpdate | None, consumed: list[dict[str, Any]], *,
@@ -165,9 +134,6 @@ def commit_step(
     fields: SessionUpdate | None = None,
     consumed_notes: list[Note] | None = None,
     wait_for_notes: bool = True,
-    pausing_on: str | None = None,
-    pausing_on_all: list[str] | None = None,
-    pausing_on_children: list[str] | None = None,
     pausing_on_record: list[Waiting] | None = None,
     spent: int = 0,
 ) -> list[Note]:
@@ -178,12 +144,10 @@ def commit_step(
     ``fields``, such as a terminal status). The same read returns the session's pending notes, so checking for
     them costs no extra read; ``consumed_notes`` are removed. A terminal status is not written while notes are
     pending: ``NotesPending`` is raised instead, unless the session may not go on (``wait_for_notes=False``).
-    A pause on ``pausing_on`` whose answer is already among the notes, or on ``pausing_on_all`` (a turn's approvals)
-    whose completing decision is, raises ``AnsweredMeanwhile``, writing nothing. A pause on ``pausing_on_children``
-    raises ``ChildrenEnded`` if they have all ended, and ``ChildAsked`` if one of them has asked a question. A pause
-    on ``pausing_on_record`` (a turn waiting on several kinds of things) stores it as the session's waiting record,
-    raising ``WaitsResolved`` if nothing in it is still waited on and ``ChildAsked`` as above; the notes that
-    brought outcomes it waits on are dropped (the resumption reads each from its own document).
+    A pause on ``pausing_on_record`` (what the turn's calls wait on, of one kind or several) stores it as the
+    session's waiting record, writing nothing but raising ``WaitsResolved`` if nothing in it is still waited on, and
+    ``ChildAsked`` if a child it waits on has asked a question; the notes that brought outcomes it waits on are
+    dropped (the resumption reads each from its own document).
     """
     ref = session_ref(session.session_id)
     when = now()
@@ -222,7 +186,6 @@ def commit_step(
                 transaction.update(ref, {"notes": [n.to_doc() for n in pending], "updated_at": when, **dropped})
                 return _Pending(pending)
             raise NotesPending(pending)
-        _check_pause(transaction, pending, pausing_on, pausing_on_all or [], pausing_on_children or [])
         writes = {**updates, **dropped}
         if collected.notes:  # the notes as read, less the consumed ones, with the results read
             writes |= {"notes": [n.to_doc() for n in pending]}

@@ -17,7 +17,7 @@ from typing import Any
 
 from google.cloud import firestore
 
-from shared.state import ids
+from shared.state import ids, legacy_waits
 from shared.state.firestore import APPROVALS, contended, db, question_ref, session_ref
 from shared.state.models import (
     ApprovalStatus,
@@ -35,14 +35,17 @@ _UNFINISHED = frozenset({SessionStatus.QUEUED.value, SessionStatus.RUNNING.value
 
 
 def record_of(asker: dict[str, Any]) -> list[Waiting]:
-    """The waiting record of a session document (empty: it does not wait on a mixed turn)."""
-    return [Waiting.from_doc(entry) for entry in asker.get("waiting") or []]
+    """The waiting record of a session document (empty: it does not wait; a document stored under the old pause
+    markers is read as the record they meant)."""
+    return [Waiting.from_doc(entry) for entry in legacy_waits.upgraded(asker).get("waiting") or []]
 
 
 def waits_on(asker: dict[str, Any], kind: WaitKind, key: str) -> bool:
-    """Whether this paused session's record waits on ``kind`` ``key`` (and nothing released it)."""
+    """Whether this paused session's record waits on ``key`` (and nothing released it). Keys name their kind (a
+    question's, an approval's, a child's and a parent question's ids differ); ``kind`` says what the caller
+    resolves (an operator question and an MCP server's request are both questions)."""
     paused = asker.get("status") == SessionStatus.PAUSED.value
-    return paused and any(w.kind == kind and w.key == key and not w.released for w in record_of(asker))
+    return paused and any(w.key == key and not w.released for w in record_of(asker))
 
 
 def parent_answered(asker: dict[str, Any], entry: Waiting) -> bool | None:
@@ -82,7 +85,7 @@ def unresolved(transaction: firestore.Transaction | None, asker: dict[str, Any],
                besides: tuple[WaitKind, str] | None = None) -> list[Waiting]:  # fmt: skip
     """The entries of ``record`` still waited on (point reads in ``transaction``), leaving out ``besides`` (the one
     being resolved by the caller)."""
-    others = [w for w in record if (w.kind, w.key) != besides and not w.released]
+    others = [w for w in record if (besides is None or w.key != besides[1]) and not w.released]
     read = [w for w in others if w.kind != WaitKind.PARENT_ANSWER]
     found: dict[str, dict[str, Any]] = {}
     if read:
@@ -125,8 +128,15 @@ def wake(transaction: firestore.Transaction, found: Wake, *, trigger_ts: str | N
     asker = Session.from_doc(found.asker)
     ref = session_ref(found.asker_id)
     news = news or []
-    if asker.kind == SessionKind.CHILD:
-        fields = {"status": SessionStatus.QUEUED.value, "started_at": None, "updated_at": at, **(extra or {})}
+    if asker.kind == SessionKind.CHILD:  # its record stored as read (a session paused under the old markers too)
+        fields = {
+            "status": SessionStatus.QUEUED.value,
+            "started_at": None,
+            "updated_at": at,
+            "waiting": [w.to_doc() for w in asker.waiting],
+            **legacy_waits.dropped(found.asker),
+            **(extra or {}),
+        }
         if news:
             fields["notes"] = firestore.ArrayUnion([n.to_doc() for n in news])
         transaction.update(ref, fields)

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 from ops import conversations
 from ops.names import Names
-from shared.state.models import Approval, Question, SessionKind, SessionStatus
+from shared.state.models import Approval, Question, SessionKind, SessionStatus, Waiting, WaitKind
 from shared.state.session_model import Session
 
 T0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
@@ -42,7 +42,7 @@ def test_continuations_retries_and_children_are_one_row_under_their_request() ->
     answer = session("answer-q-ev-1-1-0", SessionKind.CONTINUATION, SessionStatus.DONE, 1, transcript_id="ev-1",
                      question_id="q1", asker_session_id="ev-1")  # fmt: skip
     resume = session("resume-ev-1-3", SessionKind.CONTINUATION, SessionStatus.DONE, 2, transcript_id="ev-1",
-                     approval_ids=["a1"])  # fmt: skip
+                     waiting=[Waiting(3, 0, WaitKind.APPROVAL, "a1")])  # fmt: skip
     child = session("child-resume-ev-1-3-4-0", SessionKind.CHILD, SessionStatus.DONE, 3,
                     parent_session_id="resume-ev-1-3", depth=1)  # fmt: skip
     late = session("result-child-x", SessionKind.CONTINUATION, SessionStatus.DONE, 4, transcript_id="ev-1")
@@ -66,7 +66,8 @@ def test_the_state_says_who_it_waits_for() -> None:
         "waiting for an operator's answer (asked for @riley)"
     )
     assert rows([paused], approvals=(approval("ev-1"),))[0]["label"] == "waiting for an approval (restart_service)"
-    parent = session("ev-1", SessionKind.MENTION, SessionStatus.PAUSED, 0, child_ids=["c"])
+    parent = session("ev-1", SessionKind.MENTION, SessionStatus.PAUSED, 0,
+                     waiting=[Waiting(1, 0, WaitKind.CHILD, "c")])  # fmt: skip
     child = session("c", SessionKind.CHILD, SessionStatus.RUNNING, 1, parent_session_id="ev-1", depth=1)
     assert rows([parent, child])[0]["label"] == "working"
     assert rows([parent])[0]["label"] == "waiting for its delegated tasks"

@@ -66,7 +66,7 @@ def test_an_operator_reply_resumes_the_session(
     assert answered.status == QuestionStatus.ANSWERED
     assert answered.matched_option == "postgres"
     assert answered.answered_by == OPERATOR
-    wait_status(ids.continuation_id(question.question_id), SessionStatus.DONE)
+    wait_status(ids.resumed_by(question.question_id), SessionStatus.DONE)
     assert fake_slack.bot_replies(thread.channel, thread.ts)[-1]["text"] == "Using postgres."
     assert "speech_balloon" not in fake_slack.reactions(thread.channel, question.post_ts or "")
     assert "white_check_mark" in fake_slack.reactions(thread.channel, reply["ts"])
@@ -81,7 +81,7 @@ def test_an_unmatched_reply_goes_to_the_model_as_free_text(
     question = open_question(thread.session_id)
     script(G.text("Understood."))
     fake_slack.user_message(OPERATOR, thread.channel, "post", thread_ts=thread.ts)
-    wait_status(ids.continuation_id(question.question_id), SessionStatus.DONE)
+    wait_status(ids.resumed_by(question.question_id), SessionStatus.DONE)
     [response] = function_responses(fake_gemini.requests()[-1])
     result = response["response"]["result"]
     assert result["answer"] == "post"
@@ -97,7 +97,7 @@ def test_a_mention_in_the_thread_answers_without_the_mention(
     script(G.text("ok"))
     sent = fake_slack.user_message(OPERATOR, thread.channel, f"<@{local.BOT_USER_ID}> use sqlite", thread_ts=thread.ts)
     assert sorted(d["type"] for d in sent["deliveries"]) == ["app_mention", "message"]
-    wait_status(ids.continuation_id(question.question_id), SessionStatus.DONE)
+    wait_status(ids.resumed_by(question.question_id), SessionStatus.DONE)
     assert questions.get_question(question.question_id).answer == "use sqlite"  # type: ignore[union-attr]
     assert fake_slack.ephemerals(thread.channel) == []  # the twin event is the same answer, not a loser
     [response] = function_responses(fake_gemini.requests()[-1])
@@ -113,7 +113,7 @@ def test_a_non_operator_gets_an_ephemeral_note_and_nothing_changes(
     [note] = fake_slack.ephemerals(thread.channel, user="U0STRANGER")
     assert "Only the operators" in note["text"]
     assert questions.get_question(question.question_id).status == QuestionStatus.OPEN  # type: ignore[union-attr]
-    assert sessions.get_session(ids.continuation_id(question.question_id)) is None
+    assert sessions.get_session(ids.resumed_by(question.question_id)) is None
 
 
 def test_racing_replies_make_exactly_one_continuation(script: Script, fake_slack: FakeSlack, uid: str) -> None:
@@ -132,14 +132,14 @@ def test_racing_replies_make_exactly_one_continuation(script: Script, fake_slack
         t.start()
     for t in threads:
         t.join()
-    wait_status(ids.continuation_id(question.question_id), SessionStatus.DONE)
+    wait_status(ids.resumed_by(question.question_id), SessionStatus.DONE)
     notes = fake_slack.ephemerals(thread.channel, user=OPERATOR)
     assert len(notes) == 2
     assert all("already answered" in n["text"] for n in notes)
     query = (
         firestore.db()
         .collection(firestore.SESSIONS)
-        .where(filter=FieldFilter("question_id", "==", question.question_id))
+        .where(filter=FieldFilter("asker_session_id", "==", question.session_id))  # the paused session resumes once
     )
     continuations = [s for s in query.stream() if (s.to_dict() or {}).get("kind") == "continuation"]
     assert len(continuations) == 1
@@ -155,7 +155,7 @@ def test_a_button_press_answers_and_updates_the_question(
         OPERATOR, thread.channel, question.post_ts or "", "answer_3", value=f"{question.question_id}|3"
     )
     assert clicked["status"] == 200
-    wait_status(ids.continuation_id(question.question_id), SessionStatus.DONE)
+    wait_status(ids.resumed_by(question.question_id), SessionStatus.DONE)
     post = next(m for m in fake_slack.messages(thread.channel, thread.ts) if m["ts"] == question.post_ts)
     assert post["text"].startswith(f":white_check_mark: <@{OPERATOR}> chose: *postgres with replicas*")
     assert not post.get("blocks")
@@ -182,7 +182,7 @@ def test_a_click_on_an_answered_question_gets_a_note(script: Script, fake_slack:
     question = open_question(thread.session_id)
     script(G.text("ok"))
     fake_slack.user_message(OPERATOR, thread.channel, "1", thread_ts=thread.ts)
-    wait_status(ids.continuation_id(question.question_id), SessionStatus.DONE)
+    wait_status(ids.resumed_by(question.question_id), SessionStatus.DONE)
     fake_slack.click(OPERATOR, thread.channel, question.post_ts or "", "answer_2", value=f"{question.question_id}|2")
     notes = wait_for(lambda: fake_slack.ephemerals(thread.channel, user=OPERATOR), what="an ephemeral note")
     assert "already answered" in notes[-1]["text"]
@@ -201,7 +201,7 @@ def test_end_to_end_mention_ask_reply_continue_answer(
     wait_status(thread.session_id, SessionStatus.PAUSED)
     fake_slack.user_message(OPERATOR, thread.channel, "yes", thread_ts=thread.ts)
     question = open_question(thread.session_id)
-    wait_status(ids.continuation_id(question.question_id), SessionStatus.DONE)
+    wait_status(ids.resumed_by(question.question_id), SessionStatus.DONE)
     texts = [m["text"] for m in fake_slack.bot_replies(thread.channel, thread.ts)]
     assert "May I restart prod?" in texts[0]
     assert texts[1:] == ["Restarting now.", "Restarted prod; all green."]
@@ -238,7 +238,7 @@ def test_a_non_blocking_answer_is_folded_in_while_the_session_runs(
     assert not question.blocking
     fake_slack.user_message(OPERATOR, thread.channel, "yes, tabs", thread_ts=thread.ts)
     done = wait_status(thread.session_id, SessionStatus.DONE)
-    assert sessions.get_session(ids.continuation_id(question.question_id)) is None
+    assert sessions.get_session(ids.resumed_by(question.question_id)) is None
     assert (
         '"kind": "operator_answer", "from": "<@U0OPERATOR>", "question": "Prefer tabs?", "answer": "yes, tabs"'
         in texts(fake_gemini.requests()[-1])
@@ -273,7 +273,7 @@ def test_a_newer_blocking_question_cancels_the_older_one(
     assert "speech_balloon" not in fake_slack.reactions(thread.channel, first["ts"])
     script(G.text("ok"))
     fake_slack.user_message(OPERATOR, thread.channel, "answer to the second", thread_ts=thread.ts)
-    wait_status(ids.continuation_id(open_one.question_id), SessionStatus.DONE)
+    wait_status(ids.resumed_by(open_one.question_id), SessionStatus.DONE)
     results = [r["response"]["result"] for r in function_responses(fake_gemini.requests()[-1])]
     assert results[0]["status"] == "cancelled"
     assert results[1]["answer"] == "answer to the second"
@@ -309,11 +309,11 @@ def test_two_operators_a_button_and_a_slack_retry_race_to_one_continuation(
         racer.join()
     for delivery in (d for message in sent.values() for d in message["deliveries"]):  # type: ignore[attr-defined]
         fake_slack.redeliver(delivery["event_id"])  # Slack retries every answer event too
-    wait_status(ids.continuation_id(question.question_id), SessionStatus.DONE)
+    wait_status(ids.resumed_by(question.question_id), SessionStatus.DONE)
     query = (
         firestore.db()
         .collection(firestore.SESSIONS)
-        .where(filter=FieldFilter("question_id", "==", question.question_id))
+        .where(filter=FieldFilter("asker_session_id", "==", question.session_id))  # the paused session resumes once
     )
     assert len([s for s in query.stream() if (s.to_dict() or {}).get("kind") == "continuation"]) == 1
     losers = fake_slack.ephemerals(thread.channel)
@@ -338,10 +338,10 @@ def test_a_non_blocking_answer_while_paused_waits_for_the_continuation(
     by_text = {q.text: q for q in questions.thread_questions(thread.channel, thread.ts).open}
     dark, release = by_text["Dark mode?"], by_text["Which release?"]
     fake_slack.click(OPERATOR, thread.channel, dark.post_ts or "", "answer_1", value=f"{dark.question_id}|1")
-    assert sessions.get_session(ids.continuation_id(dark.question_id)) is None  # no second continuation
+    assert sessions.get_session(ids.resumed_by(dark.question_id)) is None  # no second continuation
     script(G.text("Shipping 2.0 with dark mode."))
     fake_slack.user_message(OPERATOR, thread.channel, "2.0", thread_ts=thread.ts)
-    wait_status(ids.continuation_id(release.question_id), SessionStatus.DONE)
+    wait_status(ids.resumed_by(release.question_id), SessionStatus.DONE)
     last = fake_gemini.requests()[-1]
     assert '"question": "Dark mode?", "answer": "yes"' in texts(last)
     assert [r["response"]["result"].get("answer") for r in function_responses(last)][-1] == "2.0"

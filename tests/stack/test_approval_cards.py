@@ -13,7 +13,7 @@ from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.slack.client import FakeSlack
 from shared.state import approvals as stored
 from shared.state import firestore
-from shared.state.models import SessionStatus
+from shared.state.models import SessionStatus, WaitKind
 from tests.agent_helpers import function_responses, mention, wait_status
 from tests.stack.test_approvals import executions, shown_call
 
@@ -26,7 +26,7 @@ def card_for(script: Script, fake_slack: FakeSlack, uid: str, args: dict[str, An
     script(G.call("scale_service", **args), G.text("Done."))
     thread = mention(fake_slack, f"C{uid}", "scale it")
     paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
-    [approval] = stored.get_approvals(paused.approval_ids)
+    [approval] = stored.get_approvals(paused.awaited(WaitKind.APPROVAL))
     card = next(m for m in fake_slack.bot_replies(thread.channel, thread.ts) if m["ts"] == approval.card_ts)
     assert json.loads(approval.args) == args  # the digest binds exactly these
     return card, approval.digest
@@ -79,7 +79,7 @@ def test_a_call_too_large_to_show_is_never_posted_and_the_model_is_told(
     script(G.call("scale_service", name="api", replicas=3, note="n" * 13_000), G.text("I will make it smaller."))
     thread = mention(fake_slack, f"C{uid}", "scale it with a long note")
     done = wait_status(thread.session_id, SessionStatus.DONE, timeout=60)
-    assert done.approval_ids == []
+    assert done.awaited(WaitKind.APPROVAL) == []
     assert not [m for m in fake_slack.bot_replies(thread.channel, thread.ts) if "approval needed" in m["text"]]
     approvals = (
         firestore.db().collection("approvals").where(filter=FieldFilter("session_id", "==", thread.session_id)).get()

@@ -26,7 +26,7 @@ from shared.slack import blocks
 from shared.state import approvals as stored
 from shared.state import firestore, ids, steps
 from shared.state import questions as stored_questions
-from shared.state.models import Approval, ApprovalStatus, AuditType, SessionStatus
+from shared.state.models import Approval, ApprovalStatus, AuditType, SessionStatus, WaitKind
 from tests import delivery
 from tests.agent_helpers import HUMAN, Thread, function_responses, mention, session, texts, wait_status
 from tests.poll import wait_for
@@ -41,7 +41,7 @@ def asks_to_scale(script: Script, fake_slack: FakeSlack, uid: str, *, replicas: 
     script(G.call("scale_service", name="api", replicas=replicas), G.text(f"Scaled api to {replicas}."))
     thread = mention(fake_slack, f"C{uid}", "scale the api")
     paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=30)
-    [approval] = stored.get_approvals(paused.approval_ids)
+    [approval] = stored.get_approvals(paused.awaited(WaitKind.APPROVAL))
     assert approval.card_ts is not None
     return thread, approval
 
@@ -107,7 +107,7 @@ def test_two_alike_calls_without_ids_each_run_with_their_own_arguments(
     script({"function_calls": idless}, G.text("Scaled twice."))
     thread = mention(fake_slack, f"C{uid}", "scale the api twice")
     paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=30)
-    first, second = sorted(stored.get_approvals(paused.approval_ids), key=lambda a: a.call_index)
+    first, second = sorted(stored.get_approvals(paused.awaited(WaitKind.APPROVAL)), key=lambda a: a.call_index)
     press(fake_slack, first, blocks.APPROVE_ACTION)
     press(fake_slack, second, blocks.APPROVE_ACTION)
     wait_status(resumed(first), SessionStatus.DONE, timeout=30)
@@ -151,7 +151,7 @@ def test_a_denying_reply_retried_after_a_kill_part_way_denies_every_pending_call
     script(G.calls(*calls), G.text("Not scaled."))
     thread = mention(fake_slack, f"C{uid}", "scale the api twice")
     paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=30)
-    first, second = sorted(stored.get_approvals(paused.approval_ids), key=lambda a: a.call_index)
+    first, second = sorted(stored.get_approvals(paused.awaited(WaitKind.APPROVAL)), key=lambda a: a.call_index)
     fake_slack.slow("chat.update", 60, match="denied by")  # the ingress is held after the first denial
     # The reply's delivery waits for the ingress, which is held: send it beside the test, and kill the ingress the
     # moment the first denial's card update arrives (before the Slack client's own timeout lets it go on).
@@ -193,7 +193,7 @@ def test_an_answer_that_reached_the_paused_turn_moves_on_with_its_decisions(
     )
     thread = mention(fake_slack, f"C{uid}", "scale the api and pick a colour")
     paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=30)
-    [approval] = stored.get_approvals(paused.approval_ids)
+    [approval] = stored.get_approvals(paused.awaited(WaitKind.APPROVAL))
     [question] = stored_questions.thread_questions(thread.channel, thread.ts).open
     fake_slack.click(OPERATOR, thread.channel, question.post_ts or "", "answer_1", value=f"{question.question_id}|2")
     wait_for(lambda: (session(thread.session_id) or paused).notes, timeout=30, what="the answer as a note")
@@ -336,7 +336,7 @@ def test_a_kill_at_each_boundary_from_card_to_result_runs_a_non_idempotent_call_
         stack.kill_function("agent_session")
         stack.start_function("agent_session")
     paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=90)
-    [approval] = stored.get_approvals(paused.approval_ids)
+    [approval] = stored.get_approvals(paused.awaited(WaitKind.APPROVAL))
     cards = [m for m in fake_slack.bot_replies(thread.channel, thread.ts) if "approval needed" in m["text"]]
     assert len(cards) == 1  # the card was not posted twice
     press(fake_slack, approval, blocks.APPROVE_ACTION)
@@ -355,7 +355,7 @@ def test_an_idempotent_approved_call_killed_mid_run_is_run_again_with_the_same_k
     script(G.call("pin_version", name="api", version="1.4.2"), G.text("Pinned."))
     thread = mention(fake_slack, f"C{uid}", "pin the api to 1.4.2")
     paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=30)
-    [approval] = stored.get_approvals(paused.approval_ids)
+    [approval] = stored.get_approvals(paused.awaited(WaitKind.APPROVAL))
     fake_slack.slow("chat.postMessage", 60, match="Pinning `api`")
     press(fake_slack, approval, blocks.APPROVE_ACTION)
     wait_for(lambda: [c for c in fake_slack.calls("chat.postMessage") if "Pinning `api`" in repr(c["args"])],
@@ -402,7 +402,7 @@ def test_calls_decided_before_their_session_paused_run_in_place(
     press(fake_slack, first_approval, blocks.APPROVE_ACTION)
     press(fake_slack, second_approval, blocks.APPROVE_ACTION, message_ts=str(second["ts"]))
     done = wait_status(thread.session_id, SessionStatus.DONE, timeout=60)
-    assert done.approval_ids == []  # it never paused
+    assert done.awaited(WaitKind.APPROVAL) == []  # it never paused
     assert sorted(e["action"] for e in executions(thread.session_id)) == ["pin", "scale"]
     responses = function_responses(fake_gemini.requests()[-1])
     assert [r["response"].get("result") for r in responses] == [

@@ -129,7 +129,7 @@ def test_a_reply_in_the_pane_while_a_question_is_open_answers_it(
     answered = questions.get_question(question.question_id)
     assert answered is not None
     assert (answered.status, answered.matched_option) == (QuestionStatus.ANSWERED, "eu")
-    wait_status(ids.continuation_id(question.question_id), SessionStatus.DONE)
+    wait_status(ids.resumed_by(question.question_id), SessionStatus.DONE)
     assert fake_slack.bot_replies(channel, thread_ts)[-1]["blocks"][0]["text"] == "Deployed to eu."
 
 

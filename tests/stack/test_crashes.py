@@ -32,7 +32,7 @@ from shared.state.models import Note, NoteKind, Question, QuestionStatus, Sessio
 from shared.state.session_model import Session
 from shared.state.steps import load_steps
 from tests import delivery
-from tests.agent_helpers import HUMAN, function_responses, mention, wait_status
+from tests.agent_helpers import HUMAN, conversation_done, function_responses, mention, wait_status
 from tests.agent_helpers import texts as texts_of
 from tests.poll import wait_for
 
@@ -102,14 +102,14 @@ def test_ask_answer_continue_survives_a_kill(
     if not hold.after_answer:
         kill_at(hold, stack, fake_slack, fake_gemini, before)
     paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
-    question = stored.get_question(paused.question_id or "")
+    question = stored.get_question(paused.awaited_question or "")
     assert question is not None
     assert question.post_ts is not None
     reply = fake_slack.user_message(OPERATOR, thread.channel, "2", thread_ts=thread.ts)
     assert [d["status"] for d in reply["deliveries"]] == [200]
     if hold.after_answer:
         kill_at(hold, stack, fake_slack, fake_gemini, before)
-    continuation = wait_status(ids.continuation_id(question.question_id), SessionStatus.DONE, timeout=90)
+    continuation = wait_status(ids.resumed_by(question.question_id), SessionStatus.DONE, timeout=90)
 
     # 0 lost answers: the answer reached the model as the ask's function response.
     answered = stored.get_question(question.question_id)
@@ -121,7 +121,7 @@ def test_ask_answer_continue_survives_a_kill(
     query = (
         firestore.db()
         .collection(firestore.SESSIONS)
-        .where(filter=FieldFilter("question_id", "==", question.question_id))
+        .where(filter=FieldFilter("asker_session_id", "==", question.session_id))  # the paused session resumes once
     )
     assert [s.id for s in query.stream() if (s.to_dict() or {}).get("kind") == "continuation"] == [
         continuation.session_id
@@ -282,9 +282,9 @@ def test_a_delegation_tree_survives_a_kill_at_every_boundary(
         stack.start_function("agent_session")
     else:
         if hold.method == "chat.update":  # the resumed parent runs meanwhile: let it end outside a transaction
-            wait_status(thread.session_id, SessionStatus.DONE, timeout=60)
+            conversation_done(thread.session_id, timeout=60)
         kill_at(hold, stack, fake_slack, fake_gemini, 0)
-    wait_status(thread.session_id, SessionStatus.DONE, timeout=120)
+    conversation_done(thread.session_id, timeout=120)
 
     resumed = [s for s in load_steps(thread.session_id) if s.kind == StepKind.ANSWER]
     assert len(resumed) == 1  # the parent resumed once

@@ -47,8 +47,8 @@ def crossed_mid_session(rig: cost.Rig) -> tuple[str, str]:
     paused = rig.session(session_id)
     assert paused.status == SessionStatus.PAUSED
     assert len(model_requests(rig)) == 1  # stopped at the boundary: no second model turn
-    assert paused.question_id is not None
-    return session_id, paused.question_id
+    assert paused.awaited_question is not None
+    return session_id, paused.awaited_question
 
 
 def test_a_session_that_crosses_the_budget_asks_and_an_operators_answer_lifts_it(rig: cost.Rig) -> None:
@@ -62,7 +62,7 @@ def test_a_session_that_crosses_the_budget_asks_and_an_operators_answer_lifts_it
 
     reply: dict[str, Any] = {}
     rig.ingress(rig.reply(session_id, "1"), reply)  # an operator: "Let it continue"
-    continuation = ids.continuation_id(question_id)
+    continuation = ids.resumed_by(question_id)
     rig.deliver(continuation)
     assert rig.session(continuation).status == SessionStatus.DONE
     [after] = model_requests(rig)[1:]  # the lifted conversation took its next turn
@@ -74,7 +74,7 @@ def test_an_operator_may_stop_it_instead(rig: cost.Rig) -> None:
     session_id, question_id = crossed_mid_session(rig)
     reply: dict[str, Any] = {}
     rig.ingress(rig.reply(session_id, "2"), reply)  # "Stop it"
-    continuation = ids.continuation_id(question_id)
+    continuation = ids.resumed_by(question_id)
     rig.deliver(continuation)
     assert rig.session(continuation).status == SessionStatus.STOPPED
     assert len(model_requests(rig)) == 1  # no model turn after the budget was spent
@@ -110,13 +110,13 @@ def test_the_requester_cannot_lift_their_own_budget_whatever_allow_requester_ans
     assert still is not None
     assert still.status == QuestionStatus.OPEN
     assert rig.session(session_id).status == SessionStatus.PAUSED
-    assert sessions.get_session(ids.continuation_id(question_id)) is None  # nothing resumed
+    assert sessions.get_session(ids.resumed_by(question_id)) is None  # nothing resumed
     assert len(model_requests(rig)) == 1
 
     rig.ingress(rig.reply(session_id, "1"), reply)  # an operator may lift it
     assert reply == {"ok": True, "answer": "answered"}
-    rig.deliver(ids.continuation_id(question_id))
-    assert rig.session(ids.continuation_id(question_id)).status == SessionStatus.DONE
+    rig.deliver(ids.resumed_by(question_id))
+    assert rig.session(ids.resumed_by(question_id)).status == SessionStatus.DONE
 
 
 def test_a_lift_by_anyone_but_an_operator_is_not_read_as_one(monkeypatch: pytest.MonkeyPatch) -> None:

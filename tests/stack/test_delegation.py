@@ -22,11 +22,20 @@ from shared.asks import delegation, stopping
 from shared.slack import blocks
 from shared.state import approvals, firestore, ids, sessions, steps
 from shared.state import questions as stored_questions
-from shared.state.models import Question, SessionKind, SessionStatus, StepKind
+from shared.state.models import Question, SessionKind, SessionStatus, StepKind, WaitKind
 from shared.state.new_sessions import mention_session
 from shared.usecases import worker
 from tests import delivery
-from tests.agent_helpers import HUMAN, Thread, function_responses, mention, session, texts, wait_status
+from tests.agent_helpers import (
+    HUMAN,
+    Thread,
+    conversation_done,
+    function_responses,
+    mention,
+    session,
+    texts,
+    wait_status,
+)
 from tests.poll import wait_for
 
 pytestmark = pytest.mark.stack
@@ -103,7 +112,7 @@ def test_a_blocking_fan_out_resumes_the_parent_once_with_every_result_in_call_or
         for_child(fake_gemini, task, G.delayed(delay, G.text(f"{count} in the crate")))
     fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.text("3 apples, 5 pears, 7 plums.")))
     thread = mention(fake_slack, f"C{uid}", "count the fruit")
-    done = wait_status(thread.session_id, SessionStatus.DONE, timeout=60)
+    done = conversation_done(thread.session_id, timeout=60)
 
     children = children_of(thread.session_id)
     assert len(children) == 3
@@ -115,7 +124,7 @@ def test_a_blocking_fan_out_resumes_the_parent_once_with_every_result_in_call_or
     assert results == ["3 in the crate", "5 in the crate", "7 in the crate"]  # the order of the calls
     resumed = [s for s in steps.load_steps(thread.session_id) if s.kind == StepKind.ANSWER]
     assert len(resumed) == 1  # resumed exactly once
-    assert done.child_ids == []
+    assert done.awaited(WaitKind.CHILD) == []
     # Children post nothing: the thread holds the parent's answer only.
     assert [m["text"] for m in answers(fake_slack, thread)] == ["3 apples, 5 pears, 7 plums."]
     [status] = tree_message(fake_slack, thread)  # one message, updated in place as the children ended
@@ -142,13 +151,14 @@ def test_a_tree_budget_refuses_the_child_that_would_exceed_it_and_gets_back_what
         FakeGemini.matching(f"[C{uid}]", G.text("Shards 0 to 3 and 5 are ok; 4 was not probed.")),
     )
     thread = mention(fake_slack, f"C{uid}", "probe the shards")
-    wait_status(thread.session_id, SessionStatus.DONE, timeout=60)
+    conversation_done(thread.session_id, timeout=60)
     first = next(r for r in requests_for(fake_gemini, f"[C{uid}]") if function_responses(r))
     responses = [r["response"] for r in function_responses(first)]
     assert [r["result"] for r in responses if "result" in r] == [f"shard {n} ok" for n in range(4)]
     [refused] = [r["error"] for r in responses if "error" in r]
     assert "all 26 model turns of this task's tree are allotted" in refused
-    children = children_of(thread.session_id)
+    # The later delegate call is the continuation's (the turn that waited on the first children resumed in it).
+    children = children_of(thread.session_id) + children_of(ids.resume_id(thread.session_id, 1))
     assert sorted(c["text"] for c in children) == sorted(tasks[:4] + tasks[5:])  # the refused one never existed
     assert {c["max_turns"] for c in children} == {5}
     root = firestore.session_ref(thread.session_id).get().to_dict() or {}
@@ -167,7 +177,7 @@ def test_a_failed_child_is_an_error_result_never_silence(
     for_child(fake_gemini, task, G.error(503, "UNAVAILABLE", "overloaded", times=3))  # each attempt of its request
     fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.text("The helper failed; I will look myself.")))
     thread = mention(fake_slack, f"C{uid}", "check the build")
-    wait_status(thread.session_id, SessionStatus.DONE, timeout=90)
+    conversation_done(thread.session_id, timeout=90)
     [child] = children_of(thread.session_id)
     assert child["status"] == SessionStatus.FAILED.value
     [response] = function_responses(requests_for(fake_gemini, f"[C{uid}]")[-1])
@@ -203,7 +213,7 @@ def test_delegation_stops_at_the_depth_limit(fake_slack: FakeSlack, fake_gemini:
     for_child(fake_gemini, child_task, G.text("Plan: copy users, then orders."))
     fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.text("Plan: copy users, then orders.")))
     thread = mention(fake_slack, f"C{uid}", "plan the migration")
-    wait_status(thread.session_id, SessionStatus.DONE, timeout=60)
+    conversation_done(thread.session_id, timeout=60)
     [child] = children_of(thread.session_id)
     [grandchild] = children_of(child["session_id"])
     assert (child["depth"], grandchild["depth"]) == (1, 2)
@@ -245,7 +255,7 @@ def test_children_ending_together_and_delivered_twice_resume_the_parent_once(
     try:
         for child_id in child_ids:  # Cloud Tasks may deliver each child's task again, in parallel
             delivery.deliver(url, child_id, task=f"again-{child_id}", copies=2)
-        wait_status(thread.session_id, SessionStatus.DONE, timeout=60)
+        conversation_done(thread.session_id, timeout=60)
     finally:
         parent_done.set()
         duplicates.join()
@@ -270,13 +280,13 @@ def test_a_risky_call_in_a_child_raises_a_card_and_runs_once_approved(
     thread = mention(fake_slack, f"C{uid}", "get ready for the launch")
     child_id = ids.child_id(thread.session_id, 1, 0)
     paused = wait_status(child_id, SessionStatus.PAUSED, timeout=30)
-    [approval] = approvals.get_approvals(paused.approval_ids)
+    [approval] = approvals.get_approvals(paused.awaited(WaitKind.APPROVAL))
     card = next(m for m in answers(fake_slack, thread) if m["ts"] == approval.card_ts)
     assert "delegated task" in card["text"]
     assert "scale the api for the launch" in card["text"]
     value = blocks.approval_value(approval.approval_id, approval.digest)
     fake_slack.click(OPERATOR_ID, thread.channel, approval.card_ts or "", blocks.APPROVE_ACTION, value=value)
-    wait_status(thread.session_id, SessionStatus.DONE, timeout=60)
+    conversation_done(thread.session_id, timeout=60)
     ran = firestore.db().collection("demo_actions").where(filter=FieldFilter("session_id", "==", child_id))
     assert [(d.to_dict() or {}).get("replicas") for d in ran.stream()] == [6]
     [response] = function_responses(requests_for(fake_gemini, f"[C{uid}]")[-1])
@@ -366,16 +376,17 @@ def test_stopping_a_session_stops_its_tree_running_paused_and_asking(
     fake_gemini.script(FakeGemini.matching("Which region?", G.call("ask_operator", question="Region for the scan?")))
     thread = mention(fake_slack, f"C{uid}", "scan the buckets")
     question = wait_for(lambda: open_question_of(thread.session_id), timeout=60, what="the operator question")
-    wait_status(thread.session_id, SessionStatus.PAUSED, timeout=30)
+    # The child's question released the turn's children: the turn resumed (its continuation), which asked.
+    writer = wait_status(ids.resume_id(thread.session_id, 1), SessionStatus.PAUSED, timeout=30).session_id
     slow_child, asking_child = (ids.child_id(thread.session_id, 1, n) for n in (0, 1))
     wait_status(asking_child, SessionStatus.PAUSED, timeout=30)
     running = session(slow_child)
     assert running is not None
     assert running.status == SessionStatus.RUNNING  # its model reply is still on its way
 
-    stopped = stopping.stop(thread.session_id, by="<@U0OPERATOR>")
-    assert set(stopped) == {thread.session_id, slow_child, asking_child}
-    for member in (thread.session_id, asking_child, slow_child):
+    stopped = stopping.stop(writer, by="<@U0OPERATOR>")
+    assert set(stopped) == {writer, slow_child, asking_child}
+    for member in (writer, asking_child, slow_child):
         wait_status(member, SessionStatus.STOPPED, timeout=30)
     closed = stored_questions.get_question(question.question_id)
     assert closed is not None
@@ -409,7 +420,7 @@ def test_a_depth_3_chain_whose_grandchild_asks_never_hands_an_empty_result_up(
         G.text("The users table is copied; orders next."),
     )  # fmt: skip
     fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.text("The helper copied the users table.")))
-    wait_status(thread.session_id, SessionStatus.DONE, timeout=60)
+    conversation_done(thread.session_id, timeout=60)
     child = session(child_id)
     grandchild = session(grandchild_id)
     assert child is not None
@@ -446,7 +457,7 @@ def test_a_child_that_tries_to_report_before_answering_its_childs_question_is_re
         G.text("Last night's backup in backups-eu is complete."),
     )  # fmt: skip
     fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.text("Last night's backup is complete.")))
-    wait_status(thread.session_id, SessionStatus.DONE, timeout=60)
+    conversation_done(thread.session_id, timeout=60)
     child = session(child_id)
     assert child is not None
     assert child.result == "Last night's backup in backups-eu is complete."

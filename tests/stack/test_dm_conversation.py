@@ -58,7 +58,7 @@ def test_a_question_at_the_top_level_is_answered_by_the_next_top_level_message(
     question = open_question(asker)
     assert any("Which region?" in text for text in top_level_bot_posts(fake_slack, channel))
     reply = say(fake_slack, channel, "eu")
-    continuation = wait_status(ids.continuation_id(question.question_id), SessionStatus.DONE)
+    continuation = wait_status(ids.resumed_by(question.question_id), SessionStatus.DONE)
     assert continuation.origin.thread_ts == sent["ts"]
     assert sessions.get_session(session_of(reply)) is None  # an answer, not a new request
     assert top_level_bot_posts(fake_slack, channel)[-1] == "Deployed to eu."

@@ -13,7 +13,7 @@ from infra.fakes.gemini.client import FakeGemini
 from shared.handlers import slack_interactivity
 from shared.state import approvals as stored
 from shared.state import ids
-from shared.state.models import ApprovalStatus, SessionStatus
+from shared.state.models import ApprovalStatus, SessionStatus, WaitKind
 from tests.rigs import Outage, queued_again
 from tests.stack.test_approvals import executions
 
@@ -29,7 +29,7 @@ def test_a_submission_again_after_its_decision_found_no_queue_queues_the_edited_
     session_id = rig.start("scale the api")
     rig.script(G.call("scale_service", name="api", replicas=3), G.text("Scaled to 5."))
     rig.deliver(session_id)
-    [approval] = stored.get_approvals(rig.session(session_id).approval_ids)
+    [approval] = stored.get_approvals(rig.session(session_id).awaited(WaitKind.APPROVAL))
     request = submission(approval, 5)
     outage.down = True
     _, status = slack_interactivity.handle(*request)

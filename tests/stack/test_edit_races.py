@@ -23,7 +23,7 @@ from infra.stack import Stack
 from shared.asks.approvals import canonical, digest
 from shared.slack import approval_card, blocks
 from shared.state import approvals as stored
-from shared.state.models import Approval, ApprovalStatus, SessionStatus
+from shared.state.models import Approval, ApprovalStatus, SessionStatus, WaitKind
 from tests import delivery
 from tests.agent_helpers import Thread, agent_with, function_responses, mention, wait_status
 from tests.poll import wait_for
@@ -57,7 +57,7 @@ def asks(script: Script, fake_slack: FakeSlack, uid: str, call: tuple[str, dict[
     script(G.call(call[0], **call[1]), G.text(answer))
     thread = mention(fake_slack, f"C{uid}", "please do it")
     paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=120)
-    [approval] = stored.get_approvals(paused.approval_ids)
+    [approval] = stored.get_approvals(paused.awaited(WaitKind.APPROVAL))
     assert approval.card_ts is not None
     return thread, approval
 

@@ -57,7 +57,7 @@ def test_a_reply_while_the_asker_finishes_its_ask_is_its_answer_and_makes_no_con
     assert (question.status, question.matched_option, question.post_ts) == (
         QuestionStatus.ANSWERED, "postgres", post["ts"],
     )  # fmt: skip
-    assert sessions.get_session(ids.continuation_id(question.question_id)) is None
+    assert sessions.get_session(ids.resumed_by(question.question_id)) is None
     [response] = function_responses(fake_gemini.requests()[-1])
     assert response["response"]["result"]["answer"] == "2"
     replies = [m["text"] for m in fake_slack.bot_replies(thread.channel, thread.ts)]
@@ -83,7 +83,7 @@ def test_a_press_before_the_post_is_recorded_answers_the_question(
     question = stored.get_question(qid)
     assert question is not None
     assert (question.status, question.answer, question.answer_pressed) == (QuestionStatus.ANSWERED, "yes", True)
-    assert sessions.get_session(ids.continuation_id(qid)) is None
+    assert sessions.get_session(ids.resumed_by(qid)) is None
     assert [m["text"] for m in fake_slack.bot_replies(thread.channel, thread.ts)][-1] == "Restarted."
 
 
@@ -99,8 +99,8 @@ def test_a_note_during_a_turn_that_ends_in_a_blocking_ask_moves_to_the_continuat
     paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=30)
     assert [n.text for n in paused.notes] == ["also keep the old one running"]
     fake_slack.user_message(OPERATOR, thread.channel, "europe-west1", thread_ts=thread.ts)
-    question_id = paused.question_id or ""
-    continuation = wait_status(ids.continuation_id(question_id), SessionStatus.DONE, timeout=30)
+    question_id = paused.awaited_question or ""
+    continuation = wait_status(ids.resumed_by(question_id), SessionStatus.DONE, timeout=30)
     assert continuation.notes == []
     assert sessions.get_session(thread.session_id).status == SessionStatus.RESUMED  # type: ignore[union-attr]
     last = fake_gemini.requests()[-1]
@@ -274,9 +274,9 @@ def test_a_late_answer_while_another_session_holds_the_transcript_goes_to_that_s
     late, region = (stored.get_question(ids.question_id(asker.session_id, 1, i)) for i in (0, 1))
     assert late is not None
     assert region is not None
-    assert region.question_id == asker.question_id
+    assert region.question_id == asker.awaited_question
     fake_slack.click(OPERATOR, thread.channel, region.post_ts or "", "answer_1", value=f"{region.question_id}|2")
-    writer = wait_status(ids.continuation_id(region.question_id), SessionStatus.PAUSED, timeout=30)
+    writer = wait_status(ids.resumed_by(region.question_id), SessionStatus.PAUSED, timeout=30)
 
     fake_slack.click(OPERATOR, thread.channel, late.post_ts or "", "answer_1", value=f"{late.question_id}|2")
     handed = wait_status(ids.continuation_id(late.question_id), SessionStatus.RESUMED, timeout=30)
@@ -288,7 +288,7 @@ def test_a_late_answer_while_another_session_holds_the_transcript_goes_to_that_s
     assert list(own.stream()) == []  # it asked nothing of its own
 
     fake_slack.user_message(OPERATOR, thread.channel, "zone b", thread_ts=thread.ts)
-    wait_status(ids.continuation_id(writer.question_id or ""), SessionStatus.DONE, timeout=30)
+    wait_status(ids.resumed_by(writer.awaited_question or ""), SessionStatus.DONE, timeout=30)
     last = fake_gemini.requests()[-1]
     assert "zone b" in [r["response"]["result"].get("answer") for r in function_responses(last)]
     assert "blue" in texts(last)

@@ -24,7 +24,7 @@ from shared.slack import blocks
 from shared.state import approvals as stored_approvals
 from shared.state import ids, sessions
 from shared.state import questions as stored
-from shared.state.models import SessionStatus
+from shared.state.models import SessionStatus, WaitKind
 from tests.rigs import Outage, queued_again, tasks_outage
 
 pytestmark = pytest.mark.stack
@@ -68,8 +68,8 @@ def asked(rig: cost.Rig) -> tuple[str, str]:
     rig.deliver(session_id)
     paused = rig.session(session_id)
     assert paused.status == SessionStatus.PAUSED
-    assert paused.question_id
-    return session_id, paused.question_id
+    assert paused.awaited_question
+    return session_id, paused.awaited_question
 
 
 def test_a_mention_while_cloud_tasks_is_down_is_answered_503_in_time_and_queued_on_redelivery(
@@ -96,7 +96,7 @@ def test_an_answer_while_cloud_tasks_is_down_is_answered_503_and_its_redelivery_
     answer = rig.reply(session_id, "a")
     outage.down = True
     timed(slack_events.handle, answer, caplog, outage)
-    continuation = ids.continuation_id(question_id)
+    continuation = ids.resumed_by(question_id)
     assert rig.session(continuation).status == SessionStatus.QUEUED  # recorded, not undone
     queued_again(rig, outage, slack_events.handle, again(answer), continuation,
                  reply={"ok": True, "answer": "duplicate"})  # fmt: skip
@@ -116,7 +116,7 @@ def test_a_second_press_on_an_answered_question_queues_its_continuation(
 
     outage.down = True
     timed(slack_interactivity.handle, press(), caplog, outage)
-    continuation = ids.continuation_id(question_id)
+    continuation = ids.resumed_by(question_id)
     assert rig.session(continuation).status == SessionStatus.QUEUED
     again_pressed = {"ok": True, "answer": "not_open"}  # the operator presses again
     queued_again(rig, outage, slack_interactivity.handle, press(), continuation, reply=again_pressed)
@@ -133,7 +133,7 @@ def test_a_second_press_on_a_decided_approval_queues_its_continuation(
     rig.deliver(session_id)
     paused = rig.session(session_id)
     assert paused.status == SessionStatus.PAUSED
-    [approval] = stored_approvals.get_approvals(paused.approval_ids)
+    [approval] = stored_approvals.get_approvals(paused.awaited(WaitKind.APPROVAL))
     assert approval.card_ts
 
     def press() -> tuple[bytes, dict[str, str]]:

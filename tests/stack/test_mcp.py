@@ -24,7 +24,7 @@ from infra.stack import Stack
 from shared.slack import blocks
 from shared.state import approvals as stored_approvals
 from shared.state import ids
-from shared.state.models import Approval, SessionStatus
+from shared.state.models import Approval, SessionStatus, WaitKind
 from tests.agent_helpers import agent_with, function_responses, mention, open_question, wait_status
 from tests.mcp_servers import answered, asked_by_a_server, mcp_servers, responses_of, retried_by_cloud_tasks
 from tests.poll import wait_for
@@ -68,7 +68,7 @@ def servers(stack: Stack) -> Iterator[Servers]:
 def approve_when_paused(fake_slack: FakeSlack, session_id: str) -> Approval:
     """Wait for ``session_id`` to pause on its one approval card, and approve it as the operator."""
     paused = wait_status(session_id, SessionStatus.PAUSED)
-    [approval] = stored_approvals.get_approvals(paused.approval_ids)
+    [approval] = stored_approvals.get_approvals(paused.awaited(WaitKind.APPROVAL))
     assert press(fake_slack, approval, blocks.APPROVE_ACTION)["status"] == 200
     return approval
 
@@ -124,7 +124,7 @@ def test_a_destructive_tool_raises_an_approval_card_and_runs_once_after_approval
     script(G.call("mcp.demo.delete_branch", repo="app", branch=branch), G.text("Branch deleted."))
     thread = mention(fake_slack, f"C{uid}", f"delete the branch {branch}")
     paused = wait_status(thread.session_id, SessionStatus.PAUSED)
-    [approval] = stored_approvals.get_approvals(paused.approval_ids)
+    [approval] = stored_approvals.get_approvals(paused.awaited(WaitKind.APPROVAL))
     assert approval.tool == "mcp.demo.delete_branch"
     assert approval.card_ts
     ran = [c for c in servers.calls(servers.demo, "delete_branch") if c["arguments"]["branch"] == branch]

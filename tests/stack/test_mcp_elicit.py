@@ -72,7 +72,7 @@ def test_a_resolver_that_elicits_asks_the_operator_and_the_answer_resumes_the_ca
     assert question.options == ["staging", "production", "Decline"]
     assert servers.deployed(servers.demo, service) == []
     reply(fake_slack, thread.channel, thread.ts, "production")
-    resumed = ids.continuation_id(question.question_id)
+    resumed = ids.resumed_by(question.question_id)
     # Cloud Tasks may deliver the continuation's task again, several copies at once.
     attempts = delivery.deliver(stack.function_url("agent_session"), resumed, task=f"again-{resumed}", copies=4)
     assert 200 in {
@@ -139,8 +139,8 @@ def test_a_resolver_elicitation_survives_a_kill(
             fake_gemini.wait_for_requests(before + 2, timeout=60)
         stack.kill_function("agent_session")
         stack.start_function("agent_session")
-        retried_by_cloud_tasks(stack, ids.continuation_id(question.question_id))
-        wait_status(ids.continuation_id(question.question_id), SessionStatus.DONE, timeout=120)
+        retried_by_cloud_tasks(stack, ids.resumed_by(question.question_id))
+        wait_status(ids.resumed_by(question.question_id), SessionStatus.DONE, timeout=120)
     finally:
         if "agent_session" not in stack.procs:
             stack.start_function("agent_session")

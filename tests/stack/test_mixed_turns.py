@@ -10,6 +10,7 @@ is pressed (so the test chooses when); the resuming task is delivered in paralle
 from __future__ import annotations
 
 import itertools
+import logging
 from datetime import timedelta
 from typing import Any
 
@@ -20,6 +21,7 @@ from infra import stack as local
 from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
+from shared.asks import answers
 from shared.slack import blocks
 from shared.state import approvals as stored
 from shared.state import firestore, ids, sessions, steps
@@ -228,3 +230,21 @@ def test_a_decision_for_a_call_nothing_waits_on_is_refused_and_changes_nothing(
     assert after.status == ApprovalStatus.PENDING
     assert executions(thread.session_id) == []
     assert sessions.get_session(ids.resume_id(thread.session_id, 1)) is None
+
+
+@pytest.mark.timeout(300)
+def test_answering_a_paused_mixed_turns_question_logs_that_the_turn_still_waits(
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Before, the answer to one question of a paused turn that still waited on its approval and its child was
+    logged as "answer queued as a note for the running session": the session was paused, not running."""
+    turn = MixedTurn(fake_slack, fake_gemini, uid)
+    question = stored_questions.get_question(turn.question_id)
+    assert question is not None
+    with caplog.at_level(logging.INFO, logger="shared.asks.answers"):
+        outcome = answers.answer(question, user=OPERATOR, text="eu-west", answer_ts=f"{uid}.9")
+    assert outcome.result == answers.AnswerOutcome.NOTED
+    said = [r.getMessage() for r in caplog.records if r.name == "shared.asks.answers"]
+    assert "answer recorded; the paused turn still waits on the rest of its record" in said
+    assert not any("running session" in line for line in said)
+    turn.still_waiting()

@@ -15,7 +15,7 @@ from infra.fakes.slack.client import FakeSlack
 from shared.slack import blocks
 from shared.state import approvals as stored
 from shared.state import ids, steps
-from shared.state.models import SessionStatus, StepKind
+from shared.state.models import SessionStatus, StepKind, WaitKind
 from tests.agent_helpers import Thread, function_responses, mention, session, wait_status
 from tests.poll import wait_for
 from tests.stack.test_approvals import executions, press, resumed
@@ -42,7 +42,7 @@ def test_three_calls_of_one_approve_tier_tool_without_ids_approved_last_to_first
     )
     thread = mention(fake_slack, f"C{uid}", "scale the api three times")
     paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=30)
-    cards = sorted(stored.get_approvals(paused.approval_ids), key=lambda a: a.call_index)
+    cards = sorted(stored.get_approvals(paused.awaited(WaitKind.APPROVAL)), key=lambda a: a.call_index)
     assert [a.call_index for a in cards] == [0, 1, 2]
     press(fake_slack, cards[2], blocks.APPROVE_ACTION)
     wait_for(lambda: "approved by" in card_text(fake_slack, thread.channel, thread.ts, cards[2].card_ts), timeout=60,

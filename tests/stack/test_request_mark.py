@@ -17,7 +17,7 @@ from infra.fakes.slack.client import FakeSlack
 from shared.slack import blocks
 from shared.state import approvals as stored
 from shared.state import ids
-from shared.state.models import SessionStatus
+from shared.state.models import SessionStatus, WaitKind
 from tests.agent_helpers import HUMAN, Thread, open_question, wait_status
 from tests.poll import wait_for
 
@@ -55,7 +55,7 @@ def test_a_question_answered_marks_the_request_done(script: Script, fake_slack: 
         assert pressed["status"] == 200
     else:
         fake_slack.user_message(OPERATOR, thread.channel, "2", thread_ts=thread.ts)
-    wait_status(ids.continuation_id(question.question_id), SessionStatus.DONE)
+    wait_status(ids.resumed_by(question.question_id), SessionStatus.DONE)
     wait_for(lambda: marked_done(fake_slack, thread.channel, request), what="the ✅ on the request")
     assert not marked_done(fake_slack, thread.channel, thread.ts)  # the root was only the thread's opener
 
@@ -67,7 +67,7 @@ def test_an_approval_decided_marks_the_request_done(
     script(G.call("scale_service", name="api", replicas=3), G.text("Handled the api."))
     thread, request = request_in_a_thread(fake_slack, f"C{uid}", "scale the api")
     paused = wait_status(thread.session_id, SessionStatus.PAUSED)
-    [approval] = stored.get_approvals(paused.approval_ids)
+    [approval] = stored.get_approvals(paused.awaited(WaitKind.APPROVAL))
     value = blocks.approval_value(approval.approval_id, approval.digest)
     assert fake_slack.click(OPERATOR, thread.channel, approval.card_ts or "", action, value=value)["status"] == 200
     wait_status(ids.resume_id(approval.session_id, approval.seq), SessionStatus.DONE)

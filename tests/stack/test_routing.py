@@ -17,7 +17,7 @@ from shared.asks import routing
 from shared.slack import blocks
 from shared.state import approvals as stored
 from shared.state import ids, questions
-from shared.state.models import ApprovalStatus, SessionStatus
+from shared.state.models import ApprovalStatus, SessionStatus, WaitKind
 from tests.agent_helpers import HUMAN, agent_with, function_responses, wait_status
 from tests.poll import wait_for
 from tests.stack.test_approvals import OPERATOR, executions, resumed
@@ -45,7 +45,7 @@ def test_an_approval_asked_in_a_dm_goes_to_the_operator_channel_and_resumes_the_
     script(G.call("scale_service", name="api", replicas=4), G.text("Scaled the api to 4."))
     channel, ts, session_id = dm(fake_slack, uid, "scale the api to 4")
     paused = wait_status(session_id, SessionStatus.PAUSED, timeout=120)
-    [approval] = stored.get_approvals(paused.approval_ids)
+    [approval] = stored.get_approvals(paused.awaited(WaitKind.APPROVAL))
     assert (approval.card_channel, approval.channel) == (OPERATORS, channel)
     card = next(m for m in fake_slack.messages(OPERATORS) if m["ts"] == approval.card_ts)
     assert f"/archives/{channel}/p{ts.replace('.', '')}" in json.dumps(card["blocks"])  # linked back
@@ -75,7 +75,7 @@ def test_a_question_asked_in_a_dm_goes_to_the_operator_channel_and_a_reply_there
     script(G.call("ask_operator", question=asked, options=["eu", "us"]), G.text("Deployed to eu."))
     channel, ts, session_id = dm(fake_slack, uid, "deploy it")
     paused = wait_status(session_id, SessionStatus.PAUSED, timeout=120)
-    question = questions.get_question(paused.question_id or "")
+    question = questions.get_question(paused.awaited_question or "")
     assert question is not None
     assert (question.post_channel, question.channel) == (OPERATORS, channel)
     [post] = routed_posts(fake_slack, asked)
@@ -87,7 +87,7 @@ def test_a_question_asked_in_a_dm_goes_to_the_operator_channel_and_a_reply_there
 
     reply = fake_slack.user_message(OPERATOR, OPERATORS, "1", thread_ts=post["ts"])  # under the post
     assert [d["status"] for d in reply["deliveries"]] == [200]
-    continuation = wait_status(ids.continuation_id(question.question_id), SessionStatus.DONE, timeout=120)
+    continuation = wait_status(ids.resumed_by(question.question_id), SessionStatus.DONE, timeout=120)
     assert (continuation.origin.channel, continuation.origin.thread_ts) == (channel, question.thread_ts)
     [response] = function_responses(fake_gemini.requests()[-1])
     assert response["response"]["result"]["matched_option"] == "eu"
@@ -104,7 +104,7 @@ def test_a_button_on_a_routed_question_answers_it_and_a_non_operator_is_refused_
     script(G.call("ask_operator", question=asked, options=["small", "large"]), G.text("Made it large."))
     _channel, _ts, session_id = dm(fake_slack, uid, "make it")
     paused = wait_status(session_id, SessionStatus.PAUSED, timeout=120)
-    question = questions.get_question(paused.question_id or "")
+    question = questions.get_question(paused.awaited_question or "")
     assert question is not None
     assert question.post_ts is not None
     refused = fake_slack.user_message(GUEST, OPERATORS, "small", thread_ts=question.post_ts)
@@ -114,7 +114,7 @@ def test_a_button_on_a_routed_question_answers_it_and_a_non_operator_is_refused_
     pressed = fake_slack.click(OPERATOR, OPERATORS, question.post_ts, "answer_2",
                                value=blocks.question_value(question.question_id, 2))  # fmt: skip
     assert pressed["status"] == 200
-    wait_status(ids.continuation_id(question.question_id), SessionStatus.DONE, timeout=120)
+    wait_status(ids.resumed_by(question.question_id), SessionStatus.DONE, timeout=120)
     [response] = function_responses(fake_gemini.requests()[-1])
     assert response["response"]["result"]["matched_option"] == "large"
 
@@ -125,7 +125,7 @@ def test_a_denying_reply_under_a_routed_card_denies_it_as_in_the_thread(
     script(G.call("scale_service", name="api", replicas=6), G.text("Not scaled."))
     channel, _ts, session_id = dm(fake_slack, uid, "scale the api to 6")
     paused = wait_status(session_id, SessionStatus.PAUSED, timeout=120)
-    [approval] = stored.get_approvals(paused.approval_ids)
+    [approval] = stored.get_approvals(paused.awaited(WaitKind.APPROVAL))
     reply = fake_slack.user_message(OPERATOR, OPERATORS, f"not now {uid}", thread_ts=approval.card_ts)
     assert [d["status"] for d in reply["deliveries"]] == [200]
     wait_status(resumed(approval), SessionStatus.DONE, timeout=120)
@@ -157,14 +157,14 @@ def test_a_routed_question_is_posted_exactly_once_across_a_kill(
     channel, _ts, session_id = dm(fake_slack, uid, "pick a zone")
     kill_routed(stack, fake_slack, method, match)
     paused = wait_status(session_id, SessionStatus.PAUSED, timeout=90)
-    question = questions.get_question(paused.question_id or "")
+    question = questions.get_question(paused.awaited_question or "")
     assert question is not None
     [post] = routed_posts(fake_slack, asked)  # exactly once
     assert post["ts"] == question.post_ts
     told = [m for m in fake_slack.messages(channel) if m.get("bot_id") and "I asked the operators" in m["text"]]
     assert len(told) == 1
     fake_slack.user_message(OPERATOR, OPERATORS, "b", thread_ts=post["ts"])
-    wait_status(ids.continuation_id(question.question_id), SessionStatus.DONE, timeout=120)
+    wait_status(ids.resumed_by(question.question_id), SessionStatus.DONE, timeout=120)
     [response] = function_responses(fake_gemini.requests()[-1])
     assert response["response"]["result"]["matched_option"] == "b"
 
@@ -180,7 +180,7 @@ def test_a_routed_approval_card_is_posted_exactly_once_across_a_kill(
     channel, _ts, session_id = dm(fake_slack, uid, "scale the api to 7")
     kill_routed(stack, fake_slack, method, match)
     paused = wait_status(session_id, SessionStatus.PAUSED, timeout=90)
-    [approval] = stored.get_approvals(paused.approval_ids)
+    [approval] = stored.get_approvals(paused.awaited(WaitKind.APPROVAL))
     cards = [m for m in fake_slack.messages(OPERATORS) if approval.approval_id in json.dumps(m.get("blocks"))]
     assert [c["ts"] for c in cards] == [approval.card_ts]  # exactly once
     value = blocks.approval_value(approval.approval_id, approval.digest)
@@ -215,7 +215,7 @@ def test_without_an_operator_channel_the_session_is_told_at_once_and_the_person_
     script(G.call("scale_service", name="api", replicas=5), G.text("I cannot do that here."))
     channel, _ts, session_id = dm(fake_slack, uid, "scale the api to 5")
     done = wait_status(session_id, SessionStatus.DONE, timeout=120)
-    assert done.approval_ids == []
+    assert done.awaited(WaitKind.APPROVAL) == []
     assert executions(session_id) == []
     [response] = function_responses(fake_gemini.requests()[-1])
     assert response["response"]["error"] == routing.NOBODY_FOR_MODEL

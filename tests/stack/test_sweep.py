@@ -351,7 +351,7 @@ def test_a_child_whose_worker_died_for_good_fails_and_its_parent_resumes(
     parent = Session.new(
         session_id=parent_id, kind=SessionKind.MENTION, channel=channel, thread_ts=root, trigger_ts=root,
         trigger_user=OPERATOR, text=f"check the disks [{channel}]", created_at=long_ago, status=SessionStatus.PAUSED,
-        transcript_writer=parent_id, next_seq=3, turns=1, tool_calls=1, child_ids=[child_id],
+        transcript_writer=parent_id, next_seq=3, turns=1, tool_calls=1,
     )  # fmt: skip
     child = Session.new(
         session_id=child_id, kind=SessionKind.CHILD, channel=channel, thread_ts=root, trigger_ts=root,
@@ -360,13 +360,14 @@ def test_a_child_whose_worker_died_for_good_fails_and_its_parent_resumes(
         parent_transcript=parent_id, depth=1, delegate_seq=1, delegate_index=0, sibling_ids=[child_id],
         root_session_id=parent_id,
     )  # fmt: skip
-    firestore.session_ref(parent_id).create(parent.to_doc())
+    # Stored as a parent paused before every pause was a waiting record (``child_ids``): read as its record.
+    firestore.session_ref(parent_id).create({**parent.to_doc(), "child_ids": [child_id]})
     firestore.session_ref(child_id).create(child.to_doc())
     fake_gemini.script(FakeGemini.matching(f"[{channel}]", G.text("The disk check could not finish; I will retry.")))
 
     summary = sweep(stack)
     assert summary["children_failed"] == 1
-    wait_status(parent_id, SessionStatus.DONE, timeout=30)
+    wait_status(ids.resume_id(parent_id, 1), SessionStatus.DONE, timeout=30)  # the continuation of its paused turn
     failed = sessions.get_session(child_id)
     assert failed is not None
     assert failed.status == SessionStatus.FAILED

@@ -16,7 +16,7 @@ from shared.logs import TRACE_FIELD
 from shared.state import ids, steps
 from shared.state.models import AuditType, SessionStatus
 from tests import delivery
-from tests.agent_helpers import mention, wait_status
+from tests.agent_helpers import conversation_done, mention, wait_status
 from tests.poll import wait_for
 
 pytestmark = pytest.mark.stack
@@ -72,7 +72,7 @@ def test_one_trace_across_ingress_deliveries_and_the_continuation(
     thread = mention(fake_slack, f"C{uid}", "trace me")
     paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=30)
     fake_slack.user_message(local.OPERATOR_ID, thread.channel, "1", thread_ts=thread.ts)
-    continuation = ids.continuation_id(paused.question_id or "")
+    continuation = ids.resumed_by(paused.awaited_question or "")
     wait_status(continuation, SessionStatus.DONE, timeout=30)
     delivery.deliver(stack.function_url("agent_session"), thread.session_id, task="late-duplicate")
 
@@ -104,7 +104,7 @@ def test_a_delegated_child_logs_under_its_parents_trace(stack: Stack, fake_slack
         FakeGemini.matching(f"[C{uid}]", G.text("There are 12 rows.")),
     )
     thread = mention(fake_slack, f"C{uid}", "count the rows")
-    wait_status(thread.session_id, SessionStatus.DONE, timeout=60)
+    conversation_done(thread.session_id, timeout=60)
     child = ids.child_id(thread.session_id, 1, 0)
 
     def traces() -> dict[str, set[str]]:

@@ -17,7 +17,7 @@ from shared.asks import delegation, questions
 from shared.state import firestore, ids
 from shared.state import questions as stored_questions
 from shared.state.models import SessionStatus
-from tests.agent_helpers import Thread, function_responses, mention, texts, wait_status
+from tests.agent_helpers import Thread, conversation_done, function_responses, mention, texts, wait_status
 from tests.stack.test_call_identity import idless
 from tests.stack.test_delegation import answers, child_requests, for_child, requests_for
 
@@ -36,7 +36,7 @@ def test_a_child_that_ends_without_a_result_is_an_error_for_its_parent(
         {"content": {"role": "model", "parts": []}, "finishReason": "STOP"}]}))  # fmt: skip
     fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.text("The helper found nothing; I will ask around.")))
     thread = mention(fake_slack, f"C{uid}", "who owns this")
-    wait_status(thread.session_id, SessionStatus.DONE, timeout=60)
+    conversation_done(thread.session_id, timeout=60)
     [response] = function_responses(requests_for(fake_gemini, f"[C{uid}]")[-1])
     assert response["response"] == {"error": "the helper ended without a result"}
 
@@ -67,7 +67,7 @@ def test_a_child_sees_only_its_task_as_delegate_says(fake_slack: FakeSlack, fake
     for_child(fake_gemini, task, G.call("read_thread", limit=5), G.text("I only have the task: 0 invoices."))
     fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.text("No invoices.")))
     thread = mention(fake_slack, f"C{uid}", "sum the invoices; secret thread text 1234")
-    wait_status(thread.session_id, SessionStatus.DONE, timeout=60)
+    conversation_done(thread.session_id, timeout=60)
     asked = child_requests(fake_gemini, task)
     declared = {d["name"] for t in asked[0]["body"].get("tools", []) for d in t.get("functionDeclarations", [])}
     assert "read_thread" not in declared
@@ -92,8 +92,8 @@ def _child_asking_a_paused_parent(fake_slack: FakeSlack, fake_gemini: FakeGemini
     child_id = ids.child_id(thread.session_id, 1, 0)
     wait_status(child_id, SessionStatus.PAUSED, timeout=60)
     paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
-    assert paused.question_id is not None
-    return thread, child_id, paused.question_id
+    assert paused.awaited_question is not None
+    return thread, child_id, paused.awaited_question
 
 
 def _released(fake_gemini: FakeGemini, child_id: str, task: str) -> None:
@@ -114,7 +114,7 @@ def test_a_child_asking_a_conversation_that_ends_in_a_continuation_is_released(
         fake_slack, fake_gemini, uid, G.text("Tier two; the helper decides the size."), G.text("Cache: 512 MB.")
     )
     fake_slack.user_message(OPERATOR_ID, thread.channel, "tier two", thread_ts=thread.ts)
-    continuation = ids.continuation_id(ids.question_id(thread.session_id, 1, 1))
+    continuation = ids.resumed_by(ids.question_id(thread.session_id, 1, 1))
     wait_status(continuation, SessionStatus.DONE, timeout=60)
     _released(fake_gemini, child_id, f"choose the cache size {uid}")
     wait_status(ids.child_result_id(child_id), SessionStatus.DONE, timeout=60)  # its result still reaches the thread
