@@ -25,6 +25,7 @@ from shared.state.sessions import ClaimResult
 from tests import delivery
 from tests.agent_helpers import HUMAN, function_responses, mention, texts, wait_status
 from tests.poll import wait_for
+from tests.seeded import dead_worker_session
 
 pytestmark = pytest.mark.stack
 G = FakeGemini
@@ -133,29 +134,13 @@ def test_one_message_answers_at_most_one_question(
     assert sessions.get_session(ids.continuation_id(before[1].question_id)) is None
 
 
-def _dead_worker_session(fake_slack: FakeSlack, session_id: str, channel: str, request: str, age: timedelta, *,
-                         lease: timedelta, takeovers_without_progress: int = 0) -> Session:  # fmt: skip
-    """A request message (no mention: no session of its own) and a session claimed for it ``age`` ago whose worker
-    died: still ``running``, its lease (``lease`` long) run out."""
-    text = f"{request} [{channel}]"
-    root = fake_slack.user_message(HUMAN, channel, text)["ts"]
-    long_ago = firestore.now() - age
-    dead = Session.new(
-        session_id=session_id, kind=SessionKind.MENTION, channel=channel, thread_ts=root, trigger_ts=root,
-        trigger_user=HUMAN, text=text, created_at=long_ago, status=SessionStatus.RUNNING, worker="gone",
-        lease_task="t", lease_until=long_ago + lease, started_at=long_ago,
-        takeovers_without_progress=takeovers_without_progress,
-    )  # fmt: skip
-    firestore.session_ref(dead.session_id).create(dead.to_doc())
-    return dead
-
-
 def test_a_message_for_a_session_whose_worker_died_resumes_it_at_once(
     script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
 ) -> None:
     """Defect: the message was queued as a note for a dead worker and waited for the daily sweep."""
-    dead = _dead_worker_session(fake_slack, f"dead-{uid}", f"C{uid}", "check the build", timedelta(minutes=10),
-                                lease=timedelta(minutes=4))  # fmt: skip
+    dead, _ = dead_worker_session(fake_slack, f"dead-{uid}", f"C{uid}", "check the build",
+                                  claimed_at=firestore.now() - timedelta(minutes=10),
+                                  lease=timedelta(minutes=4))  # fmt: skip
     channel, root = dead.origin.channel, dead.origin.thread_ts
     script(G.text("The build is green."))
     sent = fake_slack.user_message(HUMAN, channel, "any news?", thread_ts=root)
@@ -313,8 +298,9 @@ def test_a_session_killed_at_one_step_every_time_is_failed_not_rescued_for_ever(
     session stayed `running` and the rescue queued its takeover again every few minutes, for ever. A takeover now
     counts; past three in a row without a stored step the session fails and the thread is told. Any stored step
     starts the count again."""
-    dead = _dead_worker_session(fake_slack, f"looping-{uid}", f"C{uid}", "build it", timedelta(seconds=90),
-                                lease=timedelta(seconds=60), takeovers_without_progress=takeovers)  # fmt: skip
+    dead, _ = dead_worker_session(fake_slack, f"looping-{uid}", f"C{uid}", "build it",
+                                  claimed_at=firestore.now() - timedelta(seconds=90),
+                                  lease=timedelta(seconds=60), takeovers_without_progress=takeovers)  # fmt: skip
     channel, root = dead.origin.channel, dead.origin.thread_ts
     script(G.text("Built."))
     attempts = delivery.deliver(stack.function_url("agent_session"), dead.session_id, task=f"rescue-{uid}")
