@@ -30,6 +30,7 @@ from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.slack.client import FakeSlack
 from infra.procs import StackError, free_port
 from tests.poll import wait_for
+from tests.served import served
 from tests.slack import SlackSender, mention
 from tests.spawned import spawn_fake, stop_fake
 
@@ -111,14 +112,8 @@ def target() -> Iterator[Target]:
     server.daemon_threads = True
     found = Target(server)
     Handler.target = found
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with served(server):
         yield found
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
 
 
 # -- the dispatcher process ----------------------------------------------------------------------
