@@ -37,11 +37,21 @@ Script = Callable[..., int]
 OPERATOR, OPERATOR2 = local.OPERATOR_ID, "U0OPERATOR2"
 
 
-def asks_to_scale(script: Script, fake_slack: FakeSlack, uid: str, *, replicas: int = 3) -> tuple[Thread, Approval]:
-    script(G.call("scale_service", name="api", replicas=replicas), G.text(f"Scaled api to {replicas}."))
-    thread = mention(fake_slack, f"C{uid}", "scale the api")
-    paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=30)
+def asks_approval(script: Script, fake_slack: FakeSlack, channel: str, request: str, call: dict[str, Any], then: str,
+                  *, timeout: float = 60) -> tuple[Thread, Approval]:  # fmt: skip
+    """A mention of ``request`` in ``channel`` whose model turn is ``call`` (an approve-tier tool), then ``then``:
+    the thread, and the approval its session pauses on."""
+    script(call, G.text(then))
+    thread = mention(fake_slack, channel, request)
+    paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=timeout)
     [approval] = stored.get_approvals(paused.approval_ids)
+    return thread, approval
+
+
+def asks_to_scale(script: Script, fake_slack: FakeSlack, uid: str, *, replicas: int = 3) -> tuple[Thread, Approval]:
+    thread, approval = asks_approval(script, fake_slack, f"C{uid}", "scale the api",
+                                     G.call("scale_service", name="api", replicas=replicas),
+                                     f"Scaled api to {replicas}.", timeout=30)  # fmt: skip
     assert approval.card_ts is not None
     return thread, approval
 
@@ -351,10 +361,8 @@ def test_a_kill_at_each_boundary_from_card_to_result_runs_a_non_idempotent_call_
 def test_an_idempotent_approved_call_killed_mid_run_is_run_again_with_the_same_key(
     stack: Stack, script: Script, fake_slack: FakeSlack, uid: str
 ) -> None:
-    script(G.call("pin_version", name="api", version="1.4.2"), G.text("Pinned."))
-    thread = mention(fake_slack, f"C{uid}", "pin the api to 1.4.2")
-    paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=30)
-    [approval] = stored.get_approvals(paused.approval_ids)
+    pin = G.call("pin_version", name="api", version="1.4.2")
+    thread, approval = asks_approval(script, fake_slack, f"C{uid}", "pin the api to 1.4.2", pin, "Pinned.", timeout=30)
     fake_slack.slow("chat.postMessage", 60, match="Pinning `api`")
     press(fake_slack, approval, blocks.APPROVE_ACTION)
     kill_the_worker_in(stack, fake_slack, "chat.postMessage", "Pinning `api`", what="the tool to start")
