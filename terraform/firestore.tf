@@ -71,39 +71,3 @@ resource "google_firestore_index" "composite" {
     }
   }
 }
-
-# The indexes were one resource each before: a deployment keeps them rather than building them again.
-moved {
-  from = google_firestore_index.questions_by_age
-  to   = google_firestore_index.composite["questions_by_age"]
-}
-
-moved {
-  from = google_firestore_index.approvals_by_age
-  to   = google_firestore_index.composite["approvals_by_age"]
-}
-
-moved {
-  from = google_firestore_index.sessions_by_age
-  to   = google_firestore_index.composite["sessions_by_age"]
-}
-
-moved {
-  from = google_firestore_index.paused_children
-  to   = google_firestore_index.composite["paused_children"]
-}
-
-moved {
-  from = google_firestore_index.silent_exits_to_follow_up
-  to   = google_firestore_index.composite["silent_exits_to_follow_up"]
-}
-
-moved {
-  from = google_firestore_index.sessions_by_lease
-  to   = google_firestore_index.composite["sessions_by_lease"]
-}
-
-moved {
-  from = google_firestore_index.sessions_in_thread
-  to   = google_firestore_index.composite["sessions_in_thread"]
-}

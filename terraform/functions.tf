@@ -5,8 +5,8 @@ locals {
 
   # Who may call each function: invoker bindings go on the underlying Cloud Run service.
   invoker_members = {
-    tasks     = "serviceAccount:${google_service_account.tasks_invoker.email}"
-    scheduler = "serviceAccount:${google_service_account.scheduler.email}"
+    tasks     = "serviceAccount:${google_service_account.platform["tasks_invoker"].email}"
+    scheduler = "serviceAccount:${google_service_account.platform["scheduler"].email}"
   }
   public_functions  = { for key, fn in local.functions : key => fn if fn.invoker == "public" }
   private_functions = { for key, fn in local.functions : key => fn if fn.invoker != "public" }
@@ -82,7 +82,7 @@ resource "google_cloudfunctions2_function" "this" {
   build_config {
     runtime           = var.runtime
     entry_point       = each.key
-    service_account   = google_service_account.build.id
+    service_account   = google_service_account.platform["build"].id
     docker_repository = google_artifact_registry_repository.functions.id
 
     source {

@@ -10,29 +10,34 @@ resource "google_service_account" "function" {
   depends_on = [google_project_service.enabled]
 }
 
-# Cloud Tasks signs its OIDC tokens to agent_session as this account.
-resource "google_service_account" "tasks_invoker" {
-  account_id   = "${var.name_prefix}-tasks"
-  display_name = "${var.name_prefix} Cloud Tasks invoker"
-  description  = "Identity in the OIDC tokens Cloud Tasks sends to agent_session."
-
-  depends_on = [google_project_service.enabled]
+# The identities Google's services act as for the product: Cloud Tasks and Cloud Scheduler sign their OIDC tokens to
+# agent_session and sweep as theirs; Cloud Build builds the function images as its own instead of a default one.
+locals {
+  platform_accounts = {
+    tasks_invoker = {
+      account_id   = "tasks"
+      display_name = "Cloud Tasks invoker"
+      description  = "Identity in the OIDC tokens Cloud Tasks sends to agent_session."
+    }
+    scheduler = {
+      account_id   = "scheduler"
+      display_name = "Cloud Scheduler invoker"
+      description  = "Identity in the OIDC tokens Cloud Scheduler sends to sweep."
+    }
+    build = {
+      account_id   = "build"
+      display_name = "function builds"
+      description  = "Identity Cloud Build uses to build the function images."
+    }
+  }
 }
 
-# Cloud Scheduler signs its OIDC tokens to sweep as this account.
-resource "google_service_account" "scheduler" {
-  account_id   = "${var.name_prefix}-scheduler"
-  display_name = "${var.name_prefix} Cloud Scheduler invoker"
-  description  = "Identity in the OIDC tokens Cloud Scheduler sends to sweep."
+resource "google_service_account" "platform" {
+  for_each = local.platform_accounts
 
-  depends_on = [google_project_service.enabled]
-}
-
-# Cloud Build builds the function images as this account instead of a default one.
-resource "google_service_account" "build" {
-  account_id   = "${var.name_prefix}-build"
-  display_name = "${var.name_prefix} function builds"
-  description  = "Identity Cloud Build uses to build the function images."
+  account_id   = "${var.name_prefix}-${each.value.account_id}"
+  display_name = "${var.name_prefix} ${each.value.display_name}"
+  description  = each.value.description
 
   depends_on = [google_project_service.enabled]
 }
@@ -76,7 +81,7 @@ resource "google_cloud_tasks_queue_iam_member" "enqueuer" {
 resource "google_service_account_iam_member" "tasks_act_as" {
   for_each = local.functions
 
-  service_account_id = google_service_account.tasks_invoker.name
+  service_account_id = google_service_account.platform["tasks_invoker"].name
   role               = "roles/iam.serviceAccountUser"
   member             = "serviceAccount:${google_service_account.function[each.key].email}"
 }
@@ -99,7 +104,7 @@ resource "google_secret_manager_secret_iam_member" "access" {
 resource "google_project_iam_member" "build" {
   project = var.project_id
   role    = "roles/logging.logWriter"
-  member  = "serviceAccount:${google_service_account.build.email}"
+  member  = "serviceAccount:${google_service_account.platform["build"].email}"
 }
 
 # Cloud Functions copies the source zip into its own gcf-v2-sources-<project number>-<region> bucket
@@ -108,7 +113,7 @@ resource "google_project_iam_member" "build" {
 resource "google_project_iam_member" "build_gcf_sources_reader" {
   project = var.project_id
   role    = "roles/storage.objectViewer"
-  member  = "serviceAccount:${google_service_account.build.email}"
+  member  = "serviceAccount:${google_service_account.platform["build"].email}"
 
   condition {
     title       = "gcf-v2-sources only"
@@ -120,7 +125,7 @@ resource "google_project_iam_member" "build_gcf_sources_reader" {
 resource "google_storage_bucket_iam_member" "build_source_reader" {
   bucket = google_storage_bucket.source.name
   role   = "roles/storage.objectViewer"
-  member = "serviceAccount:${google_service_account.build.email}"
+  member = "serviceAccount:${google_service_account.platform["build"].email}"
 }
 
 resource "google_artifact_registry_repository_iam_member" "build_writer" {
@@ -128,5 +133,5 @@ resource "google_artifact_registry_repository_iam_member" "build_writer" {
   location   = var.region
   repository = google_artifact_registry_repository.functions.name
   role       = "roles/artifactregistry.writer"
-  member     = "serviceAccount:${google_service_account.build.email}"
+  member     = "serviceAccount:${google_service_account.platform["build"].email}"
 }

@@ -79,7 +79,7 @@ locals {
     tasks = {
       TASKS_QUEUE                     = google_cloud_tasks_queue.sessions.id
       TASKS_TARGET_URL                = local.function_urls["agent_session"]
-      TASKS_SERVICE_ACCOUNT           = google_service_account.tasks_invoker.email
+      TASKS_SERVICE_ACCOUNT           = google_service_account.platform["tasks_invoker"].email
       TASKS_DISPATCH_DEADLINE_SECONDS = tostring(var.tasks.dispatch_deadline_seconds)
     }
     slack = {
@@ -118,7 +118,7 @@ locals {
     # sweep accepts only Cloud Scheduler's token, for its own URL (shared/sweep.py, shared/auth.py):
     # the same account and audience as the scheduler job's oidc_token.
     sweep = {
-      SCHEDULER_SERVICE_ACCOUNT = google_service_account.scheduler.email
+      SCHEDULER_SERVICE_ACCOUNT = google_service_account.platform["scheduler"].email
       OIDC_AUDIENCE             = local.function_urls["sweep"]
       STALE_LEASE_MINUTES       = tostring(var.sweep.stale_lease_minutes)
       SWEEP_PAGE_SIZE           = tostring(var.sweep.page_size)

@@ -29,6 +29,7 @@ from shared.state.firestore import (
 )
 from shared.state.models import Approval, ApprovalStatus, Note, SessionStatus, WaitKind
 from shared.state.session_model import Session
+from shared.state.updates import appended, approval_update
 
 
 def _ref(approval_id: str) -> firestore.DocumentReference:
@@ -73,9 +74,9 @@ def get_approvals(approval_ids: list[str]) -> list[Approval]:
 
 def set_card_ts(approval_id: str, card_ts: str, *, channel: str | None = None, asked_in: str | None = None) -> None:
     """Note the posted card; ``channel``: it went to the operator channel, not the thread (``asked_in`` links back)."""
-    fields: dict[str, Any] = {"card_ts": card_ts}
+    fields: dict[str, Any] = approval_update(card_ts=card_ts)
     if channel:
-        fields.update(card_channel=channel, asked_in=asked_in)
+        fields |= approval_update(card_channel=channel, asked_in=asked_in)
     _ref(approval_id).update(fields)
 
 
@@ -146,7 +147,9 @@ def decide(approval_id: str, decision: Decision, resume: Resume, admit: Callable
         approved_by = approval.approved_by
         edited: dict[str, Any] = {}
         if decision.edit is not None:  # approving the edited call: earlier approvals were of another call
-            edited = {"edited_args": decision.edit[0], "edited_digest": decision.edit[1], "edited_by": decision.by}
+            edited = approval_update(
+                edited_args=decision.edit[0], edited_digest=decision.edit[1], edited_by=decision.by
+            )
             approved_by = []
         if decision.status == ApprovalStatus.APPROVED:
             if decision.by in approved_by:
@@ -159,19 +162,21 @@ def decide(approval_id: str, decision: Decision, resume: Resume, admit: Callable
                     return Decided(approval, unwaited=True)
                 transaction.create(event_ref(ids.message_key(approval.channel, decision.ts)),
                                    events.record("decision", approval.session_id, when))  # fmt: skip
-                transaction.update(ref, {"approved_by": approved_by, **edited})
+                transaction.update(ref, {**approval_update(approved_by=approved_by), **edited})
                 return Decided(Approval.from_doc({**data, "approved_by": approved_by, **edited}), won=True,
                                partial=True)  # fmt: skip
         siblings, asker = _turn_and_asker(transaction, approval, read)
         if waited_only and asker.get("status") not in _WAITING:  # nothing waits on this call any more
             return Decided(approval, unwaited=True)
         fields: dict[str, Any] = {
-            "status": decision.status.value,
-            "decided_by": decision.by,
-            "decided_at": when,
-            "reason": decision.reason,
-            "decision_ts": decision.ts,
-            "approved_by": approved_by,
+            **approval_update(
+                status=decision.status,
+                decided_by=decision.by,
+                decided_at=when,
+                reason=decision.reason,
+                decision_ts=decision.ts,
+                approved_by=approved_by,
+            ),
             **edited,
         }
         approval = Approval.from_doc({**approval.to_doc(), **fields})
@@ -179,7 +184,7 @@ def decide(approval_id: str, decision: Decision, resume: Resume, admit: Callable
         continuation, resumes = _resume_asker(transaction, approval, asker, complete=complete, decision=decision,
                                               resume=resume, when=when)  # fmt: skip
         if continuation is not None:
-            fields["continuation_id"] = continuation.session_id
+            fields |= approval_update(continuation_id=continuation.session_id)
         transaction.create(event_ref(ids.message_key(approval.channel, decision.ts)),
                            events.record("decision", approval.session_id, when))  # fmt: skip
         transaction.update(ref, fields)
@@ -213,7 +218,7 @@ def _resume_asker(transaction: firestore.Transaction, approval: Approval, asker:
         return waiting.wake(transaction, found, trigger_ts=decision.ts, user=decision.by, at=when), True
     outcome = resume(approval, status, asker.get("trace_id")) if complete else None
     if outcome is not None:  # still running: it finds the decisions at its pause
-        transaction.update(asker_ref, {"notes": firestore.ArrayUnion([outcome.to_doc()])})
+        transaction.update(asker_ref, appended(notes=[outcome]))
     return None, outcome is not None
 
 
@@ -238,7 +243,7 @@ def mark_reminded(approval_id: str, at: datetime) -> bool:
         current = ref.get(transaction=transaction, field_paths=["status", "reminded_at"]).to_dict() or {}
         if current.get("status") != ApprovalStatus.PENDING.value or current.get("reminded_at") is not None:
             return False
-        transaction.update(ref, {"reminded_at": at})
+        transaction.update(ref, approval_update(reminded_at=at))
         return True
 
     marked: bool = transact(mark)

@@ -26,6 +26,7 @@ from shared.state.models import Note, NoteKind, ParentQuestion, SessionKind, Ses
 from shared.state.origin import same_thread
 from shared.state.session_model import Session
 from shared.state.steps import LeaseLost, NotesPending
+from shared.state.updates import appended, session_update
 
 _UNFINISHED = sessions.UNFINISHED  # a child in one of these has not ended
 NO_RESULT = results.NO_RESULT
@@ -146,7 +147,7 @@ def rejoin(child_ids: list[str]) -> list[str]:
         snaps = [ref.get(transaction=transaction, field_paths=fields) for ref in refs]
         still = [s.id for s in snaps if (s.to_dict() or {}).get("status") in _UNFINISHED]
         for child_id in still:
-            transaction.update(session_ref(child_id), {"delegate_blocking": True, "sibling_ids": still})
+            transaction.update(session_ref(child_id), session_update(delegate_blocking=True, sibling_ids=still))
         found = [s.to_dict() or {} for s in snaps if s.id in still]
         reports_to = {str(d.get("parent_transcript") or d.get("parent_session_id") or "") for d in found} - {""}
         for transcript_id in reports_to:  # their ends resume their parent now: no result record to wait for
@@ -161,7 +162,7 @@ def set_siblings(child_ids: list[str]) -> None:
     """Record on each blocking child of a turn which children its parent waits for (before any of them runs)."""
     batch = db().batch()
     for child_id in child_ids:
-        batch.update(session_ref(child_id), {"sibling_ids": child_ids})
+        batch.update(session_ref(child_id), session_update(sibling_ids=child_ids))
     batch.commit()
 
 
@@ -201,7 +202,7 @@ def finish(child: Session, step: Step | None, *, status: SessionStatus, result: 
         dropped = {results.AWAITING: firestore.ArrayRemove(collected.done)} if collected.done else {}
         if pending and wait_for_notes and status == SessionStatus.DONE:
             if collected.done:  # the results read are kept as notes: this commit stores only them
-                transaction.update(ref, {"notes": [n.to_doc() for n in pending], "updated_at": when, **dropped})
+                transaction.update(ref, {**session_update(notes=list(pending), updated_at=when), **dropped})
             return NotesPending(pending)
         # Read here, not from the claim: a sibling's question to the parent may have released this child meanwhile.
         blocking = bool(current.get("delegate_blocking", child.tree.delegate_blocking))
@@ -211,17 +212,21 @@ def finish(child: Session, step: Step | None, *, status: SessionStatus, result: 
             transaction.create(step_ref(child.transcript, step.seq), step.to_doc())
         used = {"turns": int(current.get("turns") or 0), "tool_calls": int(current.get("tool_calls") or 0)}
         _settle_allotment(transaction, child, **used, tokens=current.get("tokens") or {})
-        ending: dict[str, Any] = {"status": status.value, "result": result, "error": error, "lease_until": None,
-                                  "ended_at": when, "updated_at": when, "notes": [], **dropped}  # fmt: skip
+        ending: dict[str, Any] = {
+            **session_update(
+                status=status, result=result, error=error, lease_until=None, ended_at=when, updated_at=when, notes=[]
+            ),
+            **dropped,
+        }
         if step is not None:
-            ending["next_seq"] = step.seq + 1
+            ending |= session_update(next_seq=step.seq + 1)
         transaction.update(ref, ending)
         return Finished(None, blocking)
 
     finished: Finished | NotesPending = contended(run)
     if isinstance(finished, NotesPending):
         raise finished
-    child.apply({"status": status.value, "result": result, "error": error})
+    child.apply(session_update(status=status, result=result, error=error))
     if not finished.blocking:  # its result is its own document now: the parent's transcript reads it
         return Finished(report_late(child, when=when), False)
     return finished
@@ -275,7 +280,7 @@ def remind_parent(child: Session, at: datetime) -> bool:
             note = Note(kind=NoteKind.CHILD_QUESTION, text=f"{asked.text} (a reminder: still waiting for your "
                         "answer_child)", user=child.session_id, ts=f"{asked.question_id}:reminder",
                         question_id=asked.question_id, question=child.text)  # fmt: skip
-            transaction.update(session_ref(parent.session_id), {"notes": firestore.ArrayUnion([note.to_doc()])})
+            transaction.update(session_ref(parent.session_id), appended(notes=[note]))
         transaction.update(ref, {"parent_question.reminded_at": at})
         return True
 
@@ -339,8 +344,8 @@ def ask_parent(child: Session, question: ParentQuestion) -> tuple[AskOutcome, st
             return _ask_waiting(transaction, child, parent, question, when)
         note = Note(kind=NoteKind.CHILD_QUESTION, text=question.text, user=child.session_id, ts=question.question_id,
                     question_id=question.question_id, question=child.text)  # fmt: skip
-        transaction.update(parent_ref, {"notes": firestore.ArrayUnion([note.to_doc()]), "updated_at": when})
-        transaction.update(ref, {"parent_question": question.to_doc()})
+        transaction.update(parent_ref, appended(notes=[note]) | session_update(updated_at=when))
+        transaction.update(ref, session_update(parent_question=question))
         return AskOutcome.DELIVERED, None
 
     asked: tuple[AskOutcome, str | None] = contended(run)
@@ -360,15 +365,16 @@ def _ask_waiting(transaction: firestore.Transaction, child: Session, parent: Ses
     note = Note(kind=NoteKind.CHILD_QUESTION, text=question.text, user=child.session_id, ts=question.question_id,
                 question_id=question.question_id, question=child.text)  # fmt: skip
     notes = [note, *_release_in(transaction, siblings)]
-    extra = {"waiting": released["waiting"]}
+    extra = session_update(waiting=released["waiting"])
     woken = None
     if found is not None:
         woken = waiting.wake(transaction, found, trigger_ts=None, user=child.origin.trigger_user, at=when, extra=extra,
                              news=notes)  # fmt: skip
     else:
-        transaction.update(session_ref(parent.session_id), {**extra, "updated_at": when,
-                           "notes": firestore.ArrayUnion([n.to_doc() for n in notes])})  # fmt: skip
-    transaction.update(session_ref(child.session_id), {"parent_question": question.to_doc()})
+        transaction.update(
+            session_ref(parent.session_id), {**extra, **session_update(updated_at=when), **appended(notes=list(notes))}
+        )
+    transaction.update(session_ref(child.session_id), session_update(parent_question=question))
     return (AskOutcome.RESUMED, woken.session_id) if woken else (AskOutcome.DELIVERED, None)
 
 
@@ -379,7 +385,7 @@ def _release_in(transaction: firestore.Transaction, siblings: list[Session]) -> 
     unfinished: dict[str, list[str]] = {}  # by the transcript that reads their results now
     for sibling in siblings:
         if sibling.status.value in _UNFINISHED:
-            transaction.update(session_ref(sibling.session_id), {"delegate_blocking": False})
+            transaction.update(session_ref(sibling.session_id), session_update(delegate_blocking=False))
             reports_to = sibling.tree.parent_transcript or sibling.tree.parent_id or ""
             unfinished.setdefault(reports_to, []).append(sibling.session_id)
         else:
@@ -397,8 +403,7 @@ def release(parent: Session, child_ids: list[str]) -> None:
     def run(transaction: firestore.Transaction) -> None:
         notes = _release_in(transaction, get_children_in(transaction, child_ids))
         if notes:
-            transaction.update(session_ref(parent.session_id),
-                               {"notes": firestore.ArrayUnion([n.to_doc() for n in notes])})  # fmt: skip
+            transaction.update(session_ref(parent.session_id), appended(notes=list(notes)))
 
     contended(run)
 
@@ -430,7 +435,7 @@ def answer_child(parent: Session, child_id: str, answer: str, *,
         if child.status.value not in _UNFINISHED:
             return AnswerOutcome.ENDED, child
         answered = ParentQuestion(**{**asked.to_doc(), "answer": answer, "released": released})
-        update: dict[str, Any] = {"parent_question": answered.to_doc(), "updated_at": when}
+        update: dict[str, Any] = session_update(parent_question=answered, updated_at=when)
         if data is not None and waiting.waits_on(data, WaitKind.PARENT_ANSWER, asked.question_id):
             # One wait of the child's paused turn: it resumes once everything in its record is resolved.
             found = waiting.check(transaction, child_id, {**data, "parent_question": answered.to_doc()})
@@ -442,7 +447,7 @@ def answer_child(parent: Session, child_id: str, answer: str, *,
             return (AnswerOutcome.RESUMED if found else AnswerOutcome.NOTED), child
         note = Note(kind=NoteKind.PARENT_ANSWER, text=answer, user=parent_id, ts=asked.question_id,
                     question_id=asked.question_id, question=asked.text)  # fmt: skip
-        update["notes"] = firestore.ArrayUnion([note.to_doc()])  # it runs: read at its next turn, or at its pause
+        update |= appended(notes=[note])  # it runs: read at its next turn, or at its pause
         transaction.update(ref, update)
         child.parent_question = answered
         return AnswerOutcome.NOTED, child

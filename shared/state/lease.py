@@ -19,6 +19,7 @@ from google.api_core import exceptions as gexc
 from shared.state.firestore import db, now, session_ref
 from shared.state.models import SessionStatus
 from shared.state.session_model import Session
+from shared.state.updates import session_update
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +84,9 @@ def renew(session: Session, *, lease_seconds: int) -> bool:
         return False
     until = now() + timedelta(seconds=lease_seconds)
     try:
-        written = ref.update({"lease_until": until}, option=db().write_option(last_update_time=snap.update_time))
+        written = ref.update(
+            session_update(lease_until=until), option=db().write_option(last_update_time=snap.update_time)
+        )
     except (gexc.FailedPrecondition, gexc.Aborted):
         log.debug("the session changed while its lease was renewed; the next beat renews it")
         return True
@@ -103,7 +106,7 @@ def release(session: Session) -> bool:
         return False
     forget(session)
     try:
-        ref.update({"lease_until": now()}, option=db().write_option(last_update_time=snap.update_time))
+        ref.update(session_update(lease_until=now()), option=db().write_option(last_update_time=snap.update_time))
     except (gexc.FailedPrecondition, gexc.Aborted):
         return False
     return True

@@ -27,6 +27,7 @@ from shared.state.firestore import db, now, session_ref, transact
 from shared.state.models import SessionStatus
 from shared.state.session_model import Session
 from shared.state.steps import LeaseLost
+from shared.state.updates import session_update
 
 CALLS = "calls"  # subcollection of a transcript's first session
 MAX_STORED_RESPONSE = 100_000  # characters of a call's response kept in the ledger
@@ -75,7 +76,7 @@ def _fenced(session: Session, write: Any) -> None:
     if known is not None:
         batch = db().batch()
         write(batch)  # the record first: the session's touch is the commit's last write
-        batch.update(ref, {"updated_at": now()}, option=db().write_option(last_update_time=known))
+        batch.update(ref, session_update(updated_at=now()), option=db().write_option(last_update_time=known))
         try:
             written = batch.commit()
         except (gexc.FailedPrecondition, gexc.Aborted):

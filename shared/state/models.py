@@ -83,6 +83,19 @@ def _known(cls: type, doc: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in doc.items() if key in names}
 
 
+def stored_value(value: Any) -> Any:
+    """A Python value as Firestore stores it: enums as their values, stored shapes as maps, in lists and maps too."""
+    if isinstance(value, StrEnum):
+        return value.value
+    if isinstance(value, Stored):
+        return value.to_doc()
+    if isinstance(value, list):
+        return [stored_value(v) for v in value]
+    if isinstance(value, dict):
+        return {k: stored_value(v) for k, v in value.items()}
+    return value
+
+
 class Stored:
     """A dataclass stored as a Firestore map: its enum fields as their values, unknown keys ignored on reading."""
 

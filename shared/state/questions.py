@@ -28,6 +28,7 @@ from shared.state.firestore import (
 )
 from shared.state.models import Note, Question, QuestionStatus, SessionStatus, WaitKind
 from shared.state.session_model import Session
+from shared.state.updates import appended, question_update, session_update
 
 
 def create_question(question: Question) -> Question:
@@ -59,7 +60,7 @@ def set_post_ts(question_id: str, post_ts: str) -> Question:
     def record(transaction: firestore.Transaction) -> Question:
         question = Question.from_doc(ref.get(transaction=transaction).to_dict() or {})
         if question.post_ts is None:
-            transaction.update(ref, {"post_ts": post_ts})
+            transaction.update(ref, question_update(post_ts=post_ts))
             question.post_ts = post_ts
         return question
 
@@ -112,7 +113,7 @@ def close_question(question_id: str, status: QuestionStatus) -> bool:
         current = ref.get(transaction=transaction, field_paths=["status", "channel", "thread_ts"]).to_dict() or {}
         if current.get("status") != QuestionStatus.OPEN.value:
             return False
-        transaction.update(ref, {"status": status.value, "closed_at": now()})
+        transaction.update(ref, question_update(status=status, closed_at=now()))
         thread = thread_ref(current["channel"], current["thread_ts"])
         transaction.set(thread, {"open_question_ids": firestore.ArrayRemove([question_id])}, merge=True)
         return True
@@ -130,7 +131,7 @@ def mark_reminded(question_id: str, at: datetime) -> bool:
         current = ref.get(transaction=transaction, field_paths=["status", "reminded_at"]).to_dict() or {}
         if current.get("status") != QuestionStatus.OPEN.value or current.get("reminded_at") is not None:
             return False
-        transaction.update(ref, {"reminded_at": at})
+        transaction.update(ref, question_update(reminded_at=at))
         return True
 
     marked: bool = transact(mark)
@@ -231,11 +232,11 @@ def answer_question(question_id: str, record: AnswerRecord | Callable[[Question]
         resolution = decide(question, asker)
         target = resolution.continuation.session_id if resolution.continuation else question.session_id
         if resolution.note is not None:
-            transaction.update(asker_ref, {"notes": firestore.ArrayUnion([resolution.note.to_doc()])})
+            transaction.update(asker_ref, appended(notes=[resolution.note]))
         if resolution.continuation is not None:
             transaction.create(session_ref(target), resolution.continuation.to_doc())
             if asker.status == SessionStatus.PAUSED:  # no longer waiting: its continuation carries on
-                transaction.update(asker_ref, {"status": SessionStatus.RESUMED.value, "notes": []})
+                transaction.update(asker_ref, session_update(status=SessionStatus.RESUMED, notes=[]))
         answered = _record(transaction, question, made, when, resolution.continuation, target=target)
         return Answered(answered.question, resolution.continuation, noted=resolution.note is not None)
 
@@ -251,16 +252,16 @@ def _record(transaction: firestore.Transaction, question: Question, record: Answ
     """Write the answer on its question, claiming the answering message; ``woken``: the session it resumed (an
     answer that leaves its mixed turn still waiting resumes nothing: ``noted``)."""
     target = target or question.session_id
-    fields = {
-        "status": QuestionStatus.ANSWERED.value,
-        "answer": record.answer,
-        "answered_by": record.answered_by,
-        "answered_at": when,
-        "matched_option": record.matched_option,
-        "answer_ts": record.answer_ts,
-        "answer_pressed": record.pressed,
-        "continuation_id": target,
-    }
+    fields = question_update(
+        status=QuestionStatus.ANSWERED,
+        answer=record.answer,
+        answered_by=record.answered_by,
+        answered_at=when,
+        matched_option=record.matched_option,
+        answer_ts=record.answer_ts,
+        answer_pressed=record.pressed,
+        continuation_id=target,
+    )
     # The answering message is claimed with create(): one message answers at most one question, whatever
     # carried it (a Slack retry, its app_mention twin) and whichever question is open when it arrives again.
     transaction.create(

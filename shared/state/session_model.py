@@ -12,7 +12,16 @@ from enum import StrEnum
 from typing import Any, ClassVar, TypedDict, Unpack
 
 from shared.state import legacy_waits
-from shared.state.models import Note, ParentQuestion, SessionKind, SessionStatus, Stored, Waiting, WaitKind
+from shared.state.models import (
+    Note,
+    ParentQuestion,
+    SessionKind,
+    SessionStatus,
+    Stored,
+    Waiting,
+    WaitKind,
+    stored_value,
+)
 
 
 @dataclass
@@ -296,7 +305,7 @@ class Session:
         return values
 
     def to_doc(self) -> dict[str, Any]:
-        doc = {key: _stored_value(value) for key, value in self.flat().items()}
+        doc = {key: stored_value(value) for key, value in self.flat().items()}
         doc["updated_at"] = self.updated_at or self.created_at
         return doc
 
@@ -376,18 +385,6 @@ class Session:
 SESSION_FIELDS = frozenset({f.name for f in fields(Session) if f.name not in Session.PART_NAMES} | Session.PARTS.keys())
 
 
-def _stored_value(value: Any) -> Any:
-    if isinstance(value, StrEnum):
-        return value.value
-    if isinstance(value, Stored):
-        return value.to_doc()
-    if isinstance(value, list):
-        return [_stored_value(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _stored_value(v) for k, v in value.items()}
-    return value
-
-
 def stored(update: SessionChanges) -> dict[str, Any]:
     """A typed session update as the flat map a Firestore write takes: enums as values, records as maps."""
-    return {key: _stored_value(value) for key, value in update.items()}
+    return {key: stored_value(value) for key, value in update.items()}

@@ -31,6 +31,7 @@ from shared.state.firestore import (
 )
 from shared.state.models import Note, NoteKind, Question, SessionStatus
 from shared.state.session_model import Session, SessionChanges, stored
+from shared.state.updates import appended, session_update
 
 log = logging.getLogger(__name__)
 
@@ -128,17 +129,17 @@ def claim_session(
             refused = _take_transcript(transaction, session, when, reads)
             if refused is not None:
                 return refused
-        fields = {
-            "status": SessionStatus.RUNNING.value,
-            "worker": worker,
-            "lease_task": task,
-            "lease_attempt": attempt,
-            "lease_until": when + timedelta(seconds=lease_seconds),
-            "takeovers": session.lease.takeovers + 1 if result.takeover else session.lease.takeovers,
-            "takeovers_without_progress": session.lease.takeovers_without_progress + (1 if result.takeover else 0),
-            "started_at": session.started_at or when,
-            "updated_at": when,
-        }
+        fields = session_update(
+            status=SessionStatus.RUNNING,
+            worker=worker,
+            lease_task=task,
+            lease_attempt=attempt,
+            lease_until=when + timedelta(seconds=lease_seconds),
+            takeovers=session.lease.takeovers + 1 if result.takeover else session.lease.takeovers,
+            takeovers_without_progress=session.lease.takeovers_without_progress + (1 if result.takeover else 0),
+            started_at=session.started_at or when,
+            updated_at=when,
+        )
         # Only over the document as read: a claim that commits beside another (the emulator has let two do so
         # after a lock wait) fails its precondition instead of running the session a second time.
         transaction.update(ref, fields, option=db().write_option(last_update_time=snap.update_time))
@@ -183,7 +184,9 @@ def _take_transcript(transaction: firestore.Transaction, session: Session, when:
         return _hand_over(transaction, session, writer, late, when)
     if writer.busy:
         return Claim(ClaimResult.TRANSCRIPT_BUSY, None, trace_id=session.trace_id)
-    transaction.update(session_ref(session.transcript), {"transcript_writer": session.session_id, **taken})
+    transaction.update(
+        session_ref(session.transcript), {**session_update(transcript_writer=session.session_id), **taken}
+    )
     return None
 
 
@@ -279,8 +282,10 @@ def _late_result_of(session: Session) -> str | None:
 def _read_already(transaction: firestore.Transaction, session: Session, writer: _Writer, when: datetime) -> Claim:
     """A continuation bringing a child's result its transcript has read meanwhile (a session of it collected it at
     a step commit): it ends without running, so the result is never read twice."""
-    transaction.update(session_ref(session.session_id), {"status": SessionStatus.RESUMED.value,
-                       "handed_to": writer.session_id, "ended_at": when, "updated_at": when})  # fmt: skip
+    transaction.update(
+        session_ref(session.session_id),
+        session_update(status=SessionStatus.RESUMED, handed_to=writer.session_id, ended_at=when, updated_at=when),
+    )
     return Claim(ClaimResult.FINISHED, None, SessionStatus.RESUMED, session.trace_id)
 
 
@@ -306,9 +311,11 @@ def _hand_over(transaction: firestore.Transaction, session: Session, writer: _Wr
     """News whose transcript another session is writing (running, or paused on its own question, approvals or
     children) goes to that session as a note, read at its next turn or by its continuation; this one ends.
     Running instead would answer nothing the model asked and interleave two sessions in one transcript."""
-    transaction.update(session_ref(writer.session_id), {"notes": firestore.ArrayUnion([note.to_doc()])})
-    transaction.update(session_ref(session.session_id), {"status": SessionStatus.RESUMED.value,
-                       "handed_to": writer.session_id, "ended_at": when, "updated_at": when})  # fmt: skip
+    transaction.update(session_ref(writer.session_id), appended(notes=[note]))
+    transaction.update(
+        session_ref(session.session_id),
+        session_update(status=SessionStatus.RESUMED, handed_to=writer.session_id, ended_at=when, updated_at=when),
+    )
     dead = writer.status == SessionStatus.RUNNING.value and not writer.live
     return Claim(ClaimResult.HANDED_OVER, None, SessionStatus.RESUMED, session.trace_id, writer.session_id, dead)
 
@@ -331,10 +338,7 @@ def end_session(session_id: str, *, expect: SessionStatus, status: SessionStatus
         if cutoff is not None and (session.lease.until is None or session.lease.until > cutoff):
             return None
         updates = {
-            "status": status.value,
-            "lease_until": None,
-            "ended_at": now(),
-            "updated_at": now(),
+            **session_update(status=status, lease_until=None, ended_at=now(), updated_at=now()),
             **stored(fields),
         }
         transaction.update(ref, {**updates, **quotas.released(transaction, session_id, data)})
@@ -363,7 +367,7 @@ def add_note(session_id: str, note: Note, *, channel: str) -> NoteAdded:
         if current.get("status") != SessionStatus.RUNNING.value:
             return NoteAdded.NOT_RUNNING
         transaction.create(claim, events.record("note", session_id, now()))
-        transaction.update(ref, {"notes": firestore.ArrayUnion([note.to_doc()])})
+        transaction.update(ref, appended(notes=[note]))
         return NoteAdded.ADDED
 
     try:
@@ -394,13 +398,23 @@ def request_stop(session_id: str, *, by: str) -> StopRequest | None:
             return None
         waiting = status in {SessionStatus.QUEUED, SessionStatus.PAUSED}
         if waiting and not current.get("parent_session_id"):
-            transaction.update(ref, {"status": SessionStatus.STOPPED.value, "error": f"stopped by {by}",
-                                     "lease_until": None, "ended_at": now(), "updated_at": now(),
-                                     **quotas.released(transaction, session_id, current)})  # fmt: skip
+            transaction.update(
+                ref,
+                {
+                    **session_update(
+                        status=SessionStatus.STOPPED,
+                        error=f"stopped by {by}",
+                        lease_until=None,
+                        ended_at=now(),
+                        updated_at=now(),
+                    ),
+                    **quotas.released(transaction, session_id, current),
+                },
+            )
             return StopRequest(status, run_to_stop=False)
-        update = {"stop_requested": by, "updated_at": now()}
+        update = session_update(stop_requested=by, updated_at=now())
         if waiting:
-            update |= {"status": SessionStatus.QUEUED.value, "started_at": None}
+            update |= session_update(status=SessionStatus.QUEUED, started_at=None)
         transaction.update(ref, update)
         return StopRequest(status, run_to_stop=waiting)
 
@@ -422,7 +436,7 @@ def tree_members(root_id: str) -> list[Session]:
 
 def set_tree_status_ts(root_id: str, ts: str) -> None:
     """Remember the thread message that shows the tree rooted at ``root_id``."""
-    session_ref(root_id).update({"tree_status_ts": ts})
+    session_ref(root_id).update(session_update(tree_status_ts=ts))
 
 
 def set_stream_ts(session_id: str, ts: str, *, by: Session | None = None) -> None:
@@ -432,13 +446,13 @@ def set_stream_ts(session_id: str, ts: str, *, by: Session | None = None) -> Non
     known = lease.last_written(by) if by is not None else None
     if by is not None and known is not None:
         try:
-            written = ref.update({"stream_ts": ts}, option=db().write_option(last_update_time=known))
+            written = ref.update(session_update(stream_ts=ts), option=db().write_option(last_update_time=known))
         except (gexc.FailedPrecondition, gexc.Aborted):
             pass  # written by someone else meanwhile: written plainly, as below
         else:
             lease.wrote(by, written.update_time)
             return
-    ref.update({"stream_ts": ts})
+    ref.update(session_update(stream_ts=ts))
 
 
 def running_session_in_thread(channel: str, thread_ts: str) -> Session | None:
@@ -473,6 +487,6 @@ def active_sessions_in_thread(channel: str, thread_ts: str) -> list[Session]:
 
 def mark_followed_up(session_id: str) -> None:
     try:
-        session_ref(session_id).update({"followed_up": True, "updated_at": now()})
+        session_ref(session_id).update(session_update(followed_up=True, updated_at=now()))
     except gexc.NotFound:
         log.warning("cannot mark a missing session as followed up", extra={"followed": session_id})

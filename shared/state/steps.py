@@ -15,6 +15,7 @@ from shared.state import lease, quotas, results, spend, waiting
 from shared.state.firestore import STEPS, db, now, session_ref, step_ref, transact
 from shared.state.models import Audit, Note, NoteKind, SessionStatus, Step, Waiting, WaitKind
 from shared.state.session_model import Session, SessionUpdate, stored
+from shared.state.updates import session_update
 
 
 class LeaseLost(ProductError):
@@ -183,16 +184,16 @@ def commit_step(
         # A pause is never blocked by notes: they move to the continuation. Only an ending waits for them.
         if ending and pending and wait_for_notes and updates.get("status") in _WAITS_FOR_NOTES:
             if collected.done:  # the results read are kept as notes: this commit stores only them
-                transaction.update(ref, {"notes": [n.to_doc() for n in pending], "updated_at": when, **dropped})
+                transaction.update(ref, {**session_update(notes=list(pending), updated_at=when), **dropped})
                 return _Pending(pending)
             raise NotesPending(pending)
         writes = {**updates, **dropped}
         if collected.notes:  # the notes as read, less the consumed ones, with the results read
-            writes |= {"notes": [n.to_doc() for n in pending]}
+            writes |= session_update(notes=list(pending))
         if pausing_on_record:
             _check_record(transaction, current, pending, pausing_on_record)
             pending = waiting.notes_left(pending, pausing_on_record)
-            writes |= {"notes": [n.to_doc() for n in pending], "waiting": [w.to_doc() for w in pausing_on_record]}
+            writes |= session_update(notes=list(pending), waiting=list(pausing_on_record))
         if step is not None:
             transaction.create(step_ref(session.transcript, step.seq), step.to_doc())
         if spent and spend.in_force().on:  # the turn's tokens count against its person's daily budget

@@ -30,6 +30,7 @@ from shared.state.models import (
     WaitKind,
 )
 from shared.state.session_model import Session
+from shared.state.updates import appended, session_update
 
 _UNFINISHED = frozenset({SessionStatus.QUEUED.value, SessionStatus.RUNNING.value, SessionStatus.PAUSED.value})
 
@@ -130,23 +131,20 @@ def wake(transaction: firestore.Transaction, found: Wake, *, trigger_ts: str | N
     news = news or []
     if asker.kind == SessionKind.CHILD:  # its record stored as read (a session paused under the old markers too)
         fields = {
-            "status": SessionStatus.QUEUED.value,
-            "started_at": None,
-            "updated_at": at,
-            "waiting": [w.to_doc() for w in asker.waiting],
+            **session_update(status=SessionStatus.QUEUED, started_at=None, updated_at=at, waiting=list(asker.waiting)),
             **legacy_waits.dropped(found.asker),
             **(extra or {}),
         }
         if news:
-            fields["notes"] = firestore.ArrayUnion([n.to_doc() for n in news])
+            fields |= appended(notes=list(news))
         transaction.update(ref, fields)
         asker.status = SessionStatus.QUEUED
         return asker
     if found.resumed:
         if extra or news:
-            fields = {**(extra or {}), "updated_at": at}
+            fields = {**(extra or {}), **session_update(updated_at=at)}
             if news:
-                fields["notes"] = firestore.ArrayUnion([n.to_doc() for n in news])
+                fields |= appended(notes=list(news))
             transaction.update(ref, fields)
         return None
     continuation = Session.new(
@@ -167,7 +165,7 @@ def wake(transaction: firestore.Transaction, found: Wake, *, trigger_ts: str | N
         notes=[*asker.notes, *news],
     )
     transaction.create(session_ref(continuation.session_id), continuation.to_doc())
-    transaction.update(ref, {"status": SessionStatus.RESUMED.value, "notes": [], "updated_at": at, **(extra or {})})
+    transaction.update(ref, {**session_update(status=SessionStatus.RESUMED, notes=[], updated_at=at), **(extra or {})})
     return continuation
 
 

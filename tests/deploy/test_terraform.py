@@ -65,6 +65,9 @@ def deployed(module: Module, evaluator: Evaluator) -> dict[str, Deployed]:
     return {key: Deployed(key, settings[key], body) for key, body in planned.items()}
 
 
+TASKS_INVOKER = 'google_service_account.platform["tasks_invoker"]'  # Cloud Tasks' identity
+
+
 def planned(module: Module, evaluator: Evaluator, resource_type: str, name: str) -> dict[str, dict[str, Any]]:
     return instances(evaluator, module.resource(resource_type, name))
 
@@ -224,7 +227,7 @@ def test_the_internal_functions_verify_their_one_caller(module: Module, evaluato
     # The audience agent_session expects is the one shared/tasks.py signs for: TASKS_TARGET_URL.
     assert agent.get("OIDC_AUDIENCE", agent["TASKS_TARGET_URL"]) == agent["TASKS_TARGET_URL"]
     assert agent["TASKS_TARGET_URL"] == evaluator.local("function_urls")[config.AGENT_SESSION]
-    assert agent["TASKS_SERVICE_ACCOUNT"] == Unknown("google_service_account.tasks_invoker.email")
+    assert agent["TASKS_SERVICE_ACCOUNT"] == Unknown('google_service_account.platform["tasks_invoker"].email')
     assert "SCHEDULER_SERVICE_ACCOUNT" not in agent
 
 
@@ -612,7 +615,7 @@ def test_tasks_go_to_agent_session_as_its_invoker(module: Module, evaluator: Eva
     functions = deployed(module, evaluator)
     urls = evaluator.local("function_urls")
     invokers = planned(module, evaluator, "google_cloud_run_service_iam_member", "private")
-    tasks_invoker = Unknown("google_service_account.tasks_invoker.email")
+    tasks_invoker = Unknown('google_service_account.platform["tasks_invoker"].email')
     assert invokers["agent_session"]["member"] == Unknown(f"serviceAccount:${{{tasks_invoker}}}")
     assert invokers["agent_session"]["role"] == "roles/run.invoker"
     for key, function in functions.items():
@@ -648,11 +651,12 @@ def test_the_tasks_invoker_variable_validation_matches_cloud_tasks(module: Modul
 
 
 def test_the_scheduler_calls_sweep_with_oidc(module: Module, evaluator: Evaluator) -> None:
-    (job,) = planned(module, evaluator, "google_cloud_scheduler_job", "sweep").values()
+    job = planned(module, evaluator, "google_cloud_scheduler_job", "this")["sweep"]
+    assert job["retry_config"] == [{"retry_count": 2, "min_backoff_duration": "60s", "max_backoff_duration": "600s"}]
     (target,) = job["http_target"]
     assert target["uri"] == Unknown('google_cloudfunctions2_function.this["sweep"].url')
     (token,) = target["oidc_token"]
-    scheduler = Unknown("google_service_account.scheduler.email")
+    scheduler = Unknown('google_service_account.platform["scheduler"].email')
     assert token["service_account_email"] == scheduler
     sweep = deployed(module, evaluator)["sweep"]
     assert token["audience"] == evaluator.local("function_urls")["sweep"] == sweep.environment["OIDC_AUDIENCE"]
@@ -666,13 +670,14 @@ def test_the_rescue_runs_every_few_minutes_on_the_sweep_function(module: Module,
     import base64
     import json
 
-    (job,) = planned(module, evaluator, "google_cloud_scheduler_job", "rescue").values()
+    job = planned(module, evaluator, "google_cloud_scheduler_job", "this")["rescue"]
+    assert job["retry_config"][0]["retry_count"] == 0  # the next run comes in a few minutes
     assert job["schedule"] == "*/2 * * * *"
     (target,) = job["http_target"]
     assert target["uri"] == Unknown('google_cloudfunctions2_function.this["sweep"].url')
     assert json.loads(base64.b64decode(target["body"])) == {"job": "rescue"}
     (token,) = target["oidc_token"]
-    assert token["service_account_email"] == Unknown("google_service_account.scheduler.email")
+    assert token["service_account_email"] == Unknown('google_service_account.platform["scheduler"].email')
     assert token["audience"] == evaluator.local("function_urls")["sweep"]
 
 
@@ -742,7 +747,7 @@ def test_each_function_gets_only_what_it_does(module: Module, evaluator: Evaluat
         expected |= {
             (key, "roles/datastore.user", "google_project:"),
             (key, "roles/cloudtasks.enqueuer", "google_cloud_tasks_queue:google_cloud_tasks_queue.sessions.name"),
-            (key, "roles/iam.serviceAccountUser", "google_service_account:google_service_account.tasks_invoker.name"),
+            (key, "roles/iam.serviceAccountUser", f"google_service_account:{TASKS_INVOKER}.name"),
         }
         expected |= {
             (key, "roles/secretmanager.secretAccessor", f"google_secret_manager_secret:{source}")

@@ -7,6 +7,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -15,10 +16,13 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
+from flask.testing import FlaskClient
 from google.auth import crypt, jwt
 
 from shared import config
 from shared.auth import oidc as auth
+from tests.function_apps import function_client
+from tests.served import served
 
 AUDIENCE = "https://agent-session.example.run.app/"
 INVOKER = "tasks-invoker@project.iam.gserviceaccount.com"
@@ -58,10 +62,8 @@ def certs_url(keys: tuple[rsa.RSAPrivateKey, bytes]) -> Iterator[str]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/certs"
-    server.shutdown()
-    server.server_close()
+    with served(server):
+        yield f"http://127.0.0.1:{server.server_address[1]}/certs"
 
 
 def token(keys: tuple[rsa.RSAPrivateKey, bytes], **overrides: Any) -> str:
@@ -122,49 +124,33 @@ def test_a_token_signed_by_another_key_is_refused(certs_url: str) -> None:
         auth.verify(headers(forged), audience=AUDIENCE, service_account=INVOKER, certs_url=certs_url)
 
 
-def test_agent_session_without_a_token_is_401_when_oidc_is_required(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The deployed behaviour, through functions-framework's app: no token, no session."""
-    import functions_framework
-
-    from infra.stack import ROOT
-
-    for name, value in {
-        "REQUIRE_OIDC": "true",
-        "TASKS_SERVICE_ACCOUNT": INVOKER,
-        "TASKS_TARGET_URL": AUDIENCE,
-        "SLACK_BOT_TOKEN": "xoxb-x",
-    }.items():
+@contextmanager
+def _oidc_required(monkeypatch: pytest.MonkeyPatch, entry_point: str, **env: str) -> Iterator[FlaskClient]:
+    """``entry_point`` served as deployed with OIDC required and ``env`` set."""
+    for name, value in {"REQUIRE_OIDC": "true", **env}.items():
         monkeypatch.setenv(name, value)
     config.reset()
     try:
-        app = functions_framework.create_app("agent_session", str(ROOT / "functions" / "main.py"))  # type: ignore[no-untyped-call]
-        client = app.test_client()
+        yield function_client(entry_point)
+    finally:
+        config.reset()
+
+
+def test_agent_session_without_a_token_is_401_when_oidc_is_required(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The deployed behaviour, through functions-framework's app: no token, no session."""
+    with _oidc_required(monkeypatch, "agent_session", TASKS_SERVICE_ACCOUNT=INVOKER, TASKS_TARGET_URL=AUDIENCE,
+                        SLACK_BOT_TOKEN="xoxb-x") as client:  # fmt: skip
         response = client.post("/", json={"session_id": "ev-anything"})
         assert response.status_code == 401
         response = client.post("/", json={"session_id": "ev-anything"}, headers={"Authorization": "Bearer junk"})
         assert response.status_code == 401
-    finally:
-        config.reset()
 
 
 def test_the_sweep_without_a_token_is_401_when_oidc_is_required(monkeypatch: pytest.MonkeyPatch) -> None:
-    import functions_framework
-
-    from infra.stack import ROOT
-
-    for name, value in {
-        "REQUIRE_OIDC": "true",
-        "SCHEDULER_SERVICE_ACCOUNT": "scheduler@project.iam.gserviceaccount.com",
-        "OIDC_AUDIENCE": "https://sweep.example/",
-    }.items():
-        monkeypatch.setenv(name, value)
-    config.reset()
-    try:
-        app = functions_framework.create_app("sweep", str(ROOT / "functions" / "main.py"))  # type: ignore[no-untyped-call]
-        response = app.test_client().post("/", json={"now": "2030-01-01T00:00:00+00:00"})
+    with _oidc_required(monkeypatch, "sweep", SCHEDULER_SERVICE_ACCOUNT="scheduler@project.iam.gserviceaccount.com",
+                        OIDC_AUDIENCE="https://sweep.example/") as client:  # fmt: skip
+        response = client.post("/", json={"now": "2030-01-01T00:00:00+00:00"})
         assert response.status_code == 401
-    finally:
-        config.reset()
 
 
 class CertsServer:

@@ -12,12 +12,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import flask.testing
 import pytest
 
 from shared import config, config_values, deps, logs
 from shared.errors import ProductError
 from shared.logs import JsonFormatter, session_context
+from tests.function_apps import function_client as app_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -283,15 +283,6 @@ def untouched(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture)
             yield touched
     finally:
         config.reset()
-
-
-def app_for(entry_point: str) -> flask.testing.FlaskClient:
-    import functions_framework
-
-    app: flask.Flask = functions_framework.create_app(  # type: ignore[no-untyped-call]
-        target=entry_point, source=str(ROOT / "functions" / "main.py")
-    )
-    return app.test_client()
 
 
 def refusals(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:

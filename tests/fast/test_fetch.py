@@ -30,6 +30,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from shared.agent.tools.fetch import Address, FetchError, FetchRefused, FetchResult, describe, fetch, text, vet
+from tests.served import served
 
 LOOPBACK = ipaddress.IPv4Address("127.0.0.1")
 
@@ -198,14 +199,8 @@ def _drip(write: Any, byte: bytes, every: float = 0.2, giving_up_after: float = 
 
 
 def _serve(server: _Server) -> Iterator[_Server]:
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with served(server, poll_interval=0.05):
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
 
 
 @pytest.fixture(scope="module")

@@ -10,12 +10,9 @@ import json
 import threading
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-import flask.testing
-import functions_framework
 import pytest
 from google.api_core.exceptions import ServiceUnavailable
 
@@ -27,8 +24,7 @@ from infra.stack import SIGNING_SECRET, Stack
 from shared import deps
 from shared.state import firestore, ids, sessions
 from tests.conftest import TEST_DIR
-
-MAIN = str(Path(__file__).resolve().parents[2] / "functions" / "main.py")
+from tests.function_apps import function_client as client
 
 
 class RecordingTasks:
@@ -60,11 +56,6 @@ def tasks(emulators: Stack) -> Iterator[RecordingTasks]:
     recorder = RecordingTasks()
     with deps.override(tasks=recorder):
         yield recorder
-
-
-def client(target: str) -> flask.testing.FlaskClient:
-    app: flask.Flask = functions_framework.create_app(target=target, source=MAIN)  # type: ignore[no-untyped-call]
-    return app.test_client()
 
 
 def signed(body: bytes, content_type: str = "application/json") -> dict[str, str]:

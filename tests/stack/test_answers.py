@@ -13,7 +13,7 @@ from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.slack.client import FakeSlack
 from shared.asks.answers import match_option
 from shared.state import firestore, ids, questions, sessions
-from shared.state.models import QuestionStatus, SessionStatus
+from shared.state.models import Question, QuestionStatus, SessionStatus
 from tests.agent_helpers import Thread, function_responses, mention, open_question, texts, wait_status
 from tests.poll import wait_for
 
@@ -45,19 +45,21 @@ def test_text_replies_match_options(reply: str, expected: str | None) -> None:
     assert match_option(reply, OPTIONS) == expected
 
 
-def ask(script: Script, fake_slack: FakeSlack, uid: str, *, options: list[str] | None = None) -> Thread:
+def ask(
+    script: Script, fake_slack: FakeSlack, uid: str, *, options: list[str] | None = None
+) -> tuple[Thread, Question]:
+    """A session paused on its question "Which database?": its thread and the open question."""
     args = {"question": "Which database?"} | ({"options": options} if options else {})
     script(G.call("ask_operator", **args))
     thread = mention(fake_slack, f"C{uid}", "set up storage")
     wait_status(thread.session_id, SessionStatus.PAUSED)
-    return thread
+    return thread, open_question(thread.session_id)
 
 
 def test_an_operator_reply_resumes_the_session(
     script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
 ) -> None:
-    thread = ask(script, fake_slack, uid, options=OPTIONS)
-    question = open_question(thread.session_id)
+    thread, question = ask(script, fake_slack, uid, options=OPTIONS)
     script(G.text("Using postgres."))
     reply = fake_slack.user_message(OPERATOR, thread.channel, "2", thread_ts=thread.ts)
     assert [d["status"] for d in reply["deliveries"]] == [200]
@@ -77,8 +79,7 @@ def test_an_operator_reply_resumes_the_session(
 def test_an_unmatched_reply_goes_to_the_model_as_free_text(
     script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
 ) -> None:
-    thread = ask(script, fake_slack, uid, options=OPTIONS)
-    question = open_question(thread.session_id)
+    thread, question = ask(script, fake_slack, uid, options=OPTIONS)
     script(G.text("Understood."))
     fake_slack.user_message(OPERATOR, thread.channel, "post", thread_ts=thread.ts)
     wait_status(ids.resumed_by(question.question_id), SessionStatus.DONE)
@@ -92,8 +93,7 @@ def test_an_unmatched_reply_goes_to_the_model_as_free_text(
 def test_a_mention_in_the_thread_answers_without_the_mention(
     script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
 ) -> None:
-    thread = ask(script, fake_slack, uid)
-    question = open_question(thread.session_id)
+    thread, question = ask(script, fake_slack, uid)
     script(G.text("ok"))
     sent = fake_slack.user_message(OPERATOR, thread.channel, f"<@{local.BOT_USER_ID}> use sqlite", thread_ts=thread.ts)
     assert sorted(d["type"] for d in sent["deliveries"]) == ["app_mention", "message"]
@@ -107,8 +107,7 @@ def test_a_mention_in_the_thread_answers_without_the_mention(
 def test_a_non_operator_gets_an_ephemeral_note_and_nothing_changes(
     script: Script, fake_slack: FakeSlack, uid: str
 ) -> None:
-    thread = ask(script, fake_slack, uid)
-    question = open_question(thread.session_id)
+    thread, question = ask(script, fake_slack, uid)
     fake_slack.user_message("U0STRANGER", thread.channel, "sqlite!", thread_ts=thread.ts)
     [note] = fake_slack.ephemerals(thread.channel, user="U0STRANGER")
     assert "Only the operators" in note["text"]
@@ -117,8 +116,7 @@ def test_a_non_operator_gets_an_ephemeral_note_and_nothing_changes(
 
 
 def test_racing_replies_make_exactly_one_continuation(script: Script, fake_slack: FakeSlack, uid: str) -> None:
-    thread = ask(script, fake_slack, uid)
-    question = open_question(thread.session_id)
+    thread, question = ask(script, fake_slack, uid)
     script(G.text("done"))
     barrier = threading.Barrier(3)
     results: list[dict[str, object]] = []
@@ -148,8 +146,7 @@ def test_racing_replies_make_exactly_one_continuation(script: Script, fake_slack
 def test_a_button_press_answers_and_updates_the_question(
     script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
 ) -> None:
-    thread = ask(script, fake_slack, uid, options=OPTIONS)
-    question = open_question(thread.session_id)
+    thread, question = ask(script, fake_slack, uid, options=OPTIONS)
     script(G.text("Going with replicas."))
     clicked = fake_slack.click(
         OPERATOR, thread.channel, question.post_ts or "", "answer_3", value=f"{question.question_id}|3"
@@ -167,8 +164,7 @@ def test_a_button_press_answers_and_updates_the_question(
 def test_tampered_or_stale_button_values_change_nothing(
     script: Script, fake_slack: FakeSlack, uid: str, value: str
 ) -> None:
-    thread = ask(script, fake_slack, uid, options=OPTIONS)
-    question = open_question(thread.session_id)
+    thread, question = ask(script, fake_slack, uid, options=OPTIONS)
     forged = value.format(qid=question.question_id)
     clicked = fake_slack.click(OPERATOR, thread.channel, question.post_ts or "", "answer_1", value=forged)
     assert clicked["status"] == 200
@@ -178,8 +174,7 @@ def test_tampered_or_stale_button_values_change_nothing(
 
 
 def test_a_click_on_an_answered_question_gets_a_note(script: Script, fake_slack: FakeSlack, uid: str) -> None:
-    thread = ask(script, fake_slack, uid, options=OPTIONS)
-    question = open_question(thread.session_id)
+    thread, question = ask(script, fake_slack, uid, options=OPTIONS)
     script(G.text("ok"))
     fake_slack.user_message(OPERATOR, thread.channel, "1", thread_ts=thread.ts)
     wait_status(ids.resumed_by(question.question_id), SessionStatus.DONE)
@@ -282,8 +277,7 @@ def test_a_newer_blocking_question_cancels_the_older_one(
 def test_two_operators_a_button_and_a_slack_retry_race_to_one_continuation(
     script: Script, fake_slack: FakeSlack, uid: str
 ) -> None:
-    thread = ask(script, fake_slack, uid, options=OPTIONS)
-    question = open_question(thread.session_id)
+    thread, question = ask(script, fake_slack, uid, options=OPTIONS)
     script(G.text("done"))
     barrier = threading.Barrier(3)
     sent: dict[str, dict[str, object]] = {}

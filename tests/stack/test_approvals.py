@@ -37,11 +37,21 @@ Script = Callable[..., int]
 OPERATOR, OPERATOR2 = local.OPERATOR_ID, "U0OPERATOR2"
 
 
-def asks_to_scale(script: Script, fake_slack: FakeSlack, uid: str, *, replicas: int = 3) -> tuple[Thread, Approval]:
-    script(G.call("scale_service", name="api", replicas=replicas), G.text(f"Scaled api to {replicas}."))
-    thread = mention(fake_slack, f"C{uid}", "scale the api")
-    paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=30)
+def asks_approval(script: Script, fake_slack: FakeSlack, channel: str, request: str, call: dict[str, Any], then: str,
+                  *, timeout: float = 60) -> tuple[Thread, Approval]:  # fmt: skip
+    """A mention of ``request`` in ``channel`` whose model turn is ``call`` (an approve-tier tool), then ``then``:
+    the thread, and the approval its session pauses on."""
+    script(call, G.text(then))
+    thread = mention(fake_slack, channel, request)
+    paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=timeout)
     [approval] = stored.get_approvals(paused.awaited(WaitKind.APPROVAL))
+    return thread, approval
+
+
+def asks_to_scale(script: Script, fake_slack: FakeSlack, uid: str, *, replicas: int = 3) -> tuple[Thread, Approval]:
+    thread, approval = asks_approval(script, fake_slack, f"C{uid}", "scale the api",
+                                     G.call("scale_service", name="api", replicas=replicas),
+                                     f"Scaled api to {replicas}.", timeout=30)  # fmt: skip
     assert approval.card_ts is not None
     return thread, approval
 
@@ -228,6 +238,14 @@ def test_refused_presses_change_nothing(script: Script, fake_slack: FakeSlack, u
     assert executions(thread.session_id) == []
 
 
+def kill_the_worker_in(stack: Stack, fake_slack: FakeSlack, method: str, match: str, *, what: str) -> None:
+    """Once the worker is inside a Slack call (``method`` with ``match`` in its arguments, held slow): agent_session
+    is killed and started again."""
+    wait_for(lambda: [c for c in fake_slack.calls(method) if match in repr(c["args"])], timeout=30, what=what)
+    stack.kill_function("agent_session")
+    stack.start_function("agent_session")
+
+
 @pytest.mark.parametrize("race", ["two approvals", "approve and deny", "double click", "slack retries"])
 def test_racing_decisions_make_one_decision_and_at_most_one_execution(
     race: str, stack: Stack, script: Script, fake_slack: FakeSlack, uid: str
@@ -279,10 +297,7 @@ def test_a_worker_killed_between_approval_and_result_never_runs_the_call_twice(
     thread, approval = asks_to_scale(script, fake_slack, uid)
     fake_slack.slow("chat.postMessage", 60, match="Scaling `api`")  # the worker is inside the tool when it dies
     press(fake_slack, approval, blocks.APPROVE_ACTION)
-    wait_for(lambda: [c for c in fake_slack.calls("chat.postMessage") if "Scaling `api`" in repr(c["args"])],
-             timeout=30, what="the tool to start")  # fmt: skip
-    stack.kill_function("agent_session")
-    stack.start_function("agent_session")
+    kill_the_worker_in(stack, fake_slack, "chat.postMessage", "Scaling `api`", what="the tool to start")
     wait_status(resumed(approval), SessionStatus.DONE, timeout=90)
     assert executions(thread.session_id) == []  # it died before recording: it never ran, and is not re-run
     [response] = function_responses(fake_gemini.requests()[-1])
@@ -331,20 +346,14 @@ def test_a_kill_at_each_boundary_from_card_to_result_runs_a_non_idempotent_call_
     fake_slack.slow(method, 60, match=match)
     thread = mention(fake_slack, f"C{uid}", "scale the api to 4")
     if where == "the card's post":
-        wait_for(lambda: [c for c in fake_slack.calls(method) if match in repr(c["args"])], timeout=30,
-                 what=f"the worker at {where}")  # fmt: skip
-        stack.kill_function("agent_session")
-        stack.start_function("agent_session")
+        kill_the_worker_in(stack, fake_slack, method, match, what=f"the worker at {where}")
     paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=90)
     [approval] = stored.get_approvals(paused.awaited(WaitKind.APPROVAL))
     cards = [m for m in fake_slack.bot_replies(thread.channel, thread.ts) if "approval needed" in m["text"]]
     assert len(cards) == 1  # the card was not posted twice
     press(fake_slack, approval, blocks.APPROVE_ACTION)
     if where != "the card's post":
-        wait_for(lambda: [c for c in fake_slack.calls(method) if match in repr(c["args"])], timeout=30,
-                 what=f"the worker at {where}")  # fmt: skip
-        stack.kill_function("agent_session")
-        stack.start_function("agent_session")
+        kill_the_worker_in(stack, fake_slack, method, match, what=f"the worker at {where}")
     wait_status(resumed(approval), SessionStatus.DONE, timeout=90)
     assert len(executions(thread.session_id)) == (0 if where.startswith("inside") else 1)
 
@@ -352,16 +361,11 @@ def test_a_kill_at_each_boundary_from_card_to_result_runs_a_non_idempotent_call_
 def test_an_idempotent_approved_call_killed_mid_run_is_run_again_with_the_same_key(
     stack: Stack, script: Script, fake_slack: FakeSlack, uid: str
 ) -> None:
-    script(G.call("pin_version", name="api", version="1.4.2"), G.text("Pinned."))
-    thread = mention(fake_slack, f"C{uid}", "pin the api to 1.4.2")
-    paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=30)
-    [approval] = stored.get_approvals(paused.awaited(WaitKind.APPROVAL))
+    pin = G.call("pin_version", name="api", version="1.4.2")
+    thread, approval = asks_approval(script, fake_slack, f"C{uid}", "pin the api to 1.4.2", pin, "Pinned.", timeout=30)
     fake_slack.slow("chat.postMessage", 60, match="Pinning `api`")
     press(fake_slack, approval, blocks.APPROVE_ACTION)
-    wait_for(lambda: [c for c in fake_slack.calls("chat.postMessage") if "Pinning `api`" in repr(c["args"])],
-             timeout=30, what="the tool to start")  # fmt: skip
-    stack.kill_function("agent_session")
-    stack.start_function("agent_session")
+    kill_the_worker_in(stack, fake_slack, "chat.postMessage", "Pinning `api`", what="the tool to start")
     wait_status(resumed(approval), SessionStatus.DONE, timeout=90)
     wait_for(lambda: executions(thread.session_id), timeout=30, what="the pin")
     [pinned] = executions(thread.session_id)  # one effect, under one key

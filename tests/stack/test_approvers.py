@@ -21,7 +21,7 @@ from shared.state import approvals as stored
 from shared.state.models import ApprovalStatus, SessionStatus, WaitKind
 from tests.agent_helpers import agent_with, mention, wait_status
 from tests.poll import wait_for
-from tests.stack.test_approvals import executions, press, resumed
+from tests.stack.test_approvals import asks_approval, executions, press, resumed
 
 pytestmark = pytest.mark.stack
 G = FakeGemini
@@ -48,10 +48,9 @@ def card(fake_slack: FakeSlack, channel: str, ts: str, card_ts: str | None) -> d
 def test_two_different_approvers_must_approve_and_the_same_one_twice_is_refused(
     rules: None, script: Script, fake_slack: FakeSlack, uid: str
 ) -> None:
-    script(G.call("scale_service", name="api", replicas=6), G.text("Scaled."))
-    thread = mention(fake_slack, f"C{uid}", "scale the api to 6")
-    paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
-    [approval] = stored.get_approvals(paused.awaited(WaitKind.APPROVAL))
+    thread, approval = asks_approval(
+        script, fake_slack, f"C{uid}", "scale the api to 6", G.call("scale_service", name="api", replicas=6), "Scaled."
+    )
     assert (approval.approvers, approval.approvals_needed) == ([OPERATOR, OPERATOR2], 2)
     press(fake_slack, approval, blocks.APPROVE_ACTION, user=OPERATOR)
     first = wait_for(lambda: "1 of 2" in json.dumps(card(fake_slack, thread.channel, thread.ts, approval.card_ts)),
@@ -74,10 +73,14 @@ def test_two_different_approvers_must_approve_and_the_same_one_twice_is_refused(
 
 
 def test_one_deny_ends_a_two_person_approval(rules: None, script: Script, fake_slack: FakeSlack, uid: str) -> None:
-    script(G.call("scale_service", name="api", replicas=7), G.text("Not scaled."))
-    thread = mention(fake_slack, f"C{uid}", "scale the api to 7")
-    paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
-    [approval] = stored.get_approvals(paused.awaited(WaitKind.APPROVAL))
+    thread, approval = asks_approval(
+        script,
+        fake_slack,
+        f"C{uid}",
+        "scale the api to 7",
+        G.call("scale_service", name="api", replicas=7),
+        "Not scaled.",
+    )
     press(fake_slack, approval, blocks.APPROVE_ACTION, user=OPERATOR)
     press(fake_slack, approval, blocks.DENY_ACTION, user=OPERATOR2)
     wait_status(resumed(approval), SessionStatus.DONE, timeout=60)
@@ -91,10 +94,9 @@ def test_only_members_of_the_approver_group_may_decide(
     rules: None, script: Script, fake_slack: FakeSlack, uid: str
 ) -> None:
     fake_slack.set_usergroup(GROUP, [GUEST])  # a person who is not an operator, in the group the rule names
-    script(G.call("pin_version", name="api", version="3.1"), G.text("Pinned."))
-    thread = mention(fake_slack, f"C{uid}", "pin the api to 3.1")
-    paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
-    [approval] = stored.get_approvals(paused.awaited(WaitKind.APPROVAL))
+    thread, approval = asks_approval(
+        script, fake_slack, f"C{uid}", "pin the api to 3.1", G.call("pin_version", name="api", version="3.1"), "Pinned."
+    )
     assert f"members of user group `{GROUP}`" in json.dumps(card(fake_slack, thread.channel, thread.ts,
                                                                  approval.card_ts)["blocks"])  # fmt: skip
     press(fake_slack, approval, blocks.APPROVE_ACTION, user=OPERATOR)  # an operator, but not an approver here
@@ -118,9 +120,13 @@ def test_when_and_otherwise_choose_the_tier_by_argument_value(
     done = wait_status(staging.session_id, SessionStatus.DONE, timeout=60)
     assert done.awaited(WaitKind.APPROVAL) == []
     assert [e["environment"] for e in executions(staging.session_id)] == ["staging"]  # ran at once: otherwise safe
-    script(G.call("restart_service", name="web", environment="production"), G.text("Restarted."))
-    production = mention(fake_slack, f"C{uid}b", "restart web in production")
-    paused = wait_status(production.session_id, SessionStatus.PAUSED, timeout=60)
-    [approval] = stored.get_approvals(paused.awaited(WaitKind.APPROVAL))
+    production, approval = asks_approval(
+        script,
+        fake_slack,
+        f"C{uid}b",
+        "restart web in production",
+        G.call("restart_service", name="web", environment="production"),
+        "Restarted.",
+    )
     assert approval.approvers == []  # no approvers named: the operators decide
     assert executions(production.session_id) == []

@@ -59,13 +59,19 @@ def parent_answers(fake_gemini: FakeGemini, uid: str, answer_child: dict[str, An
     )
 
 
+def delegating(fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, task: str, request: str) -> tuple[Thread, str]:
+    """A mention of ``request`` in ``C{uid}`` whose parent's first turn delegates ``task``: the parent's thread and the
+    child's id (the child's own turns are the caller's to script)."""
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.call("delegate", task=task)))
+    thread = mention(fake_slack, f"C{uid}", request)
+    return thread, ids.child_id(thread.session_id, 1, 0)
+
+
 def delegated_asking(fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, task: str, request: str, question: str,
                      result: str) -> tuple[Thread, str]:  # fmt: skip
     """A mention of ``request`` whose parent delegates ``task`` to a child that asks it ``question`` (blocking), then
     says ``result``; the parent's thread and the child's id."""
-    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.call("delegate", task=task)))
-    thread = mention(fake_slack, f"C{uid}", request)
-    child_id = ids.child_id(thread.session_id, 1, 0)
+    thread, child_id = delegating(fake_slack, fake_gemini, uid, task, request)
     for_child(fake_gemini, task, G.call("ask_parent", question=question, blocking=True), G.text(result))
     return thread, child_id
 
@@ -406,9 +412,7 @@ def test_a_depth_3_chain_whose_grandchild_asks_never_hands_an_empty_result_up(
     report before the grandchild has finished. The child waits for it instead, reads its result, and only then
     reports; the top-level session gets a result that includes the grandchild's work."""
     child_task, grandchild_task = f"plan the copy of the shop database {uid}", f"copy the first table {uid}"
-    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.call("delegate", task=child_task)))
-    thread = mention(fake_slack, f"C{uid}", "copy the shop database")
-    child_id = ids.child_id(thread.session_id, 1, 0)
+    thread, child_id = delegating(fake_slack, fake_gemini, uid, child_task, "copy the shop database")
     grandchild_id = ids.child_id(child_id, 1, 0)
     for_child(fake_gemini, grandchild_task, G.call("ask_parent", question="Which table first?", blocking=True),
               G.delayed(2, G.text("Copied the users table.")))  # fmt: skip
@@ -442,9 +446,7 @@ def test_a_child_that_tries_to_report_before_answering_its_childs_question_is_re
     """Waiting for a grandchild that waits for an answer would wait for ever: the child hears the question again
     instead, answers it, and then waits for the grandchild's result."""
     child_task, grandchild_task = f"check the backups {uid}", f"check last night's backup {uid}"
-    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.call("delegate", task=child_task)))
-    thread = mention(fake_slack, f"C{uid}", "check the backups")
-    child_id = ids.child_id(thread.session_id, 1, 0)
+    thread, child_id = delegating(fake_slack, fake_gemini, uid, child_task, "check the backups")
     grandchild_id = ids.child_id(child_id, 1, 0)
     for_child(fake_gemini, grandchild_task, G.call("ask_parent", question="Which bucket?", blocking=True),
               G.text("Last night's backup is complete."))  # fmt: skip

@@ -30,19 +30,18 @@ from shared import config
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_a_terminal_conversation_with_an_ask_and_an_answer(tmp_path: Path) -> None:
+def make_dev(stack_file: Path, *, stdout: int) -> subprocess.Popen[str]:
+    """`make dev` in its own session, on the demo model (no Slack, Cloud Tasks, Firestore or Gemini settings of this
+    shell), its terminal a pipe; ``stdout``: PIPE (merged with stderr, as text) or DEVNULL (both)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "TASKS_", "FIRESTORE_", "GEMINI_"))}
     env.pop("GOOGLE_GENAI_USE_VERTEXAI", None)
-    dev = subprocess.Popen(
-        [sys.executable, "-m", "infra.dev", "--stack-file", str(tmp_path / "stack.json")],
-        cwd=ROOT,
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+    return subprocess.Popen([sys.executable, "-m", "infra.dev", "--stack-file", str(stack_file)], cwd=ROOT, env=env,
+                            stdin=subprocess.PIPE, stdout=stdout, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)  # fmt: skip
+
+
+def test_a_terminal_conversation_with_an_ask_and_an_answer(tmp_path: Path) -> None:
+    dev = make_dev(tmp_path / "stack.json", stdout=subprocess.PIPE)
     lines: queue.Queue[str] = queue.Queue()
     seen: list[str] = []
     assert dev.stdout is not None
@@ -88,16 +87,7 @@ def test_a_terminal_conversation_with_an_ask_and_an_answer(tmp_path: Path) -> No
 def test_make_dev_stopped_by_a_signal_leaves_nothing_running(tmp_path: Path, signum: int) -> None:
     """`timeout`, a closed terminal or CI stop `make dev` with a signal, not Ctrl-C: the stack must stop too."""
     stack_file = tmp_path / "stack.json"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "TASKS_", "FIRESTORE_", "GEMINI_"))}
-    dev = subprocess.Popen(
-        [sys.executable, "-m", "infra.dev", "--stack-file", str(stack_file)],
-        cwd=ROOT,
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    dev = make_dev(stack_file, stdout=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
         while not stack_file.exists():

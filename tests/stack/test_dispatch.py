@@ -11,7 +11,6 @@ from __future__ import annotations
 import itertools
 import json
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -29,11 +28,12 @@ from infra.fakes.dispatch.__main__ import READY_PREFIX
 from infra.fakes.dispatch.state import Policy
 from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.slack.client import FakeSlack
-from infra.procs import StackError, free_port, spawn_ready, stop_group
+from infra.procs import StackError, free_port
 from tests.poll import wait_for
+from tests.served import served
 from tests.slack import SlackSender, mention
+from tests.spawned import spawn_fake, stop_fake
 
-REPO = Path(__file__).resolve().parents[2]
 QUEUE = "projects/p/locations/l/queues/agent-sessions"
 NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -112,14 +112,8 @@ def target() -> Iterator[Target]:
     server.daemon_threads = True
     found = Target(server)
     Handler.target = found
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with served(server):
         yield found
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
 
 
 # -- the dispatcher process ----------------------------------------------------------------------
@@ -153,16 +147,8 @@ class Running:
 
 
 def _start(log_path: Path, *flags: str) -> Running:
-    argv = [sys.executable, "-m", "infra.fakes.dispatch", "--host", "127.0.0.1", "--port", "0", *flags]
-    proc, url = spawn_ready(argv, log_path=log_path, prefix=READY_PREFIX, cwd=REPO)
+    proc, url = spawn_fake("dispatch", READY_PREFIX, log_path, *flags)
     return Running(proc, url, Dispatcher(url), log_path)
-
-
-def _stop(proc: subprocess.Popen[str]) -> None:
-    """SIGTERM its own process group (by its pid), SIGKILL only if it ignores that."""
-    stop_group(proc.pid, reap=proc.poll)
-    if proc.stdout is not None:
-        proc.stdout.close()
 
 
 @pytest.fixture
@@ -178,7 +164,7 @@ def start(tmp_path: Path) -> Iterator[Callable[..., Running]]:
         yield run
     finally:
         for running in started:
-            _stop(running.proc)
+            stop_fake(running.proc)
 
 
 FAST = ("--min-backoff", "0.1", "--max-backoff", "0.4", "--max-attempts", "4", "--max-retry-duration", "0",
@@ -191,7 +177,7 @@ def shared_dispatcher(target: Target, tmp_path_factory: pytest.TempPathFactory) 
     try:
         yield running
     finally:
-        _stop(running.proc)
+        stop_fake(running.proc)
 
 
 @pytest.fixture

@@ -25,6 +25,7 @@ from shared.state.sessions import ClaimResult
 from tests import delivery
 from tests.agent_helpers import HUMAN, function_responses, mention, texts, wait_status
 from tests.poll import wait_for
+from tests.seeded import dead_worker_session
 
 pytestmark = pytest.mark.stack
 G = FakeGemini
@@ -137,15 +138,10 @@ def test_a_message_for_a_session_whose_worker_died_resumes_it_at_once(
     script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
 ) -> None:
     """Defect: the message was queued as a note for a dead worker and waited for the daily sweep."""
-    channel = f"C{uid}"
-    root = fake_slack.user_message(HUMAN, channel, f"check the build [{channel}]")["ts"]  # no mention: no session
-    long_ago = firestore.now() - timedelta(minutes=10)
-    dead = Session.new(
-        session_id=f"dead-{uid}", kind=SessionKind.MENTION, channel=channel, thread_ts=root, trigger_ts=root,
-        trigger_user=HUMAN, text=f"check the build [{channel}]", created_at=long_ago, status=SessionStatus.RUNNING,
-        worker="gone", lease_task="t", lease_until=long_ago + timedelta(minutes=4), started_at=long_ago,
-    )  # fmt: skip
-    firestore.session_ref(dead.session_id).create(dead.to_doc())
+    dead, _ = dead_worker_session(fake_slack, f"dead-{uid}", f"C{uid}", "check the build",
+                                  claimed_at=firestore.now() - timedelta(minutes=10),
+                                  lease=timedelta(minutes=4))  # fmt: skip
+    channel, root = dead.origin.channel, dead.origin.thread_ts
     script(G.text("The build is green."))
     sent = fake_slack.user_message(HUMAN, channel, "any news?", thread_ts=root)
     assert [d["status"] for d in sent["deliveries"]] == [200]
@@ -302,15 +298,10 @@ def test_a_session_killed_at_one_step_every_time_is_failed_not_rescued_for_ever(
     session stayed `running` and the rescue queued its takeover again every few minutes, for ever. A takeover now
     counts; past three in a row without a stored step the session fails and the thread is told. Any stored step
     starts the count again."""
-    channel = f"C{uid}"
-    root = fake_slack.user_message(HUMAN, channel, f"build it [{channel}]")["ts"]  # no mention: no session
-    long_ago = firestore.now() - timedelta(seconds=90)
-    dead = Session.new(
-        session_id=f"looping-{uid}", kind=SessionKind.MENTION, channel=channel, thread_ts=root, trigger_ts=root,
-        trigger_user=HUMAN, text=f"build it [{channel}]", created_at=long_ago, status=SessionStatus.RUNNING,
-        worker="gone", lease_task="t", lease_until=long_ago + timedelta(seconds=60), started_at=long_ago,
-    )  # fmt: skip
-    firestore.session_ref(dead.session_id).create({**dead.to_doc(), "takeovers_without_progress": takeovers})
+    dead, _ = dead_worker_session(fake_slack, f"looping-{uid}", f"C{uid}", "build it",
+                                  claimed_at=firestore.now() - timedelta(seconds=90),
+                                  lease=timedelta(seconds=60), takeovers_without_progress=takeovers)  # fmt: skip
+    channel, root = dead.origin.channel, dead.origin.thread_ts
     script(G.text("Built."))
     attempts = delivery.deliver(stack.function_url("agent_session"), dead.session_id, task=f"rescue-{uid}")
     assert [a.status for a in attempts] == [200], attempts

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -26,11 +25,10 @@ from google.genai import errors, types
 from infra.fakes.gemini import demo, tour
 from infra.fakes.gemini.client import FakeGemini, FakeGeminiError
 from infra.fakes.gemini.state import EXHAUSTED_MESSAGE, ScriptItemError, validate_item
-from infra.procs import spawn_ready, stop_group
 from shared.agent import prompts
 from shared.state.models import Note, NoteKind
+from tests.spawned import spawn_fake, stop_fake
 
-REPO = Path(__file__).resolve().parents[2]
 KEY = "test-key"
 MODEL = "gemini-2.5-flash"
 READY_PREFIX = "fakegemini listening on "
@@ -53,26 +51,22 @@ class Stub:
 
 def _start(log_path: Path, *flags: str) -> Stub:
     """Spawn the stub on a free port (``--port 0``) and read the URL from its ready line."""
-    argv = [sys.executable, "-m", "infra.fakes.gemini", "--host", "127.0.0.1", "--port", "0", *flags]
-    proc, url = spawn_ready(argv, log_path=log_path, prefix=READY_PREFIX, cwd=REPO)
+    proc, url = spawn_fake("gemini", READY_PREFIX, log_path, *flags)
     return Stub(proc, url, FakeGemini(url), log_path)
 
 
-def _stop(proc: subprocess.Popen[str]) -> int:
-    """SIGTERM the stub's own process group (by its pid), escalating only if it ignores that."""
-    stop_group(proc.pid, reap=proc.poll)
-    if proc.stdout is not None:
-        proc.stdout.close()
-    return proc.wait(timeout=60)
+def _serving(folder: Path, *flags: str) -> Iterator[Stub]:
+    """A module's stub, stopped when the module is done with it."""
+    stub = _start(folder / "stderr.log", *flags)
+    try:
+        yield stub
+    finally:
+        stop_fake(stub.proc)
 
 
 @pytest.fixture(scope="module")
 def stub_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stub]:
-    stub = _start(tmp_path_factory.mktemp("fakegemini") / "stderr.log", "--api-key", KEY)
-    try:
-        yield stub
-    finally:
-        _stop(stub.proc)
+    yield from _serving(tmp_path_factory.mktemp("fakegemini"), "--api-key", KEY)
 
 
 @pytest.fixture
@@ -83,11 +77,7 @@ def stub(stub_process: Stub) -> Stub:
 
 @pytest.fixture(scope="module")
 def demo_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stub]:
-    stub = _start(tmp_path_factory.mktemp("fakegemini-demo") / "stderr.log", "--demo")
-    try:
-        yield stub
-    finally:
-        _stop(stub.proc)
+    yield from _serving(tmp_path_factory.mktemp("fakegemini-demo"), "--demo")
 
 
 @pytest.fixture
@@ -383,7 +373,7 @@ def test_sigterm_stops_the_stub_cleanly(tmp_path: Path) -> None:
     stub = _start(tmp_path / "stderr.log")
     assert stub.control.healthy()
 
-    assert _stop(stub.proc) == 0
+    assert stop_fake(stub.proc) == 0
     assert not stub.control.healthy()
 
 

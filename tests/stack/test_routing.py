@@ -17,7 +17,7 @@ from shared.asks import routing
 from shared.slack import blocks
 from shared.state import approvals as stored
 from shared.state import ids, questions
-from shared.state.models import ApprovalStatus, SessionStatus, WaitKind
+from shared.state.models import ApprovalStatus, Question, SessionStatus, WaitKind
 from tests.agent_helpers import HUMAN, agent_with, function_responses, wait_status
 from tests.poll import wait_for
 from tests.stack.test_approvals import OPERATOR, executions, resumed
@@ -68,15 +68,28 @@ def routed_posts(fake_slack: FakeSlack, text: str) -> list[dict[str, Any]]:
     return [m for m in fake_slack.messages(OPERATORS) if text in m["text"] and m.get("thread_ts") in (None, m["ts"])]
 
 
+def paused_on_question(session_id: str, *, timeout: float = 120) -> Question:
+    """The question ``session_id`` pauses on, once it has."""
+    paused = wait_status(session_id, SessionStatus.PAUSED, timeout=timeout)
+    question = questions.get_question(paused.awaited_question or "")
+    assert question is not None
+    return question
+
+
+def asked_in_a_dm(script: Script, fake_slack: FakeSlack, uid: str, request: str, asked: str, options: list[str],
+                  then: str) -> tuple[str, str, Question]:  # fmt: skip
+    """A person's ``request`` in their DM, whose session asks the operators ``asked`` (and says ``then`` once
+    answered): the DM, the request's ts and the question."""
+    script(G.call("ask_operator", question=asked, options=options), G.text(then))
+    channel, ts, session_id = dm(fake_slack, uid, request)
+    return channel, ts, paused_on_question(session_id)
+
+
 def test_a_question_asked_in_a_dm_goes_to_the_operator_channel_and_a_reply_there_resumes_the_dm(
     script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
 ) -> None:
     asked = f"Which region for {uid}?"
-    script(G.call("ask_operator", question=asked, options=["eu", "us"]), G.text("Deployed to eu."))
-    channel, ts, session_id = dm(fake_slack, uid, "deploy it")
-    paused = wait_status(session_id, SessionStatus.PAUSED, timeout=120)
-    question = questions.get_question(paused.awaited_question or "")
-    assert question is not None
+    channel, ts, question = asked_in_a_dm(script, fake_slack, uid, "deploy it", asked, ["eu", "us"], "Deployed to eu.")
     assert (question.post_channel, question.channel) == (OPERATORS, channel)
     [post] = routed_posts(fake_slack, asked)
     assert post["ts"] == question.post_ts
@@ -101,11 +114,8 @@ def test_a_button_on_a_routed_question_answers_it_and_a_non_operator_is_refused_
     script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
 ) -> None:
     asked = f"Which size for {uid}?"
-    script(G.call("ask_operator", question=asked, options=["small", "large"]), G.text("Made it large."))
-    _channel, _ts, session_id = dm(fake_slack, uid, "make it")
-    paused = wait_status(session_id, SessionStatus.PAUSED, timeout=120)
-    question = questions.get_question(paused.awaited_question or "")
-    assert question is not None
+    _channel, _ts, question = asked_in_a_dm(script, fake_slack, uid, "make it", asked, ["small", "large"],
+                                            "Made it large.")  # fmt: skip
     assert question.post_ts is not None
     refused = fake_slack.user_message(GUEST, OPERATORS, "small", thread_ts=question.post_ts)
     assert [d["status"] for d in refused["deliveries"]] == [200]
@@ -156,9 +166,7 @@ def test_a_routed_question_is_posted_exactly_once_across_a_kill(
     fake_slack.slow(method, 60, match=match)
     channel, _ts, session_id = dm(fake_slack, uid, "pick a zone")
     kill_routed(stack, fake_slack, method, match)
-    paused = wait_status(session_id, SessionStatus.PAUSED, timeout=90)
-    question = questions.get_question(paused.awaited_question or "")
-    assert question is not None
+    question = paused_on_question(session_id, timeout=90)
     [post] = routed_posts(fake_slack, asked)  # exactly once
     assert post["ts"] == question.post_ts
     told = [m for m in fake_slack.messages(channel) if m.get("bot_id") and "I asked the operators" in m["text"]]

@@ -54,32 +54,26 @@ def test_missing_firestore_component_is_named(monkeypatch: pytest.MonkeyPatch, t
         local.preflight()
 
 
+def _shell(tmp_path: Path, name: str, script: str) -> Proc:
+    """A started shell running ``script`` in its own process group, given a moment to fork."""
+    proc = Proc(name=name, argv=["sh", "-c", script], log_path=tmp_path / f"{name}.log", env=dict(os.environ),
+                cwd=tmp_path).start()  # fmt: skip
+    time.sleep(0.2)
+    return proc
+
+
 def test_a_stopped_proc_leaves_no_process_in_its_group(tmp_path: Path) -> None:
     """A child that forks grandchildren (as gcloud starts a JVM) is stopped with all of them."""
-    proc = Proc(
-        name="forker",
-        argv=["sh", "-c", "sleep 300 & sleep 300 & wait"],
-        log_path=tmp_path / "f.log",
-        env=dict(os.environ),
-        cwd=tmp_path,
-    ).start()
+    proc = _shell(tmp_path, "forker", "sleep 300 & sleep 300 & wait")
     pgid = proc.pid
-    time.sleep(0.2)
     assert procs.group_alive(pgid)
     proc.stop(timeout=5)
     assert not procs.group_alive(pgid)
 
 
 def test_a_process_that_ignores_sigterm_is_killed(tmp_path: Path) -> None:
-    proc = Proc(
-        name="stubborn",
-        argv=["sh", "-c", "trap '' TERM; sleep 300 & wait"],
-        log_path=tmp_path / "s.log",
-        env=dict(os.environ),
-        cwd=tmp_path,
-    ).start()
+    proc = _shell(tmp_path, "stubborn", "trap '' TERM; sleep 300 & wait")
     pgid = proc.pid
-    time.sleep(0.2)
     proc.stop(timeout=0.5)
     assert not procs.group_alive(pgid)
 

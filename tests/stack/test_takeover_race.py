@@ -27,6 +27,7 @@ from shared.state.sessions import ClaimResult
 from tests import delivery
 from tests.agent_helpers import HUMAN, wait_status
 from tests.poll import wait_for
+from tests.seeded import dead_worker_session
 
 pytestmark = pytest.mark.stack
 G = FakeGemini
@@ -51,17 +52,12 @@ def test_two_retries_of_a_dead_attempt_delivered_together_ask_the_model_once(
     """Attempt 0's worker died mid-run (its lease not renewed for more than a heartbeat, not yet expired); retries
     1 and 3 of its task arrive together, 3 while 1 is inside its model call (as the CI log showed: the test's own
     redelivery and the dispatcher's). Before the fix attempt 3 took the session from attempt 1 and asked again."""
-    channel = f"C{uid}"
-    root = fake_slack.user_message(HUMAN, channel, f"check it [{channel}]")["ts"]  # no mention: no session yet
     seconds = config.settings().session_lease_seconds
     quiet_since = firestore.now() - timedelta(seconds=lease.beat_seconds(seconds) + 5)
-    dead = Session.new(
-        session_id=f"race-{uid}", kind=SessionKind.MENTION, channel=channel, thread_ts=root, trigger_ts=root,
-        trigger_user=HUMAN, text=f"check it [{channel}]", created_at=quiet_since, status=SessionStatus.RUNNING,
-        worker="gone", lease_task=f"task-{uid}", lease_attempt=0, started_at=quiet_since,
-        lease_until=quiet_since + timedelta(seconds=seconds),
-    )  # fmt: skip
-    written = firestore.session_ref(dead.session_id).create(dead.to_doc()).update_time
+    dead, written = dead_worker_session(fake_slack, f"race-{uid}", f"C{uid}", "check it",
+                                        claimed_at=quiet_since, lease=timedelta(seconds=seconds),
+                                        task=f"task-{uid}")  # fmt: skip
+    channel, root = dead.origin.channel, dead.origin.thread_ts
     quiet(written, seconds)  # the dead worker's last write, a heartbeat ago by Firestore's clock
     script(G.delayed(3, G.text("Checked once.")), G.text("a second model call: the race is back"))
     url = stack.function_url("agent_session")
@@ -97,18 +93,13 @@ def test_a_retry_of_a_dead_attempt_waits_at_most_a_heartbeat(
     """A worker that really died is taken over by its task's retry once its lease has gone a heartbeat without a
     renewal, not a whole lease later: the retries Cloud Tasks makes within a heartbeat are refused (500), one after
     it runs the session."""
-    channel = f"C{uid}"
-    root = fake_slack.user_message(HUMAN, channel, f"check it [{channel}]")["ts"]
     seconds = config.settings().session_lease_seconds
     beat = lease.beat_seconds(seconds)
-    renewed = firestore.now()  # the dead worker's last beat: this very write
-    dead = Session.new(
-        session_id=f"dead-{uid}", kind=SessionKind.MENTION, channel=channel, thread_ts=root, trigger_ts=root,
-        trigger_user=HUMAN, text=f"check it [{channel}]", created_at=renewed, status=SessionStatus.RUNNING,
-        worker="gone", lease_task=f"task-{uid}", lease_attempt=0, started_at=renewed,
-        lease_until=renewed + timedelta(seconds=seconds),
-    )  # fmt: skip
-    renewed = firestore.session_ref(dead.session_id).create(dead.to_doc()).update_time
+    # the dead worker's last beat: this very write
+    dead, renewed = dead_worker_session(fake_slack, f"dead-{uid}", f"C{uid}", "check it",
+                                        claimed_at=firestore.now(), lease=timedelta(seconds=seconds),
+                                        task=f"task-{uid}")  # fmt: skip
+    channel, root = dead.origin.channel, dead.origin.thread_ts
     script(G.text("Taken over."))
     url = stack.function_url("agent_session")
     early = post(url, dead.session_id, task=f"task-{uid}", retry=1)
