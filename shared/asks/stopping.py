@@ -30,41 +30,58 @@ def stopped_text(by: str) -> str:
 
 
 def stop(session_id: str, *, by: str) -> list[str]:
-    """Stop ``session_id`` and every session it delegated to, down the tree; the ids stopped or asked to stop."""
-    stopped: list[str] = []
+    """Stop ``session_id`` and every session it delegated to, down the tree; the ids stopped or asked to stop.
+
+    Every member is marked first, then each one's waits are closed: closing a parent's waits answers the children
+    asking it, and a child already marked is not woken by that answer (it would run on, then end failed)."""
+    requested = [(current, request) for current in _tree(session_id)
+                 if (request := sessions.request_stop(current, by=by)) is not None]  # fmt: skip
+    for number, (current, request) in enumerate(requested, start=1):
+        if request.was == SessionStatus.PAUSED:
+            found = sessions.get_session(current)
+            if found is not None:
+                _close_paused(found, by=by)
+        if request.run_to_stop:
+            tasks.enqueue_session(current, attempt=f"stop-{number}-{request.was.value}")
+    stopped = [current for current, _ in requested]
+    log.info("stopped a session tree", extra={"root": session_id, "stopped": stopped, "by": by})
+    return stopped
+
+
+def _tree(session_id: str) -> list[str]:
+    """``session_id`` and every session it delegated to, down the tree, parents before their children; for a
+    continuation, the children of the sessions it continues too."""
+    members: list[str] = []
     waiting, seen = [session_id], set()
     while waiting:
         current = waiting.pop()
         if current in seen:
             continue
         seen.add(current)
-        request = sessions.request_stop(current, by=by)
-        if request is not None:
-            stopped.append(current)
-        if request is not None and request.was == SessionStatus.PAUSED:
-            found = sessions.get_session(current)
-            if found is not None:
-                close_waits(found, by=by)
-                delegation.release_askers(found)  # children of earlier sessions of its conversation
-                if found.top_level:  # it waited: nobody else will tell the thread
-                    asked = origin.request_ts(found)
-                    slack.post(
-                        found.origin.channel,
-                        placement.reply_ts(found.origin.channel, found.origin.thread_ts, asked),
-                        stopped_text(by),
-                        key=f"{found.session_id}:stopped",
-                    )
-                    slack.react(found.origin.channel, asked, Reaction.STOPPED)
-        if request is not None and request.run_to_stop:
-            tasks.enqueue_session(current, attempt=f"stop-{len(stopped)}-{request.was.value}")
+        members.append(current)
         waiting.extend(child.session_id for child in sessions.children_of(current))
         if current == session_id:  # a continuation: the children of the sessions it continues are its tree too
             found = sessions.get_session(current)
             earlier = {found.transcript, found.asker_session_id} - {None, current} if found is not None else set()
             waiting.extend(child.session_id for parent in earlier if parent
                            for child in sessions.children_of(parent))  # fmt: skip
-    log.info("stopped a session tree", extra={"root": session_id, "stopped": stopped, "by": by})
-    return stopped
+    return members
+
+
+def _close_paused(found: Session, *, by: str) -> None:
+    """A paused member, now stopped: what it waited on ends, the children asking it are released, and a top-level
+    one tells its thread (nobody else will)."""
+    close_waits(found, by=by)
+    delegation.release_askers(found)  # children of earlier sessions of its conversation
+    if found.top_level:
+        asked = origin.request_ts(found)
+        slack.post(
+            found.origin.channel,
+            placement.reply_ts(found.origin.channel, found.origin.thread_ts, asked),
+            stopped_text(by),
+            key=f"{found.session_id}:stopped",
+        )
+        slack.react(found.origin.channel, asked, Reaction.STOPPED)
 
 
 def stop_children(session: Session, *, by: str) -> list[str]:

@@ -432,7 +432,7 @@ def answer_child(parent: Session, child_id: str, answer: str, *,
         asked = child.parent_question
         if asked is None or asked.answer is not None:
             return AnswerOutcome.NOT_ASKED, child
-        if child.status.value not in _UNFINISHED:
+        if child.status.value not in _UNFINISHED or child.stop_requested:  # a child being stopped needs no answer
             return AnswerOutcome.ENDED, child
         answered = ParentQuestion(**{**asked.to_doc(), "answer": answer, "released": released})
         update: dict[str, Any] = session_update(parent_question=answered, updated_at=when)

@@ -394,6 +394,12 @@ def test_stopping_a_session_stops_its_tree_running_paused_and_asking(
     assert set(stopped) == {writer, slow_child, asking_child}
     for member in (writer, asking_child, slow_child):
         wait_status(member, SessionStatus.STOPPED, timeout=30)
+    # The asking child was stopped before its parent's waits were closed: it was not answered (an answer would have
+    # queued it to run on, and it could end failed rather than stopped).
+    asker = session(asking_child)
+    assert asker is not None
+    assert asker.parent_question is not None
+    assert asker.parent_question.answer is None
     closed = stored_questions.get_question(question.question_id)
     assert closed is not None
     assert closed.status.value == "cancelled"
