@@ -57,11 +57,11 @@ class Runner:
             return self._run_or_stop()
         # A delegated child shows its state in its tree's status message: when it resumes, and when it stops.
         if self.run_state.has_written():
-            tree_status.refresh(self.session, self.run_state.surface)
+            tree_status.show(self.session, self.run_state.surface)
         try:
             return self._run_or_stop()
         finally:
-            tree_status.refresh(self.session, self.run_state.surface)
+            tree_status.show(self.session, self.run_state.surface)
 
     def _run_or_stop(self) -> SessionStatus:
         if self.session.stop_requested:  # a waiting child queued again only to end, telling its parent

@@ -2,11 +2,16 @@
 and its state. The top-level session posts it when it first delegates; after that any session of the tree
 refreshes it (a child never posts a message of its own, it only edits this one). Best effort: a refusal by Slack or
 Firestore is logged, and the next refresh shows the state again.
+
+A session that delegates, or resumes on its children, reads the whole tree (``refresh``); a child that starts or
+ends only stores its own line and reads the others' from the tree's view document (``show``,
+``shared/state/tree_view.py``), so its cost does not grow with its siblings (issue 28.4).
 """
 
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 
 from google.api_core import exceptions as gexc
 from slack_sdk.errors import SlackApiError
@@ -14,9 +19,10 @@ from slack_sdk.errors import SlackApiError
 from shared.slack import blocks
 from shared.slack import client as slack
 from shared.slack.surface import ThreadSurface
-from shared.state import sessions
+from shared.state import sessions, tree_view
 from shared.state.models import SessionStatus, WaitKind
 from shared.state.session_model import Session
+from shared.state.tree_view import Line, View
 
 log = logging.getLogger(__name__)
 
@@ -45,50 +51,83 @@ def state_of(child: Session) -> str:
     return ":gear: working"  # queued or running: its task is on its way
 
 
-def in_tree_order(members: list[Session]) -> list[Session]:
+def line_of(member: Session, at: datetime | None) -> Line:
+    """A task's line, from its session as stored (``at``: its document's update time)."""
+    tree = member.tree
+    return Line(member.session_id, tree.parent_id, tree.depth or 1, tree.delegate_seq or 0, tree.delegate_index or 0,
+                member.text, state_of(member), member.status in _ENDED, at)  # fmt: skip
+
+
+def in_tree_order(lines: list[Line]) -> list[Line]:
     """Each child after its parent, siblings in the order of the calls that started them."""
-    by_parent: dict[str | None, list[Session]] = {}
-    ids = {m.session_id for m in members}
-    for member in members:
-        parent = member.tree.parent_id if member.tree.parent_id in ids else None
-        by_parent.setdefault(parent, []).append(member)
-    ordered: list[Session] = []
+    by_parent: dict[str | None, list[Line]] = {}
+    ids = {line.child_id for line in lines}
+    for line in lines:
+        parent = line.parent_id if line.parent_id in ids else None
+        by_parent.setdefault(parent, []).append(line)
+    ordered: list[Line] = []
 
     def visit(parent: str | None) -> None:
-        for child in sorted(
-            by_parent.get(parent, []), key=lambda c: (c.tree.delegate_seq or 0, c.tree.delegate_index or 0)
-        ):
+        for child in sorted(by_parent.get(parent, []), key=lambda c: (c.seq, c.index)):
             ordered.append(child)
-            visit(child.session_id)
+            visit(child.child_id)
 
     visit(None)
     return ordered
 
 
 def refresh(session: Session, surface: ThreadSurface) -> None:
-    """Show the current state of ``session``'s tree in its status message (posting it if a top-level session has
-    not yet)."""
+    """Show the current state of ``session``'s tree in its status message, read whole (posting it if a top-level
+    session has not yet)."""
     try:
         _refresh(session, surface)
     except (SlackApiError, gexc.GoogleAPICallError) as exc:
         log.warning("could not refresh the delegated tasks' status message", extra={"error": str(exc)})
 
 
+def show(child: Session, surface: ThreadSurface) -> None:
+    """Show a delegated child's current state in its tree's status message: its own line stored, the others read
+    from the tree's view (the whole tree read only if no full read stored the view yet)."""
+    try:
+        _show(child, surface)
+    except (SlackApiError, gexc.GoogleAPICallError) as exc:
+        log.warning("could not refresh the delegated tasks' status message", extra={"error": str(exc)})
+
+
 def _refresh(session: Session, surface: ThreadSurface) -> None:
     root_id = session.tree_root
-    members = in_tree_order(sessions.tree_members(root_id))
-    if not members:
+    found = tree_view.tree_members_at(root_id)
+    if not found:
         return
-    lines = [(member.tree.depth, member.text, state_of(member)) for member in members]
-    done = sum(1 for member in members if member.status in _ENDED)
-    running = done < len(members)  # while tasks run, the message carries the tree's Stop button
-    text, shown = blocks.tree_status(lines, done=done, total=len(members), stop=root_id if running else None)
-    root = session if session.session_id == root_id else sessions.get_session(root_id)
-    ts = root.tree.status_ts if root is not None else None
+    root = session if session.session_id == root_id else None
+    first = root is not None and not root.tree.status_ts  # the root's first delegation: no view stored yet
+    view = tree_view.merge(root_id, [line_of(member, at) for member, at in found], first=first)
+    _present(session, surface, view, root)
+
+
+def _show(child: Session, surface: ThreadSurface) -> None:
+    stored = tree_view.own(child.session_id)
+    if stored is None:
+        return
+    view = tree_view.put(child.tree_root, line_of(*stored))
+    if not view.complete:  # a tree whose view no full read has stored (stored before views were kept)
+        _refresh(child, surface)
+        return
+    _present(child, surface, view, None)
+
+
+def _present(session: Session, surface: ThreadSurface, view: View, root: Session | None) -> None:
+    root_id = session.tree_root
+    lines = in_tree_order(view.lines)
+    shown_lines = [(line.depth, line.text, line.state) for line in lines]
+    done = sum(1 for line in lines if line.ended)
+    running = done < len(lines)  # while tasks run, the message carries the tree's Stop button
+    text, shown = blocks.tree_status(shown_lines, done=done, total=len(lines), stop=root_id if running else None)
+    ts = view.status_ts or (root or sessions.get_session(root_id) or session).tree.status_ts
     if ts:
         slack.update(session.origin.channel, ts, text, blocks=shown)
     elif not surface.quiet:
         ts = surface.post(text, key=f"{root_id}:tree", blocks=shown)
-        sessions.set_tree_status_ts(root_id, ts)
+        tree_view.set_status_ts(root_id, ts)
         if session.session_id == root_id:
             session.tree.status_ts = ts

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
 from shared.state import ids, legacy_waits
@@ -120,14 +121,17 @@ def check(transaction: firestore.Transaction, asker_id: str, asker: dict[str, An
     return Wake(asker_id, asker, resumed)
 
 
-def wake(transaction: firestore.Transaction, found: Wake, *, trigger_ts: str | None, user: str, at: datetime,
-         extra: dict[str, Any] | None = None, news: list[Note] | None = None) -> Session | None:  # fmt: skip
+def wake(transaction: firestore.Transaction | firestore.WriteBatch, found: Wake, *, trigger_ts: str | None,
+         user: str, at: datetime, extra: dict[str, Any] | None = None, news: list[Note] | None = None,
+         fence: datetime | None = None) -> Session | None:  # fmt: skip
     """Writes only. Resume the complete turn: a child is queued again (it keeps its identity, parent and budget);
     a top-level session becomes ``resumed`` and its continuation, carrying the record and the notes that reached
-    it meanwhile (and ``news``), is created. ``extra``: more fields for the asker, in the same write. Returns the
-    session whose task to queue (None: already woken)."""
+    it meanwhile (and ``news``), is created. ``extra``: more fields for the asker, in the same write. ``fence``: the
+    asker's update time as read (in a batch instead of a transaction): its write fails if anything wrote it since.
+    Returns the session whose task to queue (None: already woken)."""
     asker = Session.from_doc(found.asker)
     ref = session_ref(found.asker_id)
+    option = db().write_option(last_update_time=fence) if fence is not None else None
     news = news or []
     if asker.kind == SessionKind.CHILD:  # its record stored as read (a session paused under the old markers too)
         fields = {
@@ -137,7 +141,7 @@ def wake(transaction: firestore.Transaction, found: Wake, *, trigger_ts: str | N
         }
         if news:
             fields |= appended(notes=list(news))
-        transaction.update(ref, fields)
+        transaction.update(ref, fields, option=option)
         asker.status = SessionStatus.QUEUED
         return asker
     if found.resumed:
@@ -145,7 +149,7 @@ def wake(transaction: firestore.Transaction, found: Wake, *, trigger_ts: str | N
             fields = {**(extra or {}), **session_update(updated_at=at)}
             if news:
                 fields |= appended(notes=list(news))
-            transaction.update(ref, fields)
+            transaction.update(ref, fields, option=option)
         return None
     continuation = Session.new(
         session_id=ids.resume_id(found.asker_id, asker.waiting[0].seq),
@@ -165,7 +169,8 @@ def wake(transaction: firestore.Transaction, found: Wake, *, trigger_ts: str | N
         notes=[*asker.notes, *news],
     )
     transaction.create(session_ref(continuation.session_id), continuation.to_doc())
-    transaction.update(ref, {**session_update(status=SessionStatus.RESUMED, notes=[], updated_at=at), **(extra or {})})
+    transaction.update(ref, {**session_update(status=SessionStatus.RESUMED, notes=[], updated_at=at), **(extra or {})},
+                       option=option)  # fmt: skip
     return continuation
 
 
@@ -182,19 +187,33 @@ def waited_children(asker: dict[str, Any]) -> list[str]:
 
 
 def wake_after_child(child: Session, at: datetime) -> Session | None:
-    """After a blocking child's end: its parent, woken if its waiting record is complete now (one transaction on the
-    parent, only for a parent that waits on a record naming this child). Returns the session to queue.
+    """After a blocking child's end: its parent, woken if its waiting record is complete now (only for a parent that
+    waits on a record naming this child). Returns the session to queue.
 
     Siblings end at once: each first reads the parent and its record outside a transaction, and only one that finds
-    nothing else waited on runs the transaction. Its own end is committed before, so of siblings ending together
-    the last to commit sees every other end (reads are strongly consistent) and wakes the parent; the others leave
-    it to that one (a question or approval of the same turn, resolved later, wakes it through its own check)."""
+    nothing else waited on wakes it. Its own end is committed before, so of siblings ending together the last to
+    commit sees every other end (reads are strongly consistent) and wakes the parent; the others leave it to that
+    one (a question or approval of the same turn, resolved later, wakes it through its own check). Several may find
+    the record complete at once: each wakes it in one batch fenced by the parent's update time as read (and a
+    continuation's ``create()``), which only one commits; the others, and anything that wrote the parent since,
+    fall back to the waking transaction, which finds it woken (issue 28.4: no transaction on the parent to contend
+    for)."""
     parent_ref = session_ref(child.tree.parent_id or "")
-    seen = parent_ref.get().to_dict()
+    snap = parent_ref.get()
+    seen = snap.to_dict() if snap.exists else None
     if seen is None or not waits_on(seen, WaitKind.CHILD, child.session_id):
         return None
     if seen.get("status") == SessionStatus.PAUSED.value and unresolved(None, seen, record_of(seen)):
         return None  # something else is still waited on: whatever resolves last wakes the parent
+    batch = db().batch()
+    woken = wake(batch, Wake(parent_ref.id, seen, False), trigger_ts=None, user=child.origin.trigger_user, at=at,
+                 fence=snap.update_time)  # fmt: skip
+    try:
+        batch.commit()
+    except (gexc.FailedPrecondition, gexc.Conflict):  # written since (woken, most likely) or its continuation exists
+        pass
+    else:
+        return woken
 
     @firestore.transactional
     def run(transaction: firestore.Transaction) -> Session | None:
@@ -204,8 +223,8 @@ def wake_after_child(child: Session, at: datetime) -> Session | None:
         found = check(transaction, parent_ref.id, data)
         return wake(transaction, found, trigger_ts=None, user=child.origin.trigger_user, at=at) if found else None
 
-    woken: Session | None = contended(run)
-    return woken
+    fallback: Session | None = contended(run)
+    return fallback
 
 
 def notes_left(pending: list[Note], record: list[Waiting]) -> list[Note]:

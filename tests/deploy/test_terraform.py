@@ -24,7 +24,7 @@ from deploy.evaluate import Evaluator, Unknown, instances
 from deploy.evaluate import evaluator as evaluator_for
 from deploy.terraform import Block, Module, body_items
 from shared import config, deps
-from shared.state import children, firestore, indexes, quotas, sessions, spend
+from shared.state import children, firestore, indexes, quotas, sessions, spend, tree_view
 from shared.state.models import SessionStatus
 from shared.state.session_model import Session
 from shared.usecases import worker
@@ -454,6 +454,7 @@ def queries_the_code_runs(monkeypatch: pytest.MonkeyPatch) -> list[_Query]:
         sessions.active_sessions_in_thread("C1", "1.0")
         sessions.children_of("s1")
         sessions.tree_members("s1")
+        tree_view.tree_members_at("s1")
         resumed = cast(Session, SimpleNamespace(status=SessionStatus.RESUMED, session_id="s1"))
         children._resuming(cast(Any, None), resumed)  # the continuation of a woken turn, looked up
         spend.day_total("2030-01-01")
@@ -463,7 +464,7 @@ def queries_the_code_runs(monkeypatch: pytest.MonkeyPatch) -> list[_Query]:
 # The functions in shared/state/ that run a collection query; each is exercised above.
 QUERYING = {"_resuming", "_stale", "active_sessions_in_thread", "children_of", "day_total", "decided_approvals",
             "on_day", "running_session_in_thread", "sessions_created", "since",
-            "stale_approvals", "stale_questions", "tree_members",
+            "stale_approvals", "stale_questions", "tree_members", "tree_members_at",
             "stale_sessions"}  # fmt: skip
 
 

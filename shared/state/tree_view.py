@@ -1,0 +1,134 @@
+"""The lines of a delegation tree's status message, kept beside its root (issue 28.4): one document
+(``sessions/{root}/views/tree``) holding, per delegated task, the line the thread shows for it.
+
+A child that starts or ends refreshes the message. Reading the whole tree for that made each child's end cost a read
+per member (N children ending: N² reads). Instead the child writes its own line into this document (one merged
+write that transacts with nothing, so children ending together never contend) and reads the document back: the
+last of several to write reads every line. The full picture is read from the sessions themselves (one query) only
+where the tree grows or a parent resumes on its children (``merge``); that merge keeps, per task, the newer of its
+stored line and the one read (by the session's update time), so a refresh that read a task before it ended never
+hides its end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from google.api_core import exceptions as gexc
+from google.cloud import firestore
+from google.cloud.firestore_v1.base_query import FieldFilter
+
+from shared.state.firestore import SESSIONS, db, session_ref
+from shared.state.session_model import Session
+
+VIEWS = "views"  # subcollection of a tree's root session
+TREE = "tree"  # its document holding the tree's status lines
+
+
+@dataclass(frozen=True)
+class Line:
+    """One delegated task as the status message shows it."""
+
+    child_id: str
+    parent_id: str | None
+    depth: int
+    seq: int  # the delegating step and call index: siblings in call order
+    index: int
+    text: str
+    state: str
+    ended: bool
+    at: datetime | None  # the session document's update time this line was made from
+
+    def to_doc(self) -> dict[str, Any]:
+        return {"parent": self.parent_id, "depth": self.depth, "seq": self.seq, "index": self.index,
+                "text": self.text, "state": self.state, "ended": self.ended, "at": self.at}  # fmt: skip
+
+    @classmethod
+    def from_doc(cls, child_id: str, doc: dict[str, Any]) -> Line:
+        return cls(child_id, doc.get("parent"), int(doc.get("depth") or 1), int(doc.get("seq") or 0),
+                   int(doc.get("index") or 0), str(doc.get("text") or ""), str(doc.get("state") or ""),
+                   bool(doc.get("ended")), doc.get("at"))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class View:
+    lines: list[Line]
+    status_ts: str | None  # the thread message showing the tree, once posted
+    complete: bool  # written by a full read of the tree (else only children's own lines: read the tree)
+
+
+def view_ref(root_id: str) -> firestore.DocumentReference:
+    ref: firestore.DocumentReference = session_ref(root_id).collection(VIEWS).document(TREE)
+    return ref
+
+
+def _view(doc: dict[str, Any] | None) -> View:
+    doc = doc or {}
+    lines = [Line.from_doc(str(k), v) for k, v in (doc.get("lines") or {}).items() if isinstance(v, dict)]
+    return View(lines, doc.get("status_ts"), bool(doc.get("complete")))
+
+
+def own(session_id: str) -> tuple[Session, datetime | None] | None:
+    """A session as stored now, with its document's update time (one read)."""
+    snap = session_ref(session_id).get()
+    data = snap.to_dict() if snap.exists else None
+    return (Session.from_doc(data), snap.update_time) if data is not None else None
+
+
+def tree_members_at(root_id: str) -> list[tuple[Session, datetime | None]]:
+    """Every session delegated within the tree, with its update time (the indexed ``root_session_id`` query)."""
+    query = db().collection(SESSIONS).where(filter=FieldFilter("root_session_id", "==", root_id))
+    return [(Session.from_doc(snap.to_dict() or {}), snap.update_time) for snap in query.stream()]
+
+
+def put(root_id: str, line: Line) -> View:
+    """Store one task's line (a write that transacts with nothing) and read the view back (one read)."""
+    ref = view_ref(root_id)
+    ref.set({"lines": {line.child_id: line.to_doc()}}, merge=True)
+    return _view(ref.get().to_dict())
+
+
+def _newer(line: Line, stored: Line | None) -> bool:
+    """Whether ``line`` was made from a later version of its session than the stored one and shows something else
+    (a later version that shows the same leaves the stored line: no version of the session lies between the two)."""
+    if stored is None or stored.at is None:
+        return True
+    return line.at is not None and line.at > stored.at and replace(line, at=None) != replace(stored, at=None)
+
+
+def merge(root_id: str, lines: list[Line], *, first: bool = False) -> View:
+    """Store the lines a full read of the tree made (each only over an older one) and return the merged view.
+    ``first``: the tree's view most likely does not exist yet (its root delegates before posting the message):
+    created without reading it (and merged as below if it does exist)."""
+    ref = view_ref(root_id)
+    if first:
+        try:
+            ref.create({"complete": True, "lines": {line.child_id: line.to_doc() for line in lines}})
+        except gexc.AlreadyExists:
+            pass
+        else:
+            return View(list(lines), None, True)
+
+    @firestore.transactional
+    def run(transaction: firestore.Transaction) -> View:
+        found = _view(ref.get(transaction=transaction).to_dict())
+        stored = {line.child_id: line for line in found.lines}
+        fresh = [line for line in lines if _newer(line, stored.get(line.child_id))]
+        stored |= {line.child_id: line for line in fresh}
+        if fresh or not found.complete:
+            fields: dict[str, Any] = {"complete": True}
+            if fresh:  # (an empty map would replace the stored one)
+                fields["lines"] = {line.child_id: line.to_doc() for line in fresh}
+            transaction.set(ref, fields, merge=True)
+        return View(list(stored.values()), found.status_ts, True)
+
+    view: View = run(db().transaction())
+    return view
+
+
+def set_status_ts(root_id: str, ts: str) -> None:
+    """Remember the thread message that shows the tree (trees posted before views were kept have it on their root
+    session, ``tree_status_ts``)."""
+    view_ref(root_id).set({"status_ts": ts}, merge=True)
