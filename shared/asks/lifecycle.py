@@ -16,14 +16,32 @@ step is guarded by its own transaction on the ask's current state, so doing it t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import chain
+from typing import Any
 
 from shared.asks import approvals, questions
 from shared.state.models import Approval, Question
 from shared.state.stale import stale_approvals, stale_questions
+
+
+@dataclass(frozen=True)
+class _Steps:
+    """One kind of ask's steps, and what the sweep counts for each (the names its summary has always had)."""
+
+    kind: str
+    reminded: str
+    expired: str
+    remind: Callable[[Any, datetime], bool]
+    expire: Callable[[Any, datetime], bool]
+
+
+_STEPS: dict[type, _Steps] = {
+    Question: _Steps("questions", "reminded", "abandoned", questions.remind, questions.abandon),
+    Approval: _Steps("approvals", "approvals_reminded", "approvals_expired", approvals.remind, approvals.expire),
+}
 
 
 @dataclass(frozen=True)
@@ -33,8 +51,12 @@ class Ask:
     item: Question | Approval
 
     @property
+    def _steps(self) -> _Steps:
+        return _STEPS[type(self.item)]
+
+    @property
     def kind(self) -> str:
-        return "questions" if isinstance(self.item, Question) else "approvals"
+        return self._steps.kind
 
     @property
     def asked_at(self) -> datetime:
@@ -48,24 +70,19 @@ class Ask:
     def session_id(self) -> str:
         return self.item.session_id
 
-    # What the sweep counts for each step (the names its summary has always had).
     @property
     def reminded(self) -> str:
-        return "reminded" if isinstance(self.item, Question) else "approvals_reminded"
+        return self._steps.reminded
 
     @property
     def expired(self) -> str:
-        return "abandoned" if isinstance(self.item, Question) else "approvals_expired"
+        return self._steps.expired
 
     def remind(self, at: datetime) -> bool:
-        if isinstance(self.item, Question):
-            return questions.remind(self.item, at)
-        return approvals.remind(self.item, at)
+        return self._steps.remind(self.item, at)
 
     def expire(self, at: datetime) -> bool:
-        if isinstance(self.item, Question):
-            return questions.abandon(self.item, at)
-        return approvals.expire(self.item, at)
+        return self._steps.expire(self.item, at)
 
 
 def stale(cutoff: datetime, *, page_size: int) -> Iterator[Ask]:
