@@ -264,3 +264,15 @@ def test_a_call_not_approved_is_told_it_did_not_run(monkeypatch: pytest.MonkeyPa
     assert outcome == ToolResult.fail(expected)
     assert audited == [outcome]
     assert run.audit[0].type == AuditType.APPROVAL
+
+
+def test_a_pause_starts_only_its_blocking_children(monkeypatch: pytest.MonkeyPatch) -> None:
+    launched: list[list[str]] = []
+    monkeypatch.setattr("shared.agent.waits.child.delegation.launch", launched.append)
+    record = [entry(kind, f"{kind.value}-{index}", index=index) for index, kind in enumerate(WaitKind)]
+    record.append(entry(WaitKind.CHILD, "child-9", index=9))
+    for kind, wait in agent_kinds.KINDS.items():
+        wait.pausing([w for w in record if w.kind == kind])
+    assert launched == [["child-2", "child-9"]]
+    agent_kinds.of(WaitKind.CHILD).pausing([])  # a turn without children starts nothing
+    assert launched == [["child-2", "child-9"]]

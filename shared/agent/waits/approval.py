@@ -63,6 +63,9 @@ class ApprovalResume:
     kind: WaitKind = WaitKind.APPROVAL
     shown_in_tree: bool = False
 
+    def pausing(self, entries: list[Waiting]) -> None:
+        return None
+
     def read(self, session: Session, seq: int, entries: list[Waiting]) -> Decided:
         found = {a.approval_id: a for a in stored_approvals.get_approvals([w.key for w in entries])}
         return Decided(found, ledger.entries(session, seq, [w.index for w in entries]))

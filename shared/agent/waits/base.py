@@ -1,6 +1,7 @@
-"""What every kind of wait gives a resumed turn (issue 23): what the record's waits of that kind came to, read
-once (``read``), and the outcome the call that waited gets (``outcome``: a response, or a new wait for an MCP
-server's input). One module per kind implements it; ``shared.agent.waits.kinds`` holds them by ``WaitKind``."""
+"""What every kind of wait does in the agent (issue 23): what starts when a turn pauses on it (``pausing``), what
+the record's waits of that kind came to, read once on resume (``read``), and the outcome the call that waited gets
+(``outcome``: a response, or a new wait for an MCP server's input). One module per kind implements it;
+``shared.agent.waits.kinds`` holds them by ``WaitKind``."""
 
 from __future__ import annotations
 
@@ -41,6 +42,10 @@ class ResumedWait(Protocol[Found]):
     @property
     def shown_in_tree(self) -> bool:
         """Whether resolving it changes the thread's delegation tree message (refreshed after the resumption)."""
+        ...
+
+    def pausing(self, entries: list[Waiting]) -> None:
+        """What starts once a turn pauses on ``entries`` of this kind (none: nothing), before its pause is stored."""
         ...
 
     def read(self, session: Session, seq: int, entries: list[Waiting]) -> Found:

@@ -10,6 +10,7 @@ from google.genai import types
 from shared.agent.tools.base import Outcome, short
 from shared.agent.tools.result import ToolResult
 from shared.agent.waits.base import Resumed
+from shared.asks import delegation
 from shared.limits import MAX_TOOL_RESULT_CHARS
 from shared.state import children as stored_children
 from shared.state.firestore import now
@@ -35,6 +36,11 @@ def child_response(child: Session) -> ToolResult:
 class ChildResume:
     kind: WaitKind = WaitKind.CHILD
     shown_in_tree: bool = True
+
+    def pausing(self, entries: list[Waiting]) -> None:
+        """The turn's blocking children start, each knowing the others."""
+        if entries:
+            delegation.launch([w.key for w in entries])
 
     def read(self, session: Session, seq: int, entries: list[Waiting]) -> dict[str, Session]:
         return {c.session_id: c for c in stored_children.get_children([w.key for w in entries])}

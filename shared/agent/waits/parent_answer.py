@@ -22,6 +22,9 @@ class ParentAnswerResume:
     kind: WaitKind = WaitKind.PARENT_ANSWER
     shown_in_tree: bool = False
 
+    def pausing(self, entries: list[Waiting]) -> None:
+        return None
+
     def read(self, session: Session, seq: int, entries: list[Waiting]) -> None:
         return None  # the answer is on the session itself
 

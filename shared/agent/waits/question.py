@@ -23,6 +23,9 @@ class QuestionResume:
     kind: WaitKind = WaitKind.QUESTION
     shown_in_tree: bool = False
 
+    def pausing(self, entries: list[Waiting]) -> None:
+        return None
+
     def read(self, session: Session, seq: int, entries: list[Waiting]) -> dict[str, Question]:
         return {q.question_id: q for w in entries if (q := stored.get_question(w.key)) is not None}
 
