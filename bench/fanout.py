@@ -2,7 +2,7 @@
 
 A parent session's first model turn delegates N tasks with blocking ``delegate`` calls and pauses; its N children
 are then delivered at the same moment, one thread each, as deployed Cloud Tasks dispatches them in parallel; the
-last child to end queues the parent, which is delivered again and answers with every result. Everything runs in
+last child to end queues the parent's turn again (its continuation), which answers with every result. Everything runs in
 this process through the agent_session handler (a delivery that asks for a retry is delivered again, as Cloud
 Tasks would) against the Firestore emulator, the Gemini stub and the fake Slack.
 Each child's model reply takes 300 ms (the stub holds it), so a fan-out that runs in parallel costs about one
@@ -49,9 +49,10 @@ def fan_out(rig: Rig, children: int) -> float:
         worker.start()
     for worker in workers:
         worker.join()
-    rig.deliver_retried(parent)  # queued again by the last child to end
+    resumed = ids.resume_id(parent, 1)  # the paused turn's continuation, queued by the last child to end
+    rig.deliver_retried(resumed)
     elapsed = time.perf_counter() - began
-    rig.expect(parent, SessionStatus.DONE)
+    rig.expect(resumed, SessionStatus.DONE)
     return elapsed
 
 

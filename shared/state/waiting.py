@@ -151,8 +151,18 @@ def waited_children(asker: dict[str, Any]) -> list[str]:
 
 def wake_after_child(child: Session, at: datetime) -> Session | None:
     """After a blocking child's end: its parent, woken if its waiting record is complete now (one transaction on the
-    parent, only for a parent that waits on a record naming this child). Returns the session to queue."""
+    parent, only for a parent that waits on a record naming this child). Returns the session to queue.
+
+    Siblings end at once: each first reads the parent and its record outside a transaction, and only one that finds
+    nothing else waited on runs the transaction. Its own end is committed before, so of siblings ending together
+    the last to commit sees every other end (reads are strongly consistent) and wakes the parent; the others leave
+    it to that one (a question or approval of the same turn, resolved later, wakes it through its own check)."""
     parent_ref = session_ref(child.tree.parent_id or "")
+    seen = parent_ref.get().to_dict()
+    if seen is None or not waits_on(seen, WaitKind.CHILD, child.session_id):
+        return None
+    if seen.get("status") == SessionStatus.PAUSED.value and unresolved(None, seen, record_of(seen)):
+        return None  # something else is still waited on: whatever resolves last wakes the parent
 
     @firestore.transactional
     def run(transaction: firestore.Transaction) -> Session | None:
