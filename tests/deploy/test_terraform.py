@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 
@@ -23,7 +24,9 @@ from deploy.evaluate import Evaluator, Unknown, instances
 from deploy.evaluate import evaluator as evaluator_for
 from deploy.terraform import Block, Module, body_items
 from shared import config, deps
-from shared.state import firestore, indexes, quotas, sessions, spend
+from shared.state import children, firestore, indexes, quotas, sessions, spend
+from shared.state.models import SessionStatus
+from shared.state.session_model import Session
 from shared.usecases import worker
 from tests.deploy.conftest import ROOT, TERRAFORM, TFVARS
 
@@ -413,7 +416,7 @@ class _Query:
     def sum(self, _: str, **__: Any) -> _Query:  # an aggregation: recorded when it runs, like a query
         return self
 
-    def get(self) -> list[Any]:
+    def get(self, **_: Any) -> list[Any]:  # in a transaction or not
         self.runs.append(self)
         return []
 
@@ -451,13 +454,15 @@ def queries_the_code_runs(monkeypatch: pytest.MonkeyPatch) -> list[_Query]:
         sessions.active_sessions_in_thread("C1", "1.0")
         sessions.children_of("s1")
         sessions.tree_members("s1")
+        resumed = cast(Session, SimpleNamespace(status=SessionStatus.RESUMED, session_id="s1"))
+        children._resuming(cast(Any, None), resumed)  # the continuation of a woken turn, looked up
         spend.day_total("2030-01-01")
     return client.runs
 
 
 # The functions in shared/state/ that run a collection query; each is exercised above.
-QUERYING = {"_stale", "active_sessions_in_thread", "children_of", "day_total", "decided_approvals", "on_day",
-            "running_session_in_thread", "sessions_created", "since",
+QUERYING = {"_resuming", "_stale", "active_sessions_in_thread", "children_of", "day_total", "decided_approvals",
+            "on_day", "running_session_in_thread", "sessions_created", "since",
             "stale_approvals", "stale_questions", "tree_members",
             "stale_sessions"}  # fmt: skip
 

@@ -16,7 +16,7 @@ from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
 from shared.state import ids, steps
 from shared.state.models import SessionStatus, StepKind
-from tests.agent_helpers import function_responses, mention, wait_status
+from tests.agent_helpers import conversation_done, function_responses, mention, wait_status
 from tests.poll import wait_for
 from tests.stack.test_crashes import Hold, kill_at, restarted  # noqa: F401 - the fixture
 from tests.stack.test_delegation import answers, child_requests, children_of, for_child, requests_for
@@ -45,7 +45,7 @@ def test_three_blocking_delegates_and_a_fourth_without_ids_each_get_their_own_re
     for_child(fake_gemini, f"label {uid}", G.text("labels printed"))
     fake_gemini.script(*(FakeGemini.matching(f"[C{uid}]", G.text("Weighed.")) for _ in range(3)))
     thread = mention(fake_slack, f"C{uid}", "weigh the crates")
-    wait_status(thread.session_id, SessionStatus.DONE, timeout=90)
+    conversation_done(thread.session_id, timeout=90)
 
     children = children_of(thread.session_id)
     assert len(children) == (3 if fourth == "refused" else 4)  # nothing started twice, nothing left out
@@ -80,7 +80,7 @@ def test_a_blocking_and_a_non_blocking_delegate_without_ids_each_run_once_and_re
     for_child(fake_gemini, side, G.text("the floor is clean"))
     fake_gemini.script(*(FakeGemini.matching(f"[C{uid}]", G.text("12 boxes; the floor is clean.")) for _ in range(3)))
     thread = mention(fake_slack, f"C{uid}", "count and sweep")
-    wait_status(thread.session_id, SessionStatus.DONE, timeout=90)
+    conversation_done(thread.session_id, timeout=90)
     wait_for(lambda: len(children_of(thread.session_id)) == 2, timeout=60, what="two children")
     assert {c["status"] for c in children_of(thread.session_id)} == {SessionStatus.DONE.value}
     assert len(child_requests(fake_gemini, side)) == 1  # started once
@@ -114,7 +114,7 @@ def test_a_turn_without_ids_killed_before_it_is_stored_still_answers_each_call_o
     thread = mention(fake_slack, f"C{uid}", "weigh the crates")
     kill_at(Hold("the status message's post", "chat.postMessage", match=":busts_in_silhouette:"), stack,
             fake_slack, fake_gemini, 0)  # fmt: skip
-    wait_status(thread.session_id, SessionStatus.DONE, timeout=120)
+    conversation_done(thread.session_id, timeout=120)
     assert len(children_of(thread.session_id)) == 2
     assert all(len(child_requests(fake_gemini, t)) == 1 for t in tasks)
     resumed = next(r for r in requests_for(fake_gemini, f"[C{uid}]") if function_responses(r))
