@@ -317,13 +317,19 @@ def _until_answered(press: Callable[[], dict[str, Any]]) -> Callable[[], None]:
     return pressed
 
 
-def approve(flow: Flow) -> None:
-    approval, value = _held_scale_call(flow)
+def _approved_in_parallel(flow: Flow, approval: Approval) -> None:
+    """The operator presses Approve (perhaps several times at once); the turn's continuation runs to its end."""
+    value = blocks.approval_value(approval.approval_id, approval.digest)
     click = _until_answered(lambda: flow.injector.slack.click(OPERATOR, flow.channel, approval.card_ts or "",
                                                               blocks.APPROVE_ACTION, value=value))  # fmt: skip
     in_parallel(click, times=flow.injector.clicks(flow.rng))
     wait_status(ids.resume_id(approval.session_id, approval.seq), {SessionStatus.DONE})
     flow.wait_final()
+
+
+def approve(flow: Flow) -> None:
+    approval, _value = _held_scale_call(flow)
+    _approved_in_parallel(flow, approval)
 
 
 def check_approve(flow: Flow) -> None:
@@ -472,12 +478,7 @@ def mixed_waits(flow: Flow) -> None:
     flow.answer(flow.root, "europe-west1")
     paused = wait_status(flow.root, {SessionStatus.PAUSED, SessionStatus.RESUMED})
     [approval] = approvals.get_approvals([ids.approval_id(flow.root, paused.waiting[0].seq, 2)])
-    value = blocks.approval_value(approval.approval_id, approval.digest)
-    click = _until_answered(lambda: flow.injector.slack.click(OPERATOR, flow.channel, approval.card_ts or "",
-                                                              blocks.APPROVE_ACTION, value=value))  # fmt: skip
-    in_parallel(click, times=flow.injector.clicks(flow.rng))
-    wait_status(ids.resume_id(flow.root, approval.seq), {SessionStatus.DONE})
-    flow.wait_final()
+    _approved_in_parallel(flow, approval)
 
 
 def check_mixed_waits(flow: Flow) -> None:

@@ -37,7 +37,7 @@ def web_stack() -> Iterator[Stack]:
 def patient_expectations() -> Iterator[None]:
     """Every expectation waits as long as a message through the product's real path can take on a loaded machine
     (Playwright's default of 5 s failed in CI beside other test runs)."""
-    expect.set_options(timeout=20_000)
+    expect.set_options(timeout=60_000)  # a busy machine: the condition, not the clock
     yield
     expect.set_options(timeout=5_000)
 
