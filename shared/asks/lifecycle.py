@@ -9,9 +9,16 @@ an *ask* — a post with buttons that a paused turn waits on — and age and end
 - **cancel**: its session stopped, or ended while paused: a question is cancelled and an approval denied or expired
   (never run), its post saying why.
 
-The sweep ages every ask through ``age``; a stop and a paused session's end cancel through
-``shared.asks.cancelling`` (below the question module, which ends a turn's other asks when it abandons one). Each
-step is guarded by its own transaction on the ask's current state, so doing it twice changes nothing.
+Each kind of ask is one entry of one table of these steps. The sweep ages every ask through ``age``; a stop
+(``shared.asks.stopping.close_waits``) and a paused session's end (``shared.asks.waits``: its record's questions and
+approvals) cancel through ``cancel``. Each step is guarded by its own transaction on the ask's current state, so
+doing it twice changes nothing.
+
+*Asking* is the one step the two kinds do not share an entry point for: a question is asked by its call while the
+turn runs (``questions.ask``: the ``ask_operator`` tool, or an MCP server's request for input, posts it before the
+turn's later calls run), while a turn's approvals are asked together once every call of the turn has run
+(``approvals.request``: one atomic create of the whole turn's records, then one card each), so that a decision can
+only arrive for a complete turn. Both record first, then post, then note the post on the record.
 """
 
 from __future__ import annotations
@@ -20,11 +27,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import chain
-from typing import Any
+from typing import Any, Protocol
 
-from shared.asks import approvals, questions
+from shared.asks import approvals, cancelling, questions
 from shared.state.models import Approval, Question
 from shared.state.stale import stale_approvals, stale_questions
+
+
+class _Cancel(Protocol):
+    def __call__(self, item: Any, /, *, why: str, by: str, expired: bool) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -36,11 +47,21 @@ class _Steps:
     expired: str
     remind: Callable[[Any, datetime], bool]
     expire: Callable[[Any, datetime], bool]
+    cancel: _Cancel
 
 
 _STEPS: dict[type, _Steps] = {
-    Question: _Steps("questions", "reminded", "abandoned", questions.remind, questions.abandon),
-    Approval: _Steps("approvals", "approvals_reminded", "approvals_expired", approvals.remind, approvals.expire),
+    Question: _Steps(
+        "questions", "reminded", "abandoned", questions.remind, questions.abandon, cancelling.cancel_question
+    ),
+    Approval: _Steps(
+        "approvals",
+        "approvals_reminded",
+        "approvals_expired",
+        approvals.remind,
+        approvals.expire,
+        cancelling.cancel_approval,
+    ),
 }
 
 
@@ -83,6 +104,15 @@ class Ask:
 
     def expire(self, at: datetime) -> bool:
         return self._steps.expire(self.item, at)
+
+    def cancel(self, *, why: str, by: str, expired: bool = False) -> bool:
+        return self._steps.cancel(self.item, why=why, by=by, expired=expired)
+
+
+def cancel(item: Question | Approval, *, why: str, by: str, expired: bool = False) -> bool:
+    """Cancel an ask its session no longer waits on (it stopped, or ended while paused): never answered or run, its
+    post saying why (``expired``: an approval expires instead of being denied). False if it had ended already."""
+    return Ask(item).cancel(why=why, by=by, expired=expired)
 
 
 def stale(cutoff: datetime, *, page_size: int) -> Iterator[Ask]:

@@ -13,7 +13,7 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 
 from shared import config
-from shared.asks import delegation, routing, stopping
+from shared.asks import delegation, routing
 from shared.slack import blocks, placement
 from shared.slack import client as slack
 from shared.slack.surface import Reaction, ThreadSurface
@@ -135,7 +135,11 @@ def abandon(question: Question, at: datetime) -> bool:
     )
     ended = sessions.end_session(question.session_id, expect=SessionStatus.PAUSED, status=SessionStatus.ABANDONED)
     if ended is not None:
-        # Everything else its turn waited on ends too (a mixed turn's approvals, children, other questions).
+        # Everything else its turn waited on ends too (a mixed turn's approvals, children, other questions), each
+        # through the ask lifecycle's cancel step, whose table (``shared.asks.lifecycle``) holds this function:
+        # imported here, so the table can be built when this module is.
+        from shared.asks import stopping
+
         stopping.end_waits(ended, why=f"its session stopped waiting: a question went unanswered for {hours} hours")
         delegation.release_askers(ended)  # its children's questions will not be answered either
     return True

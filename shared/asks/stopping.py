@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from shared.asks import cancelling, delegation, waits
+from shared.asks import delegation, lifecycle, waits
 from shared.queue import tasks
 from shared.slack import client as slack
 from shared.slack import placement
@@ -18,7 +18,7 @@ from shared.slack.surface import Reaction
 from shared.state import approvals as stored_approvals
 from shared.state import origin, sessions
 from shared.state import questions as stored_questions
-from shared.state.models import SessionStatus
+from shared.state.models import Approval, Question, SessionStatus
 from shared.state.session_model import Session
 
 log = logging.getLogger(__name__)
@@ -94,12 +94,10 @@ def close_waits(session: Session, *, by: str) -> None:
     its thread lists, and whatever its waiting record names elsewhere (a routed card, a mixed turn's children)."""
     why = f"the session was stopped by {by}"
     thread = stored_questions.thread_questions(session.origin.channel, session.origin.thread_ts)
-    for question in thread.open:
-        if question.session_id == session.session_id:
-            cancelling.cancel_question(question, why=why)
-    for approval in stored_approvals.pending(thread.open_approval_ids):
-        if approval.session_id == session.session_id:
-            cancelling.cancel_approval(approval, why=why, by=by)
+    asked: list[Question | Approval] = [*thread.open, *stored_approvals.pending(thread.open_approval_ids)]
+    for ask in asked:  # questions and approvals: one lifecycle, one cancel step
+        if ask.session_id == session.session_id:
+            lifecycle.cancel(ask, why=why, by=by)
     end_waits(session, why=why, by=by, expired=False)
 
 

@@ -7,6 +7,7 @@ did, on representative documents (pure: no stack; Firestore references are built
 from __future__ import annotations
 
 import importlib
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -21,7 +22,7 @@ from shared.agent.waits import kinds as agent_kinds
 from shared.agent.waits import question as question_wait
 from shared.agent.waits.approval import Decided
 from shared.agent.waits.base import Resumed
-from shared.asks import delegation, stopping
+from shared.asks import delegation, lifecycle, stopping
 from shared.asks import waits as asks_waits
 from shared.state import waits as state_waits
 from shared.state.models import (
@@ -111,23 +112,28 @@ def test_an_ended_sessions_waits_end_each_by_its_kind(monkeypatch: pytest.Monkey
     left alone, a released entry skipped; only what actually ended is returned."""
     ended: list[tuple[str, str, Any]] = []
     monkeypatch.setattr("shared.asks.waits.question.stored_questions.get_question",
-                        lambda key: None if key == "q-gone" else cast(Question, key))  # fmt: skip
-    monkeypatch.setattr("shared.asks.waits.approval.stored_approvals.get_approval", lambda key: cast(Approval, key))
+                        lambda key: None if key == "q-gone" else replace(question(QuestionStatus.OPEN),
+                                                                         question_id=key))  # fmt: skip
+    monkeypatch.setattr("shared.asks.waits.approval.stored_approvals.get_approval",
+                        lambda key: Approval(approval_id=key, session_id="s1", transcript_id="s1", channel="C1",
+                                             thread_ts="1.0", seq=3, call_index=1, call_id=None, tool="deploy",
+                                             args="{}", digest="d", turn_ids=[key], asked_at=AT))  # fmt: skip
 
-    def cancel_question(question: Question, *, why: str) -> bool:
-        ended.append(("question", str(question), why))
-        return str(question) != "q-closed"  # closed already: nothing ended
+    def cancel_question(asked: Question, *, why: str, by: str, expired: bool) -> bool:
+        ended.append(("question", asked.question_id, why))
+        return asked.question_id != "q-closed"  # closed already: nothing ended
 
-    def cancel_approval(approval: Approval, *, why: str, by: str, expired: bool) -> bool:
-        ended.append(("approval", str(approval), (by, expired)))
+    def cancel_approval(asked: Approval, *, why: str, by: str, expired: bool) -> bool:
+        ended.append(("approval", asked.approval_id, (by, expired)))
         return True
 
     def stop(session_id: str, *, by: str) -> list[str]:
         ended.append(("stop", session_id, by))
         return [session_id, f"{session_id}-child"]
 
-    monkeypatch.setattr("shared.asks.waits.question.cancelling.cancel_question", cancel_question)
-    monkeypatch.setattr("shared.asks.waits.approval.cancelling.cancel_approval", cancel_approval)
+    # Both end through the ask lifecycle's one cancel step (its table's entry for each kind of ask).
+    monkeypatch.setitem(lifecycle._STEPS, Question, replace(lifecycle._STEPS[Question], cancel=cancel_question))
+    monkeypatch.setitem(lifecycle._STEPS, Approval, replace(lifecycle._STEPS[Approval], cancel=cancel_approval))
     monkeypatch.setattr(stopping, "stop", stop)
     session = Session.new(session_id="s1", kind=SessionKind.MENTION, channel="C1", thread_ts="1.0", trigger_ts="1.0",
                           trigger_user="U1", text="go", created_at=AT, status=SessionStatus.ABANDONED,

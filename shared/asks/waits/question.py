@@ -1,10 +1,11 @@
-"""An operator question whose asker ended: cancelled, its post saying why (``shared.asks.cancelling``)."""
+"""An operator question whose asker ended: cancelled, its post saying why (the ask lifecycle's cancel step,
+``shared.asks.lifecycle``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.asks import cancelling
+from shared.asks import lifecycle
 from shared.asks.waits.base import Ending
 from shared.state import questions as stored_questions
 from shared.state.models import Waiting, WaitKind
@@ -18,7 +19,7 @@ class QuestionEnd:
 
     def end(self, entry: Waiting, ending: Ending) -> list[str]:
         question = stored_questions.get_question(entry.key)
-        if question is not None and cancelling.cancel_question(question, why=ending.why):
+        if question is not None and lifecycle.cancel(question, why=ending.why, by=ending.by, expired=ending.expired):
             return [entry.key]
         return []
 
