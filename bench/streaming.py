@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from bench.figures import Section, at_most, info, median, percentile, table
+from bench.figures import Section, at_most, info, median, percentile, table, text
 from bench.harness import Bench
 from bench.rig import Rig, environment
 from infra import slack_payloads as events
@@ -107,9 +107,9 @@ def run(bench: Bench) -> Section:
         messages_tab(rig, slack, 0)
         dm_text(rig, slack, 1)
         for n in range(RUNS):
-            sign, text = one_run(rig, slack)
+            sign, streamed_at = one_run(rig, slack)
             signs.append(sign)
-            texts.append(text)
+            texts.append(streamed_at)
             prompts.append(messages_tab(rig, slack, 100 + n))
             posted, streamed = dm_text(rig, slack, 200 + n)
             dm_posts.append(posted)
