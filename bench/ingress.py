@@ -230,12 +230,12 @@ class Counted:
         keys = sorted(self.sent)
         hours = {hour: datetime.strptime(hour, "%Y%m%d%H").replace(tzinfo=UTC) for _, hour in keys}
         refs = [channel_counter(channel, hours[hour]) for channel, hour in keys]
-        found = {snapshot.id: snapshot.to_dict() or {} for snapshot in db().get_all(refs)}
+        found = {snapshot.id: snapshot.to_dict() or {} for snapshot in db().get_all(set(refs))}
         wrong = []
         for key, ref in zip(keys, refs, strict=True):
-            counted, count = found.get(ref.id, {}).get("started", 0), self.sent[key]
+            counted, count = channel_scope(key[0]).started(found.get(ref.id, {})), self.sent[key]
             if counted != count:
-                wrong.append(f"{ref.id}: {counted} of {count}")
+                wrong.append(f"{ref.id} {key[0]}: {counted} of {count}")
         if wrong:
             raise RuntimeError(
                 f"{len(wrong)} channels' counters missed starts of the limits-on server, e.g. {wrong[:3]}"
@@ -244,7 +244,12 @@ class Counted:
 
 def channel_counter(channel: str, at: datetime) -> firestore.DocumentReference:
     """The document the limits-on server counts a channel's starts of ``at``'s hour in (the product's own name)."""
-    return quotas.Scope("channel", channel, per_hour=1, running=0).hour_ref(at)
+    return quotas.hour_ref(at)
+
+
+def channel_scope(channel: str) -> quotas.Scope:
+    """The channel's hourly limit, whose field of the hour's document holds its starts."""
+    return quotas.Scope("channel", channel, per_hour=1, running=0)
 
 
 def measure(bench: Bench) -> tuple[dict[tuple[str, int], Run], Counted]:
