@@ -230,7 +230,7 @@ class Counted:
         keys = sorted(self.sent)
         hours = {hour: datetime.strptime(hour, "%Y%m%d%H").replace(tzinfo=UTC) for _, hour in keys}
         refs = [channel_counter(channel, hours[hour]) for channel, hour in keys]
-        found = {snapshot.id: snapshot.to_dict() or {} for snapshot in db().get_all(set(refs))}
+        found = {snapshot.id: snapshot.to_dict() or {} for snapshot in db().get_all(list(set(refs)))}
         wrong = []
         for key, ref in zip(keys, refs, strict=True):
             counted, count = channel_scope(key[0]).started(found.get(ref.id, {})), self.sent[key]
