@@ -17,12 +17,12 @@ must have reached the sink, and every server must refuse a forged signature with
 A third server is our ingress again with the hourly rate limits on (set high enough
 never to refuse), and it takes every turn the others take, under two loads:
 ``ours_limits``, every mention from one person in one channel (every start adds to
-the same two counts), and ``ours_limits_spread``, mentions from 16 people in 8
+the same two counters), and ``ours_limits_spread``, mentions from 16 people in 8
 channels in rotation, as a real workspace sends them. With the limits on, a start is
-still one commit, with one write more: the hour's counter document
-(``limits/h{YYYYMMDDHH}``), whose person's and channel's fields each get Firestore's
-server-side ``Increment``, their values after the commit coming back in the commit's
-answer (``shared/state/quotas.py``, ``shared/state/events.py``).
+still one commit, with one write more for each of the person's and the channel's
+counter documents (``limits/person-{user}``, ``limits/channel-{channel}``): Firestore's
+server-side ``Increment`` of this hour's counter, whose value after the commit comes
+back in the commit's answer (``shared/state/quotas.py``, ``shared/state/events.py``).
 No read, no transaction, no round trip more. The ratio of each load's p50 to ours
 (limits off) is what the limits cost. At the end, the counter of every channel the
 limits-on server took starts in must hold exactly the starts sent there, or the run
@@ -230,12 +230,12 @@ class Counted:
         keys = sorted(self.sent)
         hours = {hour: datetime.strptime(hour, "%Y%m%d%H").replace(tzinfo=UTC) for _, hour in keys}
         refs = [channel_counter(channel, hours[hour]) for channel, hour in keys]
-        found = {snapshot.id: snapshot.to_dict() or {} for snapshot in db().get_all(list(set(refs)))}
+        found = {snapshot.id: snapshot.to_dict() or {} for snapshot in db().get_all(refs)}
         wrong = []
         for key, ref in zip(keys, refs, strict=True):
-            counted, count = channel_scope(key[0]).started(found.get(ref.id, {})), self.sent[key]
+            counted, count = found.get(ref.id, {}).get("started", 0), self.sent[key]
             if counted != count:
-                wrong.append(f"{ref.id} {key[0]}: {counted} of {count}")
+                wrong.append(f"{ref.id}: {counted} of {count}")
         if wrong:
             raise RuntimeError(
                 f"{len(wrong)} channels' counters missed starts of the limits-on server, e.g. {wrong[:3]}"
@@ -244,12 +244,7 @@ class Counted:
 
 def channel_counter(channel: str, at: datetime) -> firestore.DocumentReference:
     """The document the limits-on server counts a channel's starts of ``at``'s hour in (the product's own name)."""
-    return quotas.hour_ref(at)
-
-
-def channel_scope(channel: str) -> quotas.Scope:
-    """The channel's hourly limit, whose field of the hour's document holds its starts."""
-    return quotas.Scope("channel", channel, per_hour=1, running=0)
+    return quotas.Scope("channel", channel, per_hour=1, running=0).hour_ref(at)
 
 
 def measure(bench: Bench) -> tuple[dict[tuple[str, int], Run], Counted]:
@@ -436,7 +431,7 @@ def run(bench: Bench) -> Section:
         table(
             ["start commit", "p50 ms", "over limits off, ms"],
             [(variant, ms, ms - costs.commit["limits off"]) for variant, ms in costs.commit.items()]
-            + [("building the counter write in the client (`quotas.count_hour`), nothing sent", costs.building, None)],
+            + [("building the two counter writes in the client (`Scope.count`), nothing sent", costs.building, None)],
         ),
     )
     explain(section, runs, parts, costs)
@@ -485,7 +480,7 @@ def explain(
             + " and ".join(f"from {what}: {r.p(50) / 1000:.1f} s" for what, r in slow)
             + f") were acknowledged past the {SLACK_ACK_MS / 1000:g} s Slack waits before it retries an event, at p50 "
             f"(section 1), against {off.p(50) / 1000:.2f} s with the limits off; the start is one commit either way, "
-            "with one counter write more when the limits are on."
+            "with two counter writes more when the limits are on."
         )
     others = [f for f in missed if f not in bolt and f not in limits]
     if others:
@@ -497,10 +492,9 @@ def limits_cost(runs: dict[tuple[str, int], Run], missed: Sequence[Figure], cost
     one_on, spread_one, one_off = (runs[(name, 1)].p(50) for name in ("ours_limits", "ours_limits_spread", "ours"))
     worst, spread, off = (runs[(name, 16)].p(50) for name in ("ours_limits", "ours_limits_spread", "ours"))
     text = (
-        "With the hourly limits on, a start is the same single commit with one write more, the hour's counter "
-        "document, whose person's and channel's fields each get a server-side `Increment` whose result comes back "
-        "with the commit (4 writes against 3 for a plain mention; `mention_with_limits` in the Firestore budget, with "
-        "the running limits on too, adds the two running counters). One request at a time that "
+        "With the limits on, a start is the same single commit with two writes more, the person's and the channel's "
+        "counters, each a server-side `Increment` whose result comes back with the commit (`mention_with_limits` in "
+        "the Firestore budget: 0 reads, 5 writes, against 3 writes for a plain mention). One request at a time that "
         f"came to {one_on - one_off:+.1f} ms at p50 with every mention from one person ({one_on:.1f} against "
         f"{one_off:.1f} ms) and {spread_one - one_off:+.1f} ms with mentions from many ({spread_one:.1f} ms). At "
         f"concurrency 16 the p50 was {worst:.1f} ms with every mention from one person in one channel and "
@@ -508,7 +502,7 @@ def limits_cost(runs: dict[tuple[str, int], Run], missed: Sequence[Figure], cost
         "ms with the limits off: "
         + (
             f"one person's burst took {worst / spread:.2f} times as long as mentions from many people, though no "
-            "start reads the counters or holds a lock: its 16 concurrent commits all add to the same two fields."
+            "start reads the counters or holds a lock: its 16 concurrent commits all write the same two documents."
             if worst > LIMITS_LIMIT * spread
             else "one person's burst cost no more than mentions from many people, as it should when no start reads "
             "the counters or waits for another's transaction."
@@ -517,14 +511,14 @@ def limits_cost(runs: dict[tuple[str, int], Run], missed: Sequence[Figure], cost
     off_ms, on_ms = (costs.commit[variant] for variant in ingress_limits.VARIANTS)
     text += (
         f" Where the time goes (the start's commit alone, above): {on_ms:.1f} ms at p50 with the limits on against "
-        f"{off_ms:.1f} ms off, so the counter write adds {on_ms - off_ms:.1f} ms to the commit, of the "
-        f"{one_on - one_off:.1f} ms the limits added to a request at concurrency 1. Building the counter write "
+        f"{off_ms:.1f} ms off, so the two counter writes add {on_ms - off_ms:.1f} ms to the commit, of the "
+        f"{one_on - one_off:.1f} ms the limits added to a request at concurrency 1. Building the two counter writes "
         f"in the client takes {costs.building:.2f} ms; the rest is the request carrying them and the emulator "
         "applying them."
         " All of this is the emulator. Firestore's own documentation puts a single document's sustained update rate "
-        "at about one a second and shows more as contention (latency), so a workspace starting sessions faster "
-        "than that for long would wait on the hour's document there (every start of the hour writes it; a start "
-        "refused by a limit writes to it twice: its count and the count taken back)."
+        "at about one a second and shows more as contention (latency), so a person or a channel starting sessions "
+        "faster than that for long would wait on its counter there (a start refused by a limit writes to it too, "
+        "twice: its count and the count taken back)."
     )
     if any("_c16_" in f.name for f in missed):
         intervals = "; ".join(f"`{f.name}` {f.value:.2f}" for f in missed if "_c16_" in f.name)
@@ -534,7 +528,7 @@ def limits_cost(runs: dict[tuple[str, int], Run], missed: Sequence[Figure], cost
             f"{one_on - one_off:.1f} ms one at a time, comes back multiplied by the queue ahead of it: "
             f"{worst - off:+.1f} and {spread - off:+.1f} ms at p50 here ({intervals}). These ratios move by several "
             "hundredths from run to run on this shared machine (their 95% intervals are in the table above); the "
-            "ingress does no more Firestore requests with the limits on, only one more write in the same commit."
+            "ingress does no more Firestore requests with the limits on, only two more writes in the same commit."
         )
     if missed:
         text = "**Missed: " + ", ".join(f"`{f.name}` ({f.value:.3f})" for f in missed) + ".** " + text

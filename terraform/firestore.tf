@@ -36,18 +36,6 @@ resource "google_firestore_field" "limits_ttl" {
   index_config {}
 }
 
-# The hour's starts (limits/h{hour}): a field per person and per channel, under these two maps. Nothing queries
-# them; without an index each start's write updates no index entry, however many people the hour counts.
-resource "google_firestore_field" "limits_hour_counts" {
-  for_each = toset(["person", "channel"])
-
-  database   = google_firestore_database.main.name
-  collection = "limits"
-  field      = each.value
-
-  index_config {}
-}
-
 # The composite indexes, by name: a collection and its fields, every field ascending, in order.
 locals {
   firestore_indexes = {

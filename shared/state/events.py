@@ -74,19 +74,15 @@ def _start_counted(event_id: str, body: dict[str, Any], message: firestore.Docum
     batch = db().batch()
     batch.create(event_ref(event_id), body)
     batch.create(message, body)
-    running = [scope for scope in scopes if scope.running]
-    batch.create(session_ref(session.session_id), {**session.to_doc(), quotas.RELEASES: [s.ref.id for s in running]})
-    hourly = quotas.count_hour(batch, scopes, at)  # one write for the person's and the channel's hour
-    for scope in running:
-        scope.count(batch, session.session_id, at)
+    running = [scope.ref.id for scope in scopes if scope.running]
+    batch.create(session_ref(session.session_id), {**session.to_doc(), quotas.RELEASES: running})
+    counters = [(scope, scope.count(batch, session.session_id, at)) for scope in scopes]
     try:
-        results = batch.commit()[3:]
+        results = iter(batch.commit()[3:])
     except ALREADY_EXISTS:
         return Started(Start.DUPLICATE)
-    hours = quotas.hour_counts(results[0], hourly) if hourly else {}
-    counted = dict(zip(running, (quotas.counted(r) for r in results[1 if hourly else 0 :]), strict=True))
-    for scope in scopes:
-        counts = {"hour": hours.get(scope, 0), "running": counted.get(scope, 0)}
+    for scope, names in counters:
+        counts = {name: quotas.counted(next(results)) for name in names}
         if scope.running and counts["running"] < 1:  # a release counted twice somewhere: recount
             counts["running"] = quotas.recount(scope, at=at, running_for=quota.running_for)
         refused = scope.refused(counts, at)
@@ -107,7 +103,6 @@ def _take_back(event_id: str, message: firestore.DocumentReference, session: Ses
     batch.delete(event_ref(event_id))
     batch.set(message, record("limited", session.session_id, session.created_at))
     batch.delete(session_ref(session.session_id))
-    quotas.count_hour(batch, scopes, session.created_at, by=-1)
     for scope in scopes:
         scope.count(batch, session.session_id, session.created_at, by=-1)
     batch.commit()

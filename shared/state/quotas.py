@@ -1,14 +1,12 @@
 """Ingress rate limits (flow 13): how many sessions a person and a channel may start per hour, and run at once.
 
-Counted without reading, in the commit that creates the session (no transaction). The hour's starts of every
-person and channel are counted in one document per hour, ``limits/h{YYYYMMDDHH}`` (a new document every hour,
-removed by TTL), a field per person (``person.{user}``) and per channel (``channel.{channel}``): one write adds to
-both. Each person and channel with a running limit on has a running counter with the sessions that run,
-``limits/person-{user}`` (``channel-{channel}`` likewise). The commit adds to them with Firestore's server-side
-``Increment``, and its answer carries the counts after it, so a start learns at once whether it fit: a
-simultaneous burst is cut exactly at the limit, whatever the concurrency. A start past a limit is taken back (its
-counts, its session) before anything else sees it. A write more for the hour, one per running counter, no read,
-no round trip more.
+Counted without reading, in the commit that creates the session (no transaction): each person and each channel
+with a limit on has a counter of the hour's starts, time-bucketed, ``limits/person-{user}-h{YYYYMMDDHH}`` (a new
+document every hour, removed by TTL), and a running counter with the sessions that run, ``limits/person-{user}``
+(``channel-{channel}`` likewise). The commit adds to them with Firestore's server-side ``Increment``, and its answer
+carries the counts after it, so a start learns at once whether it fit: a simultaneous burst is cut exactly at the
+limit, whatever the concurrency. A start past a limit is taken back (its counts, its session) before anything else
+sees it. A write more per counter, no read, no round trip more.
 
 A session stops counting as running when it first leaves ``queued`` or ``running`` for anything else: it pauses or
 ends (its step commit), is stopped while queued or paused, is ended by the sweep or handed over. Every such write
@@ -59,17 +57,25 @@ class Scope:
         ref: firestore.DocumentReference = db().collection(LIMITS).document(f"{self.kind}-{self.key}")
         return ref
 
-    def started(self, hour: dict[str, Any]) -> int:
-        """This scope's starts in ``hour``, the hour's document as read."""
-        return int((hour.get(self.kind) or {}).get(self.key, 0))
+    def hour_ref(self, at: datetime) -> firestore.DocumentReference:
+        """The counter of the starts in ``at``'s hour (a document per hour: nothing to reset, TTL removes it)."""
+        ref: firestore.DocumentReference = db().collection(LIMITS).document(f"{self.kind}-{self.key}-h{hour_of(at)}")
+        return ref
 
-    def count(self, batch: firestore.WriteBatch, session_id: str, at: datetime, by: int = 1) -> None:
-        """Add ``by`` (-1 takes a start back) to this scope's running counter in ``batch``, a write whose one
-        transform result is the counter's value after the commit. Nothing if its running limit is off."""
+    def count(self, batch: firestore.WriteBatch, session_id: str, at: datetime, by: int = 1) -> list[str]:
+        """Add ``by`` (-1 takes a start back) to this scope's counters in ``batch``, a write each; their names, in
+        the order of the writes (each write's one transform result is its counter's value after the commit)."""
+        expires = {EVENT_EXPIRES_FIELD: at + KEPT_FOR}
+        counted = []
+        if self.per_hour:
+            batch.set(self.hour_ref(at), {"started": firestore.Increment(by), **expires}, merge=True)
+            counted.append("hour")
         if self.running:
             entry = at if by > 0 else firestore.DELETE_FIELD
-            batch.set(self.ref, {"running": firestore.Increment(by), "sessions": {session_id: entry},
-                                 EVENT_EXPIRES_FIELD: at + KEPT_FOR}, merge=True)  # fmt: skip
+            batch.set(self.ref, {"running": firestore.Increment(by), "sessions": {session_id: entry}, **expires},
+                      merge=True)  # fmt: skip
+            counted.append("running")
+        return counted
 
     def refused(self, counts: dict[str, int], at: datetime) -> Refusal | None:
         """Why this scope refuses the start that brought its counters to ``counts``, or None."""
@@ -112,35 +118,6 @@ def in_force() -> Quota:
 
 def hour_of(at: datetime) -> str:
     return at.strftime("%Y%m%d%H")
-
-
-def hour_ref(at: datetime) -> firestore.DocumentReference:
-    """The document counting every person's and channel's starts in ``at``'s hour (a document per hour: nothing to
-    reset, TTL removes it)."""
-    ref: firestore.DocumentReference = db().collection(LIMITS).document(f"h{hour_of(at)}")
-    return ref
-
-
-def count_hour(batch: firestore.WriteBatch, scopes: list[Scope], at: datetime, by: int = 1) -> list[Scope]:
-    """Add ``by`` (-1 takes a start back) to the hour's count of each of ``scopes`` with an hourly limit, in one
-    write of ``batch`` (none if no scope has one). Returns those scopes in the order of that write's transform
-    results (the library sends a write's transforms sorted by field path)."""
-    hourly = [scope for scope in scopes if scope.per_hour]
-    if not hourly:
-        return []
-    counts: dict[str, Any] = {}
-    for scope in hourly:
-        counts.setdefault(scope.kind, {})[scope.key] = firestore.Increment(by)
-    batch.set(hour_ref(at), {**counts, EVENT_EXPIRES_FIELD: at + KEPT_FOR}, merge=True)
-    return sorted(hourly, key=lambda scope: (scope.kind, scope.key))  # as FieldPath orders (kind, key)
-
-
-def hour_counts(result: Any, hourly: list[Scope]) -> dict[Scope, int]:
-    """What each of ``hourly`` (``count_hour``'s answer) reached, from the committed write's transform results."""
-    values = list(getattr(result, "transform_results", None) or [])
-    if len(values) != len(hourly):
-        raise ValueError(f"expected {len(hourly)} counts from the hour's write, got {len(values)}")
-    return {scope: int(value.integer_value) for scope, value in zip(hourly, values, strict=True)}
 
 
 def counted(result: Any) -> int:

@@ -552,18 +552,6 @@ def test_event_records_and_rate_limit_counters_expire_by_ttl(module: Module, eva
     assert ttl[0]["database"] == Unknown("google_firestore_database.main.name")
 
 
-def test_the_hours_rate_limit_counts_are_not_indexed(module: Module, evaluator: Evaluator) -> None:
-    """The hour's document holds a field per person and per channel (``quotas.hour_ref``): no index entries to
-    update on each start's write, however many the hour counts."""
-    unindexed = {
-        (body["collection"], body["field"])
-        for block in module.resources("google_firestore_field")
-        for body in instances(evaluator, block).values()
-        if not body.get("ttl_config")
-    }
-    assert {(quotas.LIMITS, "person"), (quotas.LIMITS, "channel")} <= unindexed
-
-
 def test_firestore_is_native_mode_and_protected(module: Module, evaluator: Evaluator) -> None:
     (database,) = planned(module, evaluator, "google_firestore_database", "main").values()
     assert database["type"] == "FIRESTORE_NATIVE"
