@@ -1,6 +1,8 @@
 """Each kind of wait's asks side (issue 23), one module per ``WaitKind``: what ends when the session waiting on it
 ends while paused (``base.EndedWait``); ``shared.asks.stopping.end_waits`` ends a record through them. The stored
 side of each kind is ``shared.state.waits``, the agent's (the outcome a resumed call gets) ``shared.agent.waits``.
+
+May import ``shared.state``, ``shared.slack`` and the core modules; never ``shared.agent``.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 is stored and whether it is resolved (``base.StoredWait``). ``of`` finds a kind's; ``shared.state.waiting`` reads
 a waiting record through them. The agent's side of each kind (the outcome a resumed call gets) is
 ``shared.agent.waits``, the asks' side (ending a wait: cancel, expire) ``shared.asks.waits``.
+
+May import only ``shared.state``'s own modules and the core modules (config, errors, logs).
 """
 
 from __future__ import annotations
