@@ -17,7 +17,8 @@ from shared.agent.calls import ToolCalls
 from shared.agent.resume import Resumer
 from shared.agent.run_state import RunState
 from shared.agent.transcript import Responses
-from shared.asks import approvals, delegation
+from shared.agent.waits import kinds
+from shared.asks import approvals
 from shared.asks.approvals import Held
 from shared.state import children as stored_children
 from shared.state import steps, waiting
@@ -57,9 +58,8 @@ class Pauses:
             run.surface.doing(activity.APPROVAL)
             requested = approvals.request(run.session, ran.seq, held, run.surface, asked=asked)
             record = [*record, *(Waiting(ran.seq, a.call_index, WaitKind.APPROVAL, a.approval_id) for a in requested)]
-        children = [w.key for w in record if w.kind == WaitKind.CHILD]
-        if children:
-            delegation.launch(children)
+        for kind, wait in kinds.KINDS.items():  # what each kind starts (the turn's blocking children)
+            wait.pausing([w for w in record if w.kind == kind])
         return self.pause_on_record(sorted(record, key=lambda w: w.index), ran.responses, ran.audit, ran.used)
 
     def pause_on_record(self, record: list[Waiting], content: Responses | None, audit: list[Audit],

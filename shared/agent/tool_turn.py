@@ -15,7 +15,7 @@ from shared.agent.run_state import RunState
 from shared.agent.tools.base import Outcome, Suspend, Wait
 from shared.agent.tools.result import ToolResult
 from shared.agent.transcript import PendingTurn, Responses
-from shared.asks import delegation, tree_status
+from shared.asks import tree_status
 from shared.limits import MAX_STEP_CHARS, MAX_TOOL_RESULT_CHARS
 from shared.state import ledger
 from shared.state.models import Audit, Waiting, WaitKind
@@ -79,7 +79,7 @@ class ToolTurn:
                 pause, pause_call = outcome, (index, call)  # no function response: the operator's answer will be it
                 continue
             responses.add(seq, index, call, outcome)
-        if any(call.name == delegation.STARTS_CHILDREN for _, call in turn.calls):
+        if any((tool := run.tools.get(call.name or "")) is not None and tool.starts_children for _, call in turn.calls):
             # The thread sees the tasks it started; before the turn is stored, so a takeover finds this post.
             tree_status.refresh(run.session, run.surface)
         if pause is not None:

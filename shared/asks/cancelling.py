@@ -1,5 +1,5 @@
-"""Cancelling an ask (``shared.asks.lifecycle``): a question or an approval its session no longer waits on (the
-session stopped, or ended while paused) ends, never answered or run, its post saying why."""
+"""Cancelling an ask, the cancel step of ``shared.asks.lifecycle``: a question or an approval its session no longer
+waits on (the session stopped, or ended while paused) ends, never answered or run, its post saying why."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from shared.state.approvals import Decision
 from shared.state.models import Approval, ApprovalStatus, Question, QuestionStatus
 
 
-def cancel_question(question: Question, *, why: str) -> bool:
-    """An open question no longer waited on: cancelled, its post saying why, 💬 off. False if it was not open."""
+def cancel_question(question: Question, *, why: str, by: str = "", expired: bool = False) -> bool:
+    """An open question no longer waited on: cancelled, its post saying why, 💬 off. False if it was not open.
+    (``by`` and ``expired`` are the lifecycle's cancel step's: a question is cancelled whoever ends it.)"""
     if not stored_questions.close_question(question.question_id, QuestionStatus.CANCELLED):
         return False
     if question.post_ts:

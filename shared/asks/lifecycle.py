@@ -9,21 +9,60 @@ an *ask* — a post with buttons that a paused turn waits on — and age and end
 - **cancel**: its session stopped, or ended while paused: a question is cancelled and an approval denied or expired
   (never run), its post saying why.
 
-The sweep ages every ask through ``age``; a stop and a paused session's end cancel through
-``shared.asks.cancelling`` (below the question module, which ends a turn's other asks when it abandons one). Each
-step is guarded by its own transaction on the ask's current state, so doing it twice changes nothing.
+Each kind of ask is one entry of one table of these steps. The sweep ages every ask through ``age``; a stop
+(``shared.asks.stopping.close_waits``) and a paused session's end (``shared.asks.waits``: its record's questions and
+approvals) cancel through ``cancel``. Each step is guarded by its own transaction on the ask's current state, so
+doing it twice changes nothing.
+
+*Asking* is the one step the two kinds do not share an entry point for: a question is asked by its call while the
+turn runs (``questions.ask``: the ``ask_operator`` tool, or an MCP server's request for input, posts it before the
+turn's later calls run), while a turn's approvals are asked together once every call of the turn has run
+(``approvals.request``: one atomic create of the whole turn's records, then one card each), so that a decision can
+only arrive for a complete turn. Both record first, then post, then note the post on the record.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import chain
+from typing import Any, Protocol
 
-from shared.asks import approvals, questions
+from shared.asks import approvals, cancelling, questions
 from shared.state.models import Approval, Question
 from shared.state.stale import stale_approvals, stale_questions
+
+
+class _Cancel(Protocol):
+    def __call__(self, item: Any, /, *, why: str, by: str, expired: bool) -> bool: ...
+
+
+@dataclass(frozen=True)
+class _Steps:
+    """One kind of ask's steps, and what the sweep counts for each (the names its summary has always had)."""
+
+    kind: str
+    reminded: str
+    expired: str
+    remind: Callable[[Any, datetime], bool]
+    expire: Callable[[Any, datetime], bool]
+    cancel: _Cancel
+
+
+_STEPS: dict[type, _Steps] = {
+    Question: _Steps(
+        "questions", "reminded", "abandoned", questions.remind, questions.abandon, cancelling.cancel_question
+    ),
+    Approval: _Steps(
+        "approvals",
+        "approvals_reminded",
+        "approvals_expired",
+        approvals.remind,
+        approvals.expire,
+        cancelling.cancel_approval,
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -33,8 +72,12 @@ class Ask:
     item: Question | Approval
 
     @property
+    def _steps(self) -> _Steps:
+        return _STEPS[type(self.item)]
+
+    @property
     def kind(self) -> str:
-        return "questions" if isinstance(self.item, Question) else "approvals"
+        return self._steps.kind
 
     @property
     def asked_at(self) -> datetime:
@@ -48,24 +91,28 @@ class Ask:
     def session_id(self) -> str:
         return self.item.session_id
 
-    # What the sweep counts for each step (the names its summary has always had).
     @property
     def reminded(self) -> str:
-        return "reminded" if isinstance(self.item, Question) else "approvals_reminded"
+        return self._steps.reminded
 
     @property
     def expired(self) -> str:
-        return "abandoned" if isinstance(self.item, Question) else "approvals_expired"
+        return self._steps.expired
 
     def remind(self, at: datetime) -> bool:
-        if isinstance(self.item, Question):
-            return questions.remind(self.item, at)
-        return approvals.remind(self.item, at)
+        return self._steps.remind(self.item, at)
 
     def expire(self, at: datetime) -> bool:
-        if isinstance(self.item, Question):
-            return questions.abandon(self.item, at)
-        return approvals.expire(self.item, at)
+        return self._steps.expire(self.item, at)
+
+    def cancel(self, *, why: str, by: str, expired: bool = False) -> bool:
+        return self._steps.cancel(self.item, why=why, by=by, expired=expired)
+
+
+def cancel(item: Question | Approval, *, why: str, by: str, expired: bool = False) -> bool:
+    """Cancel an ask its session no longer waits on (it stopped, or ended while paused): never answered or run, its
+    post saying why (``expired``: an approval expires instead of being denied). False if it had ended already."""
+    return Ask(item).cancel(why=why, by=by, expired=expired)
 
 
 def stale(cutoff: datetime, *, page_size: int) -> Iterator[Ask]:

@@ -13,7 +13,7 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 
 from shared import config
-from shared.asks import delegation, routing, stopping
+from shared.asks import cancelling, delegation, routing
 from shared.slack import blocks, placement
 from shared.slack import client as slack
 from shared.slack.surface import Reaction, ThreadSurface
@@ -25,6 +25,8 @@ from shared.state.origin import asked_by
 from shared.state.session_model import Session
 
 log = logging.getLogger(__name__)
+
+REPLACED = "a newer question replaces it"
 
 
 def ask(session: Session, *, seq: int, call_index: int, call_id: str | None, question: str, options: list[str],
@@ -87,11 +89,8 @@ def cancel_older(channel: str, thread_ts: str, *, keep: str, asker: str) -> None
     for older in stored.thread_questions(channel, thread_ts).open:
         if older.question_id == keep or not older.blocking:
             continue
-        if not stored.close_question(older.question_id, QuestionStatus.CANCELLED):
+        if not cancelling.cancel_question(older, why=REPLACED, by=asker):  # the ask lifecycle's cancel step
             continue
-        if older.post_ts:
-            slack.update(older.post_place()[0], older.post_ts, blocks.cancelled_text(older.text))
-            slack.unreact(older.post_place()[0], older.post_ts, Reaction.QUESTION)
         if older.session_id != asker:
             ended = sessions.end_session(older.session_id, expect=SessionStatus.PAUSED, status=SessionStatus.ABANDONED)
             if ended is not None:
@@ -135,7 +134,11 @@ def abandon(question: Question, at: datetime) -> bool:
     )
     ended = sessions.end_session(question.session_id, expect=SessionStatus.PAUSED, status=SessionStatus.ABANDONED)
     if ended is not None:
-        # Everything else its turn waited on ends too (a mixed turn's approvals, children, other questions).
+        # Everything else its turn waited on ends too (a mixed turn's approvals, children, other questions), each
+        # through the ask lifecycle's cancel step, whose table (``shared.asks.lifecycle``) holds this function:
+        # imported here, so the table can be built when this module is.
+        from shared.asks import stopping
+
         stopping.end_waits(ended, why=f"its session stopped waiting: a question went unanswered for {hours} hours")
         delegation.release_askers(ended)  # its children's questions will not be answered either
     return True

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from shared.asks import cancelling, delegation
+from shared.asks import delegation, lifecycle, waits
 from shared.queue import tasks
 from shared.slack import client as slack
 from shared.slack import placement
@@ -18,7 +18,7 @@ from shared.slack.surface import Reaction
 from shared.state import approvals as stored_approvals
 from shared.state import origin, sessions
 from shared.state import questions as stored_questions
-from shared.state.models import SessionStatus, WaitKind
+from shared.state.models import Approval, Question, SessionStatus
 from shared.state.session_model import Session
 
 log = logging.getLogger(__name__)
@@ -94,12 +94,10 @@ def close_waits(session: Session, *, by: str) -> None:
     its thread lists, and whatever its waiting record names elsewhere (a routed card, a mixed turn's children)."""
     why = f"the session was stopped by {by}"
     thread = stored_questions.thread_questions(session.origin.channel, session.origin.thread_ts)
-    for question in thread.open:
-        if question.session_id == session.session_id:
-            cancelling.cancel_question(question, why=why)
-    for approval in stored_approvals.pending(thread.open_approval_ids):
-        if approval.session_id == session.session_id:
-            cancelling.cancel_approval(approval, why=why, by=by)
+    asked: list[Question | Approval] = [*thread.open, *stored_approvals.pending(thread.open_approval_ids)]
+    for ask in asked:  # questions and approvals: one lifecycle, one cancel step
+        if ask.session_id == session.session_id:
+            lifecycle.cancel(ask, why=why, by=by)
     end_waits(session, why=why, by=by, expired=False)
 
 
@@ -110,20 +108,8 @@ def end_waits(ended: Session, *, why: str, by: str = "sweep", expired: bool = Tr
     why, the blocking children it waited on are stopped (their work has nobody to go to). A parent's answer it
     waited on needs nothing (the question is its own). Returns the ids of what it ended; each end is guarded by its
     own transaction, so a second call ends nothing more."""
-    done: list[str] = []
-    for entry in ended.waiting:
-        if entry.released:
-            continue
-        if entry.kind in {WaitKind.QUESTION, WaitKind.MCP_INPUT}:
-            question = stored_questions.get_question(entry.key)
-            if question is not None and cancelling.cancel_question(question, why=why):
-                done.append(entry.key)
-        elif entry.kind == WaitKind.APPROVAL:
-            approval = stored_approvals.get_approval(entry.key)
-            if approval is not None and cancelling.cancel_approval(approval, why=why, by=by, expired=expired):
-                done.append(entry.key)
-        elif entry.kind == WaitKind.CHILD:
-            done.extend(stop(entry.key, by=by))
+    ending = waits.Ending(why, by, expired, stop=lambda session_id: stop(session_id, by=by))
+    done = [key for entry in ended.waiting if not entry.released for key in waits.of(entry.kind).end(entry, ending)]
     if done:
         log.info("an ended session's waits ended", extra={"ended_waits": done, "why": why})
     return done

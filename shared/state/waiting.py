@@ -18,22 +18,19 @@ from typing import Any
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
-from shared.state import ids, legacy_waits
-from shared.state.firestore import APPROVALS, contended, db, question_ref, session_ref
+from shared.state import ids, legacy_waits, waits
+from shared.state.firestore import contended, db, session_ref
 from shared.state.models import (
-    ApprovalStatus,
     Note,
     NoteKind,
-    QuestionStatus,
     SessionKind,
     SessionStatus,
     Waiting,
     WaitKind,
 )
+from shared.state.origin import continuing
 from shared.state.session_model import Session
 from shared.state.updates import appended, session_update
-
-_UNFINISHED = frozenset({SessionStatus.QUEUED.value, SessionStatus.RUNNING.value, SessionStatus.PAUSED.value})
 
 
 def record_of(asker: dict[str, Any]) -> list[Waiting]:
@@ -50,37 +47,8 @@ def waits_on(asker: dict[str, Any], kind: WaitKind, key: str) -> bool:
     return paused and any(w.key == key and not w.released for w in record_of(asker))
 
 
-def parent_answered(asker: dict[str, Any], entry: Waiting) -> bool | None:
-    """Whether the parent answered the question ``entry`` waits on: a child asks one question at a time (its latest
-    ``parent_question``), and the parent's one answer answers every blocking question of the turn that asked it
-    (sibling ``ask_parent`` calls in one turn each wait on it). None: the question is no longer the child's (a
-    later turn asked another), so nothing waits on it."""
-    asked = asker.get("parent_question") or {}
-    if asked.get("question_id") != entry.key and asked.get("seq") != entry.seq:
-        return None
-    return asked.get("answer") is not None
-
-
-def _ref(entry: Waiting) -> firestore.DocumentReference:
-    if entry.kind in {WaitKind.QUESTION, WaitKind.MCP_INPUT}:
-        return question_ref(entry.key)
-    if entry.kind == WaitKind.APPROVAL:
-        ref: firestore.DocumentReference = db().collection(APPROVALS).document(entry.key)
-        return ref
-    return session_ref(entry.key)
-
-
-def _resolved(entry: Waiting, found: dict[str, Any] | None, asker: dict[str, Any]) -> bool:
-    if entry.released:
-        return True
-    if entry.kind == WaitKind.PARENT_ANSWER:  # the asker's own question to its parent
-        return parent_answered(asker, entry) is not False
-    status = (found or {}).get("status")
-    if entry.kind in {WaitKind.QUESTION, WaitKind.MCP_INPUT}:
-        return status != QuestionStatus.OPEN.value
-    if entry.kind == WaitKind.APPROVAL:
-        return status != ApprovalStatus.PENDING.value
-    return status not in _UNFINISHED  # a child: ended (a missing one never will)
+def _ref(entry: Waiting) -> firestore.DocumentReference | None:
+    return waits.of(entry.kind).ref(entry)
 
 
 def unresolved(transaction: firestore.Transaction | None, asker: dict[str, Any], record: list[Waiting], *,
@@ -88,12 +56,13 @@ def unresolved(transaction: firestore.Transaction | None, asker: dict[str, Any],
     """The entries of ``record`` still waited on (point reads in ``transaction``), leaving out ``besides`` (the one
     being resolved by the caller)."""
     others = [w for w in record if (besides is None or w.key != besides[1]) and not w.released]
-    read = [w for w in others if w.kind != WaitKind.PARENT_ANSWER]
+    refs = {w: ref for w in others if (ref := _ref(w)) is not None}  # each kind says what it reads (if anything)
     found: dict[str, dict[str, Any]] = {}
-    if read:
-        snaps = db().get_all([_ref(w) for w in read], field_paths=["status"], transaction=transaction)
+    if refs:
+        snaps = db().get_all(list(refs.values()), field_paths=["status"], transaction=transaction)
         found = {snap.reference.path: snap.to_dict() or {} for snap in snaps if snap.exists}
-    return [w for w in others if not _resolved(w, found.get(_ref(w).path) if w in read else None, asker)]
+    return [w for w in others
+            if not waits.of(w.kind).resolved(w, found.get(refs[w].path) if w in refs else None, asker)]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -154,17 +123,11 @@ def wake(transaction: firestore.Transaction | firestore.WriteBatch, found: Wake,
     continuation = Session.new(
         session_id=ids.resume_id(found.asker_id, asker.waiting[0].seq),
         kind=SessionKind.CONTINUATION,
-        channel=asker.origin.channel,
-        thread_ts=asker.origin.thread_ts,
+        **continuing(asker),
         trigger_ts=trigger_ts or asker.origin.thread_ts,
         trigger_user=user,
         text=f"the outcomes of {len(asker.waiting)} waiting call(s)",
         created_at=at,
-        asker_session_id=found.asker_id,
-        requested_by=asker.requester,
-        transcript_id=asker.transcript,
-        trace_id=asker.trace_id,
-        request_ts=asker.request_message,
         waiting=list(asker.waiting),
         notes=[*asker.notes, *news],
     )

@@ -87,3 +87,20 @@ def test_a_turn_ratio_within_the_target_is_met() -> None:
     mcp_calls.turn_level(section, turns(52.0, 50.0), parts(1.5), call_gap_ms=2.0)
     assert all(f.met for f in section.figures if f.target is not None)
     assert "meets the targets of 1.2 at p50 and 1.3 at p95" in "\n".join(section.body)
+
+
+def test_the_call_level_ratio_is_reported_without_a_target_and_its_parts_add_up() -> None:
+    """Issue 28.2 judges the turn: the call against an in-process Python call is a part of it, reported, not judged."""
+    figures = {f.name: f for f in mcp_calls.call_figures(12.0, 0.4, 80.0, 17.0, parts(15.0))}
+    ratio = figures["mcp_over_python_call_ratio"]
+    assert ratio.value == pytest.approx(30.0)
+    assert (ratio.target, ratio.met) == (None, None)
+    assert figures["mcp_call_ms"].met is True
+    rows = mcp_calls.part_rows(parts(15.0), 12.0)
+    every = [ms for label, ms, paid in rows if paid == "by every call" and not label.startswith("**")]
+    assert sum(every) == pytest.approx(12.0)  # the call's parts, the unattributed rest included, are the call
+    per_listing = [ms for label, ms, paid in rows if paid != "by every call" and not label.startswith("**")]
+    assert sum(per_listing) == pytest.approx(15.0)
+    text = mcp_calls.call_level(12.0, 0.4, 30.0, parts(15.0))
+    assert "has no target" in text
+    assert "issue 28.2" in text.lower()

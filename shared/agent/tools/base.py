@@ -3,7 +3,8 @@
 A tool has a name, a Gemini declaration, two facts the silent-exit gate needs (``outward``: the requester expects
 a report after it runs; ``posts``: a successful call leaves a message in the thread), ``idempotent`` (calling it
 twice with the same idempotency key does what calling it once does; the ledger re-runs only such tools after a
-crash) and ``top_level_only`` (only a session that talks to the thread may use it). ``run`` returns a
+crash), ``top_level_only`` (only a session that talks to the thread may use it) and ``starts_children`` (a call
+may start a delegated session: the thread's tree status is refreshed after the turn's calls ran). ``run`` returns a
 ``ToolResult`` (a value or an error), a ``Suspend`` (the session pauses, and the operator's answer will become the
 result) or a ``Wait`` (a child's result, or the parent's answer, will).
 Function tools (``shared.agent.tools.function``) implement it from typed Python callables; an MCP toolset can
@@ -107,6 +108,9 @@ class Tool(Protocol):
 
     @property
     def top_level_only(self) -> bool: ...
+
+    @property
+    def starts_children(self) -> bool: ...
 
     def declaration(self) -> types.FunctionDeclaration: ...
 

@@ -59,7 +59,7 @@ def ask_operator(question: str, options: list[str] | None = None, blocking: bool
     }
 
 
-@tool(outward=False, idempotent=True)  # keyed: the child's id comes from the call
+@tool(outward=False, idempotent=True, starts_children=True)  # keyed: the child's id comes from the call
 def delegate(task: str, blocking: bool = True) -> Any:
     """Hand a self-contained piece of work to a helper session (a child) with its own budget.
 

@@ -31,6 +31,7 @@ class FunctionTool:
     idempotent: bool = False  # safe to call again with the same ``context().idempotency_key`` after a crash
     declared_tier: Tier | None = None  # None: ``approve`` for an outward tool, ``safe`` for an inward one
     summary: str | None = None  # one sentence of what a call does, e.g. "Restart {name} in {environment}"
+    starts_children: bool = False  # a call may start a delegated session (the thread's tree status shows it)
 
     @property
     def tier(self) -> Tier:
@@ -85,6 +86,7 @@ def tool(
     top_level_only: bool = False,
     posts: bool = False,
     summary: str | None = None,
+    starts_children: bool = False,
 ) -> Callable[[Callable[..., Any]], FunctionTool]:
     """Make a typed, documented function a tool under its own name. ``tier`` defaults to ``approve`` for an outward
     tool and ``safe`` for an inward one; ``TOOL_TIERS`` overrides either. ``summary`` says in one sentence what a
@@ -94,7 +96,8 @@ def tool(
     def make(fn: Callable[..., Any]) -> FunctionTool:
         if not fn.__doc__:
             raise TypeError(f"tool {fn.__name__} needs a docstring: it is the model's only description of it")
-        return FunctionTool(fn, outward, top_level_only, posts, idempotent, Tier(tier) if tier else None, summary)
+        return FunctionTool(fn, outward, top_level_only, posts, idempotent, Tier(tier) if tier else None, summary,
+                            starts_children)  # fmt: skip
 
     return make
 

@@ -46,6 +46,7 @@ class McpTool:
     listed: mcp_types.Tool
     posts: bool = False
     top_level_only: bool = False
+    starts_children: bool = False
 
     @property
     def name(self) -> str:

@@ -1,0 +1,43 @@
+"""A child's blocking question to its parent, answered: each blocking ``ask_parent`` call of the turn that asked
+gets the parent's one answer (a child has one open question to its parent at a time), or an error if it was not
+answered (or released: the parent ended)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from google.genai import types
+
+from shared.agent.tools.base import Outcome
+from shared.agent.tools.result import ToolResult
+from shared.agent.waits.base import Resumed
+from shared.asks import delegation
+from shared.state.models import Note, Waiting, WaitKind
+from shared.state.session_model import Session
+from shared.state.waits.parent_answer import parent_answered
+
+
+@dataclass(frozen=True)
+class ParentAnswerResume:
+    kind: WaitKind = WaitKind.PARENT_ANSWER
+    shown_in_tree: bool = False
+
+    def pausing(self, entries: list[Waiting]) -> None:
+        return None
+
+    def read(self, session: Session, seq: int, entries: list[Waiting]) -> None:
+        return None  # the answer is on the session itself
+
+    def outcome(self, resumed: Resumed, entry: Waiting, call: types.FunctionCall, found: None) -> Outcome:
+        asked = resumed.session.parent_question
+        if asked is None or not parent_answered(resumed.session.to_doc(), entry):
+            return ToolResult.fail(delegation.UNANSWERED)
+        if asked.released:
+            return ToolResult.fail(asked.answer or delegation.UNANSWERED)
+        return ToolResult.ok({"answer": asked.answer, "from": "the session that delegated your task"})
+
+    def news(self, entries: list[Waiting]) -> list[Note]:
+        return []
+
+
+WAIT = ParentAnswerResume()

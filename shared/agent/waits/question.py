@@ -1,0 +1,47 @@
+"""An operator question answered, cancelled or abandoned: the call that asked gets the answer (and how it matched
+the options), or an error saying the operator did not answer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from google.genai import types
+
+from shared.agent.opening import answer_of
+from shared.agent.tools.base import Outcome
+from shared.agent.tools.result import ToolResult
+from shared.agent.waits import mcp_input
+from shared.agent.waits.base import Resumed
+from shared.state import questions as stored
+from shared.state.firestore import now
+from shared.state.models import Audit, AuditType, Note, Question, QuestionStatus, Waiting, WaitKind
+from shared.state.session_model import Session
+
+
+@dataclass(frozen=True)
+class QuestionResume:
+    kind: WaitKind = WaitKind.QUESTION
+    shown_in_tree: bool = False
+
+    def pausing(self, entries: list[Waiting]) -> None:
+        return None
+
+    def read(self, session: Session, seq: int, entries: list[Waiting]) -> dict[str, Question]:
+        return {q.question_id: q for w in entries if (q := stored.get_question(w.key)) is not None}
+
+    def outcome(self, resumed: Resumed, entry: Waiting, call: types.FunctionCall,
+                found: dict[str, Question]) -> Outcome:  # fmt: skip
+        question = found.get(entry.key)
+        resumed.audit.append(Audit(AuditType.ANSWER, now()))
+        if question is None or question.status != QuestionStatus.ANSWERED:
+            return ToolResult.fail(f"the operator did not answer (the question was "
+                                   f"{question.status.value if question else 'lost'})")  # fmt: skip
+        if not question.mcp_input:
+            return ToolResult.ok(answer_of(question))
+        return mcp_input.run_with_input(resumed, question, call)  # a record stored under the old markers
+
+    def news(self, entries: list[Waiting]) -> list[Note]:
+        return []
+
+
+WAIT = QuestionResume()
