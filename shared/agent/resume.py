@@ -23,9 +23,8 @@ from shared.agent.transcript import pending_turn
 from shared.agent.waits.resuming import Resuming, WaitOn
 from shared.asks import approvals, delegation, tree_status
 from shared.limits import MAX_TOOL_RESULT_CHARS
-from shared.state import approvals as stored_approvals
 from shared.state import children as stored_children
-from shared.state import ledger
+from shared.state import ledger, outcome_reads
 from shared.state import questions as stored
 from shared.state import waiting as stored_waiting
 from shared.state.firestore import now
@@ -140,8 +139,8 @@ class Resumer:
             ended = stored_children.get_children([w.key for w in record if w.kind == WaitKind.CHILD])
             if ended:
                 resuming.responses.text(prompts.notes_text([stored_children.result_note(c) for c in ended]))
-        outcomes = _Outcomes(record, self.session)
-        recorded = ledger.entries(self.session, seq, [w.index for w in record if w.kind == WaitKind.APPROVAL])
+        read = self.run.outcomes_of(record)  # with the ledger's entries of its approved calls, in one read
+        outcomes, recorded = _Outcomes(read, self.session), read.ledgered
         audit: list[Audit] = []
         again: list[Waiting] = []
         for entry in sorted(record, key=lambda w: w.index):
@@ -203,14 +202,8 @@ RELEASED = "A child asked you a question, so you no longer wait: its result reac
 class _Outcomes:
     """What a waiting record's things came to, read once (point reads, by kind)."""
 
-    def __init__(self, record: list[Waiting], session: Session) -> None:
-        live = [w for w in record if not w.released]
-        asked = [w.key for w in live if w.kind in {WaitKind.QUESTION, WaitKind.MCP_INPUT}]
-        self.questions = {q.question_id: q for key in asked if (q := stored.get_question(key)) is not None}
-        decided = [w.key for w in live if w.kind == WaitKind.APPROVAL]
-        self.approvals = {a.approval_id: a for a in stored_approvals.get_approvals(decided)}
-        self.children = {c.session_id: c for c in
-                         stored_children.get_children([w.key for w in live if w.kind == WaitKind.CHILD])}  # fmt: skip
+    def __init__(self, read: outcome_reads.Outcomes, session: Session) -> None:
+        self.questions, self.approvals, self.children = read.questions, read.approvals, read.children
         self.session = session
 
     def parent_answer(self, entry: Waiting) -> ToolResult:

@@ -9,8 +9,10 @@ back); ``keep_lease`` renews the lease during a long turn. The parts of a run (`
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Unpack
 
@@ -22,7 +24,7 @@ from shared.agent import streamed
 from shared.agent.budget import Budget, conversation_allowance
 from shared.agent.tools import toolset
 from shared.agent.transcript import PendingTurn, Responses, contents_of, to_json
-from shared.state import spend, steps
+from shared.state import outcome_reads, spend, steps
 from shared.state.firestore import now
 from shared.state.models import Audit, AuditType, Note, Question, SessionKind, Step, StepKind, Waiting
 from shared.state.session_model import Session, SessionUpdate
@@ -40,7 +42,16 @@ class RunState:
         elapsed = (now() - started_at).total_seconds() if started_at else 0.0
         # A mention or a child on its first claim has no steps yet (next_seq moves with every step): skip the query.
         fresh = session.kind in {SessionKind.MENTION, SessionKind.CHILD} and not takeover and session.next_seq == 0
-        self.steps: list[Step] = [] if fresh else steps.load_steps(session.transcript)
+        # A resumed turn's outcomes (what its waiting record came to) are read beside the transcript's query.
+        self.steps: list[Step]
+        self.outcomes: outcome_reads.Outcomes | None = None
+        if session.waiting and not fresh:
+            with ThreadPoolExecutor(1) as beside:
+                reading = beside.submit(contextvars.copy_context().run, outcome_reads.read, session.waiting, session)
+                self.steps = steps.load_steps(session.transcript)
+                self.outcomes = reading.result()
+        else:
+            self.steps = [] if fresh else steps.load_steps(session.transcript)
         self.budget = Budget(  # a delegated child has its allotment from its tree's budget
             *conversation_allowance(session, self.steps),
             settings.session_wall_seconds,
@@ -59,6 +70,11 @@ class RunState:
         self.committed = time.monotonic()  # the claim took the lease just now
         # A continuation's question as its claim read it (None: not read there; its opening reads it).
         self.question = question if question is not None and question.question_id == session.question_id else None
+
+    def outcomes_of(self, record: list[Waiting]) -> outcome_reads.Outcomes:
+        """What ``record`` came to: as read beside the transcript (once, and only for that record), else read now."""
+        found, self.outcomes = self.outcomes, None
+        return found if found is not None and found.of(record) else outcome_reads.read(record, self.session)
 
     def commit(
         self,
