@@ -1,14 +1,6 @@
 """Figure 5: the agent loop's own cost per turn, persistence included, as the transcript grows to 40 turns.
 
-A session runs in this process through the agent_session handler (claim, then the
-``Runner``), against the Gemini stub on loopback (its replies are scripted and
-answered at once, so the model costs only the round trip) and the Firestore
-emulator. The model calls a no-op tool 40 times, then answers. A turn is the time
-from one model call to the next: the model round trip, persisting the model step,
-running the tool, persisting the tool step, and building the next request. Bytes
-written per turn are the serialized Commit requests of that turn, seen on the wire
-by the counting client. The session is run twice; each turn's figure is
-the median (mean) of the two.
+How it is measured and read: ``bench/sections/agent_loop.md`` (the section's text in ``BENCHMARKS.md``).
 """
 
 from __future__ import annotations
@@ -23,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
-from bench.figures import Section, at_least, at_most, info, median, prose, table
+from bench.figures import Section, at_least, at_most, info, median, table, text
 from bench.harness import Bench
 from bench.profiles import Part, shares
 from bench.rig import Rig, environment, model_calls
@@ -38,7 +30,7 @@ M = TypeVar("M")
 
 TURNS = 40
 PREFIX_SHARE_TARGET = 0.9  # of each request, the beginning repeated from the turn before (implicit caching)
-CACHE_TURNS = 20  # the session over which the cached share of every prompt sent is taken
+CACHE_TURNS = 20  # the turns (of a session's first) over which the cached share of every prompt sent is taken
 CACHED_SHARE_TARGET = 0.8
 RUNS = 2  # the timed figures are context (no target); the targets are bytes and shares, the same every run
 WARMUP_TURNS = 5  # enough to warm the clients and caches
@@ -112,10 +104,11 @@ def prefix_shares(rig: Rig) -> list[float]:
 
 
 def cached_share(rig: Rig, turns: int) -> float:
-    """Of every prompt byte the last session (``turns`` tool turns, one request more) sent, the share that repeats
-    the previous request's beginning: the cached-token share of the whole session if the cache holds every repeated
-    prefix (the first request has none). Bytes of the serialised request stand in for tokens."""
-    prompts = _prompts(rig, turns)
+    """Of every prompt byte the first ``turns`` tool turns of the last session sent (one request more: what a session
+    of ``turns`` turns sends), the share that repeats the previous request's beginning: the cached-token share of
+    the whole session if the cache holds every repeated prefix (the first request has none). Bytes of the serialised
+    request stand in for tokens."""
+    prompts = _prompts(rig, TURNS)[: turns + 1]
     assert len(prompts) == turns + 1, f"{len(prompts)} requests"
     repeated = sum(_common_prefix(before, after) for before, after in itertools.pairwise(prompts))
     return repeated / sum(len(prompt) for prompt in prompts)
@@ -147,7 +140,6 @@ def run(bench: Bench) -> Section:
             per_turn_bytes.append(written)
         request_bytes = model_request_bytes(rig)
         prefixes = prefix_shares(rig)
-        one_session(rig, turns=CACHE_TURNS)
         cached = cached_share(rig, CACHE_TURNS)
         profiler = cProfile.Profile()
         one_session(rig, profiler)
@@ -196,7 +188,7 @@ def run(bench: Bench) -> Section:
         ],
     )
     section.say(
-        *prose(__doc__),
+        *text("agent_loop"),
         table(["turn", f"ms (median of {RUNS})", "bytes written", "bytes sent to the model"], rows),
         f"Where a 40-turn session's time goes (cProfile, one session, {total * 1000:.0f} ms under the profiler, "
         "which slows pure-Python work more than waiting):",
@@ -213,7 +205,8 @@ def run(bench: Bench) -> Section:
         "What implicit caching can save: `prompt_cacheable_prefix_share` is, for each request of the 40-turn "
         "session after the first, the share that repeats the previous request's beginning byte for byte (the "
         f"median over the requests). `prompt_cached_token_share_{CACHE_TURNS}_turns` is the same over a whole "
-        f"{CACHE_TURNS}-turn session as billed: of every prompt byte its {CACHE_TURNS + 1} requests sent, the "
+        f"{CACHE_TURNS}-turn session as billed: of every prompt byte its {CACHE_TURNS + 1} requests sent (the first "
+        f"{CACHE_TURNS + 1} of the 40-turn session's, the same requests), the "
         f"share that repeats the request before ({cached:.1%}; the first request, with nothing before it, counts "
         "in full). Serialised bytes stand in for tokens, and the figure assumes the cache holds every repeated "
         "prefix (Gemini caches implicitly only above a minimum prompt size, and not always), so it is the "

@@ -1,23 +1,6 @@
 """Figure 15: an operator's decision to the approved call's result in the model's hands: Approve, and Edit.
 
-Two paths are timed side by side on the same stack, taking turns, repetition by repetition:
-
-- approve → run: the operator's Approve on an approval card, signed and form-encoded, through the
-  slack_interactivity handler (the press checked against the card, the decision and the resuming session in one
-  transaction, its task, the card's update), then the resumption's delivery to agent_session (claim, the
-  transcript loaded, the approved call run once through the ledger: the example tool ``scale_service`` posts and
-  writes its record), to the resumed session's first model request, which carries the call's result;
-- edit → run: the operator's submission of the Edit modal (``view_submission``) with a changed argument, through
-  the same handler (checked against the tool's JSON Schema, the edited call's digest, the decision with the edit
-  in one transaction, its task, the card showing both calls), then the same delivery, which runs the edited call,
-  to the first model request, which carries its result and the edit.
-
-Each path runs in this process through the handlers the functions serve (as section 10's do), against the
-emulators, the fake Slack and the Gemini stub; the card is posted before the clock starts (an edit's submission
-names the card's call, as the modal Slack opened for the Edit press would). The Cloud Tasks hop is left out as in
-section 10. The figures are the p50 and p95 over the repetitions after a warm-up, and the edit's p50 over the
-Approve's (an edit adds the schema check and the card's second call; its target is at most 1.5 times the
-Approve's).
+How it is measured and read: ``bench/sections/approve_run.md`` (the section's text in ``BENCHMARKS.md``).
 """
 
 from __future__ import annotations
@@ -25,7 +8,7 @@ from __future__ import annotations
 import time
 
 from bench import paths, resume
-from bench.figures import Section, percentile, prose, table
+from bench.figures import Section, percentile, table, text
 from bench.harness import Bench
 from bench.paths import Sample
 from bench.rig import Rig
@@ -80,7 +63,7 @@ def run(bench: Bench) -> Section:
                              EDIT_OVER_APPROVE))  # fmt: skip
     rows = [(path.replace("_to_", " → "), *rest) for path, *rest in rows]
     section.glance = [f for f in section.figures if "_ci95_" not in f.name]
-    section.say(*prose(__doc__), table(paths.HEADER, rows))
+    section.say(*text("approve_run"), table(paths.HEADER, rows))
     missed = [f for f in section.figures if f.met is False]
     if missed:
         p50 = {path: percentile(ms[path], 50) for path in PATHS}

@@ -1,16 +1,6 @@
 """Figure 2: cold start of slack_events under functions-framework, next to a bare hello-world function.
 
-Each run starts a fresh functions-framework process (as the stack does, in its own
-session, stopped by its pid) and times it from just before the process is spawned
-to the first 200: for the hello world a GET, for ``slack_events`` (and Bolt's) a
-signed app_mention, the request a cold instance is woken by, which also builds the
-Firestore and Cloud Tasks clients on first use. The kinds take turns, in rotating
-order, run after run. Then the ingress path alone, in a fresh interpreter under
-``python -X importtime``: functions-framework, ``functions/main.py``, and the first
-request, with the modules each adds; google-genai must not be among them.
-The target compares ours to Bolt doing the same work (<= 1.0, missed only when the 95%
-interval of a paired bootstrap over the runs lies above it, as in section 1); the bare
-function is reported beside it, without a target: it imports no client library at all.
+How it is measured and read: ``bench/sections/coldstart.md`` (the section's text in ``BENCHMARKS.md``).
 """
 
 from __future__ import annotations
@@ -24,8 +14,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.figures import Section, at_most, info, median, round_interval, table, with_interval
-from bench.harness import BENCH_DIR, Bench, function_argv
+from bench.figures import Section, at_most, info, median, round_interval, table, text, with_interval
+from bench.harness import BENCH_DIR, Bench, function_argv, phase
 from infra import slack_payloads as events
 from infra.procs import Proc, free_port
 from infra.stack import ROOT
@@ -200,7 +190,8 @@ def run(bench: Bench) -> Section:
         info("cold_start_ours_over_hello", ours / hello, "ratio"),
         *with_interval("cold_start_ours_over_bolt", ours / bolt, BOLT_LIMIT, low, high),
     )
-    paths = [import_path(bench) for _ in range(IMPORT_RUNS)]
+    with phase("imports"):
+        paths = [import_path(bench) for _ in range(IMPORT_RUNS)]
     keys = ("framework_ms", "main_ms", "ingress_imports_ms", "first_request_imports_ms", "first_request_ms")
     stage = {key: median([float(p[key]) for p in paths]) for key in keys}
     genai = any(bool(p["genai_loaded"]) for p in paths)
@@ -218,7 +209,7 @@ def run(bench: Bench) -> Section:
             packages[name].append(ms)
     heaviest = sorted(((median(v), k) for k, v in packages.items()), reverse=True)[:12]
     section.say(
-        " ".join(line.strip() for line in (__doc__ or "").split("\n\n", 1)[1].splitlines()),
+        *text("coldstart"),
         table(
             ["function", "ms to listening (median)", "ms to first 200 (median)", f"first 200, each of {RUNS} runs"],
             [

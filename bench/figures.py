@@ -7,7 +7,10 @@ import random
 import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
+
+SECTIONS = Path(__file__).with_name("sections")  # each figure's text: how it is measured and read
 
 
 @dataclass(frozen=True)
@@ -136,8 +139,18 @@ def fmt(value: Any) -> str:
 
 def prose(doc: str | None) -> list[str]:
     """A module docstring after its summary line, as Markdown paragraphs (wrapped lines joined, bullets kept)."""
-    paragraphs = []
-    for block in (doc or "").split("\n\n")[1:]:
+    return paragraphs((doc or "").split("\n\n", 1)[1] if "\n\n" in (doc or "") else "")
+
+
+def text(name: str) -> list[str]:
+    """A section's text, ``bench/sections/{name}.md`` (how a figure is measured and read), as Markdown paragraphs."""
+    return paragraphs(SECTIONS.joinpath(f"{name}.md").read_text())
+
+
+def paragraphs(markdown: str) -> list[str]:
+    """Markdown paragraphs with their wrapped lines joined; a list's items kept one a line."""
+    found = []
+    for block in markdown.split("\n\n"):
         lines = [line.strip() for line in block.strip().splitlines()]
         if lines and lines[0].startswith("- "):
             items: list[str] = []
@@ -146,7 +159,7 @@ def prose(doc: str | None) -> list[str]:
                     items.append(line)
                 else:
                     items[-1] += " " + line
-            paragraphs.append("\n".join(items))
+            found.append("\n".join(items))
         elif lines:
-            paragraphs.append(" ".join(lines))
-    return paragraphs
+            found.append(" ".join(lines))
+    return found

@@ -21,15 +21,17 @@ import os
 import sys
 import time
 import urllib.request
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from infra.procs import Proc, free_port, group_alive, http_answers, stop_group, wait_until
 from infra.stack import LOCAL, ROOT, Stack
 from shared import config
 
+T = TypeVar("T")
 BENCH_DIR = LOCAL / "bench"
 RATE_LIMITS = (
     "USER_SESSIONS_PER_HOUR",
@@ -42,6 +44,26 @@ RATE_LIMITS = (
 DAILY_BUDGETS = ("USER_DAILY_TOKENS", "WORKSPACE_DAILY_TOKENS")
 STACK_FILE = BENCH_DIR / "stack.json"
 PIDS_FILE = BENCH_DIR / "pids.json"
+
+
+@contextlib.contextmanager
+def phase(what: str) -> Iterator[None]:
+    """A part of a figure, its wall time printed to the run log (where a figure's seconds go)."""
+    began = time.monotonic()
+    try:
+        yield
+    finally:
+        print(f"    {what}: {time.monotonic() - began:.1f} s", flush=True)
+
+
+def repeated(work: Callable[[], T], rounds: int, budget_s: float) -> list[T]:
+    """``work`` up to ``rounds`` times, at least once, no round started once ``budget_s`` seconds are spent: a slow
+    figure (a fan-out that takes 20 s) gets fewer rounds than a fast one, where a median of more costs little."""
+    found: list[T] = []
+    began = time.monotonic()
+    while len(found) < rounds and (not found or time.monotonic() - began < budget_s):
+        found.append(work())
+    return found
 
 
 def function_argv(source: Path | str, target: str, port: int) -> list[str]:

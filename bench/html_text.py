@@ -1,19 +1,6 @@
 """Figure 6: HTML to text for ``fetch_url``, on ordinary pages and on hostile ones, in this process.
 
-``describe`` turns a fetched page into the text the model reads with a scanner of its own
-(``shared/agent/tools/fetch/text.py``), linear in the page, because the standard library's
-``html.parser``, which it replaced, is quadratic on some inputs: a page of ``"<a "`` repeated
-(a tag that never ends) takes it seconds at 16 kB and most of a minute at 64 kB. Each page is
-converted at 64 kB and at 1 MB (the converter itself: ``describe`` also caps its input at
-512 KiB), three times, and each figure is the median. The hostile figure is the slowest of the
-hostile shapes. ``html.parser`` (the old converter, kept here) is timed beside it on the
-ordinary page at both sizes, and on unclosed tags only at 4 and 8 kB, where doubling the page
-quadruples its time.
-
-- ordinary: a generated blog-like page (headings, paragraphs with inline markup and entities,
-  lists, links with attributes, inline scripts and styles);
-- hostile: unclosed tags (``"<a " * n``), unclosed quoted attribute values, attributes without
-  values, unclosed comments, lone ``<``, many block tags, unclosed scripts.
+How it is measured and read: ``bench/sections/html_text.md`` (the section's text in ``BENCHMARKS.md``).
 """
 
 from __future__ import annotations
@@ -23,7 +10,8 @@ import time
 from collections.abc import Callable
 from html.parser import HTMLParser
 
-from bench.figures import Figure, Section, at_most, info, median, prose, table
+from bench import figures
+from bench.figures import Figure, Section, at_most, info, median, table
 from bench.harness import Bench
 from shared.agent.tools.fetch import text
 
@@ -126,7 +114,7 @@ def run(_bench: Bench) -> Section:
         section.add(info(f"html_parser_unclosed_tags_{size_name}_ms", old_hostile[size_name], "ms"))
     section.add(info("html_parser_unclosed_tags_8kb_over_4kb", old_hostile["8kb"] / old_hostile["4kb"], "ratio"))
     section.say(
-        *prose(__doc__),
+        *figures.text("html_text"),
         table(["page", "size", "html_to_text (ms)", "html.parser (ms)"], rows),
     )
     return section

@@ -1,40 +1,6 @@
 """Figure 1: how fast the ingress acknowledges a signed app_mention, next to a Slack Bolt app doing the same work.
 
-Both servers are functions-framework processes on the benchmark stack: ours is
-``functions/main.py:slack_events``, Bolt's is ``bench/bolt_app.py``. Each event is
-new (its own event id, channel and ts), so each request does the whole job: verify,
-de-duplicate with one Firestore commit, create one Cloud Task. The load generator
-keeps one HTTP/1.1 connection per client thread and times each request from the
-first byte sent to the last byte of the 200 read. Bodies are signed before the
-clock starts. The servers take turns so that drift on this shared machine
-falls on all: at concurrency 1 request by request (one client with a connection
-to each, in a new random order at every step, so that each server follows each
-other about equally often), at concurrency 16 round by round, in alternating order. 480 events per
-server and concurrency, after 30 of warm-up each. At the end, every request's task
-must have reached the sink, and every server must refuse a forged signature with a
-401, or the run fails: a server that skipped part of the work would look fast.
-
-A third server is our ingress again with the hourly rate limits on (set high enough
-never to refuse), and it takes every turn the others take, under two loads:
-``ours_limits``, every mention from one person in one channel (every start adds to
-the same two counters), and ``ours_limits_spread``, mentions from 16 people in 8
-channels in rotation, as a real workspace sends them. With the limits on, a start is
-still one commit, with one write more for each of the person's and the channel's
-counter documents (``limits/person-{user}``, ``limits/channel-{channel}``): Firestore's
-server-side ``Increment`` of this hour's counter, whose value after the commit comes
-back in the commit's answer (``shared/state/quotas.py``, ``shared/state/events.py``).
-No read, no transaction, no round trip more. The ratio of each load's p50 to ours
-(limits off) is what the limits cost. At the end, the counter of every channel the
-limits-on server took starts in must hold exactly the starts sent there, or the run
-fails: a start that was not counted would look fast.
-
-A ratio of two latency percentiles carries a 95% confidence interval from the rounds:
-the servers took turns round by round, so a round is the unit that drift on this
-machine moves, and the interval is a paired bootstrap over rounds (the rounds drawn
-with replacement, each server's latencies of the drawn rounds pooled, the ratio of
-their percentiles taken; 2,000 draws, a fixed seed, the 2.5th and 97.5th percentiles).
-An ours-over-Bolt target is missed only when the whole interval lies above it; the
-value shown is the ratio over every round.
+How it is measured and read: ``bench/sections/ingress.md`` (the section's text in ``BENCHMARKS.md``).
 """
 
 from __future__ import annotations
@@ -56,8 +22,8 @@ from urllib.parse import urlsplit
 from google.cloud import firestore
 
 from bench import ingress_limits
-from bench.figures import Figure, Section, below, info, percentile, prose, round_interval, table, with_interval
-from bench.harness import Bench
+from bench.figures import Figure, Section, below, info, percentile, prose, round_interval, table, text, with_interval
+from bench.harness import Bench, phase
 from bench.profiles import Part, shares
 from infra import slack_payloads as events
 from infra.stack import ROOT
@@ -66,9 +32,10 @@ from shared.state.firestore import db
 
 Request = tuple[bytes, dict[str, str]]
 
-# Per concurrency: rounds, and events per server per round (480 events per server and concurrency). More, shorter
-# rounds give the interval more to draw from at the same cost.
-ROUNDS = {1: (8, 60), 16: (8, 60)}
+# Per concurrency: rounds, and events per server per round. More, shorter rounds give the interval more to draw from
+# at the same cost. One at a time the rounds move little (each ratio's interval about +-3%) and cost the most (the
+# servers' requests one after another: 30 s for 8 rounds), so 6; at 16 a round's p50 moves by a third, so 8.
+ROUNDS = {1: (6, 60), 16: (8, 60)}
 CONCURRENCY = tuple(ROUNDS)
 WARMUP = 30
 P99_LIMIT_MS = 300.0
@@ -269,6 +236,7 @@ def measure(bench: Bench) -> tuple[dict[tuple[str, int], Run], Counted]:
         sent += WARMUP
     runs = {(name, c): Run() for name in servers for c in CONCURRENCY}
     for concurrency, (rounds, per_round) in ROUNDS.items():
+        began_rounds = time.monotonic()
         for round_no in range(rounds):
             names = list(servers) if round_no % 2 == 0 else list(reversed(servers))
             if concurrency == 1:
@@ -299,7 +267,9 @@ def measure(bench: Bench) -> tuple[dict[tuple[str, int], Run], Counted]:
                 if name in LIMITED:
                     counted.add(batch, began, datetime.now(UTC))
                 sent += len(latencies)
-    delivered = bench.wait_for_deliveries(before + sent)
+        print(f"    concurrency {concurrency}: {time.monotonic() - began_rounds:.1f} s", flush=True)
+    with phase("deliveries"):
+        delivered = bench.wait_for_deliveries(before + sent)
     if delivered < before + sent:
         raise RuntimeError(f"only {delivered - before} of {sent} tasks reached the sink")
     counted.check()
@@ -361,7 +331,8 @@ def breakdown(count: int = 80) -> dict[str, tuple[float, float, float, float]]:
 
 def run(bench: Bench) -> Section:
     section = Section("1. Ingress acknowledgement latency")
-    runs, counted = measure(bench)
+    with phase("rounds"):
+        runs, counted = measure(bench)
     limited_sent = sum(len(runs[(name, c)].samples) for name in LIMITED for c in CONCURRENCY) + WARMUP * len(LIMITED)
     checked = sum(counted.sent.values())
     rows = []
@@ -398,13 +369,15 @@ def run(bench: Bench) -> Section:
             ratio = f"ingress_c{concurrency}_p50_limits_on_over_off{suffix}"
             section.add(*with_interval(ratio, limited.p(50) / ours.p(50), LIMITS_LIMIT, low, high))
             intervals.append((concurrency, "p50", f"{load_name} / ours", limited.p(50) / ours.p(50), low, high))
-    parts = breakdown()
-    costs = ingress_limits.measure()
+    with phase("breakdown"):
+        parts = breakdown()
+    with phase("start commit"):
+        costs = ingress_limits.measure()
     for variant, ms in costs.commit.items():
         section.add(info(f"ingress_start_commit_p50_{variant.replace(',', '').replace(' ', '_').lower()}", ms, "ms"))
     section.add(info("ingress_limits_counter_writes_built_p50", costs.building, "ms"))
     section.say(
-        *prose(__doc__),
+        *text("ingress"),
         table(
             ["server", "concurrency", "events", "p50 ms", "p95 ms", "p99 ms", "max ms", "req/s", "p50 of each round"],
             rows,

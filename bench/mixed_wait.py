@@ -1,21 +1,7 @@
 """Figure 16: a turn that waits on three kinds of thing at once, from the last one resolved to the resumed turn's
 first model request (issue 28.5).
 
-A session's one model turn asks the operator (``ask_operator`` with options), makes an approve-tier call
-(``scale_service``) and delegates a blocking task, in one response and without call ids, as Gemini sends them; the
-session pauses once, waiting on all three. Two of them are resolved before the clock starts; the third is timed,
-each kind last in turn, repetition by repetition:
-
-- answer last: the operator's press of an option on the question, through the slack_interactivity handler, then
-  the resumption's delivery, to its first model request;
-- approve last: the operator's Approve on the card, the same way (the resumption runs the approved call once
-  through the ledger before the model is asked);
-- child last: the child's delivery, from its model request (its answer; the stub replies at once) through its end
-  stored and reported, then the resumption's delivery, to the resumption's first model request.
-
-Everything runs in this process through the handlers the functions serve, against the emulators, the fake Slack
-and the Gemini stub, counted as section 3 counts; the Cloud Tasks hop is left out, as in section 10. The figures
-are the p50 and p95 over the repetitions, of each kind last and of all together.
+How it is measured and read: ``bench/sections/mixed_wait.md`` (the section's text in ``BENCHMARKS.md``).
 """
 
 from __future__ import annotations
@@ -24,7 +10,7 @@ import time
 import uuid
 
 from bench import paths
-from bench.figures import Section, info, percentile, prose, table
+from bench.figures import Section, info, percentile, table, text
 from bench.harness import Bench
 from bench.paths import Sample
 from bench.rig import Rig
@@ -116,5 +102,5 @@ def run(bench: Bench) -> Section:
         info("mixed_wait_last_resolution_to_first_model_request_p95", percentile(every, 95), "ms"),
     )
     section.glance = [f for f in section.figures if f.name.startswith("mixed_wait_last_resolution")]
-    section.say(*prose(__doc__), table(paths.HEADER, rows))
+    section.say(*text("mixed_wait"), table(paths.HEADER, rows))
     return section

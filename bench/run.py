@@ -97,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         print("starting the benchmark stack (logs in .local/bench/logs/)", flush=True)
         bench.start()
+        print(f"  stack started in {time.monotonic() - started:.0f} s", flush=True)
         for name in chosen:
             print(f"measuring {name} ...", flush=True)
             began = time.monotonic()
@@ -105,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
                     bench.ahead[BESIDE[name][0]] = beside.submit(BESIDE[name][1], bench)
                 section = FIGURES[name](bench)
             section.seconds = time.monotonic() - began
+            print(f"  {name}: {section.seconds:.0f} s", flush=True)
             sections.append(section)
             for figure in section.targets():
                 if figure.target is not None:

@@ -1,29 +1,6 @@
 """Figure 4: does the answer lookup, and the sweep, stay as fast when the database grows?
 
-Each size gets a Firestore database of its own on the emulator (named databases),
-so the small and the large one exist at the same time and are measured in turns,
-repetition by repetition: drift on this shared machine falls on both. Documents
-are written with batched writes of 500, eight at a time, uncounted. Beside each, the seed design's approach
-(seed 000): a sessions ledger, one JSON line per session, that a lookup reads from
-the first line to the last, filtering as it goes, at the same sizes.
-
-- Answer lookup: ``questions.thread_questions`` for a thread with one open
-  question, among 100 and among 100,000 question documents (a third of them open,
-  each in a thread of its own). Only the looked-up thread's document is written:
-  the lookup reads it by id, and the control row (a question read by id among
-  100 and 100,000) shows that a read by id does not grow with its collection.
-- Sweep: ``sweep.run`` with 10 stale items (open questions asked 30 hours ago, each
-  with its paused session, which the sweep reminds) among 100 and among 50,000
-  documents (the rest: answered questions and finished sessions, half and half).
-  Between repetitions the 10 questions are made un-reminded again, outside the clock.
-  Its target is on what production pays: the documents it reads at 50,000 over those
-  at 100 (<= 1.05), since Firestore bills per document read and serves an indexed
-  query in time proportional to its results. The wall-time ratio is still reported,
-  without a target: the emulator answers every query by scanning its collection, so
-  its time grows with the database in a way production's does not.
-
-Every client counts its operations (``bench/firestore_ops.py``), so the documents
-each lookup and each sweep read, what Firestore bills, are reported too.
+How it is measured and read: ``bench/sections/scale.md`` (the section's text in ``BENCHMARKS.md``).
 """
 
 from __future__ import annotations
@@ -44,7 +21,7 @@ from google.cloud.firestore_v1.types import document as dpb
 from google.cloud.firestore_v1.types import write as wpb
 from google.protobuf import timestamp_pb2
 
-from bench.figures import Section, at_most, info, median, prose, table
+from bench.figures import Section, at_most, info, median, table, text
 from bench.firestore_ops import CountingClient, OpCounter, wipe
 from bench.harness import BENCH_DIR, Bench
 from bench.profiles import Part, profile, shares
@@ -286,7 +263,7 @@ class Seeded:
 def seed(bench: Bench) -> Seeded:
     """Every database and ledger of the figure, written (``run.py`` runs this beside the Firestore cost figure,
     which counts operations on databases of its own and times nothing)."""
-    at, now = firestore.now(), time.time()
+    began, at, now = time.monotonic(), firestore.now(), time.time()
     seeded = Seeded(at, [Db(f"lookup-{n}", n) for n in LOOKUP_SIZES], [Db(f"sweep-{n}", n) for n in SWEEP_SIZES], {})
     for db in seeded.lookup:
         wipe(bench.stack.firestore_host, local.PROJECT, db.name)
@@ -296,6 +273,7 @@ def seed(bench: Bench) -> Seeded:
         wipe(bench.stack.firestore_host, local.PROJECT, db.name)
         write_all(db, sweep_docs(db.size, at))
         write_ledger(BENCH_DIR / f"sweep-ledger-{db.size}.jsonl", db.size, stale=STALE, now=now)
+    print(f"    scale's seeding: {time.monotonic() - began:.1f} s", flush=True)
     return seeded
 
 
@@ -473,7 +451,7 @@ def sweep_at_scale(seeded: Seeded, section: Section) -> None:
 
 def run(bench: Bench) -> Section:
     section = Section("4. Scale")
-    section.say(*prose(__doc__))
+    section.say(*text("scale"))
     try:
         ahead = bench.ahead.pop("scale", None)  # seeded beside an earlier figure (``run.BESIDE``), or now
         seeded = ahead.result() if ahead is not None else seed(bench)

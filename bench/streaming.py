@@ -1,18 +1,6 @@
 """Figure 10: how soon a mention shows that the agent works, and how soon its answer starts to appear.
 
-Each run is one mention through the ingress handler, then its task delivered at once to the agent_session handler,
-both in this process (Cloud Tasks' own dispatch delay is not part of it), against the fake Slack and the Gemini
-stub on loopback, the stub answering at once with a text it streams in eight pieces. Two times are taken from the
-moment the ingress is called, on the fake Slack's clock (the same machine's): to the first visible sign of work
-(Slack's status under the thread, or the 👀 reaction where the status is refused), and to the first streamed text
-(the first ``chat.appendStream`` that carries answer text). The figure is the median and the 95th percentile over
-repeated runs, after one warm-up run.
-
-Slack's agent messaging experience adds two: from a person opening the app's Messages tab (``app_home_opened``
-through the same ingress handler) to the suggested prompts set on their DM (the fake Slack's record of
-``assistant.threads.setSuggestedPrompts``), and from a message in a DM (no mention, no ``assistant_app_thread``
-root) to its answer: one typed at the DM's top level is answered there, posted whole (``chat.startStream`` streams
-only replies to a message), one typed in a thread of the DM streams into that thread, measured as the mention's.
+How it is measured and read: ``bench/sections/streaming.md`` (the section's text in ``BENCHMARKS.md``).
 """
 
 from __future__ import annotations
@@ -20,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from bench.figures import Section, at_most, info, median, percentile, prose, table
+from bench.figures import Section, at_most, info, median, percentile, table, text
 from bench.harness import Bench
 from bench.rig import Rig, environment
 from infra import slack_payloads as events
@@ -119,9 +107,9 @@ def run(bench: Bench) -> Section:
         messages_tab(rig, slack, 0)
         dm_text(rig, slack, 1)
         for n in range(RUNS):
-            sign, text = one_run(rig, slack)
+            sign, streamed_at = one_run(rig, slack)
             signs.append(sign)
-            texts.append(text)
+            texts.append(streamed_at)
             prompts.append(messages_tab(rig, slack, 100 + n))
             posted, streamed = dm_text(rig, slack, 200 + n)
             dm_posts.append(posted)
@@ -138,7 +126,7 @@ def run(bench: Bench) -> Section:
         at_most("dm_to_first_streamed_text_ms_p95", percentile(dms, 95), "ms", TEXT_P95_MS),
     )
     section.say(
-        *prose(__doc__),
+        *text("streaming"),
         table(
             ["from the mention to", "p50 ms", "p95 ms", "runs"],
             [

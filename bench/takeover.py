@@ -1,21 +1,6 @@
 """Figure 13: a dead worker's takeover: from its SIGKILL to the takeover's first model request (issue 24.9).
 
-A session runs on an agent_session of its own (functions-framework, with a short lease: ``LEASE_S``), held in a
-model call that never ends; its one task delivery is not retried (Cloud Tasks gave up, or its retries ran out). At
-the clock's start that worker's process group is SIGKILLed and a fresh agent_session started, as Cloud Run starts
-an instance. Two ways the takeover starts are timed, round by round in turns:
-
-- a message: a person writes in the thread (through the ingress, in this process) as soon as the dead worker's
-  lease has expired; the ingress queues the takeover at once;
-- the rescue job, with no message: ``sweep.rescue`` run every second here, its clock ``RESCUE_AFTER`` ahead
-  (so a round does not wait its minute of grace; the minute is added back to the figure).
-
-A task the product creates is delivered at once to the fresh agent_session, as deployed Cloud Tasks dispatches
-(the emulator's one-by-one delivery is left out, as in figure 10). The first model request is seen by the Gemini
-stub's journal (polled every 50 ms). The heartbeat renews the lease every quarter of it, so a death is known
-between 3/4 of a lease and a whole one after it; in production (``SESSION_LEASE_SECONDS`` 60 s, the rescue every
-2 minutes) the message path is that plus the figures' overhead, and the rescue path adds its minute of grace and
-on average half its schedule's period.
+How it is measured and read: ``bench/sections/takeover.md`` (the section's text in ``BENCHMARKS.md``).
 """
 
 from __future__ import annotations
@@ -31,7 +16,7 @@ from typing import Any
 
 import requests
 
-from bench.figures import Section, info, median, percentile, prose, table
+from bench.figures import Section, info, median, percentile, table, text
 from bench.harness import Bench, function_argv
 from bench.rig import DirectTasks
 from infra import slack_payloads as events
@@ -176,7 +161,7 @@ def run(bench: Bench) -> Section:
         rows.append([path, f"{p50:.1f}", f"{p95:.1f}", ", ".join(f"{t:.1f}" for t in times[path])])
     section.glance = list(section.figures)
     section.say(
-        *prose(__doc__),
+        *text("takeover"),
         table(["takeover started by", "p50 s", "p95 s", "rounds"], rows),
         f"Here the lease is {LEASE_S} s, and each time includes the fresh agent_session's first delivery (its cold "
         "start: it imports the agent; figure 2), since the instance started at the kill serves the takeover: the "

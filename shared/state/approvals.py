@@ -23,13 +23,13 @@ from shared.state.firestore import (
     db,
     event_ref,
     now,
+    remind_once,
     session_ref,
     thread_ref,
-    transact,
 )
 from shared.state.models import Approval, ApprovalStatus, Note, SessionStatus, WaitKind
 from shared.state.session_model import Session
-from shared.state.updates import appended, approval_update
+from shared.state.updates import appended, approval_update, thread_listed, thread_unlisted
 
 
 def _ref(approval_id: str) -> firestore.DocumentReference:
@@ -48,7 +48,7 @@ def create_approvals(approvals: list[Approval]) -> list[Approval]:
     first = approvals[0]
     batch.set(
         thread_ref(first.channel, first.thread_ts),
-        {"open_approval_ids": firestore.ArrayUnion([a.approval_id for a in approvals])},
+        thread_listed(open_approval_ids=[a.approval_id for a in approvals]),
         merge=True,
     )
     try:
@@ -191,7 +191,7 @@ def decide(approval_id: str, decision: Decision, resume: Resume, admit: Callable
         transaction.update(ref, fields)
         transaction.set(
             thread_ref(approval.channel, approval.thread_ts),
-            {"open_approval_ids": firestore.ArrayRemove([approval_id])},
+            thread_unlisted(open_approval_ids=[approval_id]),
             merge=True,
         )
         return Decided(approval, won=True, continuation=continuation, resumes=resumes)
@@ -238,15 +238,5 @@ def _turn_and_asker(transaction: firestore.Transaction, approval: Approval,
 
 
 def mark_reminded(approval_id: str, at: datetime) -> bool:
-    ref = _ref(approval_id)
-
-    @firestore.transactional
-    def mark(transaction: firestore.Transaction) -> bool:
-        current = ref.get(transaction=transaction, field_paths=["status", "reminded_at"]).to_dict() or {}
-        if current.get("status") != ApprovalStatus.PENDING.value or current.get("reminded_at") is not None:
-            return False
-        transaction.update(ref, approval_update(reminded_at=at))
-        return True
-
-    marked: bool = transact(mark)
-    return marked
+    """Record the one reminder of a pending approval; False if it was already reminded or is not pending."""
+    return remind_once(_ref(approval_id), ApprovalStatus.PENDING.value, approval_update(reminded_at=at))

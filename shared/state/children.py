@@ -23,7 +23,7 @@ from shared.errors import Refused
 from shared.state import ids, results, sessions, waiting
 from shared.state.firestore import SESSIONS, contended, db, now, session_ref, step_ref
 from shared.state.models import Note, NoteKind, ParentQuestion, SessionKind, SessionStatus, Step, WaitKind
-from shared.state.origin import same_thread
+from shared.state.origin import continuing, same_thread
 from shared.state.session_model import Session
 from shared.state.steps import LeaseLost, NotesPending
 from shared.state.updates import appended, session_update
@@ -306,12 +306,10 @@ def _late_continuation(child: Session, parent: Session, *, when: datetime) -> Se
         return None  # a stopped tree, or a parent that failed (it stopped its children): nothing to report
     note = results.result_note(child)
     later = Session.new(
-        session_id=ids.child_result_id(child.session_id), kind=SessionKind.CONTINUATION, channel=parent.origin.channel,
-        thread_ts=parent.origin.thread_ts, trigger_ts=parent.origin.trigger_ts, trigger_user=parent.origin.trigger_user,
-        text=f"the result of {child.session_id}", created_at=when, asker_session_id=parent.session_id,
-        transcript_id=parent.transcript, parent_session_id=parent.tree.parent_id, depth=parent.tree.depth,
-        late_note=note, trace_id=parent.trace_id, requested_by=parent.requester,
-        request_ts=parent.request_message,
+        session_id=ids.child_result_id(child.session_id), kind=SessionKind.CONTINUATION, **continuing(parent),
+        trigger_ts=parent.origin.trigger_ts, trigger_user=parent.origin.trigger_user,
+        text=f"the result of {child.session_id}", created_at=when, parent_session_id=parent.tree.parent_id,
+        depth=parent.tree.depth, late_note=note,
     )  # fmt: skip
     return sessions.create_session(later)
 

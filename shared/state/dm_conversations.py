@@ -12,6 +12,7 @@ from __future__ import annotations
 from google.cloud import firestore
 
 from shared.state.firestore import DM_CONVERSATIONS, db, now, transact
+from shared.state.updates import dm_conversation_update
 
 
 def _ref(channel: str) -> firestore.DocumentReference:
@@ -36,7 +37,7 @@ def started(channel: str, thread_ts: str) -> bool:
         stored = (ref.get(transaction=transaction, field_paths=["thread_ts"]).to_dict() or {}).get("thread_ts")
         if isinstance(stored, str) and _ts(stored) >= _ts(thread_ts):
             return False
-        transaction.set(ref, {"thread_ts": thread_ts, "updated_at": now()})
+        transaction.set(ref, dm_conversation_update(thread_ts=thread_ts, updated_at=now()))
         return True
 
     moved: bool = transact(move)

@@ -7,7 +7,7 @@ by day or by time, each a query on one field (no composite index).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -16,6 +16,7 @@ from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.state.firestore import ALREADY_EXISTS, FEEDBACK, db, now, transact
+from shared.state.updates import feedback_update
 
 
 class Recorded(StrEnum):
@@ -39,6 +40,9 @@ class Feedback:
     def from_doc(cls, doc: dict[str, Any]) -> Feedback:
         return cls(**{name: doc[name] for name in cls.__dataclass_fields__})
 
+    def to_doc(self) -> dict[str, Any]:
+        return asdict(self)
+
 
 def _ref(session_id: str, user: str) -> firestore.DocumentReference:
     ref: firestore.DocumentReference = db().collection(FEEDBACK).document(f"{session_id}-{user}")
@@ -49,10 +53,9 @@ def record(session_id: str, user: str, rating: str, *, channel: str, thread_ts: 
     """Store ``user``'s rating of ``session_id``'s final answer: created once, then only changed."""
     at = now()
     ref = _ref(session_id, user)
-    doc = {"session_id": session_id, "user": user, "rating": rating, "channel": channel, "thread_ts": thread_ts,
-           "at": at, "updated_at": at, "day": at.strftime("%Y-%m-%d")}  # fmt: skip
+    first = Feedback(session_id, user, rating, channel, thread_ts, at=at, updated_at=at, day=at.strftime("%Y-%m-%d"))
     try:
-        ref.create(doc)
+        ref.create(first.to_doc())
         return Recorded.NEW
     except ALREADY_EXISTS:
         pass
@@ -62,7 +65,7 @@ def record(session_id: str, user: str, rating: str, *, channel: str, thread_ts: 
         current = ref.get(transaction=transaction, field_paths=["rating"]).to_dict() or {}
         if current.get("rating") == rating:
             return Recorded.SAME
-        transaction.update(ref, {"rating": rating, "updated_at": at})
+        transaction.update(ref, feedback_update(rating=rating, updated_at=at))
         return Recorded.CHANGED
 
     outcome: Recorded = transact(change)

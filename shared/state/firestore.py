@@ -10,7 +10,7 @@ import random
 import time
 from collections.abc import Callable
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
@@ -69,6 +69,22 @@ def transact(run: Callable[[firestore.Transaction], T], *, attempts: int = 3) ->
             if not forgotten(exc) or attempt == attempts - 1:
                 raise
     raise AssertionError("unreachable")
+
+
+def remind_once(ref: firestore.DocumentReference, open_status: str, reminded: dict[str, Any]) -> bool:
+    """Write ``reminded`` (a question's or an approval's one reminder) on the record at ``ref`` while it is still
+    ``open_status`` and not reminded yet, in a transaction; False if it was reminded already or is not open."""
+
+    @firestore.transactional
+    def mark(transaction: firestore.Transaction) -> bool:
+        current = ref.get(transaction=transaction, field_paths=["status", "reminded_at"]).to_dict() or {}
+        if current.get("status") != open_status or current.get("reminded_at") is not None:
+            return False
+        transaction.update(ref, reminded)
+        return True
+
+    marked: bool = transact(mark)
+    return marked
 
 
 def db() -> firestore.Client:

@@ -8,8 +8,9 @@ session is given its request's ts when it is made (``Session.request_ts``, from 
 narrated session that leads to it), so finding it costs no read; only sessions stored before that walk the chain.
 
 What a new record copies from the session or record it comes from is copied here, once per kind of copy: a
-question's or an approval's asker (``asked_by``), a continuation's paused asker (``resuming``), and a session
-that works on in another's thread (``same_thread``: a narration retry, a delegated child).
+question's or an approval's asker (``asked_by``), a continuation's paused asker (``resuming``: through the question
+or approval it asked; ``continuing``: the session itself, its waits all resolved or a late child's result), and a
+session that works on in another's thread (``same_thread``: a narration retry, a delegated child).
 """
 
 from __future__ import annotations
@@ -58,6 +59,28 @@ def resuming(record: Question | Approval) -> Resuming:
     return Resuming(channel=record.channel, thread_ts=record.thread_ts, asker_session_id=record.session_id,
                     requested_by=requester, transcript_id=record.transcript_id,
                     request_ts=record.request_ts)  # fmt: skip
+
+
+class Continuing(TypedDict):
+    """A continuation's part that comes from the session it continues directly (not through a question or an
+    approval): the same thread, transcript, requester, trace and request."""
+
+    channel: str
+    thread_ts: str
+    asker_session_id: str
+    requested_by: str | None
+    transcript_id: str
+    trace_id: str | None
+    request_ts: str | None
+
+
+def continuing(session: Session) -> Continuing:
+    """What a continuation of ``session``'s own transcript copies from it (the continuation of a turn whose waits
+    are all resolved; a late child's result for an ended parent)."""
+    return Continuing(channel=session.origin.channel, thread_ts=session.origin.thread_ts,
+                      asker_session_id=session.session_id, requested_by=session.requester,
+                      transcript_id=session.transcript, trace_id=session.trace_id,
+                      request_ts=session.request_message)  # fmt: skip
 
 
 class SameThread(TypedDict):

@@ -22,13 +22,22 @@ from shared.state.firestore import (
     event_ref,
     now,
     question_ref,
+    remind_once,
     session_ref,
     thread_ref,
     transact,
 )
 from shared.state.models import Note, Question, QuestionStatus, SessionStatus, WaitKind
 from shared.state.session_model import Session
-from shared.state.updates import appended, question_update, session_update
+from shared.state.updates import (
+    LastAnswer,
+    appended,
+    question_update,
+    session_update,
+    thread_listed,
+    thread_unlisted,
+    thread_update,
+)
 
 
 def create_question(question: Question) -> Question:
@@ -40,7 +49,7 @@ def create_question(question: Question) -> Question:
     batch.create(question_ref(question.question_id), question.to_doc())
     batch.set(
         thread_ref(question.channel, question.thread_ts),
-        {"open_question_ids": firestore.ArrayUnion([question.question_id])},
+        thread_listed(open_question_ids=[question.question_id]),
         merge=True,
     )
     try:
@@ -98,9 +107,10 @@ def thread_questions(channel: str, thread_ts: str) -> ThreadQuestions:
 def _unlist(question: Question, answered_by: str | None = None,
             answer_ts: str | None = None) -> tuple[firestore.DocumentReference, dict[str, Any]]:  # fmt: skip
     """The write that takes a question off its thread's list of open questions (and says who answered it)."""
-    fields: dict[str, Any] = {"open_question_ids": firestore.ArrayRemove([question.question_id])}
+    fields = thread_unlisted(open_question_ids=[question.question_id])
     if answered_by is not None:
-        fields["last_answer"] = {"question_id": question.question_id, "by": answered_by, "ts": answer_ts, "at": now()}
+        last = LastAnswer(question_id=question.question_id, by=answered_by, ts=answer_ts, at=now())
+        fields |= thread_update(last_answer=last)
     return thread_ref(question.channel, question.thread_ts), fields
 
 
@@ -115,7 +125,7 @@ def close_question(question_id: str, status: QuestionStatus) -> bool:
             return False
         transaction.update(ref, question_update(status=status, closed_at=now()))
         thread = thread_ref(current["channel"], current["thread_ts"])
-        transaction.set(thread, {"open_question_ids": firestore.ArrayRemove([question_id])}, merge=True)
+        transaction.set(thread, thread_unlisted(open_question_ids=[question_id]), merge=True)
         return True
 
     closed: bool = transact(close)
@@ -124,18 +134,7 @@ def close_question(question_id: str, status: QuestionStatus) -> bool:
 
 def mark_reminded(question_id: str, at: datetime) -> bool:
     """Record the one reminder of an open question; False if it was already reminded or is not open."""
-    ref = question_ref(question_id)
-
-    @firestore.transactional
-    def mark(transaction: firestore.Transaction) -> bool:
-        current = ref.get(transaction=transaction, field_paths=["status", "reminded_at"]).to_dict() or {}
-        if current.get("status") != QuestionStatus.OPEN.value or current.get("reminded_at") is not None:
-            return False
-        transaction.update(ref, question_update(reminded_at=at))
-        return True
-
-    marked: bool = transact(mark)
-    return marked
+    return remind_once(question_ref(question_id), QuestionStatus.OPEN.value, question_update(reminded_at=at))
 
 
 # --- answering --------------------------------------------------------------------------------------

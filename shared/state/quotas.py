@@ -27,6 +27,7 @@ from google.cloud import firestore
 
 from shared import config
 from shared.state.firestore import EVENT_EXPIRES_FIELD, db, transact
+from shared.state.updates import running_recounted, running_released
 
 LIMITS = "limits"
 # Longer than any session can run (SESSION_WALL_SECONDS is at most 1700 s): an older entry is a dead worker's.
@@ -140,7 +141,7 @@ def recount(scope: Scope, *, at: datetime, running_for: timedelta) -> int:
         sessions = doc.get("sessions") or {}
         live = {sid: began for sid, began in sessions.items() if isinstance(began, datetime) and began > oldest}
         if len(live) != len(sessions) or int(doc.get("running") or 0) != len(live):
-            transaction.update(ref, {"running": len(live), "sessions": live})
+            transaction.update(ref, running_recounted(running=len(live), sessions=live))
         return len(live)
 
     counted: int = transact(run)
@@ -166,5 +167,4 @@ def release(transaction: firestore.Transaction, session_id: str, counters: list[
     """Blind writes to the running counters ``counters`` (a session's ``RELEASES``): it no longer runs."""
     for name in counters:
         ref = db().collection(LIMITS).document(name)
-        transaction.set(ref, {"running": firestore.Increment(-1), "sessions": {session_id: firestore.DELETE_FIELD}},
-                        merge=True)  # fmt: skip
+        transaction.set(ref, running_released(session_id), merge=True)

@@ -16,6 +16,7 @@ from enum import StrEnum
 from google.cloud import firestore
 
 from shared.state.firestore import ALREADY_EXISTS, db, now, thread_ref
+from shared.state.updates import routed_update, thread_listed
 
 ROUTED = "routed"
 
@@ -46,7 +47,7 @@ def begin(record_id: str, channel: str) -> Attempt:
     record is returned as it stands instead."""
     started = now()
     try:
-        _ref(record_id).create({"channel": channel, "started_at": started, "ts": None})
+        _ref(record_id).create(routed_update(channel=channel, started_at=started, ts=None))
     except ALREADY_EXISTS:
         found = _ref(record_id).get().to_dict() or {}
         return Attempt(found.get("started_at") or started, found.get("ts"), again=True)
@@ -56,6 +57,8 @@ def begin(record_id: str, channel: str) -> Attempt:
 def finish(record_id: str, *, channel: str, ts: str, listed: Listed) -> None:
     """The post is in Slack at ``ts``: noted, and the record listed on the thread it starts (one commit)."""
     batch = db().batch()
-    batch.update(_ref(record_id), {"ts": ts})
-    batch.set(thread_ref(channel, ts), {listed.value: firestore.ArrayUnion([record_id])}, merge=True)
+    lists = (thread_listed(open_question_ids=[record_id]) if listed is Listed.QUESTION
+             else thread_listed(open_approval_ids=[record_id]))  # fmt: skip
+    batch.update(_ref(record_id), routed_update(ts=ts))
+    batch.set(thread_ref(channel, ts), lists, merge=True)
     batch.commit()

@@ -19,6 +19,7 @@ from shared import config
 from shared.state import ids
 from shared.state.firestore import db
 from shared.state.session_model import Session
+from shared.state.updates import spend_added
 
 SPEND = "spend"
 COUNTED = ("prompt", "output", "thinking")  # cached tokens are part of the prompt's
@@ -61,8 +62,8 @@ def record(transaction: firestore.Transaction, session: Session, tokens: int, at
     if tokens <= 0:
         return
     day = day_of(at)
-    update = {"day": day, "user": session.requester, "tokens": firestore.Increment(tokens)}
-    transaction.set(spend_ref(day, session.requester), update, merge=True)
+    transaction.set(spend_ref(day, session.requester), spend_added(day=day, user=session.requester, tokens=tokens),
+                    merge=True)  # fmt: skip
 
 
 def spent_today(user: str, at: datetime) -> tuple[int, int]:

@@ -5,6 +5,11 @@ names and the values), and returns the map a Firestore ``update`` takes: enums a
 
 ``appended`` and ``removed`` are the array transforms of a session's list fields (``ArrayUnion``,
 ``ArrayRemove``), typed as the fields are.
+
+The smaller documents are written the same way: a thread's lists of open questions and approvals and its last
+answer (``thread_listed``, ``thread_unlisted``, ``thread_update``), a feedback rating (``feedback_update``), a
+routed post (``routed_update``), a DM's current conversation (``dm_conversation_update``), a person's day of spend
+(``spend_added``) and a running counter of the rate limits (``running_recounted``, ``running_released``).
 """
 
 from __future__ import annotations
@@ -82,6 +87,94 @@ def question_update(**fields: Unpack[QuestionUpdate]) -> dict[str, Any]:
 def approval_update(**fields: Unpack[ApprovalUpdate]) -> dict[str, Any]:
     """An approval's fields as the map a Firestore write takes."""
     return _stored(fields)
+
+
+class ThreadLists(TypedDict, total=False):
+    """The lists of a ``threads/{channel}-{thread_ts}`` document: the ids of the questions and approvals open in it
+    (changed only by array transforms, so that parallel writers never lose each other's ids)."""
+
+    open_question_ids: list[str]
+    open_approval_ids: list[str]
+
+
+class LastAnswer(TypedDict):
+    """The last answer given in a thread: which question, by whom, the answering message and when."""
+
+    question_id: str
+    by: str
+    ts: str | None
+    at: datetime
+
+
+class ThreadUpdate(TypedDict, total=False):
+    """What a write may set on a thread document besides its lists."""
+
+    last_answer: LastAnswer
+
+
+def thread_listed(**fields: Unpack[ThreadLists]) -> dict[str, Any]:
+    """Add these ids to a thread's lists (``ArrayUnion``; written with ``merge=True``: the first creates it)."""
+    return {key: firestore.ArrayUnion(_list(key, value)) for key, value in fields.items()}
+
+
+def thread_unlisted(**fields: Unpack[ThreadLists]) -> dict[str, Any]:
+    """Take these ids off a thread's lists (``ArrayRemove``; written with ``merge=True``)."""
+    return {key: firestore.ArrayRemove(_list(key, value)) for key, value in fields.items()}
+
+
+def thread_update(**fields: Unpack[ThreadUpdate]) -> dict[str, Any]:
+    """A thread document's other fields as the map a Firestore write takes."""
+    return dict(fields)
+
+
+class FeedbackUpdate(TypedDict, total=False):
+    """What a later press may change on a ``feedback/{session}-{user}`` document."""
+
+    rating: str
+    updated_at: datetime
+
+
+def feedback_update(**fields: Unpack[FeedbackUpdate]) -> dict[str, Any]:
+    return dict(fields)
+
+
+class RoutedUpdate(TypedDict, total=False):
+    """A ``routed/{record id}`` document's fields: the operator channel, when its post was begun, the post's ts."""
+
+    channel: str
+    started_at: datetime
+    ts: str | None
+
+
+def routed_update(**fields: Unpack[RoutedUpdate]) -> dict[str, Any]:
+    return dict(fields)
+
+
+class DmConversationUpdate(TypedDict, total=False):
+    """A ``dm_conversations/{channel}`` document's fields: the current conversation's thread key, and when."""
+
+    thread_ts: str
+    updated_at: datetime
+
+
+def dm_conversation_update(**fields: Unpack[DmConversationUpdate]) -> dict[str, Any]:
+    return dict(fields)
+
+
+def spend_added(*, day: str, user: str, tokens: int) -> dict[str, Any]:
+    """``tokens`` added to ``spend/{day}-{user}`` (a blind ``Increment``, written with ``merge=True``: the day's
+    first turn creates the document with its day and person)."""
+    return {"day": day, "user": user, "tokens": firestore.Increment(tokens)}
+
+
+def running_recounted(*, running: int, sessions: dict[str, datetime]) -> dict[str, Any]:
+    """A running counter (``limits/{kind}-{key}``) set to the sessions it counts, each by its start time."""
+    return {"running": running, "sessions": sessions}
+
+
+def running_released(session_id: str) -> dict[str, Any]:
+    """A running counter with ``session_id`` taken back: one fewer, and its entry deleted (``merge=True``)."""
+    return {"running": firestore.Increment(-1), "sessions": {session_id: firestore.DELETE_FIELD}}
 
 
 def _list(key: str, value: object) -> list[Any]:

@@ -30,6 +30,7 @@ from shared.state.models import (
     Waiting,
     WaitKind,
 )
+from shared.state.origin import continuing
 from shared.state.session_model import Session
 from shared.state.updates import appended, session_update
 
@@ -157,17 +158,11 @@ def wake(transaction: firestore.Transaction, found: Wake, *, trigger_ts: str | N
     continuation = Session.new(
         session_id=ids.resume_id(found.asker_id, asker.waiting[0].seq),
         kind=SessionKind.CONTINUATION,
-        channel=asker.origin.channel,
-        thread_ts=asker.origin.thread_ts,
+        **continuing(asker),
         trigger_ts=trigger_ts or asker.origin.thread_ts,
         trigger_user=user,
         text=f"the outcomes of {len(asker.waiting)} waiting call(s)",
         created_at=at,
-        asker_session_id=found.asker_id,
-        requested_by=asker.requester,
-        transcript_id=asker.transcript,
-        trace_id=asker.trace_id,
-        request_ts=asker.request_message,
         waiting=list(asker.waiting),
         notes=[*asker.notes, *news],
     )

@@ -43,9 +43,12 @@ def test_every_module_that_imports_google_genai_is_forbidden_to_the_ingress() ->
 
 
 def test_every_package_says_what_it_holds_and_no_module_is_over_500_lines() -> None:
-    for init in SHARED.rglob("__init__.py"):
-        if init.parent != SHARED:
-            assert ast.get_docstring(ast.parse(init.read_text())), f"{init} needs a docstring"
+    for init in [
+        *SHARED.rglob("__init__.py"),
+        *(ROOT / "ops").rglob("__init__.py"),
+        *(ROOT / "infra").rglob("__init__.py"),
+    ]:
+        assert ast.get_docstring(ast.parse(init.read_text())), f"{init} needs a docstring"
     long = {str(p.relative_to(ROOT)): n for p in SHARED.rglob("*.py") if (n := len(p.read_text().splitlines())) > 500}
     assert long == {}, f"split these modules: {long}"
 
@@ -80,3 +83,31 @@ def test_every_product_error_is_a_product_error_with_a_name_of_its_own() -> None
     assert outside == [], f"derive these from shared.errors.ProductError (or a subclass): {outside}"
     clashes = {name: modules for name, modules in defined.items() if len(modules) > 1}
     assert clashes == {}, f"exception names defined more than once: {clashes}"
+
+
+def test_no_class_takes_an_exceptions_name() -> None:
+    """No class of shared/, ops/ or infra/ shares its name with an exception class of theirs (a record named
+    ``Refused`` beside ``shared.errors.Refused``, two fakes' ``ControlError``): a name read in a traceback or an
+    ``except`` means one thing."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import infra
+    import ops
+    import shared
+
+    classes: dict[str, list[str]] = {}
+    errors: set[str] = set()
+    for package in (shared, ops, infra):
+        for info in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
+            if info.name.endswith(".__main__"):
+                continue
+            module = importlib.import_module(info.name)
+            for name, value in vars(module).items():
+                if inspect.isclass(value) and value.__module__ == info.name:
+                    classes.setdefault(name, []).append(info.name)
+                    if issubclass(value, BaseException):
+                        errors.add(name)
+    clashes = {name: modules for name, modules in classes.items() if name in errors and len(modules) > 1}
+    assert clashes == {}, f"rename these classes: {clashes}"

@@ -8,6 +8,7 @@ from typing import Any
 from google.cloud import firestore
 
 from shared.state.models import Note, NoteKind, SessionKind, SessionStatus
+from shared.state.origin import continuing
 from shared.state.session_model import SESSION_FIELDS, Lease, Session, SessionUpdate, stored
 
 AT = datetime(2030, 1, 1, tzinfo=UTC)
@@ -74,3 +75,18 @@ def test_a_new_session_takes_typed_flat_fields() -> None:
     assert stored({"notes": [Note(kind=NoteKind.STEER, text="t", user="U", ts="1.0")]}) == {
         "notes": [{"kind": "steer", "text": "t", "user": "U", "ts": "1.0"}]
     }
+
+
+def test_a_continuation_of_a_session_itself_copies_its_thread_transcript_requester_trace_and_request() -> None:
+    """``origin.continuing``: the one copy both continuations of a session's own transcript make (a turn whose waits
+    are all resolved, a late child's result), the fields each wrote out by hand before."""
+    asker = Session.new(session_id="s2", kind=SessionKind.CONTINUATION, channel="C", thread_ts="1.0", trigger_ts="1.7",
+                        trigger_user="U2", text="x", created_at=AT, transcript_id="s1", asker_session_id="s1",
+                        requested_by="U1", trace_id="t1", request_ts="1.0")  # fmt: skip
+    assert continuing(asker) == {
+        "channel": "C", "thread_ts": "1.0", "asker_session_id": "s2", "requested_by": "U1", "transcript_id": "s1",
+        "trace_id": "t1", "request_ts": "1.0",
+    }  # fmt: skip
+    later = Session.new(session_id="s3", kind=SessionKind.CONTINUATION, **continuing(asker), trigger_ts="1.9",
+                        trigger_user="U3", text="y", created_at=AT)  # fmt: skip
+    assert (later.transcript, later.requester, later.request_message) == ("s1", "U1", "1.0")

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 import pytest
 from google.cloud import firestore
 
+from shared.state.feedback import Feedback
 from shared.state.models import (
     Approval,
     ApprovalStatus,
@@ -23,12 +24,23 @@ from shared.state.models import (
 from shared.state.session_model import SESSION_FIELDS, SessionUpdate
 from shared.state.updates import (
     ApprovalUpdate,
+    FeedbackUpdate,
+    LastAnswer,
     QuestionUpdate,
     appended,
     approval_update,
+    dm_conversation_update,
+    feedback_update,
     question_update,
     removed,
+    routed_update,
+    running_recounted,
+    running_released,
     session_update,
+    spend_added,
+    thread_listed,
+    thread_unlisted,
+    thread_update,
 )
 
 AT = datetime(2030, 1, 1, tzinfo=UTC)
@@ -70,3 +82,30 @@ def test_each_update_names_only_its_documents_stored_fields() -> None:
     assert set(SessionUpdate.__annotations__) <= SESSION_FIELDS
     assert set(QuestionUpdate.__annotations__) - {f.name for f in fields(Question)} == {"closed_at"}
     assert set(ApprovalUpdate.__annotations__) <= {f.name for f in fields(Approval)}
+
+
+def test_the_smaller_documents_writes_are_the_maps_they_were() -> None:
+    """Each typed write of a thread, feedback, routed post, DM conversation, spend day or running counter is the map
+    the layer wrote by hand before (the same fields, the same transforms)."""
+    assert thread_listed(open_question_ids=["q1"]) == {"open_question_ids": firestore.ArrayUnion(["q1"])}
+    assert thread_unlisted(open_approval_ids=["a1", "a2"]) == {"open_approval_ids": firestore.ArrayRemove(["a1", "a2"])}
+    last = LastAnswer(question_id="q1", by="U1", ts="1.5", at=AT)
+    assert thread_update(last_answer=last) == {"last_answer": {"question_id": "q1", "by": "U1", "ts": "1.5", "at": AT}}
+    assert feedback_update(rating="negative", updated_at=AT) == {"rating": "negative", "updated_at": AT}
+    assert routed_update(channel="C1", started_at=AT, ts=None) == {"channel": "C1", "started_at": AT, "ts": None}
+    assert dm_conversation_update(thread_ts="1.0", updated_at=AT) == {"thread_ts": "1.0", "updated_at": AT}
+    assert spend_added(day="2030-01-01", user="U1", tokens=7) == {
+        "day": "2030-01-01",
+        "user": "U1",
+        "tokens": firestore.Increment(7),
+    }
+    assert running_recounted(running=1, sessions={"s1": AT}) == {"running": 1, "sessions": {"s1": AT}}
+    assert running_released("s1") == {"running": firestore.Increment(-1), "sessions": {"s1": firestore.DELETE_FIELD}}
+    with pytest.raises(TypeError, match="open_question_ids is not a list field"):
+        thread_listed(open_question_ids="q1")  # type: ignore[arg-type]
+
+
+def test_a_feedback_document_is_its_record_and_a_change_names_only_its_fields() -> None:
+    first = Feedback("s1", "U1", "positive", "C1", "1.0", at=AT, updated_at=AT, day="2030-01-01")
+    assert Feedback.from_doc(first.to_doc()) == first
+    assert set(FeedbackUpdate.__annotations__) <= {f.name for f in fields(Feedback)}

@@ -90,7 +90,7 @@ def test_dm_messages_without_an_assistant_root_are_conversations_with_the_agent(
     first = wait_status(ids.session_for_event(sent["deliveries"][0]["event_id"]), SessionStatus.DONE)
     assert (first.origin.channel, first.origin.thread_ts) == (channel, sent["ts"])  # keyed by the person's own message
     top = [m["text"] for m in fake_slack.messages(channel) if m.get("bot_id") and not m.get("thread_ts")]
-    assert top == ["First answer."]  # answered in the conversation (tests/test_dm_conversation.py)
+    assert top == ["First answer."]  # answered in the conversation (tests/stack/test_dm_conversation.py)
     # A reply in a thread of the DM is a request too (no mention in a DM), answered in that thread.
     script(G.text("Second answer."))
     again = fake_slack.user_message(f"U{uid}", channel, f"and yesterday? [{uid}]", thread_ts=sent["ts"])

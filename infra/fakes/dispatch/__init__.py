@@ -10,6 +10,8 @@ and read every attempt.
 
 Run it with ``python -m infra.fakes.dispatch --port P --target URL`` (or ``Stack(parallel_tasks=True)``, or
 ``TASKS_DELIVERY=parallel make dev``) and drive it through ``Dispatcher`` (``infra.fakes.dispatch.client``).
+
+Imports the standard library and ``infra.fakes.serve`` / ``infra.fakes.control`` only.
 """
 
 from .client import Dispatcher, DispatcherError

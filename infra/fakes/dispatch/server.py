@@ -34,7 +34,7 @@ from infra.fakes.serve import JsonLogServer, read_body
 from .state import Deliveries, Json, Policy, Task, session_id_of, task_headers
 
 
-class ControlError(ValueError):
+class BadControlRequest(ValueError):
     """A control request the dispatcher refuses: 400 with the message."""
 
 
@@ -85,7 +85,7 @@ class DispatchServer(JsonLogServer):
     # -- control ---------------------------------------------------------------------------
 
     def control(self, path: str, args: Json) -> Json | None:
-        """Run one POST control call; None for an unknown path, ControlError for a bad request."""
+        """Run one POST control call; None for an unknown path, BadControlRequest for a bad request."""
         deliveries = self.deliveries
         try:
             if path == "/reset":
@@ -103,7 +103,7 @@ class DispatchServer(JsonLogServer):
             if path == "/release":
                 match = args.get("match")
                 if match is not None and not isinstance(match, str):
-                    raise ControlError("match must be a string")
+                    raise BadControlRequest("match must be a string")
                 return deliveries.release(match)
             if path == "/delay":
                 seconds = _number(args, "seconds", 1.0)
@@ -111,7 +111,7 @@ class DispatchServer(JsonLogServer):
             if path == "/deliver":
                 return self._deliver(args)
         except ValueError as exc:
-            raise ControlError(str(exc)) from exc
+            raise BadControlRequest(str(exc)) from exc
         return None
 
     def _deliver(self, args: Json) -> Json:
@@ -120,12 +120,12 @@ class DispatchServer(JsonLogServer):
         if not isinstance(given_headers, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in given_headers.items()
         ):
-            raise ControlError("headers must be an object of strings")
+            raise BadControlRequest("headers must be an object of strings")
         headers = dict(given_headers)
         if raw is None:
             session = args.get("session_id")
             if not isinstance(session, str) or not session:
-                raise ControlError("give a body, or a session_id to send as {'session_id': ...}")
+                raise BadControlRequest("give a body, or a session_id to send as {'session_id': ...}")
             raw = {"session_id": session}
         if isinstance(raw, str):
             body = raw.encode()
@@ -137,7 +137,7 @@ class DispatchServer(JsonLogServer):
         name = args.get("task") or session_id or self._unnamed()
         queue = args.get("queue") or self.queue
         if not isinstance(name, str) or not isinstance(queue, str):
-            raise ControlError("task and queue must be strings")
+            raise BadControlRequest("task and queue must be strings")
         task = Task(
             name=name.rsplit("/", 1)[-1],
             queue=queue.rsplit("/", 1)[-1],
@@ -192,9 +192,9 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             args = json.loads(body or b"{}")
             if not isinstance(args, dict):
-                raise ControlError("expected a JSON object")
+                raise BadControlRequest("expected a JSON object")
             answer = self.server.control(path, args)
-        except ValueError as exc:  # ControlError, or a body that is not JSON
+        except ValueError as exc:  # BadControlRequest, or a body that is not JSON
             self._reply(400, {"error": str(exc)})
             return
         if answer is None:
@@ -229,14 +229,14 @@ def _eta(value: str | None) -> float:
 def _text(args: Json, key: str) -> str:
     value = args.get(key, "")
     if not isinstance(value, str):
-        raise ControlError(f"{key} must be a string")
+        raise BadControlRequest(f"{key} must be a string")
     return value
 
 
 def _int(args: Json, key: str, default: int) -> int:
     value = args.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ControlError(f"{key} must be an integer")
+        raise BadControlRequest(f"{key} must be an integer")
     return value
 
 
@@ -249,5 +249,5 @@ def _optional_int(args: Json, key: str, default: int | None) -> int | None:
 def _number(args: Json, key: str, default: float) -> float:
     value = args.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ControlError(f"{key} must be a number")
+        raise BadControlRequest(f"{key} must be a number")
     return float(value)

@@ -2,7 +2,10 @@
 
 Run it with ``python -m infra.fakes.gemini --port P`` and drive it from tests through
 ``FakeGemini`` (``infra.fakes.gemini.client``). ``--demo`` adds an honest, deterministic
-offline stand-in for trying the product without Gemini credentials.
+offline stand-in for trying the product without Gemini credentials (``demo.py``, its guided tour ``tour.py``).
+
+Imports the standard library and ``infra.fakes.serve`` / ``infra.fakes.control`` only (never google-genai: it
+answers the real client's requests over HTTP).
 """
 
 from .client import FakeGemini, FakeGeminiError

@@ -2,6 +2,10 @@
 
 Run it with ``python -m infra.fakes.slack``; drive it with ``FakeSlack``. Importing
 this package starts nothing: ``make_server`` binds, ``running`` serves in a thread.
+
+Imports ``slack_sdk`` (to sign what it delivers), ``infra.fakes.serve`` / ``infra.fakes.control``, and ``ops/``'s
+page and console (the workspace page it serves, whose Console tab reads the product's state); never ``shared/``
+itself.
 """
 
 from __future__ import annotations

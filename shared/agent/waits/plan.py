@@ -19,7 +19,7 @@ from shared.agent.tools.result import ToolResult
 from shared.errors import ProductError
 from shared.state.models import CallRef, WaitKind
 
-__all__ = ["Arrival", "BadTurn", "Call", "Plan", "Receipt", "Refused", "Response", "WaitKind", "WaitOn"]
+__all__ = ["Arrival", "BadTurn", "Call", "Plan", "Receipt", "RefusedArrival", "Response", "WaitKind", "WaitOn"]
 
 Response = ToolResult  # a call's result (the function response is made from it when the turn is stored)
 
@@ -53,7 +53,9 @@ class Arrival:
 
 
 @dataclass(frozen=True)
-class Refused:
+class RefusedArrival:
+    """An arrival the plan refused (nothing waited on it, or it was already resolved), and why."""
+
     arrival: Arrival
     reason: str
 
@@ -64,7 +66,7 @@ class Plan:
 
     calls: tuple[Call, ...]
     resolved: frozenset[WaitOn] = frozenset()
-    refused: tuple[Refused, ...] = ()
+    refused: tuple[RefusedArrival, ...] = ()
 
     @property
     def complete(self) -> bool:
@@ -138,5 +140,5 @@ def plan_of(calls: Iterable[Call], arrivals: Sequence[Arrival]) -> Plan:
 
 
 def _refuse(plan: Plan, arrival: Arrival, reason: str) -> Receipt:
-    after = Plan(plan.calls, plan.resolved, (*plan.refused, Refused(arrival, reason)))
+    after = Plan(plan.calls, plan.resolved, (*plan.refused, RefusedArrival(arrival, reason)))
     return Receipt(after, accepted=False, resumes=False, reason=reason)

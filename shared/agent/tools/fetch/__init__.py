@@ -2,7 +2,8 @@
 
 Modules: ``vet`` (parsing, lookup and the address rules), ``exchange`` (the connection and the
 HTTP exchange), ``deadline`` (the one hard deadline), ``text`` (HTML to text), ``errors``. They
-import only the standard library and each other; callers use what this package exports.
+import only the standard library, each other and ``shared.errors`` (the fetcher's errors are product
+errors); callers use what this package exports.
 
 The danger is server-side request forgery: a thread that says "summarise
 http://169.254.169.254/computeMetadata/v1/..." must not get the function's
