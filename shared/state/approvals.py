@@ -128,8 +128,9 @@ def decide(approval_id: str, decision: Decision, resume: Resume, admit: Callable
 
     @firestore.transactional
     def run(transaction: firestore.Transaction) -> Decided:
-        guess = ids.asker_of_approval(approval_id)
-        refs = [ref] if guess is None else [ref, session_ref(guess)]
+        # The approval, its asker and the continuation that would resume its turn (both named in its id): one read.
+        hints = (ids.asker_of_approval(approval_id), ids.resume_hint(approval_id))
+        refs = [ref] + [session_ref(hint) for hint in hints if hint is not None]
         read = {snap.reference.path: snap for snap in db().get_all(refs, transaction=transaction)}
         snap = read[ref.path]
         data = snap.to_dict() if snap.exists else None
@@ -182,7 +183,7 @@ def decide(approval_id: str, decision: Decision, resume: Resume, admit: Callable
         approval = Approval.from_doc({**approval.to_doc(), **fields})
         complete = all(s.status != ApprovalStatus.PENDING for s in siblings)
         continuation, resumes = _resume_asker(transaction, approval, asker, complete=complete, decision=decision,
-                                              resume=resume, when=when)  # fmt: skip
+                                              resume=resume, when=when, read=read)  # fmt: skip
         if continuation is not None:
             fields |= approval_update(continuation_id=continuation.session_id)
         transaction.create(event_ref(ids.message_key(approval.channel, decision.ts)),
@@ -203,7 +204,8 @@ def decide(approval_id: str, decision: Decision, resume: Resume, admit: Callable
 
 
 def _resume_asker(transaction: firestore.Transaction, approval: Approval, asker: dict[str, Any], *, complete: bool,
-                  decision: Decision, resume: Resume, when: datetime) -> tuple[Session | None, bool]:  # fmt: skip
+                  decision: Decision, resume: Resume, when: datetime,
+                  read: dict[str, Any]) -> tuple[Session | None, bool]:  # fmt: skip
     """What a decision does to its asker, read and written in the decision's transaction: a paused turn resumes once
     everything in its waiting record is resolved; an asker still running (``complete``: its turn's calls all
     decided) gets the note ``resume`` chose, read at its pause. Returns the session to queue and whether a run is
@@ -212,7 +214,7 @@ def _resume_asker(transaction: firestore.Transaction, approval: Approval, asker:
     status = SessionStatus(asker["status"]) if asker.get("status") else None
     if waiting.waits_on(asker, WaitKind.APPROVAL, approval.approval_id):
         found = waiting.check(transaction, approval.session_id, asker,
-                              resolving=(WaitKind.APPROVAL, approval.approval_id))  # fmt: skip
+                              resolving=(WaitKind.APPROVAL, approval.approval_id), read=read)  # fmt: skip
         if found is None:
             return None, False
         return waiting.wake(transaction, found, trigger_ts=decision.ts, user=decision.by, at=when), True

@@ -71,6 +71,18 @@ def resumed_by(question_id: str) -> str:
     return resume_id(asker, int(seq)) if asker and seq.isdigit() else continuation_id(question_id)
 
 
+def resume_hint(derived_id: str) -> str | None:
+    """The continuation that would resume the turn whose call asked ``derived_id`` (a question's or an approval's
+    id), read from the id: a hint a resolution's transaction reads with what it reads first (None: the id names no
+    top-level asker; a delegated child is queued again as itself, never resumed in a continuation)."""
+    prefix = derived_id[:2]
+    asker = _named_session(prefix, derived_id) if prefix in {"q-", "a-"} else None
+    if not asker or asker.startswith("child-"):
+        return None
+    seq = derived_id[len(f"{prefix}{asker}-") :].partition("-")[0]
+    return resume_id(asker, int(seq)) if seq.isdigit() else None
+
+
 def child_id(parent_id: str, seq: int, call_index: int) -> str:
     """A delegated child, derived from the parent's call, so a retried turn finds the child it started."""
     return f"child-{parent_id}-{seq}-{call_index}"

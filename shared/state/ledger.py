@@ -53,6 +53,17 @@ def _ref(session: Session, seq: int, index: int, part: str = "") -> firestore.Do
     return ref
 
 
+def call_ref(session: Session, seq: int, index: int) -> firestore.DocumentReference:
+    """The ledger entry of call ``index`` of step ``seq`` (its first round), for a read batched with others."""
+    return _ref(session, seq, index)
+
+
+def entry_of(data: dict[str, Any]) -> Entry:
+    """A ledger entry as stored."""
+    response = json.loads(data["response"]) if data.get("response") else None
+    return Entry(data["key"], data["name"], CallStatus(data["status"]), response)
+
+
 def entries(session: Session, seq: int, indices: list[int], *, part: str = "") -> dict[int, Entry]:
     """The ledger entries of the calls ``indices`` of step ``seq``, by call index (point reads). ``part`` names a
     later round of the same call (an MCP call resumed with the operator's input is ``-r1``, ``-r2``, …)."""
@@ -61,10 +72,8 @@ def entries(session: Session, seq: int, indices: list[int], *, part: str = "") -
     found: dict[int, Entry] = {}
     for snap in db().get_all([_ref(session, seq, index, part) for index in indices]):
         data = snap.to_dict() if snap.exists else None
-        if data is None:
-            continue
-        response = json.loads(data["response"]) if data.get("response") else None
-        found[int(data["index"])] = Entry(data["key"], data["name"], CallStatus(data["status"]), response)
+        if data is not None:
+            found[int(data["index"])] = entry_of(data)
     return found
 
 

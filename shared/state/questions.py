@@ -200,8 +200,9 @@ def answer_question(question_id: str, record: AnswerRecord | Callable[[Question]
 
     @firestore.transactional
     def answer_it(transaction: firestore.Transaction) -> Answered:
-        guess = ids.asker_of_question(question_id)
-        refs = [qref] if guess is None else [qref, session_ref(guess)]
+        # The question, its asker and the continuation that would resume its turn (both named in its id): one read.
+        hints = (ids.asker_of_question(question_id), ids.resume_hint(question_id))
+        refs = [qref] + [session_ref(hint) for hint in hints if hint is not None]
         snaps = {snap.reference.path: snap for snap in db().get_all(refs, transaction=transaction)}
         snap = snaps[qref.path]
         data = snap.to_dict() if snap.exists else None
@@ -224,7 +225,7 @@ def answer_question(question_id: str, record: AnswerRecord | Callable[[Question]
         if question.blocking and waiting.waits_on(current, kind, question_id):
             # One wait of a mixed turn: the turn resumes once everything in its record is resolved.
             whole = current if asker_ref.path in snaps else asker_ref.get(transaction=transaction).to_dict() or {}
-            found = waiting.check(transaction, question.session_id, whole, resolving=(kind, question_id))
+            found = waiting.check(transaction, question.session_id, whole, resolving=(kind, question_id), read=snaps)
             woken = waiting.wake(transaction, found, trigger_ts=made.answer_ts, user=made.answered_by,
                                  at=when) if found else None  # fmt: skip
             return _record(transaction, question, made, when, woken, target=woken.session_id if woken else None)

@@ -11,6 +11,7 @@ paused turn. Transactions are serializable, so of two resolutions racing, exactl
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -75,9 +76,11 @@ class Wake:
 
 
 def check(transaction: firestore.Transaction, asker_id: str, asker: dict[str, Any], *,
-          resolving: tuple[WaitKind, str] | None = None) -> Wake | None:  # fmt: skip
+          resolving: tuple[WaitKind, str] | None = None,
+          read: Mapping[str, Any] | None = None) -> Wake | None:  # fmt: skip
     """Reads only. A ``Wake`` when the paused ``asker`` waits on nothing more once ``resolving`` is resolved; None
-    while anything else is waited on."""
+    while anything else is waited on. ``read``: snapshots the transaction read already, by path (the turn's
+    continuation among them is not read again)."""
     record = record_of(asker)
     if asker.get("status") != SessionStatus.PAUSED.value or not record:
         return None
@@ -86,7 +89,8 @@ def check(transaction: firestore.Transaction, asker_id: str, asker: dict[str, An
     resumed = False
     if asker.get("kind") != SessionKind.CHILD.value:
         resume_ref = session_ref(ids.resume_id(asker_id, record[0].seq))
-        resumed = resume_ref.get(transaction=transaction, field_paths=["status"]).exists
+        known = (read or {}).get(resume_ref.path)
+        resumed = (known or resume_ref.get(transaction=transaction, field_paths=["status"])).exists
     return Wake(asker_id, asker, resumed)
 
 

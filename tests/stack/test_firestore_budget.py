@@ -50,12 +50,16 @@ def test_firestore_operations_stay_within_the_budget(rig: cost.Rig) -> None:
     assert {k: v.billed() for k, v in again.items()} == {k: measured[k].billed() for k in again}
 
 
-# Round trips to Firestore of the deliveries that resume a session (issue 28.1), each an RPC the worker waits for:
-# a continuation's claim reads the session, its transcript's root and its question in one batch; each step commit
-# reads the session and the root in one; the approved call's ledger records are each one commit fenced by the lease
-# without a read. Before: 19, 27 and 8 (the root, the question, the writer's check and each ledger fence read apart).
-# The one waiting record adds its own checks (a resumed turn reads what it waited on): 16 and 20 with it.
-ROUND_TRIPS = {"continuation": 16, "approved_run": 20, "ledger_outward_call": 4}
+# Round trips to Firestore of the operator's answer and decision and the deliveries that resume a session (issue
+# 28.1), each an RPC the handler or the worker waits for: the answer's (or decision's) transaction reads the question
+# (or approval), its asker and the continuation that would resume its turn in one batch (begin, read, commit; the
+# answer here is a thread reply, which also records its event and reads its thread's questions); a continuation's
+# claim reads the session, its transcript's root and its question in one batch; what its waiting record came to is
+# read by each kind of wait's own module (one batch per kind); each step commit reads
+# the session and the root in one; the approved call's ledger records are each one commit fenced by the lease
+# without a read. Before round 3's session 5: answer 6, approve 4, continuation 16, approved run 20 (the
+# continuation's existence read apart in the click's transaction).
+ROUND_TRIPS = {"answer": 5, "approve": 3, "continuation": 15, "approved_run": 18, "ledger_outward_call": 4}
 
 
 def test_resuming_makes_no_more_round_trips_than_budgeted(rig: cost.Rig) -> None:
