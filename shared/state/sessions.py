@@ -434,11 +434,6 @@ def tree_members(root_id: str) -> list[Session]:
     return [Session.from_doc(snap.to_dict() or {}) for snap in query.stream()]
 
 
-def set_tree_status_ts(root_id: str, ts: str) -> None:
-    """Remember the thread message that shows the tree rooted at ``root_id``."""
-    session_ref(root_id).update(session_update(tree_status_ts=ts))
-
-
 def set_stream_ts(session_id: str, ts: str, *, by: Session | None = None) -> None:
     """Record a streamed message before anything is appended to it, so a takeover finds it (one write). Written
     by its running worker (``by``), it keeps the update time that worker's fenced writes rest on (``lease``)."""
