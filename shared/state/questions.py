@@ -244,7 +244,24 @@ def answer_question(question_id: str, record: AnswerRecord | Callable[[Question]
         result: Answered = contended(answer_it)  # racing answers contend for the question and its asker
     except ALREADY_EXISTS:
         return Answered(get_question(question_id), repeated=True)
+    except ValueError:  # the client gave up on a contended commit: a racing answer may have won meanwhile
+        lost = _answered_meanwhile(question_id, record)
+        if lost is None:
+            raise  # still open: the sender's retry (Slack's) answers it
+        return lost
     return result
+
+
+def _answered_meanwhile(question_id: str, record: AnswerRecord | Callable[[Question], AnswerRecord | None]
+                        ) -> Answered | None:  # fmt: skip
+    """After an answer that could not commit for contention: a question another answer closed meanwhile is
+    answered already, as if this one had read it so (nothing written); None while it is still open."""
+    found = get_question(question_id)
+    if found is None or found.status == QuestionStatus.OPEN:
+        return None
+    if callable(record) and record(found) is None:
+        return Answered(found, refused=True)
+    return Answered(found)
 
 
 def _record(transaction: firestore.Transaction, question: Question, record: AnswerRecord, when: datetime,
