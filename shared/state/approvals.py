@@ -200,7 +200,21 @@ def decide(approval_id: str, decision: Decision, resume: Resume, admit: Callable
         result: Decided = contended(run)  # parallel decisions contend for the turn and its asker
     except ALREADY_EXISTS:
         return Decided(get_approval(approval_id), repeated=True)
+    except ValueError:  # the client gave up on a contended commit: a racing decision may have won meanwhile
+        lost = _decided_meanwhile(approval_id, admit)
+        if lost is None:
+            raise  # still pending: the sender's retry decides it
+        return lost
     return result
+
+
+def _decided_meanwhile(approval_id: str, admit: Callable[[Approval], bool] | None) -> Decided | None:
+    """After a decision that could not commit for contention: an approval another decision settled meanwhile is
+    decided already, as if this one had read it so (nothing written); None while it is still pending."""
+    found = get_approval(approval_id)
+    if found is None or found.status == ApprovalStatus.PENDING:
+        return None
+    return Decided(found, refused=admit is not None and not admit(found))
 
 
 def _resume_asker(transaction: firestore.Transaction, approval: Approval, asker: dict[str, Any], *, complete: bool,

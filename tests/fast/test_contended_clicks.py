@@ -1,0 +1,88 @@
+"""An answer (or a decision) whose transaction the client gives up on for contention (the emulator's lock timeouts
+with three answers racing at once; Firestore's aborts under load): when a racing answer closed the question (or a
+racing decision settled the approval) meanwhile, the loser is told so, as if its transaction had read it, instead
+of an error (a button press answered with a 500 shows the operator a failure); while it is still open the error
+stands, for the sender's retry. Pure: the transaction and the read are stand-ins."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime
+
+import pytest
+
+from shared.state import approvals, questions
+from shared.state.models import Approval, ApprovalStatus, Question, QuestionStatus
+from shared.state.questions import AnswerRecord, Resolution
+
+OPEN = Question(question_id="q-ev-1-1-0", session_id="ev-1", transcript_id="ev-1", channel="C1", thread_ts="1.0",
+                text="which?", options=["a", "b"], blocking=True, call_id=None,
+                asked_at=datetime(2030, 1, 1, tzinfo=UTC))  # fmt: skip
+ANSWERED = replace(OPEN, status=QuestionStatus.ANSWERED, answer="a", answered_by="U1")
+RECORD = AnswerRecord(answer="b", answered_by="U2", matched_option="b", answer_ts="2.0", text="b")
+
+
+def _gives_up(run: Callable[..., object], **_: object) -> object:
+    raise ValueError("Failed to commit transaction in 8 attempts.")
+
+
+Record = AnswerRecord | Callable[[Question], AnswerRecord | None]
+
+
+def _answer(
+    monkeypatch: pytest.MonkeyPatch, now_stored: Question | None, record: Record = RECORD
+) -> questions.Answered:
+    monkeypatch.setattr(questions, "question_ref", lambda question_id: None)  # no client: nothing is read here
+    monkeypatch.setattr(questions, "contended", _gives_up)
+    monkeypatch.setattr(questions, "get_question", lambda question_id: now_stored)
+    return questions.answer_question(OPEN.question_id, record, lambda q, a: Resolution())
+
+
+def test_a_loser_of_a_contended_race_finds_the_question_answered(monkeypatch: pytest.MonkeyPatch) -> None:
+    lost = _answer(monkeypatch, ANSWERED)
+    assert lost.question == ANSWERED
+    assert lost.continuation is None
+    assert (lost.noted, lost.repeated, lost.refused) == (False, False, False)
+
+
+def test_a_press_refused_by_its_check_stays_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _answer(monkeypatch, ANSWERED, lambda q: None).refused
+
+
+@pytest.mark.parametrize("still", [OPEN, None], ids=["still_open", "gone"])
+def test_a_question_still_open_keeps_the_error_for_the_senders_retry(
+    monkeypatch: pytest.MonkeyPatch, still: Question | None
+) -> None:
+    with pytest.raises(ValueError, match="Failed to commit"):
+        _answer(monkeypatch, still)
+
+
+PENDING = Approval(approval_id="a-ev-1-2-0", session_id="ev-1", transcript_id="ev-1", channel="C1", thread_ts="1.0",
+                   seq=2, call_index=0, call_id=None, tool="deploy", args="{}", digest="d", turn_ids=["a-ev-1-2-0"],
+                   asked_at=datetime(2030, 1, 1, tzinfo=UTC))  # fmt: skip
+DENIED = replace(PENDING, status=ApprovalStatus.DENIED, decided_by="U1")
+DECISION = approvals.Decision(ApprovalStatus.APPROVED, "U2", None, "2.0")
+
+
+def _decide(monkeypatch: pytest.MonkeyPatch, now_stored: Approval | None,
+            admit: Callable[[Approval], bool] | None = None) -> approvals.Decided:  # fmt: skip
+    monkeypatch.setattr(approvals, "_ref", lambda approval_id: None)  # no client: nothing is read here
+    monkeypatch.setattr(approvals, "contended", _gives_up)
+    monkeypatch.setattr(approvals, "get_approval", lambda approval_id: now_stored)
+    return approvals.decide(PENDING.approval_id, DECISION, lambda a, s, t: None, admit)
+
+
+def test_a_decision_that_loses_a_contended_race_finds_the_approval_decided(monkeypatch: pytest.MonkeyPatch) -> None:
+    lost = _decide(monkeypatch, DENIED)
+    assert lost.approval == DENIED
+    assert (lost.won, lost.continuation, lost.repeated, lost.refused) == (False, None, False, False)
+    assert _decide(monkeypatch, DENIED, admit=lambda a: False).refused
+
+
+@pytest.mark.parametrize("still", [PENDING, None], ids=["still_pending", "gone"])
+def test_an_approval_still_pending_keeps_the_error_for_the_senders_retry(
+    monkeypatch: pytest.MonkeyPatch, still: Approval | None
+) -> None:
+    with pytest.raises(ValueError, match="Failed to commit"):
+        _decide(monkeypatch, still)
