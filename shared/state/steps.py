@@ -12,7 +12,7 @@ from google.cloud import firestore
 
 from shared.errors import ProductError
 from shared.state import lease, quotas, results, spend, waiting
-from shared.state.firestore import STEPS, db, now, session_ref, step_ref, transact
+from shared.state.firestore import STEPS, contended, db, now, session_ref, step_ref
 from shared.state.models import Audit, Note, NoteKind, SessionStatus, Step, Waiting, WaitKind
 from shared.state.session_model import Session, SessionUpdate, stored
 from shared.state.updates import session_update
@@ -203,7 +203,9 @@ def commit_step(
         transaction.update(ref, {**writes, **released})
         return pending
 
-    pending: list[Note] | _Pending = transact(write)
+    # A parent's step contends with its children writing to its document (their ends, their questions): retried as
+    # such, its commit more often and an aborted (lock-timed-out) read again, as the answers and the claims are.
+    pending: list[Note] | _Pending = contended(write)
     _wrote(session, used[-1], running=not ending and not isinstance(pending, _Pending))
     if isinstance(pending, _Pending):
         session.notes = pending.notes
