@@ -83,6 +83,14 @@ def get_question(question_id: str) -> Question | None:
     return Question.from_doc(data) if snap.exists and data is not None else None
 
 
+def get_questions(question_ids: list[str]) -> dict[str, Question]:
+    """The questions of ``question_ids`` that exist, by id, in one batched read (none for no ids)."""
+    if not question_ids:
+        return {}
+    snaps = db().get_all([question_ref(question_id) for question_id in question_ids])
+    return {snap.id: Question.from_doc(snap.to_dict() or {}) for snap in snaps if snap.exists}
+
+
 @dataclass(frozen=True)
 class ThreadQuestions:
     """What a thread has open, and the last answer it got (to tell a late racer who won)."""
@@ -95,11 +103,7 @@ class ThreadQuestions:
 def thread_questions(channel: str, thread_ts: str) -> ThreadQuestions:
     """The thread's open questions, newest first: a point read of the thread, then of its open questions."""
     thread = thread_ref(channel, thread_ts).get().to_dict() or {}
-    question_ids = thread.get("open_question_ids") or []
-    questions = []
-    if question_ids:
-        snaps = db().get_all([question_ref(question_id) for question_id in question_ids])
-        questions = [Question.from_doc(snap.to_dict() or {}) for snap in snaps if snap.exists]
+    questions = get_questions(thread.get("open_question_ids") or []).values()
     open_ones = sorted((q for q in questions if q.status == QuestionStatus.OPEN), key=lambda q: q.asked_at)
     return ThreadQuestions(open_ones[::-1], thread.get("last_answer"), list(thread.get("open_approval_ids") or []))
 

@@ -58,7 +58,7 @@ class McpInputResume:
         return None
 
     def read(self, session: Session, seq: int, entries: list[Waiting]) -> dict[str, Question]:
-        return {q.question_id: q for w in entries if (q := stored.get_question(w.key)) is not None}
+        return stored.get_questions([w.key for w in entries])  # one batched read
 
     def outcome(self, resumed: Resumed, entry: Waiting, call: types.FunctionCall,
                 found: dict[str, Question]) -> Outcome:  # fmt: skip
