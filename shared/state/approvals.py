@@ -1,9 +1,10 @@
 """Approvals: ``approvals/{id}``, listed on their thread's document while pending (point reads, like questions).
 
-A decision is one transaction: the approval must be pending; it becomes approved, denied or expired (an approval
-that needs several approvers records each distinct one and stays pending until the last); the deciding message or
-press is claimed with ``create()``; and if it was the last undecided call of its turn, what the caller
-decided (a continuation for a paused session, a note for one still running) is written with it.
+A decision is one commit fenced by what it read (a transaction when that fails; ``shared.state.fenced``): the
+approval must be pending; it becomes approved, denied or expired (an approval that needs several approvers records
+each distinct one and stays pending until the last); the deciding message or press is claimed with ``create()``; and
+if it was the last undecided call of its turn, what the caller decided (a continuation for a paused session, a note
+for one still running) is written with it.
 """
 
 from __future__ import annotations
@@ -15,11 +16,10 @@ from typing import Any
 
 from google.cloud import firestore
 
-from shared.state import events, ids, waiting
+from shared.state import events, fenced, ids, waiting
 from shared.state.firestore import (
     ALREADY_EXISTS,
     APPROVALS,
-    contended,
     db,
     event_ref,
     now,
@@ -125,13 +125,13 @@ def decide(approval_id: str, decision: Decision, resume: Resume, admit: Callable
     are read in one round trip, the turn's other approvals in one more."""
     ref = _ref(approval_id)
     when = now()
+    # The approval, its asker and the continuation that would resume its turn (both named in its id): one read.
+    hints = (ids.asker_of_approval(approval_id), ids.resume_hint(approval_id))
+    refs = [ref] + [session_ref(hint) for hint in hints if hint is not None]
 
-    @firestore.transactional
-    def run(transaction: firestore.Transaction) -> Decided:
-        # The approval, its asker and the continuation that would resume its turn (both named in its id): one read.
-        hints = (ids.asker_of_approval(approval_id), ids.resume_hint(approval_id))
-        refs = [ref] + [session_ref(hint) for hint in hints if hint is not None]
-        read = {snap.reference.path: snap for snap in db().get_all(refs, transaction=transaction)}
+    def run(read: fenced.Read, out: firestore.WriteBatch, transaction: firestore.Transaction | None) -> Decided:
+        """The decision made from ``read`` and written in ``out``; ``transaction``: where to read more (None:
+        nothing more may be read, ``fenced.Unfenceable``)."""
         snap = read[ref.path]
         data = snap.to_dict() if snap.exists else None
         if data is None:
@@ -158,12 +158,12 @@ def decide(approval_id: str, decision: Decision, resume: Resume, admit: Callable
             approved_by = [*approved_by, decision.by]
             if len(approved_by) < approval.approvals_needed:  # one of several: recorded, still pending
                 asking = read.get(session_ref(approval.session_id).path) or session_ref(approval.session_id).get(
-                    transaction=transaction, field_paths=["status"])  # fmt: skip
+                    transaction=_reading(transaction), field_paths=["status"])  # fmt: skip
                 if waited_only and (asking.to_dict() or {}).get("status") not in _WAITING:
                     return Decided(approval, unwaited=True)
-                transaction.create(event_ref(ids.message_key(approval.channel, decision.ts)),
-                                   events.record("decision", approval.session_id, when))  # fmt: skip
-                transaction.update(ref, {**approval_update(approved_by=approved_by), **edited})
+                out.create(event_ref(ids.message_key(approval.channel, decision.ts)),
+                           events.record("decision", approval.session_id, when))  # fmt: skip
+                out.update(ref, {**approval_update(approved_by=approved_by), **edited})
                 return Decided(Approval.from_doc({**data, "approved_by": approved_by, **edited}), won=True,
                                partial=True)  # fmt: skip
         siblings, asker = _turn_and_asker(transaction, approval, read)
@@ -182,14 +182,14 @@ def decide(approval_id: str, decision: Decision, resume: Resume, admit: Callable
         }
         approval = Approval.from_doc({**approval.to_doc(), **fields})
         complete = all(s.status != ApprovalStatus.PENDING for s in siblings)
-        continuation, resumes = _resume_asker(transaction, approval, asker, complete=complete, decision=decision,
-                                              resume=resume, when=when, read=read)  # fmt: skip
+        continuation, resumes = _resume_asker(transaction, out, approval, asker, complete=complete,
+                                              decision=decision, resume=resume, when=when, read=read)  # fmt: skip
         if continuation is not None:
             fields |= approval_update(continuation_id=continuation.session_id)
-        transaction.create(event_ref(ids.message_key(approval.channel, decision.ts)),
-                           events.record("decision", approval.session_id, when))  # fmt: skip
-        transaction.update(ref, fields)
-        transaction.set(
+        out.create(event_ref(ids.message_key(approval.channel, decision.ts)),
+                   events.record("decision", approval.session_id, when))  # fmt: skip
+        out.update(ref, fields)
+        out.set(
             thread_ref(approval.channel, approval.thread_ts),
             thread_unlisted(open_approval_ids=[approval_id]),
             merge=True,
@@ -197,7 +197,9 @@ def decide(approval_id: str, decision: Decision, resume: Resume, admit: Callable
         return Decided(approval, won=True, continuation=continuation, resumes=resumes)
 
     try:
-        result: Decided = contended(run)  # parallel decisions contend for the turn and its asker
+        # Fenced on the approval and its asker (and whatever else it read as existing, or creates); else the
+        # transaction, in which parallel decisions contend for the turn and its asker.
+        result = fenced.resolve(refs, run, depends=refs[:2])
     except ALREADY_EXISTS:
         return Decided(get_approval(approval_id), repeated=True)
     except ValueError:  # the client gave up on a contended commit: a racing decision may have won meanwhile
@@ -217,13 +219,13 @@ def _decided_meanwhile(approval_id: str, admit: Callable[[Approval], bool] | Non
     return Decided(found, refused=admit is not None and not admit(found))
 
 
-def _resume_asker(transaction: firestore.Transaction, approval: Approval, asker: dict[str, Any], *, complete: bool,
-                  decision: Decision, resume: Resume, when: datetime,
+def _resume_asker(transaction: firestore.Transaction | None, out: firestore.WriteBatch, approval: Approval,
+                  asker: dict[str, Any], *, complete: bool, decision: Decision, resume: Resume, when: datetime,
                   read: dict[str, Any]) -> tuple[Session | None, bool]:  # fmt: skip
-    """What a decision does to its asker, read and written in the decision's transaction: a paused turn resumes once
-    everything in its waiting record is resolved; an asker still running (``complete``: its turn's calls all
-    decided) gets the note ``resume`` chose, read at its pause. Returns the session to queue and whether a run is
-    queued (or noted) for the turn."""
+    """What a decision does to its asker, read (in ``transaction``; None: from ``read`` only) and written (in ``out``)
+    with the decision: a paused turn resumes once everything in its waiting record is resolved; an asker still
+    running (``complete``: its turn's calls all decided) gets the note ``resume`` chose, read at its pause. Returns
+    the session to queue and whether a run is queued (or noted) for the turn."""
     asker_ref = session_ref(approval.session_id)
     status = SessionStatus(asker["status"]) if asker.get("status") else None
     if waiting.waits_on(asker, WaitKind.APPROVAL, approval.approval_id):
@@ -231,24 +233,32 @@ def _resume_asker(transaction: firestore.Transaction, approval: Approval, asker:
                               resolving=(WaitKind.APPROVAL, approval.approval_id), read=read)  # fmt: skip
         if found is None:
             return None, False
-        return waiting.wake(transaction, found, trigger_ts=decision.ts, user=decision.by, at=when), True
+        return waiting.wake(out, found, trigger_ts=decision.ts, user=decision.by, at=when), True
     outcome = resume(approval, status, asker.get("trace_id")) if complete else None
     if outcome is not None:  # still running: it finds the decisions at its pause
-        transaction.update(asker_ref, appended(notes=[outcome]))
+        out.update(asker_ref, appended(notes=[outcome]))
     return None, outcome is not None
 
 
-def _turn_and_asker(transaction: firestore.Transaction, approval: Approval,
+def _turn_and_asker(transaction: firestore.Transaction | None, approval: Approval,
                     read: dict[str, Any]) -> tuple[list[Approval], dict[str, Any]]:  # fmt: skip
     """The other approvals of ``approval``'s turn and its asker's document, in one round trip (``read``: what the
-    transaction read already)."""
+    transaction read already; no ``transaction``: nothing more may be read, the siblings' states being no fenced
+    commit's to hold)."""
     others = [_ref(a) for a in approval.turn_ids if a != approval.approval_id]
     asker_ref = session_ref(approval.session_id)
     more = others + ([] if asker_ref.path in read else [asker_ref])
     if more:
-        read.update({snap.reference.path: snap for snap in db().get_all(more, transaction=transaction)})
+        read.update({snap.reference.path: snap for snap in db().get_all(more, transaction=_reading(transaction))})
     siblings = [Approval.from_doc(read[o.path].to_dict() or {}) for o in others if read[o.path].exists]
     return siblings, read[asker_ref.path].to_dict() or {}
+
+
+def _reading(transaction: firestore.Transaction | None) -> firestore.Transaction:
+    """The transaction to read more in; none (a fenced commit, which cannot hold such a read): ``Unfenceable``."""
+    if transaction is None:
+        raise fenced.Unfenceable("the decision reads more than its approval, asker and continuation")
+    return transaction
 
 
 def mark_reminded(approval_id: str, at: datetime) -> bool:

@@ -2,7 +2,8 @@
 
 A thread document lists the ids of its open questions and is changed in the same commit or transaction as every
 question's status, so an answer finds a thread's open questions with point reads, whatever the database's size.
-Answering is one transaction whose product rule (a note or a continuation) the caller decides.
+Answering is one commit fenced by what it read (a transaction when that fails), whose product rule (a note or a
+continuation) the caller decides.
 """
 
 from __future__ import annotations
@@ -14,10 +15,9 @@ from typing import Any
 
 from google.cloud import firestore
 
-from shared.state import events, ids, waiting
+from shared.state import events, fenced, ids, waiting
 from shared.state.firestore import (
     ALREADY_EXISTS,
-    contended,
     db,
     event_ref,
     now,
@@ -187,27 +187,30 @@ class Answered:
 
 def answer_question(question_id: str, record: AnswerRecord | Callable[[Question], AnswerRecord | None],
                     decide: Callable[[Question, Asker], Resolution]) -> Answered:  # fmt: skip
-    """In one transaction: the open question becomes answered, and what ``decide`` chose is written with it.
+    """The open question becomes answered, and what ``decide`` chose is written with it, all in one commit.
 
     Exactly one answer wins, and one message answers at most one question: the answering message is claimed with
-    ``create()`` in the same transaction, so its other events (a Slack retry, its ``app_mention`` twin) answer
+    ``create()`` in the same commit, so its other events (a Slack retry, its ``app_mention`` twin) answer
     nothing more, whichever question is open when they arrive. A continuation is created with ``create()``; a
     paused asker becomes ``resumed``, its pending notes moving to the continuation.
 
-    ``record`` may be made from the question as the transaction read it (a button press checks its question there,
-    with no read of its own before): None refuses the answer (``Answered.refused``) and writes nothing. The question
-    and its asker (named in the question's id) are read in one round trip.
+    ``record`` may be made from the question as read (a button press checks its question there, with no read of
+    its own before): None refuses the answer (``Answered.refused``) and writes nothing. The question, its asker and
+    the continuation that would resume its turn (both named in the question's id) are read in one round trip, outside
+    a transaction, and the answer is committed fenced by what was read (``shared.state.fenced``): two round trips.
+    A racing write to any of them (another answer, a stop, a claim), or a turn that waits on more than this question,
+    sends the answer to the transaction (begin, the same read, commit), which decides as if the first try never
+    happened.
     """
     qref = question_ref(question_id)
     when = now()
     asker_fields = ["status", "notes", "trace_id", "waiting", "kind", "question_id", "approval_ids", "child_ids"]
+    hints = (ids.asker_of_question(question_id), ids.resume_hint(question_id))
+    refs = [qref] + [session_ref(hint) for hint in hints if hint is not None]
 
-    @firestore.transactional
-    def answer_it(transaction: firestore.Transaction) -> Answered:
-        # The question, its asker and the continuation that would resume its turn (both named in its id): one read.
-        hints = (ids.asker_of_question(question_id), ids.resume_hint(question_id))
-        refs = [qref] + [session_ref(hint) for hint in hints if hint is not None]
-        snaps = {snap.reference.path: snap for snap in db().get_all(refs, transaction=transaction)}
+    def answer_it(snaps: fenced.Read, out: firestore.WriteBatch, transaction: firestore.Transaction | None) -> Answered:
+        """The answer decided from ``snaps`` (the question, its asker and the continuation that would resume its
+        turn) and written in ``out``; ``transaction``: where to read more (None: nothing more may be read)."""
         snap = snaps[qref.path]
         data = snap.to_dict() if snap.exists else None
         if data is None:
@@ -219,6 +222,8 @@ def answer_question(question_id: str, record: AnswerRecord | Callable[[Question]
         if question.status != QuestionStatus.OPEN:
             return Answered(question)
         asker_ref = session_ref(question.session_id)
+        if asker_ref.path not in snaps and transaction is None:
+            raise fenced.Unfenceable("the question's id does not name its asker")
         if asker_ref.path in snaps:
             current = snaps[asker_ref.path].to_dict() or {}
         else:  # a question whose id does not name its asker (none is made so now): read it on its own
@@ -230,22 +235,24 @@ def answer_question(question_id: str, record: AnswerRecord | Callable[[Question]
             # One wait of a mixed turn: the turn resumes once everything in its record is resolved.
             whole = current if asker_ref.path in snaps else asker_ref.get(transaction=transaction).to_dict() or {}
             found = waiting.check(transaction, question.session_id, whole, resolving=(kind, question_id), read=snaps)
-            woken = waiting.wake(transaction, found, trigger_ts=made.answer_ts, user=made.answered_by,
+            woken = waiting.wake(out, found, trigger_ts=made.answer_ts, user=made.answered_by,
                                  at=when) if found else None  # fmt: skip
-            return _record(transaction, question, made, when, woken, target=woken.session_id if woken else None)
+            return _record(out, question, made, when, woken, target=woken.session_id if woken else None)
         resolution = decide(question, asker)
         target = resolution.continuation.session_id if resolution.continuation else question.session_id
         if resolution.note is not None:
-            transaction.update(asker_ref, appended(notes=[resolution.note]))
+            out.update(asker_ref, appended(notes=[resolution.note]))
         if resolution.continuation is not None:
-            transaction.create(session_ref(target), resolution.continuation.to_doc())
+            out.create(session_ref(target), resolution.continuation.to_doc())
             if asker.status == SessionStatus.PAUSED:  # no longer waiting: its continuation carries on
-                transaction.update(asker_ref, session_update(status=SessionStatus.RESUMED, notes=[]))
-        answered = _record(transaction, question, made, when, resolution.continuation, target=target)
+                out.update(asker_ref, session_update(status=SessionStatus.RESUMED, notes=[]))
+        answered = _record(out, question, made, when, resolution.continuation, target=target)
         return Answered(answered.question, resolution.continuation, noted=resolution.note is not None)
 
     try:
-        result: Answered = contended(answer_it)  # racing answers contend for the question and its asker
+        # Fenced on the question and its asker (and whatever else it read as existing, or creates); else the
+        # transaction, in which racing answers contend for the question and its asker.
+        result = fenced.resolve(refs, answer_it, depends=refs[:2])
     except ALREADY_EXISTS:
         return Answered(get_question(question_id), repeated=True)
     except ValueError:  # the client gave up on a contended commit: a racing answer may have won meanwhile
@@ -268,7 +275,7 @@ def _answered_meanwhile(question_id: str, record: AnswerRecord | Callable[[Quest
     return Answered(found)
 
 
-def _record(transaction: firestore.Transaction, question: Question, record: AnswerRecord, when: datetime,
+def _record(transaction: firestore.WriteBatch, question: Question, record: AnswerRecord, when: datetime,
             woken: Session | None, *, target: str | None) -> Answered:  # fmt: skip
     """Write the answer on its question, claiming the answering message; ``woken``: the session it resumed (an
     answer that leaves its mixed turn still waiting resumes nothing: ``noted``)."""

@@ -20,6 +20,7 @@ from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
 from shared.state import ids, legacy_waits, waits
+from shared.state.fenced import Unfenceable
 from shared.state.firestore import contended, db, session_ref
 from shared.state.models import (
     Note,
@@ -53,12 +54,15 @@ def _ref(entry: Waiting) -> firestore.DocumentReference | None:
 
 
 def unresolved(transaction: firestore.Transaction | None, asker: dict[str, Any], record: list[Waiting], *,
-               besides: tuple[WaitKind, str] | None = None) -> list[Waiting]:  # fmt: skip
+               besides: tuple[WaitKind, str] | None = None, fenced: bool = False) -> list[Waiting]:  # fmt: skip
     """The entries of ``record`` still waited on (point reads in ``transaction``), leaving out ``besides`` (the one
-    being resolved by the caller)."""
+    being resolved by the caller). ``fenced``: a fenced commit follows, which cannot fence these reads
+    (``Unfenceable`` when there is anything to read)."""
     others = [w for w in record if (besides is None or w.key != besides[1]) and not w.released]
     refs = {w: ref for w in others if (ref := _ref(w)) is not None}  # each kind says what it reads (if anything)
     found: dict[str, dict[str, Any]] = {}
+    if refs and fenced:
+        raise Unfenceable(f"the turn waits on {len(refs)} more thing(s) of their own documents")
     if refs:
         snaps = db().get_all(list(refs.values()), field_paths=["status"], transaction=transaction)
         found = {snap.reference.path: snap.to_dict() or {} for snap in snaps if snap.exists}
@@ -75,21 +79,25 @@ class Wake:
     resumed: bool  # its continuation exists already (another resolution woke it)
 
 
-def check(transaction: firestore.Transaction, asker_id: str, asker: dict[str, Any], *,
+def check(transaction: firestore.Transaction | None, asker_id: str, asker: dict[str, Any], *,
           resolving: tuple[WaitKind, str] | None = None,
           read: Mapping[str, Any] | None = None) -> Wake | None:  # fmt: skip
     """Reads only. A ``Wake`` when the paused ``asker`` waits on nothing more once ``resolving`` is resolved; None
     while anything else is waited on. ``read``: snapshots the transaction read already, by path (the turn's
-    continuation among them is not read again)."""
+    continuation among them is not read again). No ``transaction``: a fenced commit follows (``shared.state.fenced``)
+    and nothing beyond ``read`` may be read (``Unfenceable``): the asker's other waits, with documents of their own,
+    are the transaction's to decide."""
     record = record_of(asker)
     if asker.get("status") != SessionStatus.PAUSED.value or not record:
         return None
-    if unresolved(transaction, asker, record, besides=resolving):
+    if unresolved(transaction, asker, record, besides=resolving, fenced=transaction is None):
         return None
     resumed = False
     if asker.get("kind") != SessionKind.CHILD.value:
         resume_ref = session_ref(ids.resume_id(asker_id, record[0].seq))
         known = (read or {}).get(resume_ref.path)
+        if known is None and transaction is None:
+            raise Unfenceable(f"{resume_ref.path} was not read")
         resumed = (known or resume_ref.get(transaction=transaction, field_paths=["status"])).exists
     return Wake(asker_id, asker, resumed)
 

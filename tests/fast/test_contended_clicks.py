@@ -1,8 +1,8 @@
 """An answer (or a decision) whose transaction the client gives up on for contention (the emulator's lock timeouts
-with three answers racing at once; Firestore's aborts under load): when a racing answer closed the question (or a
-racing decision settled the approval) meanwhile, the loser is told so, as if its transaction had read it, instead
-of an error (a button press answered with a 500 shows the operator a failure); while it is still open the error
-stands, for the sender's retry. Pure: the transaction and the read are stand-ins."""
+with three answers racing at once; Firestore's aborts under load), after its fenced commit failed: when a racing
+answer closed the question (or a racing decision settled the approval) meanwhile, the loser is told so, as if its
+transaction had read it, instead of an error (a button press answered with a 500 shows the operator a failure);
+while it is still open the error stands, for the sender's retry. Pure: the transaction and the read are stand-ins."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from shared.state import approvals, questions
+from shared.state import approvals, fenced, questions
 from shared.state.models import Approval, ApprovalStatus, Question, QuestionStatus
 from shared.state.questions import AnswerRecord, Resolution
 
@@ -23,7 +23,8 @@ ANSWERED = replace(OPEN, status=QuestionStatus.ANSWERED, answer="a", answered_by
 RECORD = AnswerRecord(answer="b", answered_by="U2", matched_option="b", answer_ts="2.0", text="b")
 
 
-def _gives_up(run: Callable[..., object], **_: object) -> object:
+def _gives_up(*_: object, **__: object) -> object:
+    """The fenced commit failed its precondition, then the transaction's client gave up on its commit."""
     raise ValueError("Failed to commit transaction in 8 attempts.")
 
 
@@ -34,7 +35,8 @@ def _answer(
     monkeypatch: pytest.MonkeyPatch, now_stored: Question | None, record: Record = RECORD
 ) -> questions.Answered:
     monkeypatch.setattr(questions, "question_ref", lambda question_id: None)  # no client: nothing is read here
-    monkeypatch.setattr(questions, "contended", _gives_up)
+    monkeypatch.setattr(questions, "session_ref", lambda session_id: None)
+    monkeypatch.setattr(fenced, "resolve", _gives_up)
     monkeypatch.setattr(questions, "get_question", lambda question_id: now_stored)
     return questions.answer_question(OPEN.question_id, record, lambda q, a: Resolution())
 
@@ -68,7 +70,8 @@ DECISION = approvals.Decision(ApprovalStatus.APPROVED, "U2", None, "2.0")
 def _decide(monkeypatch: pytest.MonkeyPatch, now_stored: Approval | None,
             admit: Callable[[Approval], bool] | None = None) -> approvals.Decided:  # fmt: skip
     monkeypatch.setattr(approvals, "_ref", lambda approval_id: None)  # no client: nothing is read here
-    monkeypatch.setattr(approvals, "contended", _gives_up)
+    monkeypatch.setattr(approvals, "session_ref", lambda session_id: None)
+    monkeypatch.setattr(fenced, "resolve", _gives_up)
     monkeypatch.setattr(approvals, "get_approval", lambda approval_id: now_stored)
     return approvals.decide(PENDING.approval_id, DECISION, lambda a, s, t: None, admit)
 

@@ -51,15 +51,18 @@ def test_firestore_operations_stay_within_the_budget(rig: cost.Rig) -> None:
 
 
 # Round trips to Firestore of the operator's answer and decision and the deliveries that resume a session (issue
-# 28.1), each an RPC the handler or the worker waits for: the answer's (or decision's) transaction reads the question
-# (or approval), its asker and the continuation that would resume its turn in one batch (begin, read, commit; the
-# answer here is a thread reply, which also records its event and reads its thread's questions); a continuation's
-# claim reads the session, its transcript's root and its question in one batch; what its waiting record came to is
-# read by each kind of wait's own module (one batch per kind); each step commit reads
-# the session and the root in one; the approved call's ledger records are each one commit fenced by the lease
-# without a read. Before round 3's session 5: answer 6, approve 4 (the continuation's existence read apart in the
-# click's transaction).
-ROUND_TRIPS = {"answer": 5, "approve": 3, "continuation": 16, "approved_run": 20, "ledger_outward_call": 4}
+# 28.1), each an RPC the handler or the worker waits for: the answer (or decision) reads the question (or approval),
+# its asker and the continuation that would resume its turn in one batch outside a transaction, then commits once,
+# every update fenced by the update time it was read at and every new document a create() (no BeginTransaction: the
+# transaction runs only when a fence fails; the answer here is a thread reply, which also records its event and
+# reads its thread's questions); a continuation's claim reads the session, its transcript's root and its question
+# in one batch; what its waiting record came to is read by each kind of wait's own module (one batch per kind);
+# each step commit reads the session and the root in one; the approved call's ledger records are each one commit
+# fenced by the lease without a read. Before round 3's session 5: answer 6, approve 4 (the continuation's existence
+# read apart in the click's transaction); before session 6: answer 5, approve 3 (the click's transaction).
+ROUND_TRIPS = {"answer": 4, "approve": 2, "continuation": 16, "approved_run": 20, "ledger_outward_call": 4}
+# The click's own RPCs, in order (the decision: a batched read of 3 documents, one commit of 5 writes).
+CLICK_TRACES = {"approve": ("BatchGetDocuments 3r", "Commit 5w")}
 
 
 def test_resuming_makes_no_more_round_trips_than_budgeted(rig: cost.Rig) -> None:
@@ -67,3 +70,6 @@ def test_resuming_makes_no_more_round_trips_than_budgeted(rig: cost.Rig) -> None
     rig.script_used()
     found = {name: measured[name].rpcs for name in ROUND_TRIPS}
     assert found == ROUND_TRIPS, f"round trips {found}, budgeted {ROUND_TRIPS}"
+    for name, trace in CLICK_TRACES.items():
+        assert measured[name].trace == trace, measured[name].trace
+    assert "BeginTransaction" not in measured["answer"].trace, measured["answer"].trace

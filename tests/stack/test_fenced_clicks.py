@@ -1,0 +1,237 @@
+"""A click's fenced commit (issue 28.1) against real races on the emulator: an answer or a decision reads its
+question (or approval), asker and continuation outside a transaction and commits once, fenced by the update times it
+read (``shared.state.fenced``). A racing click, or a stop, that commits between that read and that commit makes the
+fence fail; the transaction then decides as it always did: one winner, one continuation, the loser told.
+
+The click under test runs in a thread of its own, held between its read and its commit (``Held``) until the racer
+has committed, so the race is lost every time, not by luck; one race is run unheld too."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from google.api_core import exceptions as gexc
+from google.cloud.firestore_v1.base_query import FieldFilter
+
+from bench import cost
+from bench.rig import environment
+from infra import stack as local
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
+from shared.asks import stopping
+from shared.slack import blocks
+from shared.state import approvals, fenced, firestore, ids, questions, sessions
+from shared.state.models import Approval, ApprovalStatus, Question, QuestionStatus, SessionStatus, WaitKind
+from tests.poll import wait_for
+
+pytestmark = pytest.mark.stack
+SECOND = "U0OPERATOR2"  # a second operator, for this module's product code
+
+
+class Held:
+    """Holds the fenced commit of the thread named ``held`` after its read until ``release``; ``settled``: what its
+    commit did (False: a fence failed and nothing was written)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.waiting = threading.Event()
+        self.go = threading.Event()
+        self.settled: list[bool] = []
+        settle = fenced.FencedBatch.settle
+
+        def held(batch: fenced.FencedBatch, depends: Any) -> bool:
+            if threading.current_thread().name != "held":
+                return settle(batch, depends)
+            self.waiting.set()
+            assert self.go.wait(timeout=120), "never released"
+            self.settled.append(settle(batch, depends))
+            return self.settled[-1]
+
+        monkeypatch.setattr(fenced.FencedBatch, "settle", held)
+
+    def race(self, click: Callable[[], object], racer: Callable[[], object]) -> None:
+        """``click`` read, then ``racer`` ran to its end, then ``click`` commits (or falls back) and ends."""
+        errors: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                click()
+            except BaseException as exc:
+                errors.append(exc)
+
+        thread = threading.Thread(target=run, name="held", daemon=True)
+        thread.start()
+        wait_for(lambda: self.waiting.is_set() or not thread.is_alive(), timeout=60, what="the click's read")
+        racer()
+        self.go.set()
+        thread.join(timeout=120)
+        assert not thread.is_alive(), "the held click never ended"
+        if errors:
+            raise errors[0]
+
+
+@pytest.fixture
+def held(monkeypatch: pytest.MonkeyPatch) -> Held:
+    return Held(monkeypatch)
+
+
+@pytest.fixture
+def two_operators(rig: cost.Rig) -> Iterator[cost.Rig]:
+    with environment(OPERATOR_USER_IDS=f"{local.OPERATOR_ID},{SECOND}"):
+        yield rig
+
+
+def _asked(rig: cost.Rig) -> tuple[str, Question]:
+    session_id = rig.paused("set up the database", FakeGemini.call("ask_operator", question="sqlite or postgres?",
+                                                                    options=["sqlite", "postgres"]))  # fmt: skip
+    question = questions.get_question(rig.session(session_id).awaited_question or "")
+    assert question is not None
+    assert question.post_ts
+    return session_id, question
+
+
+def _press(question: Question, option: int, user: str) -> tuple[bytes, dict[str, str]]:
+    return cost.Rig.press(question.channel, question.post_ts or "", question.thread_ts, action_id=f"answer_{option}",
+                          value=blocks.question_value(question.question_id, option), user=user)  # fmt: skip
+
+
+def _click(request: tuple[bytes, dict[str, str]], into: dict[str, Any]) -> Callable[[], None]:
+    return lambda: cost.Rig.interactivity(request, into)
+
+
+def _continuations(asker_id: str) -> list[str]:
+    """The sessions that continue ``asker_id`` (each created once, by whatever resumed it)."""
+    query = firestore.db().collection(firestore.SESSIONS).where(filter=FieldFilter("asker_session_id", "==", asker_id))
+    return [snap.id for snap in query.stream() if (snap.to_dict() or {}).get("kind") == "continuation"]
+
+
+def test_a_click_that_reads_before_a_racing_answer_commits_loses_to_it(
+    fake_slack: FakeSlack, two_operators: cost.Rig, held: Held
+) -> None:
+    rig = two_operators
+    session_id, question = _asked(rig)
+    rig.script(FakeGemini.text("Going with postgres."))
+    first, second = dict[str, Any](), dict[str, Any]()
+    held.race(_click(_press(question, 1, local.OPERATOR_ID), first),
+              _click(_press(question, 2, SECOND), second))  # fmt: skip
+    assert held.settled == [False]  # the held click's fence failed: the racer wrote the question and the asker
+    assert (second["answer"], first["answer"]) == ("answered", "not_open")
+    answered = questions.get_question(question.question_id)
+    assert answered is not None
+    assert (answered.answered_by, answered.answer) == (SECOND, "postgres")
+    assert _continuations(session_id) == [ids.resumed_by(question.question_id)]
+    assert rig.session(session_id).status == SessionStatus.RESUMED
+    [note] = fake_slack.ephemerals(question.post_place()[0], user=local.OPERATOR_ID)
+    assert "already answered" in note["text"]
+    rig.deliver(ids.resumed_by(question.question_id))  # the winner's continuation runs, once
+    rig.expect(ids.resumed_by(question.question_id), SessionStatus.DONE)
+
+
+def test_a_click_that_reads_before_a_stop_commits_answers_nothing(fake_slack: FakeSlack, rig: cost.Rig,
+                                                                  held: Held) -> None:  # fmt: skip
+    """The stop ends the paused asker and cancels its question between the click's read and its commit. Without the
+    fences the click's commit would land (its continuation and its answer's event are new documents): a stopped
+    session resumed. The fence fails, and the transaction finds the question cancelled."""
+    session_id, question = _asked(rig)
+    clicked = dict[str, Any]()
+    held.race(_click(_press(question, 2, local.OPERATOR_ID), clicked),
+              lambda: stopping.stop(session_id, by=local.OPERATOR_ID))  # fmt: skip
+    assert held.settled == [False]
+    assert clicked["answer"] == "not_open"
+    assert rig.session(session_id).status == SessionStatus.STOPPED
+    found = questions.get_question(question.question_id)
+    assert found is not None
+    assert found.status == QuestionStatus.CANCELLED
+    assert found.answered_by is None
+    assert _continuations(session_id) == []
+    assert sessions.get_session(ids.resumed_by(question.question_id)) is None
+    [note] = fake_slack.ephemerals(question.post_place()[0], user=local.OPERATOR_ID)
+    assert "cancelled" in note["text"]
+
+
+def test_racing_clicks_unheld_make_one_answer(fake_slack: FakeSlack, two_operators: cost.Rig) -> None:
+    """Three presses at once, none held: whichever way the reads and commits interleave, one answer wins."""
+    rig = two_operators
+    session_id, question = _asked(rig)
+    rig.script(FakeGemini.text("Going with it."))
+    start = threading.Barrier(3)
+    replies = [dict[str, Any]() for _ in range(3)]
+    presses = [_press(question, 1, local.OPERATOR_ID), _press(question, 2, SECOND), _press(question, 2, SECOND)]
+
+    def click(index: int) -> None:
+        start.wait(timeout=60)
+        cost.Rig.interactivity(presses[index], replies[index])
+
+    racers = [threading.Thread(target=click, args=(index,), daemon=True) for index in range(3)]
+    for racer in racers:
+        racer.start()
+    for racer in racers:
+        racer.join(timeout=120)
+    assert sorted(reply["answer"] for reply in replies) == ["answered", "not_open", "not_open"], replies
+    assert _continuations(session_id) == [ids.resumed_by(question.question_id)]
+    assert len(fake_slack.ephemerals(question.post_place()[0])) == 2
+    rig.deliver(ids.resumed_by(question.question_id))
+    rig.expect(ids.resumed_by(question.question_id), SessionStatus.DONE)
+
+
+def _approval_asked(rig: cost.Rig) -> tuple[str, Approval]:
+    session_id = rig.paused("scale the api", FakeGemini.call("scale_service", name="api", replicas=3))
+    [approval] = approvals.get_approvals(rig.session(session_id).awaited(WaitKind.APPROVAL))
+    assert approval.card_ts
+    return session_id, approval
+
+
+def _decision(approval: Approval, action: str, user: str) -> tuple[bytes, dict[str, str]]:
+    channel, thread_ts = approval.card_place()
+    return cost.Rig.press(channel, approval.card_ts or "", thread_ts or approval.thread_ts, action_id=action,
+                          value=blocks.approval_value(approval.approval_id, approval.digest), user=user)  # fmt: skip
+
+
+def test_an_approve_that_reads_before_a_racing_deny_commits_is_told_it_was_denied(
+    fake_slack: FakeSlack, two_operators: cost.Rig, held: Held
+) -> None:
+    rig = two_operators
+    session_id, approval = _approval_asked(rig)
+    approve, deny = dict[str, Any](), dict[str, Any]()
+    held.race(_click(_decision(approval, blocks.APPROVE_ACTION, local.OPERATOR_ID), approve),
+              _click(_decision(approval, blocks.DENY_ACTION, SECOND), deny))  # fmt: skip
+    assert held.settled == [False]  # the deny wrote the approval and the asker, and created the continuation
+    assert (deny["decision"], approve["decision"]) == ("decided", "already_decided")
+    decided = approvals.get_approval(approval.approval_id)
+    assert decided is not None
+    assert (decided.status, decided.decided_by) == (ApprovalStatus.DENIED, SECOND)
+    assert _continuations(session_id) == [ids.resume_id(session_id, approval.seq)]
+    [note] = fake_slack.ephemerals(approval.card_place()[0], user=local.OPERATOR_ID)
+    assert "already denied" in note["text"]
+
+
+def test_the_fence_fails_on_the_emulator_as_the_product_expects(rig: cost.Rig) -> None:
+    """What ``FencedBatch`` relies on, on the emulator: an update under a stale update time and a create of an
+    existing document fail the whole commit with one of ``fenced.FENCE_FAILED``, writing nothing."""
+    ref = firestore.db().collection("fence_check").document(rig.uid)
+    ref.set({"n": 1})
+    stale = ref.get()
+    ref.update({"n": 2})
+    batch = fenced.FencedBatch({ref.path: stale})
+    other = firestore.db().collection("fence_check").document(f"{rig.uid}-new")
+    batch.create(other, {"n": 0})
+    batch.update(ref, {"n": 3})
+    assert batch.settle([ref]) is False
+    assert ref.get().to_dict() == {"n": 2}
+    assert not other.get().exists
+    batch = fenced.FencedBatch({})
+    batch.create(ref, {"n": 4})
+    with pytest.raises(gexc.GoogleAPICallError) as raised:
+        batch.commit()
+    assert isinstance(raised.value, fenced.FENCE_FAILED)
+    fresh = ref.get()
+    batch = fenced.FencedBatch({ref.path: fresh})
+    batch.update(ref, {"n": 5})
+    assert batch.settle([ref]) is True
+    assert ref.get().to_dict() == {"n": 5}
+    unfenced = fenced.FencedBatch({ref.path: fresh})
+    unfenced.create(other, {"n": 0})
+    with pytest.raises(fenced.Unfenceable):  # it read ``ref`` and does not write it: nothing holds its state
+        unfenced.settle([ref])
