@@ -25,6 +25,7 @@ from google.cloud import firestore
 from google.cloud.firestore_v1 import _helpers
 from google.cloud.firestore_v1.base_document import BaseDocumentReference
 
+from shared.errors import ProductError
 from shared.state.firestore import contended, db
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,7 @@ T = TypeVar("T")
 FENCE_FAILED = (gexc.FailedPrecondition, gexc.NotFound, gexc.AlreadyExists, gexc.Conflict)
 
 
-class Unfenceable(Exception):
+class Unfenceable(ProductError):
     """The decision rests on something no precondition of the commit can hold: decide it in a transaction."""
 
 
