@@ -2,9 +2,10 @@
 
 A thread's open questions are found by point reads (``threads/`` lists them); a button names its question, which
 is trusted only once found open in the very channel and message pressed. The answer and what it causes (the
-continuation session, or a note for a still-running asker) are written in one Firestore transaction, so racing
-answers (two operators, a Slack retry, a button press with a text reply) make exactly one; the losers hear that
-the question was already answered.
+continuation session, or a note for a still-running asker) are written in one commit fenced by what it read (a
+Firestore transaction when a racing write moved it: ``shared.state.fenced``), so racing answers (two operators, a
+Slack retry, a button press with a text reply) make exactly one; the losers hear that the question was already
+answered.
 """
 
 from __future__ import annotations
