@@ -4,9 +4,10 @@ A call whose tier is ``approve`` does not run: an approval record bound to a dig
 canonical arguments is written, and a card is posted with Approve / Deny buttons. The press (or an operator's
 reply in the thread, which denies with its text as the reason) decides it in one fenced commit (a transaction
 when a racing write moved what it read: ``shared.state.fenced``); when every call of the turn is decided, the
-paused session resumes in a continuation that runs the approved calls through the ledger. Who may decide: the approvers the tool's rule names, else the operators (and the requester only with
-``ALLOW_REQUESTER_APPROVALS``); a rule may ask for two distinct approvers (``shared.asks.approvers``). The card is
-``shared.slack.approval_card``: a sentence of what will happen, then every character of the call.
+paused session resumes in a continuation that runs the approved calls through the ledger. Who may decide: the
+approvers the tool's rule names, else the operators (and the requester only with ``ALLOW_REQUESTER_APPROVALS``); a
+rule may ask for two distinct approvers (``shared.asks.approvers``). The card is ``shared.slack.approval_card``: a
+sentence of what will happen, then every character of the call.
 """
 
 from __future__ import annotations

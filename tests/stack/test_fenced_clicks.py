@@ -207,6 +207,27 @@ def test_an_approve_that_reads_before_a_racing_deny_commits_is_told_it_was_denie
     assert "already denied" in note["text"]
 
 
+def test_an_approve_that_reads_before_a_stop_commits_runs_nothing(fake_slack: FakeSlack, rig: cost.Rig,
+                                                                  held: Held) -> None:  # fmt: skip
+    """The stop ends the paused asker and denies its pending approval between the Approve's read and its commit.
+    Without the fences the Approve's commit would land (its continuation and its press's event are new documents): a
+    denied call approved and a stopped session resumed to run it. The fence fails; the transaction finds it denied."""
+    session_id, approval = _approval_asked(rig)
+    approve = dict[str, Any]()
+    held.race(_click(_decision(approval, blocks.APPROVE_ACTION, local.OPERATOR_ID), approve),
+              lambda: stopping.stop(session_id, by=local.OPERATOR_ID))  # fmt: skip
+    assert held.settled == [False]
+    assert approve["decision"] == "already_decided"
+    assert rig.session(session_id).status == SessionStatus.STOPPED
+    decided = approvals.get_approval(approval.approval_id)
+    assert decided is not None
+    assert decided.status == ApprovalStatus.DENIED
+    assert decided.approved_by == []
+    assert _continuations(session_id) == []
+    [note] = fake_slack.ephemerals(approval.card_place()[0], user=local.OPERATOR_ID)
+    assert "already denied" in note["text"]
+
+
 def test_the_fence_fails_on_the_emulator_as_the_product_expects(rig: cost.Rig) -> None:
     """What ``FencedBatch`` relies on, on the emulator: an update under a stale update time and a create of an
     existing document fail the whole commit with one of ``fenced.FENCE_FAILED``, writing nothing."""
