@@ -54,12 +54,14 @@ def test_firestore_operations_stay_within_the_budget(rig: cost.Rig) -> None:
 # 28.1), each an RPC the handler or the worker waits for: the answer's (or decision's) transaction reads the question
 # (or approval), its asker and the continuation that would resume its turn in one batch (begin, read, commit; the
 # answer here is a thread reply, which also records its event and reads its thread's questions); a continuation's
-# claim reads the session, its transcript's root and its question in one batch; what its waiting record came to is
-# read by each kind of wait's own module (one batch per kind); each step commit reads
+# claim reads the session, its transcript's root and its question in one batch, with its transcript's query beside
+# it (an RPC counted here, not waited for after the claim); what its waiting record came to is read in ONE batch for
+# every kind of wait (an approval with its call's ledger entry), never an empty one; each step commit reads
 # the session and the root in one; the approved call's ledger records are each one commit fenced by the lease
 # without a read. Before round 3's session 5: answer 6, approve 4 (the continuation's existence read apart in the
-# click's transaction).
-ROUND_TRIPS = {"answer": 5, "approve": 3, "continuation": 16, "approved_run": 20, "ledger_outward_call": 4}
+# click's transaction); before session 6: continuation 16, approved_run 20 (an empty read; the approval and its
+# ledger entry read apart).
+ROUND_TRIPS = {"answer": 5, "approve": 3, "continuation": 15, "approved_run": 18, "ledger_outward_call": 4}
 
 
 def test_resuming_makes_no_more_round_trips_than_budgeted(rig: cost.Rig) -> None:
@@ -67,3 +69,13 @@ def test_resuming_makes_no_more_round_trips_than_budgeted(rig: cost.Rig) -> None
     rig.script_used()
     found = {name: measured[name].rpcs for name in ROUND_TRIPS}
     assert found == ROUND_TRIPS, f"round trips {found}, budgeted {ROUND_TRIPS}"
+    for name, outcomes in (("continuation", "BatchGetDocuments 1r"), ("approved_run", "BatchGetDocuments 2r")):
+        trace = measured[name].trace
+        assert not [entry for entry in trace if entry.endswith(" 0r")], f"{name} read nothing: {trace}"
+        assert len([entry for entry in trace if entry.startswith("RunQuery")]) == 1, trace
+        # After the claim's commit: ONE read of what the record came to (the query ran beside the claim), then the
+        # writes (the resumed step's transaction; an approved call's ledger records first).
+        rest = [entry for entry in trace if not entry.startswith("RunQuery")]
+        claimed = next(i for i, entry in enumerate(rest) if entry.startswith("Commit"))
+        assert rest[claimed + 1] == outcomes, f"{name}: {trace}"
+        assert not rest[claimed + 2].startswith("BatchGet"), f"{name}: {trace}"
