@@ -19,7 +19,7 @@ from shared.agent.run_state import RunState
 from shared.agent.tools.base import Outcome, Suspend
 from shared.agent.tools.result import ToolResult
 from shared.agent.transcript import pending_turn
-from shared.agent.waits import kinds
+from shared.agent.waits import kinds, outcomes
 from shared.agent.waits.base import Resumed
 from shared.agent.waits.resuming import Resuming, WaitOn
 from shared.asks import tree_status
@@ -64,8 +64,8 @@ class Resumer:
             news = [note for kind, wait in kinds.KINDS.items() for note in wait.news(_of_kind(record, kind))]
             if news:
                 resuming.responses.text(prompts.notes_text(news))
-        live = [w for w in record if not w.released]  # each kind's outcomes, read once
-        found = {kind: wait.read(self.session, seq, _of_kind(live, kind)) for kind, wait in kinds.KINDS.items()}
+        # Every kind's outcomes in one batched read (none if the run read them as it started, beside its transcript)
+        found = outcomes.read(self.session, record, known=self.run.outcomes_read(record))
         audit: list[Audit] = []
         again: list[Waiting] = []
         for entry in sorted(record, key=lambda w: w.index):

@@ -22,7 +22,9 @@ from shared.agent import streamed
 from shared.agent.budget import Budget, conversation_allowance
 from shared.agent.tools import toolset
 from shared.agent.transcript import PendingTurn, Responses, contents_of, to_json
-from shared.state import spend, steps
+from shared.agent.waits import outcomes
+from shared.state import batched, spend, steps
+from shared.state.batched import Docs
 from shared.state.firestore import now
 from shared.state.models import Audit, AuditType, Note, Question, SessionKind, Step, StepKind, Waiting
 from shared.state.session_model import Session, SessionUpdate
@@ -32,7 +34,7 @@ class RunState:
     """What one run of a claimed session shares: its session, transcript, surface, tools, budget and notes."""
 
     def __init__(self, session: Session, *, takeover: bool, started_at: datetime | None = None,
-                 question: Question | None = None) -> None:  # fmt: skip
+                 question: Question | None = None, transcript: list[Step] | None = None) -> None:  # fmt: skip
         settings = config.settings()
         self.session = session
         self.takeover = takeover
@@ -40,7 +42,19 @@ class RunState:
         elapsed = (now() - started_at).total_seconds() if started_at else 0.0
         # A mention or a child on its first claim has no steps yet (next_seq moves with every step): skip the query.
         fresh = session.kind in {SessionKind.MENTION, SessionKind.CHILD} and not takeover and session.next_seq == 0
-        self.steps: list[Step] = [] if fresh else steps.load_steps(session.transcript)
+        # What its paused turn waited on came to (if it resumes one), read beside the transcript's query: both wait
+        # only for the claim, which is over (``shared.agent.waits.outcomes``); the query is skipped if the delivery
+        # ran it beside the claim already (``transcript``: ``shared.state.transcript_ahead``).
+        record = [] if session.stop_requested else list(session.waiting)  # (one queued only to end resumes nothing)
+        wanted = outcomes.refs(session, record)
+        if fresh or transcript is not None:
+            self.steps: list[Step] = list(transcript or [])
+            docs = batched.read(wanted)
+        elif not wanted:
+            self.steps, docs = steps.load_steps(session.transcript), {}
+        else:
+            self.steps, docs = batched.both(lambda: steps.load_steps(session.transcript), lambda: batched.read(wanted))
+        self._outcomes: tuple[list[Waiting], Docs] | None = (record, docs) if record else None
         self.budget = Budget(  # a delegated child has its allotment from its tree's budget
             *conversation_allowance(session, self.steps),
             settings.session_wall_seconds,
@@ -99,6 +113,12 @@ class RunState:
         self.steps.append(step)
         self.committed = time.monotonic()
         return step
+
+    def outcomes_read(self, record: list[Waiting]) -> Docs | None:
+        """The documents of ``record``'s outcomes as the run read them when it started (once: a second resumption
+        of a record reads them again, as a call the first one ran has written its ledger entry since)."""
+        read, self._outcomes = self._outcomes, None
+        return read[1] if read is not None and read[0] == record else None
 
     def keep_lease(self) -> None:
         """Renew the lease during a long turn (a slow tool, several slow calls), so no takeover starts meanwhile."""

@@ -32,7 +32,7 @@ from shared.agent.transcript import contents_of, pending_turn, shorten_tool_resu
 from shared.asks import tree_status
 from shared.state import steps
 from shared.state.firestore import now
-from shared.state.models import Audit, AuditType, NoteKind, Question, SessionStatus, StepKind
+from shared.state.models import Audit, AuditType, NoteKind, Question, SessionStatus, Step, StepKind
 from shared.state.session_model import Session
 
 log = logging.getLogger(__name__)
@@ -42,8 +42,9 @@ class Runner:
     """Runs one claimed session to a terminal state (or a pause)."""
 
     def __init__(self, session: Session, *, takeover: bool, started_at: datetime | None = None,
-                 question: Question | None = None) -> None:  # fmt: skip
-        self.run_state = RunState(session, takeover=takeover, started_at=started_at, question=question)
+                 question: Question | None = None, transcript: list[Step] | None = None) -> None:  # fmt: skip
+        self.run_state = RunState(session, takeover=takeover, started_at=started_at, question=question,
+                                  transcript=transcript)  # fmt: skip
         calls = ToolCalls(self.run_state)
         pauses = Pauses(self.run_state, calls)
         self.ender = Ender(self.run_state, pauses)

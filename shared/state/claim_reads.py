@@ -11,6 +11,7 @@ answer.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from google.cloud import firestore
@@ -54,10 +55,23 @@ _MISSING = object()
 
 @dataclass(frozen=True)
 class ClaimReads:
-    """The session's snapshot and the documents read beside it (by path; None for one that does not exist)."""
+    """The session's snapshot and the documents read beside it (by path; None for one that does not exist), and
+    the update time of every document the claim read (beside it, or later in its transaction: ``noted``)."""
 
     session: Any  # the session's DocumentSnapshot
     beside: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    updated: dict[str, datetime] = field(default_factory=dict)
+
+    def noted(self, snap: Any) -> dict[str, Any]:
+        """A document the claim read in its transaction after this batch: its update time kept; its data."""
+        if snap.exists and snap.update_time is not None:
+            self.updated[snap.reference.path] = snap.update_time
+        return snap.to_dict() or {}
+
+    def newest_update(self) -> datetime | None:
+        """The latest update time of the documents this claim read (existing ones), the session's included."""
+        times = [t for t in [self.session.update_time if self.session.exists else None, *self.updated.values()] if t]
+        return max(times, key=stamp) if times else None
 
     def read(self, ref: firestore.DocumentReference) -> bool:
         """Whether ``ref`` was read beside the session."""
@@ -84,4 +98,16 @@ def read(transaction: firestore.Transaction, session_id: str) -> ClaimReads:
         return ClaimReads(ref.get(transaction=transaction))
     snaps = {snap.reference.path: snap for snap in db().get_all(refs, transaction=transaction)}
     beside = {path: (snap.to_dict() if snap.exists else None) for path, snap in snaps.items() if path != ref.path}
-    return ClaimReads(snaps[ref.path], beside)
+    updated = {path: snap.update_time for path, snap in snaps.items() if snap.exists and snap.update_time}
+    return ClaimReads(snaps[ref.path], beside, updated)
+
+
+def stamp(when: datetime) -> tuple[int, int]:
+    """A Firestore time to the nanosecond (seconds, nanos), for an exact comparison: ``datetime`` compares to the
+    microsecond only, and the emulator's times carry nanoseconds."""
+    to_pb = getattr(when, "timestamp_pb", None)
+    if to_pb is not None:
+        pb = to_pb()
+        return int(pb.seconds), int(pb.nanos)
+    whole = int(when.timestamp())
+    return whole, (when.microsecond * 1000)

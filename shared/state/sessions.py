@@ -83,6 +83,9 @@ class Claim:
     writer_dead: bool = False  # HANDED_OVER: that session runs under an expired lease (its worker is gone)
     found: Session | None = None  # FINISHED: the session as found (a delivery after its end still has duties)
     question: Question | None = None  # a continuation's question, read with the claim (its opening starts from it)
+    # Claimed: the newest update time of the documents the claim read (the session's, its transcript's root's and
+    # its writer's among them): no step of its transcript was stored after it (``shared.state.transcript_ahead``).
+    settled: datetime | None = None
 
 
 def claim_session(
@@ -144,7 +147,8 @@ def claim_session(
         # after a lock wait) fails its precondition instead of running the session a second time.
         transaction.update(ref, fields, option=db().write_option(last_update_time=snap.update_time))
         session.apply(fields)
-        return Claim(result, session, trace_id=session.trace_id, question=_question_read(session, reads))
+        return Claim(result, session, trace_id=session.trace_id, question=_question_read(session, reads),
+                     settled=reads.newest_update())  # fmt: skip
 
     try:
         claimed: Claim = _claim_again_if_changed(claim)  # parallel deliveries of one task race for it
@@ -218,6 +222,8 @@ UNFINISHED = frozenset({SessionStatus.QUEUED.value, SessionStatus.RUNNING.value,
 
 def all_ended(session_ids: list[str], transaction: firestore.Transaction | None = None) -> bool:
     """Whether every one of these sessions has ended (point reads; in ``transaction`` if given)."""
+    if not session_ids:
+        return True  # no read with nothing to read
     snaps = db().get_all([session_ref(s) for s in session_ids], field_paths=["status"], transaction=transaction)
     found = {snap.id: (snap.to_dict() or {}).get("status") for snap in snaps}
     return all(found.get(s) not in UNFINISHED for s in session_ids)
@@ -270,7 +276,7 @@ def _doc(transaction: firestore.Transaction, ref: firestore.DocumentReference, f
     """A document's ``fields``, as the claim read it already, or read now in ``transaction``."""
     if reads.read(ref):
         return reads.data(ref) or {}
-    return ref.get(transaction=transaction, field_paths=fields).to_dict() or {}
+    return reads.noted(ref.get(transaction=transaction, field_paths=fields))
 
 
 def _late_result_of(session: Session) -> str | None:

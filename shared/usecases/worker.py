@@ -18,9 +18,9 @@ from shared.agent import heartbeat
 from shared.logs import current_trace, session_context
 from shared.queue import tasks
 from shared.slack import backpressure
-from shared.state import lease, sessions, steps
+from shared.state import lease, sessions, steps, transcript_ahead
 from shared.state.firestore import now
-from shared.state.models import Question, SessionStatus
+from shared.state.models import Question, SessionStatus, Step
 from shared.state.session_model import Session
 from shared.state.sessions import Claim, ClaimResult
 
@@ -44,14 +44,17 @@ class Delivery:
 def run_delivery(session_id: str, *, task: str, attempt: int) -> Delivery:
 
     worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-    claim = sessions.claim_session(
-        session_id, worker=worker, task=task, attempt=attempt, lease_seconds=config.settings().session_lease_seconds
-    )
+    # A continuation's transcript is queried beside its claim, and used only if the claim leaves it as read.
+    with transcript_ahead.beside_claim(session_id) as ahead:
+        claim = sessions.claim_session(
+            session_id, worker=worker, task=task, attempt=attempt, lease_seconds=config.settings().session_lease_seconds
+        )
+        transcript = ahead.usable(claim) if ahead is not None else None
     with session_context(session_id, trace=claim.trace_id or current_trace()):
-        return _after_claim(claim, task=task, attempt=attempt)
+        return _after_claim(claim, task=task, attempt=attempt, transcript=transcript)
 
 
-def _after_claim(claim: Claim, *, task: str, attempt: int) -> Delivery:
+def _after_claim(claim: Claim, *, task: str, attempt: int, transcript: list[Step] | None = None) -> Delivery:
     session = claim.session
     if claim.result in {ClaimResult.TRANSCRIPT_BUSY, ClaimResult.RENEWED_LATELY}:
         # Its asker has not stopped yet, or the attempt this retry follows may still be alive: Cloud Tasks delivers
@@ -85,11 +88,12 @@ def _after_claim(claim: Claim, *, task: str, attempt: int) -> Delivery:
         log.error("session killed at the same step on every attempt; giving up", extra={"takeovers": stalled})
         give_up(session, f"its worker stopped {stalled} times in a row without storing a step")
         return Delivery(False, {"status": "failed"})
-    return _run(session, claim.result.takeover, reason, task=task, attempt=attempt, question=claim.question)
+    return _run(session, claim.result.takeover, reason, task=task, attempt=attempt, question=claim.question,
+                transcript=transcript)  # fmt: skip
 
 
 def _run(session: Session, takeover: bool, reason: str, *, task: str, attempt: int,
-         question: Question | None = None) -> Delivery:  # fmt: skip
+         question: Question | None = None, transcript: list[Step] | None = None) -> Delivery:  # fmt: skip
     from shared.agent.runner import Runner
 
     log.info("session claimed", extra={"reason": reason, "task": task, "attempt": attempt, "kind": session.kind.value})
@@ -100,7 +104,8 @@ def _run(session: Session, takeover: bool, reason: str, *, task: str, attempt: i
     with backpressure.within(_time_left(session)):  # the failure notice too waits for Slack within the budget
         with beating:
             try:
-                status = Runner(session, takeover=takeover, started_at=session.started_at, question=question).run()
+                status = Runner(session, takeover=takeover, started_at=session.started_at, question=question,
+                                transcript=transcript).run()  # fmt: skip
             except steps.LeaseLost as exc:
                 log.warning("lost the session to another worker; stopping", extra={"reason": str(exc)})
                 return Delivery(False, {"skipped": "lease lost"})

@@ -234,7 +234,7 @@ def test_a_lost_child_is_an_error_and_only_children_show_in_the_tree(monkeypatch
 def test_a_resumed_ask_parent_gets_the_parents_answer(asked: ParentQuestion | None, expected: ToolResult) -> None:
     session = child(SessionStatus.RUNNING, asked=asked)
     wait = agent_kinds.of(WaitKind.PARENT_ANSWER)
-    assert wait.read(session, 3, [entry(WaitKind.PARENT_ANSWER, "p-1")]) is None  # nothing read: it is on the child
+    assert wait.refs(session, 3, [entry(WaitKind.PARENT_ANSWER, "p-1")]) == []  # nothing read: it is on the child
     assert wait.outcome(resumed(session), entry(WaitKind.PARENT_ANSWER, "p-1"), CALL, None) == expected
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from google.cloud import firestore
 from google.genai import types
 
 from shared.agent.tools.base import Outcome, Suspend
@@ -13,9 +14,9 @@ from shared.agent.tools.result import ToolResult
 from shared.agent.waits.base import Resumed, cannot_wait
 from shared.asks import approvals
 from shared.limits import MAX_TOOL_RESULT_CHARS
-from shared.state import approvals as stored_approvals
 from shared.state import ledger
-from shared.state.firestore import now
+from shared.state.batched import Docs
+from shared.state.firestore import APPROVALS, db, now
 from shared.state.models import Approval, ApprovalStatus, Audit, AuditType, Note, Waiting, WaitKind
 from shared.state.session_model import Session
 
@@ -58,6 +59,11 @@ def decided_response(resumed: Resumed, approval: Approval, call: types.FunctionC
     return ToolResult.from_dict(approvals.edited_response(approval, result.to_dict()))
 
 
+def _approval_ref(approval_id: str) -> firestore.DocumentReference:
+    ref: firestore.DocumentReference = db().collection(APPROVALS).document(approval_id)
+    return ref
+
+
 @dataclass(frozen=True)
 class ApprovalResume:
     kind: WaitKind = WaitKind.APPROVAL
@@ -66,9 +72,17 @@ class ApprovalResume:
     def pausing(self, entries: list[Waiting]) -> None:
         return None
 
-    def read(self, session: Session, seq: int, entries: list[Waiting]) -> Decided:
-        found = {a.approval_id: a for a in stored_approvals.get_approvals([w.key for w in entries])}
-        return Decided(found, ledger.entries(session, seq, [w.index for w in entries]))
+    def refs(self, session: Session, seq: int, entries: list[Waiting]) -> list[firestore.DocumentReference]:
+        """Each approval, and the ledger entry of the call it decides (a crash may have run it already)."""
+        return [_approval_ref(w.key) for w in entries] + [ledger.call_ref(session, seq, w.index) for w in entries]
+
+    def found(self, session: Session, seq: int, entries: list[Waiting], docs: Docs) -> Decided:
+        decided = {w.key: docs.get(_approval_ref(w.key).path) for w in entries}
+        recorded = {w.index: docs.get(ledger.call_ref(session, seq, w.index).path) for w in entries}
+        return Decided(
+            {key: Approval.from_doc(data) for key, data in decided.items() if data is not None},
+            {index: ledger.entry_of(data) for index, data in recorded.items() if data is not None},
+        )
 
     def outcome(self, resumed: Resumed, entry: Waiting, call: types.FunctionCall, found: Decided) -> Outcome:
         approval = found.approvals[entry.key]

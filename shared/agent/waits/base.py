@@ -1,17 +1,20 @@
 """What every kind of wait does in the agent (issue 23): what starts when a turn pauses on it (``pausing``), what
-the record's waits of that kind came to, read once on resume (``read``), and the outcome the call that waited gets
-(``outcome``: a response, or a new wait for an MCP server's input). One module per kind implements it;
-``shared.agent.waits.kinds`` holds them by ``WaitKind``."""
+the record's waits of that kind came to on resume (``refs`` names the documents it is read from, ``found`` takes
+them: the resumption reads every kind's documents in one batched read, ``shared.agent.waits.outcomes``), and the
+outcome the call that waited gets (``outcome``: a response, or a new wait for an MCP server's input). One module
+per kind implements it; ``shared.agent.waits.kinds`` holds them by ``WaitKind``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from google.cloud import firestore
 from google.genai import types
 
 from shared.agent.tools.base import Outcome
 from shared.agent.tools.result import ToolResult
+from shared.state.batched import Docs
 from shared.state.models import Audit, Note, Waiting, WaitKind
 from shared.state.session_model import Session
 
@@ -48,8 +51,13 @@ class ResumedWait(Protocol[Found]):
         """What starts once a turn pauses on ``entries`` of this kind (none: nothing), before its pause is stored."""
         ...
 
-    def read(self, session: Session, seq: int, entries: list[Waiting]) -> Found:
-        """What the live ``entries`` of this kind (the turn at ``seq``) came to, read once for the resumption."""
+    def refs(self, session: Session, seq: int, entries: list[Waiting]) -> list[firestore.DocumentReference]:
+        """The documents what the live ``entries`` of this kind (the turn at ``seq``) came to is read from (none:
+        nothing to read), read with every other kind's in one batched read."""
+        ...
+
+    def found(self, session: Session, seq: int, entries: list[Waiting], docs: Docs) -> Found:
+        """What the live ``entries`` came to, from ``docs`` (what ``refs`` named, by path; None: not stored)."""
         ...
 
     def outcome(self, resumed: Resumed, entry: Waiting, call: types.FunctionCall, found: Found) -> Outcome:

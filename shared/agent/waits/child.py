@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from google.cloud import firestore
 from google.genai import types
 
 from shared.agent.tools.base import Outcome, short
@@ -13,7 +14,8 @@ from shared.agent.waits.base import Resumed
 from shared.asks import delegation
 from shared.limits import MAX_TOOL_RESULT_CHARS
 from shared.state import children as stored_children
-from shared.state.firestore import now
+from shared.state.batched import Docs
+from shared.state.firestore import now, session_ref
 from shared.state.models import Audit, AuditType, Note, SessionStatus, Waiting, WaitKind
 from shared.state.session_model import Session
 
@@ -42,8 +44,12 @@ class ChildResume:
         if entries:
             delegation.launch([w.key for w in entries])
 
-    def read(self, session: Session, seq: int, entries: list[Waiting]) -> dict[str, Session]:
-        return {c.session_id: c for c in stored_children.get_children([w.key for w in entries])}
+    def refs(self, session: Session, seq: int, entries: list[Waiting]) -> list[firestore.DocumentReference]:
+        return [session_ref(w.key) for w in entries]
+
+    def found(self, session: Session, seq: int, entries: list[Waiting], docs: Docs) -> dict[str, Session]:
+        found = {w.key: docs.get(session_ref(w.key).path) for w in entries}
+        return {key: Session.from_doc(data) for key, data in found.items() if data is not None}
 
     def outcome(self, resumed: Resumed, entry: Waiting, call: types.FunctionCall,
                 found: dict[str, Session]) -> Outcome:  # fmt: skip
@@ -55,6 +61,8 @@ class ChildResume:
         return ended
 
     def news(self, entries: list[Waiting]) -> list[Note]:
+        if not entries:
+            return []  # no read with nothing to read
         return [stored_children.result_note(c) for c in stored_children.get_children([w.key for w in entries])]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from google.cloud import firestore
 from google.genai import types
 
 from shared.agent.tools.base import Outcome, ResumesWithInput, Wait
@@ -14,8 +15,8 @@ from shared.agent.tools.result import ToolResult
 from shared.agent.waits.base import Resumed, cannot_wait
 from shared.limits import MAX_TOOL_RESULT_CHARS
 from shared.state import ledger
-from shared.state import questions as stored
-from shared.state.firestore import now
+from shared.state.batched import Docs
+from shared.state.firestore import now, question_ref
 from shared.state.models import Audit, AuditType, Note, Question, QuestionStatus, Waiting, WaitKind
 from shared.state.session_model import Session
 
@@ -49,6 +50,12 @@ def run_with_input(resumed: Resumed, question: Question, call: types.FunctionCal
     return outcome
 
 
+def questions_in(docs: Docs, question_ids: list[str]) -> dict[str, Question]:
+    """The questions of ``question_ids`` among ``docs`` (read in the resumption's batch), by id."""
+    found = {key: docs.get(question_ref(key).path) for key in question_ids}
+    return {key: Question.from_doc(data) for key, data in found.items() if data is not None}
+
+
 @dataclass(frozen=True)
 class McpInputResume:
     kind: WaitKind = WaitKind.MCP_INPUT
@@ -57,8 +64,11 @@ class McpInputResume:
     def pausing(self, entries: list[Waiting]) -> None:
         return None
 
-    def read(self, session: Session, seq: int, entries: list[Waiting]) -> dict[str, Question]:
-        return stored.get_questions([w.key for w in entries])  # one batched read
+    def refs(self, session: Session, seq: int, entries: list[Waiting]) -> list[firestore.DocumentReference]:
+        return [question_ref(w.key) for w in entries]
+
+    def found(self, session: Session, seq: int, entries: list[Waiting], docs: Docs) -> dict[str, Question]:
+        return questions_in(docs, [w.key for w in entries])
 
     def outcome(self, resumed: Resumed, entry: Waiting, call: types.FunctionCall,
                 found: dict[str, Question]) -> Outcome:  # fmt: skip

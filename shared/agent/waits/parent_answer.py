@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from google.cloud import firestore
 from google.genai import types
 
 from shared.agent.tools.base import Outcome
 from shared.agent.tools.result import ToolResult
 from shared.agent.waits.base import Resumed
 from shared.asks import delegation
+from shared.state.batched import Docs
 from shared.state.models import Note, Waiting, WaitKind
 from shared.state.session_model import Session
 from shared.state.waits.parent_answer import parent_answered
@@ -25,8 +27,11 @@ class ParentAnswerResume:
     def pausing(self, entries: list[Waiting]) -> None:
         return None
 
-    def read(self, session: Session, seq: int, entries: list[Waiting]) -> None:
-        return None  # the answer is on the session itself
+    def refs(self, session: Session, seq: int, entries: list[Waiting]) -> list[firestore.DocumentReference]:
+        return []  # the answer is on the session itself
+
+    def found(self, session: Session, seq: int, entries: list[Waiting], docs: Docs) -> None:
+        return None
 
     def outcome(self, resumed: Resumed, entry: Waiting, call: types.FunctionCall, found: None) -> Outcome:
         asked = resumed.session.parent_question

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from google.cloud import firestore
 from google.genai import types
 
 from shared.agent.opening import answer_of
@@ -12,8 +13,8 @@ from shared.agent.tools.base import Outcome
 from shared.agent.tools.result import ToolResult
 from shared.agent.waits import mcp_input
 from shared.agent.waits.base import Resumed
-from shared.state import questions as stored
-from shared.state.firestore import now
+from shared.state.batched import Docs
+from shared.state.firestore import now, question_ref
 from shared.state.models import Audit, AuditType, Note, Question, QuestionStatus, Waiting, WaitKind
 from shared.state.session_model import Session
 
@@ -26,8 +27,11 @@ class QuestionResume:
     def pausing(self, entries: list[Waiting]) -> None:
         return None
 
-    def read(self, session: Session, seq: int, entries: list[Waiting]) -> dict[str, Question]:
-        return stored.get_questions([w.key for w in entries])  # one batched read
+    def refs(self, session: Session, seq: int, entries: list[Waiting]) -> list[firestore.DocumentReference]:
+        return [question_ref(w.key) for w in entries]
+
+    def found(self, session: Session, seq: int, entries: list[Waiting], docs: Docs) -> dict[str, Question]:
+        return mcp_input.questions_in(docs, [w.key for w in entries])
 
     def outcome(self, resumed: Resumed, entry: Waiting, call: types.FunctionCall,
                 found: dict[str, Question]) -> Outcome:  # fmt: skip
