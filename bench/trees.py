@@ -45,6 +45,7 @@ from shared.state.models import SessionStatus
 SIZES = {"nonblocking": (1, 8, 32), "asking": (1, 8)}
 ROUNDS = {"nonblocking": 2, "asking": 1}  # an asking tree of 8 waits out its aborted commits' retries
 CHILD_MODEL_SECONDS = 0.3
+CHILD_REPLY_COPIES = 3  # each asking child's reply, for its turn and two retries of it (the rest is reset after)
 # The non-blocking parent's next model reply, held while its children end (32 took 3.1 s on a busy machine, 8 0.7 s).
 PARENT_HOLD_SECONDS = {1: 1.5, 2: 1.5, 8: 2.5, 32: 4.0}
 RATIO_32_TARGET = 2.0
@@ -100,7 +101,10 @@ def nonblocking(rig: Rig, children: int) -> Tree:
 def asking(rig: Rig, children: int) -> Tree:
     """Scripted so that whatever order the questions reach the parent in, each gets its own answer: the stub takes
     the first item whose text the request holds, so a parent's request holding question n takes its answer before
-    any plain reply, and a plain reply (it holds the rig's id, the children's requests do not) before any child's."""
+    any plain reply, and a plain reply (it holds the rig's id, the children's requests do not) before any child's.
+    A child's replies are chosen by its request alone: one holding its parent's answer (``-a{n}``) takes its result,
+    any other its question; each is scripted ``CHILD_REPLY_COPIES`` times, so a turn retried after a crashed
+    delivery (its reply consumed, its step not stored) takes the same reply again, never the next one."""
     tag = uuid.uuid4().hex[:10]
     tasks = [f"migrate shard {n} [{tag}-t{n}]" for n in range(children)]
     parent = f"migrate every shard {tag}"
@@ -108,13 +112,14 @@ def asking(rig: Rig, children: int) -> Tree:
     parent_id = rig.start(parent)  # its task goes to the sink: delivered below
     child_ids = [ids.child_id(parent_id, 1, n) for n in range(children)]
     for n, child in enumerate(child_ids):
-        answer = FakeGemini.call("answer_child", child_id=child, answer=f"shard {n} first")
+        answer = FakeGemini.call("answer_child", child_id=child, answer=f"shard {n} first ({tag}-a{n})")
         rig.gemini.script(FakeGemini.matching(f"{tag}-q{n}", answer))
     rig.script(*[FakeGemini.text("Noted.") for _ in range(3 * children + 4)])
-    for n in range(children):
+    for n in range(children):  # its result before its question: a request holding the answer holds the task too
         asks = FakeGemini.call("ask_parent", question=f"Which shard first? ({tag}-q{n})", blocking=True)
         done = FakeGemini.delayed(CHILD_MODEL_SECONDS, FakeGemini.text(f"shard {n} migrated"))
-        rig.gemini.script(FakeGemini.matching(f"{tag}-t{n}", asks), FakeGemini.matching(f"{tag}-t{n}", done))
+        rig.gemini.script(*[FakeGemini.matching(f"{tag}-a{n}", done)] * CHILD_REPLY_COPIES,
+                          *[FakeGemini.matching(f"{tag}-t{n}", asks)] * CHILD_REPLY_COPIES)  # fmt: skip
     tasks_of = DirectTasks()
     with deps.override(tasks=tasks_of):
         rig.counter.reset()

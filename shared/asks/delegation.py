@@ -84,7 +84,7 @@ def ask_parent(child: Session, *, seq: int, index: int, question: str, blocking:
         raise DelegationRefused("the question is empty")
     asked = ParentQuestion(question_id=f"pq-{child.session_id}-{seq}-{index}", text=question.strip(),
                            blocking=blocking, seq=seq, index=index, asked_at=now())  # fmt: skip
-    outcome, woken = children.ask_parent(child, asked)
+    outcome, woken = children.ask_parent(child, asked, unanswered=UNANSWERED)
     if outcome == AskOutcome.NO_PARENT:
         raise DelegationRefused("the session that delegated this task has ended; decide yourself and say so")
     if woken is not None:  # it waited for its children: it reads the question now

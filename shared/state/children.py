@@ -11,17 +11,20 @@ runs or waits, and a continuation of the parent's transcript if the parent has e
 
 from __future__ import annotations
 
+import random
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from google.api_core import exceptions as gexc
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.errors import Refused
-from shared.state import ids, results, sessions, waiting
-from shared.state.firestore import SESSIONS, contended, db, now, session_ref, step_ref
+from shared.errors import Refused, Unavailable
+from shared.state import child_questions, ids, results, sessions, waiting
+from shared.state.firestore import ALREADY_EXISTS, SESSIONS, contended, db, now, session_ref, step_ref
 from shared.state.models import Note, NoteKind, ParentQuestion, SessionKind, SessionStatus, Step, WaitKind
 from shared.state.origin import continuing, same_thread
 from shared.state.session_model import Session
@@ -105,11 +108,15 @@ def create_child(child: Session, budget: TreeBudget) -> Session:
             "tree_reserved.tool_calls": child.limits.max_tool_calls,
         }
         update: dict[str, Any] = {field: firestore.Increment(count) for field, count in allotted.items()}
-        reports_to = child.tree.parent_transcript or child.tree.parent_id or ""
-        if not child.tree.delegate_blocking and reports_to == child.tree_root:  # its transcript reads its result
-            update[results.AWAITING] = firestore.ArrayUnion([child.session_id])
-        elif not child.tree.delegate_blocking:
-            results.expect(transaction, reports_to, [child.session_id])
+        reports_to = child_questions.reports_to(child)
+        # Its transcript reads its questions (and, if it does not wait for it, its result) from records of its own.
+        expects = {child_questions.MAY_ASK: firestore.ArrayUnion([child.session_id])}
+        if not child.tree.delegate_blocking:
+            expects[results.AWAITING] = firestore.ArrayUnion([child.session_id])
+        if reports_to == child.tree_root:
+            update |= expects
+        elif reports_to:
+            transaction.update(session_ref(reports_to), expects)
         transaction.update(root_ref, update)
         return child
 
@@ -189,7 +196,7 @@ def finish(child: Session, step: Step | None, *, status: SessionStatus, result: 
     @firestore.transactional
     def run(transaction: firestore.Transaction) -> Finished | NotesPending:
         fields = ["worker", "status", "notes", "delegate_blocking", "turns", "tool_calls", "tokens", "parent_question",
-                  results.AWAITING]  # fmt: skip
+                  results.AWAITING, child_questions.MAY_ASK]  # fmt: skip
         current = ref.get(transaction=transaction, field_paths=fields).to_dict() or {}
         if asking is not None and not _still_asking(current, asking):
             raise LeaseLost(f"child is now {current.get('status')}: its question {asking} is no longer waited on")
@@ -197,17 +204,20 @@ def finish(child: Session, step: Step | None, *, status: SessionStatus, result: 
         if asking is None and not running:
             raise LeaseLost(f"child is now {current.get('status')} under worker {current.get('worker')}")
         pending = [Note.from_doc(n) for n in current.get("notes") or []]
-        collected = results.collect(transaction, child.session_id, results.awaiting_of(current), pending)
+        collected = results.collect(transaction, child.session_id, results.awaiting_of(current), pending,
+                                    asking=child_questions.may_ask_of(current))  # fmt: skip
         pending += collected.notes
-        dropped = {results.AWAITING: firestore.ArrayRemove(collected.done)} if collected.done else {}
+        dropped = results.drop(transaction, child.session_id, collected, separately=False)
         if pending and wait_for_notes and status == SessionStatus.DONE:
-            if collected.done:  # the results read are kept as notes: this commit stores only them
+            if collected.records:  # the records read are kept as notes: this commit stores only them
                 transaction.update(ref, {**session_update(notes=list(pending), updated_at=when), **dropped})
             return NotesPending(pending)
         # Read here, not from the claim: a sibling's question to the parent may have released this child meanwhile.
         blocking = bool(current.get("delegate_blocking", child.tree.delegate_blocking))
         if not blocking:  # its result record: its parent's transcript reads it, its parent's document is untouched
             results.record(transaction, child, results.result_note(child, result=result, status=status), when)
+        else:  # it will not ask again: its parent's transcript stops reading its question record
+            child_questions.ended(transaction, child)
         if step is not None:
             transaction.create(step_ref(child.transcript, step.seq), step.to_doc())
         used = {"turns": int(current.get("turns") or 0), "tool_calls": int(current.get("tool_calls") or 0)}
@@ -320,60 +330,123 @@ class AskOutcome(StrEnum):
     NO_PARENT = "no_parent"  # the parent has ended: nobody can answer
 
 
-def ask_parent(child: Session, question: ParentQuestion) -> tuple[AskOutcome, str | None]:
-    """Deliver a child's question to its parent exactly once (one transaction, the child's question recorded with
-    it). A parent that waits for its children is queued again so its model can answer: that turn's children go on,
-    each result now reaching it as a note (the results of the ones that already ended are added now)."""
-    ref = session_ref(child.session_id)
+_TELL_ATTEMPTS = 8  # fenced writes to a paused parent that something else wrote meanwhile, read again each time
+
+
+def ask_parent(child: Session, question: ParentQuestion, *, unanswered: str) -> tuple[AskOutcome, str | None]:
+    """Deliver a child's question to its parent exactly once, never writing the parent's document in a transaction:
+    the question is a record of the child's own (``child_questions.record``), which the session writing the parent's
+    transcript reads at its next step commit. A parent paused on a turn is told at once, in one batch fenced by its
+    update time as read (``_tell_paused``): a parent that waits for its children is queued again so its model can
+    answer (that turn's children go on, each result now reaching it as a note; the results of the ones that already
+    ended are added now). A parent whose conversation ended meanwhile leaves the question released (``unanswered``).
+    """
     when = now()
-
-    @firestore.transactional
-    def run(transaction: firestore.Transaction) -> tuple[AskOutcome, str | None]:
-        parent_ref = session_ref(child.tree.parent_id or "")
-        current = ref.get(transaction=transaction, field_paths=["parent_question"]).to_dict() or {}
-        if (current.get("parent_question") or {}).get("question_id") == question.question_id:
-            return AskOutcome.DELIVERED, None  # this call asked already (a re-run after a crash)
-        data = parent_ref.get(transaction=transaction).to_dict()
-        parent = _current_parent(transaction, child, Session.from_doc(data) if data else None)
-        if parent is None or parent.status.value not in _UNFINISHED:
-            return AskOutcome.NO_PARENT, None
-        parent_ref = session_ref(parent.session_id)
-        if parent.waiting and parent.status == SessionStatus.PAUSED:
-            return _ask_waiting(transaction, child, parent, question, when)
-        note = Note(kind=NoteKind.CHILD_QUESTION, text=question.text, user=child.session_id, ts=question.question_id,
-                    question_id=question.question_id, question=child.text)  # fmt: skip
-        transaction.update(parent_ref, appended(notes=[note]) | session_update(updated_at=when))
-        transaction.update(ref, session_update(parent_question=question))
-        return AskOutcome.DELIVERED, None
-
-    asked: tuple[AskOutcome, str | None] = contended(run)
+    parent = _parent_now(child)
+    if parent is None or parent.status.value not in _UNFINISHED:
+        return AskOutcome.NO_PARENT, None
+    child_questions.record(child, question, when)
     child.parent_question = question
-    return asked
+    there, woken = _tell_paused(child, question, when)
+    if not there:  # it ended as the question was recorded: nobody reads it (its release may have missed it)
+        _release_own(child, question, unanswered)
+        return AskOutcome.NO_PARENT, None
+    return (AskOutcome.RESUMED, woken) if woken else (AskOutcome.DELIVERED, None)
 
 
-def _ask_waiting(transaction: firestore.Transaction, child: Session, parent: Session, question: ParentQuestion,
-                 when: datetime) -> tuple[AskOutcome, str | None]:  # fmt: skip
-    """A child's question to a parent paused on a mixed turn: the parent can answer only once it runs, so it no
-    longer waits on that turn's children (their calls get "still running"; their results come as notes), and it
-    resumes now if nothing else is waited on (else the question waits with it, as a note)."""
-    doc = parent.to_doc()
+def _parent_now(child: Session) -> Session | None:
+    """The session that writes the child's parent's transcript now (point reads and a query, no transaction)."""
+    data = session_ref(child.tree.parent_id or "").get().to_dict()
+    return _current_parent(None, child, Session.from_doc(data) if data else None)
+
+
+def _tell_paused(child: Session, question: ParentQuestion, when: datetime) -> tuple[bool, str | None]:
+    """Tell a paused parent of the question now (a running or queued one reads its record at its next step commit).
+    Returns whether the parent's conversation goes on, and the session woken to read the question (if any)."""
+    note = child_questions.question_note(child, question)
+    for attempt in range(_TELL_ATTEMPTS):
+        parent = _parent_now(child)
+        if parent is None or parent.status.value not in _UNFINISHED:
+            return False, None
+        if parent.status != SessionStatus.PAUSED or not parent.waiting:
+            return True, None
+        snap = session_ref(parent.session_id).get()
+        doc = snap.to_dict() or {}
+        if doc.get("status") != SessionStatus.PAUSED.value:
+            continue
+        try:
+            return True, _tell(child, parent.session_id, doc, fence=snap.update_time, note=note, when=when)
+        except (gexc.FailedPrecondition, gexc.Conflict):  # written since (woken or released by a sibling's question)
+            time.sleep(random.uniform(0.02, 0.1) * (attempt + 1))  # noqa: S311 - jitter, not secrecy
+    raise Unavailable(f"the paused parent of {child.session_id} kept changing while its question was delivered")
+
+
+def _tell(child: Session, parent_id: str, doc: dict[str, Any], *, fence: datetime, note: Note,
+          when: datetime) -> str | None:  # fmt: skip
+    """One batch, fenced by the paused parent's update time as read: the question as a note and, if it waits on its
+    children, no longer waiting on them (their calls get "still running"; their results come as notes) and woken if
+    nothing else is waited on. Returns the session woken (None: the question waits with it)."""
     released = {**doc, "waiting": waiting.release_children(doc)}
-    siblings = get_children_in(transaction, waiting.waited_children(doc))
-    found = waiting.check(transaction, parent.session_id, released) if siblings else None
-    note = Note(kind=NoteKind.CHILD_QUESTION, text=question.text, user=child.session_id, ts=question.question_id,
-                question_id=question.question_id, question=child.text)  # fmt: skip
-    notes = [note, *_release_in(transaction, siblings)]
+    siblings = get_children(waiting.waited_children(doc))
+    batch = db().batch()
+    found = None
+    if siblings and not waiting.unresolved(None, released, waiting.record_of(released)):
+        found = waiting.check(None, parent_id, released)
     extra = session_update(waiting=released["waiting"])
+    notes = [note]
+    unfinished: dict[str, list[str]] = {}  # by the transcript that reads their results now
+    for sibling in siblings:
+        if sibling.status.value in _UNFINISHED:
+            batch.update(session_ref(sibling.session_id), session_update(delegate_blocking=False))
+            unfinished.setdefault(child_questions.reports_to(sibling), []).append(sibling.session_id)
+        else:
+            notes.append(result_note(sibling))
+    for transcript_id, child_ids in unfinished.items():  # one write per document: the parent's is fenced
+        if transcript_id == parent_id:
+            extra[results.AWAITING] = firestore.ArrayUnion(child_ids)
+        else:
+            results.expect(batch, transcript_id, child_ids)
     woken = None
     if found is not None:
-        woken = waiting.wake(transaction, found, trigger_ts=None, user=child.origin.trigger_user, at=when, extra=extra,
-                             news=notes)  # fmt: skip
+        woken = waiting.wake(batch, found, trigger_ts=None, user=child.origin.trigger_user, at=when, extra=extra,
+                             news=notes, fence=fence)  # fmt: skip
     else:
-        transaction.update(
-            session_ref(parent.session_id), {**extra, **session_update(updated_at=when), **appended(notes=list(notes))}
-        )
-    transaction.update(session_ref(child.session_id), session_update(parent_question=question))
-    return (AskOutcome.RESUMED, woken.session_id) if woken else (AskOutcome.DELIVERED, None)
+        fields = {**extra, **session_update(updated_at=when), **appended(notes=list(notes))}
+        batch.update(session_ref(parent_id), fields, option=db().write_option(last_update_time=fence))
+    batch.commit()
+    _results_of_late_ends([s for s in siblings if s.status.value in _UNFINISHED])
+    return woken.session_id if woken else None
+
+
+def _results_of_late_ends(released: list[Session]) -> None:
+    """Released children that ended while they were being released may have ended as blocking (no result record):
+    each such result is recorded now, once (``create()``), for the transcript that reads them as notes."""
+    for sibling in get_children([s.session_id for s in released]):
+        reports_to = child_questions.reports_to(sibling)
+        if sibling.status.value in _UNFINISHED or not reports_to:
+            continue
+        try:
+            results.result_ref(reports_to, sibling.session_id).create({"note": result_note(sibling).to_doc(),
+                                                                       "at": sibling.ended_at or now()})  # fmt: skip
+        except ALREADY_EXISTS:
+            continue  # it recorded its result itself (it ended released)
+
+
+def _release_own(child: Session, question: ParentQuestion, unanswered: str) -> None:
+    """The child's question, recorded as its parent's conversation ended, released as that ending would have."""
+    ref = session_ref(child.session_id)
+
+    @firestore.transactional
+    def run(transaction: firestore.Transaction) -> None:
+        asked = (ref.get(transaction=transaction, field_paths=["parent_question"]).to_dict() or {}).get(
+            "parent_question"
+        ) or {}
+        if asked.get("question_id") == question.question_id and asked.get("answer") is None:
+            answered = ParentQuestion(**{**question.to_doc(), "answer": unanswered, "released": True})
+            transaction.update(ref, session_update(parent_question=answered))
+            child.parent_question = answered
+
+    contended(run)
 
 
 def _release_in(transaction: firestore.Transaction, siblings: list[Session]) -> list[Note]:
@@ -437,6 +510,8 @@ def answer_child(parent: Session, child_id: str, answer: str, *,
         if data is not None and waiting.waits_on(data, WaitKind.PARENT_ANSWER, asked.question_id):
             # One wait of the child's paused turn: it resumes once everything in its record is resolved.
             found = waiting.check(transaction, child_id, {**data, "parent_question": answered.to_doc()})
+            if released:  # its conversation ended: no session will read its question's record
+                child_questions.forget(transaction, parent.transcript, child_id)
             if found is not None:
                 waiting.wake(transaction, found, trigger_ts=None, user=parent_id, at=when, extra=update)
             else:
@@ -446,6 +521,8 @@ def answer_child(parent: Session, child_id: str, answer: str, *,
         note = Note(kind=NoteKind.PARENT_ANSWER, text=answer, user=parent_id, ts=asked.question_id,
                     question_id=asked.question_id, question=asked.text)  # fmt: skip
         update |= appended(notes=[note])  # it runs: read at its next turn, or at its pause
+        if released:
+            child_questions.forget(transaction, parent.transcript, child_id)
         transaction.update(ref, update)
         child.parent_question = answered
         return AnswerOutcome.NOTED, child
@@ -454,7 +531,8 @@ def answer_child(parent: Session, child_id: str, answer: str, *,
     return result
 
 
-def _current_parent(transaction: firestore.Transaction, child: Session, parent: Session | None) -> Session | None:
+def _current_parent(transaction: firestore.Transaction | None, child: Session,
+                    parent: Session | None) -> Session | None:  # fmt: skip
     """The session that writes the parent's transcript now: the parent, or a continuation that resumed it."""
     if parent is None:
         return None
@@ -473,7 +551,7 @@ def _current_parent(transaction: firestore.Transaction, child: Session, parent: 
     return _resuming(transaction, current)
 
 
-def _resuming(transaction: firestore.Transaction, session: Session) -> Session:
+def _resuming(transaction: firestore.Transaction | None, session: Session) -> Session:
     """A session that resumed (its paused turn woke) and whose continuation has not claimed the transcript yet:
     that continuation, which will read what is delivered to it (else ``session`` itself)."""
     if session.status != SessionStatus.RESUMED:

@@ -75,12 +75,12 @@ class Wake:
     resumed: bool  # its continuation exists already (another resolution woke it)
 
 
-def check(transaction: firestore.Transaction, asker_id: str, asker: dict[str, Any], *,
+def check(transaction: firestore.Transaction | None, asker_id: str, asker: dict[str, Any], *,
           resolving: tuple[WaitKind, str] | None = None,
           read: Mapping[str, Any] | None = None) -> Wake | None:  # fmt: skip
-    """Reads only. A ``Wake`` when the paused ``asker`` waits on nothing more once ``resolving`` is resolved; None
-    while anything else is waited on. ``read``: snapshots the transaction read already, by path (the turn's
-    continuation among them is not read again)."""
+    """Reads only (in ``transaction``, or plain reads without one). A ``Wake`` when the paused ``asker`` waits on
+    nothing more once ``resolving`` is resolved; None while anything else is waited on. ``read``: snapshots the
+    transaction read already, by path (the turn's continuation among them is not read again)."""
     record = record_of(asker)
     if asker.get("status") != SessionStatus.PAUSED.value or not record:
         return None
