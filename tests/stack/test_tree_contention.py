@@ -21,7 +21,7 @@ from bench.firestore_ops import Ops
 from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
-from shared.state import children, ids
+from shared.state import ids, parent_asks
 from shared.state.models import SessionStatus
 from tests.rigs import counted_rig
 
@@ -117,7 +117,7 @@ def test_children_asking_their_parent_at_once_never_write_its_document_in_a_tran
 
     for method in ("create", "set", "update", "delete"):
         monkeypatch.setattr(Transaction, method, noting(getattr(Transaction, method)))
-    ask = children.ask_parent
+    ask = parent_asks.ask_parent
 
     def asked(child: Any, question: Any, **kwargs: Any) -> Any:
         asking.child = child.session_id
@@ -128,7 +128,7 @@ def test_children_asking_their_parent_at_once_never_write_its_document_in_a_tran
         finally:
             asking.child = None
 
-    monkeypatch.setattr(children, "ask_parent", asked)
+    monkeypatch.setattr(parent_asks, "ask_parent", asked)
     with counted_rig(stack, monkeypatch, **trees.ROOMY) as rig:
         tree = trees.asking(rig, 4)
         rig.gemini.reset()  # the plain replies scripted with room to spare
