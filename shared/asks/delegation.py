@@ -12,10 +12,11 @@ from datetime import datetime
 from shared import config
 from shared.errors import Refused
 from shared.queue import tasks
-from shared.state import children, sessions
-from shared.state.children import AnswerOutcome, AskOutcome, Finished
+from shared.state import children, parent_asks, sessions
+from shared.state.children import AnswerOutcome, Finished
 from shared.state.firestore import now
 from shared.state.models import AuditType, Note, NoteKind, ParentQuestion, SessionStatus, Step
+from shared.state.parent_asks import AskOutcome
 from shared.state.session_model import Session
 from shared.state.steps import LeaseLost
 
@@ -84,7 +85,7 @@ def ask_parent(child: Session, *, seq: int, index: int, question: str, blocking:
         raise DelegationRefused("the question is empty")
     asked = ParentQuestion(question_id=f"pq-{child.session_id}-{seq}-{index}", text=question.strip(),
                            blocking=blocking, seq=seq, index=index, asked_at=now())  # fmt: skip
-    outcome, woken = children.ask_parent(child, asked)
+    outcome, woken = parent_asks.ask_parent(child, asked, unanswered=UNANSWERED)
     if outcome == AskOutcome.NO_PARENT:
         raise DelegationRefused("the session that delegated this task has ended; decide yourself and say so")
     if woken is not None:  # it waited for its children: it reads the question now

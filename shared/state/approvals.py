@@ -230,7 +230,8 @@ def _resume_asker(transaction: firestore.Transaction | None, out: firestore.Writ
     status = SessionStatus(asker["status"]) if asker.get("status") else None
     if waiting.waits_on(asker, WaitKind.APPROVAL, approval.approval_id):
         found = waiting.check(transaction, approval.session_id, asker,
-                              resolving=(WaitKind.APPROVAL, approval.approval_id), read=read)  # fmt: skip
+                              resolving=(WaitKind.APPROVAL, approval.approval_id), read=read,
+                              fenced=transaction is None)  # fmt: skip
         if found is None:
             return None, False
         return waiting.wake(out, found, trigger_ts=decision.ts, user=decision.by, at=when), True

@@ -20,7 +20,7 @@ from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.errors import Refused
-from shared.state import ids, results, sessions, waiting
+from shared.state import child_questions, ids, results, sessions, waiting
 from shared.state.firestore import SESSIONS, contended, db, now, session_ref, step_ref
 from shared.state.models import Note, NoteKind, ParentQuestion, SessionKind, SessionStatus, Step, WaitKind
 from shared.state.origin import continuing, same_thread
@@ -105,11 +105,15 @@ def create_child(child: Session, budget: TreeBudget) -> Session:
             "tree_reserved.tool_calls": child.limits.max_tool_calls,
         }
         update: dict[str, Any] = {field: firestore.Increment(count) for field, count in allotted.items()}
-        reports_to = child.tree.parent_transcript or child.tree.parent_id or ""
-        if not child.tree.delegate_blocking and reports_to == child.tree_root:  # its transcript reads its result
-            update[results.AWAITING] = firestore.ArrayUnion([child.session_id])
-        elif not child.tree.delegate_blocking:
-            results.expect(transaction, reports_to, [child.session_id])
+        reports_to = child_questions.reports_to(child)
+        # Its transcript reads its questions (and, if it does not wait for it, its result) from records of its own.
+        expects = {child_questions.MAY_ASK: firestore.ArrayUnion([child.session_id])}
+        if not child.tree.delegate_blocking:
+            expects[results.AWAITING] = firestore.ArrayUnion([child.session_id])
+        if reports_to == child.tree_root:
+            update |= expects
+        elif reports_to:
+            transaction.update(session_ref(reports_to), expects)
         transaction.update(root_ref, update)
         return child
 
@@ -189,7 +193,7 @@ def finish(child: Session, step: Step | None, *, status: SessionStatus, result: 
     @firestore.transactional
     def run(transaction: firestore.Transaction) -> Finished | NotesPending:
         fields = ["worker", "status", "notes", "delegate_blocking", "turns", "tool_calls", "tokens", "parent_question",
-                  results.AWAITING]  # fmt: skip
+                  results.AWAITING, child_questions.MAY_ASK]  # fmt: skip
         current = ref.get(transaction=transaction, field_paths=fields).to_dict() or {}
         if asking is not None and not _still_asking(current, asking):
             raise LeaseLost(f"child is now {current.get('status')}: its question {asking} is no longer waited on")
@@ -197,17 +201,20 @@ def finish(child: Session, step: Step | None, *, status: SessionStatus, result: 
         if asking is None and not running:
             raise LeaseLost(f"child is now {current.get('status')} under worker {current.get('worker')}")
         pending = [Note.from_doc(n) for n in current.get("notes") or []]
-        collected = results.collect(transaction, child.session_id, results.awaiting_of(current), pending)
+        collected = results.collect(transaction, child.session_id, results.awaiting_of(current), pending,
+                                    asking=child_questions.may_ask_of(current))  # fmt: skip
         pending += collected.notes
-        dropped = {results.AWAITING: firestore.ArrayRemove(collected.done)} if collected.done else {}
+        dropped = results.drop(transaction, child.session_id, collected, separately=False)
         if pending and wait_for_notes and status == SessionStatus.DONE:
-            if collected.done:  # the results read are kept as notes: this commit stores only them
+            if collected.records:  # the records read are kept as notes: this commit stores only them
                 transaction.update(ref, {**session_update(notes=list(pending), updated_at=when), **dropped})
             return NotesPending(pending)
         # Read here, not from the claim: a sibling's question to the parent may have released this child meanwhile.
         blocking = bool(current.get("delegate_blocking", child.tree.delegate_blocking))
         if not blocking:  # its result record: its parent's transcript reads it, its parent's document is untouched
             results.record(transaction, child, results.result_note(child, result=result, status=status), when)
+        else:  # it will not ask again: its parent's transcript stops reading its question record
+            child_questions.ended(transaction, child)
         if step is not None:
             transaction.create(step_ref(child.transcript, step.seq), step.to_doc())
         used = {"turns": int(current.get("turns") or 0), "tool_calls": int(current.get("tool_calls") or 0)}
@@ -275,7 +282,7 @@ def remind_parent(child: Session, at: datetime) -> bool:
         if asked is None or not _still_asking(data, asked.question_id) or stored.get("reminded_at") is not None:
             return False
         parent_data = session_ref(child.tree.parent_id or "").get(transaction=transaction).to_dict()
-        parent = _current_parent(transaction, child, Session.from_doc(parent_data) if parent_data else None)
+        parent = current_parent(transaction, child, Session.from_doc(parent_data) if parent_data else None)
         if parent is not None and parent.status.value in _UNFINISHED:
             note = Note(kind=NoteKind.CHILD_QUESTION, text=f"{asked.text} (a reminder: still waiting for your "
                         "answer_child)", user=child.session_id, ts=f"{asked.question_id}:reminder",
@@ -312,68 +319,6 @@ def _late_continuation(child: Session, parent: Session, *, when: datetime) -> Se
         depth=parent.tree.depth, late_note=note,
     )  # fmt: skip
     return sessions.create_session(later)
-
-
-class AskOutcome(StrEnum):
-    DELIVERED = "delivered"  # a note for a parent that runs, is queued or waits on something else
-    RESUMED = "resumed"  # the parent waited for its children: it is queued again to read the question
-    NO_PARENT = "no_parent"  # the parent has ended: nobody can answer
-
-
-def ask_parent(child: Session, question: ParentQuestion) -> tuple[AskOutcome, str | None]:
-    """Deliver a child's question to its parent exactly once (one transaction, the child's question recorded with
-    it). A parent that waits for its children is queued again so its model can answer: that turn's children go on,
-    each result now reaching it as a note (the results of the ones that already ended are added now)."""
-    ref = session_ref(child.session_id)
-    when = now()
-
-    @firestore.transactional
-    def run(transaction: firestore.Transaction) -> tuple[AskOutcome, str | None]:
-        parent_ref = session_ref(child.tree.parent_id or "")
-        current = ref.get(transaction=transaction, field_paths=["parent_question"]).to_dict() or {}
-        if (current.get("parent_question") or {}).get("question_id") == question.question_id:
-            return AskOutcome.DELIVERED, None  # this call asked already (a re-run after a crash)
-        data = parent_ref.get(transaction=transaction).to_dict()
-        parent = _current_parent(transaction, child, Session.from_doc(data) if data else None)
-        if parent is None or parent.status.value not in _UNFINISHED:
-            return AskOutcome.NO_PARENT, None
-        parent_ref = session_ref(parent.session_id)
-        if parent.waiting and parent.status == SessionStatus.PAUSED:
-            return _ask_waiting(transaction, child, parent, question, when)
-        note = Note(kind=NoteKind.CHILD_QUESTION, text=question.text, user=child.session_id, ts=question.question_id,
-                    question_id=question.question_id, question=child.text)  # fmt: skip
-        transaction.update(parent_ref, appended(notes=[note]) | session_update(updated_at=when))
-        transaction.update(ref, session_update(parent_question=question))
-        return AskOutcome.DELIVERED, None
-
-    asked: tuple[AskOutcome, str | None] = contended(run)
-    child.parent_question = question
-    return asked
-
-
-def _ask_waiting(transaction: firestore.Transaction, child: Session, parent: Session, question: ParentQuestion,
-                 when: datetime) -> tuple[AskOutcome, str | None]:  # fmt: skip
-    """A child's question to a parent paused on a mixed turn: the parent can answer only once it runs, so it no
-    longer waits on that turn's children (their calls get "still running"; their results come as notes), and it
-    resumes now if nothing else is waited on (else the question waits with it, as a note)."""
-    doc = parent.to_doc()
-    released = {**doc, "waiting": waiting.release_children(doc)}
-    siblings = get_children_in(transaction, waiting.waited_children(doc))
-    found = waiting.check(transaction, parent.session_id, released) if siblings else None
-    note = Note(kind=NoteKind.CHILD_QUESTION, text=question.text, user=child.session_id, ts=question.question_id,
-                question_id=question.question_id, question=child.text)  # fmt: skip
-    notes = [note, *_release_in(transaction, siblings)]
-    extra = session_update(waiting=released["waiting"])
-    woken = None
-    if found is not None:
-        woken = waiting.wake(transaction, found, trigger_ts=None, user=child.origin.trigger_user, at=when, extra=extra,
-                             news=notes)  # fmt: skip
-    else:
-        transaction.update(
-            session_ref(parent.session_id), {**extra, **session_update(updated_at=when), **appended(notes=list(notes))}
-        )
-    transaction.update(session_ref(child.session_id), session_update(parent_question=question))
-    return (AskOutcome.RESUMED, woken.session_id) if woken else (AskOutcome.DELIVERED, None)
 
 
 def _release_in(transaction: firestore.Transaction, siblings: list[Session]) -> list[Note]:
@@ -437,6 +382,8 @@ def answer_child(parent: Session, child_id: str, answer: str, *,
         if data is not None and waiting.waits_on(data, WaitKind.PARENT_ANSWER, asked.question_id):
             # One wait of the child's paused turn: it resumes once everything in its record is resolved.
             found = waiting.check(transaction, child_id, {**data, "parent_question": answered.to_doc()})
+            if released:  # its conversation ended: no session will read its question's record
+                child_questions.forget(transaction, parent.transcript, child_id)
             if found is not None:
                 waiting.wake(transaction, found, trigger_ts=None, user=parent_id, at=when, extra=update)
             else:
@@ -446,6 +393,8 @@ def answer_child(parent: Session, child_id: str, answer: str, *,
         note = Note(kind=NoteKind.PARENT_ANSWER, text=answer, user=parent_id, ts=asked.question_id,
                     question_id=asked.question_id, question=asked.text)  # fmt: skip
         update |= appended(notes=[note])  # it runs: read at its next turn, or at its pause
+        if released:
+            child_questions.forget(transaction, parent.transcript, child_id)
         transaction.update(ref, update)
         child.parent_question = answered
         return AnswerOutcome.NOTED, child
@@ -454,7 +403,8 @@ def answer_child(parent: Session, child_id: str, answer: str, *,
     return result
 
 
-def _current_parent(transaction: firestore.Transaction, child: Session, parent: Session | None) -> Session | None:
+def current_parent(transaction: firestore.Transaction | None, child: Session,
+                    parent: Session | None) -> Session | None:  # fmt: skip
     """The session that writes the parent's transcript now: the parent, or a continuation that resumed it."""
     if parent is None:
         return None
@@ -473,7 +423,7 @@ def _current_parent(transaction: firestore.Transaction, child: Session, parent: 
     return _resuming(transaction, current)
 
 
-def _resuming(transaction: firestore.Transaction, session: Session) -> Session:
+def _resuming(transaction: firestore.Transaction | None, session: Session) -> Session:
     """A session that resumed (its paused turn woke) and whose continuation has not claimed the transcript yet:
     that continuation, which will read what is delivered to it (else ``session`` itself)."""
     if session.status != SessionStatus.RESUMED:

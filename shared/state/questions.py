@@ -234,7 +234,14 @@ def answer_question(question_id: str, record: AnswerRecord | Callable[[Question]
         if question.blocking and waiting.waits_on(current, kind, question_id):
             # One wait of a mixed turn: the turn resumes once everything in its record is resolved.
             whole = current if asker_ref.path in snaps else asker_ref.get(transaction=transaction).to_dict() or {}
-            found = waiting.check(transaction, question.session_id, whole, resolving=(kind, question_id), read=snaps)
+            found = waiting.check(
+                transaction,
+                question.session_id,
+                whole,
+                resolving=(kind, question_id),
+                read=snaps,
+                fenced=transaction is None,
+            )
             woken = waiting.wake(out, found, trigger_ts=made.answer_ts, user=made.answered_by,
                                  at=when) if found else None  # fmt: skip
             return _record(out, question, made, when, woken, target=woken.session_id if woken else None)

@@ -12,12 +12,13 @@ result; that continuation's claim takes it off the list, or finds the result rea
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from google.cloud import firestore
 
+from shared.state import child_questions
 from shared.state.firestore import db, session_ref
 from shared.state.models import Note, NoteKind, SessionStatus
 from shared.state.session_model import Session
@@ -52,10 +53,16 @@ def result_note(child: Session, *, result: str | None = None, status: SessionSta
 
 @dataclass(frozen=True)
 class Collected:
-    """What one step commit read of its transcript's awaited children."""
+    """What one step commit read of its transcript's awaited children (and of its children's questions)."""
 
-    notes: list[Note]  # the results of those that ended, to add to the session's notes
+    notes: list[Note]  # the results of those that ended and the questions asked, to add to the session's notes
     done: list[str]  # the ids to drop from the list (ended, or waited for again by their parent)
+    asked: child_questions.Read = field(default_factory=lambda: child_questions.Read([], [], []))  # questions read
+
+    @property
+    def records(self) -> bool:
+        """Whether any record was read (a result or a question): the commit that read it deletes or drops it."""
+        return bool(self.done or self.asked.read)
 
 
 def awaiting_of(doc: dict[str, Any] | None) -> list[str]:
@@ -75,35 +82,47 @@ def record(transaction: firestore.Transaction, child: Session, note: Note, at: d
         transaction.create(result_ref(reports_to, child.session_id), {"note": note.to_doc(), "at": at})
 
 
-def collect(transaction: firestore.Transaction, transcript_id: str, awaiting: list[str],
-            known: list[Note]) -> Collected:  # fmt: skip
-    """The results recorded so far of ``awaiting`` (read in ``transaction``, one batched read of the result records,
-    which no other transaction writes once created), as notes; a result already among ``known`` (a note a late
-    continuation handed over) is dropped without a second note."""
-    if not awaiting:
+def collect(transaction: firestore.Transaction, transcript_id: str, awaiting: list[str], known: list[Note], *,
+            asking: list[str] | None = None) -> Collected:  # fmt: skip
+    """The results recorded so far of ``awaiting`` and the questions ``asking`` children recorded (read in
+    ``transaction``, one batched read of both kinds of record, which no other transaction writes once created), as
+    notes; a result or question already among ``known`` (a note a late continuation handed over, or one this
+    commit consumes) is dropped without a second note."""
+    asking = asking or []
+    if not awaiting and not asking:
         return Collected([], [])
-    snaps = db().get_all([result_ref(transcript_id, c) for c in awaiting], transaction=transaction)
+    refs = [result_ref(transcript_id, c) for c in awaiting]
+    refs += [child_questions.asked_ref(transcript_id, c) for c in asking]
+    snaps = list(db().get_all(refs, transaction=transaction))
+    questions = [s for s in snaps if s.reference.parent.id == child_questions.ASKED]
     seen = {n.question_id for n in known if n.kind == NoteKind.CHILD_RESULT}
     notes: list[Note] = []
     done: list[str] = []
     for snap in snaps:
-        data = snap.to_dict() if snap.exists else None
+        data = snap.to_dict() if snap.exists and snap.reference.parent.id == RESULTS else None
         if data is None:
-            continue  # still running
+            continue  # still running (or a question record)
         done.append(snap.id)
         note = Note.from_doc(data["note"])
         if note.question_id not in seen:
             notes.append(note)
-    return Collected(notes, done)
+    asked = child_questions.read(questions, known)
+    return Collected([*asked.notes, *notes], done, asked)
 
 
-def drop(transaction: firestore.Transaction, transcript_id: str, child_ids: list[str], *,
+def drop(transaction: firestore.Transaction, transcript_id: str, collected: Collected, *,
          separately: bool) -> dict[str, Any]:  # fmt: skip
-    """Take these children off the transcript's list: in a write of its own (``separately``), else as the fields
-    to add to the caller's one update of the root document."""
-    if not child_ids:
+    """Take the children read off the transcript's lists and delete the question records read: the lists' update in
+    a write of its own (``separately``), else as the fields to add to the caller's one update of the root document.
+    A child whose result was read has ended: it will not ask again either."""
+    for child_id in collected.asked.read:
+        transaction.delete(child_questions.asked_ref(transcript_id, child_id))
+    fields: dict[str, Any] = {}
+    if collected.done:
+        fields[AWAITING] = firestore.ArrayRemove(collected.done)
+    if gone := sorted({*collected.done, *collected.asked.gone}):
+        fields[child_questions.MAY_ASK] = firestore.ArrayRemove(gone)
+    if fields and separately:
+        transaction.update(session_ref(transcript_id), fields)
         return {}
-    if separately:
-        forget(transaction, transcript_id, child_ids)
-        return {}
-    return {AWAITING: firestore.ArrayRemove(child_ids)}
+    return fields

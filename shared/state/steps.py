@@ -11,7 +11,7 @@ from typing import Any
 from google.cloud import firestore
 
 from shared.errors import ProductError
-from shared.state import lease, quotas, results, spend, waiting
+from shared.state import child_questions, lease, quotas, results, spend, waiting
 from shared.state.firestore import STEPS, contended, db, now, session_ref, step_ref
 from shared.state.models import Audit, Note, NoteKind, SessionStatus, Step, Waiting, WaitKind
 from shared.state.session_model import Session, SessionUpdate, stored
@@ -95,7 +95,7 @@ def _progress(step: Step | None, fields: SessionUpdate | None, consumed: list[di
 
 # What a step commit reads of the session (and of its transcript's root, for a continuation).
 _FENCE_FIELDS = ["worker", "status", "notes", "transcript_writer", "stop_requested", "parent_question",
-                 results.AWAITING, quotas.RELEASES]  # fmt: skip
+                 results.AWAITING, child_questions.MAY_ASK, quotas.RELEASES]  # fmt: skip
 
 
 def _read_with_root(transaction: firestore.Transaction, ref: firestore.DocumentReference,
@@ -176,14 +176,21 @@ def commit_step(
         if writer not in (None, session.session_id):
             raise LeaseLost(f"session {writer} writes this transcript now")
         pending = [Note.from_doc(n) for n in current.get("notes") or [] if n not in consumed]
-        # The results of the transcript's non-blocking children that ended since: notes from this commit on.
-        collected = results.collect(transaction, session.transcript, results.awaiting_of(root), pending)
+        # The results of the transcript's non-blocking children that ended since, and its children's questions:
+        # notes from this commit on.
+        collected = results.collect(
+            transaction,
+            session.transcript,
+            results.awaiting_of(root),
+            [*pending, *(consumed_notes or [])],
+            asking=child_questions.may_ask_of(root),
+        )
         pending += collected.notes
         # The results read leave the root's list (in the session's own update when it is the root).
-        dropped = results.drop(transaction, session.transcript, collected.done, separately=continuing)
+        dropped = results.drop(transaction, session.transcript, collected, separately=continuing)
         # A pause is never blocked by notes: they move to the continuation. Only an ending waits for them.
         if ending and pending and wait_for_notes and updates.get("status") in _WAITS_FOR_NOTES:
-            if collected.done:  # the results read are kept as notes: this commit stores only them
+            if collected.records:  # the records read are kept as notes: this commit stores only them
                 transaction.update(ref, {**session_update(notes=list(pending), updated_at=when), **dropped})
                 return _Pending(pending)
             raise NotesPending(pending)

@@ -81,22 +81,22 @@ class Wake:
 
 def check(transaction: firestore.Transaction | None, asker_id: str, asker: dict[str, Any], *,
           resolving: tuple[WaitKind, str] | None = None,
-          read: Mapping[str, Any] | None = None) -> Wake | None:  # fmt: skip
-    """Reads only. A ``Wake`` when the paused ``asker`` waits on nothing more once ``resolving`` is resolved; None
-    while anything else is waited on. ``read``: snapshots the transaction read already, by path (the turn's
-    continuation among them is not read again). No ``transaction``: a fenced commit follows (``shared.state.fenced``)
-    and nothing beyond ``read`` may be read (``Unfenceable``): the asker's other waits, with documents of their own,
-    are the transaction's to decide."""
+          read: Mapping[str, Any] | None = None, fenced: bool = False) -> Wake | None:  # fmt: skip
+    """Reads only (in ``transaction``, or plain reads without one). A ``Wake`` when the paused ``asker`` waits on
+    nothing more once ``resolving`` is resolved; None while anything else is waited on. ``read``: snapshots the
+    transaction read already, by path (the turn's continuation among them is not read again). ``fenced``: a fenced
+    commit follows (``shared.state.fenced``) and nothing beyond ``read`` may be read (``Unfenceable``): the asker's
+    other waits, with documents of their own, are the transaction's to decide."""
     record = record_of(asker)
     if asker.get("status") != SessionStatus.PAUSED.value or not record:
         return None
-    if unresolved(transaction, asker, record, besides=resolving, fenced=transaction is None):
+    if unresolved(transaction, asker, record, besides=resolving, fenced=fenced):
         return None
     resumed = False
     if asker.get("kind") != SessionKind.CHILD.value:
         resume_ref = session_ref(ids.resume_id(asker_id, record[0].seq))
         known = (read or {}).get(resume_ref.path)
-        if known is None and transaction is None:
+        if known is None and fenced:
             raise Unfenceable(f"{resume_ref.path} was not read")
         resumed = (known or resume_ref.get(transaction=transaction, field_paths=["status"])).exists
     return Wake(asker_id, asker, resumed)

@@ -54,11 +54,11 @@ def test_firestore_operations_stay_within_the_budget(rig: cost.Rig) -> None:
 # 28.1), each an RPC the handler or the worker waits for: the answer (or decision) reads the question (or approval),
 # its asker and the continuation that would resume its turn in one batch outside a transaction, then commits once,
 # every update fenced by the update time it was read at and every new document a create() (no BeginTransaction: the
-# transaction runs only when a fence fails; the answer here is a thread reply, which also records its event and
-# reads its thread's questions); a continuation's claim reads the session, its transcript's root and its question
-# in one batch; each step commit reads the session and the root in one; the approved call's ledger records are each one commit
-# fenced by the lease without a read. Before round 3's session 5: answer 6, approve 4 (the continuation's existence
-# read apart in the click's transaction); before session 6: answer 5, approve 3 (the click's transaction),
+# transaction runs only when a fence fails; the answer here is a thread reply, which also records its event and reads
+# its thread's questions); a continuation's claim reads the session, its transcript's root and its question in one
+# batch; each step commit reads the session and the root in one; the approved call's ledger records are each one
+# commit fenced by the lease without a read. Before round 3's session 5: answer 6, approve 4 (the continuation's
+# existence read apart in the click's transaction); before session 6: answer 5, approve 3 (the click's transaction),
 # continuation 16, approved_run 20 (an empty read; the approval and its ledger entry read apart). A continuation's
 # transcript query runs beside its claim (an RPC counted here, not waited for after the claim), and what its waiting
 # record came to is read in ONE batch for every kind of wait (an approval with its call's ledger entry).
@@ -76,12 +76,12 @@ def test_resuming_makes_no_more_round_trips_than_budgeted(rig: cost.Rig) -> None
         assert measured[name].trace == trace, measured[name].trace
     assert "BeginTransaction" not in measured["answer"].trace, measured["answer"].trace
     for name, outcomes in (("continuation", "BatchGetDocuments 1r"), ("approved_run", "BatchGetDocuments 2r")):
-        trace = measured[name].trace
-        assert not [entry for entry in trace if entry.endswith(" 0r")], f"{name} read nothing: {trace}"
-        assert len([entry for entry in trace if entry.startswith("RunQuery")]) == 1, trace
+        steps = measured[name].trace
+        assert not [entry for entry in steps if entry.endswith(" 0r")], f"{name} read nothing: {steps}"
+        assert len([entry for entry in steps if entry.startswith("RunQuery")]) == 1, steps
         # After the claim's commit: ONE read of what the record came to (the query ran beside the claim), then the
         # writes (the resumed step's transaction; an approved call's ledger records first).
-        rest = [entry for entry in trace if not entry.startswith("RunQuery")]
+        rest = [entry for entry in steps if not entry.startswith("RunQuery")]
         claimed = next(i for i, entry in enumerate(rest) if entry.startswith("Commit"))
-        assert rest[claimed + 1] == outcomes, f"{name}: {trace}"
-        assert not rest[claimed + 2].startswith("BatchGet"), f"{name}: {trace}"
+        assert rest[claimed + 1] == outcomes, f"{name}: {steps}"
+        assert not rest[claimed + 2].startswith("BatchGet"), f"{name}: {steps}"

@@ -1,5 +1,6 @@
 """Trees without contention (issue 28.4): what a delegated child's end costs in Firestore does not grow with its
-siblings, and children ending together still leave the tree's status message showing every end.
+siblings, children ending together still leave the tree's status message showing every end, and children asking
+their parent at once never write its document in a transaction.
 
 Before, each child's end refreshed the status message by reading every member of the tree (one query returning
 each sibling): a tree of 8 cost its first child 7 reads more than a tree of 1 (N children ending: N² reads).
@@ -9,15 +10,18 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 import pytest
+from google.cloud.firestore_v1.transaction import Transaction
 
-from bench import cost
+from bench import cost, trees
 from bench.firestore_ops import Ops
 from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
-from shared.state import ids
+from shared.state import ids, parent_asks
 from shared.state.models import SessionStatus
 from tests.rigs import counted_rig
 
@@ -86,3 +90,50 @@ def test_children_ending_together_leave_every_end_in_the_status_message(
     assert "(8 of 8 finished)" in status["text"]
     assert ops.rollbacks == 0  # no child's end transacts on a document a sibling writes
     assert [line.endswith("done_") for line in status["text"].splitlines()[1:]] == [True] * 8
+
+
+@pytest.mark.timeout(300)
+def test_children_asking_their_parent_at_once_never_write_its_document_in_a_transaction(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, each child's ``ask_parent`` was one transaction that read its parent and wrote it (the question as a
+    note, the parent's waiting record released, the siblings flipped): four children asking at once, each delivered
+    on a thread of its own, contended for the parent's document (rollbacks, and in CI the parent's step commit met
+    lock timeouts). Now a child's question is a record of its own: the only documents an asking child's transactions
+    write are its own and that record."""
+    asking = threading.local()
+    written: list[tuple[str, str]] = []  # (asking child, document a transaction of its ask wrote)
+    asks: list[str] = []
+    lock = threading.Lock()
+
+    def noting(write: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(self: Transaction, reference: Any, *args: Any, **kwargs: Any) -> Any:
+            if (child := getattr(asking, "child", None)) is not None:
+                with lock:
+                    written.append((child, reference.path))
+            return write(self, reference, *args, **kwargs)
+
+        return wrapper
+
+    for method in ("create", "set", "update", "delete"):
+        monkeypatch.setattr(Transaction, method, noting(getattr(Transaction, method)))
+    ask = parent_asks.ask_parent
+
+    def asked(child: Any, question: Any, **kwargs: Any) -> Any:
+        asking.child = child.session_id
+        with lock:
+            asks.append(child.session_id)
+        try:
+            return ask(child, question, **kwargs)
+        finally:
+            asking.child = None
+
+    monkeypatch.setattr(parent_asks, "ask_parent", asked)
+    with counted_rig(stack, monkeypatch, **trees.ROOMY) as rig:
+        tree = trees.asking(rig, 4)
+        rig.gemini.reset()  # the plain replies scripted with room to spare
+    assert tree.failed == 0
+    assert len(set(asks)) == 4
+    foreign = sorted({(child, path) for child, path in written
+                      if path != f"sessions/{child}" and not path.endswith(f"/asked/{child}")})  # fmt: skip
+    assert not foreign, f"an asking child's transaction wrote another session's document: {foreign[:6]}"

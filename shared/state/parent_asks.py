@@ -1,0 +1,149 @@
+"""A child's question to its parent delivered (flow 10, issue 28.4): recorded as the child's own record
+(``child_questions``), never written into the parent's document in a transaction; a paused parent is told at once in
+one batch fenced by its update time.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from google.api_core import exceptions as gexc
+from google.cloud import firestore
+
+from shared.errors import Unavailable
+from shared.state import child_questions, results, waiting
+from shared.state.children import current_parent, get_children, result_note
+from shared.state.firestore import ALREADY_EXISTS, contended, db, now, session_ref
+from shared.state.models import Note, ParentQuestion, SessionStatus
+from shared.state.session_model import Session
+from shared.state.sessions import UNFINISHED as _UNFINISHED
+from shared.state.updates import appended, session_update
+
+
+class AskOutcome(StrEnum):
+    DELIVERED = "delivered"  # a note for a parent that runs, is queued or waits on something else
+    RESUMED = "resumed"  # the parent waited for its children: it is queued again to read the question
+    NO_PARENT = "no_parent"  # the parent has ended: nobody can answer
+
+
+_TELL_ATTEMPTS = 8  # fenced writes to a paused parent that something else wrote meanwhile, read again each time
+
+
+def ask_parent(child: Session, question: ParentQuestion, *, unanswered: str) -> tuple[AskOutcome, str | None]:
+    """Deliver a child's question to its parent exactly once, never writing the parent's document in a transaction:
+    the question is a record of the child's own (``child_questions.record``), which the session writing the parent's
+    transcript reads at its next step commit. A parent paused on a turn is told at once, in one batch fenced by its
+    update time as read (``_tell_paused``): a parent that waits for its children is queued again so its model can
+    answer (that turn's children go on, each result now reaching it as a note; the results of the ones that already
+    ended are added now). A parent whose conversation ended meanwhile leaves the question released (``unanswered``).
+    """
+    when = now()
+    parent = _parent_now(child)
+    if parent is None or parent.status.value not in _UNFINISHED:
+        return AskOutcome.NO_PARENT, None
+    child_questions.record(child, question, when)
+    child.parent_question = question
+    there, woken = _tell_paused(child, question, when)
+    if not there:  # it ended as the question was recorded: nobody reads it (its release may have missed it)
+        _release_own(child, question, unanswered)
+        return AskOutcome.NO_PARENT, None
+    return (AskOutcome.RESUMED, woken) if woken else (AskOutcome.DELIVERED, None)
+
+
+def _parent_now(child: Session) -> Session | None:
+    """The session that writes the child's parent's transcript now (point reads and a query, no transaction)."""
+    data = session_ref(child.tree.parent_id or "").get().to_dict()
+    return current_parent(None, child, Session.from_doc(data) if data else None)
+
+
+def _tell_paused(child: Session, question: ParentQuestion, when: datetime) -> tuple[bool, str | None]:
+    """Tell a paused parent of the question now (a running or queued one reads its record at its next step commit).
+    Returns whether the parent's conversation goes on, and the session woken to read the question (if any)."""
+    note = child_questions.question_note(child, question)
+    for attempt in range(_TELL_ATTEMPTS):
+        parent = _parent_now(child)
+        if parent is None or parent.status.value not in _UNFINISHED:
+            return False, None
+        if parent.status != SessionStatus.PAUSED or not parent.waiting:
+            return True, None
+        snap = session_ref(parent.session_id).get()
+        doc = snap.to_dict() or {}
+        if doc.get("status") != SessionStatus.PAUSED.value:
+            continue
+        try:
+            return True, _tell(child, parent.session_id, doc, fence=snap.update_time, note=note, when=when)
+        except (gexc.FailedPrecondition, gexc.Conflict):  # written since (woken or released by a sibling's question)
+            time.sleep(random.uniform(0.02, 0.1) * (attempt + 1))  # noqa: S311 - jitter, not secrecy
+    raise Unavailable(f"the paused parent of {child.session_id} kept changing while its question was delivered")
+
+
+def _tell(child: Session, parent_id: str, doc: dict[str, Any], *, fence: datetime, note: Note,
+          when: datetime) -> str | None:  # fmt: skip
+    """One batch, fenced by the paused parent's update time as read: the question as a note and, if it waits on its
+    children, no longer waiting on them (their calls get "still running"; their results come as notes) and woken if
+    nothing else is waited on. Returns the session woken (None: the question waits with it)."""
+    released = {**doc, "waiting": waiting.release_children(doc)}
+    siblings = get_children(waiting.waited_children(doc))
+    batch = db().batch()
+    found = None
+    if siblings and not waiting.unresolved(None, released, waiting.record_of(released)):
+        found = waiting.check(None, parent_id, released)
+    extra = session_update(waiting=released["waiting"])
+    notes = [note]
+    unfinished: dict[str, list[str]] = {}  # by the transcript that reads their results now
+    for sibling in siblings:
+        if sibling.status.value in _UNFINISHED:
+            batch.update(session_ref(sibling.session_id), session_update(delegate_blocking=False))
+            unfinished.setdefault(child_questions.reports_to(sibling), []).append(sibling.session_id)
+        else:
+            notes.append(result_note(sibling))
+    for transcript_id, child_ids in unfinished.items():  # one write per document: the parent's is fenced
+        if transcript_id == parent_id:
+            extra[results.AWAITING] = firestore.ArrayUnion(child_ids)
+        else:
+            results.expect(batch, transcript_id, child_ids)
+    woken = None
+    if found is not None:
+        woken = waiting.wake(batch, found, trigger_ts=None, user=child.origin.trigger_user, at=when, extra=extra,
+                             news=notes, fence=fence)  # fmt: skip
+    else:
+        fields = {**extra, **session_update(updated_at=when), **appended(notes=list(notes))}
+        batch.update(session_ref(parent_id), fields, option=db().write_option(last_update_time=fence))
+    batch.commit()
+    _results_of_late_ends([s for s in siblings if s.status.value in _UNFINISHED])
+    return woken.session_id if woken else None
+
+
+def _results_of_late_ends(released: list[Session]) -> None:
+    """Released children that ended while they were being released may have ended as blocking (no result record):
+    each such result is recorded now, once (``create()``), for the transcript that reads them as notes."""
+    for sibling in get_children([s.session_id for s in released]):
+        reports_to = child_questions.reports_to(sibling)
+        if sibling.status.value in _UNFINISHED or not reports_to:
+            continue
+        try:
+            results.result_ref(reports_to, sibling.session_id).create({"note": result_note(sibling).to_doc(),
+                                                                       "at": sibling.ended_at or now()})  # fmt: skip
+        except ALREADY_EXISTS:
+            continue  # it recorded its result itself (it ended released)
+
+
+def _release_own(child: Session, question: ParentQuestion, unanswered: str) -> None:
+    """The child's question, recorded as its parent's conversation ended, released as that ending would have."""
+    ref = session_ref(child.session_id)
+
+    @firestore.transactional
+    def run(transaction: firestore.Transaction) -> None:
+        asked = (ref.get(transaction=transaction, field_paths=["parent_question"]).to_dict() or {}).get(
+            "parent_question"
+        ) or {}
+        if asked.get("question_id") == question.question_id and asked.get("answer") is None:
+            answered = ParentQuestion(**{**question.to_doc(), "answer": unanswered, "released": True})
+            transaction.update(ref, session_update(parent_question=answered))
+            child.parent_question = answered
+
+    contended(run)
