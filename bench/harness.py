@@ -11,6 +11,11 @@ where they are timed and counted.
 Every process is started in its own session and stopped by its pid; the pids of
 the sink and of Bolt are recorded beside the stack file, so a run that was
 killed outright is cleaned up by the next one.
+
+Beside the stack, what the figures share: the measured stand-ins (``on_rig``, the product on a counted rig;
+``mcp_server``, the sample MCP server), variants timed side by side in one run (``take_turns`` in ``orders``,
+``clocked``), and a figure's parts timed in the run log (``phase``, ``repeated``). A ratio of two variants is judged
+by ``figures.paired_ratio``; ``report`` writes the records.
 """
 
 from __future__ import annotations
@@ -82,10 +87,10 @@ def clocked(action: Callable[[], object], times: int = 1) -> list[float]:
 def orders(names: Sequence[str], reps: int, *, seed: int | None = None) -> Iterator[list[str]]:
     """The order ``names`` take their turn in, repetition by repetition: rotating (each goes first in turn), or
     shuffled anew at every step by a ``seed``ed RNG, so that each follows each other about equally often."""
-    shuffler = random.Random(seed)  # noqa: S311 - an order of turns, not a secret
+    shuffler = None if seed is None else random.Random(seed)  # noqa: S311 - an order of turns, not a secret
     for rep in range(reps):
         turn = rep % len(names)
-        yield shuffler.sample(list(names), len(names)) if seed is not None else [*names[turn:], *names[:turn]]
+        yield [*names[turn:], *names[:turn]] if shuffler is None else shuffler.sample(list(names), len(names))
 
 
 def take_turns(variants: Mapping[str, Callable[[], T]], reps: int, warmup: int = 0, *, seed: int | None = None,
