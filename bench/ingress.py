@@ -228,12 +228,19 @@ def measure(bench: Bench) -> tuple[dict[tuple[str, int], Run], Counted]:
     before = bench.sink_count()
     counted = Counted()
     sent = 0
-    for name, url in servers.items():
-        batch, began = load(name, url, WARMUP), datetime.now(UTC)
-        fire(batch, 1)
+
+    def send(name: str, count: int, concurrency: int) -> tuple[list[float], float]:
+        """A batch of ``count`` mentions to one server (the limits-on server's starts noted to be checked)."""
+        nonlocal sent
+        batch, began = load(name, servers[name], count), datetime.now(UTC)
+        latencies, wall = fire(batch, concurrency)
         if name in LIMITED:
             counted.add(batch, began, datetime.now(UTC))
-        sent += WARMUP
+        sent += count
+        return latencies, wall
+
+    for name in servers:
+        send(name, WARMUP, 1)
     runs = {(name, c): Run() for name in servers for c in CONCURRENCY}
     for concurrency, (rounds, per_round) in ROUNDS.items():
         began_rounds = time.monotonic()
@@ -244,11 +251,8 @@ def measure(bench: Bench) -> tuple[dict[tuple[str, int], Run], Counted]:
                 # each other about equally often: what the previous request left the emulators doing falls on all.
                 batches = {name: load(name, servers[name], per_round) for name in names}
                 turns = [name for order in orders(names, per_round, seed=round_no) for name in order]
-                taken = dict.fromkeys(names, 0)
-                interleaved = []
-                for name in turns:
-                    interleaved.append(batches[name][taken[name]])
-                    taken[name] += 1
+                unsent = {name: iter(batch) for name, batch in batches.items()}
+                interleaved = [next(unsent[name]) for name in turns]
                 began = datetime.now(UTC)
                 latencies, wall = fire(interleaved, 1)
                 ended = datetime.now(UTC)
@@ -260,12 +264,7 @@ def measure(bench: Bench) -> tuple[dict[tuple[str, int], Run], Counted]:
                 sent += per_round * len(names)
                 continue
             for name in names:
-                batch, began = load(name, servers[name], per_round), datetime.now(UTC)
-                latencies, wall = fire(batch, concurrency)
-                record(runs[(name, concurrency)], round_no, latencies, wall)
-                if name in LIMITED:
-                    counted.add(batch, began, datetime.now(UTC))
-                sent += len(latencies)
+                record(runs[(name, concurrency)], round_no, *send(name, per_round, concurrency))
         print(f"    concurrency {concurrency}: {time.monotonic() - began_rounds:.1f} s", flush=True)
     with phase("deliveries"):
         delivered = bench.wait_for_deliveries(before + sent)
