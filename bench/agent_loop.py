@@ -13,10 +13,9 @@ import pstats
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TypeVar
 
 from bench.figures import Section, at_least, at_most, info, median, table, text
-from bench.harness import Bench
+from bench.harness import Bench, clocked, on_rig
 from bench.profiles import Part, shares
 from bench.rig import Rig, environment, model_calls
 from infra.fakes.gemini.client import FakeGemini
@@ -25,8 +24,6 @@ from shared.agent.tools import toolset
 from shared.agent.tools.function import tool
 from shared.agent.tools.toolset import Toolset
 from shared.state.models import SessionStatus
-
-M = TypeVar("M")
 
 TURNS = 40
 PREFIX_SHARE_TARGET = 0.9  # of each request, the beginning repeated from the turn before (implicit caching)
@@ -117,22 +114,14 @@ def cached_share(rig: Rig, turns: int) -> float:
 def declaration_ms(repeats: int = 20) -> float:
     """What building every tool's declaration costs, as ``Runner._model_turn`` does on every turn (median ms)."""
     available = toolset.all_tools()
-    samples = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        for t in available:
-            t.declaration()
-        samples.append((time.perf_counter() - started) * 1000)
-    return median(samples)
+    return median(clocked(lambda: [t.declaration() for t in available], repeats))
 
 
 def run(bench: Bench) -> Section:
     section = Section("5. Agent loop overhead")
-    rig = Rig(bench.stack)
-    rig.gemini.reset()
     per_turn: list[list[float]] = []
     per_turn_bytes: list[list[int]] = []
-    with loop_settings(), rig.installed():
+    with loop_settings(), on_rig(bench) as rig:
         one_session(rig, turns=WARMUP_TURNS)  # warm-up: clients, caches
         for _ in range(RUNS):
             ms, written = one_session(rig)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 from bench import paths, resume
-from bench.figures import Section, percentile, table, text
+from bench.figures import Section, missed, paired_ratio, percentile, table, text
 from bench.harness import Bench
 from bench.paths import Sample
 from bench.rig import Rig
@@ -34,8 +34,7 @@ def submission(approval: Approval, replicas: int, *, user: str = local.OPERATOR_
     return Rig.form({"type": "view_submission", "user": {"id": user}, "view": view, "trigger_id": f"t{time.time_ns()}"})
 
 
-def approve_to_run(rig: Rig) -> Sample:
-    return resume.approve_click(rig)
+approve_to_run = resume.approve_click  # the Approve's path is section 10's approve click
 
 
 def edit_to_run(rig: Rig) -> Sample:
@@ -59,16 +58,15 @@ def run(bench: Bench) -> Section:
     samples = paths.on_stack(bench, measure)
     rows = paths.report(section, samples, lambda path, q: f"{path}_p{q}")
     ms = paths.ms_of(samples)
-    section.add(*paths.ratio("edit_to_run_over_approve_to_run_p50", ms["edit_to_run"], ms["approve_to_run"], 50,
-                             EDIT_OVER_APPROVE))  # fmt: skip
+    section.add(*paired_ratio("edit_to_run_over_approve_to_run_p50", ms["edit_to_run"], ms["approve_to_run"], 50,
+                              EDIT_OVER_APPROVE).figures())  # fmt: skip
     rows = [(path.replace("_to_", " → "), *rest) for path, *rest in rows]
     section.glance = [f for f in section.figures if "_ci95_" not in f.name]
     section.say(*text("approve_run"), table(paths.HEADER, rows))
-    missed = [f for f in section.figures if f.met is False]
-    if missed:
+    if missed(section.figures):
         p50 = {path: percentile(ms[path], 50) for path in PATHS}
         section.say(
-            f"**Missed: `{missed[0].name}` ({missed[0].value:.2f}).** The edit's p50 was {p50['edit_to_run']:.1f} ms "
+            f"{missed(section.figures)} The edit's p50 was {p50['edit_to_run']:.1f} ms "
             f"against the Approve's {p50['approve_to_run']:.1f} ms; the table's RPC column is what each path asks of "
             "Firestore before the model (an edit adds the schema check, the edited call's digest and the card "
             "showing both calls to the decision's transaction)."

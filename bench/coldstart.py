@@ -5,6 +5,7 @@ How it is measured and read: ``bench/sections/coldstart.md`` (the section's text
 
 from __future__ import annotations
 
+import functools
 import json
 import socket
 import subprocess
@@ -14,8 +15,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.figures import Section, at_most, info, median, round_interval, table, text, with_interval
-from bench.harness import BENCH_DIR, Bench, function_argv, phase
+from bench.figures import Section, at_most, info, median, paired_ratio, table, text
+from bench.harness import BENCH_DIR, Bench, function_argv, phase, take_turns
 from infra import slack_payloads as events
 from infra.procs import Proc, free_port
 from infra.stack import ROOT
@@ -24,6 +25,13 @@ RUNS = 5
 IMPORT_RUNS = 3  # the import stages are context (no target); whether google-genai loads is the same every run
 BOLT_LIMIT = 1.0  # ours over Bolt: the peer doing the same work; a bare function is reported, without a target
 
+STAGES = {  # the ingress path's stages in a fresh interpreter (``bench/ingress_path.py``)
+    "framework_ms": "import functions-framework (and Flask)",
+    "main_ms": "load `functions/main.py`",
+    "ingress_imports_ms": "`from shared.handlers import slack_events` (what the handler imports on its first call)",
+    "first_request_ms": "the first signed mention after that (builds the clients, one commit, one task)",
+    "first_request_imports_ms": "… of which imports made while building the clients",
+}
 KINDS = {
     "hello": (ROOT / "bench" / "hello.py", "hello"),
     "ours": (ROOT / "functions" / "main.py", "slack_events"),
@@ -171,29 +179,25 @@ def package_of(module: str) -> str:
 
 def run(bench: Bench) -> Section:
     section = Section("2. Cold start")
-    starts = {kind: Start() for kind in KINDS}
-    kinds = list(KINDS)
-    for n in range(RUNS):
-        for kind in kinds[n % len(kinds) :] + kinds[: n % len(kinds)]:
-            listening, first = cold_start(bench, kind)
-            starts[kind].listening_ms.append(listening)
-            starts[kind].first_200_ms.append(first)
+    # Each run starts one of each kind back to back, in rotating order: a run is a round of the paired bootstrap.
+    taken = take_turns({kind: functools.partial(cold_start, bench, kind) for kind in KINDS}, RUNS)
+    starts = {kind: Start([listening for listening, _ in found], [first for _, first in found])
+              for kind, found in taken.items()}  # fmt: skip
     hello, ours, bolt = (median(starts[k].first_200_ms) for k in ("hello", "ours", "bolt"))
-    # Each run started one of each kind back to back: a run is a round of the paired bootstrap (section 1).
-    low, high = round_interval(
-        [[ms] for ms in starts["ours"].first_200_ms], [[ms] for ms in starts["bolt"].first_200_ms], 50
-    )
+    ratio = paired_ratio("cold_start_ours_over_bolt", starts["ours"].first_200_ms, starts["bolt"].first_200_ms, 50,
+                         BOLT_LIMIT)  # fmt: skip
+    judged, *bounds = ratio.figures()
     section.add(
         info("cold_start_hello_first_200", hello, "ms"),
         info("cold_start_ours_first_200", ours, "ms"),
         info("cold_start_bolt_first_200", bolt, "ms"),
         info("cold_start_ours_over_hello", ours / hello, "ratio"),
-        *with_interval("cold_start_ours_over_bolt", ours / bolt, BOLT_LIMIT, low, high),
+        judged,
+        *bounds,
     )
     with phase("imports"):
         paths = [import_path(bench) for _ in range(IMPORT_RUNS)]
-    keys = ("framework_ms", "main_ms", "ingress_imports_ms", "first_request_imports_ms", "first_request_ms")
-    stage = {key: median([float(p[key]) for p in paths]) for key in keys}
+    stage = {key: median([float(p[key]) for p in paths]) for key in STAGES}
     genai = any(bool(p["genai_loaded"]) for p in paths)
     section.add(
         info("ingress_import_functions_framework", stage["framework_ms"], "ms"),
@@ -218,22 +222,7 @@ def run(bench: Bench) -> Section:
             ],
         ),
         f"The ingress path in a fresh interpreter (median of {IMPORT_RUNS} runs, in ms):",
-        table(
-            ["stage", "ms"],
-            [
-                ("import functions-framework (and Flask)", stage["framework_ms"]),
-                ("load `functions/main.py`", stage["main_ms"]),
-                (
-                    "`from shared.handlers import slack_events` (what the handler imports on its first call)",
-                    stage["ingress_imports_ms"],
-                ),
-                (
-                    "the first signed mention after that (builds the clients, one commit, one task)",
-                    stage["first_request_ms"],
-                ),
-                ("… of which imports made while building the clients", stage["first_request_imports_ms"]),
-            ],
-        ),
+        table(["stage", "ms"], [(label, stage[key]) for key, label in STAGES.items()]),
         f"google-genai loaded on this path: {'**yes**' if genai else 'no'} "
         f"({median([float(p['modules_loaded_by_first_request']) for p in paths]):.0f} modules are loaded by the first "
         "request, none of them `google.genai`). What `from shared.handlers import slack_events` imports, by "
@@ -244,40 +233,18 @@ def run(bench: Bench) -> Section:
         "Import time by package over the whole path (self time summed over each package's modules, median):",
         table(["package", "import ms"], [(f"`{name}`", ms) for ms, name in heaviest]),
     )
-    ratio = section.figures[4]
     tree = {name: ms for _depth, ms, name in typical["ingress_tree"]}
-    firestore, tasks_ms = tree.get("google.cloud.firestore", 0.0), tree.get("google.cloud.tasks_v2", 0.0)
-    slack_ms = tree.get("slack_sdk.signature", tree.get("slack_sdk", 0.0))
     per_run = [o / b for o, b in zip(starts["ours"].first_200_ms, starts["bolt"].first_200_ms, strict=True)]
     section.say(
-        f"Ours over Bolt: {ours / bolt:.3f} (the medians' ratio; 95% interval {low:.3f} to {high:.3f}). Run by run "
-        f"(the two started back to back) the ratio was {', '.join(f'{r:.2f}' for r in per_run)}."
-        + (
-            " Above 1, but the interval reaches 1: this run cannot tell it from a ratio of 1."
-            if ratio.met and ratio.value > BOLT_LIMIT
-            else ""
-        ),
-        f"Against the bare function (reported, no target): ours is {ours / hello:.2f} times its {hello:.0f} ms. "
-        f"In a fresh interpreter, importing what the ingress needs on its first call takes "
-        f"{stage['ingress_imports_ms']:.0f} ms: the Firestore client library ({firestore:.0f} ms in the median run, "
-        "most of it google-api-core, gRPC, google-auth and `requests`, which it imports in turn, and its "
-        "asynchronous client, which `google.cloud.firestore` imports whether used or not), the Cloud Tasks client "
-        f"({tasks_ms:.0f} ms) and slack-sdk's signature verifier ({slack_ms:.0f} ms, because `slack_sdk/__init__` "
-        f"imports its `WebClient`). The first request after that takes {stage['first_request_ms']:.0f} ms: two "
-        f"clients built, one commit and one task. None of it is the ingress's own code (loading `functions/main.py` "
-        f"takes {stage['main_ms']:.0f} ms); Bolt needs the same two clients for the same work, which is why the "
-        "target is set against Bolt. Deployed, `min_instances = { slack_events = 1 }` (a Terraform variable) keeps "
-        "cold starts off Slack's path.",
-    )
-    if not ratio.met:
-        below_one = sum(1 for r in per_run if r <= BOLT_LIMIT)
-        section.say(
-            f"**Missed: `cold_start_ours_over_bolt` is {ratio.value:.3f}** (target {ratio.target}; interval "
-            f"{low:.3f} to {high:.3f}, at or below 1 in {below_one} of {RUNS} runs): ours answered its first mention "
-            f"{ours - bolt:.0f} ms after Bolt (medians). Both import the same Google client libraries and do the same "
-            "commit and task; ours also imports its own modules on the way (`functions/main.py` "
-            f"{stage['main_ms']:.0f} ms, and `shared.handlers.slack_events`, {stage['ingress_imports_ms']:.0f} ms "
-            "with the client libraries it pulls in), while Bolt imports slack-bolt. The import tree above says which "
-            "of ours cost the difference."
-        )
+        f"Ours over Bolt: {ours / bolt:.3f} (the medians' ratio; 95% interval {ratio.low:.3f} to {ratio.high:.3f}). "
+        f"Run by run (the two started back to back) the ratio was {', '.join(f'{r:.2f}' for r in per_run)}."
+        + (" Above 1, but the interval reaches 1: this run cannot tell it from a ratio of 1."
+           if judged.met and judged.value > BOLT_LIMIT else ""),
+        *text("coldstart_read", over_hello=ours / hello, hello=hello, stage=stage,
+              firestore=tree.get("google.cloud.firestore", 0.0), tasks=tree.get("google.cloud.tasks_v2", 0.0),
+              slack=tree.get("slack_sdk.signature", tree.get("slack_sdk", 0.0))),
+    )  # fmt: skip
+    if not judged.met:
+        section.say(*text("coldstart_missed", ratio=ratio, target=judged.target, runs=RUNS, later=ours - bolt,
+                          below_one=sum(1 for r in per_run if r <= BOLT_LIMIT), stage=stage))  # fmt: skip
     return section

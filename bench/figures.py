@@ -49,10 +49,45 @@ def unless_interval_above(name: str, value: float, unit: str, limit: float, *, l
     return Figure(name, value, unit, f"<= {limit:g} (95% CI)", low <= limit)
 
 
-def with_interval(name: str, value: float, limit: float, low: float, high: float) -> list[Figure]:
-    """A ratio judged by ``unless_interval_above``, and its interval's bounds as figures ``{name}_ci95_low/high``."""
-    return [unless_interval_above(name, value, "ratio", limit, low=low, high=high),
-            info(f"{name}_ci95_low", low, "ratio"), info(f"{name}_ci95_high", high, "ratio")]  # fmt: skip
+@dataclass(frozen=True)
+class Ratio:
+    """Two variants' percentiles, timed side by side, divided; with the 95% interval it is judged by."""
+
+    name: str
+    value: float
+    low: float
+    high: float
+    limit: float
+
+    def figures(self) -> list[Figure]:
+        """The ratio judged by ``unless_interval_above``, and its interval's bounds as ``{name}_ci95_low/high``."""
+        judged = unless_interval_above(self.name, self.value, "ratio", self.limit, low=self.low, high=self.high)
+        return [
+            judged,
+            info(f"{self.name}_ci95_low", self.low, "ratio"),
+            info(f"{self.name}_ci95_high", self.high, "ratio"),
+        ]
+
+
+Samples = Sequence[float] | Sequence[Sequence[float]]  # a latency per turn, or each round's latencies
+
+
+def paired_ratio(name: str, top: Samples, bottom: Samples, q: float, limit: float) -> Ratio:
+    """``percentile(top, q) / percentile(bottom, q)`` with its 95% interval (``round_interval``): ``top[i]`` and
+    ``bottom[i]`` were taken in the same turn, each one latency or one round's latencies."""
+    first, second = _rounds(top), _rounds(bottom)
+    pooled = [percentile([x for r in side for x in r], q) for side in (first, second)]
+    return Ratio(name, pooled[0] / pooled[1], *round_interval(first, second, q), limit)
+
+
+def _rounds(samples: Samples) -> list[list[float]]:
+    return [list(x) if isinstance(x, Sequence) else [x] for x in samples]
+
+
+def missed(figures: Sequence[Figure], value: str = "{:.2f}") -> str:
+    """``**Missed: `name` (value), ....**`` for the missed figures among ``figures`` ("" when none was)."""
+    names = ", ".join(f"`{f.name}` ({value.format(f.value)})" for f in figures if f.met is False)
+    return f"**Missed: {names}.**" if names else ""
 
 
 def round_interval(
@@ -142,9 +177,11 @@ def prose(doc: str | None) -> list[str]:
     return paragraphs((doc or "").split("\n\n", 1)[1] if "\n\n" in (doc or "") else "")
 
 
-def text(name: str) -> list[str]:
-    """A section's text, ``bench/sections/{name}.md`` (how a figure is measured and read), as Markdown paragraphs."""
-    return paragraphs(SECTIONS.joinpath(f"{name}.md").read_text())
+def text(name: str, **values: object) -> list[str]:
+    """A section's text, ``bench/sections/{name}.md`` (how a figure is measured and read), as Markdown paragraphs;
+    with ``values``, its ``{fields}`` filled in (a run's numbers in a paragraph that explains them)."""
+    markdown = SECTIONS.joinpath(f"{name}.md").read_text()
+    return paragraphs(markdown.format(**values) if values else markdown)
 
 
 def paragraphs(markdown: str) -> list[str]:

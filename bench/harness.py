@@ -11,22 +11,30 @@ where they are timed and counted.
 Every process is started in its own session and stopped by its pid; the pids of
 the sink and of Bolt are recorded beside the stack file, so a run that was
 killed outright is cleaned up by the next one.
+
+Beside the stack, what the figures share: the measured stand-ins (``on_rig``, the product on a counted rig;
+``mcp_server``, the sample MCP server), variants timed side by side in one run (``take_turns`` in ``orders``,
+``clocked``), and a figure's parts timed in the run log (``phase``, ``repeated``). A ratio of two variants is judged
+by ``figures.paired_ratio``; ``report`` writes the records.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
+import random
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from bench.rig import Rig, environment
 from infra.procs import Proc, free_port, group_alive, http_answers, stop_group, wait_until
 from infra.stack import LOCAL, ROOT, Stack
 from shared import config
@@ -64,6 +72,61 @@ def repeated(work: Callable[[], T], rounds: int, budget_s: float) -> list[T]:
     while len(found) < rounds and (not found or time.monotonic() - began < budget_s):
         found.append(work())
     return found
+
+
+def clocked(action: Callable[[], object], times: int = 1) -> list[float]:
+    """The ms each of ``times`` calls of ``action`` took, one after another."""
+    samples = []
+    for _ in range(times):
+        began = time.perf_counter()
+        action()
+        samples.append((time.perf_counter() - began) * 1000)
+    return samples
+
+
+def orders(names: Sequence[str], reps: int, *, seed: int | None = None) -> Iterator[list[str]]:
+    """The order ``names`` take their turn in, repetition by repetition: rotating (each goes first in turn), or
+    shuffled anew at every step by a ``seed``ed RNG, so that each follows each other about equally often."""
+    shuffler = None if seed is None else random.Random(seed)  # noqa: S311 - an order of turns, not a secret
+    for rep in range(reps):
+        turn = rep % len(names)
+        yield [*names[turn:], *names[:turn]] if shuffler is None else shuffler.sample(list(names), len(names))
+
+
+def take_turns(variants: Mapping[str, Callable[[], T]], reps: int, warmup: int = 0, *, seed: int | None = None,
+               before: Callable[[], object] | None = None) -> dict[str, list[T]]:  # fmt: skip
+    """Variants timed side by side in one run: each ``reps`` times after ``warmup`` untaken runs of each, taking turns
+    in ``orders`` (``before`` runs ahead of every round, untimed), so that drift on the shared machine falls on all."""
+    names = list(variants)
+    found: dict[str, list[T]] = {name: [] for name in names}
+    for rep, order in enumerate(itertools.chain([names] * warmup, orders(names, reps, seed=seed))):
+        if before is not None:
+            before()
+        for name in order:
+            taken = variants[name]()
+            if rep >= warmup:
+                found[name].append(taken)
+    return found
+
+
+@contextlib.contextmanager
+def on_rig(bench: Bench, **settings: str) -> Iterator[Rig]:
+    """The measured stand-in for the product: a counted rig of its own on the benchmark's stack, installed, with
+    product ``settings`` for the block, the Gemini stub's leftover replies dropped first."""
+    rig = Rig(bench.stack)
+    rig.gemini.reset()
+    with environment(**settings), rig.installed():
+        yield rig
+
+
+@contextlib.contextmanager
+def mcp_server(stack: Stack, name: str) -> Iterator[str]:
+    """The sample MCP server in a process ``name`` of its own for the block: its MCP endpoint's URL."""
+    url = stack.start_mcp_server(name)
+    try:
+        yield url
+    finally:
+        stack.stop_process(name)
 
 
 def function_argv(source: Path | str, target: str, port: int) -> list[str]:

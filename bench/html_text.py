@@ -6,13 +6,12 @@ How it is measured and read: ``bench/sections/html_text.md`` (the section's text
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 from html.parser import HTMLParser
 
 from bench import figures
 from bench.figures import Figure, Section, at_most, info, median, table
-from bench.harness import Bench
+from bench.harness import Bench, clocked
 from shared.agent.tools.fetch import text
 
 RUNS = 3
@@ -83,12 +82,7 @@ def page_of(unit: str, size: int) -> str:
 
 
 def timed_ms(convert: Callable[[str], str], page: str) -> float:
-    samples = []
-    for _ in range(RUNS):
-        started = time.perf_counter()
-        convert(page)
-        samples.append((time.perf_counter() - started) * 1000)
-    return median(samples)
+    return median(clocked(lambda: convert(page), RUNS))
 
 
 def run(_bench: Bench) -> Section:

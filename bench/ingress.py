@@ -10,7 +10,6 @@ import io
 import itertools
 import json
 import os
-import random
 import threading
 import time
 import uuid
@@ -22,8 +21,9 @@ from urllib.parse import urlsplit
 from google.cloud import firestore
 
 from bench import ingress_limits
-from bench.figures import Figure, Section, below, info, percentile, prose, round_interval, table, text, with_interval
-from bench.harness import Bench, phase
+from bench.figures import Figure, Section, below, info, paired_ratio, percentile, prose, table, text
+from bench.figures import missed as missed_note
+from bench.harness import Bench, orders, phase
 from bench.profiles import Part, shares
 from infra import slack_payloads as events
 from infra.stack import ROOT
@@ -228,12 +228,19 @@ def measure(bench: Bench) -> tuple[dict[tuple[str, int], Run], Counted]:
     before = bench.sink_count()
     counted = Counted()
     sent = 0
-    for name, url in servers.items():
-        batch, began = load(name, url, WARMUP), datetime.now(UTC)
-        fire(batch, 1)
+
+    def send(name: str, count: int, concurrency: int) -> tuple[list[float], float]:
+        """A batch of ``count`` mentions to one server (the limits-on server's starts noted to be checked)."""
+        nonlocal sent
+        batch, began = load(name, servers[name], count), datetime.now(UTC)
+        latencies, wall = fire(batch, concurrency)
         if name in LIMITED:
             counted.add(batch, began, datetime.now(UTC))
-        sent += WARMUP
+        sent += count
+        return latencies, wall
+
+    for name in servers:
+        send(name, WARMUP, 1)
     runs = {(name, c): Run() for name in servers for c in CONCURRENCY}
     for concurrency, (rounds, per_round) in ROUNDS.items():
         began_rounds = time.monotonic()
@@ -243,13 +250,9 @@ def measure(bench: Bench) -> tuple[dict[tuple[str, int], Run], Counted]:
                 # Request by request, in a new random order at every step (seeded), so that each server follows
                 # each other about equally often: what the previous request left the emulators doing falls on all.
                 batches = {name: load(name, servers[name], per_round) for name in names}
-                shuffler = random.Random(round_no)  # noqa: S311 - an order of turns, not a secret
-                turns = [name for _ in range(per_round) for name in shuffler.sample(names, len(names))]
-                taken = dict.fromkeys(names, 0)
-                interleaved = []
-                for name in turns:
-                    interleaved.append(batches[name][taken[name]])
-                    taken[name] += 1
+                turns = [name for order in orders(names, per_round, seed=round_no) for name in order]
+                unsent = {name: iter(batch) for name, batch in batches.items()}
+                interleaved = [next(unsent[name]) for name in turns]
                 began = datetime.now(UTC)
                 latencies, wall = fire(interleaved, 1)
                 ended = datetime.now(UTC)
@@ -261,12 +264,7 @@ def measure(bench: Bench) -> tuple[dict[tuple[str, int], Run], Counted]:
                 sent += per_round * len(names)
                 continue
             for name in names:
-                batch, began = load(name, servers[name], per_round), datetime.now(UTC)
-                latencies, wall = fire(batch, concurrency)
-                record(runs[(name, concurrency)], round_no, latencies, wall)
-                if name in LIMITED:
-                    counted.add(batch, began, datetime.now(UTC))
-                sent += len(latencies)
+                record(runs[(name, concurrency)], round_no, *send(name, per_round, concurrency))
         print(f"    concurrency {concurrency}: {time.monotonic() - began_rounds:.1f} s", flush=True)
     with phase("deliveries"):
         delivered = bench.wait_for_deliveries(before + sent)
@@ -340,35 +338,21 @@ def run(bench: Bench) -> Section:
     for concurrency in CONCURRENCY:
         for name in SERVERS:
             r = runs[(name, concurrency)]
-            p50s = ", ".join(f"{p:.1f}" for p in r.round_p50)
-            rows.append(
-                (
-                    name,
-                    concurrency,
-                    len(r.samples),
-                    r.p(50),
-                    r.p(95),
-                    r.p(99),
-                    max(r.samples),
-                    len(r.samples) / r.seconds,
-                    p50s,
-                )
-            )
+            rows.append((name, concurrency, len(r.samples), r.p(50), r.p(95), r.p(99), max(r.samples),
+                         len(r.samples) / r.seconds, ", ".join(f"{p:.1f}" for p in r.round_p50)))  # fmt: skip
         ours, bolt = runs[("ours", concurrency)], runs[("bolt", concurrency)]
         for q in (50, 95, 99):
             name = f"ingress_c{concurrency}_p{q}_ours"
             section.add(below(name, ours.p(q), "ms", P99_LIMIT_MS) if q == 99 else info(name, ours.p(q), "ms"))
             section.add(info(f"ingress_c{concurrency}_p{q}_bolt", bolt.p(q), "ms"))
-            low, high = round_interval(*paired(ours, bolt), q)
-            section.add(*with_interval(f"ingress_c{concurrency}_p{q}_ours_over_bolt", ours.p(q) / bolt.p(q), 1.0,
-                                       low, high))  # fmt: skip
-            intervals.append((concurrency, f"p{q}", "ours / bolt", ours.p(q) / bolt.p(q), low, high))
+            ratio = paired_ratio(f"ingress_c{concurrency}_p{q}_ours_over_bolt", *paired(ours, bolt), q, 1.0)
+            section.add(*ratio.figures())
+            intervals.append((concurrency, f"p{q}", "ours / bolt", ratio.value, ratio.low, ratio.high))
         for load_name, suffix in (("ours_limits", ""), ("ours_limits_spread", "_spread")):
-            limited = runs[(load_name, concurrency)]
-            low, high = round_interval(*paired(limited, ours), 50)
-            ratio = f"ingress_c{concurrency}_p50_limits_on_over_off{suffix}"
-            section.add(*with_interval(ratio, limited.p(50) / ours.p(50), LIMITS_LIMIT, low, high))
-            intervals.append((concurrency, "p50", f"{load_name} / ours", limited.p(50) / ours.p(50), low, high))
+            name = f"ingress_c{concurrency}_p50_limits_on_over_off{suffix}"
+            ratio = paired_ratio(name, *paired(runs[(load_name, concurrency)], ours), 50, LIMITS_LIMIT)
+            section.add(*ratio.figures())
+            intervals.append((concurrency, "p50", f"{load_name} / ours", ratio.value, ratio.low, ratio.high))
     with phase("breakdown"):
         parts = breakdown()
     with phase("start commit"):
@@ -429,20 +413,9 @@ def explain(
         )
     bolt = [f for f in missed if "ours_over_bolt" in f.name]
     if bolt:
-        ours_else, bolt_else = parts["ours"][3], parts["bolt"][3]
-        section.say(
-            "**Missed: " + ", ".join(f"`{f.name}` ({f.value:.3f})" for f in bolt) + ", each with its whole "
-            "interval above the target.** "
-            "The profile above says where the difference is not. Both servers spend most of a request in the same "
-            "two calls to the emulators, and what differs, everything else, is "
-            f"{ours_else:.2f} ms per request for ours and {bolt_else:.2f} ms for Bolt. A percentile that differs by "
-            "more than that differs outside the handlers' code: in how the two processes and the emulators share "
-            f"this machine's {os.cpu_count()} cores, which taking turns spreads over both but cannot make equal "
-            "within one run (see the p50 of each round). At concurrency 16 a request also waits behind "
-            f"the others for one of functions-framework's {GUNICORN_THREADS} gunicorn threads and for the "
-            f"{os.cpu_count()} cores the emulators share, "
-            "so its latency is mostly queueing: about 16 divided by the throughput."
-        )
+        section.say(*text("ingress_bolt_missed", names=", ".join(f"`{f.name}` ({f.value:.3f})" for f in bolt),
+                          ours_else=parts["ours"][3], bolt_else=parts["bolt"][3], cores=os.cpu_count(),
+                          threads=GUNICORN_THREADS))  # fmt: skip
     limits = [f for f in missed if "limits_on" in f.name]
     section.say(limits_cost(runs, limits, costs))
     worst, spread, off = runs[("ours_limits", 16)], runs[("ours_limits_spread", 16)], runs[("ours", 16)]
@@ -457,52 +430,27 @@ def explain(
         )
     others = [f for f in missed if f not in bolt and f not in limits]
     if others:
-        section.say("**Missed: " + ", ".join(f"`{f.name}` ({f.value:.1f} ms)" for f in others) + ".** See above.")
+        section.say(missed_note(others, "{:.1f} ms") + " See above.")
 
 
 def limits_cost(runs: dict[tuple[str, int], Run], missed: Sequence[Figure], costs: ingress_limits.Costs) -> str:
     """What the rate limits cost, in this run's numbers, and why a missed limits ratio was missed."""
     one_on, spread_one, one_off = (runs[(name, 1)].p(50) for name in ("ours_limits", "ours_limits_spread", "ours"))
     worst, spread, off = (runs[(name, 16)].p(50) for name in ("ours_limits", "ours_limits_spread", "ours"))
-    text = (
-        "With the limits on, a start is the same single commit with two writes more, the person's and the channel's "
-        "counters, each a server-side `Increment` whose result comes back with the commit (`mention_with_limits` in "
-        "the Firestore budget: 0 reads, 5 writes, against 3 writes for a plain mention). One request at a time that "
-        f"came to {one_on - one_off:+.1f} ms at p50 with every mention from one person ({one_on:.1f} against "
-        f"{one_off:.1f} ms) and {spread_one - one_off:+.1f} ms with mentions from many ({spread_one:.1f} ms). At "
-        f"concurrency 16 the p50 was {worst:.1f} ms with every mention from one person in one channel and "
-        f"{spread:.1f} ms with mentions from {SPREAD_USERS} people in {SPREAD_CHANNELS} channels, against {off:.1f} "
-        "ms with the limits off: "
-        + (
-            f"one person's burst took {worst / spread:.2f} times as long as mentions from many people, though no "
-            "start reads the counters or holds a lock: its 16 concurrent commits all write the same two documents."
-            if worst > LIMITS_LIMIT * spread
-            else "one person's burst cost no more than mentions from many people, as it should when no start reads "
-            "the counters or waits for another's transaction."
-        )
+    burst = (
+        f"one person's burst took {worst / spread:.2f} times as long as mentions from many people, though no "
+        "start reads the counters or holds a lock: its 16 concurrent commits all write the same two documents."
+        if worst > LIMITS_LIMIT * spread
+        else "one person's burst cost no more than mentions from many people, as it should when no start reads "
+        "the counters or waits for another's transaction."
     )
     off_ms, on_ms = (costs.commit[variant] for variant in ingress_limits.VARIANTS)
-    text += (
-        f" Where the time goes (the start's commit alone, above): {on_ms:.1f} ms at p50 with the limits on against "
-        f"{off_ms:.1f} ms off, so the two counter writes add {on_ms - off_ms:.1f} ms to the commit, of the "
-        f"{one_on - one_off:.1f} ms the limits added to a request at concurrency 1. Building the two counter writes "
-        f"in the client takes {costs.building:.2f} ms; the rest is the request carrying them and the emulator "
-        "applying them."
-        " All of this is the emulator. Firestore's own documentation puts a single document's sustained update rate "
-        "at about one a second and shows more as contention (latency), so a person or a channel starting sessions "
-        "faster than that for long would wait on its counter there (a start refused by a limit writes to it too, "
-        "twice: its count and the count taken back)."
-    )
+    said = text("ingress_limits_read", one_added=one_on - one_off, one_on=one_on, one_off=one_off, burst=burst,
+                spread_added=spread_one - one_off, spread_one=spread_one, worst=worst, spread=spread, off=off,
+                users=SPREAD_USERS, channels=SPREAD_CHANNELS, on_ms=on_ms, off_ms=off_ms, commit_added=on_ms - off_ms,
+                building=costs.building)  # fmt: skip
     if any("_c16_" in f.name for f in missed):
-        intervals = "; ".join(f"`{f.name}` {f.value:.2f}" for f in missed if "_c16_" in f.name)
-        text += (
-            f" At concurrency 16 a request's latency is mostly queueing (section 1: 16 requests in flight on "
-            f"{os.cpu_count()} cores shared with the emulators), so the work the limits add to each request, "
-            f"{one_on - one_off:.1f} ms one at a time, comes back multiplied by the queue ahead of it: "
-            f"{worst - off:+.1f} and {spread - off:+.1f} ms at p50 here ({intervals}). These ratios move by several "
-            "hundredths from run to run on this shared machine (their 95% intervals are in the table above); the "
-            "ingress does no more Firestore requests with the limits on, only two more writes in the same commit."
-        )
-    if missed:
-        text = "**Missed: " + ", ".join(f"`{f.name}` ({f.value:.3f})" for f in missed) + ".** " + text
-    return text
+        said += text("ingress_limits_c16", cores=os.cpu_count(), one_added=one_on - one_off, worst_added=worst - off,
+                     spread_added=spread - off,
+                     intervals="; ".join(f"`{f.name}` {f.value:.2f}" for f in missed if "_c16_" in f.name))  # fmt: skip
+    return " ".join([missed_note(missed, "{:.3f}"), *said]).strip()

@@ -8,7 +8,7 @@ timed on its own.
 
 from __future__ import annotations
 
-import random
+import itertools
 import time
 import uuid
 from collections.abc import Callable
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from bench.figures import percentile
+from bench.harness import clocked, take_turns
 from shared.state import events, quotas
 from shared.state.firestore import db, now
 from shared.state.new_sessions import mention_session
@@ -45,21 +46,13 @@ def start(tag: str, n: int) -> tuple[str, Session]:
 def measure(count: int = 200, warmup: int = 20) -> Costs:
     """``count`` starts of each variant after ``warmup``, taking turns in a new random order at every step (seeded);
     each variant with its own person and channel, one start after another, as the ingress does one request."""
-    tags = {name: uuid.uuid4().hex[:8].upper() for name in VARIANTS}
-    runs: dict[str, Callable[[int], None]] = {
-        "limits off": lambda n: off(*start(tags["limits off"], n)),
-        "limits on": lambda n: on(*start(tags["limits on"], n)),
-    }
-    for n in range(warmup):
-        for run in runs.values():
-            run(n)
-    shuffler = random.Random(7)  # noqa: S311 - an order of turns, not a secret
-    times: dict[str, list[float]] = {name: [] for name in VARIANTS}
-    for n in range(warmup, warmup + count):
-        for name in shuffler.sample(VARIANTS, len(VARIANTS)):
-            began = time.perf_counter()
-            runs[name](n)
-            times[name].append((time.perf_counter() - began) * 1000)
+    commits = {"limits off": off, "limits on": on}
+
+    def timed(name: str) -> Callable[[], float]:
+        tag, numbers = uuid.uuid4().hex[:8].upper(), itertools.count()
+        return lambda: clocked(lambda: commits[name](*start(tag, next(numbers))))[0]
+
+    times = take_turns({name: timed(name) for name in VARIANTS}, count, warmup, seed=7)
     return Costs({name: percentile(ms, 50) for name, ms in times.items()}, building(count))
 
 

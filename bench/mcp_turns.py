@@ -1,19 +1,11 @@
 """One whole agent turn that calls the tool, as a user pays for it: the MCP server's tool against its Python twin.
 
-A session runs in this process through the agent_session handler (claim, the ``Runner``, its ledger, each step
-committed on the Firestore emulator), with the Gemini stub scripted to call the tool and then answer. Both
-sessions have the same toolset (the built-in tools, the sample server's tools and the Python twin, registered
-for this figure only), so they differ only in the tool the model calls; both are inward, not idempotent, and
-run through the ledger (its started and done records). The turn is the time from the model call that asks for
-the tool to the next model call: the model round trip, the model step committed, the ledger, the tool, the tool
-step committed, the next request built. The session is the whole delivery, claim to the answer posted.
-Each pair runs the two in turns (who goes first alternating) after ``WARMUP`` pairs; the catalog is listed
-before the timed pairs and again, untimed, before it would expire (a warm instance lists once a minute), so
-every timed session finds it cached.
+How it is measured and read: ``bench/sections/mcp_turns.md`` (its text in ``BENCHMARKS.md``).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 import urllib.request
@@ -21,10 +13,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+from unittest import mock
 
 import mcp_types
 
 from bench.figures import median, percentile
+from bench.harness import take_turns
 from bench.rig import Rig, environment, model_calls
 from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.mcp.server import SERVICES
@@ -100,11 +94,8 @@ def tool_runs() -> Iterator[list[float]]:
         finally:
             timed.append((time.perf_counter() - began) * 1000)
 
-    Toolset.run = run  # type: ignore[method-assign]
-    try:
+    with mock.patch.object(Toolset, "run", run):
         yield timed
-    finally:
-        Toolset.run = original  # type: ignore[method-assign]
 
 
 def one_session(rig: Rig, tool: str) -> tuple[float, float, float]:
@@ -153,40 +144,37 @@ def listings() -> Iterator[list[int]]:
         counted.append(1)
         return original(server)
 
-    connection.list_tools = list_tools
-    try:
+    with mock.patch.object(connection, "list_tools", list_tools):
         yield counted
-    finally:
-        connection.list_tools = original
 
 
 def measure(rig: Rig, url: str, *, pairs: int = PAIRS, warmup: int = WARMUP) -> Turns:
     """``warmup`` then ``pairs`` pairs of sessions on ``rig`` (installed) against the sample server at ``url``,
     taking turns."""
-    sides = {"mcp": Side(), "python": Side()}
-    relisted = in_sessions = 0
-    before = server_calls(url)
+    before, relisted, listed_at = server_calls(url), [], time.monotonic()
+
+    def fresh() -> None:
+        """The catalog listed again, untimed, once it is older than ``FRESH_FOR`` (a warm instance's listing)."""
+        nonlocal listed_at
+        if time.monotonic() - listed_at > FRESH_FOR:
+            catalog.forget()
+            catalog.catalog()
+            listed_at = time.monotonic()
+            relisted.append(1)
+
+    def session(side: str) -> tuple[float, float, float, int]:
+        """One session of ``side`` timed, and the listings made inside it."""
+        listed = len(seen)
+        return (*one_session(rig, CALLS[side]), len(seen) - listed)
+
     with environment(MCP_SERVERS=json.dumps([{"name": SERVER, "url": url}])), twin_registered(), listings() as seen:
         catalog.forget()
         catalog.catalog()  # the first listing: what every timed session finds cached
         listed_at = time.monotonic()
-        for n in range(warmup + pairs):
-            if time.monotonic() - listed_at > FRESH_FOR:
-                catalog.forget()
-                catalog.catalog()
-                listed_at, relisted = time.monotonic(), relisted + 1
-            order = ("mcp", "python") if n % 2 == 0 else ("python", "mcp")
-            for side in order:
-                listed = len(seen)
-                turn_ms, session_ms, tool_ms = one_session(rig, CALLS[side])
-                if n >= warmup:
-                    sides[side].turn_ms.append(turn_ms)
-                    sides[side].session_ms.append(session_ms)
-                    sides[side].tool_ms.append(tool_ms)
-                    in_sessions += len(seen) - listed
-            if n == 0:
-                _check_responses(rig)
+        taken = take_turns({side: functools.partial(session, side) for side in CALLS}, pairs, warmup, before=fresh)
         catalog.forget()  # the next figure's sessions list for themselves
+    _check_responses(rig)
     rig.script_used()
     assert server_calls(url) - before == warmup + pairs, "each MCP session called the server once"
-    return Turns(sides["mcp"], sides["python"], relisted, in_sessions)
+    mcp, python = (Side(*[list(column) for column in zip(*taken[side], strict=True)][:3]) for side in CALLS)
+    return Turns(mcp, python, len(relisted), sum(listed for found in taken.values() for *_, listed in found))

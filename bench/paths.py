@@ -2,20 +2,22 @@
 first model request it leads to (figures 10, 15 and 16).
 
 A figure declares its paths, each a function that sets up what it needs uncounted and returns one ``Sample``;
-``take_turns`` runs them in rotating order, repetition by repetition, so that drift on the shared machine falls on
-all; ``report`` adds each path's p50/p95 and the table, and ``ratio`` a target on two paths' percentiles, judged
-with a 95% interval over the repetitions (a paired bootstrap, as section 1's ratios are).
+``take_turns`` runs them in rotating order, repetition by repetition (``harness.take_turns``), so that drift on the
+shared machine falls on all; ``report`` adds each path's p50/p95 and the table; a target on two paths' percentiles
+is ``figures.paired_ratio``, judged with a 95% interval over the repetitions, as every ratio of the benchmarks is.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from bench.figures import Figure, Section, info, median, percentile, round_interval, with_interval
+from bench import harness
+from bench.figures import Section, info, median, percentile
 from bench.firestore_ops import OpCounter, Ops
 from bench.harness import Bench
 from bench.rig import Rig, model_calls
@@ -61,23 +63,12 @@ def timed(rig: Rig, handler: Handler, request: Request, session_of: Callable[[An
 
 def take_turns(rig: Rig, paths: Mapping[str, Path], reps: int, warmup: int) -> dict[str, list[Sample]]:
     """Every path ``reps`` times, in rotating order, after ``warmup`` runs of each."""
-    names = list(paths)
-    for _ in range(warmup):
-        for name in names:
-            paths[name](rig)
-    samples: dict[str, list[Sample]] = {name: [] for name in names}
-    for rep in range(reps):
-        turn = rep % len(names)
-        for name in names[turn:] + names[:turn]:
-            samples[name].append(paths[name](rig))
-    return samples
+    return harness.take_turns({name: functools.partial(path, rig) for name, path in paths.items()}, reps, warmup)
 
 
 def on_stack(bench: Bench, measure: Callable[[Rig], dict[str, list[Sample]]]) -> dict[str, list[Sample]]:
-    """``measure`` on a counted rig of its own on the benchmark's stack (the stub's leftover replies dropped first)."""
-    rig = Rig(bench.stack)
-    rig.gemini.reset()
-    with rig.installed():
+    """``measure`` on a counted rig of its own on the benchmark's stack (``harness.on_rig``)."""
+    with harness.on_rig(bench) as rig:
         return measure(rig)
 
 
@@ -100,10 +91,3 @@ def report(
 
 
 HEADER = ["path", "repetitions", "p50 ms", "p95 ms", "first handler ms (median)", "Firestore RPCs before the model"]
-
-
-def ratio(name: str, top: Sequence[float], bottom: Sequence[float], q: int, limit: float) -> list[Figure]:
-    """``percentile(top, q) / percentile(bottom, q)``, missed only when its whole 95% interval lies above ``limit``
-    (repetition ``i`` of both paths taken in the same turn), and the interval's bounds."""
-    low, high = round_interval([[x] for x in top], [[y] for y in bottom], q)
-    return with_interval(name, percentile(top, q) / percentile(bottom, q), limit, low, high)

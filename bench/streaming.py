@@ -9,8 +9,8 @@ import time
 from typing import Any
 
 from bench.figures import Section, at_most, info, median, percentile, table, text
-from bench.harness import Bench
-from bench.rig import Rig, environment
+from bench.harness import Bench, on_rig
+from bench.rig import Rig
 from infra import slack_payloads as events
 from infra.fakes.slack.client import FakeSlack
 from shared.state.models import SessionStatus
@@ -95,14 +95,13 @@ def _dm_message(rig: Rig, n: int, event: dict[str, Any]) -> float:
 
 def run(bench: Bench) -> Section:
     section = Section("11. Time to the first sign of work and to the first streamed text")
-    rig = Rig(bench.stack)
     slack = FakeSlack(bench.stack.url("fake_slack"))
     signs: list[float] = []
     texts: list[float] = []
     prompts: list[float] = []
     dms: list[float] = []
     dm_posts: list[float] = []
-    with environment(SLACK_STREAM="true"), rig.installed():
+    with on_rig(bench, SLACK_STREAM="true") as rig:
         one_run(rig, slack)  # warm-up: clients, caches
         messages_tab(rig, slack, 0)
         dm_text(rig, slack, 1)

@@ -35,8 +35,8 @@ from dataclasses import dataclass
 
 from bench.figures import Section, at_most, info, median, prose, table
 from bench.firestore_ops import Ops
-from bench.harness import Bench
-from bench.rig import DirectTasks, Rig, deliver, environment
+from bench.harness import Bench, on_rig
+from bench.rig import DirectTasks, Rig, deliver
 from infra.fakes.gemini.client import FakeGemini
 from shared import deps
 from shared.state import ids, sessions
@@ -146,10 +146,8 @@ def per_child(ops: Ops, children: int) -> tuple[float, ...]:
 
 def run(bench: Bench) -> Section:
     section = Section("14. Trees without contention")
-    rig = Rig(bench.stack)
-    rig.gemini.reset()
     trees: dict[tuple[str, int], list[Tree]] = {}
-    with environment(**ROOMY), rig.installed():
+    with on_rig(bench, **ROOMY) as rig:
         nonblocking(rig, 2)  # warm-up: clients, caches
         rig.gemini.reset()  # the replies a tree did not ask for (the plain ones are scripted with room to spare)
         for shape, grow in SHAPES.items():
