@@ -71,24 +71,29 @@ class ToolCalls:
 
     def call(self, name: str, call: types.FunctionCall, ctx: ToolContext, entry: ledger.Entry | None, *,
              run: Callable[[], Outcome] | None = None, part: str = "") -> Outcome:  # fmt: skip
-        """One call, through the ledger when its tool is outward or not idempotent (flow 8). ``run`` and ``part``
-        are a later round of the call (an MCP call resumed with the operator's input), with its own ledger entry."""
-        session, tools = self.run.session, self.run.tools
+        """One call, through the ledger when its tool is outward or not idempotent (flow 8): ``started`` committed
+        before it runs, ``done`` left to the run's next commit (``RunState.unrecorded``: the step that carries its
+        response, or the next ledger call's start). ``run`` and ``part`` are a later round of the call (an MCP call
+        resumed with the operator's input), with its own ledger entry."""
+        state, session, tools = self.run, self.run.session, self.run.tools
         run = run or (lambda: tools.run(name, call.args, ctx))
         spec = tools.get(name)
         if spec is None or not (spec.outward or not spec.idempotent):
+            state.record_calls()  # the earlier calls' results are recorded before a call outside the ledger runs
             return run()
         if entry is not None and entry.status == ledger.CallStatus.DONE and entry.response is not None:
             return ToolResult.from_dict(entry.response)  # it ran to the end before the crash: its result stands
         if entry is not None and not spec.idempotent:
             self._tell_outcome_unknown(name, call, ctx)
             return ToolResult.fail(prompts.OUTCOME_UNKNOWN)
-        if entry is None:
+        if entry is None:  # its start, with the results of the calls that ran before it (one commit)
             ledger.start(session, seq=ctx.seq, index=ctx.call_index, key=ctx.idempotency_key, name=name,
-                         args=short(call.args, 2000), part=part)  # fmt: skip
+                         args=short(call.args, 2000), part=part, done=state.unrecorded)  # fmt: skip
+            state.unrecorded = []
         outcome = run()  # an idempotent call re-runs with the same key
-        if isinstance(outcome, ToolResult):
-            ledger.done(session, seq=ctx.seq, index=ctx.call_index, response=outcome.to_dict(), part=part)
+        if isinstance(outcome, ToolResult):  # recorded with the step that carries it (or the next call's start)
+            state.unrecorded.append(ledger.finished(session, seq=ctx.seq, index=ctx.call_index,
+                                                    response=outcome.to_dict(), part=part))  # fmt: skip
         return outcome
 
     def audit(self, name: str, call: types.FunctionCall, outcome: Outcome, ctx: ToolContext) -> Audit:

@@ -55,6 +55,7 @@ class Pauses:
             run.commit(StepKind.TOOL_RESULTS, ran.responses, ran.audit, tool_calls=ran.used)
             return False
         if held:
+            run.record_calls()  # the results of the calls that ran are recorded before the cards are posted
             run.surface.doing(activity.APPROVAL)
             requested = approvals.request(run.session, ran.seq, held, run.surface, asked=asked)
             record = [*record, *(Waiting(ran.seq, a.call_index, WaitKind.APPROVAL, a.approval_id) for a in requested)]

@@ -2,9 +2,10 @@
 
 ``RunState`` holds what every part of a run reads: the claimed session, its transcript so far (``steps``), the
 thread surface, the toolset, the budget, the calls made so far by tool, and the notes queued for the next model
-turn. ``commit`` persists a step (with the lease renewed, the day's spend counted and the notes that arrived read
-back); ``keep_lease`` renews the lease during a long turn. The parts of a run (``Starter``, ``ToolTurn``,
-``Pauses``, ``Resumer``, ``Ender``) are given this state and change it only through it.
+turn. ``commit`` persists a step (with the lease renewed, the day's spend counted, the notes that arrived read
+back, and the ledger's ``done`` records of the calls run since: ``unrecorded``); ``keep_lease`` renews the lease
+during a long turn. The parts of a run (``Starter``, ``ToolTurn``, ``Pauses``, ``Resumer``, ``Ender``) are given
+this state and change it only through it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from shared.agent.budget import Budget, conversation_allowance
 from shared.agent.tools import toolset
 from shared.agent.transcript import PendingTurn, Responses, contents_of, to_json
 from shared.agent.waits import outcomes
-from shared.state import batched, spend, steps
+from shared.state import batched, ledger, spend, steps
 from shared.state.batched import Docs
 from shared.state.firestore import now
 from shared.state.models import Audit, AuditType, Note, Question, SessionKind, Step, StepKind, Waiting
@@ -71,6 +72,8 @@ class RunState:
         )  # fmt: skip
         self.notes: list[Note] = list(session.notes)  # queued for the next model turn
         self.committed = time.monotonic()  # the claim took the lease just now
+        # The ledger's ``done`` records of the calls that ran since the last commit: written with the next one.
+        self.unrecorded: list[ledger.Done] = []
         # A continuation's question as its claim read it (None: not read there; its opening reads it).
         self.question = question if question is not None and question.question_id == session.question_id else None
 
@@ -109,7 +112,9 @@ class RunState:
             wait_for_notes=wait_for_notes,
             pausing_on_record=pausing_on_record,
             spent=spent,
+            fenced=self.unrecorded,
         )
+        self.unrecorded = []
         self.steps.append(step)
         self.committed = time.monotonic()
         return step
@@ -123,8 +128,15 @@ class RunState:
     def keep_lease(self) -> None:
         """Renew the lease during a long turn (a slow tool, several slow calls), so no takeover starts meanwhile."""
         if time.monotonic() - self.committed > self.lease / 3:
-            self.notes = steps.commit_step(self.session, None, lease_seconds=self.lease)
+            self.notes = steps.commit_step(self.session, None, lease_seconds=self.lease, fenced=self.unrecorded)
+            self.unrecorded = []
             self.committed = time.monotonic()
+
+    def record_calls(self) -> None:
+        """Commit the ledger's ``done`` records not written yet, before anything but a step or a ledger call."""
+        if self.unrecorded:
+            ledger.record(self.session, self.unrecorded)
+            self.unrecorded = []
 
     def tokens_after(self, spent: dict[str, int]) -> dict[str, int]:
         """The session's running token totals with one more turn (written with that turn's step)."""

@@ -81,6 +81,7 @@ class ToolTurn:
             responses.add(seq, index, call, outcome)
         if any((tool := run.tools.get(call.name or "")) is not None and tool.starts_children for _, call in turn.calls):
             # The thread sees the tasks it started; before the turn is stored, so a takeover finds this post.
+            run.record_calls()  # (after the calls' results are recorded, as before any other work)
             tree_status.refresh(run.session, run.surface)
         if pause is not None:
             record.append(_question_wait(seq, pause_call[0], pause))

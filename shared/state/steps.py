@@ -4,9 +4,10 @@ session's progress, fenced by its lease.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from google.cloud import firestore
 
@@ -120,6 +121,12 @@ def _wrote(session: Session, transaction: firestore.Transaction, *, running: boo
         lease.forget(session)
 
 
+class FencedWrite(Protocol):
+    """A write that belongs with the step it is committed with (a call's ``done`` record in the ledger)."""
+
+    def apply(self, transaction: firestore.Transaction) -> None: ...
+
+
 @dataclass(frozen=True)
 class _Pending:
     """An ending that found notes: the children's results it read are stored as notes, nothing else."""
@@ -137,6 +144,7 @@ def commit_step(
     wait_for_notes: bool = True,
     pausing_on_record: list[Waiting] | None = None,
     spent: int = 0,
+    fenced: Sequence[FencedWrite] = (),
 ) -> list[Note]:
     """Persist one step and the session's progress together, fenced by the lease; returns the pending notes.
 
@@ -148,7 +156,9 @@ def commit_step(
     A pause on ``pausing_on_record`` (what the turn's calls wait on, of one kind or several) stores it as the
     session's waiting record, writing nothing but raising ``WaitsResolved`` if nothing in it is still waited on, and
     ``ChildAsked`` if a child it waits on has asked a question; the notes that brought outcomes it waits on are
-    dropped (the resumption reads each from its own document).
+    dropped (the resumption reads each from its own document). ``fenced`` are written with the step, under the same
+    fence (the ``done`` records of the calls whose results it carries: ``shared.state.ledger``); only a commit that
+    returns wrote them (one that raises, or stores the notes it found instead, wrote none of them).
     """
     ref = session_ref(session.session_id)
     when = now()
@@ -201,6 +211,8 @@ def commit_step(
             _check_record(transaction, current, pending, pausing_on_record)
             pending = waiting.notes_left(pending, pausing_on_record)
             writes |= session_update(notes=list(pending), waiting=list(pausing_on_record))
+        for write_with_step in fenced:
+            write_with_step.apply(transaction)
         if step is not None:
             transaction.create(step_ref(session.transcript, step.seq), step.to_doc())
         if spent and spend.in_force().on:  # the turn's tokens count against its person's daily budget

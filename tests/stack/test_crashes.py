@@ -142,6 +142,8 @@ TOOL_TURN = [
     Hold("the model call that makes the calls", "model"),
     Hold("inside the first restart (started, not done)", "chat.postMessage", match="Restarting `api`"),
     Hold("between the first restart's end and the second's", "chat.postMessage", match="Restarting `web`"),
+    # Each restart's done record rides in the next commit (issue 28.1): the second's start, the step with both results.
+    Hold("after the step that stores both results", "model", nth_model_request=2),
     Hold("the answer post", "chat.postMessage", match="Both restarted."),
 ]
 
@@ -156,7 +158,9 @@ def test_a_turn_of_outward_calls_never_runs_a_non_idempotent_tool_twice(
         ("restart_service", {"name": "web", "environment": "staging"}),
     )
     if hold.method == "model":
-        script(G.delayed(60, turn), turn, G.text("Both restarted."))
+        answer = G.text("Both restarted.")
+        slow = G.delayed(60, turn if hold.nth_model_request == 1 else answer)
+        script(*([slow, turn, answer] if hold.nth_model_request == 1 else [turn, slow, answer]))
     else:
         fake_slack.slow(hold.method, 60, match=hold.match)
         script(turn, G.text("Both restarted."))
@@ -182,6 +186,41 @@ def test_a_turn_of_outward_calls_never_runs_a_non_idempotent_tool_twice(
     texts = [m["text"] for m in fake_slack.bot_replies(thread.channel, thread.ts)]
     assert len(texts) == len(set(texts)), texts  # no post twice
     assert texts[-1] == "Both restarted."
+
+
+@pytest.mark.parametrize("held", ["before the inward call runs", "after the step that stores the results"])
+@pytest.mark.usefixtures("restarted")
+def test_a_call_outside_the_ledger_runs_only_once_the_results_before_it_are_recorded(
+    held: str, script: Script, stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """A restart's done record waits for the run's next commit (issue 28.1), but a call outside the ledger (the
+    thread's read here) runs only after it: killed as the read starts (its status shown), the first restart was
+    never recorded done and its outcome is unknown, and it does not run again; killed in the model request after the
+    step, every result is stored with it. Either way each restart ran once."""
+    turn = G.calls(
+        ("restart_service", {"name": "api", "environment": "staging"}),
+        ("read_thread", {"limit": 5}),
+        ("restart_service", {"name": "web", "environment": "staging"}),
+    )
+    answer = G.text("Both restarted.")
+    if held.startswith("before"):
+        fake_slack.slow("assistant.threads.setStatus", 60, match="is reading the thread")
+        script(turn, answer)
+        hold = Hold(held, "assistant.threads.setStatus", match="is reading the thread")
+    else:
+        script(turn, G.delayed(60, answer), answer)
+        hold = Hold(held, "model", nth_model_request=2)
+    before = len(fake_gemini.requests())
+    thread = mention(fake_slack, f"C{uid}", "restart api and web in staging")
+    kill_at(hold, stack, fake_slack, fake_gemini, before)
+    wait_status(thread.session_id, SessionStatus.DONE, timeout=90)
+
+    assert executions(thread.session_id) == Counter({"api": 1, "web": 1})
+    responses: list[dict[str, Any]] = function_responses(fake_gemini.requests()[-1])
+    unknown = [r for r in responses if "outcome unknown" in str(r["response"].get("error", ""))]
+    assert len(unknown) == (1 if held.startswith("before") else 0), responses
+    texts = [m["text"] for m in fake_slack.bot_replies(thread.channel, thread.ts)]
+    assert len(texts) == len(set(texts)), texts  # no post twice
 
 
 def test_a_worker_killed_after_its_ask_was_answered_meanwhile_resumes_with_that_answer(

@@ -16,9 +16,9 @@ from infra import stack as local
 from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
-from shared.state import firestore, ids, sessions, steps
+from shared.state import firestore, ids, ledger, sessions, steps
 from shared.state import questions as stored
-from shared.state.models import Question, QuestionStatus, SessionKind, SessionStatus
+from shared.state.models import Question, QuestionStatus, SessionKind, SessionStatus, Step, StepKind
 from shared.state.new_sessions import continuation_session, mention_session
 from shared.state.session_model import Session
 from shared.state.sessions import ClaimResult
@@ -209,6 +209,35 @@ def test_two_sessions_never_write_one_transcript(stack: Stack, uid: str) -> None
     firestore.session_ref(asker.session_id).update({"status": SessionStatus.RUNNING.value})
     with pytest.raises(steps.LeaseLost, match="writes this transcript"):
         steps.commit_step(running, None, lease_seconds=60)
+
+
+def test_a_calls_done_record_is_written_with_its_step_and_only_under_the_lease(stack: Stack, uid: str) -> None:
+    """Issue 28.1: the ledger's done record rides in the commit of the step that carries the call's result. A worker
+    that lost its session writes neither (the entry stays started: a takeover says the outcome is unknown); the
+    worker that holds it writes both at once."""
+    at = firestore.now()
+    mentioned = mention_session(event_id=f"Ev{uid}", channel=f"C{uid}", thread_ts="1.0", ts="1.0", user=HUMAN,
+                                text="x", at=at)  # fmt: skip
+    firestore.session_ref(mentioned.session_id).create(mentioned.to_doc())
+    running = sessions.claim_session(mentioned.session_id, worker="w1", task="t1", attempt=0, lease_seconds=60).session
+    assert running is not None
+    ledger.start(running, seq=0, index=0, key="k0", name="restart_service", args="{}")
+    done = ledger.finished(running, seq=0, index=0, response={"result": {"restarted": "api"}})
+    step = Step(seq=running.next_seq, session_id=running.session_id, kind=StepKind.TOOL_RESULTS, content=None,
+                audit=[], at=at)  # fmt: skip
+    stored_step = firestore.step_ref(running.transcript, step.seq)
+
+    firestore.session_ref(running.session_id).update({"worker": "w2"})  # taken over meanwhile
+    with pytest.raises(steps.LeaseLost):
+        steps.commit_step(running, step, lease_seconds=60, fenced=[done])
+    assert ledger.entries(running, 0, [0])[0].status == ledger.CallStatus.STARTED
+    assert not stored_step.get().exists
+
+    firestore.session_ref(running.session_id).update({"worker": "w1"})
+    steps.commit_step(running, step, lease_seconds=60, fenced=[done])
+    recorded = ledger.entries(running, 0, [0])[0]
+    assert (recorded.status, recorded.response) == (ledger.CallStatus.DONE, {"result": {"restarted": "api"}})
+    assert stored_step.get().exists
 
 
 def test_parallel_deliveries_of_a_running_session_run_it_once(

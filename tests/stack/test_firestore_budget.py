@@ -56,13 +56,15 @@ def test_firestore_operations_stay_within_the_budget(rig: cost.Rig) -> None:
 # every update fenced by the update time it was read at and every new document a create() (no BeginTransaction: the
 # transaction runs only when a fence fails; the answer here is a thread reply, which also records its event and reads
 # its thread's questions); a continuation's claim reads the session, its transcript's root and its question in one
-# batch; each step commit reads the session and the root in one; the approved call's ledger records are each one
-# commit fenced by the lease without a read. Before round 3's session 5: answer 6, approve 4 (the continuation's
-# existence read apart in the click's transaction); before session 6: answer 5, approve 3 (the click's transaction),
-# continuation 16, approved_run 20 (an empty read; the approval and its ledger entry read apart). A continuation's
-# transcript query runs beside its claim (an RPC counted here, not waited for after the claim), and what its waiting
-# record came to is read in ONE batch for every kind of wait (an approval with its call's ledger entry).
-ROUND_TRIPS = {"answer": 4, "approve": 2, "continuation": 15, "approved_run": 18, "ledger_outward_call": 4}
+# batch; each step commit reads the session and the root in one; a ledger call's started record is one commit fenced
+# by the lease without a read, its done record is written in the commit of the step that carries its result. Before
+# round 3's session 5: answer 6, approve 4 (the continuation's existence read apart in the click's transaction);
+# before session 6: answer 5, approve 3 (the click's transaction), continuation 16, approved_run 20 (an empty read;
+# the approval and its ledger entry read apart; the done record its own commit), ledger_outward_call 4. A
+# continuation's transcript query runs beside its claim (an RPC counted here, not waited for after the claim), and
+# what its waiting record came to is read in ONE batch for every kind of wait (an approval with its call's ledger
+# entry).
+ROUND_TRIPS = {"answer": 4, "approve": 2, "continuation": 15, "approved_run": 17, "ledger_outward_call": 3}
 # The click's own RPCs, in order (the decision: a batched read of 3 documents, one commit of 5 writes).
 CLICK_TRACES = {"approve": ("BatchGetDocuments 3r", "Commit 5w")}
 
