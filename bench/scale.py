@@ -6,21 +6,22 @@ How it is measured and read: ``bench/sections/scale.md`` (the section's text in 
 from __future__ import annotations
 
 import functools
+import inspect
+import itertools
 import json
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
-from google.cloud import firestore as gfs
 from google.cloud.firestore_v1.types import document as dpb
 from google.cloud.firestore_v1.types import write as wpb
 from google.protobuf import timestamp_pb2
 
+from bench import scale_cache
 from bench.figures import Section, at_most, info, median, table, text
 from bench.firestore_ops import CountingClient, OpCounter, wipe
 from bench.harness import BENCH_DIR, Bench
@@ -58,6 +59,10 @@ class Db:
     def __post_init__(self) -> None:
         self.client = CountingClient(counter=self.counter, project=local.PROJECT, database=self.name)
 
+    @property
+    def path(self) -> str:
+        return f"projects/{local.PROJECT}/databases/{self.name}"
+
     @contextmanager
     def current(self) -> Iterator[Db]:
         with deps.override(firestore=self.client):
@@ -88,33 +93,18 @@ def value(v: Any) -> Any:
     raise TypeError(f"cannot seed a {type(v).__name__}")
 
 
-def write_all(db: Db, docs: Iterator[tuple[str, str, dict[str, Any]]]) -> float:
-    """Write ``(collection, id, data)`` in commits of 500, eight at a time, uncounted (the seeding is not measured);
-    returns the seconds it took."""
-    client = gfs.Client(project=local.PROJECT, database=db.name)
-    root = f"{client._database_string}/documents/"
-
-    def commit(chunk: list[Any]) -> None:
-        batch = client.batch()
-        batch._write_pbs = chunk  # the writes, built below
-        batch.commit()
-
-    def chunks() -> Iterator[list[Any]]:
-        chunk: list[Any] = []
-        for collection, doc_id, data in docs:
-            fields = {key: value(v) for key, v in data.items()}
-            chunk.append(_WRITE(update=_DOC(name=f"{root}{collection}/{doc_id}", fields=fields)))
-            if len(chunk) == BATCH:
-                yield chunk
-                chunk = []
-        if chunk:
+def commits(database: str, docs: Iterator[tuple[str, str, dict[str, Any]]]) -> Iterator[list[Any]]:
+    """``(collection, id, data)`` as ``Write`` messages to ``database`` (its resource name), in commits of 500."""
+    root = f"{database}/documents/"
+    chunk: list[Any] = []
+    for collection, doc_id, data in docs:
+        fields = {key: value(v) for key, v in data.items()}
+        chunk.append(_WRITE(update=_DOC(name=f"{root}{collection}/{doc_id}", fields=fields)))
+        if len(chunk) == BATCH:
             yield chunk
-
-    started = time.perf_counter()
-    with ThreadPoolExecutor(8) as pool:
-        for _ in pool.map(commit, chunks()):
-            pass
-    return time.perf_counter() - started
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 def question(n: int, *, channel: str, thread_ts: str, status: QuestionStatus, asked_at: datetime) -> Question:
@@ -258,22 +248,47 @@ class Seeded:
     lookup: list[Db]
     sweep: list[Db]
     written: dict[int, float]  # seconds the lookup's databases took to write, by size
+    how: str  # how they were written, for the section's text
+
+
+def data_key() -> str:
+    """What the documents are made of: the generators' code and parameters, and a sample of what they make with the
+    product's models as they are (their ``to_doc``), at a fixed time."""
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    code = [inspect.getsource(f) for f in (value, commits, question, session, lookup_docs, sweep_docs)]
+    sizes = repr((LOOKUP_SIZES, SWEEP_SIZES, STALE, BATCH, TARGET_CHANNEL, TARGET_THREAD, local.PROJECT))
+    sample = [*itertools.islice(lookup_docs(100, at), 48, 52), *list(sweep_docs(100, at))[::10]]
+    return scale_cache.key([*code, sizes, json.dumps(sample, default=str, sort_keys=True)])
 
 
 def seed(bench: Bench) -> Seeded:
     """Every database and ledger of the figure, written (``run.py`` runs this beside the Firestore cost figure,
-    which counts operations on databases of its own and times nothing)."""
-    began, at, now = time.monotonic(), firestore.now(), time.time()
-    seeded = Seeded(at, [Db(f"lookup-{n}", n) for n in LOOKUP_SIZES], [Db(f"sweep-{n}", n) for n in SWEEP_SIZES], {})
+    which counts operations on databases of its own and times nothing): the commits an earlier run kept
+    (``bench/scale_cache.py``) sent as they are, or built, sent and kept."""
+    began, now, key = time.monotonic(), time.time(), data_key()
+    kept = scale_cache.find(key)
+    at = kept.at if kept else firestore.now()
+    seeded = Seeded(at, [Db(f"lookup-{n}", n) for n in LOOKUP_SIZES], [Db(f"sweep-{n}", n) for n in SWEEP_SIZES], {},
+                    f"the commits kept by the run of {at:%Y-%m-%d %H:%M} UTC sent again" if kept else
+                    "its commits built in this run and kept for the next runs")  # fmt: skip
+    host = bench.stack.firestore_host
+    for db, docs in [(db, lookup_docs(db.size, at)) for db in seeded.lookup] + [
+        (db, sweep_docs(db.size, at)) for db in seeded.sweep
+    ]:
+        wipe(host, local.PROJECT, db.name)
+        if kept:
+            took = scale_cache.load(kept, host, db.name)
+        else:
+            took = scale_cache.build(key, host, db.name, db.path, commits(db.path, docs))
+        if db in seeded.lookup:
+            seeded.written[db.size] = took
+    if not kept:
+        scale_cache.finish(key, at=at)
     for db in seeded.lookup:
-        wipe(bench.stack.firestore_host, local.PROJECT, db.name)
-        seeded.written[db.size] = write_all(db, lookup_docs(db.size, at))
         write_ledger(BENCH_DIR / f"ledger-{db.size}.jsonl", db.size, stale=0, now=now)
     for db in seeded.sweep:
-        wipe(bench.stack.firestore_host, local.PROJECT, db.name)
-        write_all(db, sweep_docs(db.size, at))
         write_ledger(BENCH_DIR / f"sweep-ledger-{db.size}.jsonl", db.size, stale=STALE, now=now)
-    print(f"    scale's seeding: {time.monotonic() - began:.1f} s", flush=True)
+    print(f"    scale's seeding: {time.monotonic() - began:.1f} s ({seeded.how})", flush=True)
     return seeded
 
 
@@ -332,7 +347,7 @@ def answer_lookup(seeded: Seeded, section: Section) -> None:
     rows.append(_seed_row(ledger, small, large, ledger_ratio))
     section.say(
         f"**Answer lookup** (median of {LOOKUP_REPS} turns each; writing took {written[small]:.1f} s for {small:,} "
-        f"and {written[large]:.0f} s for {large:,} documents; the ledger rows count lines read):",
+        f"and {written[large]:.0f} s for {large:,} documents, {seeded.how}; the ledger rows count lines read):",
         table(header, rows),
         f"Profile of one lookup at {large:,} documents (cProfile, client side): {total * 1000:.0f} ms in the lookup. "
         "The lookup reads the thread's document (`threads/{channel}-{thread_ts}`, which lists the ids of its open "
