@@ -33,8 +33,9 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 # What a failed fence raises: an update time that moved (FailedPrecondition), a document gone (NotFound), or a
-# create of a document that exists (the emulator's Conflict, Firestore's AlreadyExists).
-FENCE_FAILED = (gexc.FailedPrecondition, gexc.NotFound, gexc.AlreadyExists, gexc.Conflict)
+# create of a document that exists (the emulator's Conflict, Firestore's AlreadyExists); and a commit aborted by
+# lock contention (Aborted: Firestore's advice is to try again, which the transaction does after reading again).
+FENCE_FAILED = (gexc.FailedPrecondition, gexc.NotFound, gexc.AlreadyExists, gexc.Conflict, gexc.Aborted)
 
 
 class Unfenceable(ProductError):

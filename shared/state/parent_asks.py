@@ -11,13 +11,13 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
 from shared.errors import Unavailable
 from shared.state import child_questions, results, waiting
-from shared.state.children import current_parent, get_children, result_note
-from shared.state.firestore import ALREADY_EXISTS, contended, db, now, session_ref
+from shared.state.children import current_parent, result_note
+from shared.state.fenced import FENCE_FAILED
+from shared.state.firestore import contended, db, now, session_ref
 from shared.state.models import Note, ParentQuestion, SessionStatus
 from shared.state.session_model import Session
 from shared.state.sessions import UNFINISHED as _UNFINISHED
@@ -74,9 +74,11 @@ def _tell_paused(child: Session, question: ParentQuestion, when: datetime) -> tu
         doc = snap.to_dict() or {}
         if doc.get("status") != SessionStatus.PAUSED.value:
             continue
+        if not _unread(child, question):  # its parent read it at a step commit before it paused: told already
+            return True, None
         try:
             return True, _tell(child, parent.session_id, doc, fence=snap.update_time, note=note, when=when)
-        except (gexc.FailedPrecondition, gexc.Conflict):  # written since (woken or released by a sibling's question)
+        except FENCE_FAILED:  # written since (woken or released by a sibling's question), or aborted by contention
             time.sleep(random.uniform(0.02, 0.1) * (attempt + 1))  # noqa: S311 - jitter, not secrecy
     raise Unavailable(f"the paused parent of {child.session_id} kept changing while its question was delivered")
 
@@ -85,19 +87,23 @@ def _tell(child: Session, parent_id: str, doc: dict[str, Any], *, fence: datetim
           when: datetime) -> str | None:  # fmt: skip
     """One batch, fenced by the paused parent's update time as read: the question as a note and, if it waits on its
     children, no longer waiting on them (their calls get "still running"; their results come as notes) and woken if
-    nothing else is waited on. Returns the session woken (None: the question waits with it)."""
+    nothing else is waited on. Each unfinished sibling's release is fenced by its own update time as read, so one
+    that ended meanwhile fails the batch and the retry reads its result. Returns the session woken (None: the
+    question waits with it)."""
     released = {**doc, "waiting": waiting.release_children(doc)}
-    siblings = get_children(waiting.waited_children(doc))
+    siblings = _read_children(waiting.waited_children(doc))
     batch = db().batch()
     found = None
     if siblings and not waiting.unresolved(None, released, waiting.record_of(released)):
         found = waiting.check(None, parent_id, released)
     extra = session_update(waiting=released["waiting"])
-    notes = [note]
+    known = {str(n.get("question_id")) for n in doc.get("notes") or [] if isinstance(n, dict)}
+    notes = [note] if note.question_id not in known else []
     unfinished: dict[str, list[str]] = {}  # by the transcript that reads their results now
-    for sibling in siblings:
+    for sibling, updated in siblings:
         if sibling.status.value in _UNFINISHED:
-            batch.update(session_ref(sibling.session_id), session_update(delegate_blocking=False))
+            batch.update(session_ref(sibling.session_id), session_update(delegate_blocking=False),
+                         option=db().write_option(last_update_time=updated))  # fmt: skip
             unfinished.setdefault(child_questions.reports_to(sibling), []).append(sibling.session_id)
         else:
             notes.append(result_note(sibling))
@@ -111,25 +117,49 @@ def _tell(child: Session, parent_id: str, doc: dict[str, Any], *, fence: datetim
         woken = waiting.wake(batch, found, trigger_ts=None, user=child.origin.trigger_user, at=when, extra=extra,
                              news=notes, fence=fence)  # fmt: skip
     else:
-        fields = {**extra, **session_update(updated_at=when), **appended(notes=list(notes))}
+        fields = {**extra, **session_update(updated_at=when)}
+        if notes:
+            fields |= appended(notes=list(notes))
         batch.update(session_ref(parent_id), fields, option=db().write_option(last_update_time=fence))
     batch.commit()
-    _results_of_late_ends([s for s in siblings if s.status.value in _UNFINISHED])
+    if woken is None and siblings:
+        # Its other waits were read before this commit released the children, and whatever resolved one of them
+        # meanwhile (an answer, a decision) read the parent before it: neither saw the record complete. Read again
+        # now that the release is written; whatever resolves later reads the release and wakes it itself.
+        woken = _wake_if_complete(parent_id, user=child.origin.trigger_user, at=when)
     return woken.session_id if woken else None
 
 
-def _results_of_late_ends(released: list[Session]) -> None:
-    """Released children that ended while they were being released may have ended as blocking (no result record):
-    each such result is recorded now, once (``create()``), for the transcript that reads them as notes."""
-    for sibling in get_children([s.session_id for s in released]):
-        reports_to = child_questions.reports_to(sibling)
-        if sibling.status.value in _UNFINISHED or not reports_to:
-            continue
-        try:
-            results.result_ref(reports_to, sibling.session_id).create({"note": result_note(sibling).to_doc(),
-                                                                       "at": sibling.ended_at or now()})  # fmt: skip
-        except ALREADY_EXISTS:
-            continue  # it recorded its result itself (it ended released)
+def _read_children(child_ids: list[str]) -> list[tuple[Session, datetime]]:
+    """These children with the update time each was read at (point reads in one batch)."""
+    snaps = {s.id: s for s in db().get_all([session_ref(c) for c in child_ids]) if s.exists}
+    return [(Session.from_doc(snaps[c].to_dict() or {}), snaps[c].update_time) for c in child_ids if c in snaps]
+
+
+def _unread(child: Session, question: ParentQuestion) -> bool:
+    """Whether the child's question record still holds ``question`` (a step commit that read it deleted it)."""
+    data = child_questions.asked_ref(child_questions.reports_to(child), child.session_id).get().to_dict() or {}
+    return any(isinstance(n, dict) and n.get("question_id") == question.question_id for n in data.get("notes") or [])
+
+
+def _wake_if_complete(parent_id: str, *, user: str, at: datetime) -> Session | None:
+    """The paused parent woken in a transaction if nothing it waits on is unresolved any more (read after the
+    caller's own write: of two resolutions that each read before the other wrote, the later reader wakes it)."""
+    ref = session_ref(parent_id)
+    seen = ref.get().to_dict()
+    if seen is None or seen.get("status") != SessionStatus.PAUSED.value or not waiting.record_of(seen):
+        return None
+    if waiting.unresolved(None, seen, waiting.record_of(seen)):
+        return None
+
+    @firestore.transactional
+    def run(transaction: firestore.Transaction) -> Session | None:
+        data = ref.get(transaction=transaction).to_dict()
+        found = waiting.check(transaction, parent_id, data) if data is not None else None
+        return waiting.wake(transaction, found, trigger_ts=None, user=user, at=at) if found else None
+
+    woken: Session | None = contended(run)
+    return woken
 
 
 def _release_own(child: Session, question: ParentQuestion, unanswered: str) -> None:

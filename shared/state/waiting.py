@@ -16,11 +16,10 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
 from shared.state import ids, legacy_waits, waits
-from shared.state.fenced import Unfenceable
+from shared.state.fenced import FENCE_FAILED, Unfenceable
 from shared.state.firestore import contended, db, session_ref
 from shared.state.models import (
     Note,
@@ -185,7 +184,7 @@ def wake_after_child(child: Session, at: datetime) -> Session | None:
                  fence=snap.update_time)  # fmt: skip
     try:
         batch.commit()
-    except (gexc.FailedPrecondition, gexc.Conflict):  # written since (woken, most likely) or its continuation exists
+    except FENCE_FAILED:  # written since (woken, most likely), its continuation exists, or aborted by contention
         pass
     else:
         return woken

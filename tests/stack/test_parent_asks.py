@@ -1,0 +1,122 @@
+"""A child's question to its paused parent (``shared.state.parent_asks``), raced on the emulator's documents: the
+paused parent is told in one batch fenced by its update time, so whatever the batch's fences cannot hold is checked
+again after it commits (found in review of issue 28.4's change)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from google.cloud.firestore_v1.batch import WriteBatch
+
+from infra.stack import Stack
+from shared.state import child_questions, firestore, parent_asks, questions, sessions
+from shared.state.models import Note, NoteKind, ParentQuestion, Question, SessionKind, SessionStatus, Waiting, WaitKind
+from shared.state.session_model import Session
+
+pytestmark = pytest.mark.stack
+
+
+def _paused_parent_with_a_child_and_a_question(uid: str) -> tuple[str, Session, str]:
+    """A parent paused on one turn that waits on a blocking child (running) and an operator's question (open)."""
+    at = firestore.now()
+    parent_id, child_id, question_id = f"ev-pa-{uid}", f"ch-pa-{uid}", f"q-pa-{uid}"
+    channel, root = f"C{uid}", "1700000000.000100"
+    common = {"channel": channel, "thread_ts": root, "trigger_ts": root, "trigger_user": "U1", "created_at": at}
+    parent = Session.new(session_id=parent_id, kind=SessionKind.MENTION, text="parent", status=SessionStatus.PAUSED,
+                         transcript_writer=parent_id, next_seq=3, waiting=[
+                             Waiting(seq=1, index=0, kind=WaitKind.CHILD, key=child_id),
+                             Waiting(seq=1, index=1, kind=WaitKind.QUESTION, key=question_id)],
+                         **common)  # type: ignore[arg-type]  # fmt: skip
+    child = Session.new(session_id=child_id, kind=SessionKind.CHILD, text="child task", status=SessionStatus.RUNNING,
+                        transcript_writer=child_id, parent_session_id=parent_id, root_session_id=parent_id,
+                        delegate_blocking=True, **common)  # type: ignore[arg-type]  # fmt: skip
+    firestore.session_ref(parent_id).create(parent.to_doc())
+    firestore.session_ref(child_id).create(child.to_doc())
+    questions.create_question(Question(
+        question_id=question_id, session_id=parent_id, transcript_id=parent_id, channel=channel, thread_ts=root,
+        text="Which region?", options=[], blocking=True, call_id=None, asked_at=at, requester="U1", seq=1,
+        call_index=1,
+    ))  # fmt: skip
+    return parent_id, child, question_id
+
+
+@pytest.fixture
+def before_the_tell_commits(monkeypatch: pytest.MonkeyPatch) -> list[Callable[[], object]]:
+    """Hooks run once, in the asking thread, after ``_tell`` read everything and before its batch commits."""
+    hooks: list[Callable[[], object]] = []
+    commit = WriteBatch.commit
+
+    def held(self: WriteBatch, *args: Any, **kwargs: Any) -> Any:
+        while hooks and threading.current_thread().name == "asking":
+            hooks.pop(0)()
+        return commit(self, *args, **kwargs)
+
+    monkeypatch.setattr(WriteBatch, "commit", held)
+    return hooks
+
+
+def _ask(child: Session, text: str) -> tuple[parent_asks.AskOutcome, str | None]:
+    asked = ParentQuestion(question_id=f"pq-{child.session_id}-2-0", text=text, blocking=True, seq=2, index=0)
+    found: list[tuple[parent_asks.AskOutcome, str | None]] = []
+    thread = threading.Thread(name="asking", target=lambda: found.append(
+        parent_asks.ask_parent(child, asked, unanswered="ended")))  # fmt: skip
+    thread.start()
+    thread.join(timeout=60)
+    assert found, "ask_parent did not return"
+    return found[0]
+
+
+def test_an_answer_that_lands_while_a_child_asks_its_paused_parent_still_wakes_it(
+    stack: Stack, uid: str, before_the_tell_commits: list[Callable[[], object]]
+) -> None:
+    """The parent waits on a child and a question. The child asks; the tell reads the question open, so it only
+    releases the child's wait. The operator's answer lands before the tell commits, read the parent before it too
+    (the child's wait not released yet), and wakes nothing. Before, the tell's batch committed (its fence is the
+    parent's update time, which the answer does not write) and nobody woke the parent: it stayed paused for ever,
+    waiting on nothing. Now the tell reads again after its commit and wakes it."""
+    parent_id, child, question_id = _paused_parent_with_a_child_and_a_question(uid)
+    answered = {"status": "answered", "answer": "eu-west", "answered_by": "U2"}
+    before_the_tell_commits.append(lambda: firestore.question_ref(question_id).update(answered))
+    outcome, woken = _ask(child, "Which bucket?")
+    assert outcome == parent_asks.AskOutcome.RESUMED, outcome
+    assert woken
+    parent = sessions.get_session(parent_id)
+    assert parent is not None
+    assert parent.status == SessionStatus.RESUMED
+    resumed = sessions.get_session(woken)
+    assert resumed is not None
+    assert [n.question_id for n in resumed.notes].count(f"pq-{child.session_id}-2-0") == 1
+
+
+def test_a_question_its_parent_read_before_it_paused_is_not_told_again(stack: Stack, uid: str) -> None:
+    """A non-blocking child the parent's turn does not wait on asks; the parent's step commit reads its record (the
+    question a note the parent keeps, the record deleted) and then the parent pauses on its turn's child and question.
+    The child's late tell must not deliver the question a second time, nor release the turn's own child: before, it
+    did both (that child's call would have got "still running" for a question it never asked)."""
+    parent_id, waited, _ = _paused_parent_with_a_child_and_a_question(uid)
+    asker = Session.from_doc({**waited.to_doc(), "session_id": f"ch-pb-{uid}", "transcript_writer": f"ch-pb-{uid}",
+                              "delegate_blocking": False})  # fmt: skip
+    firestore.session_ref(asker.session_id).create(asker.to_doc())
+    question = f"pq-{asker.session_id}-2-0"
+    note = Note(kind=NoteKind.CHILD_QUESTION, text="Which bucket?", user=asker.session_id, ts=question,
+                question_id=question, question=asker.text)  # fmt: skip
+    firestore.session_ref(parent_id).update({"notes": [note.to_doc()]})
+    ask = child_questions.record
+
+    def read_at_once(child_: Session, asked: ParentQuestion, at: Any) -> bool:
+        recorded: bool = ask(child_, asked, at)
+        child_questions.asked_ref(parent_id, child_.session_id).delete()  # the parent's step commit read it
+        return recorded
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(child_questions, "record", read_at_once)
+        outcome, woken = _ask(asker, "Which bucket?")
+    assert (outcome, woken) == (parent_asks.AskOutcome.DELIVERED, None)
+    parent = sessions.get_session(parent_id)
+    assert parent is not None
+    assert parent.status == SessionStatus.PAUSED
+    assert [n.question_id for n in parent.notes] == [question]
+    assert not any(w.released for w in parent.waiting), parent.waiting
