@@ -60,11 +60,15 @@ def fan_out(rig: cost.Rig, children: int) -> tuple[str, list[str], Ops, list[str
     tag = rig.uid
     tasks = [f"check shard {n} of {tag}" for n in range(children)]
     rig.script(G.calls(*(("delegate", {"task": t, "blocking": False}) for t in tasks)))
-    rig.script(G.delayed(3, G.text("Started the checks.")))
+    # The parent's later replies match its own conversation only: an item without a match answers any request, so
+    # a child whose request came before the parent's next one took the parent's reply (a flaky "lost" result).
+    ours = FakeGemini.matching(f"check every shard {tag}", G.delayed(3, G.text("Started the checks.")))
+    rig.gemini.script(ours)
     for n, task in enumerate(tasks):
         rig.gemini.script(FakeGemini.matching(json.dumps({"task": task}), G.text(f"shard {n} of {tag} is clean")))
-    rig.script(*(G.text("Noted.") for _ in range(children + 1)))  # its later turns, however the results batch
-    parent = rig.start("check every shard")
+    for _ in range(children + 1):  # its later turns, however the results batch
+        rig.gemini.script(FakeGemini.matching(f"check every shard {tag}", G.text("Noted.")))
+    parent = rig.start(f"check every shard {tag}")
     crashed: list[str] = []
     runs = threading.Thread(target=deliver, args=(parent, f"p-{parent}", crashed))
     runs.start()
