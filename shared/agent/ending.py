@@ -41,6 +41,7 @@ class Ender:
         """Someone stopped this session (or its tree): it ends here, says so, and stops what it delegated."""
         text = f"Stopped by {by}."
         if self.session.reports_to_parent:
+            self.run.record_calls()  # a child's end is not a step of this run: the calls' results go first
             step = Step(seq=self.session.next_seq, session_id=self.session.session_id, kind=StepKind.END,
                         content=None, audit=[Audit(AuditType.RESULT, now(), text=text)], at=now())  # fmt: skip
             finished = stored_children.finish(self.session, step, status=SessionStatus.STOPPED, result=text,
@@ -204,6 +205,7 @@ class Ender:
         return self.answer(text, step, last=True)
 
     def fail(self, reason: str, *, detail: str) -> SessionStatus:
+        self.run.record_calls()  # the failure is not a step of this run: the results of the calls that ran go first
         fail_session(self.session, reason, self.surface, detail=detail)
         return SessionStatus.FAILED
 
