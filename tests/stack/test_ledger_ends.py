@@ -157,7 +157,7 @@ def test_a_session_stopped_while_its_approved_call_runs_records_the_calls_result
     task = f"scale the api for the launch {uid}"
     child = who == "a delegated child"
     scale = G.call("scale_service", name="api", replicas=4)
-    fake_slack.slow("chat.update", 15, match=IT_RAN)  # held right after the call, before its step
+    fake_slack.slow("chat.update", 20, match=IT_RAN)  # held right after the call, before its step
     if child:  # each session's replies match its own requests (the child's opening holds its task as this JSON)
         fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.call("delegate", task=task)))
         fake_gemini.script(FakeGemini.matching(json.dumps({"task": task}), scale))
