@@ -26,7 +26,6 @@ from shared.state.models import Note, NoteKind, ParentQuestion, SessionKind, Ses
 from shared.state.origin import continuing, same_thread
 from shared.state.session_model import Session
 from shared.state.steps import LeaseLost, NotesPending
-from shared.state.tree_view import RETURNED
 from shared.state.updates import appended, session_update
 
 _UNFINISHED = sessions.UNFINISHED  # a child in one of these has not ended
@@ -84,7 +83,6 @@ def create_child(child: Session, budget: TreeBudget) -> Session:
     call with the same id returns the stored child and takes nothing)."""
     ref = session_ref(child.session_id)
     root_ref = session_ref(child.tree_root)
-    view_ref = tree_view.view_ref(child.tree_root)
 
     @firestore.transactional
     def run(transaction: firestore.Transaction) -> Session:
@@ -93,9 +91,7 @@ def create_child(child: Session, budget: TreeBudget) -> Session:
             return Session.from_doc(snap.to_dict() or {})
         # What is allotted and not given back: the root's allotments less the returns its ended children stored
         # in the tree's view (``tree_view.ended``), one batched read.
-        read = db().get_all([root_ref, view_ref], field_paths=["tree_reserved", RETURNED], transaction=transaction)
-        found = {snap.reference.path: snap.to_dict() for snap in read}
-        reserved = tree_view.reserved(found.get(root_ref.path) or {}, found.get(view_ref.path))
+        reserved = tree_view.allotted(child.tree_root, transaction)
         turns_left = budget.turns - budget.root_turns - reserved["turns"]
         calls_left = budget.tool_calls - budget.root_tool_calls - reserved["tool_calls"]
         if turns_left < 1:

@@ -8,7 +8,7 @@ write that reads nothing) and reads the document back: the last of several to wr
 end writes its line in its ending transaction (``ended``), with what it gives back to the tree (the turns and tool
 calls of its allotment it did not use, the tokens it used): the only document shared by the tree that a child's
 end writes. Its root session is written only when a child is created (its allotment, ``tree_reserved``): the
-tree's budget left is the root's allotments less what this document says was given back (``reserved``), so
+tree's budget left is the root's allotments less what this document says was given back (``allotted``), so
 children ending together never queue their commits on the root document that their parent's step commits write,
 and queue them on one document, not two. The full picture is read from the sessions themselves (one query) only
 where the tree grows or a parent resumes on its children (``merge``); that merge keeps, per task, the newer of its
@@ -148,6 +148,15 @@ def ended(transaction: firestore.Transaction, child: Session, *, status: Session
 def read(root_id: str) -> View:
     """The tree's view as stored (one read)."""
     return _view(view_ref(root_id).get().to_dict())
+
+
+def allotted(root_id: str, transaction: firestore.Transaction | None = None) -> dict[str, int]:
+    """The turns and tool calls of the tree's budget allotted to children and not given back (one batched read of
+    the root and the view, in ``transaction`` if given)."""
+    root_ref, ref = session_ref(root_id), view_ref(root_id)
+    read = db().get_all([root_ref, ref], field_paths=["tree_reserved", RETURNED], transaction=transaction)
+    found = {snap.reference.path: snap.to_dict() for snap in read}
+    return reserved(found.get(root_ref.path) or {}, found.get(ref.path))
 
 
 def reserved(root: dict[str, Any], view: dict[str, Any] | None) -> dict[str, int]:
