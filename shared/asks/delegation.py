@@ -10,6 +10,7 @@ import logging
 from datetime import datetime
 
 from shared import config
+from shared.asks import tree_status
 from shared.errors import Refused
 from shared.queue import tasks
 from shared.state import children, parent_asks, sessions
@@ -123,6 +124,7 @@ def abandon_asking(child: Session, at: datetime) -> bool:
     except LeaseLost:
         return False
     resume_parent(child, finished)
+    tree_status.show_ended(child.session_id)
     log.info("a child's unanswered question ended it", extra={"child": child.session_id, "hours": hours})
     return True
 

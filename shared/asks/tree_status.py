@@ -66,6 +66,17 @@ def show(child: Session, surface: ThreadSurface) -> None:
         log.warning("could not refresh the delegated tasks' status message", extra={"error": str(exc)})
 
 
+def show_ended(child_id: str) -> None:
+    """Show a child that something other than its own run ended (the sweep: a question to its parent that went
+    unanswered, a worker that died for good): its line is stored with its end, and the status message must say so
+    too, or it would show the child working for ever."""
+    child = sessions.get_session(child_id)
+    if child is None or child.status not in _ENDED_LINES:
+        return
+    origin = child.origin
+    show(child, ThreadSurface(origin.channel, origin.thread_ts, origin.trigger_ts, quiet=True))
+
+
 def _refresh(session: Session, surface: ThreadSurface) -> None:
     root_id = session.tree_root
     found = tree_view.tree_members_at(root_id)

@@ -29,7 +29,7 @@ from typing import Any
 
 from shared import config
 from shared.agent import followup
-from shared.asks import delegation, lifecycle, stopping
+from shared.asks import delegation, lifecycle, stopping, tree_status
 from shared.logs import session_context
 from shared.queue import tasks
 from shared.state import children, ids, sessions, steps
@@ -170,6 +170,7 @@ def _dead_child(child: Session) -> str:
     except steps.LeaseLost:
         return "unchanged"  # taken over meanwhile
     delegation.resume_parent(child, finished)
+    tree_status.show_ended(child.session_id)
     return "children_failed"
 
 

@@ -22,6 +22,7 @@ from infra.stack import Stack
 from shared import config, deps
 from shared.agent.transcript import to_json
 from shared.queue import tasks
+from shared.slack import client as slack
 from shared.state import firestore, ids, results, sessions, tree_view
 from shared.state import questions as stored
 from shared.state.models import (
@@ -351,7 +352,7 @@ def test_a_child_whose_worker_died_for_good_fails_and_its_parent_resumes(
     parent = Session.new(
         session_id=parent_id, kind=SessionKind.MENTION, channel=channel, thread_ts=root, trigger_ts=root,
         trigger_user=OPERATOR, text=f"check the disks [{channel}]", created_at=long_ago, status=SessionStatus.PAUSED,
-        transcript_writer=parent_id, next_seq=3, turns=1, tool_calls=1,
+        transcript_writer=parent_id, next_seq=3, turns=1, tool_calls=1, tree_status_ts=tree_message(channel, root),
     )  # fmt: skip
     child = Session.new(
         session_id=child_id, kind=SessionKind.CHILD, channel=channel, thread_ts=root, trigger_ts=root,
@@ -374,7 +375,21 @@ def test_a_child_whose_worker_died_for_good_fails_and_its_parent_resumes(
     [response] = [r["response"] for r in function_responses(fake_gemini.requests()[-1])]
     assert "did not finish (failed)" in response["error"]
     assert "worker died" in response["error"]
+    shows_ended(fake_slack, channel, parent.tree.status_ts or "", ":x: failed")
     assert sweep(stack)["children_failed"] == 0
+
+
+def tree_message(channel: str, root: str) -> str:
+    """A tree's status message in the thread, as its root posts it when it first delegates; returns its ts."""
+    return slack.post(channel, root, ":busts_in_silhouette: *Delegated tasks*", key=f"{channel}:{root}:tree")
+
+
+def shows_ended(fake_slack: FakeSlack, channel: str, ts: str, state: str) -> None:
+    """The tree's status message shows its one child ended, in ``state``: not working for ever."""
+    shown = wait_for(lambda: next((m["text"] for m in fake_slack.messages(channel) if m["ts"] == ts
+                                   and "(1 of 1 finished)" in m["text"]), None), timeout=30,
+                     what="the tree's status message to show the child ended")  # fmt: skip
+    assert state in shown
 
 
 def asking_child(uid: str, parent: Session, asked_at: datetime) -> Session:
@@ -407,6 +422,7 @@ def test_a_child_waiting_on_its_parents_answer_is_reminded_then_ended_by_the_swe
         session_id=f"parent-{uid}", kind=SessionKind.MENTION, channel=channel, thread_ts=root, trigger_ts=root,
         trigger_user=OPERATOR, text=f"rotate the keys [{channel}]", created_at=asked_at, status=SessionStatus.PAUSED,
         transcript_writer=f"parent-{uid}", next_seq=3, tree_reserved={"turns": 4, "tool_calls": 6},
+        tree_status_ts=tree_message(channel, root),
     )  # fmt: skip
     firestore.session_ref(parent.session_id).create(parent.to_doc())
     child = asking_child(uid, parent, asked_at)
@@ -446,4 +462,5 @@ def test_a_child_waiting_on_its_parents_answer_is_reminded_then_ended_by_the_swe
     assert "Which region?" in result.text
     # What the child did not use is given back (beside the root's allotments, in the tree's view: issue 28.4).
     assert tree_view.allotted(parent.session_id) == {"turns": 1, "tool_calls": 1}
+    shows_ended(fake_slack, channel, parent.tree.status_ts or "", "abandoned")  # not ":gear: working" for ever
     assert sweep(stack, asked_at + timedelta(hours=bound + 2))["children_abandoned"] == 0
