@@ -29,7 +29,7 @@ from shared.state.firestore import (
     session_ref,
     transact,
 )
-from shared.state.models import Note, NoteKind, Question, SessionStatus
+from shared.state.models import Note, NoteKind, Question, SessionStatus, Waiting
 from shared.state.session_model import Session, SessionChanges, stored
 from shared.state.updates import appended, session_update
 
@@ -86,11 +86,13 @@ class Claim:
     # Claimed: the newest update time of the documents the claim read (the session's, its transcript's root's and
     # its writer's among them): no step of its transcript was stored after it (``shared.state.transcript_ahead``).
     settled: datetime | None = None
+    # Claimed: what the session's waiting record came to, by document path, read with the claim because its task
+    # named that very record (None: not read there; the run reads it: ``claim_reads.ClaimReads.outcomes``).
+    outcomes: dict[str, dict[str, Any] | None] | None = None
 
 
-def claim_session(
-    session_id: str, *, worker: str, task: str, attempt: int, lease_seconds: int, at: datetime | None = None
-) -> Claim:
+def claim_session(session_id: str, *, worker: str, task: str, attempt: int, lease_seconds: int,
+                  at: datetime | None = None, resumes: list[Waiting] | None = None) -> Claim:  # fmt: skip
     """Claim a session for this worker in a transaction.
 
     Claimable: ``queued``; or ``running`` with an expired lease (its worker died); or ``running`` under a lease
@@ -109,7 +111,7 @@ def claim_session(
         used.append(transaction)
         when = at or now()  # each attempt's own: the lease it writes starts when it commits, not when it began
         # One round trip: the session, and the transcript, writer and question its id names (hints, checked).
-        reads = claim_reads.read(transaction, session_id)
+        reads = claim_reads.read(transaction, session_id, resumes)
         snap = reads.session
         data = snap.to_dict() if snap.exists else None
         if data is None:
@@ -148,7 +150,7 @@ def claim_session(
         transaction.update(ref, fields, option=db().write_option(last_update_time=snap.update_time))
         session.apply(fields)
         return Claim(result, session, trace_id=session.trace_id, question=_question_read(session, reads),
-                     settled=reads.newest_update())  # fmt: skip
+                     settled=reads.newest_update(), outcomes=reads.outcomes(session.waiting))  # fmt: skip
 
     try:
         claimed: Claim = _claim_again_if_changed(claim)  # parallel deliveries of one task race for it
