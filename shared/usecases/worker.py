@@ -20,6 +20,7 @@ from shared.queue import tasks
 from shared.slack import backpressure
 from shared.state import lease, sessions, steps, transcript_ahead
 from shared.state.batched import Docs
+from shared.state.claim_step import FirstStep
 from shared.state.firestore import now
 from shared.state.models import Question, SessionStatus, Step, Waiting
 from shared.state.session_model import Session
@@ -46,7 +47,8 @@ def run_delivery(session_id: str, *, task: str, attempt: int, resumes: list[Wait
     """One delivery of ``session_id``'s task; ``resumes``: the waiting record the task names (a continuation's), whose
     outcomes the claim reads in its own batch (used only if the session's own record is that one)."""
     worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-    # A continuation's transcript is queried beside its claim, and used only if the claim leaves it as read.
+    # A continuation's transcript is queried beside its claim, and used only if the claim leaves it as read; the
+    # step resuming its turn is stored in the claim's commit when it can be made from what the claim read.
     with transcript_ahead.beside_claim(session_id) as ahead:
         claim = sessions.claim_session(
             session_id,
@@ -55,10 +57,21 @@ def run_delivery(session_id: str, *, task: str, attempt: int, resumes: list[Wait
             attempt=attempt,
             lease_seconds=config.settings().session_lease_seconds,
             resumes=resumes,
+            first_step=_first_step(ahead, resumes),
         )
         transcript = ahead.usable(claim) if ahead is not None else None
+    if transcript is not None and claim.stepped is not None:
+        transcript = [*transcript, claim.stepped]
     with session_context(session_id, trace=claim.trace_id or current_trace()):
         return _after_claim(claim, task=task, attempt=attempt, transcript=transcript)
+
+
+def _first_step(ahead: transcript_ahead.Ahead | None, resumes: list[Waiting] | None) -> FirstStep | None:
+    if ahead is None or not resumes:
+        return None
+    from shared.agent.waits import in_claim
+
+    return in_claim.for_claim(ahead, resumes)
 
 
 def _after_claim(claim: Claim, *, task: str, attempt: int, transcript: list[Step] | None = None) -> Delivery:

@@ -113,3 +113,34 @@ def test_what_the_claim_read_is_handed_on_only_for_the_record_it_named() -> None
     # a question named but not stored reads as missing, as the run's own read would
     missing = claim_reads.ClaimReads(session, {f"questions/{QUESTION.key}": None}, resumes=[QUESTION])
     assert missing.outcomes([QUESTION]) == {f"questions/{QUESTION.key}": None}
+
+
+def test_only_a_record_of_operator_questions_is_resumed_in_its_claims_commit() -> None:
+    from shared.agent.waits import in_claim
+
+    ahead: Any = SimpleNamespace()  # never asked: these are refused before the claim reads anything
+    assert in_claim.for_claim(None, [QUESTION]) is None  # no transcript queried beside the claim
+    assert in_claim.for_claim(ahead, None) is None  # the task names no record
+    for other in (APPROVAL, CHILD, PARENT, Waiting(3, 5, WaitKind.MCP_INPUT, "q-x")):
+        assert in_claim.for_claim(ahead, [QUESTION, other]) is None
+    released = Waiting(3, 0, WaitKind.QUESTION, QUESTION.key, released=True)
+    assert in_claim.for_claim(ahead, [released]) is None
+    assert in_claim.for_claim(ahead, [QUESTION]) is not None
+
+
+def test_what_an_answered_question_gives_its_call_is_decided_from_the_question_alone() -> None:
+    from shared.agent.waits import question
+    from shared.state.models import Question, QuestionStatus
+
+    asked = Question.from_doc({"question_id": QUESTION.key, "session_id": ASKER, "channel": "C1", "thread_ts": "1.0",
+                               "text": "sqlite or postgres?", "options": ["sqlite", "postgres"], "status": "answered",
+                               "answer": "2", "answered_by": "U1", "matched_option": "postgres", "transcript_id": ASKER,
+                               "blocking": True, "call_id": None, "asked_at": None})  # fmt: skip
+    answered = question.result_of(asked)
+    assert answered is not None
+    assert answered.to_dict()["result"]["matched_option"] == "postgres"
+    cancelled = question.result_of(Question.from_doc({**asked.to_doc(), "status": QuestionStatus.CANCELLED.value}))
+    assert cancelled is not None
+    assert "cancelled" in str(cancelled.to_dict())
+    assert question.result_of(None) == question.NO_QUESTION
+    assert question.result_of(Question.from_doc({**asked.to_doc(), "mcp_input": {"seq": 3}})) is None  # runs again

@@ -211,18 +211,22 @@ def _answered_step(asker: str) -> dict[str, Any]:
     return dict(part["function_response"]["response"])
 
 
-def test_the_answered_question_is_read_in_the_claims_batch(rig: cost.Rig) -> None:
+def test_the_answered_question_is_read_and_its_step_stored_by_the_claim(rig: cost.Rig) -> None:
     """The continuation's task names the record it resumes: the claim reads the question with the session and its
-    transcript's root, and nothing is read between the claim's commit and the resumed step's transaction."""
+    transcript's root, and stores the step resuming the turn in its own commit; nothing is read or written after it
+    before the model is asked (its turn is the next transaction)."""
     asker, continuation = asked_and_answered(rig)
     assert b'"resumes"' in rig.created_tasks.bodies[continuation]
     rig.script(FakeGemini.text("Going with postgres."))
     ops = rig.delivered(continuation, SessionStatus.DONE)
     rest = [entry for entry in ops.trace if not entry.startswith("RunQuery")]
-    claimed = rest.index("Commit 2w")  # the claim's commit
-    assert rest[claimed - 1] == "BatchGetDocuments 3r", ops.trace  # the session, the root, the question
-    assert rest[claimed + 1] == "BeginTransaction", ops.trace  # the resumed step's commit, no read before it
+    claimed = rest.index("Commit 3w")  # the claim's commit: the session, the root's writer, the resumed step
+    assert rest[: claimed + 1] == ["BeginTransaction", "BatchGetDocuments 3r", "Commit 3w"], ops.trace
+    assert rest[claimed + 1 : claimed + 3] == ["BeginTransaction", "BatchGetDocuments 2r"], ops.trace  # its turn
     assert _answered_step(asker)["result"]["matched_option"] == "postgres"
+    [stored] = [step for step in steps.load_steps(asker) if step.kind == StepKind.ANSWER]
+    assert stored.session_id == continuation
+    assert len(stored.audit) == 1
 
 
 def test_a_task_naming_another_record_reads_the_outcomes_after_the_claim(rig: cost.Rig) -> None:
