@@ -160,10 +160,16 @@ function render() {
 }
 
 // Messages and ephemerals in time order; the list stays scrolled to the bottom if it was there.
+// A list whose messages did not change is left as it is, so a live update elsewhere does not replace what is
+// under someone's pointer.
 function fill(el, items, where) {
   const atBottom = el.scrollHeight - el.scrollTop - el.clientHeight < 40;
   items.sort((a, b) => Number(a[0].ts) - Number(b[0].ts));
-  el.innerHTML = items.map(([m, ephemeral]) => messageHtml({ ...m, channel: m.channel }, { ...where, ephemeral })).join("");
+  const html = items.map(([m, ephemeral]) => messageHtml({ ...m, channel: m.channel }, { ...where, ephemeral })).join("");
+  if (html !== el.filled) {
+    el.filled = html;
+    el.innerHTML = html;
+  }
   showVotes(el);
   if (atBottom) el.scrollTop = el.scrollHeight;
 }
@@ -283,8 +289,33 @@ function autocomplete(textarea) {
   });
 }
 
+const ACTIONABLE = "button, [data-thread], li[data-channel]";
+
+// What a press was on: its action's data and its message, so a release can tell it is on the same thing.
+function actionKey(el) {
+  const target = el && el.closest(ACTIONABLE);
+  const message = target && target.closest(".message");
+  return target ? JSON.stringify([target.tagName, target.className, { ...target.dataset }, message && message.dataset.ts])
+    : null;
+}
+
+// A live update that re-renders a list between a press and its release swallows the click: the browser fires
+// none when the pressed element has left the page. The release then acts as the click, if what is under the
+// pointer now is the same thing re-rendered.
+function onPress(event) {
+  ui.pressed = event.button === 0 ? event.target : null;
+}
+
+function onRelease(event) {
+  const pressed = ui.pressed;
+  ui.pressed = null;
+  if (pressed && !pressed.isConnected && actionKey(pressed) !== null && actionKey(pressed) === actionKey(event.target)) {
+    onClick(event);
+  }
+}
+
 async function onClick(event) {
-  const target = event.target.closest("button, [data-thread], li[data-channel]");
+  const target = event.target.closest(ACTIONABLE);
   if (!target) return;
   const message = target.closest(".message");
   try {
@@ -372,6 +403,8 @@ async function start() {
   $("close-thread").addEventListener("click", () => { ui.thread = null; render(); });
   $("user").addEventListener("change", (event) => switchUser(event.target.value));
   document.body.addEventListener("click", onClick);
+  document.body.addEventListener("mousedown", onPress);
+  document.body.addEventListener("mouseup", onRelease);
   listen();
 }
 

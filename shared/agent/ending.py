@@ -41,6 +41,7 @@ class Ender:
         """Someone stopped this session (or its tree): it ends here, says so, and stops what it delegated."""
         text = f"Stopped by {by}."
         if self.session.reports_to_parent:
+            self.run.record_calls()  # a child's end is not a step of this run: the calls' results go first
             step = Step(seq=self.session.next_seq, session_id=self.session.session_id, kind=StepKind.END,
                         content=None, audit=[Audit(AuditType.RESULT, now(), text=text)], at=now())  # fmt: skip
             finished = stored_children.finish(self.session, step, status=SessionStatus.STOPPED, result=text,
@@ -139,7 +140,7 @@ class Ender:
         delegated = delegation.delegated_in(self.steps)
         unfinished = stored_children.unfinished_of(self.session.session_id) if delegated else []
         if unfinished and not last:
-            return self._settle_children(unfinished)
+            return self._settle_children(unfinished, text)
         if unfinished:  # out of budget: it cannot read their results any more
             for child_id in unfinished:
                 stopping.stop(child_id, by="the session that delegated it, which ran out of budget")
@@ -160,18 +161,19 @@ class Ender:
         log.info("child done", extra={"turns": self.session.limits.turns, "tool_calls": self.session.limits.tool_calls})
         return SessionStatus.DONE
 
-    def _settle_children(self, unfinished: list[str]) -> SessionStatus:
+    def _settle_children(self, unfinished: list[str], text: str) -> SessionStatus:
         """A child answered while sessions it delegated to still run (their calls were released by a question, or
         did not wait): it waits for them before reporting, so its result never leaves theirs out, and reads their
-        results when the last one queues it again."""
+        results when the last one queues it again. If they all ended meanwhile, it reports ``text`` again: their
+        results are records its transcript has not read yet, and its end reads them first (its next turn has them)."""
         asking = [c for c in stored_children.get_children(unfinished)
                   if c.parent_question is not None and c.parent_question.answer is None]  # fmt: skip
         if asking:  # waiting for them would wait for ever: they wait for this session first
             self.run.notes += [delegation.question_again(c) for c in asking]
             return SessionStatus.RUNNING
         waiting = stored_children.rejoin(unfinished)
-        if not waiting:
-            return SessionStatus.RUNNING  # they ended meanwhile: their results are notes to read first
+        if not waiting:  # they ended since ``unfinished`` was read: a model turn now would not have their results
+            return self._report(text, last=False)
         audit = [Audit(AuditType.NOTES, now(), count=len(waiting))]
         record = [Waiting(c.tree.delegate_seq or 0, c.tree.delegate_index or 0, WaitKind.CHILD, c.session_id)
                   for c in stored_children.get_children(waiting)]  # fmt: skip
@@ -204,6 +206,7 @@ class Ender:
         return self.answer(text, step, last=True)
 
     def fail(self, reason: str, *, detail: str) -> SessionStatus:
+        self.run.record_calls()  # the failure is not a step of this run: the results of the calls that ran go first
         fail_session(self.session, reason, self.surface, detail=detail)
         return SessionStatus.FAILED
 

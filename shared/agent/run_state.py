@@ -10,6 +10,7 @@ this state and change it only through it.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import Counter
 from datetime import datetime
@@ -29,6 +30,8 @@ from shared.state.batched import Docs
 from shared.state.firestore import now
 from shared.state.models import Audit, AuditType, Note, Question, SessionKind, Step, StepKind, Waiting
 from shared.state.session_model import Session, SessionUpdate
+
+log = logging.getLogger(__name__)
 
 
 class RunState:
@@ -136,10 +139,22 @@ class RunState:
             self.committed = time.monotonic()
 
     def record_calls(self) -> None:
-        """Commit the ledger's ``done`` records not written yet, before anything but a step or a ledger call."""
+        """Commit the ledger's ``done`` records not written yet, before anything but a step or a ledger call (and
+        before an end that is not a step of this run: a child's end, a failure)."""
         if self.unrecorded:
             ledger.record(self.session, self.unrecorded)
             self.unrecorded = []
+
+    def record_calls_left(self) -> None:
+        """A run that an exception ends (a crash the task's retry takes over, a Slack storm that fails the session)
+        still commits the ``done`` records of the calls that ran, under its lease: the takeover then reuses their
+        results instead of calling their outcome unknown (or running an idempotent call again). Best effort: the
+        exception that ended the run is what the worker reports."""
+        try:
+            self.record_calls()
+        except Exception:
+            log.warning("the results of the calls that ran could not be recorded", exc_info=True,
+                        extra={"calls": len(self.unrecorded)})  # fmt: skip
 
     def tokens_after(self, spent: dict[str, int]) -> dict[str, int]:
         """The session's running token totals with one more turn (written with that turn's step)."""

@@ -56,6 +56,17 @@ class Runner:
         self.session = session
 
     def run(self) -> SessionStatus:
+        try:
+            return self._run_shown()
+        except steps.LeaseLost:
+            raise  # another worker holds the session now: this one writes nothing more
+        except Exception:
+            # A crash (retried: the next attempt takes the session over) or a Slack storm (the session fails): the
+            # results of the calls that ran are recorded first, so the takeover reuses them.
+            self.run_state.record_calls_left()
+            raise
+
+    def _run_shown(self) -> SessionStatus:
         if not self.session.reports_to_parent:
             return self._run_or_stop()
         # A delegated child shows its state in its tree's status message: when it resumes, and when it stops.

@@ -94,7 +94,7 @@ def cancel_older(channel: str, thread_ts: str, *, keep: str, asker: str) -> None
         if older.session_id != asker:
             ended = sessions.end_session(older.session_id, expect=SessionStatus.PAUSED, status=SessionStatus.ABANDONED)
             if ended is not None:
-                delegation.release_askers(ended)
+                _end_waits(ended, why=f"its session stopped waiting: {REPLACED}")
 
 
 def remind(question: Question, at: datetime) -> bool:
@@ -134,14 +134,20 @@ def abandon(question: Question, at: datetime) -> bool:
     )
     ended = sessions.end_session(question.session_id, expect=SessionStatus.PAUSED, status=SessionStatus.ABANDONED)
     if ended is not None:
-        # Everything else its turn waited on ends too (a mixed turn's approvals, children, other questions), each
-        # through the ask lifecycle's cancel step, whose table (``shared.asks.lifecycle``) holds this function:
-        # imported here, so the table can be built when this module is.
-        from shared.asks import stopping
-
-        stopping.end_waits(ended, why=f"its session stopped waiting: a question went unanswered for {hours} hours")
-        delegation.release_askers(ended)  # its children's questions will not be answered either
+        _end_waits(ended, why=f"its session stopped waiting: a question went unanswered for {hours} hours")
     return True
+
+
+def _end_waits(ended: Session, *, why: str) -> None:
+    """A session abandoned while paused: everything else its turn waited on ends too (a mixed turn's approvals,
+    children, other questions), each through the ask lifecycle's cancel step, and its children's questions to it
+    will not be answered either."""
+    # The lifecycle's table (``shared.asks.lifecycle``) holds this module's functions: imported here, so the table
+    # can be built when this module is.
+    from shared.asks import stopping
+
+    stopping.end_waits(ended, why=why)
+    delegation.release_askers(ended)
 
 
 def _reply_ts(question: Question) -> str | None:

@@ -9,9 +9,13 @@ that never ran look as if it may have. Only the ``done`` records of the run's ea
 The ``done`` record (``finished``) is not committed on its own: it is written with the run's next commit, the one
 that stores the step carrying the call's result as its function response (``steps.commit_step``), or the next
 ledger call's ``started`` record, whichever comes first (a call outside the ledger runs only once every earlier
-call's result is recorded: ``record``). A crash after the call ran and before that commit leaves ``started``
-without ``done``, which a takeover reads as it always has: the outcome is unknown. A crash after it finds the
-result stored with the step (the turn is no longer pending) or in the ledger (the next call had started).
+call's result is recorded: ``record``). A run that ends before that commit other than by dying commits them with
+``record`` first, under its lease (``shared.agent.runner``: an exception that leaves the run, a crash its retry
+takes over or a Slack storm that fails it; ``shared.agent.ending``: a child's stop or failure, whose end is not a
+step of the run). A worker killed after the call ran and before that commit leaves ``started`` without ``done``,
+which a takeover reads as it always has: the outcome is unknown. A crash after it finds the result stored with the
+step (the turn is no longer pending) or in the ledger (the next call had started, or the run recorded it as it
+ended).
 
 The fence costs no read when it can (issue 28.1): a ``started`` record is committed with a touch of the session's
 document preconditioned on the update time this worker's own last write gave it (``lease.last_written``), which

@@ -140,6 +140,31 @@ def test_a_reaction_lands_on_the_message_it_was_given_to(open_page: OpenPage) ->
     expect(message.locator(".reaction.mine", has_text="🎉 1")).to_be_visible()
 
 
+def test_a_click_whose_message_is_redrawn_between_press_and_release_still_opens_the_thread(
+    open_page: OpenPage,
+) -> None:
+    """A live update that redraws the list while the button is held replaces the pressed element, and the browser
+    then fires no click at all (a CI run lost its "1 reply" click so, while the bot replied in the thread): the
+    release acts as the click when what is under the pointer is the same thing redrawn (not when it moved away)."""
+    page = open_page(RILEY)
+    page.click("#text")
+    words, reply, later = f"a note {tag()}", f"its reply {tag()}", f"another {tag()}"  # no mention: no bot
+    page.keyboard.type(words)
+    page.keyboard.press("Enter")
+    root = page.locator("#messages .message", has_text=words)
+    ts = root.get_attribute("data-ts")
+    page.evaluate("([text, ts]) => send(text, ts)", [reply, ts])
+    link = root.locator(".replies-link")
+    expect(link).to_have_text("1 reply")
+    pressed = link.element_handle()
+    link.hover()
+    page.mouse.down()
+    page.evaluate("([text, ts]) => send(text, ts)", [later, ts])  # as the bot's reply did: "2 replies", in place
+    page.wait_for_function("link => !link.isConnected", arg=pressed)  # the list was redrawn under the pointer
+    page.mouse.up()
+    expect(page.locator("#thread .message").last).to_contain_text(later)
+
+
 def test_the_demo_tour_a_delegated_task_and_its_sessions_timeline(open_page: OpenPage) -> None:
     page = open_page(RILEY)
     expect(page.locator("#notice")).to_contain_text("Scripted demo")

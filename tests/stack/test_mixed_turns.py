@@ -21,7 +21,7 @@ from infra import stack as local
 from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
-from shared.asks import answers
+from shared.asks import answers, questions
 from shared.slack import blocks
 from shared.state import approvals as stored
 from shared.state import firestore, ids, sessions, steps
@@ -190,6 +190,19 @@ def approve_refused(fake_slack: FakeSlack, thread: Thread, approval: Approval, r
     return after
 
 
+def abandoned_with_its_approval(fake_slack: FakeSlack, thread: Thread) -> None:
+    """The session is abandoned and its turn's approval expired with it: its card says it did not run, a later
+    Approve is refused with a plain message and changes nothing, and nothing ran."""
+    wait_status(thread.session_id, SessionStatus.ABANDONED, timeout=30)
+    approval = stored.get_approval(ids.approval_id(thread.session_id, 1, 1))
+    assert approval is not None
+    assert approval.status == ApprovalStatus.EXPIRED
+    assert "not run" in card_text(fake_slack, thread, approval.card_ts)
+    after = approve_refused(fake_slack, thread, approval, "expired; nothing ran")
+    assert after.status == ApprovalStatus.EXPIRED
+    assert executions(thread.session_id) == []
+
+
 def test_the_sweep_abandoning_a_mixed_turns_question_ends_its_approvals_too(
     stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
 ) -> None:
@@ -204,15 +217,19 @@ def test_the_sweep_abandoning_a_mixed_turns_question_ends_its_approvals_too(
     )
     swept = requests.post(stack.function_url("sweep"), json={}, timeout=60).json()
     assert swept["abandoned"] >= 1
-    wait_status(thread.session_id, SessionStatus.ABANDONED, timeout=30)
-    approval = stored.get_approval(ids.approval_id(thread.session_id, 1, 1))
-    assert approval is not None
-    assert approval.status == ApprovalStatus.EXPIRED
-    assert "not run" in card_text(fake_slack, thread, approval.card_ts)
-    after = approve_refused(fake_slack, thread, approval, "expired; nothing ran")
-    assert after.status == ApprovalStatus.EXPIRED
-    assert executions(thread.session_id) == []
+    abandoned_with_its_approval(fake_slack, thread)
     assert sessions.get_session(ids.resume_id(thread.session_id, 1)) is None
+
+
+def test_a_newer_question_ending_a_mixed_turn_ends_its_approvals_too(
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """A newer blocking question from another session of the thread cancels the older one and abandons the session
+    paused on it (``questions.cancel_older``), which left that turn's approval pending, its card still asking, as
+    the sweep's abandon once did. Now it ends as the sweep's does: the approval expires and never runs."""
+    thread = waiting_on_a_question_and_an_approval(fake_slack, fake_gemini, uid)
+    questions.cancel_older(thread.channel, thread.ts, keep=f"newer-{uid}", asker=f"another-session-{uid}")
+    abandoned_with_its_approval(fake_slack, thread)
 
 
 def test_a_decision_for_a_call_nothing_waits_on_is_refused_and_changes_nothing(
