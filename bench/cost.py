@@ -61,11 +61,13 @@ FIGURES: dict[str, str] = {
     "approve_run_resume": "the whole approval cycle: request + approve + run and resume",
     "delegate": (
         "agent_session for a mention whose first turn delegates one blocking task: the child created with its "
-        "allotment of the tree's budget, the status message, the child's task, the parent paused"
+        "allotment of the tree's budget (what ended children gave back read from the tree's view), the status "
+        "message, the child's task, the parent paused"
     ),
     "child_result": (
-        "agent_session for that child, answered in one model turn: its end stored (its own document only), then its "
-        "siblings and parent read to queue the parent's task"
+        "agent_session for that child, answered in one model turn: its end stored (its own document, and its line "
+        "and what it gives back in the tree's view, the root untouched), then its siblings and parent read to queue "
+        "the parent's task"
     ),
     "delegate_resume": (
         "agent_session for the parent again: its claim checks that its children ended, their results become the "

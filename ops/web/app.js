@@ -304,17 +304,25 @@ function actionKey(el) {
 // pointer now is the same thing re-rendered.
 function onPress(event) {
   ui.pressed = event.button === 0 ? event.target : null;
+  ui.actedOnRelease = false;
 }
 
 function onRelease(event) {
   const pressed = ui.pressed;
   ui.pressed = null;
-  if (pressed && !pressed.isConnected && actionKey(pressed) !== null && actionKey(pressed) === actionKey(event.target)) {
+  if (event.button === 0 && pressed && !pressed.isConnected && actionKey(pressed) !== null
+      && actionKey(pressed) === actionKey(event.target)) {
+    ui.actedOnRelease = true; // a browser that still fires the click (at the list, at once) must not act twice
+    setTimeout(() => { ui.actedOnRelease = false; }, 0);
     onClick(event);
   }
 }
 
 async function onClick(event) {
+  if (event.type === "click" && ui.actedOnRelease) {
+    ui.actedOnRelease = false;
+    return;
+  }
   const target = event.target.closest(ACTIONABLE);
   if (!target) return;
   const message = target.closest(".message");

@@ -206,7 +206,9 @@ class Ender:
         return self.answer(text, step, last=True)
 
     def fail(self, reason: str, *, detail: str) -> SessionStatus:
-        self.run.record_calls()  # the failure is not a step of this run: the results of the calls that ran go first
+        # The failure is not a step of this run: the results of the calls that ran go first, as far as they can (a
+        # failure to record them must not turn the failure into a crash and a retry).
+        self.run.record_calls_left()
         fail_session(self.session, reason, self.surface, detail=detail)
         return SessionStatus.FAILED
 

@@ -94,7 +94,7 @@ def cancel_older(channel: str, thread_ts: str, *, keep: str, asker: str) -> None
         if older.session_id != asker:
             ended = sessions.end_session(older.session_id, expect=SessionStatus.PAUSED, status=SessionStatus.ABANDONED)
             if ended is not None:
-                _end_waits(ended, why=f"its session stopped waiting: {REPLACED}")
+                _end_waits(ended, why=f"its session stopped waiting: {REPLACED}", by=asker)
 
 
 def remind(question: Question, at: datetime) -> bool:
@@ -134,11 +134,11 @@ def abandon(question: Question, at: datetime) -> bool:
     )
     ended = sessions.end_session(question.session_id, expect=SessionStatus.PAUSED, status=SessionStatus.ABANDONED)
     if ended is not None:
-        _end_waits(ended, why=f"its session stopped waiting: a question went unanswered for {hours} hours")
+        _end_waits(ended, why=f"its session stopped waiting: a question went unanswered for {hours} hours", by="sweep")
     return True
 
 
-def _end_waits(ended: Session, *, why: str) -> None:
+def _end_waits(ended: Session, *, why: str, by: str) -> None:
     """A session abandoned while paused: everything else its turn waited on ends too (a mixed turn's approvals,
     children, other questions), each through the ask lifecycle's cancel step, and its children's questions to it
     will not be answered either."""
@@ -146,7 +146,7 @@ def _end_waits(ended: Session, *, why: str) -> None:
     # can be built when this module is.
     from shared.asks import stopping
 
-    stopping.end_waits(ended, why=why)
+    stopping.end_waits(ended, why=why, by=by)
     delegation.release_askers(ended)
 
 

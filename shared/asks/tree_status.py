@@ -3,15 +3,15 @@ and its state. The top-level session posts it when it first delegates; after tha
 refreshes it (a child never posts a message of its own, it only edits this one). Best effort: a refusal by Slack or
 Firestore is logged, and the next refresh shows the state again.
 
-A session that delegates, or resumes on its children, reads the whole tree (``refresh``); a child that starts or
-ends only stores its own line and reads the others' from the tree's view document (``show``,
-``shared/state/tree_view.py``), so its cost does not grow with its siblings (issue 28.4).
+A session that delegates, or resumes on its children, reads the whole tree (``refresh``); a child that starts only
+stores its own line and reads the others' from the tree's view document (``show``, ``shared/state/tree_view.py``),
+and a child that ended stored its line in its ending transaction and only reads the view, so its cost does not grow
+with its siblings (issue 28.4).
 """
 
 from __future__ import annotations
 
 import logging
-from datetime import datetime
 
 from google.api_core import exceptions as gexc
 from slack_sdk.errors import SlackApiError
@@ -20,42 +20,14 @@ from shared.slack import blocks
 from shared.slack import client as slack
 from shared.slack.surface import ThreadSurface
 from shared.state import sessions, tree_view
-from shared.state.models import SessionStatus, WaitKind
+from shared.state.models import SessionStatus
 from shared.state.session_model import Session
 from shared.state.tree_view import Line, View
 
 log = logging.getLogger(__name__)
 
-_ENDED = {
-    SessionStatus.DONE: ":white_check_mark: done",
-    SessionStatus.FAILED: ":x: failed",
-    SessionStatus.STOPPED: ":octagonal_sign: stopped",
-}
-
-
-def state_of(child: Session) -> str:
-    """A child's state as the thread shows it."""
-    if child.status == SessionStatus.DONE and child.error:
-        return ":warning: ended early: " + child.error
-    if child.status in _ENDED:
-        return _ENDED[child.status]
-    if child.status == SessionStatus.PAUSED:
-        kinds = {w.kind for w in child.waiting if not w.released}
-        if WaitKind.APPROVAL in kinds:
-            return ":lock: waiting for an approval"
-        if WaitKind.CHILD in kinds:
-            return ":hourglass: waiting for its own delegated tasks"
-        if WaitKind.PARENT_ANSWER in kinds:
-            return ":raising_hand: waiting for the parent's answer"
-        return ":double_vertical_bar: paused"
-    return ":gear: working"  # queued or running: its task is on its way
-
-
-def line_of(member: Session, at: datetime | None) -> Line:
-    """A task's line, from its session as stored (``at``: its document's update time)."""
-    tree = member.tree
-    return Line(member.session_id, tree.parent_id, tree.depth or 1, tree.delegate_seq or 0, tree.delegate_index or 0,
-                member.text, state_of(member), member.status in _ENDED, at)  # fmt: skip
+state_of = tree_view.state_of  # a child's state as the thread shows it
+line_of = tree_view.line_of  # a task's line, from its session as stored
 
 
 def in_tree_order(lines: list[Line]) -> list[Line]:
@@ -105,7 +77,18 @@ def _refresh(session: Session, surface: ThreadSurface) -> None:
     _present(session, surface, view, root)
 
 
+# The ends ``children.finish`` stores, the child's line with them (``tree_view.ended``): nothing to write after.
+_ENDED_LINES = {SessionStatus.DONE, SessionStatus.FAILED, SessionStatus.STOPPED, SessionStatus.ABANDONED}
+
+
 def _show(child: Session, surface: ThreadSurface) -> None:
+    if child.status in _ENDED_LINES:  # its end is stored, its line with it: read the view
+        view = tree_view.read(child.tree_root)
+        if not view.complete:
+            _refresh(child, surface)
+        else:
+            _present(child, surface, view, None)
+        return
     stored = tree_view.own(child.session_id)
     if stored is None:
         return

@@ -20,7 +20,7 @@ from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.errors import Refused
-from shared.state import child_questions, ids, results, sessions, waiting
+from shared.state import child_questions, ids, results, sessions, tree_view, waiting
 from shared.state.firestore import SESSIONS, contended, db, now, session_ref, step_ref
 from shared.state.models import Note, NoteKind, ParentQuestion, SessionKind, SessionStatus, Step, WaitKind
 from shared.state.origin import continuing, same_thread
@@ -89,10 +89,11 @@ def create_child(child: Session, budget: TreeBudget) -> Session:
         snap = ref.get(transaction=transaction)
         if snap.exists:
             return Session.from_doc(snap.to_dict() or {})
-        root = root_ref.get(transaction=transaction, field_paths=["tree_reserved"]).to_dict() or {}
-        reserved = root.get("tree_reserved") or {}
-        turns_left = budget.turns - budget.root_turns - int(reserved.get("turns", 0))
-        calls_left = budget.tool_calls - budget.root_tool_calls - int(reserved.get("tool_calls", 0))
+        # What is allotted and not given back: the root's allotments less the returns its ended children stored
+        # in the tree's view (``tree_view.ended``), one batched read.
+        reserved = tree_view.allotted(child.tree_root, transaction)
+        turns_left = budget.turns - budget.root_turns - reserved["turns"]
+        calls_left = budget.tool_calls - budget.root_tool_calls - reserved["tool_calls"]
         if turns_left < 1:
             raise TreeBudgetSpent(f"all {budget.turns} model turns of this task's tree are allotted")
         if calls_left < 1 and budget.child_tool_calls > 0:
@@ -121,17 +122,15 @@ def create_child(child: Session, budget: TreeBudget) -> Session:
     return created
 
 
-def _settle_allotment(transaction: firestore.Transaction, child: Session, *, turns: int, tool_calls: int,
-                      tokens: dict[str, int]) -> None:  # fmt: skip
-    """An ended child gives its tree back what it did not use, and adds the tokens it used to the tree's."""
-    if child.limits.max_turns is None:
-        return
-    update: dict[str, Any] = {
-        "tree_reserved.turns": firestore.Increment(-max(0, child.limits.max_turns - turns)),
-        "tree_reserved.tool_calls": firestore.Increment(-max(0, (child.limits.max_tool_calls or 0) - tool_calls)),
-    }
-    update |= {f"tree_tokens.{kind}": firestore.Increment(count) for kind, count in tokens.items() if count}
-    transaction.update(session_ref(child.tree_root), update)
+def _settle_allotment(transaction: firestore.Transaction, child: Session, *, status: SessionStatus,
+                      error: str | None, turns: int, tool_calls: int, tokens: dict[str, int]) -> None:  # fmt: skip
+    """An ended child gives its tree back what it did not use and adds the tokens it used to the tree's, in its
+    tree's view with its line as it ends (one write that reads nothing; the root is not written)."""
+    returned = {}
+    if child.limits.max_turns is not None:
+        returned = {"turns": max(0, child.limits.max_turns - turns),
+                    "tool_calls": max(0, (child.limits.max_tool_calls or 0) - tool_calls)}  # fmt: skip
+    tree_view.ended(transaction, child, status=status, error=error, returned=returned, tokens=tokens)
 
 
 def unfinished_of(parent_id: str) -> list[str]:
@@ -218,7 +217,7 @@ def finish(child: Session, step: Step | None, *, status: SessionStatus, result: 
         if step is not None:
             transaction.create(step_ref(child.transcript, step.seq), step.to_doc())
         used = {"turns": int(current.get("turns") or 0), "tool_calls": int(current.get("tool_calls") or 0)}
-        _settle_allotment(transaction, child, **used, tokens=current.get("tokens") or {})
+        _settle_allotment(transaction, child, status=status, error=error, **used, tokens=current.get("tokens") or {})
         ending: dict[str, Any] = {
             **session_update(
                 status=status, result=result, error=error, lease_until=None, ended_at=when, updated_at=when, notes=[]

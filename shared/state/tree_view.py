@@ -1,10 +1,16 @@
 """The lines of a delegation tree's status message, kept beside its root (issue 28.4): one document
-(``sessions/{root}/views/tree``) holding, per delegated task, the line the thread shows for it.
+(``sessions/{root}/views/tree``) holding, per delegated task, the line the thread shows for it, and what the
+children that ended gave back to the tree's budget.
 
 A child that starts or ends refreshes the message. Reading the whole tree for that made each child's end cost a read
 per member (N children ending: N² reads). Instead the child writes its own line into this document (one merged
-write that transacts with nothing, so children ending together never contend) and reads the document back: the
-last of several to write reads every line. The full picture is read from the sessions themselves (one query) only
+write that reads nothing) and reads the document back: the last of several to write reads every line. A child's
+end writes its line in its ending transaction (``ended``), with what it gives back to the tree (the turns and tool
+calls of its allotment it did not use, the tokens it used): the only document shared by the tree that a child's
+end writes. Its root session is written only when a child is created (its allotment, ``tree_reserved``): the
+tree's budget left is the root's allotments less what this document says was given back (``allotted``), so
+children ending together never queue their commits on the root document that their parent's step commits write,
+and queue them on one document, not two. The full picture is read from the sessions themselves (one query) only
 where the tree grows or a parent resumes on its children (``merge``); that merge keeps, per task, the newer of its
 stored line and the one read (by the session's update time), so a refresh that read a task before it ended never
 hides its end.
@@ -21,10 +27,19 @@ from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.state.firestore import SESSIONS, db, session_ref
+from shared.state.models import SessionStatus, WaitKind
 from shared.state.session_model import Session
 
 VIEWS = "views"  # subcollection of a tree's root session
 TREE = "tree"  # its document holding the tree's status lines
+RETURNED = "returned"  # on it: the turns and tool calls ended children gave back to the tree's budget
+TOKENS = "tokens"  # on it: the tokens ended children used
+
+_ENDED = {
+    SessionStatus.DONE: ":white_check_mark: done",
+    SessionStatus.FAILED: ":x: failed",
+    SessionStatus.STOPPED: ":octagonal_sign: stopped",
+}
 
 
 @dataclass(frozen=True)
@@ -59,6 +74,31 @@ class View:
     complete: bool  # written by a full read of the tree (else only children's own lines: read the tree)
 
 
+def state_of(child: Session) -> str:
+    """A child's state as the thread shows it."""
+    if child.status == SessionStatus.DONE and child.error:
+        return ":warning: ended early: " + child.error
+    if child.status in _ENDED:
+        return _ENDED[child.status]
+    if child.status == SessionStatus.PAUSED:
+        kinds = {w.kind for w in child.waiting if not w.released}
+        if WaitKind.APPROVAL in kinds:
+            return ":lock: waiting for an approval"
+        if WaitKind.CHILD in kinds:
+            return ":hourglass: waiting for its own delegated tasks"
+        if WaitKind.PARENT_ANSWER in kinds:
+            return ":raising_hand: waiting for the parent's answer"
+        return ":double_vertical_bar: paused"
+    return ":gear: working"  # queued or running: its task is on its way
+
+
+def line_of(member: Session, at: datetime | None) -> Line:
+    """A task's line, from its session as stored (``at``: its document's update time)."""
+    tree = member.tree
+    return Line(member.session_id, tree.parent_id, tree.depth or 1, tree.delegate_seq or 0, tree.delegate_index or 0,
+                member.text, state_of(member), member.status in _ENDED, at)  # fmt: skip
+
+
 def view_ref(root_id: str) -> firestore.DocumentReference:
     ref: firestore.DocumentReference = session_ref(root_id).collection(VIEWS).document(TREE)
     return ref
@@ -88,6 +128,52 @@ def put(root_id: str, line: Line) -> View:
     ref = view_ref(root_id)
     ref.set({"lines": {line.child_id: line.to_doc()}}, merge=True)
     return _view(ref.get().to_dict())
+
+
+def ended(transaction: firestore.Transaction, child: Session, *, status: SessionStatus, error: str | None,
+          returned: dict[str, int], tokens: dict[str, int]) -> None:  # fmt: skip
+    """A child's end, in the transaction that stores it: its line as it ends (made at the commit's time, which is
+    its session document's update time), what it gives back to its tree and the tokens it used, in one merged write
+    that reads nothing."""
+    line = line_of(replace(child, status=status, error=error), None).to_doc()
+    line["at"] = firestore.SERVER_TIMESTAMP
+    fields: dict[str, Any] = {"lines": {child.session_id: line}}
+    if gave := {kind: firestore.Increment(count) for kind, count in returned.items() if count}:
+        fields[RETURNED] = gave
+    if used := {kind: firestore.Increment(count) for kind, count in tokens.items() if count}:
+        fields[TOKENS] = used
+    transaction.set(view_ref(child.tree_root), fields, merge=True)
+
+
+def read(root_id: str) -> View:
+    """The tree's view as stored (one read)."""
+    return _view(view_ref(root_id).get().to_dict())
+
+
+def allotted(root_id: str, transaction: firestore.Transaction | None = None) -> dict[str, int]:
+    """The turns and tool calls of the tree's budget allotted to children and not given back (one batched read of
+    the root and the view, in ``transaction`` if given)."""
+    root_ref, ref = session_ref(root_id), view_ref(root_id)
+    read = db().get_all([root_ref, ref], field_paths=["tree_reserved", RETURNED], transaction=transaction)
+    found = {snap.reference.path: snap.to_dict() for snap in read}
+    return reserved(found.get(root_ref.path) or {}, found.get(ref.path))
+
+
+def reserved(root: dict[str, Any], view: dict[str, Any] | None) -> dict[str, int]:
+    """The turns and tool calls of the tree's budget allotted to children and not given back: the root's
+    allotments (``tree_reserved``) less what the view says ended children gave back."""
+    allotted = root.get("tree_reserved") or {}
+    returned = (view or {}).get(RETURNED) or {}
+    return {kind: int(allotted.get(kind, 0)) - int(returned.get(kind, 0)) for kind in ("turns", "tool_calls")}
+
+
+def tokens(root_id: str) -> dict[str, int]:
+    """The tokens every ended child of the tree used (its root's ``tree_tokens`` for children that ended before
+    the view kept them)."""
+    root = session_ref(root_id).get().to_dict() or {}
+    view = view_ref(root_id).get().to_dict() or {}
+    kinds = {**(root.get("tree_tokens") or {}), **(view.get(TOKENS) or {})}
+    return {k: int((root.get("tree_tokens") or {}).get(k, 0)) + int((view.get(TOKENS) or {}).get(k, 0)) for k in kinds}
 
 
 def _newer(line: Line, stored: Line | None) -> bool:

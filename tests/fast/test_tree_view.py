@@ -1,12 +1,12 @@
 """The tree status message's stored lines (``shared/state/tree_view.py``): which of two lines for one task a full
-read of the tree keeps, and the order the message lists them in."""
+read of the tree keeps, what the view says ended children gave back, and the order the message lists them in."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
 from shared.asks.tree_status import in_tree_order
-from shared.state.tree_view import Line, _newer
+from shared.state.tree_view import Line, _newer, reserved
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 
@@ -43,3 +43,9 @@ def test_children_follow_their_parent_and_siblings_their_calls() -> None:
 def test_a_line_survives_its_document_round_trip() -> None:
     stored = line("a", state="done", parent="p", seq=4, index=2)
     assert Line.from_doc("a", stored.to_doc()) == stored
+
+
+def test_the_budget_left_is_the_roots_allotments_less_what_the_view_says_was_given_back() -> None:
+    root = {"tree_reserved": {"turns": 25, "tool_calls": 40}}
+    assert reserved(root, {"returned": {"turns": 12, "tool_calls": 16}}) == {"turns": 13, "tool_calls": 24}
+    assert reserved(root, None) == {"turns": 25, "tool_calls": 40}  # no child has ended: no view written yet

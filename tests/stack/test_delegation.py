@@ -22,7 +22,7 @@ from infra.stack import OPERATOR_ID, Stack
 from shared import deps
 from shared.asks import delegation, stopping
 from shared.slack import blocks
-from shared.state import approvals, firestore, ids, sessions, steps
+from shared.state import approvals, firestore, ids, sessions, steps, tree_view
 from shared.state import children as stored_children
 from shared.state import questions as stored_questions
 from shared.state.models import Question, SessionKind, SessionStatus, StepKind, WaitKind
@@ -171,11 +171,12 @@ def test_a_tree_budget_refuses_the_child_that_would_exceed_it_and_gets_back_what
     assert sorted(c["text"] for c in children) == sorted(tasks[:4] + tasks[5:])  # the refused one never existed
     assert {c["max_turns"] for c in children} == {5}
     root = firestore.session_ref(thread.session_id).get().to_dict() or {}
-    # Each child used one turn: 5 children x 5 allotted, 5 x 4 given back.
-    assert root["tree_reserved"] == {"turns": 5, "tool_calls": 0}  # no child made a tool call
+    view = tree_view.view_ref(thread.session_id).get().to_dict()
+    # Each child used one turn: 5 children x 5 allotted (on the root), 5 x 4 given back (in the tree's view).
+    assert tree_view.reserved(root, view) == {"turns": 5, "tool_calls": 0}  # no child made a tool call
     totals = {kind: sum(c["tokens"].get(kind, 0) for c in children) for kind in ("prompt", "output")}
     assert totals["prompt"] > 0
-    assert {kind: root["tree_tokens"].get(kind, 0) for kind in totals} == totals
+    assert {kind: tree_view.tokens(thread.session_id).get(kind, 0) for kind in totals} == totals
 
 
 def test_a_failed_child_is_an_error_result_never_silence(

@@ -157,7 +157,9 @@ def test_a_session_stopped_while_its_approved_call_runs_records_the_calls_result
     task = f"scale the api for the launch {uid}"
     child = who == "a delegated child"
     scale = G.call("scale_service", name="api", replicas=4)
-    fake_slack.slow("chat.update", 20, match=IT_RAN)  # held right after the call, before its step
+    # Held right after the call, before its step: the client gives up on an answer after 10 s and sends the update
+    # again (slack-sdk's retry handler), so every send is held, about 30 s in all for the stop to land.
+    fake_slack.slow("chat.update", 20, times=3, match=IT_RAN)
     if child:  # each session's replies match its own requests (the child's opening holds its task as this JSON)
         fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.call("delegate", task=task)))
         fake_gemini.script(FakeGemini.matching(json.dumps({"task": task}), scale))

@@ -201,6 +201,7 @@ def abandoned_with_its_approval(fake_slack: FakeSlack, thread: Thread) -> None:
     after = approve_refused(fake_slack, thread, approval, "expired; nothing ran")
     assert after.status == ApprovalStatus.EXPIRED
     assert executions(thread.session_id) == []
+    assert sessions.get_session(ids.resume_id(thread.session_id, 1)) is None  # and nothing resumed the turn
 
 
 def test_the_sweep_abandoning_a_mixed_turns_question_ends_its_approvals_too(
@@ -218,7 +219,6 @@ def test_the_sweep_abandoning_a_mixed_turns_question_ends_its_approvals_too(
     swept = requests.post(stack.function_url("sweep"), json={}, timeout=60).json()
     assert swept["abandoned"] >= 1
     abandoned_with_its_approval(fake_slack, thread)
-    assert sessions.get_session(ids.resume_id(thread.session_id, 1)) is None
 
 
 def test_a_newer_question_ending_a_mixed_turn_ends_its_approvals_too(

@@ -1,6 +1,7 @@
 """Trees without contention (issue 28.4): what a delegated child's end costs in Firestore does not grow with its
-siblings, children ending together still leave the tree's status message showing every end, and children asking
-their parent at once never write its document in a transaction.
+siblings, children ending together still leave the tree's status message showing every end, write one document
+the tree shares (its view) once each and never its root, and children asking their parent at once never write its
+document in a transaction.
 
 Before, each child's end refreshed the status message by reading every member of the tree (one query returning
 each sibling): a tree of 8 cost its first child 7 reads more than a tree of 1 (N children ending: N² reads).
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from google.cloud.firestore_v1.services.firestore.client import FirestoreClient
 from google.cloud.firestore_v1.transaction import Transaction
 
 from bench import cost, trees
@@ -21,7 +23,7 @@ from bench.firestore_ops import Ops
 from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
-from shared.state import ids, parent_asks
+from shared.state import ids, parent_asks, tree_view
 from shared.state.models import SessionStatus
 from tests.rigs import counted_rig
 
@@ -137,3 +139,55 @@ def test_children_asking_their_parent_at_once_never_write_its_document_in_a_tran
     foreign = sorted({(child, path) for child, path in written
                       if path != f"sessions/{child}" and not path.endswith(f"/asked/{child}")})  # fmt: skip
     assert not foreign, f"an asking child's transaction wrote another session's document: {foreign[:6]}"
+
+
+def _written(request: Any) -> list[str]:
+    """The documents a Commit request writes (an update, its transforms, a delete), by path."""
+    paths = []
+    for write in request["writes"] if isinstance(request, dict) else request.writes:
+        name = write.update.name or write.delete or write.transform.document
+        paths.append(name.split("/documents/", 1)[1])
+    return paths
+
+
+@pytest.mark.timeout(300)
+def test_sixteen_children_ending_at_once_write_their_tree_view_once_each_and_never_its_root(
+    stack: Stack, fake_slack: FakeSlack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, each child's end wrote the tree's two shared documents: its root (the allotment it did not use and its
+    tokens, an increment in its ending transaction) and, after it, the tree's view (its line, for the status
+    message): N children ending together queued 2N commits on two documents, the root's among its parent's step
+    commits. Now its ending transaction writes its line, what it gives back and its tokens into the view in one
+    write, and the refresh after it only reads: the root is written by none of their deliveries."""
+    written: list[str] = []
+    lock = threading.Lock()
+    commit = FirestoreClient.commit
+
+    def noting(self: FirestoreClient, request: Any = None, **kwargs: Any) -> Any:
+        with lock:
+            written.extend(_written(request))
+        return commit(self, request, **kwargs)
+
+    with counted_rig(stack, monkeypatch, **trees.ROOMY, SESSION_MAX_TOOL_CALLS="40") as rig:  # the suite's is 10
+        parent, child_ids = _fan_out(rig, 16)
+        monkeypatch.setattr(FirestoreClient, "commit", noting)
+        workers = [threading.Thread(target=rig.deliver_retried, args=(child,)) for child in child_ids]
+
+        def all_at_once() -> None:
+            for worker in workers:
+                worker.start()
+            for worker in workers:
+                worker.join()
+
+        ops = rig.measure(all_at_once)
+        monkeypatch.setattr(FirestoreClient, "commit", commit)
+        for child in child_ids:
+            rig.expect(child, SessionStatus.DONE)
+        origin = rig.session(parent).origin
+        rig.gemini.reset()
+    view = tree_view.view_ref(parent).path
+    assert f"sessions/{parent}" not in written, "a child's end wrote its tree's root"
+    assert written.count(view) == len(child_ids)  # each end once: its line, its returns and tokens together
+    assert ops.rollbacks == 0
+    [status] = [m for m in fake_slack.bot_replies(origin.channel, origin.thread_ts) if m["text"].startswith(TREE_MARK)]
+    assert "(16 of 16 finished)" in status["text"]
