@@ -98,9 +98,10 @@ def run(bench: Bench) -> Section:
             f"Resuming takes {percentile(ms['answer_click'], 50) / base[50]:.1f} (answer) and "
             f"{percentile(ms['approve_click'], 50) / base[50]:.1f} (approval) times a mention's time to the first "
             f"model request (section 10): {rpcs['answer_click']} and {rpcs['approve_click']} "
-            f"Firestore RPCs before the model is asked, against {rpcs['mention']} (the click's transaction "
-            "reads the question or approval, its asker and the continuation in one batch). Left: the click's "
-            "transaction itself, the transcript's query, the read of what the waiting record came to (one batch "
-            "per kind of wait), and for an approval the ledger's two commits around the approved call."
+            f"Firestore RPCs before the model is asked, against {rpcs['mention']} (an answer's continuation reads "
+            "the question in its claim's batch and stores its resumed step in the claim's commit). Left: the "
+            "click's handler (its read, commit and Slack acknowledgement before the continuation is delivered), and "
+            "for an approval the read of what its record came to, its resumed step's transaction and the ledger's "
+            "two commits around the approved call."
         )
     return section

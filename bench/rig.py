@@ -46,10 +46,12 @@ def _short_id() -> str:
 
 
 class TaskCount(grpc.UnaryUnaryClientInterceptor):  # type: ignore[misc]
-    """Counts the tasks created through a Cloud Tasks channel, so a caller can wait until all were delivered."""
+    """Counts the tasks created through a Cloud Tasks channel, so a caller can wait until all were delivered, and
+    keeps the body of the last task created for each session (what Cloud Tasks would deliver: ``Rig.deliver``)."""
 
     def __init__(self) -> None:
         self.created = 0
+        self.bodies: dict[str, bytes] = {}
 
     def intercept_unary_unary(
         self, continuation: Callable[[Any, Any], Any], details: grpc.ClientCallDetails, request: Any
@@ -57,6 +59,8 @@ class TaskCount(grpc.UnaryUnaryClientInterceptor):  # type: ignore[misc]
         method = details.method.decode() if isinstance(details.method, bytes) else str(details.method)
         if method.endswith("/CreateTask"):
             self.created += 1
+            body = bytes(request.task.http_request.body)
+            self.bodies[str(json.loads(body)["session_id"])] = body
         return continuation(details, request)
 
 
@@ -195,10 +199,11 @@ class Rig:
         assert status == 200, reply
         into.update(reply)
 
-    @staticmethod
-    def deliver(session_id: str) -> None:
-        """The agent_session handler for one task delivery, as the function calls it."""
-        reply, status = worker.handle(json.dumps({"session_id": session_id}).encode(), {})
+    def deliver(self, session_id: str) -> None:
+        """The agent_session handler for one task delivery, as the function calls it: with the body of the task the
+        product created for the session (a continuation's names the record it resumes), or one naming it alone."""
+        body = self.created_tasks.bodies.get(session_id) or json.dumps({"session_id": session_id}).encode()
+        reply, status = worker.handle(body, {})
         assert status == 200, reply
 
     @staticmethod

@@ -38,7 +38,8 @@ class RunState:
     """What one run of a claimed session shares: its session, transcript, surface, tools, budget and notes."""
 
     def __init__(self, session: Session, *, takeover: bool, started_at: datetime | None = None,
-                 question: Question | None = None, transcript: list[Step] | None = None) -> None:  # fmt: skip
+                 question: Question | None = None, transcript: list[Step] | None = None,
+                 claimed_outcomes: Docs | None = None) -> None:  # fmt: skip
         settings = config.settings()
         self.session = session
         self.takeover = takeover
@@ -48,9 +49,10 @@ class RunState:
         fresh = session.kind in {SessionKind.MENTION, SessionKind.CHILD} and not takeover and session.next_seq == 0
         # What its paused turn waited on came to (if it resumes one), read beside the transcript's query: both wait
         # only for the claim, which is over (``shared.agent.waits.outcomes``); the query is skipped if the delivery
-        # ran it beside the claim already (``transcript``: ``shared.state.transcript_ahead``).
+        # ran it beside the claim already (``transcript``: ``shared.state.transcript_ahead``), and what the claim read
+        # of the outcomes is not read again (``claimed_outcomes``: its task named the record, ``claim_reads``).
         record = [] if session.stop_requested else list(session.waiting)  # (one queued only to end resumes nothing)
-        wanted = outcomes.refs(session, record)
+        wanted = [ref for ref in outcomes.refs(session, record) if ref.path not in (claimed_outcomes or {})]
         if fresh or transcript is not None:
             self.steps: list[Step] = list(transcript or [])
             docs = batched.read(wanted)
@@ -58,6 +60,7 @@ class RunState:
             self.steps, docs = steps.load_steps(session.transcript), {}
         else:
             self.steps, docs = batched.both(lambda: steps.load_steps(session.transcript), lambda: batched.read(wanted))
+        docs = {**(claimed_outcomes or {}), **docs}
         self._outcomes: tuple[list[Waiting], Docs] | None = (record, docs) if record else None
         self.budget = Budget(  # a delegated child has its allotment from its tree's budget
             *conversation_allowance(session, self.steps),

@@ -31,6 +31,7 @@ from shared.agent.tools.base import short
 from shared.agent.transcript import contents_of, pending_turn, shorten_tool_results
 from shared.asks import tree_status
 from shared.state import steps
+from shared.state.batched import Docs
 from shared.state.firestore import now
 from shared.state.models import Audit, AuditType, NoteKind, Question, SessionStatus, Step, StepKind
 from shared.state.session_model import Session
@@ -42,9 +43,10 @@ class Runner:
     """Runs one claimed session to a terminal state (or a pause)."""
 
     def __init__(self, session: Session, *, takeover: bool, started_at: datetime | None = None,
-                 question: Question | None = None, transcript: list[Step] | None = None) -> None:  # fmt: skip
+                 question: Question | None = None, transcript: list[Step] | None = None,
+                 claimed_outcomes: Docs | None = None) -> None:  # fmt: skip
         self.run_state = RunState(session, takeover=takeover, started_at=started_at, question=question,
-                                  transcript=transcript)  # fmt: skip
+                                  transcript=transcript, claimed_outcomes=claimed_outcomes)  # fmt: skip
         calls = ToolCalls(self.run_state)
         pauses = Pauses(self.run_state, calls)
         self.ender = Ender(self.run_state, pauses)

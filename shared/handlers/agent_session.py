@@ -9,11 +9,15 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from shared import config
 from shared.auth import oidc
 from shared.handlers.common import INTERNAL_MAX_BODY_BYTES, Reply, too_large
 from shared.logs import session_context, trace_from
+from shared.queue import tasks
+from shared.state.models import Waiting
 from shared.usecases.worker import run_delivery
 
 log = logging.getLogger(__name__)
@@ -21,16 +25,25 @@ log = logging.getLogger(__name__)
 MAX_TASK_BODY_BYTES = INTERNAL_MAX_BODY_BYTES
 
 
-def parse_task_body(body: bytes) -> str:
-    """The session id a task names; ValueError for anything else."""
+@dataclass(frozen=True)
+class TaskBody:
+    """What a task names: its session, and the waiting record a continuation resumes (None: none named)."""
+
+    session_id: str
+    resumes: list[Waiting] | None = None
+
+
+def parse_task(body: bytes) -> TaskBody:
+    """The session a task names (ValueError without one) and the record it resumes (a hint: a malformed one is
+    read as none, as the session runs without it)."""
     try:
-        payload = json.loads(body)
+        payload: Any = json.loads(body)
     except (ValueError, UnicodeDecodeError):
         raise ValueError("body is not JSON") from None
     session_id = payload.get("session_id") if isinstance(payload, dict) else None
     if not isinstance(session_id, str) or not session_id:
         raise ValueError("body.session_id is missing")
-    return session_id
+    return TaskBody(session_id, tasks.resumes_named(payload))
 
 
 def handle(body: bytes, headers: Mapping[str, str]) -> Reply:
@@ -41,7 +54,7 @@ def handle(body: bytes, headers: Mapping[str, str]) -> Reply:
     if refused:
         return refused
     try:
-        session_id = parse_task_body(body)
+        named = parse_task(body)
     except ValueError as exc:
         log.error("dropping malformed task", extra={"reason": str(exc)})
         return {"error": str(exc)}, 200
@@ -50,6 +63,6 @@ def handle(body: bytes, headers: Mapping[str, str]) -> Reply:
         attempt = int(headers.get("x-cloudtasks-taskretrycount", "0") or 0)
     except ValueError:
         attempt = 0
-    with session_context(session_id, trace=trace_from(headers)):
-        delivery = run_delivery(session_id, task=task, attempt=attempt)
+    with session_context(named.session_id, trace=trace_from(headers)):
+        delivery = run_delivery(named.session_id, task=task, attempt=attempt, resumes=named.resumes)
     return {"ok": not delivery.retry, **delivery.detail}, 500 if delivery.retry else 200

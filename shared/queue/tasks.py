@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Any
 
 from google.api_core import exceptions as gexc
 from google.api_core import retry as retries
@@ -23,6 +24,7 @@ from google.protobuf import duration_pb2
 from shared import config, deps, logs
 from shared.errors import ProductError
 from shared.state import ids
+from shared.state.models import Waiting
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +81,15 @@ def _patience(patience: float) -> float:
     return patience if budget is None else min(patience, budget.left())
 
 
-def build_session_task(session_id: str, *, attempt: str = "") -> tasks_v2.Task:
-    """The HTTP task that runs ``session_id`` on agent_session, with an OIDC token when deployed."""
+# A continuation's task names the waiting record it resumes (``resumes``), so its claim reads what the record came to
+# in its own batched read (issue 28.1). A hint only: the claim checks it against the session's own record. A record
+# longer than this is not named (the body stays small, and the claim's read with it).
+MAX_RESUMES_NAMED = 16
+
+
+def build_session_task(session_id: str, *, attempt: str = "", resumes: Sequence[Waiting] = ()) -> tasks_v2.Task:
+    """The HTTP task that runs ``session_id`` on agent_session, with an OIDC token when deployed; ``resumes``: the
+    waiting record a continuation resumes, named in the body (``resumes_named``)."""
     settings = config.settings()
     queue = tasks_v2.CloudTasksClient.parse_queue_path(settings.tasks_queue)
     name = tasks_v2.CloudTasksClient.task_path(
@@ -97,11 +106,34 @@ def build_session_task(session_id: str, *, attempt: str = "") -> tasks_v2.Task:
             http_method=tasks_v2.HttpMethod.POST,
             url=settings.tasks_target_url,
             headers=_headers(),
-            body=json.dumps({"session_id": session_id}).encode(),
+            body=json.dumps(_body(session_id, resumes)).encode(),
             oidc_token=oidc,
         ),
         dispatch_deadline=duration_pb2.Duration(seconds=settings.tasks_dispatch_deadline_seconds),
     )
+
+
+def _body(session_id: str, resumes: Sequence[Waiting]) -> dict[str, Any]:
+    body: dict[str, Any] = {"session_id": session_id}
+    if resumes and len(resumes) <= MAX_RESUMES_NAMED:
+        body["resumes"] = [entry.to_doc() for entry in resumes]
+    return body
+
+
+def resumes_named(payload: Mapping[str, Any]) -> list[Waiting] | None:
+    """The waiting record a task's body names (None: it names none, or not in the form ``build_session_task``
+    writes, which is read as naming none: the hint is never needed to run the session)."""
+    named = payload.get("resumes")
+    if not isinstance(named, list) or not named or len(named) > MAX_RESUMES_NAMED:
+        return None
+    if not all(isinstance(entry, dict) for entry in named):
+        return None
+    try:
+        record = [Waiting.from_doc(entry) for entry in named]
+    except (TypeError, ValueError):  # a missing field, an unknown kind
+        return None
+    fields_ok = all(isinstance(w.seq, int) and isinstance(w.index, int) and isinstance(w.key, str) for w in record)
+    return record if fields_ok else None
 
 
 def _headers() -> dict[str, str]:
@@ -113,11 +145,13 @@ def _headers() -> dict[str, str]:
     return headers
 
 
-def enqueue_session(session_id: str, *, attempt: str = "", patience: float = ENQUEUE_PATIENCE_SECONDS) -> str:
+def enqueue_session(session_id: str, *, attempt: str = "", patience: float = ENQUEUE_PATIENCE_SECONDS,
+                    resumes: Sequence[Waiting] = ()) -> str:  # fmt: skip
     """Create the task for ``session_id``, retried with backoff for ``patience`` seconds (or what is left of the
     caller's ``within``) while Cloud Tasks is unavailable; a task that already exists counts as enqueued. Raises
-    ``QueueUnavailable`` when that time runs out."""
-    task = build_session_task(session_id, attempt=attempt)
+    ``QueueUnavailable`` when that time runs out. ``resumes``: the waiting record a continuation resumes (a hint its
+    claim reads with; ``build_session_task``)."""
+    task = build_session_task(session_id, attempt=attempt, resumes=resumes)
     wait = _patience(patience)
     if wait <= 0.05:
         raise QueueUnavailable(f"no time left to create the task of {session_id}")

@@ -1,5 +1,7 @@
 """What a claim reads, in one round trip (issue 28.1): the session and, as far as its id names them, its
-transcript's root, the session that wrote that transcript last and the question it answers.
+transcript's root, the session that wrote that transcript last and the question it answers; and, as far as its task
+names the waiting record a continuation resumes (``shared.queue.tasks``), the questions and approvals that record
+waited on (what they came to: the resumption's outcomes, handed to it so it reads them no more).
 
 Session ids are derived from their cause (``shared.state.ids``): an answer's continuation is named after its
 question, whose id names its asker; a resumption after the session it resumes. Those names are only hints, read in
@@ -17,7 +19,8 @@ from typing import Any
 from google.cloud import firestore
 
 from shared.state import ids
-from shared.state.firestore import db, question_ref, session_ref
+from shared.state.firestore import APPROVALS, db, question_ref, session_ref
+from shared.state.models import Waiting, WaitKind
 
 _ANSWER = "answer-"  # ids.continuation_id
 _RESUME = "resume-"  # ids.resume_id
@@ -45,6 +48,22 @@ def writer_hint(session_id: str) -> str | None:
     return None
 
 
+def outcome_refs(resumes: list[Waiting] | None) -> list[firestore.DocumentReference]:
+    """The documents of the named record's outcomes a claim reads beside the session: its questions and approvals
+    (as ``shared.state.waits`` stores them). Each is resolved once, by an operator's answer or decision, before the
+    continuation exists, and nothing writes it while its continuation is claimed. A child's session is not among
+    them (its tree may still write it: the claim would contend with that), nor an approved call's ledger entry."""
+    refs = []
+    for entry in resumes or []:
+        if entry.released:
+            continue
+        if entry.kind in {WaitKind.QUESTION, WaitKind.MCP_INPUT}:
+            refs.append(question_ref(entry.key))
+        elif entry.kind == WaitKind.APPROVAL:
+            refs.append(db().collection(APPROVALS).document(entry.key))
+    return refs
+
+
 def question_hint(session_id: str) -> str | None:
     """The question an answer's continuation is named after."""
     return session_id[len(_ANSWER) :] if session_id.startswith(_ANSWER) else None
@@ -61,6 +80,7 @@ class ClaimReads:
     session: Any  # the session's DocumentSnapshot
     beside: dict[str, dict[str, Any] | None] = field(default_factory=dict)
     updated: dict[str, datetime] = field(default_factory=dict)
+    resumes: list[Waiting] | None = None  # the waiting record the task named (its documents are in ``beside``)
 
     def noted(self, snap: Any) -> dict[str, Any]:
         """A document the claim read in its transaction after this batch: its update time kept; its data."""
@@ -77,6 +97,14 @@ class ClaimReads:
         """Whether ``ref`` was read beside the session."""
         return ref.path in self.beside
 
+    def outcomes(self, record: list[Waiting]) -> dict[str, dict[str, Any] | None] | None:
+        """The documents of ``record``'s outcomes read beside the session, by path, if ``record`` (the claimed
+        session's own) is the one its task named; None (read them apart, as before) if it names another: a stale or
+        duplicate task, or one that named none."""
+        if not record or record != self.resumes:
+            return None
+        return {ref.path: self.beside.get(ref.path) for ref in outcome_refs(record) if ref.path in self.beside}
+
     def data(self, ref: firestore.DocumentReference) -> dict[str, Any] | None:
         """The data of a document read beside the session (None if it does not exist); only if ``read(ref)``."""
         found = self.beside.get(ref.path, _MISSING)
@@ -84,8 +112,9 @@ class ClaimReads:
         return found  # type: ignore[return-value]
 
 
-def read(transaction: firestore.Transaction, session_id: str) -> ClaimReads:
-    """The session and the documents its id names, in ``transaction``, in one batched read."""
+def read(transaction: firestore.Transaction, session_id: str, resumes: list[Waiting] | None = None) -> ClaimReads:
+    """The session and the documents its id (and ``resumes``, the record its task names) name, in ``transaction``,
+    in one batched read."""
     ref = session_ref(session_id)
     refs = [ref]
     for hinted in (transcript_hint(session_id), writer_hint(session_id)):
@@ -94,12 +123,13 @@ def read(transaction: firestore.Transaction, session_id: str) -> ClaimReads:
     question = question_hint(session_id)
     if question:
         refs.append(question_ref(question))
+    refs += [r for r in outcome_refs(resumes) if all(r.path != known.path for known in refs)]
     if len(refs) == 1:
         return ClaimReads(ref.get(transaction=transaction))
     snaps = {snap.reference.path: snap for snap in db().get_all(refs, transaction=transaction)}
     beside = {path: (snap.to_dict() if snap.exists else None) for path, snap in snaps.items() if path != ref.path}
     updated = {path: snap.update_time for path, snap in snaps.items() if snap.exists and snap.update_time}
-    return ClaimReads(snaps[ref.path], beside, updated)
+    return ClaimReads(snaps[ref.path], beside, updated, resumes)
 
 
 def stamp(when: datetime) -> tuple[int, int]:

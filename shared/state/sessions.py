@@ -17,7 +17,7 @@ from google.api_core import exceptions as gexc
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.state import claim_reads, events, ids, lease, quotas, results
+from shared.state import claim_reads, claim_step, events, ids, lease, quotas, results
 from shared.state.firestore import (
     ALREADY_EXISTS,
     SESSIONS,
@@ -29,7 +29,7 @@ from shared.state.firestore import (
     session_ref,
     transact,
 )
-from shared.state.models import Note, NoteKind, Question, SessionStatus
+from shared.state.models import Note, NoteKind, Question, SessionStatus, Step, Waiting
 from shared.state.session_model import Session, SessionChanges, stored
 from shared.state.updates import appended, session_update
 
@@ -86,11 +86,14 @@ class Claim:
     # Claimed: the newest update time of the documents the claim read (the session's, its transcript's root's and
     # its writer's among them): no step of its transcript was stored after it (``shared.state.transcript_ahead``).
     settled: datetime | None = None
+    # Claimed: what its waiting record came to, read with the claim, by path (``claim_reads.ClaimReads.outcomes``).
+    outcomes: dict[str, dict[str, Any] | None] | None = None
+    stepped: Step | None = None  # Claimed: the resumed turn's step, stored in the claim's commit (``claim_step``)
 
 
-def claim_session(
-    session_id: str, *, worker: str, task: str, attempt: int, lease_seconds: int, at: datetime | None = None
-) -> Claim:
+def claim_session(session_id: str, *, worker: str, task: str, attempt: int, lease_seconds: int,
+                  at: datetime | None = None, resumes: list[Waiting] | None = None,
+                  first_step: claim_step.FirstStep | None = None) -> Claim:  # fmt: skip
     """Claim a session for this worker in a transaction.
 
     Claimable: ``queued``; or ``running`` with an expired lease (its worker died); or ``running`` under a lease
@@ -99,7 +102,8 @@ def claim_session(
     a retry beside a copy of the delivery) both see an earlier attempt's lease, and only the first to claim it
     may run; the other finds the lease just taken and is asked to retry later (``RENEWED_LATELY``). A worker that
     really died is taken over at most one heartbeat later than without that rule. Anything else is a duplicate
-    delivery and is left alone.
+    delivery and is left alone. ``resumes``: the record the task names (its outcomes read in the claim's batch);
+    ``first_step``: the resumed turn's step, stored in the claim's commit if it can be made from what it read.
     """
     ref = session_ref(session_id)
     used: list[firestore.Transaction] = []  # the attempt that committed is the last
@@ -109,7 +113,7 @@ def claim_session(
         used.append(transaction)
         when = at or now()  # each attempt's own: the lease it writes starts when it commits, not when it began
         # One round trip: the session, and the transcript, writer and question its id names (hints, checked).
-        reads = claim_reads.read(transaction, session_id)
+        reads = claim_reads.read(transaction, session_id, resumes)
         snap = reads.session
         data = snap.to_dict() if snap.exists else None
         if data is None:
@@ -143,12 +147,15 @@ def claim_session(
             started_at=session.started_at or when,
             updated_at=when,
         )
+        stepped = first_step(session, reads) if first_step is not None else None  # before the session's update:
+        fields |= claim_step.created(transaction, session, stepped)  # that stays the claim's last write
         # Only over the document as read: a claim that commits beside another (the emulator has let two do so
         # after a lock wait) fails its precondition instead of running the session a second time.
         transaction.update(ref, fields, option=db().write_option(last_update_time=snap.update_time))
         session.apply(fields)
         return Claim(result, session, trace_id=session.trace_id, question=_question_read(session, reads),
-                     settled=reads.newest_update())  # fmt: skip
+                     settled=reads.newest_update(), outcomes=reads.outcomes(session.waiting),
+                     stepped=stepped)  # fmt: skip
 
     try:
         claimed: Claim = _claim_again_if_changed(claim)  # parallel deliveries of one task race for it

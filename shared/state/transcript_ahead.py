@@ -67,13 +67,18 @@ class Ahead:
     def usable(self, claim: Claim) -> list[Step] | None:
         """The steps it read, if they are the transcript as ``claim`` left it (see the module's docstring); None:
         dropped (the run queries again)."""
+        session = claim.session
+        return self.as_of(session.transcript, claim.settled) if session is not None else None
+
+    def as_of(self, transcript: str, settled: datetime | None) -> list[Step] | None:
+        """The steps it read, if they are ``transcript`` as a claim that read nothing updated after ``settled``
+        leaves it (waiting for the query; also from inside that claim's transaction, once its reads are done)."""
         try:
             read = self._query.result()
         except Exception:  # the run's own query after the claim reads it, or fails as it would have
             log.warning("the transcript's query beside the claim failed; querying again", exc_info=True)
             return None
-        session, settled = claim.session, claim.settled
-        if session is None or session.transcript != self.root or settled is None or read.read_at is None:
+        if transcript != self.root or settled is None or read.read_at is None:
             return None
         if not claim_reads.stamp(settled) < claim_reads.stamp(read.read_at):
             log.info("the transcript changed around its claim: querying it again", extra={"root": self.root})

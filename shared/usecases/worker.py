@@ -19,8 +19,10 @@ from shared.logs import current_trace, session_context
 from shared.queue import tasks
 from shared.slack import backpressure
 from shared.state import lease, sessions, steps, transcript_ahead
+from shared.state.batched import Docs
+from shared.state.claim_step import FirstStep
 from shared.state.firestore import now
-from shared.state.models import Question, SessionStatus, Step
+from shared.state.models import Question, SessionStatus, Step, Waiting
 from shared.state.session_model import Session
 from shared.state.sessions import Claim, ClaimResult
 
@@ -41,17 +43,35 @@ class Delivery:
     detail: dict[str, str]
 
 
-def run_delivery(session_id: str, *, task: str, attempt: int) -> Delivery:
-
+def run_delivery(session_id: str, *, task: str, attempt: int, resumes: list[Waiting] | None = None) -> Delivery:
+    """One delivery of ``session_id``'s task; ``resumes``: the waiting record the task names (a continuation's), whose
+    outcomes the claim reads in its own batch (used only if the session's own record is that one)."""
     worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-    # A continuation's transcript is queried beside its claim, and used only if the claim leaves it as read.
+    # A continuation's transcript is queried beside its claim, and used only if the claim leaves it as read; the
+    # step resuming its turn is stored in the claim's commit when it can be made from what the claim read.
     with transcript_ahead.beside_claim(session_id) as ahead:
         claim = sessions.claim_session(
-            session_id, worker=worker, task=task, attempt=attempt, lease_seconds=config.settings().session_lease_seconds
+            session_id,
+            worker=worker,
+            task=task,
+            attempt=attempt,
+            lease_seconds=config.settings().session_lease_seconds,
+            resumes=resumes,
+            first_step=_first_step(ahead, resumes),
         )
         transcript = ahead.usable(claim) if ahead is not None else None
+    if transcript is not None and claim.stepped is not None:
+        transcript = [*transcript, claim.stepped]
     with session_context(session_id, trace=claim.trace_id or current_trace()):
         return _after_claim(claim, task=task, attempt=attempt, transcript=transcript)
+
+
+def _first_step(ahead: transcript_ahead.Ahead | None, resumes: list[Waiting] | None) -> FirstStep | None:
+    if ahead is None or not resumes:
+        return None
+    from shared.agent.waits import in_claim
+
+    return in_claim.for_claim(ahead, resumes)
 
 
 def _after_claim(claim: Claim, *, task: str, attempt: int, transcript: list[Step] | None = None) -> Delivery:
@@ -89,11 +109,12 @@ def _after_claim(claim: Claim, *, task: str, attempt: int, transcript: list[Step
         give_up(session, f"its worker stopped {stalled} times in a row without storing a step")
         return Delivery(False, {"status": "failed"})
     return _run(session, claim.result.takeover, reason, task=task, attempt=attempt, question=claim.question,
-                transcript=transcript)  # fmt: skip
+                transcript=transcript, outcomes=claim.outcomes)  # fmt: skip
 
 
 def _run(session: Session, takeover: bool, reason: str, *, task: str, attempt: int,
-         question: Question | None = None, transcript: list[Step] | None = None) -> Delivery:  # fmt: skip
+         question: Question | None = None, transcript: list[Step] | None = None,
+         outcomes: Docs | None = None) -> Delivery:  # fmt: skip
     from shared.agent.runner import Runner
 
     log.info("session claimed", extra={"reason": reason, "task": task, "attempt": attempt, "kind": session.kind.value})
@@ -105,7 +126,7 @@ def _run(session: Session, takeover: bool, reason: str, *, task: str, attempt: i
         with beating:
             try:
                 status = Runner(session, takeover=takeover, started_at=session.started_at, question=question,
-                                transcript=transcript).run()  # fmt: skip
+                                transcript=transcript, claimed_outcomes=outcomes).run()  # fmt: skip
             except steps.LeaseLost as exc:
                 log.warning("lost the session to another worker; stopping", extra={"reason": str(exc)})
                 return Delivery(False, {"skipped": "lease lost"})

@@ -63,8 +63,10 @@ def test_firestore_operations_stay_within_the_budget(rig: cost.Rig) -> None:
 # the approval and its ledger entry read apart; the done record its own commit), ledger_outward_call 4. A
 # continuation's transcript query runs beside its claim (an RPC counted here, not waited for after the claim), and
 # what its waiting record came to is read in ONE batch for every kind of wait (an approval with its call's ledger
-# entry).
-ROUND_TRIPS = {"answer": 4, "approve": 2, "continuation": 15, "approved_run": 17, "ledger_outward_call": 3}
+# entry). Since round 3's session 7, an answer's continuation reads the answered question in its claim's own batch
+# (its task names the record it resumes) and stores the step resuming its turn in the claim's commit (no transaction
+# of its own): continuation 15 before.
+ROUND_TRIPS = {"answer": 4, "approve": 2, "continuation": 11, "approved_run": 17, "ledger_outward_call": 3}
 # The click's own RPCs, in order (the decision: a batched read of 3 documents, one commit of 5 writes).
 CLICK_TRACES = {"approve": ("BatchGetDocuments 3r", "Commit 5w")}
 
@@ -77,13 +79,22 @@ def test_resuming_makes_no_more_round_trips_than_budgeted(rig: cost.Rig) -> None
     for name, trace in CLICK_TRACES.items():
         assert measured[name].trace == trace, measured[name].trace
     assert "BeginTransaction" not in measured["answer"].trace, measured["answer"].trace
-    for name, outcomes in (("continuation", "BatchGetDocuments 1r"), ("approved_run", "BatchGetDocuments 2r")):
+    for name, claim, claimed_with, outcomes in (
+        ("continuation", "BatchGetDocuments 3r", "Commit 3w", None),  # the session, its root and the resumed step
+        ("approved_run", "BatchGetDocuments 2r", "Commit 2w", "BatchGetDocuments 2r"),
+    ):
         steps = measured[name].trace
         assert not [entry for entry in steps if entry.endswith(" 0r")], f"{name} read nothing: {steps}"
         assert len([entry for entry in steps if entry.startswith("RunQuery")]) == 1, steps
-        # After the claim's commit: ONE read of what the record came to (the query ran beside the claim), then the
-        # writes (the resumed step's transaction; an approved call's ledger records first).
+        # The claim reads the session and its transcript's root (and, for an answer's continuation, the question its
+        # task names) in one batch, and an answer's continuation stores its resumed step in the claim's commit; after
+        # an approval's: ONE read of what the record came to (the query ran beside the claim), then the writes (the
+        # ledger's records, then the resumed step's transaction).
         rest = [entry for entry in steps if not entry.startswith("RunQuery")]
         claimed = next(i for i, entry in enumerate(rest) if entry.startswith("Commit"))
-        assert rest[claimed + 1] == outcomes, f"{name}: {steps}"
-        assert not rest[claimed + 2].startswith("BatchGet"), f"{name}: {steps}"
+        assert rest[claimed - 1] == claim, f"{name}: {steps}"
+        assert rest[claimed] == claimed_with, f"{name}: {steps}"
+        if outcomes is not None:
+            assert rest[claimed + 1] == outcomes, f"{name}: {steps}"
+            claimed += 1
+        assert not rest[claimed + 1].startswith("BatchGet"), f"{name}: {steps}"

@@ -5,6 +5,7 @@ transcript's query when that one runs after the claim (``shared.agent.waits.outc
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -17,7 +18,7 @@ from infra.fakes.gemini.client import FakeGemini
 from infra.stack import Stack
 from shared.state import ids, sessions, steps, transcript_ahead
 from shared.state.firestore import now, session_ref
-from shared.state.models import SessionStatus, Step, StepKind
+from shared.state.models import SessionStatus, Step, StepKind, Waiting, WaitKind
 from shared.state.session_model import Session
 from shared.state.sessions import Claim, ClaimResult
 from shared.state.updates import session_update
@@ -72,9 +73,11 @@ def test_the_transcript_query_starts_beside_the_claim_and_is_used(rig: cost.Rig,
 
 
 def test_the_outcomes_are_read_beside_the_transcripts_query(rig: cost.Rig, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without a query beside the claim (here: switched off), the run queries its transcript and reads what its
-    record came to at the same time: the query waits here until the outcomes' read has been sent."""
+    """Without a query beside the claim (here: switched off) and a task that names no record (one queued by an older
+    version), the run queries its transcript and reads what its record came to at the same time: the query waits here
+    until the outcomes' read has been sent."""
     _, continuation = asked_and_answered(rig)
+    rig.created_tasks.bodies.pop(continuation)  # delivered as {"session_id": ...} alone
 
     @contextmanager
     def no_query_ahead(session_id: str) -> Iterator[None]:
@@ -198,3 +201,47 @@ def test_the_delivery_hands_the_run_what_the_query_read(rig: cost.Rig, monkeypat
     monkeypatch.setattr(worker, "_after_claim", recorded)
     worker.run_delivery(continuation, task="t", attempt=0)
     assert handed == [None]  # dropped: the run queries again, and has the step
+
+
+def _answered_step(asker: str) -> dict[str, Any]:
+    """The function response the resumed step stored for the operator's answer."""
+    [step] = [step for step in steps.load_steps(asker) if step.kind == StepKind.ANSWER]
+    assert step.content is not None
+    [part] = step.content["parts"]
+    return dict(part["function_response"]["response"])
+
+
+def test_the_answered_question_is_read_and_its_step_stored_by_the_claim(rig: cost.Rig) -> None:
+    """The continuation's task names the record it resumes: the claim reads the question with the session and its
+    transcript's root, and stores the step resuming the turn in its own commit; nothing is read or written after it
+    before the model is asked (its turn is the next transaction)."""
+    asker, continuation = asked_and_answered(rig)
+    assert b'"resumes"' in rig.created_tasks.bodies[continuation]
+    rig.script(FakeGemini.text("Going with postgres."))
+    ops = rig.delivered(continuation, SessionStatus.DONE)
+    rest = [entry for entry in ops.trace if not entry.startswith("RunQuery")]
+    claimed = rest.index("Commit 3w")  # the claim's commit: the session, the root's writer, the resumed step
+    assert rest[: claimed + 1] == ["BeginTransaction", "BatchGetDocuments 3r", "Commit 3w"], ops.trace
+    assert rest[claimed + 1 : claimed + 3] == ["BeginTransaction", "BatchGetDocuments 2r"], ops.trace  # its turn
+    assert _answered_step(asker)["result"]["matched_option"] == "postgres"
+    [stored] = [step for step in steps.load_steps(asker) if step.kind == StepKind.ANSWER]
+    assert stored.session_id == continuation
+    assert len(stored.audit) == 1
+
+
+def test_a_task_naming_another_record_reads_the_outcomes_after_the_claim(rig: cost.Rig) -> None:
+    """A stale task (its body names a record the session does not hold): what the claim read for it is not used;
+    the run reads its own record's outcomes after the claim, as before, and resumes with the operator's answer."""
+    asker, continuation = asked_and_answered(rig)
+    [entry] = rig.session(continuation).waiting
+    other = Waiting(entry.seq, entry.index + 1, WaitKind.QUESTION, ids.question_id(asker, entry.seq, entry.index + 1))
+    rig.created_tasks.bodies[continuation] = json.dumps(
+        {"session_id": continuation, "resumes": [other.to_doc()]}
+    ).encode()
+    rig.script(FakeGemini.text("Going with postgres."))
+    ops = rig.delivered(continuation, SessionStatus.DONE)
+    rest = [entry for entry in ops.trace if not entry.startswith("RunQuery")]
+    claimed = rest.index("Commit 2w")
+    assert rest[claimed - 1] == "BatchGetDocuments 3r", ops.trace  # the question it named, read for nothing
+    assert rest[claimed + 1] == "BatchGetDocuments 1r", ops.trace  # the session's own record's question
+    assert _answered_step(asker)["result"]["matched_option"] == "postgres"

@@ -37,15 +37,26 @@ class QuestionResume:
                 found: dict[str, Question]) -> Outcome:  # fmt: skip
         question = found.get(entry.key)
         resumed.audit.append(Audit(AuditType.ANSWER, now()))
-        if question is None or question.status != QuestionStatus.ANSWERED:
-            return ToolResult.fail(f"the operator did not answer (the question was "
-                                   f"{question.status.value if question else 'lost'})")  # fmt: skip
-        if not question.mcp_input:
-            return ToolResult.ok(answer_of(question))
+        result = result_of(question)
+        if result is not None or question is None:
+            return result or NO_QUESTION
         return mcp_input.run_with_input(resumed, question, call)  # a record stored under the old markers
 
     def news(self, entries: list[Waiting]) -> list[Note]:
         return []
+
+
+NO_QUESTION = ToolResult.fail("the operator did not answer (the question was lost)")
+
+
+def result_of(question: Question | None) -> ToolResult | None:
+    """What the call that asked ``question`` gets, from the question alone (None: an MCP server's request, stored
+    under the old markers, whose call runs again with the answer)."""
+    if question is None:
+        return NO_QUESTION
+    if question.status != QuestionStatus.ANSWERED:
+        return ToolResult.fail(f"the operator did not answer (the question was {question.status.value})")
+    return ToolResult.ok(answer_of(question)) if not question.mcp_input else None
 
 
 WAIT = QuestionResume()
