@@ -52,16 +52,43 @@ class TaskCount(grpc.UnaryUnaryClientInterceptor):  # type: ignore[misc]
     def __init__(self) -> None:
         self.created = 0
         self.bodies: dict[str, bytes] = {}
+        self.order: list[str] = []  # the session of each task created, in order
+        self.changed = threading.Condition()
 
     def intercept_unary_unary(
         self, continuation: Callable[[Any, Any], Any], details: grpc.ClientCallDetails, request: Any
     ) -> Any:
         method = details.method.decode() if isinstance(details.method, bytes) else str(details.method)
-        if method.endswith("/CreateTask"):
+        if not method.endswith("/CreateTask"):
+            return continuation(details, request)
+        answer = continuation(details, request)
+        if answer.exception() is not None:  # refused: its error is the caller's, and no task was created
+            return answer
+        body = bytes(request.task.http_request.body)
+        session_id = str(json.loads(body)["session_id"])
+        with self.changed:
             self.created += 1
-            body = bytes(request.task.http_request.body)
-            self.bodies[str(json.loads(body)["session_id"])] = body
-        return continuation(details, request)
+            self.bodies[session_id] = body
+            self.order.append(session_id)
+            self.changed.notify_all()
+        return answer
+
+    def mark(self) -> int:
+        """Where the tasks created from now on begin in ``order``."""
+        with self.changed:
+            return len(self.order)
+
+    def first_after(self, mark: int, *, unless: threading.Event) -> str | None:
+        """The session of the first task created after ``mark``, once it is; None if ``unless`` is set first."""
+        with self.changed:
+            self.changed.wait_for(lambda: len(self.order) > mark or unless.is_set())
+            return self.order[mark] if len(self.order) > mark else None
+
+    def stop_waiting(self, event: threading.Event) -> None:
+        """Set ``event`` and wake ``first_after``."""
+        with self.changed:
+            event.set()
+            self.changed.notify_all()
 
 
 @dataclass
