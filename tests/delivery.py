@@ -31,9 +31,12 @@ QUEUE_ID = local.QUEUE.rsplit("/", 1)[-1]
 
 
 def deliver(url: str, session_id: str, *, task: str, copies: int = 1, max_attempts: int = 5,
-            min_backoff: float = 0.1, max_backoff: float = 2.0, timeout: float = 120.0) -> list[Attempt]:  # fmt: skip
+            min_backoff: float = 0.1, max_backoff: float = 2.0, timeout: float = 120.0,
+            body: dict[str, object] | None = None) -> list[Attempt]:  # fmt: skip
     """Deliver one task ``copies`` times at once; each copy retries on non-2xx with doubling backoff, as Cloud Tasks
-    retries a failed attempt. Returns every attempt, in the order they ended."""
+    retries a failed attempt. Returns every attempt, in the order they ended. ``body``: the task's body as the
+    product created it (a continuation's names the record it resumes); by default one naming the session alone."""
+    payload = json.dumps(body if body is not None else {"session_id": session_id})
     attempts: list[Attempt] = []
     lock = threading.Lock()
     start = threading.Barrier(copies)
@@ -45,9 +48,7 @@ def deliver(url: str, session_id: str, *, task: str, copies: int = 1, max_attemp
             sent = cloud_tasks_headers(queue=QUEUE_ID, task=task, retry=attempt, executions=attempt, eta=time.time())
             headers = {"Content-Type": "application/json", **sent}
             try:
-                reply = requests.post(
-                    url, data=json.dumps({"session_id": session_id}), headers=headers, timeout=timeout
-                )
+                reply = requests.post(url, data=payload, headers=headers, timeout=timeout)
                 status, body = reply.status_code, reply.json() if reply.content else {}
             except requests.RequestException as exc:
                 status, body = 0, {"error": type(exc).__name__}

@@ -132,8 +132,16 @@ def resumes_named(payload: Mapping[str, Any]) -> list[Waiting] | None:
         record = [Waiting.from_doc(entry) for entry in named]
     except (TypeError, ValueError):  # a missing field, an unknown kind
         return None
-    fields_ok = all(isinstance(w.seq, int) and isinstance(w.index, int) and isinstance(w.key, str) for w in record)
-    return record if fields_ok else None
+    fields_ok = all(isinstance(w.seq, int) and isinstance(w.index, int) and _document_id(w.key) for w in record)
+    unique = len({w.key for w in record}) == len(record)
+    return record if fields_ok and unique else None
+
+
+def _document_id(key: object) -> bool:
+    """Whether ``key`` can name a document of its kind's collection (the claim reads it): a Firestore document id,
+    not a path, nor a name Firestore reserves."""
+    return (isinstance(key, str) and 0 < len(key.encode()) <= 1500 and "/" not in key and key not in {".", ".."}
+            and not (key.startswith("__") and key.endswith("__")))  # fmt: skip
 
 
 def _headers() -> dict[str, str]:

@@ -202,10 +202,10 @@ def _take_transcript(transaction: firestore.Transaction, session: Session, when:
 
 
 def _claim_again_if_changed(claim: Callable[[firestore.Transaction], Claim]) -> Claim:
-    """The claim, run again from its reads once if the session changed between its read and its commit."""
+    """The claim, run again from its reads once if the session (or its resumed step) changed before its commit."""
     try:
         return contended(claim)
-    except gexc.FailedPrecondition:
+    except (gexc.FailedPrecondition, gexc.AlreadyExists):
         log.info("the session changed while it was claimed; reading it again")
         return contended(claim)
 

@@ -70,9 +70,13 @@ class Ahead:
         session = claim.session
         return self.as_of(session.transcript, claim.settled) if session is not None else None
 
-    def as_of(self, transcript: str, settled: datetime | None) -> list[Step] | None:
+    def as_of(self, transcript: str, settled: datetime | None, *, within: float | None = None) -> list[Step] | None:
         """The steps it read, if they are ``transcript`` as a claim that read nothing updated after ``settled``
-        leaves it (waiting for the query; also from inside that claim's transaction, once its reads are done)."""
+        leaves it (waiting for the query; also from inside that claim's transaction, once its reads are done: there
+        at most ``within`` seconds, as the claim holds its documents meanwhile, and None if the query is not done)."""
+        if within is not None and not self._query.done(within):
+            log.info("the transcript's query beside the claim is not done: the step waits for the claim")
+            return None
         try:
             read = self._query.result()
         except Exception:  # the run's own query after the claim reads it, or fails as it would have

@@ -39,7 +39,7 @@ _ENDED = {
     SessionStatus.DONE: ":white_check_mark: done",
     SessionStatus.FAILED: ":x: failed",
     SessionStatus.STOPPED: ":octagonal_sign: stopped",
-    SessionStatus.ABANDONED: ":zzz: abandoned: its question went unanswered",  # the sweep's end of an asking child
+    SessionStatus.ABANDONED: ":hourglass: abandoned: its question went unanswered",  # the sweep ended an asking child
 }
 
 

@@ -76,6 +76,13 @@ def test_a_task_without_a_record_names_none() -> None:
         [{"seq": 3, "index": 0, "kind": "no-such-kind", "key": "q-1"}],
         [{"seq": 3, "kind": "question", "key": "q-1"}],  # no index
         [{"seq": "3", "index": 0, "kind": "question", "key": "q-1"}],
+        # Keys no document of the record can have: the claim would fail building their refs (a path, an empty id,
+        # a reserved name), or read one document twice.
+        [{"seq": 3, "index": 0, "kind": "question", "key": "q-1/answers/x"}],
+        [{"seq": 3, "index": 0, "kind": "question", "key": ""}],
+        [{"seq": 3, "index": 0, "kind": "question", "key": "__q__"}],
+        [{"seq": 3, "index": 0, "kind": "question", "key": "x" * 1501}],
+        [{"seq": 3, "index": i, "kind": "question", "key": "q-1"} for i in (0, 1)],
     ],
 )
 def test_a_malformed_record_is_read_as_none_and_the_task_still_runs(resumes: object) -> None:

@@ -5,7 +5,7 @@ reads the evidence from the stores and the fakes' records.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 import pytest
@@ -16,9 +16,11 @@ from infra import stack as local
 from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
+from shared.asks import answers
+from shared.queue import tasks
 from shared.state import firestore, ids, ledger, sessions, steps
 from shared.state import questions as stored
-from shared.state.models import Question, QuestionStatus, SessionKind, SessionStatus, Step, StepKind
+from shared.state.models import Question, QuestionStatus, SessionKind, SessionStatus, Step, StepKind, Waiting
 from shared.state.new_sessions import continuation_session, mention_session
 from shared.state.session_model import Session
 from shared.state.sessions import ClaimResult
@@ -252,6 +254,41 @@ def test_parallel_deliveries_of_a_running_session_run_it_once(
     assert all(a.body.get("skipped") for a in attempts)
     wait_status(thread.session_id, SessionStatus.DONE, timeout=30)
     assert [m["text"] for m in fake_slack.bot_replies(thread.channel, thread.ts)] == ["Once."]
+
+
+def test_parallel_copies_of_a_continuation_naming_its_record_store_its_step_once(
+    stack: Stack, script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """A continuation's task names the waiting record it resumes, and its claim then stores the resumed step in its
+    own commit (``shared/agent/waits/in_claim.py``): three copies of that delivery at once, as Cloud Tasks may make,
+    all answer 2xx, one step answers the question, and the model is asked once. The answer is recorded here, with
+    its task's body kept instead of queued, so that only these copies deliver it."""
+    script(G.call("ask_operator", question="Which zone?"), G.text("Zone b it is."))
+    thread = mention(fake_slack, f"C{uid}", "pick a zone")
+    wait_status(thread.session_id, SessionStatus.PAUSED)
+    kept: list[dict[str, object]] = []
+
+    def keep(session_id: str, *, resumes: Sequence[Waiting] = (), **_: object) -> str:
+        kept.append({"session_id": session_id, "resumes": [entry.to_doc() for entry in resumes]})
+        return session_id
+
+    monkeypatch.setattr(tasks, "enqueue_session", keep)
+    answered = answers.answer_reply(channel=thread.channel, thread_ts=thread.ts, user=OPERATOR, text="b", ts="9.1",
+                                    bot_user_id=local.BOT_USER_ID)  # fmt: skip
+    assert answered.result == answers.AnswerOutcome.ANSWERED, answered
+    [body] = kept
+    assert body["resumes"], body  # the record it resumes is named
+    continuation = str(body["session_id"])
+    asked = len(fake_gemini.requests())
+    attempts = delivery.deliver(stack.function_url("agent_session"), continuation, task=f"copies-{uid}", copies=3,
+                                body=body)  # fmt: skip
+    assert {a.status for a in attempts} == {200}, attempts
+    wait_status(continuation, SessionStatus.DONE, timeout=60)
+    answered_steps = [s for s in steps.load_steps(thread.session_id) if s.kind == StepKind.ANSWER]
+    assert len(answered_steps) == 1, answered_steps
+    assert len(fake_gemini.requests()) == asked + 1  # the continuation's one model turn
+    assert [m["text"] for m in fake_slack.bot_replies(thread.channel, thread.ts)].count("Zone b it is.") == 1
 
 
 def test_a_continuation_delivered_in_parallel_while_its_asker_runs_waits_for_it(

@@ -38,6 +38,12 @@ def for_claim(ahead: Ahead | None, resumes: list[Waiting] | None) -> FirstStep |
     return step
 
 
+# How long the claim's transaction waits for the transcript's query sent beside it (started with the claim, it is
+# usually done by then): the claim holds its documents meanwhile, so a long transcript's query is not waited for
+# there; the step is then written after the claim, as without the query.
+QUERY_WAIT_SECONDS = 0.25
+
+
 def resumed_step(session: Session, reads: ClaimReads, ahead: Ahead) -> Step | None:
     """The step resuming ``session``'s paused turn, from what its claim read (None: the run makes it after the
     claim, as the module's docstring says)."""
@@ -53,7 +59,7 @@ def resumed_step(session: Session, reads: ClaimReads, ahead: Ahead) -> Step | No
     found = reads.data(root) or {}
     if results.awaiting_of(found) or child_questions.may_ask_of(found):
         return None
-    transcript = ahead.as_of(session.transcript, reads.newest_update())
+    transcript = ahead.as_of(session.transcript, reads.newest_update(), within=QUERY_WAIT_SECONDS)
     seq = record[0].seq
     turn = pending_turn(transcript or [])
     if transcript is None or turn is None or turn.seq != seq:
