@@ -27,6 +27,7 @@ from shared.state import children as stored_children
 from shared.state import questions as stored_questions
 from shared.state.models import Question, SessionKind, SessionStatus, StepKind, WaitKind
 from shared.state.new_sessions import mention_session
+from shared.state.session_model import Session
 from shared.usecases import worker
 from tests import delivery
 from tests.agent_helpers import (
@@ -492,6 +493,18 @@ def assert_reported_after_reading_the_result(fake_gemini: FakeGemini, child_id: 
     assert len(requests) in (4, 5), [texts(r)[-300:] for r in requests]
 
 
+def parent_here(fake_slack: FakeSlack, uid: str, text: str) -> tuple[str, Session]:
+    """A thread's top-level session for ``text``, stored as its mention's would be but run by the test in this
+    process (the message has no mention, so nothing else starts it); its channel and the session."""
+    channel = f"C{uid}"
+    root = fake_slack.user_message(HUMAN, channel, f"{text} [{channel}]")["ts"]
+    parent = sessions.create_session(mention_session(
+        event_id=f"Ev{uid}", channel=channel, thread_ts=root, ts=root, user=HUMAN, text=f"{text} [{channel}]",
+        at=firestore.now(),
+    ))  # fmt: skip
+    return channel, parent
+
+
 def test_a_child_that_tries_to_report_before_answering_its_childs_question_is_reminded(
     fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
 ) -> None:
@@ -515,13 +528,8 @@ def test_a_grandchild_that_ends_while_its_parent_settles_is_read_before_its_next
     after it read the result and could not report (no turn left, the wrap-up). Now it reports again, and its end
     reads the result first. Here every task is delivered in this process, and the grandchild's answered delivery is
     held until the child has read its unfinished children."""
-    channel = f"C{uid}"
     child_task, grandchild_task = f"check the backups {uid}", f"check last night's backup {uid}"
-    root = fake_slack.user_message(HUMAN, channel, f"check the backups [{channel}]")["ts"]  # no mention: no session
-    parent = sessions.create_session(mention_session(
-        event_id=f"Ev{uid}", channel=channel, thread_ts=root, ts=root, user=HUMAN,
-        text=f"check the backups [{channel}]", at=firestore.now(),
-    ))  # fmt: skip
+    channel, parent = parent_here(fake_slack, uid, "check the backups")
     child_id = ids.child_id(parent.session_id, 1, 0)
     grandchild_id = ids.child_id(child_id, 1, 0)
     fake_gemini.script(FakeGemini.matching(f"[{channel}]", G.call("delegate", task=child_task)),
@@ -598,13 +606,8 @@ def test_a_question_that_reaches_the_parent_before_it_pauses_is_read_not_waited_
     """Defect: a blocking child asked its blocking question while its parent was between starting it and pausing;
     the question became a note, the parent paused on its children all the same, and each waited for the other for
     ever. Here the parent runs in this process and its launch returns only once the child has asked."""
-    channel = f"C{uid}"
     task = f"index the orders table {uid}"
-    root = fake_slack.user_message(HUMAN, channel, f"index the table [{channel}]")["ts"]  # no mention: no session
-    parent = sessions.create_session(mention_session(
-        event_id=f"Ev{uid}", channel=channel, thread_ts=root, ts=root, user=HUMAN,
-        text=f"index the table [{channel}]", at=firestore.now(),
-    ))  # fmt: skip
+    channel, parent = parent_here(fake_slack, uid, "index the table")
     child_id = ids.child_id(parent.session_id, 1, 0)
     fake_gemini.script(*(FakeGemini.matching(f"[{channel}]", item) for item in (
         G.call("delegate", task=task),
@@ -626,7 +629,7 @@ def test_a_question_that_reaches_the_parent_before_it_pauses_is_read_not_waited_
     child = wait_status(child_id, SessionStatus.DONE, timeout=60)
     assert child.result == "Indexed created_at."
     assert "Which column?" in texts(requests_for(fake_gemini, f"[{channel}]")[1])
-    thread = Thread(channel=channel, ts=root, session_id=parent.session_id)
+    thread = Thread(channel=channel, ts=parent.origin.thread_ts, session_id=parent.session_id)
     wait_for(lambda: thread_ends_with(fake_slack, thread, "indexed on created_at."), timeout=60, what="the report")
     released = function_responses(requests_for(fake_gemini, f"[{channel}]")[1])
     assert [r["response"]["result"]["status"] for r in released] == ["still running"]

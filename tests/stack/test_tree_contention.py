@@ -49,6 +49,20 @@ def _fan_out(rig: cost.Rig, children: int) -> tuple[str, list[str]]:
     return parent, started
 
 
+def _ending_at_once(rig: cost.Rig, child_ids: list[str]) -> Ops:
+    """Every child's task delivered at once, each on a thread of its own (retried as Cloud Tasks retries); the
+    operations of all of them."""
+    workers = [threading.Thread(target=rig.deliver_retried, args=(child,)) for child in child_ids]
+
+    def all_at_once() -> None:
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+
+    return rig.measure(all_at_once)
+
+
 def _first_child_end(rig: cost.Rig, children: int) -> Ops:
     _, child_ids = _fan_out(rig, children)
     ops = rig.delivered(child_ids[0], SessionStatus.DONE)
@@ -75,15 +89,7 @@ def test_children_ending_together_leave_every_end_in_the_status_message(
 ) -> None:
     with counted_rig(stack, monkeypatch, **ROOMY) as rig:
         parent, child_ids = _fan_out(rig, 8)
-        workers = [threading.Thread(target=rig.deliver_retried, args=(child,)) for child in child_ids]
-
-        def all_at_once() -> None:
-            for worker in workers:
-                worker.start()
-            for worker in workers:
-                worker.join()
-
-        ops = rig.measure(all_at_once)
+        ops = _ending_at_once(rig, child_ids)
         for child in child_ids:
             rig.expect(child, SessionStatus.DONE)
         origin = rig.session(parent).origin
@@ -171,15 +177,7 @@ def test_sixteen_children_ending_at_once_write_their_tree_view_once_each_and_nev
     with counted_rig(stack, monkeypatch, **trees.ROOMY, SESSION_MAX_TOOL_CALLS="40") as rig:  # the suite's is 10
         parent, child_ids = _fan_out(rig, 16)
         monkeypatch.setattr(FirestoreClient, "commit", noting)
-        workers = [threading.Thread(target=rig.deliver_retried, args=(child,)) for child in child_ids]
-
-        def all_at_once() -> None:
-            for worker in workers:
-                worker.start()
-            for worker in workers:
-                worker.join()
-
-        ops = rig.measure(all_at_once)
+        ops = _ending_at_once(rig, child_ids)
         monkeypatch.setattr(FirestoreClient, "commit", commit)
         for child in child_ids:
             rig.expect(child, SessionStatus.DONE)
