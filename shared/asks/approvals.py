@@ -233,7 +233,9 @@ def _shown(result: stored.Decided, decision: Decision, *, quiet: bool = False) -
         return DecisionOutcome.DECIDED
     if result.continuation is not None:  # the work first (a slow or failing card update must not hold it back)
         with session_context(result.continuation.session_id, trace=result.continuation.trace_id):
-            tasks.enqueue_session(result.continuation.session_id, attempt=f"decided-{found.seq}")
+            # Its task names the record it resumes: its claim reads the decisions and their calls' ledger entries.
+            tasks.enqueue_session(result.continuation.session_id, attempt=f"decided-{found.seq}",
+                                  resumes=result.continuation.waiting)  # fmt: skip
     if found.status == ApprovalStatus.DENIED and found.card_ts:
         update_card(found, f":no_entry_sign: denied by <@{found.decided_by}>" + (
             f": {blocks.escaped(found.reason)}" if found.reason else ""))  # fmt: skip
@@ -283,7 +285,7 @@ def _requeue_decided(approval: Approval) -> None:
     session_id = approval.continuation_id or ids.resume_id(approval.session_id, approval.seq)
     continuation = sessions.get_session(session_id)
     if continuation is not None and continuation.status == SessionStatus.QUEUED:
-        tasks.enqueue_session(session_id, attempt=f"decided-{approval.seq}")
+        tasks.enqueue_session(session_id, attempt=f"decided-{approval.seq}", resumes=continuation.waiting)
 
 
 def decide_press(press: ButtonPress) -> DecisionOutcome:
@@ -441,7 +443,8 @@ def expire(approval: Approval, at: datetime) -> bool:
     if not result.won or result.approval is None:
         return False
     if result.continuation is not None:
-        tasks.enqueue_session(result.continuation.session_id, attempt=f"decided-{approval.seq}")
+        tasks.enqueue_session(result.continuation.session_id, attempt=f"decided-{approval.seq}",
+                              resumes=result.continuation.waiting)  # fmt: skip
     hours = int((at - approval.asked_at).total_seconds() // 3600)
     update_card(result.approval, f":hourglass: expired after {hours} hours; it did not run")
     return True

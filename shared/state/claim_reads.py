@@ -19,7 +19,7 @@ from typing import Any
 from google.cloud import firestore
 
 from shared.state import ids
-from shared.state.firestore import APPROVALS, db, question_ref, session_ref
+from shared.state.firestore import APPROVALS, db, ledger_ref, question_ref, session_ref
 from shared.state.models import Waiting, WaitKind
 
 _ANSWER = "answer-"  # ids.continuation_id
@@ -48,11 +48,13 @@ def writer_hint(session_id: str) -> str | None:
     return None
 
 
-def outcome_refs(resumes: list[Waiting] | None) -> list[firestore.DocumentReference]:
+def outcome_refs(resumes: list[Waiting] | None, transcript: str | None) -> list[firestore.DocumentReference]:
     """The documents of the named record's outcomes a claim reads beside the session: its questions and approvals
-    (as ``shared.state.waits`` stores them). Each is resolved once, by an operator's answer or decision, before the
-    continuation exists, and nothing writes it while its continuation is claimed. A child's session is not among
-    them (its tree may still write it: the claim would contend with that), nor an approved call's ledger entry."""
+    (as ``shared.state.waits`` stores them), and each approved call's ledger entry in ``transcript`` (the one the
+    session's id names). Each question or approval is resolved once, by an operator's answer or decision, before
+    the continuation exists; a ledger entry is written only under the session's lease, which this claim takes (a
+    write that would land between its read and its commit is fenced on the session this claim updates). A child's
+    session is not among them (its tree may still write it: the claim would contend with that)."""
     refs = []
     for entry in resumes or []:
         if entry.released:
@@ -61,6 +63,8 @@ def outcome_refs(resumes: list[Waiting] | None) -> list[firestore.DocumentRefere
             refs.append(question_ref(entry.key))
         elif entry.kind == WaitKind.APPROVAL:
             refs.append(db().collection(APPROVALS).document(entry.key))
+            if transcript:
+                refs.append(ledger_ref(transcript, entry.seq, entry.index))
     return refs
 
 
@@ -81,6 +85,7 @@ class ClaimReads:
     beside: dict[str, dict[str, Any] | None] = field(default_factory=dict)
     updated: dict[str, datetime] = field(default_factory=dict)
     resumes: list[Waiting] | None = None  # the waiting record the task named (its documents are in ``beside``)
+    transcript: str | None = None  # the transcript the session's id names (its ledger entries are in ``beside``)
 
     def noted(self, snap: Any) -> dict[str, Any]:
         """A document the claim read in its transaction after this batch: its update time kept; its data."""
@@ -103,7 +108,8 @@ class ClaimReads:
         duplicate task, or one that named none."""
         if not record or record != self.resumes:
             return None
-        return {ref.path: self.beside.get(ref.path) for ref in outcome_refs(record) if ref.path in self.beside}
+        named = outcome_refs(record, self.transcript)
+        return {ref.path: self.beside.get(ref.path) for ref in named if ref.path in self.beside}
 
     def data(self, ref: firestore.DocumentReference) -> dict[str, Any] | None:
         """The data of a document read beside the session (None if it does not exist); only if ``read(ref)``."""
@@ -123,13 +129,14 @@ def read(transaction: firestore.Transaction, session_id: str, resumes: list[Wait
     question = question_hint(session_id)
     if question:
         refs.append(question_ref(question))
-    refs += [r for r in outcome_refs(resumes) if all(r.path != known.path for known in refs)]
+    transcript = transcript_hint(session_id)
+    refs += [r for r in outcome_refs(resumes, transcript) if all(r.path != known.path for known in refs)]
     if len(refs) == 1:
         return ClaimReads(ref.get(transaction=transaction))
     snaps = {snap.reference.path: snap for snap in db().get_all(refs, transaction=transaction)}
     beside = {path: (snap.to_dict() if snap.exists else None) for path, snap in snaps.items() if path != ref.path}
     updated = {path: snap.update_time for path, snap in snaps.items() if snap.exists and snap.update_time}
-    return ClaimReads(snaps[ref.path], beside, updated, resumes)
+    return ClaimReads(snaps[ref.path], beside, updated, resumes, transcript)
 
 
 def stamp(when: datetime) -> tuple[int, int]:

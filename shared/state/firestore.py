@@ -21,6 +21,7 @@ from shared.state import ids
 EVENTS = "events"
 THREADS = "threads"
 STEPS = "steps"  # subcollection of a session: its transcript and audit log
+CALLS = "calls"  # subcollection of a transcript's first session: its tool calls' ledger
 SESSIONS = "sessions"
 QUESTIONS = "questions"
 APPROVALS = "approvals"
@@ -102,6 +103,14 @@ def session_ref(session_id: str) -> firestore.DocumentReference:
 
 def step_ref(transcript_id: str, seq: int) -> firestore.DocumentReference:
     ref: firestore.DocumentReference = session_ref(transcript_id).collection(STEPS).document(ids.step_doc(seq))
+    return ref
+
+
+def ledger_ref(transcript_id: str, seq: int, index: int, part: str = "") -> firestore.DocumentReference:
+    """The ledger entry of call ``index`` of step ``seq`` in a transcript (``part``: a later round's)."""
+    ref: firestore.DocumentReference = (
+        session_ref(transcript_id).collection(CALLS).document(ids.call_doc(seq, index) + part)
+    )
     return ref
 
 

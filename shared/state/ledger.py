@@ -39,14 +39,13 @@ from typing import Any
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
-from shared.state import ids, lease
-from shared.state.firestore import db, now, session_ref, transact
+from shared.state import lease
+from shared.state.firestore import db, ledger_ref, now, session_ref, transact
 from shared.state.models import SessionStatus
 from shared.state.session_model import Session
 from shared.state.steps import LeaseLost
 from shared.state.updates import session_update
 
-CALLS = "calls"  # subcollection of a transcript's first session
 MAX_STORED_RESPONSE = 100_000  # characters of a call's response kept in the ledger
 
 
@@ -64,10 +63,7 @@ class Entry:
 
 
 def _ref(session: Session, seq: int, index: int, part: str = "") -> firestore.DocumentReference:
-    ref: firestore.DocumentReference = (
-        session_ref(session.transcript).collection(CALLS).document(ids.call_doc(seq, index) + part)
-    )
-    return ref
+    return ledger_ref(session.transcript, seq, index, part)
 
 
 def call_ref(session: Session, seq: int, index: int) -> firestore.DocumentReference:

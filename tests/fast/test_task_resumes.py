@@ -99,9 +99,13 @@ def test_bad_task_bodies_are_still_refused() -> None:
 @pytest.mark.usefixtures("offline")
 def test_the_claim_reads_the_questions_and_approvals_of_the_record_not_its_children() -> None:
     released = Waiting(3, 4, WaitKind.QUESTION, ids.question_id(ASKER, 3, 4), released=True)
-    paths = [ref.path for ref in claim_reads.outcome_refs([QUESTION, APPROVAL, CHILD, PARENT, released])]
-    assert paths == [f"questions/{QUESTION.key}", f"approvals/{APPROVAL.key}"]
-    assert claim_reads.outcome_refs(None) == []
+    record = [QUESTION, APPROVAL, CHILD, PARENT, released]
+    paths = [ref.path for ref in claim_reads.outcome_refs(record, ASKER)]
+    ledger_entry = f"sessions/{ASKER}/calls/{ids.call_doc(APPROVAL.seq, APPROVAL.index)}"  # the approved call's
+    assert paths == [f"questions/{QUESTION.key}", f"approvals/{APPROVAL.key}", ledger_entry]
+    unknown = [ref.path for ref in claim_reads.outcome_refs(record, None)]  # a transcript the id does not name
+    assert unknown == [f"questions/{QUESTION.key}", f"approvals/{APPROVAL.key}"]
+    assert claim_reads.outcome_refs(None, ASKER) == []
 
 
 @pytest.mark.usefixtures("offline")
