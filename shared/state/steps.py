@@ -57,15 +57,17 @@ class WaitsResolved(ProductError):
     in place."""
 
 
-def _check_record(transaction: firestore.Transaction, current: dict[str, Any], pending: list[Note],
-                  record: list[Waiting]) -> None:  # fmt: skip
-    """Raise if a pause on this waiting record would wait on what has already happened."""
+def _kept_by_pause(transaction: firestore.Transaction, current: dict[str, Any], pending: list[Note],
+                   record: list[Waiting]) -> list[Note]:  # fmt: skip
+    """The pending notes a pause on this waiting record keeps; raises if the pause would wait on what has already
+    happened. It reads (what the record waits on), so it runs before the transaction's first write."""
     children = {w.key for w in record if w.kind == WaitKind.CHILD and not w.released}
     asked = [n for n in pending if n.kind == NoteKind.CHILD_QUESTION and n.user in children]
     if asked:
         raise ChildAsked(asked)
     if not waiting.unresolved(transaction, current, record):
         raise WaitsResolved(f"the {len(record)} waits of the turn were resolved while it ran")
+    return waiting.notes_left(pending, record)
 
 
 def load_steps(transcript_id: str) -> list[Step]:
@@ -196,6 +198,8 @@ def commit_step(
             asking=child_questions.may_ask_of(root),
         )
         pending += collected.notes
+        if pausing_on_record:  # its reads before this transaction's first write (the records dropped below)
+            pending = _kept_by_pause(transaction, current, pending, pausing_on_record)
         # The results read leave the root's list (in the session's own update when it is the root).
         dropped = results.drop(transaction, session.transcript, collected, separately=continuing)
         # A pause is never blocked by notes: they move to the continuation. Only an ending waits for them.
@@ -208,8 +212,6 @@ def commit_step(
         if collected.notes:  # the notes as read, less the consumed ones, with the results read
             writes |= session_update(notes=list(pending))
         if pausing_on_record:
-            _check_record(transaction, current, pending, pausing_on_record)
-            pending = waiting.notes_left(pending, pausing_on_record)
             writes |= session_update(notes=list(pending), waiting=list(pausing_on_record))
         for write_with_step in fenced:
             write_with_step.apply(transaction)
