@@ -12,9 +12,20 @@ import pytest
 from google.cloud.firestore_v1.batch import WriteBatch
 
 from infra.stack import Stack
-from shared.state import child_questions, firestore, parent_asks, questions, sessions
-from shared.state.models import Note, NoteKind, ParentQuestion, Question, SessionKind, SessionStatus, Waiting, WaitKind
-from shared.state.session_model import Session
+from shared.state import child_questions, firestore, parent_asks, questions, sessions, steps
+from shared.state.models import (
+    Note,
+    NoteKind,
+    ParentQuestion,
+    Question,
+    SessionKind,
+    SessionStatus,
+    Step,
+    StepKind,
+    Waiting,
+    WaitKind,
+)
+from shared.state.session_model import Session, SessionUpdate
 
 pytestmark = pytest.mark.stack
 
@@ -120,3 +131,40 @@ def test_a_question_its_parent_read_before_it_paused_is_not_told_again(stack: St
     assert parent.status == SessionStatus.PAUSED
     assert [n.question_id for n in parent.notes] == [question]
     assert not any(w.released for w in parent.waiting), parent.waiting
+
+
+def test_a_pause_whose_commit_reads_a_childs_question_record_pauses(stack: Stack, uid: str) -> None:
+    """A step commit that pauses on a waiting record and reads a child's question record (one its turn does not wait
+    on) deletes that record and checks what the record waits on. The check read after the delete, which Firestore
+    refuses in a transaction (ReadAfterWriteError): the session crashed on every attempt and failed. Now the check
+    reads first, and the pause keeps the question as a note."""
+    at = firestore.now()
+    parent_id, child_id, question_id = f"ev-pp-{uid}", f"ch-pp-{uid}", f"q-pp-{uid}"
+    common = {"channel": f"C{uid}", "thread_ts": "1700000000.000100", "trigger_ts": "1700000000.000100",
+              "trigger_user": "U1", "created_at": at}  # fmt: skip
+    parent = Session.new(session_id=parent_id, kind=SessionKind.MENTION, text="parent", status=SessionStatus.QUEUED,
+                         **common)  # type: ignore[arg-type]  # fmt: skip
+    firestore.session_ref(parent_id).create({**parent.to_doc(), child_questions.MAY_ASK: [child_id]})
+    running = sessions.claim_session(parent_id, worker="w1", task="t1", attempt=0, lease_seconds=60).session
+    assert running is not None
+    child = Session.new(session_id=child_id, kind=SessionKind.CHILD, text="child task", status=SessionStatus.RUNNING,
+                        transcript_writer=child_id, parent_session_id=parent_id, root_session_id=parent_id,
+                        delegate_blocking=False, **common)  # type: ignore[arg-type]  # fmt: skip
+    firestore.session_ref(child_id).create(child.to_doc())
+    asked = ParentQuestion(question_id=f"pq-{child_id}-1-0", text="Which bucket?", blocking=False, seq=1, index=0)
+    assert child_questions.record(child, asked, at)
+    questions.create_question(Question(
+        question_id=question_id, session_id=parent_id, transcript_id=parent_id, channel=f"C{uid}",
+        thread_ts="1700000000.000100", text="Which region?", options=[], blocking=True, call_id=None, asked_at=at,
+        requester="U1", seq=1, call_index=0,
+    ))  # fmt: skip
+    step = Step(seq=running.next_seq, session_id=parent_id, kind=StepKind.TOOL_RESULTS, content=None, audit=[], at=at)
+    record = [Waiting(seq=1, index=0, kind=WaitKind.QUESTION, key=question_id)]
+    notes = steps.commit_step(running, step, lease_seconds=60, pausing_on_record=record,
+                              fields=SessionUpdate(status=SessionStatus.PAUSED))  # fmt: skip
+    assert [n.question_id for n in notes] == [asked.question_id]
+    paused = sessions.get_session(parent_id)
+    assert paused is not None
+    assert (paused.status, paused.waiting) == (SessionStatus.PAUSED, record)
+    assert [n.question_id for n in paused.notes] == [asked.question_id]
+    assert not child_questions.asked_ref(parent_id, child_id).get().exists  # read: its record deleted
