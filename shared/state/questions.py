@@ -101,11 +101,21 @@ class ThreadQuestions:
 
 
 def thread_questions(channel: str, thread_ts: str) -> ThreadQuestions:
-    """The thread's open questions, newest first: a point read of the thread, then of its open questions."""
+    """The thread's open questions, newest first: a point read of the thread, then of its open questions.
+
+    A question answered between the two reads is the thread's last answer, though the thread read before it said
+    so: a reply racing its winner is then told it lost, not taken for a message about nothing."""
     thread = thread_ref(channel, thread_ts).get().to_dict() or {}
     questions = get_questions(thread.get("open_question_ids") or []).values()
     open_ones = sorted((q for q in questions if q.status == QuestionStatus.OPEN), key=lambda q: q.asked_at)
-    return ThreadQuestions(open_ones[::-1], thread.get("last_answer"), list(thread.get("open_approval_ids") or []))
+    last = thread.get("last_answer")
+    for question in questions:
+        answered_at = question.answered_at
+        if question.status == QuestionStatus.ANSWERED and question.answered_by and answered_at is not None \
+                and (last is None or last["at"] < answered_at):  # fmt: skip
+            last = LastAnswer(question_id=question.question_id, by=question.answered_by, ts=question.answer_ts,
+                              at=answered_at)  # fmt: skip
+    return ThreadQuestions(open_ones[::-1], last, list(thread.get("open_approval_ids") or []))
 
 
 def _unlist(question: Question, answered_by: str | None = None,

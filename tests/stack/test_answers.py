@@ -11,6 +11,7 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 from infra import stack as local
 from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.slack.client import FakeSlack
+from shared.asks import answers
 from shared.asks.answers import match_option
 from shared.state import firestore, ids, questions, sessions
 from shared.state.models import Question, QuestionStatus, SessionStatus
@@ -141,6 +142,32 @@ def test_racing_replies_make_exactly_one_continuation(script: Script, fake_slack
     )
     continuations = [s for s in query.stream() if (s.to_dict() or {}).get("kind") == "continuation"]
     assert len(continuations) == 1
+
+
+def test_a_reply_whose_question_is_answered_between_its_two_reads_is_told_it_lost(
+    script: Script, fake_slack: FakeSlack, uid: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect (a fresh clone's CI failed on the racing replies above): a reply reads its thread's list of open
+    questions, then the questions; the winner answered in between, so the list still named the question but the
+    thread read no last answer. The loser was taken for a message about nothing and told nothing. Here the winner
+    answers exactly in between."""
+    thread, question = ask(script, fake_slack, uid)
+    script(G.text("done"))
+    read_questions = questions.get_questions
+
+    def winner_first(question_ids: list[str]) -> dict[str, Question]:
+        monkeypatch.setattr(questions, "get_questions", read_questions)
+        won = answers.answer(question, user=OPERATOR, text="sqlite", answer_ts=f"{thread.ts}1")
+        assert won.result == answers.AnswerOutcome.ANSWERED, won
+        return read_questions(question_ids)
+
+    monkeypatch.setattr(questions, "get_questions", winner_first)
+    lost = answers.answer_reply(channel=thread.channel, thread_ts=thread.ts, user=OPERATOR, text="postgres",
+                                ts=f"{thread.ts}2", bot_user_id=local.BOT_USER_ID)  # fmt: skip
+    assert lost.result == answers.AnswerOutcome.ALREADY_ANSWERED, lost
+    [note] = fake_slack.ephemerals(thread.channel, user=OPERATOR)
+    assert note["text"] == f"This question was already answered by <@{OPERATOR}>."
+    wait_status(ids.resumed_by(question.question_id), SessionStatus.DONE)
 
 
 def test_a_button_press_answers_and_updates_the_question(
