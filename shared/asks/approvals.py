@@ -376,8 +376,20 @@ def deny_by_reply(*, open_approval_ids: list[str], user: str, text: str, ts: str
     denies what is still pending; the message itself is claimed last, so its other events (a retry once all are
     decided, its app_mention twin) do nothing more.
     """
-    pending = stored.pending(open_approval_ids)
+    listed = stored.get_approvals(open_approval_ids)
+    pending = [a for a in listed if a.status == ApprovalStatus.PENDING]
     if not pending:
+        # Listed on the thread as read, decided since (a decision unlists its approval in its own commit): this
+        # denial lost a race to that decision, and is told so as if it had read the approval pending.
+        # The message is claimed first: told once, and Slack's retry (or its app_mention twin), finding nothing
+        # listed, is not taken for a note to the run the decision started.
+        if listed and may_decide(user, listed[0]):
+            lost = listed[0]
+            if events.claim_message(channel or lost.channel, ts, kind="decision", session_id=lost.session_id):
+                keyed = f"{ts}:{lost.approval_id}"  # as this message's own denial is: that one is no loser
+                return _shown(stored.Decided(lost), Decision(ApprovalStatus.DENIED, user, None, keyed))
+            _requeue_decided(lost)
+            return DecisionOutcome.DUPLICATE
         return None
     if not may_decide(user, pending[0]):
         return None  # not a decision: the message is handled as any other
