@@ -369,8 +369,9 @@ def edited_since_note(approval: Approval) -> str:
 def deny_by_reply(*, open_approval_ids: list[str], user: str, text: str, ts: str,
                   channel: str | None = None) -> DecisionOutcome | None:  # fmt: skip
     """An operator's reply while approvals are pending in the thread denies them all, its text the reason; None
-    when nothing is pending (the reply is then handled as usual). The thread may be the one a routed card starts
-    in the operator channel (``channel``: where the reply is).
+    when nothing is pending (the reply is then handled as usual), unless the thread as read listed approvals decided
+    since: the reply lost to that decision, and is told so. The thread may be the one a routed card starts in the
+    operator channel (``channel``: where the reply is).
 
     Each denial is keyed by the message and the approval, so a retry of the message after a crash part-way
     denies what is still pending; the message itself is claimed last, so its other events (a retry once all are
