@@ -234,8 +234,7 @@ def _shown(result: stored.Decided, decision: Decision, *, quiet: bool = False) -
     if result.continuation is not None:  # the work first (a slow or failing card update must not hold it back)
         with session_context(result.continuation.session_id, trace=result.continuation.trace_id):
             # Its task names the record it resumes: its claim reads the decisions and their calls' ledger entries.
-            tasks.enqueue_session(result.continuation.session_id, attempt=f"decided-{found.seq}",
-                                  resumes=result.continuation.waiting)  # fmt: skip
+            tasks.enqueue_continuation(result.continuation, attempt=f"decided-{found.seq}")
     if found.status == ApprovalStatus.DENIED and found.card_ts:
         update_card(found, f":no_entry_sign: denied by <@{found.decided_by}>" + (
             f": {blocks.escaped(found.reason)}" if found.reason else ""))  # fmt: skip
@@ -285,7 +284,7 @@ def _requeue_decided(approval: Approval) -> None:
     session_id = approval.continuation_id or ids.resume_id(approval.session_id, approval.seq)
     continuation = sessions.get_session(session_id)
     if continuation is not None and continuation.status == SessionStatus.QUEUED:
-        tasks.enqueue_session(session_id, attempt=f"decided-{approval.seq}", resumes=continuation.waiting)
+        tasks.enqueue_continuation(continuation, attempt=f"decided-{approval.seq}")
 
 
 def decide_press(press: ButtonPress) -> DecisionOutcome:
@@ -456,8 +455,7 @@ def expire(approval: Approval, at: datetime) -> bool:
     if not result.won or result.approval is None:
         return False
     if result.continuation is not None:
-        tasks.enqueue_session(result.continuation.session_id, attempt=f"decided-{approval.seq}",
-                              resumes=result.continuation.waiting)  # fmt: skip
+        tasks.enqueue_continuation(result.continuation, attempt=f"decided-{approval.seq}")
     hours = int((at - approval.asked_at).total_seconds() // 3600)
     update_card(result.approval, f":hourglass: expired after {hours} hours; it did not run")
     return True
