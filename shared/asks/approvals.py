@@ -52,6 +52,7 @@ class DecisionOutcome(StrEnum):
     NOT_WAITED = "not_waited"  # the session that asked has ended: nothing waits on the call, nothing changed
 
 
+DECISION_RACE_WINDOW = timedelta(seconds=15)  # a denying reply this soon after a decision lost the race to it
 UNWAITED = "Nothing waits on this call any more (the session that asked for it has ended), so nothing changed."
 
 
@@ -383,8 +384,8 @@ def deny_by_reply(*, open_approval_ids: list[str], user: str, text: str, ts: str
         # denial lost a race to that decision, and is told so as if it had read the approval pending.
         # The message is claimed first: told once, and Slack's retry (or its app_mention twin), finding nothing
         # listed, is not taken for a note to the run the decision started.
-        if listed and may_decide(user, listed[0]):
-            lost = listed[0]
+        lost = next((a for a in listed if _decided_just_now(a)), None)
+        if lost is not None and may_decide(user, lost):
             if events.claim_message(channel or lost.channel, ts, kind="decision", session_id=lost.session_id):
                 keyed = f"{ts}:{lost.approval_id}"  # as this message's own denial is: that one is no loser
                 return _shown(stored.Decided(lost), Decision(ApprovalStatus.DENIED, user, None, keyed))
@@ -397,6 +398,15 @@ def deny_by_reply(*, open_approval_ids: list[str], user: str, text: str, ts: str
     outcomes = [_decide(a, Decision(ApprovalStatus.DENIED, user, reason, f"{ts}:{a.approval_id}")) for a in pending]
     events.claim_message(channel or pending[0].channel, ts, kind="decision", session_id=pending[0].session_id)
     return outcomes[0]
+
+
+def _decided_just_now(approval: Approval) -> bool:
+    """Approved or denied by a person (a Slack user, not a session that ended) within ``DECISION_RACE_WINDOW``: a
+    reply that read it pending lost to that. A routed card's thread lists its approval after it is decided too."""
+    by_person = approval.status in (ApprovalStatus.APPROVED, ApprovalStatus.DENIED) and (
+        (approval.decided_by or "")[:1] in ("U", "W")
+    )
+    return by_person and approval.decided_at is not None and now() - approval.decided_at < DECISION_RACE_WINDOW
 
 
 def closed_note(approval: Approval) -> str:

@@ -3,6 +3,10 @@ waits on (the session stopped, or ended while paused) ends, never answered or ru
 
 from __future__ import annotations
 
+import logging
+
+from slack_sdk.errors import SlackApiError
+
 from shared.asks import approvals
 from shared.slack import blocks
 from shared.slack import client as slack
@@ -11,6 +15,8 @@ from shared.state import approvals as stored_approvals
 from shared.state import questions as stored_questions
 from shared.state.approvals import Decision
 from shared.state.models import Approval, ApprovalStatus, Question, QuestionStatus
+
+log = logging.getLogger(__name__)
 
 
 def cancel_question(question: Question, *, why: str, by: str = "", expired: bool = False,
@@ -25,10 +31,16 @@ def cancel_question(question: Question, *, why: str, by: str = "", expired: bool
 
 
 def show_cancelled(question: Question, *, why: str) -> None:
-    """A cancelled question's post says why, without its buttons, and loses 💬 (again is harmless)."""
-    if question.post_ts:
+    """A cancelled question's post says why, without its buttons, and loses 💬 (again is harmless). Best effort: a
+    post Slack cannot update (deleted meanwhile) must not keep what follows the cancel from happening."""
+    if not question.post_ts:
+        return
+    try:
         slack.update(question.post_place()[0], question.post_ts, blocks.cancelled_text(question.text, why))
-        slack.unreact(question.post_place()[0], question.post_ts, Reaction.QUESTION)
+    except SlackApiError as exc:
+        log.warning("could not show the cancelled question", extra={"error": exc.response.get("error"),
+                                                                     "question_id": question.question_id})  # fmt: skip
+    slack.unreact(question.post_place()[0], question.post_ts, Reaction.QUESTION)
 
 
 def cancel_approval(approval: Approval, *, why: str, by: str, expired: bool = False) -> bool:

@@ -100,8 +100,8 @@ def cancel_older(channel: str, thread_ts: str, *, keep: str, asker: str) -> None
     begun = [question_id for question_id, by in thread.replaced.items() if by == keep]  # none on a first try
     for older in stored.get_questions(begun).values():
         if older.status == QuestionStatus.CANCELLED:
+            _abandon_asker(older, asker=asker, again=True)  # first: the post below is only shown again
             cancelling.show_cancelled(older, why=REPLACED)
-            _abandon_asker(older, asker=asker, again=True)
 
 
 def _abandon_asker(older: Question, *, asker: str, again: bool = False) -> None:

@@ -189,11 +189,8 @@ def decide(approval_id: str, decision: Decision, resume: Resume, admit: Callable
         out.create(event_ref(ids.message_key(approval.channel, decision.ts)),
                    events.record("decision", approval.session_id, when))  # fmt: skip
         out.update(ref, fields)
-        out.set(
-            thread_ref(approval.channel, approval.thread_ts),
-            thread_unlisted(open_approval_ids=[approval_id]),
-            merge=True,
-        )
+        for thread in _listed_on(approval):
+            out.set(thread, thread_unlisted(open_approval_ids=[approval_id]), merge=True)
         return Decided(approval, won=True, continuation=continuation, resumes=resumes)
 
     try:
@@ -208,6 +205,14 @@ def decide(approval_id: str, decision: Decision, resume: Resume, admit: Callable
             raise  # still pending: the sender's retry decides it
         return lost
     return result
+
+
+def _listed_on(approval: Approval) -> list[firestore.DocumentReference]:
+    """The threads that list ``approval`` while it is pending: its conversation's, and a routed card's own."""
+    threads = [thread_ref(approval.channel, approval.thread_ts)]
+    if approval.card_channel and approval.card_ts:
+        threads.append(thread_ref(approval.card_channel, approval.card_ts))
+    return threads
 
 
 def _decided_meanwhile(approval_id: str, admit: Callable[[Approval], bool] | None) -> Decided | None:

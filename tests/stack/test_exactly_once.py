@@ -127,7 +127,7 @@ def test_a_reply_while_its_session_pauses_on_a_question_answers_it(
     before the note's transaction ("note"). The reply was neither an answer nor a note: dropped, its sender told
     nothing, the question left waiting. Now it answers the question that opened meanwhile. The session's model turn
     (its ask) is held until the reply has read the thread; the reply's next read waits for the pause."""
-    script(G.delayed(5, G.call("ask_operator", question="Which region?")), G.text("Deployed in europe-west1."))
+    script(G.delayed(10, G.call("ask_operator", question="Which region?")), G.text("Deployed in europe-west1."))
     thread = mention(fake_slack, f"C{uid}", "deploy it")
     fake_gemini.wait_for_requests(1, timeout=30)  # running, its turn (the ask) on its way
     question_id = ids.question_id(thread.session_id, 1, 0)

@@ -63,6 +63,27 @@ def test_an_approval_asked_in_a_dm_goes_to_the_operator_channel_and_resumes_the_
     assert f"approved by <@{OPERATOR}>" in decided["text"]
 
 
+def test_an_operators_reply_under_a_decided_routed_card_is_no_losing_denial(
+    script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    """Defect (a review of session 8's race fix): a decision took its approval off the conversation's thread but
+    not off the thread its routed card starts, and a reply there, however late, was told it lost to the decision
+    (and claimed, so a mention there started nothing). The decision unlists it from both threads."""
+    script(G.call("scale_service", name="api", replicas=3), G.text("Scaled the api to 3."))
+    _channel, _ts, session_id = dm(fake_slack, uid, "scale the api to 3")
+    paused = wait_status(session_id, SessionStatus.PAUSED, timeout=120)
+    [approval] = stored.get_approvals(paused.awaited(WaitKind.APPROVAL))
+    value = blocks.approval_value(approval.approval_id, approval.digest)
+    assert fake_slack.click(OPERATOR, OPERATORS, approval.card_ts or "", blocks.APPROVE_ACTION, value=value)[
+        "status"
+    ] == 200  # fmt: skip
+    wait_status(resumed(approval), SessionStatus.DONE, timeout=120)
+    assert questions.thread_questions(OPERATORS, approval.card_ts or "").open_approval_ids == []
+    reply = fake_slack.user_message(OPERATOR, OPERATORS, f"why 3? {uid}", thread_ts=approval.card_ts)
+    assert [d["status"] for d in reply["deliveries"]] == [200]
+    assert fake_slack.ephemerals(OPERATORS, user=OPERATOR) == []
+
+
 def routed_posts(fake_slack: FakeSlack, text: str) -> list[dict[str, Any]]:
     """The operator channel's top-level messages whose text holds ``text``."""
     return [m for m in fake_slack.messages(OPERATORS) if text in m["text"] and m.get("thread_ts") in (None, m["ts"])]
