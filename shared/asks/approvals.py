@@ -21,6 +21,8 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, NamedTuple
 
+from slack_sdk.errors import SlackApiError
+
 from shared import config
 from shared.asks import approvers, routing
 from shared.limits import MAX_MESSAGE_CHARS, capped
@@ -232,20 +234,31 @@ def _shown(result: stored.Decided, decision: Decision, *, quiet: bool = False) -
                          blocks=approval_card.blocks(card))  # fmt: skip
         log.info("approval counted", extra={"approval_id": found.approval_id, "approved_by": found.approved_by})
         return DecisionOutcome.DECIDED
-    if result.continuation is not None:  # the work first (a slow or failing card update must not hold it back)
+    if found.card_ts and result.resumes and found.status != ApprovalStatus.DENIED:
+        # "Running" only when a run is queued, and before its task exists: the run shows the call's result on the
+        # card, which this update, were it late (Slack's rate limit, its retries), would overwrite for good. Best
+        # effort: the run says "running" again itself, and a failing card must not keep it from being queued.
+        _show_running(found)
+    if result.continuation is not None:  # the work next (a slow or failing card update must not hold it back)
         with session_context(result.continuation.session_id, trace=result.continuation.trace_id):
             # Its task names the record it resumes: its claim reads the decisions and their calls' ledger entries.
             tasks.enqueue_continuation(result.continuation, attempt=f"decided-{found.seq}")
     if found.status == ApprovalStatus.DENIED and found.card_ts:
         update_card(found, f":no_entry_sign: denied by <@{found.decided_by}>" + (
             f": {blocks.escaped(found.reason)}" if found.reason else ""))  # fmt: skip
-    elif found.card_ts and result.resumes:  # "running" only when a run is queued
-        update_card(found, running_verdict(found))
-    elif found.card_ts:
+    elif found.card_ts and not result.resumes:
         update_card(found, f":hourglass_flowing_sand: approved by {_people(found)}; it runs once the other calls of "
                     "its turn are decided")  # fmt: skip
     log.info("approval decided", extra={"approval_id": found.approval_id, "status": found.status.value})
     return DecisionOutcome.DECIDED
+
+
+def _show_running(approval: Approval) -> None:
+    """The card of an approved call whose run is queued: "running", no buttons (best effort)."""
+    try:
+        update_card(approval, running_verdict(approval))
+    except SlackApiError as exc:
+        log.warning("could not show the approved card as running", extra={"error": exc.response.get("error")})
 
 
 def running_verdict(approval: Approval) -> str:
