@@ -170,7 +170,7 @@ def _settled(result: stored.Answered, *, user: str, answer_ts: str, pressed: boo
         # A delegated child whose mixed turn this answer completed is queued again under its own id.
         again = f"answered-{found.question_id}" if continuation.session_id == found.session_id else ""
         # Its task names the record it resumes: its claim reads what the record came to in its own batch.
-        tasks.enqueue_session(continuation.session_id, attempt=again, resumes=continuation.waiting)
+        tasks.enqueue_continuation(continuation, attempt=again)
     _acknowledge(found, answer_ts, pressed=pressed, channel=channel)
     log.info("question answered", extra={"question_id": found.question_id, "continuation": continuation.session_id})
     return Outcome(AnswerOutcome.ANSWERED, found.question_id, continuation.session_id)
@@ -190,7 +190,7 @@ def _requeue_if_queued(session_id: str) -> None:
     session = sessions.get_session(session_id) if session_id else None
     if session is not None and session.status == SessionStatus.QUEUED:
         with session_context(session_id, trace=session.trace_id):
-            tasks.enqueue_session(session_id, resumes=session.waiting)
+            tasks.enqueue_continuation(session)
             log.info("an answer already recorded: its continuation's task created again")
 
 

@@ -234,8 +234,7 @@ def _shown(result: stored.Decided, decision: Decision, *, quiet: bool = False) -
     if result.continuation is not None:  # the work first (a slow or failing card update must not hold it back)
         with session_context(result.continuation.session_id, trace=result.continuation.trace_id):
             # Its task names the record it resumes: its claim reads the decisions and their calls' ledger entries.
-            tasks.enqueue_session(result.continuation.session_id, attempt=f"decided-{found.seq}",
-                                  resumes=result.continuation.waiting)  # fmt: skip
+            tasks.enqueue_continuation(result.continuation, attempt=f"decided-{found.seq}")
     if found.status == ApprovalStatus.DENIED and found.card_ts:
         update_card(found, f":no_entry_sign: denied by <@{found.decided_by}>" + (
             f": {blocks.escaped(found.reason)}" if found.reason else ""))  # fmt: skip
@@ -285,7 +284,7 @@ def _requeue_decided(approval: Approval) -> None:
     session_id = approval.continuation_id or ids.resume_id(approval.session_id, approval.seq)
     continuation = sessions.get_session(session_id)
     if continuation is not None and continuation.status == SessionStatus.QUEUED:
-        tasks.enqueue_session(session_id, attempt=f"decided-{approval.seq}", resumes=continuation.waiting)
+        tasks.enqueue_continuation(continuation, attempt=f"decided-{approval.seq}")
 
 
 def decide_press(press: ButtonPress) -> DecisionOutcome:
@@ -369,15 +368,28 @@ def edited_since_note(approval: Approval) -> str:
 def deny_by_reply(*, open_approval_ids: list[str], user: str, text: str, ts: str,
                   channel: str | None = None) -> DecisionOutcome | None:  # fmt: skip
     """An operator's reply while approvals are pending in the thread denies them all, its text the reason; None
-    when nothing is pending (the reply is then handled as usual). The thread may be the one a routed card starts
-    in the operator channel (``channel``: where the reply is).
+    when nothing is pending (the reply is then handled as usual), unless the thread as read listed approvals decided
+    since: the reply lost to that decision, and is told so. The thread may be the one a routed card starts in the
+    operator channel (``channel``: where the reply is).
 
     Each denial is keyed by the message and the approval, so a retry of the message after a crash part-way
     denies what is still pending; the message itself is claimed last, so its other events (a retry once all are
     decided, its app_mention twin) do nothing more.
     """
-    pending = stored.pending(open_approval_ids)
+    listed = stored.get_approvals(open_approval_ids)
+    pending = [a for a in listed if a.status == ApprovalStatus.PENDING]
     if not pending:
+        # Listed on the thread as read, decided since (a decision unlists its approval in its own commit): this
+        # denial lost a race to that decision, and is told so as if it had read the approval pending.
+        # The message is claimed first: told once, and Slack's retry (or its app_mention twin), finding nothing
+        # listed, is not taken for a note to the run the decision started.
+        if listed and may_decide(user, listed[0]):
+            lost = listed[0]
+            if events.claim_message(channel or lost.channel, ts, kind="decision", session_id=lost.session_id):
+                keyed = f"{ts}:{lost.approval_id}"  # as this message's own denial is: that one is no loser
+                return _shown(stored.Decided(lost), Decision(ApprovalStatus.DENIED, user, None, keyed))
+            _requeue_decided(lost)
+            return DecisionOutcome.DUPLICATE
         return None
     if not may_decide(user, pending[0]):
         return None  # not a decision: the message is handled as any other
@@ -443,8 +455,7 @@ def expire(approval: Approval, at: datetime) -> bool:
     if not result.won or result.approval is None:
         return False
     if result.continuation is not None:
-        tasks.enqueue_session(result.continuation.session_id, attempt=f"decided-{approval.seq}",
-                              resumes=result.continuation.waiting)  # fmt: skip
+        tasks.enqueue_continuation(result.continuation, attempt=f"decided-{approval.seq}")
     hours = int((at - approval.asked_at).total_seconds() // 3600)
     update_card(result.approval, f":hourglass: expired after {hours} hours; it did not run")
     return True

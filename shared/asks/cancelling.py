@@ -13,15 +13,22 @@ from shared.state.approvals import Decision
 from shared.state.models import Approval, ApprovalStatus, Question, QuestionStatus
 
 
-def cancel_question(question: Question, *, why: str, by: str = "", expired: bool = False) -> bool:
+def cancel_question(question: Question, *, why: str, by: str = "", expired: bool = False,
+                    replaced_by: str | None = None) -> bool:  # fmt: skip
     """An open question no longer waited on: cancelled, its post saying why, 💬 off. False if it was not open.
-    (``by`` and ``expired`` are the lifecycle's cancel step's: a question is cancelled whoever ends it.)"""
-    if not stored_questions.close_question(question.question_id, QuestionStatus.CANCELLED):
+    (``by`` and ``expired`` are the lifecycle's cancel step's: a question is cancelled whoever ends it;
+    ``replaced_by``: the newer question that replaces it, recorded on its thread.)"""
+    if not stored_questions.close_question(question.question_id, QuestionStatus.CANCELLED, replaced_by=replaced_by):
         return False
+    show_cancelled(question, why=why)
+    return True
+
+
+def show_cancelled(question: Question, *, why: str) -> None:
+    """A cancelled question's post says why, without its buttons, and loses 💬 (again is harmless)."""
     if question.post_ts:
         slack.update(question.post_place()[0], question.post_ts, blocks.cancelled_text(question.text, why))
         slack.unreact(question.post_place()[0], question.post_ts, Reaction.QUESTION)
-    return True
 
 
 def cancel_approval(approval: Approval, *, why: str, by: str, expired: bool = False) -> bool:

@@ -85,16 +85,37 @@ def answered_text(question: Question) -> str:
 
 
 def cancel_older(channel: str, thread_ts: str, *, keep: str, asker: str) -> None:
-    """Cancel the thread's other open blocking questions, say so on their posts, close sessions left waiting."""
-    for older in stored.thread_questions(channel, thread_ts).open:
+    """Cancel the thread's other open blocking questions, say so on their posts, close sessions left waiting.
+
+    Each cancel records on the thread that ``keep`` replaced it, so a retry of this ask (its worker died, or a call
+    failed, between a cancel and the end of the session paused on it) finishes what the first try began: the
+    thread no longer lists that question as open, and its session would otherwise stay paused on it for ever."""
+    thread = stored.thread_questions(channel, thread_ts)
+    for older in thread.open:
         if older.question_id == keep or not older.blocking:
             continue
-        if not cancelling.cancel_question(older, why=REPLACED, by=asker):  # the ask lifecycle's cancel step
-            continue
-        if older.session_id != asker:
-            ended = sessions.end_session(older.session_id, expect=SessionStatus.PAUSED, status=SessionStatus.ABANDONED)
-            if ended is not None:
-                _end_waits(ended, why=f"its session stopped waiting: {REPLACED}", by=asker)
+        # The ask lifecycle's cancel step.
+        if cancelling.cancel_question(older, why=REPLACED, by=asker, replaced_by=keep):
+            _abandon_asker(older, asker=asker)
+    begun = [question_id for question_id, by in thread.replaced.items() if by == keep]  # none on a first try
+    for older in stored.get_questions(begun).values():
+        if older.status == QuestionStatus.CANCELLED:
+            cancelling.show_cancelled(older, why=REPLACED)
+            _abandon_asker(older, asker=asker, again=True)
+
+
+def _abandon_asker(older: Question, *, asker: str, again: bool = False) -> None:
+    """The session paused on ``older``, a question a newer one replaced, ends (abandoned), and everything else its
+    turn waited on with it. ``again``: a retry, which also ends the waits of a session the first try abandoned
+    (it may have stopped before ending them; each end changes nothing the second time)."""
+    if older.session_id == asker:
+        return
+    ended = sessions.end_session(older.session_id, expect=SessionStatus.PAUSED, status=SessionStatus.ABANDONED)
+    if ended is None and again:
+        found = sessions.get_session(older.session_id)
+        ended = found if found is not None and found.status == SessionStatus.ABANDONED else None
+    if ended is not None:
+        _end_waits(ended, why=f"its session stopped waiting: {REPLACED}", by=asker)
 
 
 def remind(question: Question, at: datetime) -> bool:

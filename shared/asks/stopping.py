@@ -16,7 +16,7 @@ from shared.slack import client as slack
 from shared.slack import placement
 from shared.slack.surface import Reaction
 from shared.state import approvals as stored_approvals
-from shared.state import origin, sessions
+from shared.state import origin, sessions, stop_requests
 from shared.state import questions as stored_questions
 from shared.state.models import Approval, Question, SessionStatus
 from shared.state.session_model import Session
@@ -35,7 +35,7 @@ def stop(session_id: str, *, by: str) -> list[str]:
     Every member is marked first, then each one's waits are closed: closing a parent's waits answers the children
     asking it, and a child already marked is not woken by that answer (it would run on, then end failed)."""
     requested = [(current, request) for current in _tree(session_id)
-                 if (request := sessions.request_stop(current, by=by)) is not None]  # fmt: skip
+                 if (request := stop_requests.request_stop(current, by=by)) is not None]  # fmt: skip
     for number, (current, request) in enumerate(requested, start=1):
         if request.was == SessionStatus.PAUSED:
             found = sessions.get_session(current)

@@ -25,6 +25,7 @@ from shared import config, deps, logs
 from shared.errors import ProductError
 from shared.state import ids
 from shared.state.models import Waiting
+from shared.state.session_model import Session
 
 log = logging.getLogger(__name__)
 
@@ -182,3 +183,10 @@ def enqueue_session(session_id: str, *, attempt: str = "", patience: float = ENQ
             budget.spend(time.monotonic() - began)
     log.info("task enqueued", extra={"task": created.name, "session_id": session_id})
     return str(created.name)
+
+
+def enqueue_continuation(continuation: Session, *, attempt: str = "") -> str:
+    """``enqueue_session`` for a queued continuation (or a session that resumes itself): its task names the waiting
+    record it resumes, so its claim reads what the record came to (the answers, the decisions and their calls' ledger
+    entries) in its own batched read."""
+    return enqueue_session(continuation.session_id, attempt=attempt, resumes=continuation.waiting)

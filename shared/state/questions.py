@@ -98,6 +98,7 @@ class ThreadQuestions:
     open: list[Question]
     last_answer: dict[str, Any] | None
     open_approval_ids: list[str] = field(default_factory=list)  # read with the same document
+    replaced: dict[str, str] = field(default_factory=dict)  # questions cancelled as replaced, by their replacement
 
 
 def thread_questions(channel: str, thread_ts: str) -> ThreadQuestions:
@@ -115,7 +116,8 @@ def thread_questions(channel: str, thread_ts: str) -> ThreadQuestions:
                 and (last is None or last["at"] < answered_at):  # fmt: skip
             last = LastAnswer(question_id=question.question_id, by=question.answered_by, ts=question.answer_ts,
                               at=answered_at)  # fmt: skip
-    return ThreadQuestions(open_ones[::-1], last, list(thread.get("open_approval_ids") or []))
+    return ThreadQuestions(open_ones[::-1], last, list(thread.get("open_approval_ids") or []),
+                           dict(thread.get("replaced") or {}))  # fmt: skip
 
 
 def _unlist(question: Question, answered_by: str | None = None,
@@ -128,8 +130,10 @@ def _unlist(question: Question, answered_by: str | None = None,
     return thread_ref(question.channel, question.thread_ts), fields
 
 
-def close_question(question_id: str, status: QuestionStatus) -> bool:
-    """Move an open question to ``status`` (cancelled, abandoned) in a transaction; False if it was not open."""
+def close_question(question_id: str, status: QuestionStatus, *, replaced_by: str | None = None) -> bool:
+    """Move an open question to ``status`` (cancelled, abandoned) in a transaction; False if it was not open.
+    ``replaced_by``: the newer question that replaces it, recorded on the thread in the same commit (a retry of that
+    ask finds there what it cancelled, though the thread lists it open no more)."""
     ref = question_ref(question_id)
 
     @firestore.transactional
@@ -139,7 +143,10 @@ def close_question(question_id: str, status: QuestionStatus) -> bool:
             return False
         transaction.update(ref, question_update(status=status, closed_at=now()))
         thread = thread_ref(current["channel"], current["thread_ts"])
-        transaction.set(thread, thread_unlisted(open_question_ids=[question_id]), merge=True)
+        fields = thread_unlisted(open_question_ids=[question_id])
+        if replaced_by is not None:
+            fields |= thread_update(replaced={question_id: replaced_by})
+        transaction.set(thread, fields, merge=True)
         return True
 
     closed: bool = transact(close)

@@ -393,51 +393,6 @@ def add_note(session_id: str, note: Note, *, channel: str) -> NoteAdded:
     return added
 
 
-@dataclass(frozen=True)
-class StopRequest:
-    was: SessionStatus  # the status it had
-    run_to_stop: bool  # a waiting child queued again so a worker ends it and tells its parent: queue its task
-
-
-def request_stop(session_id: str, *, by: str) -> StopRequest | None:
-    """Stop one session: a queued or paused one ends now (a child among them is queued again to end through a
-    worker, which tells its parent); a running one is asked to, and ends at its next step boundary (every step
-    commit reads the request). None if it had ended already."""
-    ref = session_ref(session_id)
-
-    @firestore.transactional
-    def stop(transaction: firestore.Transaction) -> StopRequest | None:
-        fields = ["status", "parent_session_id", quotas.RELEASES]
-        current = ref.get(transaction=transaction, field_paths=fields).to_dict() or {}
-        status = SessionStatus(current["status"]) if current.get("status") else None
-        if status is None or status.value not in {"queued", "paused", "running"}:
-            return None
-        waiting = status in {SessionStatus.QUEUED, SessionStatus.PAUSED}
-        if waiting and not current.get("parent_session_id"):
-            transaction.update(
-                ref,
-                {
-                    **session_update(
-                        status=SessionStatus.STOPPED,
-                        error=f"stopped by {by}",
-                        lease_until=None,
-                        ended_at=now(),
-                        updated_at=now(),
-                    ),
-                    **quotas.released(transaction, session_id, current),
-                },
-            )
-            return StopRequest(status, run_to_stop=False)
-        update = session_update(stop_requested=by, updated_at=now())
-        if waiting:
-            update |= session_update(status=SessionStatus.QUEUED, started_at=None)
-        transaction.update(ref, update)
-        return StopRequest(status, run_to_stop=waiting)
-
-    found: StopRequest | None = transact(stop)
-    return found
-
-
 def children_of(session_id: str) -> list[Session]:
     """The sessions ``session_id`` delegated to (one indexed query)."""
     query = db().collection(SESSIONS).where(filter=FieldFilter("parent_session_id", "==", session_id))

@@ -110,6 +110,7 @@ class ThreadUpdate(TypedDict, total=False):
     """What a write may set on a thread document besides its lists."""
 
     last_answer: LastAnswer
+    replaced: dict[str, str]  # a question cancelled as replaced: the id of the newer question that replaced it
 
 
 def thread_listed(**fields: Unpack[ThreadLists]) -> dict[str, Any]:

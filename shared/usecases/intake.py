@@ -49,34 +49,62 @@ def route(start: Message, *, bot_user_id: str | None, retry_num: str | None) -> 
             return stopped
     if message.in_thread:
         thread = stored_questions.thread_questions(message.channel, message.thread_ts)  # one read: questions, approvals
-        # A reply answers an open blocking question first (one turn may wait on a question and approvals at once).
-        deniable = [] if any(q.blocking for q in thread.open) else thread.open_approval_ids
-        decided = approvals.deny_by_reply(
-            open_approval_ids=deniable,
-            user=message.user,
-            text=message.text,
-            ts=message.ts,
-            channel=message.channel,
-        )
-        if decided is not None:  # an operator's reply while calls await approval: a denial, its text the reason
-            return Routed({"ok": True, "decision": decided.value})
-        outcome = answers.answer_reply(
-            thread=thread,
-            channel=message.channel,
-            thread_ts=message.thread_ts,
-            user=message.user,
-            text=message.text,
-            ts=message.ts,
-            bot_user_id=bot_user_id,
-        )
-        if outcome.result != AnswerOutcome.NO_QUESTION:
-            return Routed({"ok": True, "answer": outcome.result.value})
+        asked = _answer_or_deny(message, thread, bot_user_id=bot_user_id)
+        if asked is not None:
+            return asked
         running = sessions.running_session_in_thread(message.channel, message.thread_ts)
-        if running is not None:
-            return _steer(message, running, bot_user_id=bot_user_id, start=start)
+        steered = _steer(message, running, bot_user_id=bot_user_id) if running is not None else None
+        if steered is not None:
+            return steered
+        # No session runs now, though the thread had nothing open when read: its session may have asked and paused
+        # in between (what it waits on is recorded before it pauses). Read again, the message takes what opened
+        # meanwhile as it would have a moment later, instead of being dropped.
+        again = stored_questions.thread_questions(message.channel, message.thread_ts)
+        if _opened_since(thread, again):
+            asked = _answer_or_deny(message, again, bot_user_id=bot_user_id)
+            if asked is not None:
+                return asked
+        if running is not None and not start.starts_session:
+            return Routed({"ok": True, "ignored": "the thread's session ended"})
     if not start.starts_session:
         return Routed({"ok": True, "ignored": "thread message with no open question and no running session"})
     return start_session(start, retry_num=retry_num)
+
+
+def _answer_or_deny(message: Message, thread: stored_questions.ThreadQuestions, *,
+                    bot_user_id: str | None) -> Routed | None:  # fmt: skip
+    """A thread reply to what the thread has open (``thread``, as read): a denial of the calls awaiting approval, or
+    an answer to its open question; None if it is neither."""
+    # A reply answers an open blocking question first (one turn may wait on a question and approvals at once).
+    deniable = [] if any(q.blocking for q in thread.open) else thread.open_approval_ids
+    decided = approvals.deny_by_reply(
+        open_approval_ids=deniable,
+        user=message.user,
+        text=message.text,
+        ts=message.ts,
+        channel=message.channel,
+    )
+    if decided is not None:  # an operator's reply while calls await approval: a denial, its text the reason
+        return Routed({"ok": True, "decision": decided.value})
+    outcome = answers.answer_reply(
+        thread=thread,
+        channel=message.channel,
+        thread_ts=message.thread_ts,
+        user=message.user,
+        text=message.text,
+        ts=message.ts,
+        bot_user_id=bot_user_id,
+    )
+    if outcome.result != AnswerOutcome.NO_QUESTION:
+        return Routed({"ok": True, "answer": outcome.result.value})
+    return None
+
+
+def _opened_since(before: stored_questions.ThreadQuestions, after: stored_questions.ThreadQuestions) -> bool:
+    """Whether a question or an approval opened in the thread between the two reads."""
+    return bool({q.question_id for q in after.open} - {q.question_id for q in before.open}) or bool(
+        set(after.open_approval_ids) - set(before.open_approval_ids)
+    )
 
 
 def _in_conversation(message: Message) -> Message:
@@ -102,8 +130,9 @@ def _stop(message: Message, *, notes_in: str | None) -> Routed | None:
     return Routed({"ok": True, "stop": outcomes[0].value})
 
 
-def _steer(message: Message, running: Session, *, bot_user_id: str | None, start: Message) -> Routed:
-    """A message while the thread's session runs: a note it reads at its next turn, not a second session.
+def _steer(message: Message, running: Session, *, bot_user_id: str | None) -> Routed | None:
+    """A message while the thread's session runs: a note it reads at its next turn, not a second session. None if
+    the session stopped running in between (the caller handles the message like any other).
 
     If that session's worker died (its lease expired), the note would wait for nobody: a delivery of its task is
     queued at once, and its takeover reads the note.
@@ -126,10 +155,7 @@ def _steer(message: Message, running: Session, *, bot_user_id: str | None, start
                 tasks.enqueue_session(session_id, attempt=f"takeover-{message.ts}")
                 log.warning("the session's worker is gone; a takeover is queued", extra={"ts": message.ts})
             return Routed({"ok": True, "noted": session_id})
-    # The session ended in between: the message is handled like any other.
-    if start.starts_session:
-        return start_session(start, retry_num=None)
-    return Routed({"ok": True, "ignored": "the thread's session ended"})
+    return None  # it stopped running in between (it ended, or paused on something asked meanwhile)
 
 
 def _enqueue_if_queued(session_id: str) -> Routed:

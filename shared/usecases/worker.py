@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from shared import config
 from shared.agent import heartbeat
+from shared.agent.waits import in_claim
 from shared.logs import current_trace, session_context
 from shared.queue import tasks
 from shared.slack import backpressure
@@ -69,8 +70,6 @@ def run_delivery(session_id: str, *, task: str, attempt: int, resumes: list[Wait
 def _first_step(ahead: transcript_ahead.Ahead | None, resumes: list[Waiting] | None) -> FirstStep | None:
     if ahead is None or not resumes:
         return None
-    from shared.agent.waits import in_claim
-
     return in_claim.for_claim(ahead, resumes)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
 
@@ -18,7 +19,8 @@ from shared import config
 from shared.handlers.agent_session import parse_task
 from shared.queue import tasks
 from shared.state import claim_reads, ids
-from shared.state.models import Waiting, WaitKind
+from shared.state.models import SessionKind, Waiting, WaitKind
+from shared.state.session_model import Origin, Session
 
 ASKER = "ev-Ev123"
 QUESTION = Waiting(3, 0, WaitKind.QUESTION, ids.question_id(ASKER, 3, 0))
@@ -65,6 +67,25 @@ def test_a_task_without_a_record_names_none() -> None:
     assert parse_task(_body(tasks.build_session_task("ev-Ev1"))).resumes is None
     too_long = [Waiting(3, i, WaitKind.CHILD, f"child-{i}") for i in range(tasks.MAX_RESUMES_NAMED + 1)]
     assert parse_task(_body(tasks.build_session_task("ev-Ev1", resumes=too_long))).resumes is None
+
+
+@pytest.mark.usefixtures("settings")
+def test_a_continuation_is_enqueued_with_the_record_it_resumes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``enqueue_continuation``: the one way the answer and decision paths queue a continuation (its attempt in the
+    task's name, its waiting record in the body)."""
+    created: list[Any] = []
+
+    def create_task(*, parent: str, task: Any, **_: object) -> Any:
+        created.append(task)
+        return task
+
+    monkeypatch.setattr("shared.deps.tasks", lambda: SimpleNamespace(create_task=create_task))
+    continuation = Session(ids.resume_id(ASKER, 3), SessionKind.CONTINUATION, Origin("C1", "1.0", "1.1", "U1"), "",
+                           datetime.now(UTC), waiting=[QUESTION, APPROVAL])  # fmt: skip
+    name = tasks.enqueue_continuation(continuation, attempt="decided-3")
+    [task] = created
+    assert name == task.name == tasks.build_session_task(continuation.session_id, attempt="decided-3").name
+    assert parse_task(_body(task)).resumes == [QUESTION, APPROVAL]
 
 
 @pytest.mark.parametrize(

@@ -23,10 +23,12 @@ from infra.fakes.slack.client import FakeSlack
 from infra.signing import signed_headers
 from infra.stack import Stack
 from shared.slack import blocks
+from shared.slack.events import Message
 from shared.state import approvals as stored
 from shared.state import firestore, ids, steps
 from shared.state import questions as stored_questions
 from shared.state.models import Approval, ApprovalStatus, AuditType, SessionStatus, WaitKind
+from shared.usecases import intake
 from tests import delivery
 from tests.agent_helpers import HUMAN, Thread, function_responses, mention, session, texts, wait_status
 from tests.poll import wait_for
@@ -150,6 +152,37 @@ def test_an_operator_reply_denies_with_its_text_as_the_reason(
     assert executions(thread.session_id) == []
     [response] = function_responses(fake_gemini.requests()[-1])
     assert "not prod — use staging" in response["response"]["error"]
+
+
+def test_a_denying_reply_whose_approval_is_approved_between_its_two_reads_is_told_it_lost(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect (the replies' race of tests/stack/test_answers.py, for approvals): an operator's reply reads its
+    thread's list of pending approvals, then the approvals; an operator (here the same one, on another device)
+    approved in between, so the list still named the approval but its read found it decided. The reply was taken
+    for a message about nothing: told nothing, or queued as a note to the run the approval started. Here the press
+    lands exactly in between."""
+    thread, approval = asks_to_scale(script, fake_slack, uid)
+    read_approvals = stored.get_approvals
+
+    def pressed_first(approval_ids: list[str]) -> list[Approval]:
+        monkeypatch.setattr(stored, "get_approvals", read_approvals)
+        assert press(fake_slack, approval, blocks.APPROVE_ACTION)["status"] == 200
+        return read_approvals(approval_ids)
+
+    monkeypatch.setattr(stored, "get_approvals", pressed_first)
+    reply = Message(event_id=f"Ev{uid}", event_type="message", channel=thread.channel, thread_ts=thread.ts,
+                    ts=f"{thread.ts}1", user=OPERATOR, text="no, not prod", direct=False)  # fmt: skip
+    routed = intake.route(reply, bot_user_id=local.BOT_USER_ID, retry_num=None)
+    assert routed.detail == {"ok": True, "decision": "already_decided"}, routed
+    [note] = fake_slack.ephemerals(thread.channel, user=OPERATOR)
+    assert note["text"] == f"This call was already approved by <@{OPERATOR}>; nothing changed."
+    again = intake.route(reply, bot_user_id=local.BOT_USER_ID, retry_num="1")  # Slack's retry: nothing more
+    assert "noted" not in again.detail, again
+    wait_status(resumed(approval), SessionStatus.DONE, timeout=30)
+    assert len(executions(thread.session_id)) == 1
+    assert len(fake_slack.ephemerals(thread.channel, user=OPERATOR)) == 1
+    assert "no, not prod" not in texts(fake_gemini.requests()[-1])
 
 
 def test_a_denying_reply_retried_after_a_kill_part_way_denies_every_pending_call(

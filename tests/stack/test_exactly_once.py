@@ -18,12 +18,14 @@ from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
 from shared.asks import answers
 from shared.queue import tasks
+from shared.slack.events import Message
 from shared.state import firestore, ids, ledger, sessions, steps
 from shared.state import questions as stored
 from shared.state.models import Question, QuestionStatus, SessionKind, SessionStatus, Step, StepKind, Waiting
 from shared.state.new_sessions import continuation_session, mention_session
 from shared.state.session_model import Session
 from shared.state.sessions import ClaimResult
+from shared.usecases import intake
 from tests import delivery
 from tests.agent_helpers import HUMAN, function_responses, mention, texts, wait_status
 from tests.poll import wait_for
@@ -109,6 +111,51 @@ def test_a_note_during_a_turn_that_ends_in_a_blocking_ask_moves_to_the_continuat
     last = fake_gemini.requests()[-1]
     assert [r["response"]["result"]["answer"] for r in function_responses(last)] == ["europe-west1"]
     assert "also keep the old one running" in texts(last)
+
+
+@pytest.mark.parametrize("pauses_before", ["running_read", "note"])
+def test_a_reply_while_its_session_pauses_on_a_question_answers_it(
+    script: Script,
+    fake_slack: FakeSlack,
+    fake_gemini: FakeGemini,
+    uid: str,
+    monkeypatch: pytest.MonkeyPatch,
+    pauses_before: str,
+) -> None:
+    """Defect: a reply read its thread (nothing open: the session was still running), then looked for the thread's
+    running session; the session asked its question and paused in between, before that read ("running_read") or
+    before the note's transaction ("note"). The reply was neither an answer nor a note: dropped, its sender told
+    nothing, the question left waiting. Now it answers the question that opened meanwhile. The session's model turn
+    (its ask) is held until the reply has read the thread; the reply's next read waits for the pause."""
+    script(G.delayed(5, G.call("ask_operator", question="Which region?")), G.text("Deployed in europe-west1."))
+    thread = mention(fake_slack, f"C{uid}", "deploy it")
+    fake_gemini.wait_for_requests(1, timeout=30)  # running, its turn (the ask) on its way
+    question_id = ids.question_id(thread.session_id, 1, 0)
+    read_thread, read_running = stored.thread_questions, sessions.running_session_in_thread
+
+    def before_the_ask(channel: str, thread_ts: str) -> stored.ThreadQuestions:
+        monkeypatch.setattr(stored, "thread_questions", read_thread)
+        found = read_thread(channel, thread_ts)
+        assert found.open == []
+        assert stored.get_question(question_id) is None
+        return found
+
+    def paused_meanwhile(channel: str, thread_ts: str) -> Session | None:
+        monkeypatch.setattr(sessions, "running_session_in_thread", read_running)
+        found = read_running(channel, thread_ts) if pauses_before == "note" else None
+        assert pauses_before != "note" or (found is not None and found.status == SessionStatus.RUNNING)
+        wait_status(thread.session_id, SessionStatus.PAUSED, timeout=30)
+        return found if pauses_before == "note" else read_running(channel, thread_ts)
+
+    monkeypatch.setattr(stored, "thread_questions", before_the_ask)
+    monkeypatch.setattr(sessions, "running_session_in_thread", paused_meanwhile)
+    reply = Message(event_id=f"Ev{uid}", event_type="message", channel=thread.channel, thread_ts=thread.ts,
+                    ts=f"{thread.ts}1", user=OPERATOR, text="europe-west1", direct=False)  # fmt: skip
+    routed = intake.route(reply, bot_user_id=local.BOT_USER_ID, retry_num=None)
+    assert routed.detail == {"ok": True, "answer": "answered"}, routed
+    wait_status(ids.resumed_by(question_id), SessionStatus.DONE, timeout=30)
+    [response] = function_responses(fake_gemini.requests()[-1])
+    assert response["response"]["result"]["answer"] == "europe-west1"
 
 
 def test_one_message_answers_at_most_one_question(

@@ -21,7 +21,7 @@ from infra import stack as local
 from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
-from shared.asks import answers, questions
+from shared.asks import answers, questions, stopping
 from shared.slack import blocks
 from shared.state import approvals as stored
 from shared.state import firestore, ids, sessions, steps
@@ -229,6 +229,40 @@ def test_a_newer_question_ending_a_mixed_turn_ends_its_approvals_too(
     the sweep's abandon once did. Now it ends as the sweep's does: the approval expires and never runs."""
     thread = waiting_on_a_question_and_an_approval(fake_slack, fake_gemini, uid)
     questions.cancel_older(thread.channel, thread.ts, keep=f"newer-{uid}", asker=f"another-session-{uid}")
+    abandoned_with_its_approval(fake_slack, thread)
+
+
+@pytest.mark.parametrize("dies_in", ["end_session", "end_waits"])
+def test_a_newer_question_retried_after_dying_between_its_cancel_and_the_end_ends_the_older_turn(
+    stack: Stack,
+    fake_slack: FakeSlack,
+    fake_gemini: FakeGemini,
+    uid: str,
+    monkeypatch: pytest.MonkeyPatch,
+    dies_in: str,
+) -> None:
+    """Defect: a newer blocking question cancels the older one, then ends the session paused on it. A failure in
+    between (here: ending the session, or ending the rest of its turn's waits, fails once, as a worker dying there
+    would stop) left the older question cancelled, and the ask's retry, finding it open no more, skipped it: the
+    older session stayed paused for ever on a cancelled question (the sweep ages open questions and pending
+    approvals, never a session paused on neither), its approval pending. The retry now finishes what the first
+    try began."""
+    thread = waiting_on_a_question_and_an_approval(fake_slack, fake_gemini, uid)
+    owner = sessions if dies_in == "end_session" else stopping
+    real = getattr(owner, dies_in)
+
+    def dies_once(*args: Any, **kwargs: Any) -> Any:
+        monkeypatch.setattr(owner, dies_in, real)
+        raise RuntimeError(f"died in {dies_in}")
+
+    monkeypatch.setattr(owner, dies_in, dies_once)
+    newer, asker = f"q-newer-{uid}", f"another-session-{uid}"
+    with pytest.raises(RuntimeError, match=f"died in {dies_in}"):
+        questions.cancel_older(thread.channel, thread.ts, keep=newer, asker=asker)
+    older = stored_questions.get_question(ids.question_id(thread.session_id, 1, 0))
+    assert older is not None
+    assert older.status == QuestionStatus.CANCELLED
+    questions.cancel_older(thread.channel, thread.ts, keep=newer, asker=asker)  # the ask's retry
     abandoned_with_its_approval(fake_slack, thread)
 
 

@@ -19,7 +19,7 @@ import pytest
 from bench import cost
 from infra.fakes.gemini.client import FakeGemini
 from infra.stack import Stack
-from shared.state import events, firestore, quotas, sessions, steps
+from shared.state import events, firestore, quotas, sessions, steps, stop_requests
 from shared.state.models import SessionStatus
 from shared.state.new_sessions import mention_session
 from shared.state.session_model import Session, SessionUpdate
@@ -197,7 +197,7 @@ class Lifecycle:
                 fields: SessionUpdate = {"status": status} if status is not None else {}
                 steps.commit_step(view, None, lease_seconds=60, fields=fields, wait_for_notes=False)
             elif move == "stop":
-                sessions.request_stop(session_id, by="<@U0OPERATOR>")
+                stop_requests.request_stop(session_id, by="<@U0OPERATOR>")
             elif move == "sweep":  # the sweep ends a running session whose lease expired
                 sessions.end_session(session_id, expect=SessionStatus.RUNNING, status=SessionStatus.SILENT_EXIT,
                                      cutoff=firestore.now() + timedelta(hours=1))  # fmt: skip
@@ -218,7 +218,7 @@ class Lifecycle:
     def finish(self) -> None:
         """Whatever is left: stopped, or ended by the sweep."""
         for session_id in self.ids:
-            sessions.request_stop(session_id, by="the test")
+            stop_requests.request_stop(session_id, by="the test")
             sessions.end_session(session_id, expect=SessionStatus.RUNNING, status=SessionStatus.SILENT_EXIT,
                                  cutoff=firestore.now() + timedelta(hours=1))  # fmt: skip
 
