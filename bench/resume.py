@@ -101,7 +101,7 @@ def run(bench: Bench) -> Section:
             f"Firestore RPCs before the model is asked, against {rpcs['mention']} (an answer's continuation reads "
             "the question in its claim's batch and stores its resumed step in the claim's commit). Left: the "
             "click's handler (its read, commit and Slack acknowledgement before the continuation is delivered), and "
-            "for an approval the read of what its record came to, its resumed step's transaction and the ledger's "
-            "two commits around the approved call."
+            "for an approval the approved call's started record (one commit fenced by the lease) and the example "
+            "tool's own Slack post and write, with its card's two updates, before its resumed step's one commit."
         )
     return section

@@ -16,6 +16,7 @@ from typing import Any
 
 from google.api_core import exceptions as gexc
 
+from shared.state.claim_reads import stamp
 from shared.state.firestore import db, now, session_ref
 from shared.state.models import SessionStatus
 from shared.state.session_model import Session
@@ -28,18 +29,24 @@ BEATS_PER_LEASE = 4  # a running worker renews its lease every quarter of it (``
 # When this instance's workers last wrote their sessions' documents (Firestore's update time, by worker): a write
 # preconditioned on that update time is fenced by the lease without reading the document first (``fenced_write``).
 # A hint only: a write by anyone else since (a note, a heartbeat) fails the precondition, and the caller reads.
-_WRITTEN: OrderedDict[str, Any] = OrderedDict()
+_WRITTEN: OrderedDict[str, tuple[Any, bool]] = OrderedDict()  # by worker: (update time, unbroken)
 _WRITTEN_KEPT = 1024  # the workers of this instance's latest deliveries
 _WRITTEN_LOCK = threading.Lock()
 
 
-def wrote(session: Session, update_time: Any) -> None:
-    """This worker's write of its session's document (running, under its lease) got ``update_time``."""
+def wrote(session: Session, update_time: Any, *, read_at: Any | None = None) -> None:
+    """This worker's write of its session's document (running, under its lease) got ``update_time``. ``read_at``:
+    the update time the write's precondition was read at, for a write that read the document first (a renewal)
+    rather than resting on this worker's last write: if that is not the last write, someone else wrote in between,
+    which ``unbroken`` remembers."""
     worker = session.lease.worker
     if not worker or update_time is None:
         return
     with _WRITTEN_LOCK:
-        _WRITTEN[worker] = update_time
+        known, unbroken = _WRITTEN.get(worker, (None, True))
+        if read_at is not None and (known is None or stamp(known) != stamp(read_at)):
+            unbroken = False
+        _WRITTEN[worker] = (update_time, unbroken)
         _WRITTEN.move_to_end(worker)
         while len(_WRITTEN) > _WRITTEN_KEPT:
             _WRITTEN.popitem(last=False)
@@ -48,7 +55,15 @@ def wrote(session: Session, update_time: Any) -> None:
 def last_written(session: Session) -> Any | None:
     """The update time of this worker's latest write of its session's document, if it knows one."""
     with _WRITTEN_LOCK:
-        return _WRITTEN.get(session.lease.worker or "")
+        return _WRITTEN.get(session.lease.worker or "", (None, True))[0]
+
+
+def unbroken(session: Session) -> bool:
+    """Whether every write of the session's document this worker knows of, since it first wrote it (its claim),
+    rested on its previous one: nobody else wrote the document in between (as far as a renewal could tell)."""
+    with _WRITTEN_LOCK:
+        found = _WRITTEN.get(session.lease.worker or "")
+        return found is not None and found[1]
 
 
 def forget(session: Session) -> None:
@@ -90,7 +105,7 @@ def renew(session: Session, *, lease_seconds: int) -> bool:
     except (gexc.FailedPrecondition, gexc.Aborted):
         log.debug("the session changed while its lease was renewed; the next beat renews it")
         return True
-    wrote(session, written.update_time)
+    wrote(session, written.update_time, read_at=snap.update_time)
     session.lease.until = until
     return True
 

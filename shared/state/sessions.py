@@ -17,7 +17,7 @@ from google.api_core import exceptions as gexc
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.state import claim_reads, claim_step, events, ids, lease, quotas, results
+from shared.state import claim_reads, claim_step, events, ids, lease, quotas, results, step_fence
 from shared.state.firestore import (
     ALREADY_EXISTS,
     SESSIONS,
@@ -107,6 +107,7 @@ def claim_session(session_id: str, *, worker: str, task: str, attempt: int, leas
     """
     ref = session_ref(session_id)
     used: list[firestore.Transaction] = []  # the attempt that committed is the last
+    calm: dict[int, step_fence.Settled | None] = {}  # by attempt: what it saw settled (``step_fence``)
 
     @firestore.transactional
     def claim(transaction: firestore.Transaction) -> Claim:
@@ -153,6 +154,7 @@ def claim_session(session_id: str, *, worker: str, task: str, attempt: int, leas
         # after a lock wait) fails its precondition instead of running the session a second time.
         transaction.update(ref, fields, option=db().write_option(last_update_time=snap.update_time))
         session.apply(fields)
+        calm[len(used)] = step_fence.at_claim(transaction, session, reads)
         return Claim(result, session, trace_id=session.trace_id, question=_question_read(session, reads),
                      settled=reads.newest_update(), outcomes=reads.outcomes(session.waiting),
                      stepped=stepped)  # fmt: skip
@@ -167,6 +169,7 @@ def claim_session(session_id: str, *, worker: str, task: str, attempt: int, leas
     written = getattr(used[-1], "write_results", None) if used else None
     if claimed.session is not None and written:  # the session's update is the claim's last write
         lease.wrote(claimed.session, written[-1].update_time)
+        step_fence.claimed(claimed.session, used[-1], calm.get(len(used)))
     return claimed
 
 

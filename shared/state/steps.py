@@ -12,7 +12,7 @@ from typing import Any, Protocol
 from google.cloud import firestore
 
 from shared.errors import ProductError
-from shared.state import child_questions, lease, quotas, results, spend, waiting
+from shared.state import child_questions, lease, quotas, results, spend, step_fence, waiting
 from shared.state.firestore import STEPS, contended, db, now, session_ref, step_ref
 from shared.state.models import Audit, Note, NoteKind, SessionStatus, Step, Waiting, WaitKind
 from shared.state.session_model import Session, SessionUpdate, stored
@@ -113,10 +113,13 @@ def _read_with_root(transaction: firestore.Transaction, ref: firestore.DocumentR
     return snaps[ref.path].to_dict() or {}, snaps[root_ref.path].to_dict() or {}
 
 
-def _wrote(session: Session, transaction: firestore.Transaction, *, running: bool) -> None:
-    """Remember the update time of the session's document as this commit left it (its last write), while the
-    session still runs under this worker's lease; forget it once the session pauses or ends."""
-    written = getattr(transaction, "write_results", None) or []
+def _wrote(session: Session, used: list[firestore.Transaction], *, running: bool) -> None:
+    """Remember the update time of the session's document as this commit left it (its last write: the last of the
+    transaction's ``used`` attempts), while the session still runs under this worker's lease; forget it once the
+    session pauses or ends. Nothing if no transaction ran (``step_fence`` committed the step, and remembered it)."""
+    if not used:
+        return
+    written = getattr(used[-1], "write_results", None) or []
     if running and written:
         lease.wrote(session, written[-1].update_time)
     else:
@@ -160,7 +163,9 @@ def commit_step(
     ``ChildAsked`` if a child it waits on has asked a question; the notes that brought outcomes it waits on are
     dropped (the resumption reads each from its own document). ``fenced`` are written with the step, under the same
     fence (the ``done`` records of the calls whose results it carries: ``shared.state.ledger``); only a commit that
-    returns wrote them (one that raises, or stores the notes it found instead, wrote none of them).
+    returns wrote them (one that raises, or stores the notes it found instead, wrote none of them). A continuation's
+    first step commit after its claim needs no read while nobody else wrote the session or its root since
+    (``step_fence``: one commit fenced on their update times, else this transaction).
     """
     ref = session_ref(session.session_id)
     when = now()
@@ -226,8 +231,17 @@ def commit_step(
 
     # A parent's step contends with its children writing to its document (their ends, their questions): retried as
     # such, its commit more often and an aborted (lock-timed-out) read again, as the answers and the claims are.
-    pending: list[Note] | _Pending = contended(write)
-    _wrote(session, used[-1], running=not ending and not isinstance(pending, _Pending))
+    # A continuation's first step after its claim, when the claim saw everything this commit checks settled: one
+    # commit fenced on nobody having written the session or its root since (``step_fence``), else the transaction.
+    # (plain: a step that leaves the session running and reads nothing more)
+    pending: list[Note] | _Pending = (
+        []
+        if step_fence.first_commit(
+            session, step, updates, fenced, plain=not (ending or pausing_on_record or consumed or spent)
+        )
+        else contended(write)
+    )
+    _wrote(session, used, running=not ending and not isinstance(pending, _Pending))
     if isinstance(pending, _Pending):
         session.notes = pending.notes
         raise NotesPending(pending.notes)

@@ -66,8 +66,11 @@ def test_firestore_operations_stay_within_the_budget(rig: cost.Rig) -> None:
 # entry). Since round 3's session 7, an answer's continuation reads the answered question in its claim's own batch
 # (its task names the record it resumes) and stores the step resuming its turn in the claim's commit (no transaction
 # of its own): continuation 15 before. Since then, an approval's continuation is told its record too, and its claim
-# reads the decision and the approved call's ledger entry in its own batch: approved_run 17 before.
-ROUND_TRIPS = {"answer": 4, "approve": 2, "continuation": 11, "approved_run": 16, "ledger_outward_call": 3}
+# reads the decision and the approved call's ledger entry in its own batch: approved_run 17 before. Since round 3's
+# session 8, a continuation's first step commit after its claim is one commit fenced on the update times the claim
+# and this worker's own writes left the session and its root with (``shared.state.step_fence``; a transaction when
+# either changed): approved_run 16 before (the resumed step's begin, read and commit).
+ROUND_TRIPS = {"answer": 4, "approve": 2, "continuation": 11, "approved_run": 14, "ledger_outward_call": 3}
 # The click's own RPCs, in order (the decision: a batched read of 3 documents, one commit of 5 writes).
 CLICK_TRACES = {"approve": ("BatchGetDocuments 3r", "Commit 5w")}
 
@@ -89,9 +92,15 @@ def test_resuming_makes_no_more_round_trips_than_budgeted(rig: cost.Rig) -> None
         assert len([entry for entry in steps if entry.startswith("RunQuery")]) == 1, steps
         # The claim reads the session and its transcript's root, and what its task names (an answer's question; an
         # approval and its call's ledger entry) in one batch; an answer's continuation stores its resumed step in the
-        # claim's commit; an approval's writes next (the ledger's records, then the resumed step's transaction).
+        # claim's commit; an approval's writes next (the ledger's records, then the resumed step's commit).
         rest = [entry for entry in steps if not entry.startswith("RunQuery")]
         claimed = next(i for i, entry in enumerate(rest) if entry.startswith("Commit"))
         assert rest[claimed - 1] == claim, f"{name}: {steps}"
         assert rest[claimed] == claimed_with, f"{name}: {steps}"
         assert not rest[claimed + 1].startswith("BatchGet"), f"{name}: {steps}"  # nothing of the record read again
+    # After an approval's claim: the approved call's started record (fenced by the lease, no read), the example tool's
+    # own write, then the resumed step with the call's done record, fenced on the update times the claim and the
+    # worker's own writes left the session and its root with: one commit, no transaction (``step_fence``).
+    run = [entry for entry in measured["approved_run"].trace if not entry.startswith("RunQuery")]
+    claimed = run.index("Commit 2w")
+    assert run[claimed + 1 : claimed + 4] == ["Commit 2w", "Commit 1w", "Commit 4w"], run

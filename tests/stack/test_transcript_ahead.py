@@ -96,7 +96,8 @@ def test_the_outcomes_are_read_beside_the_transcripts_query(rig: cost.Rig, monke
     ops = rig.delivered(continuation, SessionStatus.DONE)
     claimed = ops.trace.index("Commit 2w")  # the claim's commit; then the query and ONE read of the outcomes
     assert sorted(ops.trace[claimed + 1 : claimed + 3]) == ["BatchGetDocuments 1r", "RunQuery 3r"], ops.trace
-    assert ops.trace[claimed + 3] == "BeginTransaction", ops.trace  # the resumed step's commit, no empty read
+    # The resumed step's commit, no empty read: one commit fenced on what the claim left (``step_fence``).
+    assert ops.trace[claimed + 3] == "Commit 3w", ops.trace
 
 
 def _run_again_under_a_dead_lease(session_id: str) -> Session:

@@ -1,0 +1,134 @@
+"""A continuation's first step commit after its claim, fenced without a read (issue 28.1): one commit instead of a
+transaction's three round trips (begin, the batched read of the session and its transcript's root, commit).
+
+A step commit reads the session and its transcript's root to check what must hold before the step is stored
+(``steps.commit_step``): this worker still holds the session running, nobody asked it to stop, it still writes the
+transcript, and no notes, children's results or children's questions wait to be read. Right after a claim the worker
+knows all of that already: the claim's transaction read both documents and wrote the session (and the root, when
+it took the transcript over), so as long as nobody else wrote either since, they are exactly as the claim left
+them. That is what this commit is fenced on: the session's update is preconditioned on the update time of this
+worker's own last write of it (``lease.last_written``: the claim's, or a later ledger touch, stream record or
+heartbeat, none of which change what the step commit checks; each of the first two rests on the write before it,
+and a heartbeat that read someone else's write since, a note or a stop, says so: ``lease.unbroken``), and the root's
+on the update time the claim left it with (an update of its writer to the same value, which is what it is). Any
+other write since (a takeover's claim, a note, a stop, a child's result or question, another continuation's
+hand-over) fails a precondition, the commit writes nothing, and the step commit runs its transaction as before.
+
+Only what the claim saw settled is committed so: a continuation (its root is another document) whose claim found no
+pending notes, no stop and, on the root, no children's results or questions to read, for its first step commit
+(``take`` forgets it: later commits read, as before), storing a step that leaves the session running, consuming no
+notes and spending no tokens. Anything else reads in its transaction.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from google.cloud import firestore
+
+from shared.state import child_questions, lease, results
+from shared.state.claim_reads import ClaimReads
+from shared.state.fenced import FENCE_FAILED
+from shared.state.firestore import db, session_ref, step_ref
+from shared.state.models import Step
+from shared.state.session_model import Session
+from shared.state.updates import session_update
+
+
+class FencedWrite(Protocol):
+    """A write committed with the step (a call's ``done`` record: ``shared.state.ledger``)."""
+
+    def apply(self, transaction: Any) -> None: ...
+
+
+@dataclass(frozen=True)
+class Settled:
+    """What a claim saw settled: its transcript's root, and the update time the claim left it with (as read, or as
+    the claim's own write of it gave it: ``claimed``)."""
+
+    root: str  # the root's document path
+    root_time: datetime | None
+    root_written: int | None = None  # the position of the claim's write of the root among its writes, if it wrote it
+
+
+# By worker: what its claim saw settled, until its first step commit (a hint: a precondition checks it).
+_SETTLED: OrderedDict[str, Settled] = OrderedDict()
+_KEPT = 1024
+_LOCK = threading.Lock()
+
+
+def at_claim(transaction: firestore.Transaction, session: Session, reads: ClaimReads) -> Settled | None:
+    """At the end of the claim's ``transaction``, once it takes ``session`` (as claimed) and wrote everything it
+    writes: what it saw settled, if it did."""
+    if session.transcript == session.session_id or session.notes or session.stop_requested:
+        return None
+    root = session_ref(session.transcript)
+    if not reads.read(root):
+        return None
+    found = reads.data(root) or {}
+    if results.awaiting_of(found) or child_questions.may_ask_of(found):
+        return None
+    writes = [pb.update.name for pb in getattr(transaction, "_write_pbs", None) or []]
+    written = [i for i, name in enumerate(writes) if name == root._document_path]
+    return Settled(root.path, reads.updated.get(root.path), written[-1] if written else None)
+
+
+def claimed(session: Session, transaction: firestore.Transaction, settled: Settled | None) -> None:
+    """The claim of ``session`` committed in ``transaction`` (its last attempt), having seen ``settled``."""
+    worker = session.lease.worker
+    if settled is None or not worker:
+        return
+    root_time = settled.root_time  # as read: a claim that commits leaves what it read unchanged
+    if settled.root_written is not None:
+        written = getattr(transaction, "write_results", None) or []
+        root_time = written[settled.root_written].update_time if settled.root_written < len(written) else None
+    if root_time is None:
+        return
+    with _LOCK:
+        _SETTLED[worker] = Settled(settled.root, root_time)
+        _SETTLED.move_to_end(worker)
+        while len(_SETTLED) > _KEPT:
+            _SETTLED.popitem(last=False)
+
+
+def take(session: Session) -> Settled | None:
+    """What ``session``'s claim saw settled, forgotten (only its first step commit may rest on it)."""
+    with _LOCK:
+        return _SETTLED.pop(session.lease.worker or "", None)
+
+
+def first_commit(session: Session, step: Step | None, updates: dict[str, Any], fenced: Sequence[FencedWrite], *,
+                 plain: bool) -> bool:  # fmt: skip
+    """``step``, the session's ``updates`` and the ``fenced`` writes in one commit, preconditioned as the module
+    says, if this is the session's first step commit since its claim saw it settled and the step is ``plain`` (it
+    leaves the session running, consumes no notes, spends no tokens). False (nothing written) if not, if this worker
+    knows no write of its own to rest on, or if a precondition failed: the caller's transaction decides."""
+    settled = take(session)  # only the first step commit after the claim, whether it commits here or not
+    known = lease.last_written(session)
+    if settled is None or step is None or not plain or known is None or settled.root_time is None:
+        return False
+    if not lease.unbroken(session):  # a renewal found someone else's write (a note, a stop) since the claim
+        return False
+    client = db()
+    batch = client.batch()
+    for write in fenced:
+        write.apply(batch)
+    batch.create(step_ref(session.transcript, step.seq), step.to_doc())
+    batch.update(
+        client.document(settled.root),
+        session_update(transcript_writer=session.session_id),
+        option=client.write_option(last_update_time=settled.root_time),
+    )
+    # The session's update last: its update time is this worker's last write of it.
+    batch.update(session_ref(session.session_id), updates, option=client.write_option(last_update_time=known))
+    try:
+        written = batch.commit()
+    except FENCE_FAILED:
+        return False
+    lease.wrote(session, written[-1].update_time)
+    return True
