@@ -21,14 +21,12 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from slack_sdk.errors import SlackApiError
-
 from shared import config
 from shared.asks import approvers, routing
 from shared.limits import MAX_MESSAGE_CHARS, capped
 from shared.logs import session_context
 from shared.queue import tasks
-from shared.slack import approval_card, blocks, call_view
+from shared.slack import approval_card, backpressure, blocks, call_view
 from shared.slack import client as slack
 from shared.slack.actions import ButtonPress
 from shared.slack.surface import ThreadSurface
@@ -254,11 +252,14 @@ def _shown(result: stored.Decided, decision: Decision, *, quiet: bool = False) -
 
 
 def _show_running(approval: Approval) -> None:
-    """The card of an approved call whose run is queued: "running", no buttons (best effort)."""
+    """The card of an approved call whose run is about to be queued: "running", no buttons. One attempt, no retry
+    (a retry's wait would delay the run, and a second press's run could show its result meanwhile), and nothing it
+    raises keeps the run from being queued: the run shows "running" again itself."""
     try:
-        update_card(approval, running_verdict(approval))
-    except SlackApiError as exc:
-        log.warning("could not show the approved card as running", extra={"error": exc.response.get("error")})
+        with backpressure.waiting_at_most(0):
+            update_card(approval, running_verdict(approval))
+    except Exception as exc:  # best effort, whatever Slack or the connection did
+        log.warning("could not show the approved card as running", extra={"error": repr(exc)})
 
 
 def running_verdict(approval: Approval) -> str:
