@@ -24,6 +24,7 @@ from shared.slack import client as slack
 from shared.slack.surface import Reaction
 from shared.state.models import SessionStatus
 from tests.agent_helpers import mention, wait_status
+from tests.poll import wait_for
 
 pytestmark = pytest.mark.stack
 
@@ -159,7 +160,8 @@ def test_a_storm_that_outlasts_the_budget_ends_the_session_failed_and_says_so(
     [notice] = [m["text"] for m in fake_slack.bot_replies(channel, thread.ts)]
     assert "Slack asked me to wait 3600 s" in notice
     assert calls(fake_slack, "chat.postMessage", channel) == [429, 200]  # one try for the answer, none slept
-    assert Reaction.FAILED.value in fake_slack.reactions(channel, thread.ts)
+    # The reaction follows the failure's commit (a fresh clone's CI read the reactions before it came).
+    wait_for(lambda: Reaction.FAILED.value in fake_slack.reactions(channel, thread.ts), what="the failure reaction")
 
 
 def test_a_storm_that_refuses_the_notice_too_still_persists_the_failure(
@@ -175,4 +177,4 @@ def test_a_storm_that_refuses_the_notice_too_still_persists_the_failure(
     assert "the thread could not be told" in (ended.error or "")
     assert fake_slack.bot_replies(channel, thread.ts) == []
     assert calls(fake_slack, "chat.postMessage", channel) == [429, 429]  # the answer, the notice; once each
-    assert Reaction.FAILED.value in fake_slack.reactions(channel, thread.ts)  # told where Slack lets it
+    wait_for(lambda: Reaction.FAILED.value in fake_slack.reactions(channel, thread.ts), what="the failure reaction")
