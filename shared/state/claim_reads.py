@@ -18,7 +18,7 @@ from typing import Any
 
 from google.cloud import firestore
 
-from shared.state import ids
+from shared.state import child_questions, ids, results
 from shared.state.firestore import APPROVALS, db, ledger_ref, question_ref, session_ref
 from shared.state.models import Waiting, WaitKind
 
@@ -110,6 +110,15 @@ class ClaimReads:
             return None
         named = outcome_refs(record, self.transcript)
         return {ref.path: self.beside.get(ref.path) for ref in named if ref.path in self.beside}
+
+    def quiet_root(self, transcript: str) -> firestore.DocumentReference | None:
+        """The root of ``transcript`` if it was read beside the session and awaits no child's result or question
+        (nothing the turn would collect first); else None."""
+        root = session_ref(transcript)
+        if not self.read(root):
+            return None
+        found = self.data(root) or {}
+        return None if results.awaiting_of(found) or child_questions.may_ask_of(found) else root
 
     def data(self, ref: firestore.DocumentReference) -> dict[str, Any] | None:
         """The data of a document read beside the session (None if it does not exist); only if ``read(ref)``."""

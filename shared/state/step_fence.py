@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 from google.cloud import firestore
 
-from shared.state import child_questions, lease, results
+from shared.state import lease
 from shared.state.claim_reads import ClaimReads
 from shared.state.fenced import FENCE_FAILED
 from shared.state.firestore import db, session_ref, step_ref
@@ -67,11 +67,8 @@ def at_claim(transaction: firestore.Transaction, session: Session, reads: ClaimR
     writes: what it saw settled, if it did."""
     if session.transcript == session.session_id or session.notes or session.stop_requested:
         return None
-    root = session_ref(session.transcript)
-    if not reads.read(root):
-        return None
-    found = reads.data(root) or {}
-    if results.awaiting_of(found) or child_questions.may_ask_of(found):
+    root = reads.quiet_root(session.transcript)
+    if root is None:
         return None
     writes = [pb.update.name for pb in getattr(transaction, "_write_pbs", None) or []]
     written = [i for i, name in enumerate(writes) if name == root._document_path]

@@ -17,10 +17,9 @@ from shared.agent.waits import question
 from shared.agent.waits.mcp_input import questions_in
 from shared.agent.waits.resuming import Resuming, WaitOn
 from shared.limits import TOO_LARGE_REQUEST_CHARS
-from shared.state import child_questions, results
 from shared.state.claim_reads import ClaimReads
 from shared.state.claim_step import FirstStep
-from shared.state.firestore import now, session_ref
+from shared.state.firestore import now
 from shared.state.models import Audit, AuditType, SessionKind, Step, StepKind, Waiting, WaitKind
 from shared.state.session_model import Session
 from shared.state.transcript_ahead import Ahead
@@ -53,11 +52,7 @@ def resumed_step(session: Session, reads: ClaimReads, ahead: Ahead) -> Step | No
         return None
     if len(session.text) > TOO_LARGE_REQUEST_CHARS:  # the opening refuses it without the model (``Starter``)
         return None
-    root = session_ref(session.transcript)
-    if not reads.read(root):
-        return None
-    found = reads.data(root) or {}
-    if results.awaiting_of(found) or child_questions.may_ask_of(found):
+    if reads.quiet_root(session.transcript) is None:
         return None
     transcript = ahead.as_of(session.transcript, reads.newest_update(), within=QUERY_WAIT_SECONDS)
     seq = record[0].seq
