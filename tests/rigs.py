@@ -60,6 +60,7 @@ class Outage:
         self.down = False
         self.created: list[str] = []
         self.waited = 0.0  # seconds spent in calls to the unreachable Cloud Tasks
+        self.allowed = 0.0  # seconds the product allowed those calls in all (each call's retry deadline)
         self.listener = socket.create_server(("127.0.0.1", 0))
         port = self.listener.getsockname()[1]
         if not blackhole:  # nothing listens there: every attempt is refused at once
@@ -69,6 +70,7 @@ class Outage:
 
     def create_task(self, *, parent: str, task: tasks_v2.Task, retry: Any = None, timeout: Any = None) -> Any:
         if self.down:
+            self.allowed += retry.timeout if retry is not None and retry.timeout is not None else float(timeout or 0)
             began = time.monotonic()
             try:
                 return self.unreachable.create_task(parent=parent, task=task, retry=retry, timeout=timeout)

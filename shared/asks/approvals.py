@@ -232,15 +232,15 @@ def _shown(result: stored.Decided, decision: Decision, *, quiet: bool = False) -
                          blocks=approval_card.blocks(card))  # fmt: skip
         log.info("approval counted", extra={"approval_id": found.approval_id, "approved_by": found.approved_by})
         return DecisionOutcome.DECIDED
-    if found.card_ts and result.resumes and found.status != ApprovalStatus.DENIED:
-        # "Running" only when a run is queued, and before its task exists: the run shows the call's result on the
-        # card, which this update, were it late (Slack's rate limit, its retries), would overwrite for good. Best
-        # effort: the run says "running" again itself, and a failing card must not keep it from being queued.
-        _show_running(found)
-    if result.continuation is not None:  # the work next (a slow or failing card update must not hold it back)
+    if result.continuation is not None:  # the work first (a slow or failing card update must not hold it back)
         with session_context(result.continuation.session_id, trace=result.continuation.trace_id):
             # Its task names the record it resumes: its claim reads the decisions and their calls' ledger entries.
             tasks.enqueue_continuation(result.continuation, attempt=f"decided-{found.seq}")
+    if found.card_ts and result.resumes and found.status != ApprovalStatus.DENIED:
+        # "Running" only when a run is queued. The run shows the call's result on the card, which this update
+        # would overwrite for good were it late, so it is made at once or not at all (the run shows "running"
+        # itself): a retry after Slack's rate limit or an error would land after the result.
+        _show_running(found)
     if found.status == ApprovalStatus.DENIED and found.card_ts:
         update_card(found, f":no_entry_sign: denied by <@{found.decided_by}>" + (
             f": {blocks.escaped(found.reason)}" if found.reason else ""))  # fmt: skip
@@ -252,9 +252,8 @@ def _shown(result: stored.Decided, decision: Decision, *, quiet: bool = False) -
 
 
 def _show_running(approval: Approval) -> None:
-    """The card of an approved call whose run is about to be queued: "running", no buttons. One attempt, no retry
-    (a retry's wait would delay the run, and a second press's run could show its result meanwhile), and nothing it
-    raises keeps the run from being queued: the run shows "running" again itself."""
+    """The card of an approved call whose run is queued: "running", no buttons. One attempt, no retry (the run
+    could show its result meanwhile), and nothing it raises fails the click: the run shows "running" again itself."""
     try:
         with backpressure.waiting_at_most(0):
             update_card(approval, running_verdict(approval))

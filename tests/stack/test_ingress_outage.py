@@ -43,13 +43,16 @@ def timed(handle: Any, request: tuple[bytes, dict[str, str]], caplog: pytest.Log
     """One request to an ingress handler while Cloud Tasks is down: a 503 within Slack's 3 s, after at most the
     ingress's 2 s of waiting on Cloud Tasks, logged without a traceback."""
     caplog.clear()
-    outage.waited = 0.0
+    outage.waited = outage.allowed = 0.0
     began = time.monotonic()
     with caplog.at_level(logging.INFO):
         reply, status = handle(*request)
     took = time.monotonic() - began
     assert status == 503, reply
-    assert 0 < outage.waited <= tasks.INGRESS_PATIENCE_SECONDS + 0.2, f"it waited {outage.waited:.2f} s on Cloud Tasks"
+    # What the product allowed its calls to Cloud Tasks, not the wall clock (a busy machine overshoots a deadline
+    # by its scheduling: a fresh clone's CI measured 2.74 s of a 2 s deadline).
+    assert 0 < outage.allowed <= tasks.INGRESS_PATIENCE_SECONDS + 0.01, f"it allowed {outage.allowed:.2f} s"
+    assert outage.waited > 0
     assert took < SLACK_GIVES_UP, f"the ingress took {took:.2f} s"
     assert not [r for r in caplog.records if r.exc_info], "an outage is logged without a traceback"
     return dict(reply)
