@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from google.cloud import firestore
 
@@ -126,12 +126,6 @@ def _wrote(session: Session, used: list[firestore.Transaction], *, running: bool
         lease.forget(session)
 
 
-class FencedWrite(Protocol):
-    """A write that belongs with the step it is committed with (a call's ``done`` record in the ledger)."""
-
-    def apply(self, transaction: firestore.Transaction) -> None: ...
-
-
 @dataclass(frozen=True)
 class _Pending:
     """An ending that found notes: the children's results it read are stored as notes, nothing else."""
@@ -149,7 +143,7 @@ def commit_step(
     wait_for_notes: bool = True,
     pausing_on_record: list[Waiting] | None = None,
     spent: int = 0,
-    fenced: Sequence[FencedWrite] = (),
+    fenced: Sequence[step_fence.FencedWrite] = (),
 ) -> list[Note]:
     """Persist one step and the session's progress together, fenced by the lease; returns the pending notes.
 
