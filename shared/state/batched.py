@@ -64,6 +64,21 @@ class Beside(Generic[T]):
         self._thread.join()
 
 
+def together(*works: Callable[[], object]) -> None:
+    """Every one of ``works`` at the same time (all but the last on threads of their own), each run to its end
+    whatever the others came to; then the first error any of them raised, if one did."""
+    if not works:
+        return
+    beside = [Beside(work) for work in works[:-1]]
+    try:
+        works[-1]()
+    finally:
+        for started in beside:
+            started.wait()
+    for started in beside:
+        started.result()
+
+
 def both(first: Callable[[], T], second: Callable[[], U]) -> tuple[T, U]:
     """``first()`` and ``second()`` at the same time (``first`` on a thread of its own); both results."""
     beside = Beside(first)
