@@ -99,6 +99,7 @@ class ThreadQuestions:
     last_answer: dict[str, Any] | None
     open_approval_ids: list[str] = field(default_factory=list)  # read with the same document
     replaced: dict[str, str] = field(default_factory=dict)  # questions cancelled as replaced, by their replacement
+    read_at: datetime | None = None  # when the thread document was read: what it listed open is as of then
 
 
 def thread_questions(channel: str, thread_ts: str) -> ThreadQuestions:
@@ -106,7 +107,8 @@ def thread_questions(channel: str, thread_ts: str) -> ThreadQuestions:
 
     A question answered between the two reads is the thread's last answer, though the thread read before it said
     so: a reply racing its winner is then told it lost, not taken for a message about nothing."""
-    thread = thread_ref(channel, thread_ts).get().to_dict() or {}
+    snap = thread_ref(channel, thread_ts).get()
+    thread = snap.to_dict() or {}
     questions = get_questions(thread.get("open_question_ids") or []).values()
     open_ones = sorted((q for q in questions if q.status == QuestionStatus.OPEN), key=lambda q: q.asked_at)
     last = thread.get("last_answer")
@@ -117,7 +119,7 @@ def thread_questions(channel: str, thread_ts: str) -> ThreadQuestions:
             last = LastAnswer(question_id=question.question_id, by=question.answered_by, ts=question.answer_ts,
                               at=answered_at)  # fmt: skip
     return ThreadQuestions(open_ones[::-1], last, list(thread.get("open_approval_ids") or []),
-                           dict(thread.get("replaced") or {}))  # fmt: skip
+                           dict(thread.get("replaced") or {}), read_at=snap.read_time)  # fmt: skip
 
 
 def _unlist(question: Question, answered_by: str | None = None,

@@ -421,8 +421,9 @@ def set_stream_ts(session_id: str, ts: str, *, by: Session | None = None) -> Non
     ref.update(session_update(stream_ts=ts))
 
 
-def running_session_in_thread(channel: str, thread_ts: str) -> Session | None:
-    """The thread's running session, if any, with one indexed query (channel, thread_ts, status)."""
+def running_session_in_thread(channel: str, thread_ts: str, *, as_of: datetime | None = None) -> Session | None:
+    """The thread's running session, if any, with one indexed query (channel, thread_ts, status); ``as_of``: as it
+    was at that time (a read time Firestore gave, within the hour), instead of now."""
     query = (
         db()
         .collection(SESSIONS)
@@ -431,7 +432,7 @@ def running_session_in_thread(channel: str, thread_ts: str) -> Session | None:
         .where(filter=FieldFilter("status", "==", SessionStatus.RUNNING.value))
         .limit(1)
     )
-    for snap in query.stream():
+    for snap in query.stream(read_time=as_of):
         return Session.from_doc(snap.to_dict() or {})
     return None
 

@@ -52,20 +52,24 @@ def route(start: Message, *, bot_user_id: str | None, retry_num: str | None) -> 
         asked = _answer_or_deny(message, thread, bot_user_id=bot_user_id)
         if asked is not None:
             return asked
-        running = sessions.running_session_in_thread(message.channel, message.thread_ts)
-        steered = _steer(message, running, bot_user_id=bot_user_id) if running is not None else None
-        if steered is not None:
-            return steered
-        # No session runs now, though the thread had nothing open when read: its session may have asked and paused
-        # in between (what it waits on is recorded before it pauses). Read again, the message takes what opened
-        # meanwhile as it would have a moment later, instead of being dropped.
-        again = stored_questions.thread_questions(message.channel, message.thread_ts)
-        if _opened_since(thread, again):
-            asked = _answer_or_deny(message, again, bot_user_id=bot_user_id)
-            if asked is not None:
-                return asked
-        if running is not None and not start.starts_session:
-            return Routed({"ok": True, "ignored": "the thread's session ended"})
+        # The thread's running session as the thread was read (one moment: no session asks and pauses between the
+        # two reads unseen). If none ran then, whatever opens in the thread later is asked after this message, by a
+        # session started since: the thread is not read again.
+        running = sessions.running_session_in_thread(message.channel, message.thread_ts, as_of=thread.read_at)
+        if running is not None:
+            steered = _steer(message, running, bot_user_id=bot_user_id)
+            if steered is not None:
+                return steered
+            # It stopped running since: it may have asked and paused (what it waits on is recorded before it
+            # pauses). Read again, the message takes what opened meanwhile as it would have a moment later, instead
+            # of being dropped.
+            again = stored_questions.thread_questions(message.channel, message.thread_ts)
+            if _opened_since(thread, again):
+                asked = _answer_or_deny(message, again, bot_user_id=bot_user_id)
+                if asked is not None:
+                    return asked
+            if not start.starts_session:
+                return Routed({"ok": True, "ignored": "the thread's session ended"})
     if not start.starts_session:
         return Routed({"ok": True, "ignored": "thread message with no open question and no running session"})
     return start_session(start, retry_num=retry_num)

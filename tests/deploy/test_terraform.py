@@ -409,7 +409,7 @@ class _Query:
     def start_after(self, _: Any) -> _Query:
         return self
 
-    def stream(self) -> Iterator[Any]:
+    def stream(self, **_: Any) -> Iterator[Any]:  # at a read time or not
         self.runs.append(self)
         return iter(())
 

@@ -6,7 +6,7 @@ reads the evidence from the stores and the fakes' records.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 import requests
@@ -126,7 +126,9 @@ def test_a_reply_while_its_session_pauses_on_a_question_answers_it(
     running session; the session asked its question and paused in between, before that read ("running_read") or
     before the note's transaction ("note"). The reply was neither an answer nor a note: dropped, its sender told
     nothing, the question left waiting. Now it answers the question that opened meanwhile. The session's model turn
-    (its ask) is held until the reply has read the thread; the reply's next read waits for the pause."""
+    (its ask) is held until the reply has read the thread; the reply's next read waits for the pause. The running
+    session is looked up as the thread was read, so a pause before that lookup finds it running all the same (its
+    note's transaction then finds it paused)."""
     script(G.delayed(10, G.call("ask_operator", question="Which region?")), G.text("Deployed in europe-west1."))
     thread = mention(fake_slack, f"C{uid}", "deploy it")
     fake_gemini.wait_for_requests(1, timeout=30)  # running, its turn (the ask) on its way
@@ -140,12 +142,15 @@ def test_a_reply_while_its_session_pauses_on_a_question_answers_it(
         assert stored.get_question(question_id) is None
         return found
 
-    def paused_meanwhile(channel: str, thread_ts: str) -> Session | None:
+    def paused_meanwhile(channel: str, thread_ts: str, *, as_of: datetime | None = None) -> Session | None:
         monkeypatch.setattr(sessions, "running_session_in_thread", read_running)
-        found = read_running(channel, thread_ts) if pauses_before == "note" else None
-        assert pauses_before != "note" or (found is not None and found.status == SessionStatus.RUNNING)
+        if pauses_before == "running_read":
+            wait_status(thread.session_id, SessionStatus.PAUSED, timeout=30)
+        found = read_running(channel, thread_ts, as_of=as_of)
+        assert found is not None
+        assert found.status == SessionStatus.RUNNING  # as the thread was read
         wait_status(thread.session_id, SessionStatus.PAUSED, timeout=30)
-        return found if pauses_before == "note" else read_running(channel, thread_ts)
+        return found
 
     monkeypatch.setattr(stored, "thread_questions", before_the_ask)
     monkeypatch.setattr(sessions, "running_session_in_thread", paused_meanwhile)

@@ -11,12 +11,16 @@ purpose.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from bench import cost
 from bench.firestore_ops import Ops
+from infra import slack_payloads as events
+from infra.fakes.gemini.client import FakeGemini
 from infra.stack import Stack
+from shared.state.models import SessionStatus
 from tests.rigs import counted_rig
 
 pytestmark = pytest.mark.stack
@@ -104,3 +108,26 @@ def test_resuming_makes_no_more_round_trips_than_budgeted(rig: cost.Rig) -> None
     run = [entry for entry in measured["approved_run"].trace if not entry.startswith("RunQuery")]
     claimed = run.index("Commit 2w")
     assert run[claimed + 1 : claimed + 4] == ["Commit 2w", "Commit 1w", "Commit 4w"], run
+
+
+def test_a_mention_in_a_thread_with_no_running_session_reads_the_thread_once(rig: cost.Rig) -> None:
+    """A mention in a thread whose session ended starts a new session for: the thread's document read (nothing
+    open), its running session looked up as of that read (none), then what a top-level mention costs. The thread is
+    not read again: from round 3's session 8 it was whenever no session ran (one read more), for a session that
+    could have asked and paused between the two reads; read at one moment, none can."""
+    first, reply = rig.mention("what is the status?"), dict[str, Any]()
+    top_level = rig.measure(lambda: rig.ingress(first, reply))
+    session_id = str(reply["session_id"])
+    rig.script(FakeGemini.text("All green."))
+    rig.deliver(session_id)
+    rig.expect(session_id, SessionStatus.DONE)
+    session = rig.session(session_id)
+    channel, thread_ts = session.origin.channel, session.origin.thread_ts
+    text = f"and the staging one? [{rig.uid}]"
+    ts = str(rig.slack.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text)["ts"])
+    again = events.signed(events.mention(channel=channel, ts=ts, thread_ts=thread_ts, text=text),
+                          event_id=f"Ev{rig.uid}again")  # fmt: skip
+    started: dict[str, Any] = {}
+    in_thread = rig.measure(lambda: rig.ingress(again, started))
+    assert started.get("session_id") not in (None, session_id), started
+    assert in_thread.trace == ("BatchGetDocuments 1r", "RunQuery 1r", *top_level.trace), in_thread.trace
