@@ -422,19 +422,18 @@ def set_stream_ts(session_id: str, ts: str, *, by: Session | None = None) -> Non
 
 
 def running_session_in_thread(channel: str, thread_ts: str, *, as_of: datetime | None = None) -> Session | None:
-    """The thread's running session, if any, with one indexed query (channel, thread_ts, status); ``as_of``: as it
-    was at that time (a read time Firestore gave, within the hour), instead of now."""
+    """The thread's running top-level session, if any, with one indexed query (channel, thread_ts, status); ``as_of``:
+    as it was at that time (a read time Firestore gave, within the hour), instead of now. A delegated child or a
+    narration runs in the same thread but does not talk to it: a person's message there is never theirs."""
     query = (
         db()
         .collection(SESSIONS)
         .where(filter=FieldFilter("channel", "==", channel))
         .where(filter=FieldFilter("thread_ts", "==", thread_ts))
         .where(filter=FieldFilter("status", "==", SessionStatus.RUNNING.value))
-        .limit(1)
     )
-    for snap in query.stream(read_time=as_of):
-        return Session.from_doc(snap.to_dict() or {})
-    return None
+    running = [Session.from_doc(snap.to_dict() or {}) for snap in query.stream(read_time=as_of)]
+    return next((session for session in running if session.top_level), None)
 
 
 def active_sessions_in_thread(channel: str, thread_ts: str) -> list[Session]:

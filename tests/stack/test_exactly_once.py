@@ -430,3 +430,24 @@ def test_a_session_killed_at_one_step_every_time_is_failed_not_rescued_for_ever(
     failed = wait_status(dead.session_id, SessionStatus.FAILED, timeout=30)
     assert "stopped 4 times in a row" in (failed.error or "")
     assert "could not finish" in fake_slack.bot_replies(channel, root)[-1]["text"]
+
+
+def test_a_reply_steers_the_threads_own_session_not_a_child_running_in_its_thread(
+    fake_slack: FakeSlack, uid: str
+) -> None:
+    """Defect: the thread's running session was looked up with ``limit(1)`` over every session in the thread, and a
+    delegated child runs in its parent's thread: a person's reply could become a note to the child (which never
+    talks to the thread), not to the session the person is talking to."""
+    channel, at = f"C{uid}", firestore.now()
+    top, _ = dead_worker_session(fake_slack, f"Z-{uid}", channel, "watch the deploy", claimed_at=at,
+                                 lease=timedelta(hours=1))  # fmt: skip
+    # A child of it, running in the same thread, whose id a query returns first (documents come in id order).
+    child = Session.new(session_id=f"A-{uid}", kind=SessionKind.CHILD, channel=channel, thread_ts=top.origin.thread_ts,
+                        trigger_ts=top.origin.thread_ts, trigger_user=HUMAN, text="check part 1", created_at=at,
+                        status=SessionStatus.RUNNING, worker="w", lease_task="t", lease_until=at + timedelta(hours=1),
+                        parent_session_id=top.session_id)  # fmt: skip
+    firestore.session_ref(child.session_id).create(child.to_doc())
+    sent = fake_slack.user_message(HUMAN, channel, "also check the canary", thread_ts=top.origin.thread_ts)
+    assert [d["status"] for d in sent["deliveries"]] == [200]
+    assert [n.text for n in sessions.get_session(top.session_id).notes] == ["also check the canary"]  # type: ignore[union-attr]
+    assert sessions.get_session(child.session_id).notes == []  # type: ignore[union-attr]
