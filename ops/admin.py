@@ -169,6 +169,8 @@ SWEEP_WORDS = {  # what each of the sweep's counters did, as a sentence fragment
     "children_failed": "failed {n} delegated task{s} whose parent had gone",
     "parents_reminded": "asked {n} session{s} again for the answer a delegated task waits for",
     "children_abandoned": "ended {n} delegated task{s} whose question to its parent went unanswered",
+    "unwaited_resumed": "resumed {n} paused session{s} left waiting on nothing (every wait had ended)",
+    "unwaited_ended": "ended {n} paused session{s} that nothing could resume any more",
 }
 SWEEP_READ = ("questions_read", "approvals_read", "sessions_read", "unchanged", "errors")
 

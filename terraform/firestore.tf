@@ -43,10 +43,8 @@ locals {
     questions_by_age = { collection = "questions", fields = ["status", "asked_at"] }
     # The sweep: pending approvals by age.
     approvals_by_age = { collection = "approvals", fields = ["status", "asked_at"] }
-    # The sweep: sessions in a status (queued too long), oldest first.
+    # The sweep: sessions in a status (queued too long, or paused), oldest first.
     sessions_by_age = { collection = "sessions", fields = ["status", "updated_at"] }
-    # The sweep: delegated children paused (on their question to their parent), oldest first.
-    paused_children = { collection = "sessions", fields = ["status", "kind", "updated_at"] }
     # The sweep: silent exits not yet narrated or escalated, oldest first.
     silent_exits_to_follow_up = { collection = "sessions", fields = ["status", "followed_up", "updated_at"] }
     # The sweep: running sessions whose lease expired long ago.

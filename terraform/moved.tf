@@ -18,11 +18,6 @@ moved {
 }
 
 moved {
-  from = google_firestore_index.paused_children
-  to   = google_firestore_index.composite["paused_children"]
-}
-
-moved {
   from = google_firestore_index.silent_exits_to_follow_up
   to   = google_firestore_index.composite["silent_exits_to_follow_up"]
 }

@@ -136,10 +136,18 @@ def remind(question: Question, at: datetime) -> bool:
 
 
 def abandon(question: Question, at: datetime) -> bool:
-    """Stop waiting for a question: 💬 off, the post updated, the thread told, the paused session closed."""
+    """Stop waiting for a question: the paused session closed (and everything else its turn waited on), 💬 off, the
+    post updated, the thread told.
+
+    The session ends right after the question closes, before any call to Slack: a post that fails (the bot removed
+    from the channel, Slack down) used to leave it paused for ever on a question the sweep no longer ages. A sweep
+    killed between the two leaves it paused with nothing open; the next sweep ends it (``shared.usecases.sweep``)."""
     if not stored.close_question(question.question_id, QuestionStatus.ABANDONED):
         return False
     hours = int((at - question.asked_at).total_seconds() // 3600)
+    ended = sessions.end_session(question.session_id, expect=SessionStatus.PAUSED, status=SessionStatus.ABANDONED)
+    if ended is not None:
+        _end_waits(ended, why=f"its session stopped waiting: a question went unanswered for {hours} hours", by="sweep")
     if question.post_ts:
         slack.unreact(question.post_place()[0], question.post_ts, Reaction.QUESTION)
         try:
@@ -153,9 +161,6 @@ def abandon(question: Question, at: datetime) -> bool:
         "To start again, mention me in this thread with what you would like.",
         key=f"{question.question_id}:abandoned",
     )
-    ended = sessions.end_session(question.session_id, expect=SessionStatus.PAUSED, status=SessionStatus.ABANDONED)
-    if ended is not None:
-        _end_waits(ended, why=f"its session stopped waiting: a question went unanswered for {hours} hours", by="sweep")
     return True
 
 

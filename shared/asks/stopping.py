@@ -113,3 +113,29 @@ def end_waits(ended: Session, *, why: str, by: str = "sweep", expired: bool = Tr
     if done:
         log.info("an ended session's waits ended", extra={"ended_waits": done, "why": why})
     return done
+
+
+UNWAITED = "nothing it waited on can resume it any more"
+
+
+def end_unwaited(session: Session) -> bool:
+    """A paused top-level session the sweep found with nothing open and nothing to resume it (``shared.state.
+    waiting.settle_unwaited``): it ends (abandoned), whatever its record still names ends with it, the children
+    asking it are released, and its thread is told how to start again (nobody else will). False if it changed
+    meanwhile (ended, or resumed): guarded by its own transaction, so a second sweep ends nothing more."""
+    ended = sessions.end_session(session.session_id, expect=SessionStatus.PAUSED, status=SessionStatus.ABANDONED,
+                                 error=f"it stopped waiting: {UNWAITED}")  # fmt: skip
+    if ended is None:
+        return False
+    end_waits(ended, why=f"its session stopped waiting: {UNWAITED}")
+    delegation.release_askers(ended)
+    asked = origin.request_ts(ended)
+    slack.post(
+        ended.origin.channel,
+        placement.reply_ts(ended.origin.channel, ended.origin.thread_ts, asked),
+        "I have stopped waiting here: nothing I was waiting for can reach me any more. "
+        "To start again, mention me in this thread with what you would like.",
+        key=f"{ended.session_id}:unwaited",
+    )
+    log.info("a paused session nothing could resume ended", extra={"session": ended.session_id})
+    return True

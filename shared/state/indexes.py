@@ -18,10 +18,9 @@ INDEXES: tuple[Index, ...] = (
     Index(QUESTIONS, (("status", "ASCENDING"), ("asked_at", "ASCENDING"))),
     # The sweep: pending approvals by age.
     Index(APPROVALS, (("status", "ASCENDING"), ("asked_at", "ASCENDING"))),
-    # The sweep: sessions queued too long (their task was never created), oldest first.
+    # The sweep: sessions queued too long (their task was never created), or paused (a child on its question to its
+    # parent, a top-level session on what its waiting record names), oldest first.
     Index(SESSIONS, (("status", "ASCENDING"), ("updated_at", "ASCENDING"))),
-    # The sweep: delegated children paused (on their question to their parent).
-    Index(SESSIONS, (("status", "ASCENDING"), ("kind", "ASCENDING"), ("updated_at", "ASCENDING"))),
     # The sweep: silent exits not yet narrated or escalated.
     Index(SESSIONS, (("status", "ASCENDING"), ("followed_up", "ASCENDING"), ("updated_at", "ASCENDING"))),
     # The sweep: running sessions whose lease expired long ago (their task ran out of retries).

@@ -13,7 +13,7 @@ from typing import Any
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.state.firestore import APPROVALS, QUESTIONS, SESSIONS, db
-from shared.state.models import Approval, ApprovalStatus, Question, QuestionStatus, SessionKind, SessionStatus
+from shared.state.models import Approval, ApprovalStatus, Question, QuestionStatus, SessionStatus
 from shared.state.session_model import Session
 
 
@@ -78,11 +78,9 @@ def decided_approvals(since: datetime, *, limit: int) -> list[Approval]:
 
 
 def stale_sessions(status: SessionStatus, field_path: str, cutoff: datetime, *, page_size: int,
-                   not_followed_up: bool = False, kind: SessionKind | None = None) -> Iterator[Session]:  # fmt: skip
-    """Sessions in ``status`` (and of ``kind``, if given) whose ``field_path`` time is at or before ``cutoff``."""
+                   not_followed_up: bool = False) -> Iterator[Session]:  # fmt: skip
+    """Sessions in ``status`` whose ``field_path`` time is at or before ``cutoff``."""
     filters: list[tuple[str, str, Any]] = [("status", "==", status.value)]
-    if kind is not None:
-        filters.append(("kind", "==", kind.value))
     if not_followed_up:
         filters.append(("followed_up", "==", False))
     for snap in _stale(SESSIONS, filters, field_path, cutoff, page_size):

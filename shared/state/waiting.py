@@ -14,16 +14,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from google.cloud import firestore
 
 from shared.state import ids, legacy_waits, waits
 from shared.state.fenced import FENCE_FAILED, Unfenceable
-from shared.state.firestore import contended, db, session_ref
+from shared.state.firestore import ALREADY_EXISTS, contended, db, question_ref, session_ref
 from shared.state.models import (
     Note,
     NoteKind,
+    QuestionStatus,
     SessionKind,
     SessionStatus,
     Waiting,
@@ -199,6 +201,64 @@ def wake_after_child(child: Session, at: datetime) -> Session | None:
 
     fallback: Session | None = contended(run)
     return fallback
+
+
+class Unwaited(StrEnum):
+    """What the sweep's check of a paused top-level session found (``settle_unwaited``)."""
+
+    WAITS = "waits"  # something in its record is still open, it changed meanwhile, or its turn resumed already
+    WOKEN = "woken"  # nothing was open any more and nothing had resumed it: its continuation is created now
+    ENDS = "ends"  # nothing is open, and it must not resume: no record to resume from, or an operator question of
+    # its turn was cancelled or abandoned (the session was meant to end with it: a newer question replaced it, or
+    # the sweep gave up on it)
+
+
+@dataclass(frozen=True)
+class Settled:
+    found: Unwaited
+    continuation: Session | None = None  # WOKEN: the continuation whose task to queue
+
+
+# The question statuses that end the session waiting on them (``shared.asks.questions``: cancel_older, abandon).
+_ENDS_ITS_SESSION = frozenset({QuestionStatus.CANCELLED.value, QuestionStatus.ABANDONED.value})
+_ASKED = frozenset({WaitKind.QUESTION, WaitKind.MCP_INPUT})  # the kinds stored as questions
+
+
+def settle_unwaited(session_id: str, *, before: datetime, at: datetime) -> Settled:
+    """The sweep's safety net for a top-level session left paused with nothing open (a path that closed its last
+    wait without resuming or ending it: a worker or handler killed between the two). In one transaction: still
+    paused, not updated since ``before``, everything its record names resolved, and its turn's continuation not
+    created: woken exactly as the resolution that closed its last wait would have woken it (``wake``: the
+    continuation created with ``create()``, the session ``resumed``). ``ENDS`` (nothing written) when it cannot
+    resume: the caller ends it. Two sweeps racing wake it once: the loser's transaction reads it resumed."""
+    ref = session_ref(session_id)
+
+    @firestore.transactional
+    def run(transaction: firestore.Transaction) -> Settled:
+        data = ref.get(transaction=transaction).to_dict()
+        if data is None or data.get("status") != SessionStatus.PAUSED.value:
+            return Settled(Unwaited.WAITS)
+        if data.get("kind") == SessionKind.CHILD.value or (data.get("updated_at") or at) > before:
+            return Settled(Unwaited.WAITS)
+        record = record_of(data)
+        if not record:
+            return Settled(Unwaited.ENDS)
+        found = check(transaction, session_id, data)
+        if found is None or found.resumed:
+            return Settled(Unwaited.WAITS)
+        asked = [question_ref(w.key) for w in record if w.kind in _ASKED and not w.released]
+        statuses = [snap.get("status") for snap in db().get_all(asked, field_paths=["status"], transaction=transaction)
+                    if snap.exists] if asked else []  # fmt: skip
+        if any(status in _ENDS_ITS_SESSION for status in statuses):
+            return Settled(Unwaited.ENDS)
+        user = Session.from_doc(data).origin.trigger_user
+        return Settled(Unwaited.WOKEN, wake(transaction, found, trigger_ts=None, user=user, at=at))
+
+    try:
+        settled: Settled = contended(run)
+    except ALREADY_EXISTS:  # another sweep created its continuation first
+        return Settled(Unwaited.WAITS)
+    return settled
 
 
 def notes_left(pending: list[Note], record: list[Waiting]) -> list[Note]:

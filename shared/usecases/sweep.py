@@ -13,10 +13,17 @@
   conversation is asked again once, and QUESTION_ABANDON_HOURS later the child is ended (abandoned), the parent's
   conversation told why as the child's result.
 - A ``queued`` session whose task was never created (the ingress crashed in between) is enqueued again.
+- A top-level session still ``paused`` QUESTION_REMIND_HOURS after its last update, whose waiting record has
+  nothing open any more and whose turn no continuation resumed (a path closed its last wait without resuming or
+  ending it: a worker, handler or sweep killed between the two), is resumed as that last resolution would have
+  resumed it: its continuation is created and queued (the calls get what their waits came to). One that cannot
+  resume (no record to resume from, or an operator question of its turn cancelled or abandoned, which was meant
+  to end it) ends as ``abandoned`` instead, what its record names ends with it, and its thread is told.
 
 Every action is guarded by a transaction on the document's current state, so a second run right after the
 first changes nothing. Each query is indexed on status and time and read by pages, so a run reads the stale
-documents only, however large the database grows.
+documents only, however large the database grows (paused sessions are one query: a child's ask ages, a top-level
+session's record is read only once it is stale).
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ from shared.agent import followup
 from shared.asks import delegation, lifecycle, stopping, tree_status
 from shared.logs import session_context
 from shared.queue import tasks
-from shared.state import children, ids, sessions, steps
+from shared.state import children, ids, sessions, steps, waiting
 from shared.state import feedback as stored_feedback
 from shared.state.firestore import now
 from shared.state.models import SessionKind, SessionStatus
@@ -57,11 +64,12 @@ def run(when: datetime | None = None) -> dict[str, Any]:
         counts[f"{ask.kind}_read"] += 1
         counts[_guarded(lifecycle.age, ask, at, abandon_after)] += 1
 
-    children_paused = stale_sessions(SessionStatus.PAUSED, "updated_at", at - remind_after, page_size=page,
-                                     kind=SessionKind.CHILD)  # fmt: skip
-    for session in children_paused:
+    for session in stale_sessions(SessionStatus.PAUSED, "updated_at", at - remind_after, page_size=page):
         counts["sessions_read"] += 1
-        counts[_guarded(_asking_action, session, at, remind_after, abandon_after)] += 1
+        if session.kind == SessionKind.CHILD:
+            counts[_guarded(_asking_action, session, at, remind_after, abandon_after)] += 1
+        else:
+            counts[_guarded(_unwaited_action, session, at, at - remind_after)] += 1
 
     silent_cutoff = at - QUEUED_GRACE
     for session in stale_sessions(
@@ -84,7 +92,7 @@ def run(when: datetime | None = None) -> dict[str, Any]:
     summary = {action: counts.get(action, 0) for action in (
         "reminded", "abandoned", "narrated", "escalated", "settled", "requeued", "children_failed", "unchanged",
         "errors", "questions_read", "sessions_read", "approvals_reminded", "approvals_expired", "approvals_read",
-        "parents_reminded", "children_abandoned",
+        "parents_reminded", "children_abandoned", "unwaited_resumed", "unwaited_ended",
     )}  # fmt: skip
     log.info("sweep finished", extra={"summary": summary})
     return summary
@@ -127,6 +135,20 @@ def _asking_action(child: Session, at: datetime, remind_after: timedelta, abando
         return "children_abandoned"
     if asked.reminded_at is None and since <= at - remind_after:
         return "parents_reminded" if children.remind_parent(child, at) else "unchanged"
+    return "unchanged"
+
+
+def _unwaited_action(session: Session, at: datetime, before: datetime) -> str:
+    """A top-level session paused since ``before`` or earlier with nothing open left to age: resumed if its record
+    is complete and no continuation resumed it (a fresh task name: the sweep's own), else ended; unchanged while
+    anything is still waited on (its questions and approvals age on their own, its children end or are failed)."""
+    settled = waiting.settle_unwaited(session.session_id, before=before, at=at)
+    if settled.found == waiting.Unwaited.WOKEN and settled.continuation is not None:
+        tasks.enqueue_continuation(settled.continuation, attempt=f"unwaited-{at:%Y%m%d%H%M}")
+        log.warning("a paused session nothing resumed was resumed", extra={"resumed": settled.continuation.session_id})
+        return "unwaited_resumed"
+    if settled.found == waiting.Unwaited.ENDS:
+        return "unwaited_ended" if stopping.end_unwaited(session) else "unchanged"
     return "unchanged"
 
 

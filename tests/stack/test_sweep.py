@@ -7,6 +7,7 @@ The clock is injected: question and lease times are written into the documents, 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -21,6 +22,7 @@ from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
 from shared import config, deps
 from shared.agent.transcript import to_json
+from shared.asks import delegation
 from shared.queue import tasks
 from shared.slack import client as slack
 from shared.state import firestore, ids, results, sessions, tree_view
@@ -30,13 +32,17 @@ from shared.state.models import (
     Note,
     NoteKind,
     ParentQuestion,
+    Question,
     QuestionStatus,
     SessionKind,
     SessionStatus,
     Step,
     StepKind,
+    Waiting,
+    WaitKind,
 )
 from shared.state.new_sessions import retry_session
+from shared.state.origin import asked_by
 from shared.state.session_model import Session
 from tests.agent_helpers import Thread, function_responses, mention, open_question, texts, wait_status
 from tests.poll import wait_for
@@ -331,11 +337,10 @@ def test_a_reminder_is_marked_sent_only_once_its_post_succeeded(
     assert stored.get_question(question.question_id).reminded_at is not None  # type: ignore[union-attr]
 
 
-def test_a_child_whose_worker_died_for_good_fails_and_its_parent_resumes(
-    stack: Stack, empty_db: None, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
-) -> None:
-    """A child never posts, so there is nothing to narrate: the sweep fails it, and its parent, paused on it, hears
-    that as the delegate call's error and goes on (it would otherwise wait for ever)."""
+def parent_paused_on_a_dead_child(fake_slack: FakeSlack, uid: str, *, legacy: bool = False) -> tuple[Session, str]:
+    """A top-level session paused on its one blocking child, whose worker died for good hours ago (its lease long
+    expired): the parent and the child's id. ``legacy``: the parent stored as paused before every pause was a
+    waiting record (``child_ids``), read as its record."""
     channel = f"C{uid}"
     root = fake_slack.user_message(OPERATOR, channel, f"check the disks [{channel}]")["ts"]  # no mention: no session
     long_ago = firestore.now() - timedelta(hours=5)
@@ -361,9 +366,22 @@ def test_a_child_whose_worker_died_for_good_fails_and_its_parent_resumes(
         parent_transcript=parent_id, depth=1, delegate_seq=1, delegate_index=0, sibling_ids=[child_id],
         root_session_id=parent_id,
     )  # fmt: skip
-    # Stored as a parent paused before every pause was a waiting record (``child_ids``): read as its record.
-    firestore.session_ref(parent_id).create({**parent.to_doc(), "child_ids": [child_id]})
+    if legacy:
+        firestore.session_ref(parent_id).create({**parent.to_doc(), "child_ids": [child_id]})
+    else:
+        parent.waiting = [Waiting(1, 0, WaitKind.CHILD, child_id)]
+        firestore.session_ref(parent_id).create(parent.to_doc())
     firestore.session_ref(child_id).create(child.to_doc())
+    return parent, child_id
+
+
+def test_a_child_whose_worker_died_for_good_fails_and_its_parent_resumes(
+    stack: Stack, empty_db: None, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """A child never posts, so there is nothing to narrate: the sweep fails it, and its parent, paused on it, hears
+    that as the delegate call's error and goes on (it would otherwise wait for ever)."""
+    parent, child_id = parent_paused_on_a_dead_child(fake_slack, uid, legacy=True)
+    parent_id, channel = parent.session_id, parent.origin.channel
     fake_gemini.script(FakeGemini.matching(f"[{channel}]", G.text("The disk check could not finish; I will retry.")))
 
     summary = sweep(stack)
@@ -424,6 +442,13 @@ def test_a_child_waiting_on_its_parents_answer_is_reminded_then_ended_by_the_swe
         transcript_writer=f"parent-{uid}", next_seq=3, tree_reserved={"turns": 4, "tool_calls": 6},
         tree_status_ts=tree_message(channel, root),
     )  # fmt: skip
+    # The parent is paused on a question of its own, asked later than its child's (so it is not given up on here):
+    # a top-level session paused with nothing open would be resumed or ended by the sweep.
+    own = ids.question_id(parent.session_id, 2, 0)
+    parent.waiting = [Waiting(2, 0, WaitKind.QUESTION, own)]
+    later = asked_at + timedelta(hours=3)
+    stored.create_question(Question(question_id=own, **asked_by(parent), text="Go on?", options=[], blocking=True,
+                                    call_id=None, asked_at=later, seq=2, call_index=0))  # fmt: skip
     firestore.session_ref(parent.session_id).create(parent.to_doc())
     child = asking_child(uid, parent, asked_at)
     settings = {"remind": config.settings().question_remind_hours, "abandon": config.settings().question_abandon_hours}
@@ -464,3 +489,131 @@ def test_a_child_waiting_on_its_parents_answer_is_reminded_then_ended_by_the_swe
     assert tree_view.allotted(parent.session_id) == {"turns": 1, "tool_calls": 1}
     shows_ended(fake_slack, channel, parent.tree.status_ts or "", "abandoned")  # not ":gear: working" for ever
     assert sweep(stack, asked_at + timedelta(hours=bound + 2))["children_abandoned"] == 0
+
+
+# --- the safety net: a paused session with nothing open left to age --------------------------------------------
+
+
+def dies_once(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> None:
+    """``owner.name`` raises once, as a process killed right there would stop, then is itself again."""
+    real = getattr(owner, name)
+
+    def dying(*args: Any, **kwargs: Any) -> Any:
+        monkeypatch.setattr(owner, name, real)
+        raise RuntimeError(f"died in {name}")
+
+    monkeypatch.setattr(owner, name, dying)
+
+
+def after_remind_hours() -> datetime:
+    """A sweep's time at which a session paused now is stale (not updated for QUESTION_REMIND_HOURS)."""
+    return firestore.now() + timedelta(hours=config.settings().question_remind_hours + 1)
+
+
+def test_a_question_whose_abandon_notice_slack_refuses_still_ends_its_session(
+    stack: Stack, empty_db: None, script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    """Defect: the sweep's abandon closed the question, told the thread, and only then ended the session paused on
+    it. A notice Slack refused (the bot removed from the channel, Slack down) left the session paused for ever on a
+    question no longer open, which no later sweep looked at. The session now ends before any call to Slack."""
+    thread = paused_with_question(script, fake_slack, f"C{uid}", "restart the cache?")
+    question = open_question(thread.session_id)
+    age_question(question.question_id, 73)
+    fake_slack.fail("chat.postMessage", times=1, error="not_in_channel")
+    failed = sweep(stack)
+    assert failed["errors"] == 1
+    assert stored.get_question(question.question_id).status == QuestionStatus.ABANDONED  # type: ignore[union-attr]
+    assert sessions.get_session(thread.session_id).status == SessionStatus.ABANDONED  # type: ignore[union-attr]
+
+
+def test_an_abandon_killed_between_its_question_and_its_session_is_finished_by_the_next_sweep(
+    stack: Stack, empty_db: None, script: Script, fake_slack: FakeSlack, uid: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect: a sweep that died between closing an unanswered question (abandoned) and ending the session paused
+    on it left that session paused for ever: no later sweep read it again (it ages open questions and pending
+    approvals, never a session paused on neither), and its thread never heard. The next sweep past
+    QUESTION_REMIND_HOURS now finds it paused with nothing open, ends it and tells its thread, once."""
+    from shared.usecases import sweep as daily
+
+    thread = paused_with_question(script, fake_slack, f"C{uid}", "rotate the keys?")
+    question = open_question(thread.session_id)
+    age_question(question.question_id, 73)
+    dies_once(monkeypatch, sessions, "end_session")
+    assert daily.run()["errors"] == 1  # in this process: the failure is injected here
+    assert stored.get_question(question.question_id).status == QuestionStatus.ABANDONED  # type: ignore[union-attr]
+    assert sessions.get_session(thread.session_id).status == SessionStatus.PAUSED  # type: ignore[union-attr]
+
+    later = after_remind_hours()
+    swept = sweep(stack, later)
+    assert swept.get("unwaited_ended") == 1
+    ended = sessions.get_session(thread.session_id)
+    assert ended is not None
+    assert ended.status == SessionStatus.ABANDONED
+    assert sessions.get_session(ids.resume_id(thread.session_id, 1)) is None  # ended, never resumed
+    told = [m for m in fake_slack.bot_replies(thread.channel, thread.ts) if "stopped waiting" in m["text"]]
+    assert len(told) == 1
+    assert "mention me in this thread" in told[0]["text"]
+    posts = len(fake_slack.calls("chat.postMessage"))
+    again = sweep(stack, later + timedelta(minutes=1))
+    assert (again["unwaited_ended"], again["unwaited_resumed"], again["errors"]) == (0, 0, 0)
+    assert len(fake_slack.calls("chat.postMessage")) == posts
+
+
+def test_a_parent_left_paused_on_its_ended_child_is_resumed_once_by_racing_sweeps(
+    stack: Stack, empty_db: None, script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """Defect: the sweep fails a child whose worker died for good, then wakes its parent. A sweep that died between
+    the two left the parent paused for ever on a child that had ended: nothing reads a failed child again, and the
+    sweep never looked at a top-level session paused with nothing open. Now the next sweep past
+    QUESTION_REMIND_HOURS resumes it, as the child's end would have: once, with two sweeps racing. A paused
+    session whose question is still open is left alone."""
+    from shared.usecases import sweep as daily
+
+    # Both paused for longer than QUESTION_REMIND_HOURS (the sweeps run now: a sweep run at a later time would take
+    # the continuation's fresh lease for one that expired long ago).
+    paused_since = {"updated_at": firestore.now() - timedelta(hours=config.settings().question_remind_hours + 1)}
+    asking = paused_with_question(script, fake_slack, f"C{uid}q", "which region?")
+    firestore.session_ref(asking.session_id).update(paused_since)
+    parent, child_id = parent_paused_on_a_dead_child(fake_slack, uid)
+    firestore.session_ref(parent.session_id).update(paused_since)
+    channel = parent.origin.channel
+    dies_once(monkeypatch, delegation, "resume_parent")
+    assert daily.run()["errors"] == 1  # the child failed; its parent not woken (the failure is injected here)
+    assert sessions.get_session(child_id).status == SessionStatus.FAILED  # type: ignore[union-attr]
+    assert sessions.get_session(parent.session_id).status == SessionStatus.PAUSED  # type: ignore[union-attr]
+    fake_gemini.script(FakeGemini.matching(f"[{channel}]", G.text("The disk check could not finish; I will retry.")))
+
+    start = threading.Barrier(2)
+    summaries: list[dict[str, Any]] = []
+
+    def one_sweep() -> None:
+        start.wait()
+        summaries.append(daily.run())
+
+    racing = [threading.Thread(target=one_sweep) for _ in range(2)]
+    for each in racing:
+        each.start()
+    for each in racing:
+        each.join(timeout=120)
+    assert len(summaries) == 2
+    assert sum(s.get("unwaited_resumed", 0) for s in summaries) == 1
+    assert sum(s.get("unwaited_ended", 0) + s["errors"] for s in summaries) == 0
+    resumed = wait_status(ids.resume_id(parent.session_id, 1), SessionStatus.DONE, timeout=30)
+    assert sessions.get_session(parent.session_id).status == SessionStatus.RESUMED  # type: ignore[union-attr]
+    asked = [r for r in fake_gemini.requests() if f"[{channel}]" in texts(r)]
+    assert len(asked) == 1  # the continuation ran once
+    [response] = [r["response"] for r in function_responses(asked[0])]
+    assert "did not finish (failed)" in response["error"]
+    told = [m for m in fake_slack.bot_replies(channel, parent.origin.thread_ts) if "disk check" in m["text"]]
+    assert len(told) == 1  # its one final answer
+    assert resumed.kind == SessionKind.CONTINUATION
+
+    still = sessions.get_session(asking.session_id)
+    assert still is not None
+    assert still.status == SessionStatus.PAUSED  # its question is open: untouched
+    assert sessions.get_session(ids.resume_id(asking.session_id, 1)) is None
+    assert open_question(asking.session_id).status == QuestionStatus.OPEN
+
+    again = sweep(stack)
+    assert (again["unwaited_resumed"], again["unwaited_ended"]) == (0, 0)
