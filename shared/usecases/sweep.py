@@ -60,14 +60,18 @@ def run(when: datetime | None = None) -> dict[str, Any]:
     page = settings.sweep_page_size
     counts: Counter[str] = Counter()
 
+    asking: set[str] = set()  # the sessions found asking: they still wait (their record needs no read here)
     for ask in lifecycle.stale(at - remind_after, page_size=page):  # questions and approvals: one lifecycle
         counts[f"{ask.kind}_read"] += 1
+        asking.add(ask.item.session_id)
         counts[_guarded(lifecycle.age, ask, at, abandon_after)] += 1
 
     for session in stale_sessions(SessionStatus.PAUSED, "updated_at", at - remind_after, page_size=page):
         counts["sessions_read"] += 1
         if session.kind == SessionKind.CHILD:
             counts[_guarded(_asking_action, session, at, remind_after, abandon_after)] += 1
+        elif session.session_id in asking:  # aged above: its ask's own path resumes or ends it
+            counts["unchanged"] += 1
         else:
             counts[_guarded(_unwaited_action, session, at, at - remind_after)] += 1
 
