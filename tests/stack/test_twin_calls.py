@@ -1,0 +1,257 @@
+"""Twin calls (round 3, flows 14-15): one model turn, several calls of one tool with IDENTICAL arguments and no call
+ids, as an outside scenario's model sends them. Only a call's position tells the twins apart: each gets its own wait
+(card or question), its own outcome and its own response at its own position; each decision runs at most its own
+call, once; the turn resumes once, however the decisions and the resuming task's deliveries race.
+
+On the real stack: the fake Slack presses the cards and the question buttons (in parallel where the test says so),
+the resuming task is delivered as Cloud Tasks may (twice at once, retried on non-2xx), executions are counted in
+Firestore (``demo_actions``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from infra import stack as local
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
+from infra.stack import Stack
+from shared.slack import blocks
+from shared.state import approvals as stored
+from shared.state import ids, sessions, steps
+from shared.state import questions as stored_questions
+from shared.state.models import Approval, ApprovalStatus, QuestionStatus, SessionStatus, StepKind
+from tests import delivery
+from tests.agent_helpers import Thread, function_responses, mention, wait_status
+from tests.poll import wait_for
+from tests.stack.test_approvals import executions, press
+from tests.stack.test_call_identity import idless
+from tests.stack.test_delegation import answers, requests_for
+from tests.stack.test_mixed_turns import MixedTurn
+
+pytestmark = pytest.mark.stack
+G = FakeGemini
+OPERATOR, OPERATOR2 = local.OPERATOR_ID, "U0OPERATOR2"
+TWIN = ("scale_service", {"name": "api", "replicas": 3})
+RAN = {"scaled": "api", "replicas": 3}
+
+
+def at_once(*actions: Callable[[], Any]) -> list[Any]:
+    """Run ``actions`` in threads released together; their results (a thread's exception is raised here)."""
+    barrier = threading.Barrier(len(actions))
+    results: list[Any] = [None] * len(actions)
+    errors: list[BaseException] = []
+
+    def run(n: int, action: Callable[[], Any]) -> None:
+        barrier.wait()
+        try:
+            results[n] = action()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(n, a), daemon=True) for n, a in enumerate(actions)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    if errors:
+        raise errors[0]
+    return results
+
+
+def twin_cards(fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, then: str) -> tuple[Thread, list[Approval]]:
+    """A mention whose model turn makes the same approve-tier call twice (identical arguments, no ids), then says
+    ``then``: the thread and its two approvals, in call order, each with its own card."""
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(TWIN, TWIN)),
+                       FakeGemini.matching(f"[C{uid}]", G.text(then)))  # fmt: skip
+    thread = mention(fake_slack, f"C{uid}", "scale the api to 3, twice")
+    paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    assert [(w.index, w.kind.value) for w in paused.waiting] == [(0, "approval"), (1, "approval")]
+    cards = [stored.get_approval(ids.approval_id(thread.session_id, 1, n)) for n in (0, 1)]
+    assert all(c is not None and c.card_ts is not None for c in cards)
+    found = [c for c in cards if c is not None]
+    assert found[0].digest == found[1].digest  # the same exact call, twice: only the position differs
+    assert found[0].card_ts != found[1].card_ts
+    shown = [m for m in fake_slack.bot_replies(thread.channel, thread.ts) if m["ts"] in {c.card_ts for c in found}]
+    assert len(shown) == 2  # two cards
+    return thread, found
+
+
+def resumed_once(fake_gemini: FakeGemini, thread: Thread, calls: int) -> list[dict[str, Any]]:
+    """The turn resumed exactly once, with one stored response per call in call order; the model's resumed request's
+    function responses."""
+    answered = [s for s in steps.load_steps(thread.session_id) if s.kind == StepKind.ANSWER]
+    assert len(answered) == 1
+    assert [(r.seq, r.index) for r in answered[0].answers or []] == [(1, n) for n in range(calls)]
+    resumed = [r for r in requests_for(fake_gemini, f"[{thread.channel}]") if function_responses(r)]
+    assert len(resumed) == 1  # one resumed model turn
+    return function_responses(resumed[0])
+
+
+def final_replies(fake_slack: FakeSlack, thread: Thread, text: str) -> int:
+    return sum(m["text"] == text for m in answers(fake_slack, thread))
+
+
+def decided(approval: Approval, status: ApprovalStatus) -> bool:
+    found = stored.get_approval(approval.approval_id)
+    return found is not None and found.status == status
+
+
+@pytest.mark.parametrize("approved", [0, 1])
+def test_twin_calls_one_approved_one_denied_run_exactly_the_approved_one_at_its_position(
+    fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, approved: int
+) -> None:
+    thread, cards = twin_cards(fake_slack, fake_gemini, uid, "Scaled once.")
+    denied = 1 - approved
+    press(fake_slack, cards[approved], blocks.APPROVE_ACTION)
+    wait_for(lambda: decided(cards[approved], ApprovalStatus.APPROVED), timeout=30, what="the approval")
+    assert executions(thread.session_id) == []  # its twin is undecided: nothing runs yet
+    press(fake_slack, cards[denied], blocks.DENY_ACTION)
+    wait_status(ids.resume_id(thread.session_id, 1), SessionStatus.DONE, timeout=60)
+    [ran] = executions(thread.session_id)
+    assert ran["key"] == ids.call_key(thread.session_id, 1, approved)  # the approved call, not its twin
+    responses = resumed_once(fake_gemini, thread, 2)
+    assert [r["name"] for r in responses] == ["scale_service", "scale_service"]
+    assert responses[approved]["response"] == {"result": RAN}
+    assert "denied by" in responses[denied]["response"]["error"]
+    assert "result" not in responses[denied]["response"]
+    wait_for(lambda: final_replies(fake_slack, thread, "Scaled once."), timeout=30, what="the final reply")
+    assert final_replies(fake_slack, thread, "Scaled once.") == 1
+
+
+def test_twin_calls_both_approved_each_run_once(fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str) -> None:
+    thread, cards = twin_cards(fake_slack, fake_gemini, uid, "Scaled twice.")
+    press(fake_slack, cards[1], blocks.APPROVE_ACTION)
+    press(fake_slack, cards[0], blocks.APPROVE_ACTION)
+    wait_status(ids.resume_id(thread.session_id, 1), SessionStatus.DONE, timeout=60)
+    ran = executions(thread.session_id)
+    assert sorted(e["key"] for e in ran) == sorted(ids.call_key(thread.session_id, 1, n) for n in (0, 1))
+    responses = resumed_once(fake_gemini, thread, 2)
+    assert [r["response"] for r in responses] == [{"result": RAN}, {"result": RAN}]
+    wait_for(lambda: final_replies(fake_slack, thread, "Scaled twice."), timeout=30, what="the final reply")
+    assert final_replies(fake_slack, thread, "Scaled twice.") == 1
+
+
+@pytest.mark.parametrize("decisions", ["approve both", "approve and deny"])
+def test_twin_decisions_pressed_at_once_and_the_resume_delivered_twice_at_once(
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, decisions: str
+) -> None:
+    """The two clicks (two operators, one card each) land together; the resuming task is delivered twice at once
+    beside the dispatcher's own delivery: one resumed turn, each call run at most once, one final reply."""
+    thread, cards = twin_cards(fake_slack, fake_gemini, uid, "Decided.")
+    second = blocks.APPROVE_ACTION if decisions == "approve both" else blocks.DENY_ACTION
+    clicks = at_once(lambda: press(fake_slack, cards[0], blocks.APPROVE_ACTION),
+                     lambda: press(fake_slack, cards[1], second, user=OPERATOR2))  # fmt: skip
+    assert [c["status"] for c in clicks] == [200, 200]
+    resumed = ids.resume_id(thread.session_id, 1)
+    wait_for(lambda: sessions.get_session(resumed), timeout=30, what="the resuming continuation")
+    attempts = delivery.deliver(stack.function_url("agent_session"), resumed, task="resume", copies=2)
+    last = {copy: max((a for a in attempts if a.copy == copy), key=lambda a: a.attempt) for copy in range(2)}
+    assert {a.status for a in last.values()} == {200}
+    wait_status(resumed, SessionStatus.DONE, timeout=60)
+    ran = executions(thread.session_id)
+    responses = resumed_once(fake_gemini, thread, 2)
+    assert responses[0]["response"] == {"result": RAN}
+    if decisions == "approve both":
+        assert sorted(e["key"] for e in ran) == sorted(ids.call_key(thread.session_id, 1, n) for n in (0, 1))
+        assert responses[1]["response"] == {"result": RAN}
+    else:
+        assert [e["key"] for e in ran] == [ids.call_key(thread.session_id, 1, 0)]
+        assert f"denied by <@{OPERATOR2}>" in responses[1]["response"]["error"]
+    wait_for(lambda: final_replies(fake_slack, thread, "Decided."), timeout=30, what="the final reply")
+    assert final_replies(fake_slack, thread, "Decided.") == 1
+
+
+def test_twin_questions_answered_in_reverse_order_each_answer_at_its_own_position(
+    fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    ask = ("ask_operator", {"question": "Which zone?", "options": ["north", "south"]})
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(ask, ask)),
+                       FakeGemini.matching(f"[C{uid}]", G.text("Zones noted.")))  # fmt: skip
+    thread = mention(fake_slack, f"C{uid}", "pick two zones")
+    paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    assert [(w.index, w.kind.value) for w in paused.waiting] == [(0, "question"), (1, "question")]
+    asked = [stored_questions.get_question(ids.question_id(thread.session_id, 1, n)) for n in (0, 1)]
+    first, second = (q for q in asked if q is not None)
+    assert first.post_ts is not None
+    assert second.post_ts is not None
+    assert first.post_ts != second.post_ts  # two posts
+    # The second question is answered first ("south"), then the first ("north").
+    fake_slack.click(
+        OPERATOR, thread.channel, second.post_ts, "answer_2", value=blocks.question_value(second.question_id, 2)
+    )
+    wait_for(lambda: (q := stored_questions.get_question(second.question_id)) is not None
+             and q.status == QuestionStatus.ANSWERED, timeout=30, what="the second question's answer")  # fmt: skip
+    still = stored_questions.get_question(first.question_id)
+    assert still is not None
+    assert still.status == QuestionStatus.OPEN
+    assert sessions.get_session(ids.resume_id(thread.session_id, 1)) is None  # the first still waits
+    fake_slack.click(
+        OPERATOR, thread.channel, first.post_ts, "answer_1", value=blocks.question_value(first.question_id, 1)
+    )
+    wait_status(ids.resume_id(thread.session_id, 1), SessionStatus.DONE, timeout=60)
+    responses = resumed_once(fake_gemini, thread, 2)
+    assert [r["response"]["result"]["answer"] for r in responses] == ["north", "south"]
+    wait_for(lambda: final_replies(fake_slack, thread, "Zones noted."), timeout=30, what="the final reply")
+    assert final_replies(fake_slack, thread, "Zones noted.") == 1
+
+
+def test_twin_questions_answered_by_text_replies_in_turn(
+    fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """Two free-text questions, alike, no ids: each reply answers one question, never both; both answers reach the
+    model, each once, and the turn resumes once."""
+    ask = ("ask_operator", {"question": "Which zone?"})
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(ask, ask)),
+                       FakeGemini.matching(f"[C{uid}]", G.text("Zones noted.")))  # fmt: skip
+    thread = mention(fake_slack, f"C{uid}", "pick two zones")
+    wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    for reply in ("east", "west"):
+        sent = fake_slack.user_message(OPERATOR, thread.channel, reply, thread_ts=thread.ts)
+        assert all(d["status"] == 200 for d in sent["deliveries"]), sent
+    wait_status(ids.resume_id(thread.session_id, 1), SessionStatus.DONE, timeout=60)
+    responses = resumed_once(fake_gemini, thread, 2)
+    assert sorted(r["response"]["result"]["answer"] for r in responses) == ["east", "west"]
+    wait_for(lambda: final_replies(fake_slack, thread, "Zones noted."), timeout=30, what="the final reply")
+    assert final_replies(fake_slack, thread, "Zones noted.") == 1
+
+
+@pytest.mark.timeout(300)
+def test_a_question_an_approval_and_a_child_resolved_at_once_resume_the_turn_once(
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """The three resolutions of a mixed turn (the operator's answer, the Approve of the parent's card, the Approve
+    that lets the child end) arrive together from threads, and the resuming task is delivered twice at once: one
+    resumed turn, each response at its call's position, the approved call run once, one final reply."""
+    turn = MixedTurn(fake_slack, fake_gemini, uid)
+
+    def answer() -> dict[str, Any]:
+        return fake_slack.user_message(OPERATOR, turn.thread.channel, "eu-west", thread_ts=turn.thread.ts)
+
+    results = at_once(
+        answer,
+        lambda: press(fake_slack, turn.approval(turn.approval_id), blocks.APPROVE_ACTION),
+        lambda: press(fake_slack, turn.approval(turn.child_approval_id), blocks.APPROVE_ACTION, user=OPERATOR2),
+    )
+    assert all(d["status"] == 200 for d in results[0]["deliveries"]), results[0]
+    assert [r["status"] for r in results[1:]] == [200, 200]
+    wait_for(lambda: sessions.get_session(turn.resumed), timeout=90, what="the resuming continuation")
+    attempts = delivery.deliver(stack.function_url("agent_session"), turn.resumed, task="resume", copies=2)
+    last = {copy: max((a for a in attempts if a.copy == copy), key=lambda a: a.attempt) for copy in range(2)}
+    assert {a.status for a in last.values()} == {200}
+    wait_status(turn.resumed, SessionStatus.DONE, timeout=90)
+    responses = turn.final_responses()
+    assert [r["name"] for r in responses] == ["ask_operator", "scale_service", "delegate"]
+    assert responses[0]["response"]["result"]["answer"] == "eu-west"
+    assert responses[1]["response"]["result"] == {"scaled": "api", "replicas": 3}
+    assert responses[2]["response"] == {"result": "The workers run 4 replicas."}
+    assert [e["replicas"] for e in executions(turn.thread.session_id)] == [3]
+    assert [e["replicas"] for e in executions(turn.child_id)] == [4]
+    turn.resumed_once()
+    assert len([r for r in requests_for(fake_gemini, f"[C{uid}]") if function_responses(r)]) == 1
+    wait_for(lambda: final_replies(fake_slack, turn.thread, "All three are done."), timeout=30, what="the reply")
+    assert final_replies(fake_slack, turn.thread, "All three are done.") == 1
