@@ -30,7 +30,7 @@ from tests.agent_helpers import Thread, function_responses, mention, wait_status
 from tests.poll import wait_for
 from tests.stack.test_approvals import executions, press
 from tests.stack.test_call_identity import idless
-from tests.stack.test_delegation import answers, requests_for
+from tests.stack.test_delegation import answers, child_requests, for_child, requests_for
 from tests.stack.test_mixed_turns import MixedTurn
 
 pytestmark = pytest.mark.stack
@@ -203,8 +203,8 @@ def test_twin_questions_answered_in_reverse_order_each_answer_at_its_own_positio
 def test_twin_questions_answered_by_text_replies_in_turn(
     fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
 ) -> None:
-    """Two free-text questions, alike, no ids: each reply answers one question, never both; both answers reach the
-    model, each once, and the turn resumes once."""
+    """Two free-text questions, alike, no ids: each reply answers one question (the newest open one), never both;
+    each answer reaches its own call, and the turn resumes once."""
     ask = ("ask_operator", {"question": "Which zone?"})
     fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(ask, ask)),
                        FakeGemini.matching(f"[C{uid}]", G.text("Zones noted.")))  # fmt: skip
@@ -215,7 +215,7 @@ def test_twin_questions_answered_by_text_replies_in_turn(
         assert all(d["status"] == 200 for d in sent["deliveries"]), sent
     wait_status(ids.resume_id(thread.session_id, 1), SessionStatus.DONE, timeout=60)
     responses = resumed_once(fake_gemini, thread, 2)
-    assert sorted(r["response"]["result"]["answer"] for r in responses) == ["east", "west"]
+    assert [r["response"]["result"]["answer"] for r in responses] == ["west", "east"]  # a reply answers the newest
     wait_for(lambda: final_replies(fake_slack, thread, "Zones noted."), timeout=30, what="the final reply")
     assert final_replies(fake_slack, thread, "Zones noted.") == 1
 
@@ -255,3 +255,82 @@ def test_a_question_an_approval_and_a_child_resolved_at_once_resume_the_turn_onc
     assert len([r for r in requests_for(fake_gemini, f"[C{uid}]") if function_responses(r)]) == 1
     wait_for(lambda: final_replies(fake_slack, turn.thread, "All three are done."), timeout=30, what="the reply")
     assert final_replies(fake_slack, turn.thread, "All three are done.") == 1
+
+
+def twin_questions(fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str) -> tuple[Thread, list[str]]:
+    """A mention whose model turn asks the same question twice (identical text and options, no ids), then says
+    "Zones noted.": the thread and the two questions' ids, in call order."""
+    ask = ("ask_operator", {"question": "Which zone?", "options": ["north", "south"]})
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(ask, ask)),
+                       FakeGemini.matching(f"[C{uid}]", G.text("Zones noted.")))  # fmt: skip
+    thread = mention(fake_slack, f"C{uid}", "pick two zones")
+    return thread, [ids.question_id(thread.session_id, 1, n) for n in (0, 1)]
+
+
+def pick(fake_slack: FakeSlack, thread: Thread, question_id: str, option: int) -> dict[str, Any]:
+    question = wait_for(lambda: (q := stored_questions.get_question(question_id)) is not None and q.post_ts and q,
+                        timeout=60, what=f"the post of {question_id}")  # fmt: skip
+    value = blocks.question_value(question_id, option)
+    return fake_slack.click(OPERATOR, thread.channel, question.post_ts or "", f"answer_{option}", value=value)
+
+
+def test_twin_questions_pressed_at_once_and_the_resume_delivered_twice_at_once(
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    thread, asked = twin_questions(fake_slack, fake_gemini, uid)
+    wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    clicks = at_once(lambda: pick(fake_slack, thread, asked[1], 2), lambda: pick(fake_slack, thread, asked[0], 1))
+    assert [c["status"] for c in clicks] == [200, 200]
+    resumed = ids.resume_id(thread.session_id, 1)
+    wait_for(lambda: sessions.get_session(resumed), timeout=30, what="the resuming continuation")
+    attempts = delivery.deliver(stack.function_url("agent_session"), resumed, task="resume", copies=2)
+    last = {copy: max((a for a in attempts if a.copy == copy), key=lambda a: a.attempt) for copy in range(2)}
+    assert {a.status for a in last.values()} == {200}
+    wait_status(resumed, SessionStatus.DONE, timeout=60)
+    responses = resumed_once(fake_gemini, thread, 2)
+    assert [r["response"]["result"]["answer"] for r in responses] == ["north", "south"]
+    wait_for(lambda: final_replies(fake_slack, thread, "Zones noted."), timeout=30, what="the final reply")
+    assert final_replies(fake_slack, thread, "Zones noted.") == 1
+
+
+def test_a_twin_question_answered_while_its_session_still_asks_the_other(
+    fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """The first question is answered while the session is still posting the second (held by a slow Slack): the
+    answer is the first call's, read at the pause, and the second's answer resumes the turn once."""
+    fake_slack.slow("chat.postMessage", 15, match="-1-1|1")  # the second question's post (its first button's value)
+    thread, asked = twin_questions(fake_slack, fake_gemini, uid)
+    wait_for(lambda: any("-1-1|1" in repr(c["args"]) for c in fake_slack.calls("chat.postMessage")), timeout=60,
+             what="the second question's post")  # fmt: skip
+    assert pick(fake_slack, thread, asked[0], 2)["status"] == 200
+    noted = stored_questions.get_question(asked[0])
+    assert noted is not None
+    assert noted.continuation_id == thread.session_id  # a note for the asker, still running
+    wait_status(thread.session_id, SessionStatus.PAUSED, SessionStatus.RESUMED, timeout=60)
+    assert sessions.get_session(ids.resume_id(thread.session_id, 1)) is None  # the second still waits
+    assert pick(fake_slack, thread, asked[1], 1)["status"] == 200
+    wait_status(ids.resume_id(thread.session_id, 1), SessionStatus.DONE, timeout=60)
+    responses = resumed_once(fake_gemini, thread, 2)
+    assert [r["response"]["result"]["answer"] for r in responses] == ["south", "north"]
+    wait_for(lambda: final_replies(fake_slack, thread, "Zones noted."), timeout=30, what="the final reply")
+    assert final_replies(fake_slack, thread, "Zones noted.") == 1
+
+
+def test_twin_blocking_delegates_with_one_task_each_report_at_their_own_position(
+    fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    task = f"count the crates {uid}"
+    twin = ("delegate", {"task": task})
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(twin, twin)),
+                       FakeGemini.matching(f"[C{uid}]", G.text("Counted twice.")))  # fmt: skip
+    for_child(fake_gemini, task, G.text("first count: 7"), G.text("second count: 8"))
+    thread = mention(fake_slack, f"C{uid}", "count the crates twice")
+    wait_status(ids.resume_id(thread.session_id, 1), SessionStatus.DONE, timeout=90)
+    children = [sessions.get_session(ids.child_id(thread.session_id, 1, n)) for n in (0, 1)]
+    results = [c.result if c is not None else None for c in children]
+    assert sorted(str(r) for r in results) == ["first count: 7", "second count: 8"]
+    assert len(child_requests(fake_gemini, task)) == 2  # each child ran once
+    responses = resumed_once(fake_gemini, thread, 2)
+    assert [r["response"] for r in responses] == [{"result": results[0]}, {"result": results[1]}]
+    wait_for(lambda: final_replies(fake_slack, thread, "Counted twice."), timeout=30, what="the final reply")
+    assert final_replies(fake_slack, thread, "Counted twice.") == 1
