@@ -24,7 +24,7 @@ from shared.slack import blocks
 from shared.state import approvals as stored
 from shared.state import ids, sessions, steps
 from shared.state import questions as stored_questions
-from shared.state.models import Approval, ApprovalStatus, QuestionStatus, SessionStatus, StepKind
+from shared.state.models import Approval, ApprovalStatus, Question, QuestionStatus, SessionStatus, StepKind
 from tests import delivery
 from tests.agent_helpers import Thread, function_responses, mention, wait_status
 from tests.poll import wait_for
@@ -268,8 +268,11 @@ def twin_questions(fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str) -> 
 
 
 def pick(fake_slack: FakeSlack, thread: Thread, question_id: str, option: int) -> dict[str, Any]:
-    question = wait_for(lambda: (q := stored_questions.get_question(question_id)) is not None and q.post_ts and q,
-                        timeout=60, what=f"the post of {question_id}")  # fmt: skip
+    def posted() -> Question | None:
+        found = stored_questions.get_question(question_id)
+        return found if found is not None and found.post_ts else None
+
+    question = wait_for(posted, timeout=60, what=f"the post of {question_id}")
     value = blocks.question_value(question_id, option)
     return fake_slack.click(OPERATOR, thread.channel, question.post_ts or "", f"answer_{option}", value=value)
 
