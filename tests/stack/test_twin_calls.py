@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import pytest
@@ -94,6 +95,12 @@ def resumed_once(fake_gemini: FakeGemini, thread: Thread, calls: int) -> list[di
 
 def final_replies(fake_slack: FakeSlack, thread: Thread, text: str) -> int:
     return sum(m["text"] == text for m in answers(fake_slack, thread))
+
+
+def carded(approval_id: str) -> Approval | None:
+    """The approval once its card is posted."""
+    found = stored.get_approval(approval_id)
+    return found if found is not None and found.card_ts is not None else None
 
 
 def decided(approval: Approval, status: ApprovalStatus) -> bool:
@@ -337,3 +344,66 @@ def test_twin_blocking_delegates_with_one_task_each_report_at_their_own_position
     assert [r["response"] for r in responses] == [{"result": results[0]}, {"result": results[1]}]
     wait_for(lambda: final_replies(fake_slack, thread, "Counted twice."), timeout=30, what="the final reply")
     assert final_replies(fake_slack, thread, "Counted twice.") == 1
+
+
+@pytest.mark.parametrize("decisions", ["approve both", "approve and deny"])
+def test_a_childs_twin_calls_decided_at_once_resume_the_child_once(
+    fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, decisions: str
+) -> None:
+    """A delegated child's turn makes the same approve-tier call twice (no ids); the two cards are decided together:
+    the child resumes once, each call run at most once under its own key, its responses at their positions, and the
+    parent reports once."""
+    task = f"resize the api {uid}"
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(("delegate", {"task": task}))),
+                       FakeGemini.matching(f"[C{uid}]", G.text("The helper is done.")))  # fmt: skip
+    for_child(fake_gemini, task, idless(TWIN, TWIN), G.text("Decided."))
+    thread = mention(fake_slack, f"C{uid}", "resize the api")
+    child_id = ids.child_id(thread.session_id, 1, 0)
+    paused = wait_status(child_id, SessionStatus.PAUSED, timeout=60)
+    assert [(w.index, w.kind.value) for w in paused.waiting] == [(0, "approval"), (1, "approval")]
+    cards = [wait_for(partial(carded, ids.approval_id(child_id, 1, n)), timeout=30, what="a card") for n in (0, 1)]
+    second = blocks.APPROVE_ACTION if decisions == "approve both" else blocks.DENY_ACTION
+    clicks = at_once(lambda: press(fake_slack, cards[0], blocks.APPROVE_ACTION),
+                     lambda: press(fake_slack, cards[1], second, user=OPERATOR2))  # fmt: skip
+    assert [c["status"] for c in clicks] == [200, 200]
+    wait_status(ids.resume_id(thread.session_id, 1), SessionStatus.DONE, timeout=90)
+    ran = sorted(e["key"] for e in executions(child_id))
+    both = decisions == "approve both"
+    assert ran == [ids.call_key(child_id, 1, n) for n in ((0, 1) if both else (0,))]
+    resumed = [r for r in child_requests(fake_gemini, task) if function_responses(r)]
+    assert len(resumed) == 1  # the child resumed once
+    responses = function_responses(resumed[0])
+    assert responses[0]["response"] == {"result": RAN}
+    if both:
+        assert responses[1]["response"] == {"result": RAN}
+    else:
+        assert f"denied by <@{OPERATOR2}>" in responses[1]["response"]["error"]
+    assert len(responses) == 2
+    assert len([s for s in steps.load_steps(child_id) if s.kind == StepKind.ANSWER]) == 1
+    wait_for(lambda: final_replies(fake_slack, thread, "The helper is done."), timeout=30, what="the final reply")
+    assert final_replies(fake_slack, thread, "The helper is done.") == 1
+
+
+def test_one_reply_and_its_twin_events_answer_one_of_twin_questions(
+    fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """A reply that mentions the bot arrives as two events (``message`` and ``app_mention``), each retried by Slack:
+    it answers one of the turn's twin questions, never both; the turn waits for the other's answer."""
+    ask = ("ask_operator", {"question": "Which zone?"})
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(ask, ask)),
+                       FakeGemini.matching(f"[C{uid}]", G.text("Zones noted.")))  # fmt: skip
+    thread = mention(fake_slack, f"C{uid}", "pick two zones")
+    wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    sent = fake_slack.user_message(OPERATOR, thread.channel, f"<@{local.BOT_USER_ID}> east", thread_ts=thread.ts)
+    assert sorted(d["type"] for d in sent["deliveries"]) == ["app_mention", "message"]
+    for event in sent["deliveries"]:
+        assert fake_slack.redeliver(event["event_id"])["status"] == 200  # Slack retries both
+    still = [q.question_id for q in stored_questions.thread_questions(thread.channel, thread.ts).open]
+    assert still == [ids.question_id(thread.session_id, 1, 0)]  # the newest was answered, the first still waits
+    assert sessions.get_session(ids.resume_id(thread.session_id, 1)) is None
+    fake_slack.user_message(OPERATOR, thread.channel, "west", thread_ts=thread.ts)
+    wait_status(ids.resume_id(thread.session_id, 1), SessionStatus.DONE, timeout=60)
+    responses = resumed_once(fake_gemini, thread, 2)
+    assert [r["response"]["result"]["answer"] for r in responses] == ["west", "east"]
+    wait_for(lambda: final_replies(fake_slack, thread, "Zones noted."), timeout=30, what="the final reply")
+    assert final_replies(fake_slack, thread, "Zones noted.") == 1
