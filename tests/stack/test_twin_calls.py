@@ -407,3 +407,34 @@ def test_one_reply_and_its_twin_events_answer_one_of_twin_questions(
     assert [r["response"]["result"]["answer"] for r in responses] == ["west", "east"]
     wait_for(lambda: final_replies(fake_slack, thread, "Zones noted."), timeout=30, what="the final reply")
     assert final_replies(fake_slack, thread, "Zones noted.") == 1
+
+
+def test_a_question_and_an_approval_both_decided_while_their_turn_still_posts_resume_it_in_place(
+    fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """Both waits of a mixed turn (no ids) resolved before it pauses (the card's post held by a slow Slack): the
+    turn never pauses, runs the approved call once and gives each call its own response."""
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(("ask_operator", {"question": "Which zone?",
+                                                                                  "options": ["north", "south"]}),
+                                                                TWIN)),
+                       FakeGemini.matching(f"[C{uid}]", G.text("Scaled in the south.")))  # fmt: skip
+    fake_slack.slow("chat.postMessage", 15, match="approval needed")
+    thread = mention(fake_slack, f"C{uid}", "scale the api where I say")
+    assert pick(fake_slack, thread, ids.question_id(thread.session_id, 1, 0), 2)["status"] == 200
+
+    def card() -> dict[str, Any] | None:
+        return next((m for m in fake_slack.messages(thread.channel, thread.ts) if "approval needed" in m["text"]), None)
+
+    shown = wait_for(card, timeout=60, what="the card")
+    approval = stored.get_approval(ids.approval_id(thread.session_id, 1, 1))
+    assert approval is not None
+    assert press(fake_slack, approval, blocks.APPROVE_ACTION, message_ts=str(shown["ts"]))["status"] == 200
+    done = wait_status(thread.session_id, SessionStatus.DONE, SessionStatus.RESUMED, timeout=60)
+    if done.status == SessionStatus.RESUMED:  # paused after all (a very slow machine): its continuation ends it
+        wait_status(ids.resume_id(thread.session_id, 1), SessionStatus.DONE, timeout=60)
+    assert [e["key"] for e in executions(thread.session_id)] == [ids.call_key(thread.session_id, 1, 1)]
+    responses = resumed_once(fake_gemini, thread, 2)
+    assert responses[0]["response"]["result"]["answer"] == "south"
+    assert responses[1]["response"] == {"result": RAN}
+    wait_for(lambda: final_replies(fake_slack, thread, "Scaled in the south."), timeout=30, what="the final reply")
+    assert final_replies(fake_slack, thread, "Scaled in the south.") == 1
