@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from datetime import timedelta
 from functools import partial
 from typing import Any
 
 import pytest
+import requests
 
 from infra import stack as local
 from infra.fakes.gemini.client import FakeGemini
@@ -23,7 +25,7 @@ from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
 from shared.slack import blocks
 from shared.state import approvals as stored
-from shared.state import ids, sessions, steps
+from shared.state import firestore, ids, sessions, steps
 from shared.state import questions as stored_questions
 from shared.state.models import Approval, ApprovalStatus, Question, QuestionStatus, SessionStatus, StepKind
 from tests import delivery
@@ -438,3 +440,42 @@ def test_a_question_and_an_approval_both_decided_while_their_turn_still_posts_re
     assert responses[1]["response"] == {"result": RAN}
     wait_for(lambda: final_replies(fake_slack, thread, "Scaled in the south."), timeout=30, what="the final reply")
     assert final_replies(fake_slack, thread, "Scaled in the south.") == 1
+
+
+def test_a_stop_of_a_turn_paused_on_twin_questions_cancels_both_once(
+    fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    thread, asked = twin_questions(fake_slack, fake_gemini, uid)
+    wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    for _ in range(2):  # a second Stop changes nothing
+        sent = fake_slack.user_message(OPERATOR, thread.channel, "stop", thread_ts=thread.ts)
+        assert all(d["status"] == 200 for d in sent["deliveries"]), sent
+        wait_status(thread.session_id, SessionStatus.STOPPED, timeout=60)
+    found = [stored_questions.get_question(q) for q in asked]
+    assert [q.status if q else None for q in found] == [QuestionStatus.CANCELLED, QuestionStatus.CANCELLED]
+    posts = {m["ts"]: str(m["text"]) for m in fake_slack.messages(thread.channel, thread.ts)}
+    assert all(q is not None and "Cancelled" in posts[q.post_ts or ""] for q in found)
+    assert sum("Stopped by" in text for text in posts.values()) == 1
+    assert pick(fake_slack, thread, asked[1], 1)["status"] == 200  # a late press: refused, nothing resumes
+    assert sessions.get_session(ids.resume_id(thread.session_id, 1)) is None
+    assert [r for r in requests_for(fake_gemini, f"[C{uid}]") if function_responses(r)] == []
+
+
+def test_the_sweep_abandoning_twin_questions_ends_their_turn_once(
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    thread, asked = twin_questions(fake_slack, fake_gemini, uid)
+    wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    for question_id in asked:
+        firestore.db().collection("questions").document(question_id).update(
+            {"asked_at": firestore.now() - timedelta(hours=500)}
+        )
+    for _ in range(2):  # a second sweep changes nothing
+        assert requests.post(stack.function_url("sweep"), json={}, timeout=60).status_code == 200
+    wait_status(thread.session_id, SessionStatus.ABANDONED, timeout=30)
+    found = [stored_questions.get_question(q) for q in asked]
+    assert all(q is not None and q.status in {QuestionStatus.ABANDONED, QuestionStatus.CANCELLED} for q in found)
+    told = [m for m in fake_slack.bot_replies(thread.channel, thread.ts) if "Nobody answered" in str(m["text"])]
+    assert len(told) == 1
+    assert pick(fake_slack, thread, asked[0], 1)["status"] == 200  # a late press: refused, nothing resumes
+    assert sessions.get_session(ids.resume_id(thread.session_id, 1)) is None
