@@ -33,7 +33,14 @@ from tests.agent_helpers import Thread, function_responses, mention, wait_status
 from tests.poll import wait_for
 from tests.stack.test_approvals import executions, press
 from tests.stack.test_call_identity import idless
-from tests.stack.test_delegation import answers, child_requests, for_child, requests_for
+from tests.stack.test_delegation import (
+    answers,
+    child_requests,
+    for_child,
+    parent_answers,
+    requests_for,
+    thread_ends_with,
+)
 from tests.stack.test_mixed_turns import MixedTurn
 
 pytestmark = pytest.mark.stack
@@ -479,3 +486,32 @@ def test_the_sweep_abandoning_twin_questions_ends_their_turn_once(
     assert len(told) == 1
     assert pick(fake_slack, thread, asked[0], 1)["status"] == 200  # a late press: refused, nothing resumes
     assert sessions.get_session(ids.resume_id(thread.session_id, 1)) is None
+
+
+def test_twin_answer_child_calls_answer_the_child_once(
+    fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """The parent answers its child's question twice in one turn, identically, without ids: the child gets one
+    answer and resumes once; the second call is told the question is no longer open, at its own position."""
+    task = f"resize the workers {uid}"
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(("delegate", {"task": task}))))
+    for_child(fake_gemini, task, idless(("ask_parent", {"question": "Is 4 enough?", "blocking": True})),
+              G.text("Scaled the workers to 4."))  # fmt: skip
+    thread = mention(fake_slack, f"C{uid}", "resize the workers")
+    child_id = ids.child_id(thread.session_id, 1, 0)
+    twin = ("answer_child", {"child_id": child_id, "answer": "Yes, 4."})
+    parent_answers(fake_gemini, uid, idless(twin, twin), "The workers run 4 replicas.")
+    wait_for(lambda: thread_ends_with(fake_slack, thread, "The workers run 4 replicas."), timeout=120,
+             what="the helper's report")  # fmt: skip
+    resumed = [r for r in child_requests(fake_gemini, task) if function_responses(r)]
+    assert len(resumed) == 1  # the child resumed once, with one answer
+    assert [r["response"] for r in function_responses(resumed[0])] == [
+        {"result": {"answer": "Yes, 4.", "from": "the session that delegated your task"}}
+    ]
+    assert len([s for s in steps.load_steps(child_id) if s.kind == StepKind.ANSWER]) == 1
+    told = [r for r in function_responses(requests_for(fake_gemini, f"[C{uid}]")[-1]) if r["name"] == "answer_child"]
+    assert [r["response"] for r in told] == [
+        {"result": {"answered": child_id, "child": "resumed"}},
+        {"error": f"{child_id} is not a child of this session with an open question"},
+    ]  # each at its own position
+    assert final_replies(fake_slack, thread, "The workers run 4 replicas.") == 1
