@@ -38,8 +38,7 @@ class ToolTurn:
         run, seq = self.run, turn.seq
         responses = Responses()
         audit: list[Audit] = []
-        pause: Suspend | None = None
-        pause_call = turn.calls[0]
+        suspended: list[tuple[int, Suspend]] = []  # the calls that wait on an operator question, each its own
         used = run.session.limits.tool_calls
         # A step stays well under 1 MiB.
         per_call = min(MAX_TOOL_RESULT_CHARS, MAX_STEP_CHARS // max(1, len(turn.calls)))
@@ -72,19 +71,15 @@ class ToolTurn:
                 record.append(Waiting(seq, index, WaitKind.CHILD if outcome.child else WaitKind.PARENT_ANSWER,
                                       outcome.key))  # fmt: skip
                 continue
-            if isinstance(outcome, Suspend):
-                if pause is not None:  # a second blocking ask in one turn cancelled the first
-                    cancelled = ToolResult.ok({"status": "cancelled", "note": "A newer question replaces this one."})
-                    responses.add(seq, *pause_call, cancelled)
-                pause, pause_call = outcome, (index, call)  # no function response: the operator's answer will be it
+            if isinstance(outcome, Suspend):  # no function response: the operator's answer will be it
+                suspended.append((index, outcome))
                 continue
             responses.add(seq, index, call, outcome)
         if any((tool := run.tools.get(call.name or "")) is not None and tool.starts_children for _, call in turn.calls):
             # The thread sees the tasks it started; before the turn is stored, so a takeover finds this post.
             run.record_calls()  # (after the calls' results are recorded, as before any other work)
             tree_status.refresh(run.session, run.surface)
-        if pause is not None:
-            record.append(_question_wait(seq, pause_call[0], pause))
+        record.extend(_question_wait(seq, index, pause) for index, pause in suspended)
         return self.pauses.settle(held, record, Ran(seq, responses, audit, used), asked=asked)
 
 

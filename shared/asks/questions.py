@@ -1,7 +1,8 @@
 """Questions to the operator: ask one, cancel older ones, remind about one, abandon one.
 
-One open blocking question per thread: a new one cancels the older ones, and a paused session that waited on a
-cancelled question is closed. The sweep reminds once and then abandons.
+One turn's open blocking questions per thread: a new one cancels the older ones of other turns (the calls of one
+turn each wait on their own), and a paused session that waited on a cancelled question is closed. The sweep reminds
+once and then abandons.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def ask(session: Session, *, seq: int, call_index: int, call_id: str | None, que
         session.origin.channel
     )  # operators cannot see this conversation: their channel
     if blocking:
-        cancel_older(session.origin.channel, session.origin.thread_ts, keep=qid, asker=session.session_id)
+        cancel_older(session.origin.channel, session.origin.thread_ts, keep=qid, asker=session.session_id, seq=seq)
     asked = stored.create_question(
         Question(
             question_id=qid,
@@ -84,15 +85,16 @@ def answered_text(question: Question) -> str:
     )
 
 
-def cancel_older(channel: str, thread_ts: str, *, keep: str, asker: str) -> None:
-    """Cancel the thread's other open blocking questions, say so on their posts, close sessions left waiting.
+def cancel_older(channel: str, thread_ts: str, *, keep: str, asker: str, seq: int | None = None) -> None:
+    """Cancel the thread's other open blocking questions, say so on their posts, close sessions left waiting. The
+    questions of the asker's own turn (step ``seq``) stay open: one turn may wait on several, each its call's.
 
     Each cancel records on the thread that ``keep`` replaced it, so a retry of this ask (its worker died, or a call
     failed, between a cancel and the end of the session paused on it) finishes what the first try began: the
     thread no longer lists that question as open, and its session would otherwise stay paused on it for ever."""
     thread = stored.thread_questions(channel, thread_ts)
     for older in thread.open:
-        if older.question_id == keep or not older.blocking:
+        if older.question_id == keep or not older.blocking or (older.session_id == asker and older.seq == seq):
             continue
         # The ask lifecycle's cancel step.
         if cancelling.cancel_question(older, why=REPLACED, by=asker, replaced_by=keep):

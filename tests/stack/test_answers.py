@@ -12,6 +12,7 @@ from infra import stack as local
 from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.slack.client import FakeSlack
 from shared.asks import answers
+from shared.asks import questions as asking
 from shared.asks.answers import match_option
 from shared.state import firestore, ids, questions, sessions
 from shared.state.models import Question, QuestionStatus, SessionStatus
@@ -282,23 +283,46 @@ def test_a_non_blocking_answer_after_the_session_ended_starts_a_continuation(
     assert fake_slack.bot_replies(thread.channel, thread.ts)[-1]["text"] == "Noted: shipping Monday instead."
 
 
-def test_a_newer_blocking_question_cancels_the_older_one(
+def open_texts(thread: Thread) -> list[str]:
+    return [q.text for q in questions.thread_questions(thread.channel, thread.ts).open]
+
+
+def test_two_blocking_questions_of_one_turn_both_wait_and_each_answer_reaches_its_call(
     script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
 ) -> None:
+    """Round 3 (one turn may wait on several questions): before, the turn's second blocking ask cancelled its first
+    (the thread's one-open-question rule), so the first call was told "cancelled" and its question never answered.
+    Now both stay open; a reply answers the newest open one, and the turn resumes once both are answered."""
     script(G.calls(("ask_operator", {"question": "First question?"}), ("ask_operator", {"question": "Second?"})))
     thread = mention(fake_slack, f"C{uid}", "ask twice")
     wait_status(thread.session_id, SessionStatus.PAUSED)
-    [open_one] = questions.thread_questions(thread.channel, thread.ts).open
-    assert open_one.text == "Second?"
+    assert open_texts(thread) == ["Second?", "First question?"]  # newest first
     first = next(m for m in fake_slack.bot_replies(thread.channel, thread.ts) if "First question?" in m["text"])
-    assert "Cancelled" in first["text"]
-    assert "speech_balloon" not in fake_slack.reactions(thread.channel, first["ts"])
+    assert "Cancelled" not in first["text"]
     script(G.text("ok"))
     fake_slack.user_message(OPERATOR, thread.channel, "answer to the second", thread_ts=thread.ts)
-    wait_status(ids.resumed_by(open_one.question_id), SessionStatus.DONE)
+    wait_for(lambda: open_texts(thread) == ["First question?"], timeout=30, what="the second question's answer")
+    fake_slack.user_message(OPERATOR, thread.channel, "answer to the first", thread_ts=thread.ts)
+    wait_status(ids.resume_id(thread.session_id, 1), SessionStatus.DONE)
     results = [r["response"]["result"] for r in function_responses(fake_gemini.requests()[-1])]
-    assert results[0]["status"] == "cancelled"
-    assert results[1]["answer"] == "answer to the second"
+    assert [r["answer"] for r in results] == ["answer to the first", "answer to the second"]
+
+
+def test_a_newer_blocking_question_of_another_session_cancels_every_question_of_the_older_turn(
+    script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    """The thread's rule still holds across sessions: a newer blocking question cancels the older ones (both of a
+    turn that waits on two), their posts say so, and the session paused on them is abandoned."""
+    script(G.calls(("ask_operator", {"question": "First question?"}), ("ask_operator", {"question": "Second?"})))
+    thread = mention(fake_slack, f"C{uid}", "ask twice")
+    wait_status(thread.session_id, SessionStatus.PAUSED)
+    asking.cancel_older(thread.channel, thread.ts, keep=f"q-newer-{uid}", asker=f"another-session-{uid}")
+    wait_status(thread.session_id, SessionStatus.ABANDONED)
+    assert questions.thread_questions(thread.channel, thread.ts).open == []
+    for text in ("First question?", "Second?"):
+        post = next(m for m in fake_slack.bot_replies(thread.channel, thread.ts) if text in m["text"])
+        assert "Cancelled" in post["text"]
+        assert "speech_balloon" not in fake_slack.reactions(thread.channel, post["ts"])
 
 
 def test_two_operators_a_button_and_a_slack_retry_race_to_one_continuation(
