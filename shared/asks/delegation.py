@@ -129,6 +129,23 @@ def abandon_asking(child: Session, at: datetime) -> bool:
     return True
 
 
+def fail_unwaited(child: Session, before: datetime, why: str) -> bool:
+    """A child the sweep found paused since ``before`` with nothing open and nothing to resume it from
+    (``shared.state.waiting.settle_unwaited``) fails as a child whose worker died does: its parent hears ``why`` as
+    its result (and is woken if it waited for it), the children asking its conversation are released; it posts
+    nothing. False if it changed meanwhile (woken, or ended): fenced by its still being paused since ``before``."""
+    try:
+        finished = children.finish(child, None, status=SessionStatus.FAILED, result=why, error=why,
+                                   wait_for_notes=False, paused_before=before)  # fmt: skip
+    except LeaseLost:
+        return False
+    resume_parent(child, finished)
+    tree_status.show_ended(child.session_id)
+    release_askers(child)
+    log.warning("a paused child nothing could resume failed", extra={"child": child.session_id})
+    return True
+
+
 UNANSWERED = "The session that delegated your task ended without answering; decide yourself and say so in your result."
 
 

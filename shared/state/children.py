@@ -176,7 +176,8 @@ class Finished:
 
 
 def finish(child: Session, step: Step | None, *, status: SessionStatus, result: str, error: str | None = None,
-           wait_for_notes: bool = True, asking: str | None = None) -> Finished:  # fmt: skip
+           wait_for_notes: bool = True, asking: str | None = None,
+           paused_before: datetime | None = None) -> Finished:  # fmt: skip
     """Store the child's last step and its end, fenced by its lease, in one transaction; a non-blocking child's
     result reaches its parent in the same transaction.
 
@@ -184,7 +185,8 @@ def finish(child: Session, step: Step | None, *, status: SessionStatus, result: 
     of one turn end together, and a transaction each that read and wrote their parent would lock each other out.
     Whether the parent resumes is decided after, from the children's stored ends (``parent_to_wake``), and by the
     parent's claim. ``asking``: a child paused on this question to its parent is ended by the sweep, fenced by the
-    question still open instead of a lease.
+    question still open instead of a lease. ``paused_before``: a child paused with nothing open that cannot resume
+    is ended by the sweep, fenced by its being paused still and not updated since then (the sweep's check).
     """
     ref = session_ref(child.session_id)
     when = now()
@@ -192,12 +194,14 @@ def finish(child: Session, step: Step | None, *, status: SessionStatus, result: 
     @firestore.transactional
     def run(transaction: firestore.Transaction) -> Finished | NotesPending:
         fields = ["worker", "status", "notes", "delegate_blocking", "turns", "tool_calls", "tokens", "parent_question",
-                  results.AWAITING, child_questions.MAY_ASK]  # fmt: skip
+                  "updated_at", results.AWAITING, child_questions.MAY_ASK]  # fmt: skip
         current = ref.get(transaction=transaction, field_paths=fields).to_dict() or {}
         if asking is not None and not _still_asking(current, asking):
             raise LeaseLost(f"child is now {current.get('status')}: its question {asking} is no longer waited on")
+        if paused_before is not None and not _paused_since(current, paused_before):
+            raise LeaseLost(f"child is now {current.get('status')}, updated since the sweep's check")
         running = current.get("worker") == child.lease.worker and current.get("status") == SessionStatus.RUNNING.value
-        if asking is None and not running:
+        if asking is None and paused_before is None and not running:
             raise LeaseLost(f"child is now {current.get('status')} under worker {current.get('worker')}")
         pending = [Note.from_doc(n) for n in current.get("notes") or []]
         collected = results.collect(transaction, child.session_id, results.awaiting_of(current), pending,
@@ -266,6 +270,13 @@ def _still_asking(current: dict[str, Any], question_id: str) -> bool:
     asked = current.get("parent_question") or {}
     paused = current.get("status") == SessionStatus.PAUSED.value
     return paused and asked.get("question_id") == question_id and asked.get("answer") is None
+
+
+def _paused_since(current: dict[str, Any], before: datetime) -> bool:
+    """The child is paused still, and was not updated after ``before``."""
+    updated = current.get("updated_at")
+    paused = current.get("status") == SessionStatus.PAUSED.value
+    return paused and updated is not None and updated <= before
 
 
 def remind_parent(child: Session, at: datetime) -> bool:

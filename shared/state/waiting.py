@@ -204,10 +204,11 @@ def wake_after_child(child: Session, at: datetime) -> Session | None:
 
 
 class Unwaited(StrEnum):
-    """What the sweep's check of a paused top-level session found (``settle_unwaited``)."""
+    """What the sweep's check of a paused session found (``settle_unwaited``)."""
 
     WAITS = "waits"  # something in its record is still open, it changed meanwhile, or its turn resumed already
-    WOKEN = "woken"  # nothing was open any more and nothing had resumed it: its continuation is created now
+    WOKEN = "woken"  # nothing was open any more and nothing had resumed it: woken now (a top-level session's
+    # continuation created, a delegated child queued again)
     ENDS = "ends"  # nothing is open, and it must not resume: no record to resume from, or an operator question of
     # its turn was cancelled or abandoned (the session was meant to end with it: a newer question replaced it, or
     # the sweep gave up on it)
@@ -216,7 +217,7 @@ class Unwaited(StrEnum):
 @dataclass(frozen=True)
 class Settled:
     found: Unwaited
-    continuation: Session | None = None  # WOKEN: the continuation whose task to queue
+    woken: Session | None = None  # WOKEN: the session whose task to queue (the continuation, or the child itself)
 
 
 # The question statuses that end the session waiting on them (``shared.asks.questions``: cancel_older, abandon).
@@ -225,12 +226,13 @@ _ASKED = frozenset({WaitKind.QUESTION, WaitKind.MCP_INPUT})  # the kinds stored 
 
 
 def settle_unwaited(session_id: str, *, before: datetime, at: datetime) -> Settled:
-    """The sweep's safety net for a top-level session left paused with nothing open (a path that closed its last
-    wait without resuming or ending it: a worker or handler killed between the two). In one transaction: still
-    paused, not updated since ``before``, everything its record names resolved, and its turn's continuation not
-    created: woken exactly as the resolution that closed its last wait would have woken it (``wake``: the
-    continuation created with ``create()``, the session ``resumed``). ``ENDS`` (nothing written) when it cannot
-    resume: the caller ends it. Two sweeps racing wake it once: the loser's transaction reads it resumed."""
+    """The sweep's safety net for a session left paused with nothing open (a path that closed its last wait
+    without resuming or ending it: a worker, handler or sweep killed between the two). In one transaction: still
+    paused, not updated since ``before``, everything its record names resolved, and (a top-level session) its
+    turn's continuation not created: woken exactly as the resolution that closed its last wait would have woken it
+    (``wake``: a top-level session ``resumed``, its continuation created with ``create()``; a delegated child
+    ``queued`` again under its own id). ``ENDS`` (nothing written) when it cannot resume: the caller ends it. Two
+    sweeps racing wake it once: the loser's transaction reads it resumed, or queued."""
     ref = session_ref(session_id)
 
     @firestore.transactional
@@ -238,7 +240,7 @@ def settle_unwaited(session_id: str, *, before: datetime, at: datetime) -> Settl
         data = ref.get(transaction=transaction).to_dict()
         if data is None or data.get("status") != SessionStatus.PAUSED.value:
             return Settled(Unwaited.WAITS)
-        if data.get("kind") == SessionKind.CHILD.value or (data.get("updated_at") or at) > before:
+        if (data.get("updated_at") or at) > before:
             return Settled(Unwaited.WAITS)
         record = record_of(data)
         if not record:

@@ -13,17 +13,18 @@
   conversation is asked again once, and QUESTION_ABANDON_HOURS later the child is ended (abandoned), the parent's
   conversation told why as the child's result.
 - A ``queued`` session whose task was never created (the ingress crashed in between) is enqueued again.
-- A top-level session still ``paused`` QUESTION_REMIND_HOURS after its last update, whose waiting record has
-  nothing open any more and whose turn no continuation resumed (a path closed its last wait without resuming or
-  ending it: a worker, handler or sweep killed between the two), is resumed as that last resolution would have
-  resumed it: its continuation is created and queued (the calls get what their waits came to). One that cannot
-  resume (no record to resume from, or an operator question of its turn cancelled or abandoned, which was meant
-  to end it) ends as ``abandoned`` instead, what its record names ends with it, and its thread is told.
+- A session still ``paused`` QUESTION_REMIND_HOURS after its last update, whose waiting record has nothing open
+  any more and whose turn nothing resumed (a path closed its last wait without resuming or ending it: a worker,
+  handler or sweep killed between the two), is resumed as that last resolution would have resumed it: a top-level
+  session's continuation is created and queued, a delegated child is queued again (the calls get what their waits
+  came to). One that cannot resume (no record to resume from, or an operator question of its turn cancelled or
+  abandoned, which was meant to end it) ends instead: a top-level session as ``abandoned``, what its record names
+  ending with it and its thread told; a child fails as one whose worker died does, its parent told (it never posts).
 
 Every action is guarded by a transaction on the document's current state, so a second run right after the
 first changes nothing. Each query is indexed on status and time and read by pages, so a run reads the stale
-documents only, however large the database grows (paused sessions are one query: a child's ask ages, a top-level
-session's record is read only once it is stale).
+documents only, however large the database grows (paused sessions are one query: a child's ask to its parent
+ages, any other paused session's record is read only once it is stale and not found asking in the same run).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from shared.queue import tasks
 from shared.state import children, ids, sessions, steps, waiting
 from shared.state import feedback as stored_feedback
 from shared.state.firestore import now
-from shared.state.models import SessionKind, SessionStatus
+from shared.state.models import SessionStatus
 from shared.state.session_model import Session
 from shared.state.stale import stale_sessions
 
@@ -68,7 +69,7 @@ def run(when: datetime | None = None) -> dict[str, Any]:
 
     for session in stale_sessions(SessionStatus.PAUSED, "updated_at", at - remind_after, page_size=page):
         counts["sessions_read"] += 1
-        if session.kind == SessionKind.CHILD:
+        if _asks_parent(session):
             counts[_guarded(_asking_action, session, at, remind_after, abandon_after)] += 1
         elif session.session_id in asking:  # aged above: its ask's own path resumes or ends it
             counts["unchanged"] += 1
@@ -125,12 +126,18 @@ def _guarded(action: Callable[..., str], *args: Any) -> str:
         return "errors"
 
 
+def _asks_parent(session: Session) -> bool:
+    """A delegated child whose blocking question to its parent is unanswered (a paused one waits on it)."""
+    asked = session.parent_question
+    return session.reports_to_parent and asked is not None and asked.blocking and asked.answer is None
+
+
 def _asking_action(child: Session, at: datetime, remind_after: timedelta, abandon_after: timedelta) -> str:
     """A child paused on its question to its parent ages as a question does: its parent's conversation is reminded
     once, and the child ends past the same bound, its parent told (nothing waits for ever)."""
     asked = child.parent_question
-    if not child.reports_to_parent or asked is None or not asked.blocking or asked.answer is not None:
-        return "unchanged"  # paused on something else: questions and approvals age on their own
+    if asked is None or not _asks_parent(child):
+        return "unchanged"
     since = asked.asked_at or child.updated_at or child.created_at
     if since <= at - abandon_after:
         if not delegation.abandon_asking(child, at):
@@ -143,17 +150,22 @@ def _asking_action(child: Session, at: datetime, remind_after: timedelta, abando
 
 
 def _unwaited_action(session: Session, at: datetime, before: datetime) -> str:
-    """A top-level session paused since ``before`` or earlier with nothing open left to age: resumed if its record
-    is complete and no continuation resumed it (a fresh task name: the sweep's own), else ended; unchanged while
-    anything is still waited on (its questions and approvals age on their own, its children end or are failed)."""
+    """A session paused since ``before`` or earlier with nothing open left to age: resumed if its record is complete
+    and nothing resumed it (a top-level session's continuation, or a child queued again: a fresh task name, the
+    sweep's own), else ended (a top-level session abandoned, its thread told; a child failed, its parent told);
+    unchanged while anything is still waited on (its questions and approvals age on their own, its children end or
+    are failed, a child's question to its parent ages above)."""
     settled = waiting.settle_unwaited(session.session_id, before=before, at=at)
-    if settled.found == waiting.Unwaited.WOKEN and settled.continuation is not None:
-        tasks.enqueue_continuation(settled.continuation, attempt=f"unwaited-{at:%Y%m%d%H%M}")
-        log.warning("a paused session nothing resumed was resumed", extra={"resumed": settled.continuation.session_id})
+    if settled.found == waiting.Unwaited.WOKEN and settled.woken is not None:
+        tasks.enqueue_continuation(settled.woken, attempt=f"unwaited-{at:%Y%m%d%H%M}")
+        log.warning("a paused session nothing resumed was resumed", extra={"resumed": settled.woken.session_id})
         return "unwaited_resumed"
-    if settled.found == waiting.Unwaited.ENDS:
-        return "unwaited_ended" if stopping.end_unwaited(session) else "unchanged"
-    return "unchanged"
+    if settled.found != waiting.Unwaited.ENDS:
+        return "unchanged"
+    if session.reports_to_parent:
+        failed = delegation.fail_unwaited(session, before, f"it stopped waiting: {stopping.UNWAITED}")
+        return "unwaited_ended" if failed else "unchanged"
+    return "unwaited_ended" if stopping.end_unwaited(session) else "unchanged"
 
 
 def _silent_action(session: Session) -> str:

@@ -617,3 +617,149 @@ def test_a_parent_left_paused_on_its_ended_child_is_resumed_once_by_racing_sweep
 
     again = sweep(stack)
     assert (again["unwaited_resumed"], again["unwaited_ended"]) == (0, 0)
+
+
+def delegated(session_id: str, opening: str, task: str, at: datetime) -> None:
+    """The transcript of a session paused on the one blocking child its first model turn delegated ``task`` to: its
+    opening, the ``delegate`` call, and its pause step (its next step is 3)."""
+    delegate = types.FunctionCall(id="d0", name="delegate", args={"task": task})
+    contents = [types.Content(role="user", parts=[types.Part(text=opening)]),
+                types.Content(role="model", parts=[types.Part(function_call=delegate)]), None]  # fmt: skip
+    for seq, (kind, content) in enumerate(zip([StepKind.PROMPT, StepKind.MODEL, StepKind.TOOL_RESULTS], contents,
+                                              strict=True)):  # fmt: skip
+        step = Step(seq=seq, session_id=session_id, kind=kind, content=to_json(content) if content else None, audit=[],
+                    at=at)  # fmt: skip
+        firestore.step_ref(session_id, seq).create(step.to_doc())
+
+
+def child_paused_on_a_grandchild(
+    fake_slack: FakeSlack, uid: str, *, record: bool = True, grandchild: SessionStatus = SessionStatus.RUNNING
+) -> tuple[Session, str, str]:
+    """A tree of three: a top-level session paused on its one blocking child, itself paused (for longer than
+    QUESTION_REMIND_HOURS, on nothing but its own blocking child: ``record``) on a grandchild whose worker died for
+    good hours ago. Returns the top-level session and the ids of the child and the grandchild."""
+    channel = f"C{uid}"
+    root = fake_slack.user_message(OPERATOR, channel, f"audit the fleet [{channel}]")["ts"]  # no mention: no session
+    long_ago = firestore.now() - timedelta(hours=5)
+    paused_since = firestore.now() - timedelta(hours=config.settings().question_remind_hours + 1)
+    parent_id = f"parent-{uid}"
+    child_id = ids.child_id(parent_id, 1, 0)
+    grandchild_id = ids.child_id(child_id, 1, 0)
+    task, subtask = "audit the disks of the fleet", f"check the disks of db-1 (grandchild-{uid})"
+    delegated(parent_id, f"audit the fleet [{channel}]", task, long_ago)
+    delegated(child_id, task, subtask, long_ago)
+    parent = Session.new(
+        session_id=parent_id, kind=SessionKind.MENTION, channel=channel, thread_ts=root, trigger_ts=root,
+        trigger_user=OPERATOR, text=f"audit the fleet [{channel}]", created_at=long_ago, status=SessionStatus.PAUSED,
+        transcript_writer=parent_id, next_seq=3, turns=1, tool_calls=1, tree_status_ts=tree_message(channel, root),
+        tree_reserved={"turns": 8, "tool_calls": 12},
+    )  # fmt: skip
+    parent.waiting = [Waiting(1, 0, WaitKind.CHILD, child_id)]
+    child = Session.new(
+        session_id=child_id, kind=SessionKind.CHILD, channel=channel, thread_ts=root, trigger_ts=root,
+        trigger_user=OPERATOR, text=task, created_at=long_ago, status=SessionStatus.PAUSED, transcript_writer=child_id,
+        parent_session_id=parent_id, parent_transcript=parent_id, depth=1, delegate_seq=1, delegate_index=0,
+        sibling_ids=[child_id], root_session_id=parent_id, max_turns=4, max_tool_calls=6, turns=1, tool_calls=1,
+        next_seq=3, updated_at=paused_since,
+    )  # fmt: skip
+    if record:
+        child.waiting = [Waiting(1, 0, WaitKind.CHILD, grandchild_id)]
+    dead = Session.new(
+        session_id=grandchild_id, kind=SessionKind.CHILD, channel=channel, thread_ts=root, trigger_ts=root,
+        trigger_user=OPERATOR, text=subtask, created_at=long_ago, status=grandchild, worker="gone",
+        lease_until=long_ago + timedelta(minutes=4), transcript_writer=grandchild_id, parent_session_id=child_id,
+        parent_transcript=child_id, depth=2, delegate_seq=1, delegate_index=0, sibling_ids=[grandchild_id],
+        root_session_id=parent_id, max_turns=2, max_tool_calls=3,
+    )  # fmt: skip
+    for each in (parent, child, dead):
+        firestore.session_ref(each.session_id).create(each.to_doc())
+    return parent, child_id, grandchild_id
+
+
+def test_a_child_left_paused_on_its_ended_grandchild_is_woken_once_by_racing_sweeps(
+    stack: Stack, empty_db: None, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """Defect: the sweep's net looked at top-level sessions only. A delegated child paused on its own child, whose
+    end was stored by a path that died before waking it (here the sweep failing the grandchild whose worker died),
+    stayed paused for ever, and its parent, paused on it, waited for ever too. Now the next sweep past
+    QUESTION_REMIND_HOURS wakes the child as the grandchild's end would have (queued again under its own id): once,
+    with two sweeps racing; it runs on, and its parent gets its result."""
+    from shared.usecases import sweep as daily
+
+    parent, child_id, grandchild_id = child_paused_on_a_grandchild(fake_slack, uid)
+    channel = parent.origin.channel
+    dies_once(monkeypatch, delegation, "resume_parent")
+    first = daily.run()  # the grandchild failed; the child not woken (the failure is injected here)
+    assert (first["errors"], first["unwaited_resumed"], first["unwaited_ended"]) == (1, 0, 0)
+    assert sessions.get_session(grandchild_id).status == SessionStatus.FAILED  # type: ignore[union-attr]
+    assert sessions.get_session(child_id).status == SessionStatus.PAUSED  # type: ignore[union-attr]
+    fake_gemini.script(
+        FakeGemini.matching(f"grandchild-{uid}", G.text("db-1 could not be checked: its checker died.")),
+        FakeGemini.matching(f"[{channel}]", G.text("The fleet audit is done except db-1, whose check died.")),
+    )
+
+    start = threading.Barrier(2)
+    summaries: list[dict[str, Any]] = []
+
+    def one_sweep() -> None:
+        start.wait()
+        summaries.append(daily.run())
+
+    racing = [threading.Thread(target=one_sweep) for _ in range(2)]
+    for each in racing:
+        each.start()
+    for each in racing:
+        each.join(timeout=120)
+    assert len(summaries) == 2
+    assert sum(s["unwaited_resumed"] for s in summaries) == 1
+    assert sum(s["unwaited_ended"] + s["errors"] + s["children_failed"] for s in summaries) == 0
+
+    done = wait_status(child_id, SessionStatus.DONE, timeout=30)
+    assert done.result == "db-1 could not be checked: its checker died."
+    resumed = wait_status(ids.resume_id(parent.session_id, 1), SessionStatus.DONE, timeout=30)
+    assert resumed.kind == SessionKind.CONTINUATION
+    by_child = [r for r in fake_gemini.requests() if f"grandchild-{uid}" in json.dumps(r) and f"[{channel}]" not in
+                texts(r)]  # fmt: skip
+    assert len(by_child) == 1  # the child ran on once
+    [failed] = [r["response"] for r in function_responses(by_child[0])]
+    assert "did not finish (failed)" in failed["error"]
+    by_parent = [r for r in fake_gemini.requests() if f"[{channel}]" in texts(r)]
+    assert len(by_parent) == 1
+    [result] = [r["response"] for r in function_responses(by_parent[0])]
+    assert "db-1 could not be checked" in json.dumps(result)  # the parent got its child's result
+    told = [m["text"] for m in fake_slack.bot_replies(channel, parent.origin.thread_ts) if "fleet audit" in m["text"]]
+    assert len(told) == 1  # its one final answer; the child posted nothing
+
+    again = daily.run()
+    assert (again["unwaited_resumed"], again["unwaited_ended"], again["errors"]) == (0, 0, 0)
+
+
+def test_a_child_left_paused_with_nothing_to_resume_fails_and_its_parent_hears(
+    stack: Stack, empty_db: None, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """A child paused with no waiting record (nothing to resume it from) and not asking its parent: the sweep fails
+    it as a child whose worker died, once; its parent hears why as the delegate call's error and goes on, and the
+    child itself posts nothing in the thread."""
+    parent, child_id, _ = child_paused_on_a_grandchild(fake_slack, uid, record=False, grandchild=SessionStatus.DONE)
+    channel = parent.origin.channel
+    fake_gemini.script(FakeGemini.matching(f"[{channel}]", G.text("The fleet audit could not finish.")))
+
+    summary = sweep(stack)
+    assert (summary["unwaited_ended"], summary["unwaited_resumed"], summary["errors"]) == (1, 0, 0)
+    failed = sessions.get_session(child_id)
+    assert failed is not None
+    assert failed.status == SessionStatus.FAILED
+    assert "stopped waiting" in (failed.error or "")
+    wait_status(ids.resume_id(parent.session_id, 1), SessionStatus.DONE, timeout=30)
+    [response] = [r["response"] for r in function_responses(fake_gemini.requests()[-1])]
+    assert "did not finish (failed)" in response["error"]
+    assert "stopped waiting" in response["error"]
+    replies = [m["text"] for m in fake_slack.bot_replies(channel, parent.origin.thread_ts)]
+    assert not [text for text in replies if "stopped waiting" in text]  # a child never posts
+    tree = parent.tree.status_ts
+    wait_for(lambda: next((m["text"] for m in fake_slack.messages(channel) if m["ts"] == tree
+                           and ":x: failed" in m["text"]), None), timeout=30,
+             what="the tree's status message to show the child failed")  # fmt: skip
+    again = sweep(stack)
+    assert (again["unwaited_ended"], again["unwaited_resumed"], again["errors"]) == (0, 0, 0)
