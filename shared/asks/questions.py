@@ -143,13 +143,28 @@ def abandon(question: Question, at: datetime) -> bool:
 
     The session ends right after the question closes, before any call to Slack: a post that fails (the bot removed
     from the channel, Slack down) used to leave it paused for ever on a question the sweep no longer ages. A sweep
-    killed between the two leaves it paused with nothing open; the next sweep ends it (``shared.usecases.sweep``)."""
+    killed between the two leaves it paused with nothing open; the next sweep ends it and shows the abandon
+    (``shared.usecases.sweep``). The thread is told even when ending what else the turn waited on fails."""
     if not stored.close_question(question.question_id, QuestionStatus.ABANDONED):
         return False
-    hours = int((at - question.asked_at).total_seconds() // 3600)
+    hours = _hours_open(question, at)
     ended = sessions.end_session(question.session_id, expect=SessionStatus.PAUSED, status=SessionStatus.ABANDONED)
-    if ended is not None:
-        _end_waits(ended, why=f"its session stopped waiting: a question went unanswered for {hours} hours", by="sweep")
+    try:
+        if ended is not None:
+            _end_waits(ended, why=f"its session stopped waiting: a question went unanswered for {hours} hours",
+                       by="sweep")  # fmt: skip
+    finally:
+        show_abandoned(question, at)
+    return True
+
+
+def _hours_open(question: Question, at: datetime) -> int:
+    return int((at - question.asked_at).total_seconds() // 3600)
+
+
+def show_abandoned(question: Question, at: datetime) -> None:
+    """An abandoned question made known: 💬 off, its post updated, the thread told how to start again."""
+    hours = _hours_open(question, at)
     if question.post_ts:
         slack.unreact(question.post_place()[0], question.post_ts, Reaction.QUESTION)
         try:
@@ -163,7 +178,6 @@ def abandon(question: Question, at: datetime) -> bool:
         "To start again, mention me in this thread with what you would like.",
         key=f"{question.question_id}:abandoned",
     )
-    return True
 
 
 def _end_waits(ended: Session, *, why: str, by: str) -> None:

@@ -118,17 +118,26 @@ def end_waits(ended: Session, *, why: str, by: str = "sweep", expired: bool = Tr
 UNWAITED = "nothing it waited on can resume it any more"
 
 
-def end_unwaited(session: Session) -> bool:
+def end_unwaited(session: Session, *, tell: bool = True) -> bool:
     """A paused top-level session the sweep found with nothing open and nothing to resume it (``shared.state.
     waiting.settle_unwaited``): it ends (abandoned), whatever its record still names ends with it, the children
-    asking it are released, and its thread is told how to start again (nobody else will). False if it changed
-    meanwhile (ended, or resumed): guarded by its own transaction, so a second sweep ends nothing more."""
+    asking it are released, and (``tell``) its thread is told how to start again (nobody else will). False if it
+    changed meanwhile (ended, or resumed): guarded by its own transaction, so a second sweep ends nothing more."""
     ended = sessions.end_session(session.session_id, expect=SessionStatus.PAUSED, status=SessionStatus.ABANDONED,
                                  error=f"it stopped waiting: {UNWAITED}")  # fmt: skip
     if ended is None:
         return False
-    end_waits(ended, why=f"its session stopped waiting: {UNWAITED}")
-    delegation.release_askers(ended)
+    try:
+        end_waits(ended, why=f"its session stopped waiting: {UNWAITED}")
+        delegation.release_askers(ended)
+    finally:  # the thread hears it whatever ending the rest came to
+        if tell:
+            _tell_unwaited(ended)
+    log.info("a paused session nothing could resume ended", extra={"session": ended.session_id})
+    return True
+
+
+def _tell_unwaited(ended: Session) -> None:
     asked = origin.request_ts(ended)
     slack.post(
         ended.origin.channel,
@@ -137,5 +146,3 @@ def end_unwaited(session: Session) -> bool:
         "To start again, mention me in this thread with what you would like.",
         key=f"{ended.session_id}:unwaited",
     )
-    log.info("a paused session nothing could resume ended", extra={"session": ended.session_id})
-    return True

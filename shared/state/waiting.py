@@ -12,8 +12,8 @@ paused turn. Transactions are serializable, so of two resolutions racing, exactl
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from datetime import datetime
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -218,6 +218,7 @@ class Unwaited(StrEnum):
 class Settled:
     found: Unwaited
     woken: Session | None = None  # WOKEN: the session whose task to queue (the continuation, or the child itself)
+    closed: dict[str, str] = field(default_factory=dict)  # ENDS: its turn's closed questions, by id: their status
 
 
 # The question statuses that end the session waiting on them (``shared.asks.questions``: cancel_older, abandon).
@@ -225,14 +226,16 @@ _ENDS_ITS_SESSION = frozenset({QuestionStatus.CANCELLED.value, QuestionStatus.AB
 _ASKED = frozenset({WaitKind.QUESTION, WaitKind.MCP_INPUT})  # the kinds stored as questions
 
 
-def settle_unwaited(session_id: str, *, before: datetime, at: datetime) -> Settled:
+def settle_unwaited(session_id: str, *, before: datetime, at: datetime, grace: timedelta) -> Settled:
     """The sweep's safety net for a session left paused with nothing open (a path that closed its last wait
     without resuming or ending it: a worker, handler or sweep killed between the two). In one transaction: still
     paused, not updated since ``before``, everything its record names resolved, and (a top-level session) its
     turn's continuation not created: woken exactly as the resolution that closed its last wait would have woken it
     (``wake``: a top-level session ``resumed``, its continuation created with ``create()``; a delegated child
     ``queued`` again under its own id). ``ENDS`` (nothing written) when it cannot resume: the caller ends it. Two
-    sweeps racing wake it once: the loser's transaction reads it resumed, or queued."""
+    sweeps racing wake it once: the loser's transaction reads it resumed, or queued. A question of its turn closed
+    less than ``grace`` before ``at`` leaves it ``WAITS``: the path that closed it (an abandon, a newer question)
+    may still be ending the session itself, and says so better than the net would."""
     ref = session_ref(session_id)
 
     @firestore.transactional
@@ -249,10 +252,13 @@ def settle_unwaited(session_id: str, *, before: datetime, at: datetime) -> Settl
         if found is None or found.resumed:
             return Settled(Unwaited.WAITS)
         asked = [question_ref(w.key) for w in record if w.kind in _ASKED and not w.released]
-        statuses = [snap.get("status") for snap in db().get_all(asked, field_paths=["status"], transaction=transaction)
-                    if snap.exists] if asked else []  # fmt: skip
-        if any(status in _ENDS_ITS_SESSION for status in statuses):
-            return Settled(Unwaited.ENDS)
+        snaps = list(db().get_all(asked, field_paths=["status", "closed_at"], transaction=transaction)) if asked else []
+        closed = {snap.id: snap.to_dict() or {} for snap in snaps if snap.exists}
+        closed = {key: data for key, data in closed.items() if data.get("status") in _ENDS_ITS_SESSION}
+        if any((data.get("closed_at") or at) > at - grace for data in closed.values()):
+            return Settled(Unwaited.WAITS)
+        if closed:
+            return Settled(Unwaited.ENDS, closed={key: str(data["status"]) for key, data in closed.items()})
         user = Session.from_doc(data).origin.trigger_user
         return Settled(Unwaited.WOKEN, wake(transaction, found, trigger_ts=None, user=user, at=at))
 

@@ -37,13 +37,14 @@ from typing import Any
 
 from shared import config
 from shared.agent import followup
-from shared.asks import delegation, lifecycle, stopping, tree_status
+from shared.asks import delegation, lifecycle, questions, stopping, tree_status
 from shared.logs import session_context
 from shared.queue import tasks
 from shared.state import children, ids, sessions, steps, waiting
 from shared.state import feedback as stored_feedback
+from shared.state import questions as stored_questions
 from shared.state.firestore import now
-from shared.state.models import SessionStatus
+from shared.state.models import QuestionStatus, SessionStatus
 from shared.state.session_model import Session
 from shared.state.stale import stale_sessions
 
@@ -155,7 +156,7 @@ def _unwaited_action(session: Session, at: datetime, before: datetime) -> str:
     sweep's own), else ended (a top-level session abandoned, its thread told; a child failed, its parent told);
     unchanged while anything is still waited on (its questions and approvals age on their own, its children end or
     are failed, a child's question to its parent ages above)."""
-    settled = waiting.settle_unwaited(session.session_id, before=before, at=at)
+    settled = waiting.settle_unwaited(session.session_id, before=before, at=at, grace=QUEUED_GRACE)
     if settled.found == waiting.Unwaited.WOKEN and settled.woken is not None:
         tasks.enqueue_continuation(settled.woken, attempt=f"unwaited-{at:%Y%m%d%H%M}")
         log.warning("a paused session nothing resumed was resumed", extra={"resumed": settled.woken.session_id})
@@ -165,7 +166,16 @@ def _unwaited_action(session: Session, at: datetime, before: datetime) -> str:
     if session.reports_to_parent:
         failed = delegation.fail_unwaited(session, before, f"it stopped waiting: {stopping.UNWAITED}")
         return "unwaited_ended" if failed else "unchanged"
-    return "unwaited_ended" if stopping.end_unwaited(session) else "unchanged"
+    abandoned = [qid for qid, status in settled.closed.items() if status == QuestionStatus.ABANDONED.value]
+    # A newer question replaced one of its turn: the thread has that one to answer, and is told nothing here.
+    replaced = any(status == QuestionStatus.CANCELLED.value for status in settled.closed.values())
+    if not stopping.end_unwaited(session, tell=not (abandoned or replaced)):
+        return "unchanged"
+    for question_id in abandoned:  # an abandon that stopped before its session ended: its notice, as it would have
+        found = stored_questions.get_question(question_id)
+        if found is not None:
+            questions.show_abandoned(found, at)
+    return "unwaited_ended"
 
 
 def _silent_action(session: Session) -> str:

@@ -23,6 +23,7 @@ from infra.stack import Stack
 from shared import config, deps
 from shared.agent.transcript import to_json
 from shared.asks import delegation
+from shared.asks import questions as asking
 from shared.queue import tasks
 from shared.slack import client as slack
 from shared.state import firestore, ids, results, sessions, tree_view
@@ -553,6 +554,7 @@ def test_an_abandon_killed_between_its_question_and_its_session_is_finished_by_t
     told = [m for m in fake_slack.bot_replies(thread.channel, thread.ts) if "stopped waiting" in m["text"]]
     assert len(told) == 1
     assert "mention me in this thread" in told[0]["text"]
+    assert told[0]["text"].startswith("Nobody answered this question for")  # the abandon's own notice
     posts = len(fake_slack.calls("chat.postMessage"))
     again = sweep(stack, later + timedelta(minutes=1))
     assert (again["unwaited_ended"], again["unwaited_resumed"], again["errors"]) == (0, 0, 0)
@@ -763,3 +765,49 @@ def test_a_child_left_paused_with_nothing_to_resume_fails_and_its_parent_hears(
              what="the tree's status message to show the child failed")  # fmt: skip
     again = sweep(stack)
     assert (again["unwaited_ended"], again["unwaited_resumed"], again["errors"]) == (0, 0, 0)
+
+
+def test_an_abandon_whose_turns_other_waits_fail_to_end_still_tells_its_thread(
+    stack: Stack, empty_db: None, script: Script, fake_slack: FakeSlack, uid: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect (review of the abandon's reordering): ending what else the turn waited on ran before the thread was
+    told, so a failure there (Cloud Tasks down while stopping a child) lost the notice for good: the question was
+    closed and its session ended, and no sweep reads either again."""
+    from shared.usecases import sweep as daily
+
+    thread = paused_with_question(script, fake_slack, f"C{uid}", "rotate the keys?")
+    question = open_question(thread.session_id)
+    age_question(question.question_id, 73)
+    dies_once(monkeypatch, asking, "_end_waits")
+    assert daily.run()["errors"] == 1  # in this process: the failure is injected here
+    assert sessions.get_session(thread.session_id).status == SessionStatus.ABANDONED  # type: ignore[union-attr]
+    told = [m for m in fake_slack.bot_replies(thread.channel, thread.ts) if m["text"].startswith("Nobody answered")]
+    assert len(told) == 1
+
+
+def test_a_session_whose_question_closed_moments_ago_is_left_to_the_path_that_closed_it(
+    stack: Stack, empty_db: None, script: Script, fake_slack: FakeSlack, uid: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect (review of the sweep's net): the net ended a session as soon as a question of its turn was abandoned
+    or cancelled, even while the path that closed it was still between the close and the session's end (a second
+    sweep overlapping the first, a newer question's ask): the thread got the net's notice beside the closer's own.
+    Within QUEUED_GRACE of the close the net leaves it; past it, it finishes the abandon, with the abandon's notice."""
+    from shared.usecases import sweep as daily
+
+    thread = paused_with_question(script, fake_slack, f"C{uid}", "rotate the keys?")
+    question = open_question(thread.session_id)
+    age_question(question.question_id, 73)
+    dies_once(monkeypatch, sessions, "end_session")  # as the closer would be, between its close and the end
+    assert daily.run()["errors"] == 1
+    stale = firestore.now() - timedelta(hours=config.settings().question_remind_hours + 1)
+    firestore.session_ref(thread.session_id).update({"updated_at": stale})  # paused long ago: the net reads it
+    swept = daily.run()  # now: the question closed a moment ago
+    assert (swept["unwaited_ended"], swept["unwaited_resumed"], swept["errors"]) == (0, 0, 0)
+    assert sessions.get_session(thread.session_id).status == SessionStatus.PAUSED  # type: ignore[union-attr]
+    assert not [m for m in fake_slack.bot_replies(thread.channel, thread.ts) if "stopped waiting" in m["text"]]
+
+    later = sweep(stack, firestore.now() + daily.QUEUED_GRACE + timedelta(minutes=1))
+    assert later["unwaited_ended"] == 1
+    assert sessions.get_session(thread.session_id).status == SessionStatus.ABANDONED  # type: ignore[union-attr]
+    told = [m for m in fake_slack.bot_replies(thread.channel, thread.ts) if "stopped waiting" in m["text"]]
+    assert [m["text"].startswith("Nobody answered") for m in told] == [True]
