@@ -506,6 +506,26 @@ def dies_once(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> None:
     monkeypatch.setattr(owner, name, dying)
 
 
+def racing_sweeps(count: int) -> list[dict[str, Any]]:
+    """``count`` sweeps run now in this process at the same moment (threads behind a barrier); their summaries."""
+    from shared.usecases import sweep as daily
+
+    start = threading.Barrier(count)
+    summaries: list[dict[str, Any]] = []
+
+    def one_sweep() -> None:
+        start.wait()
+        summaries.append(daily.run())
+
+    racing = [threading.Thread(target=one_sweep) for _ in range(count)]
+    for each in racing:
+        each.start()
+    for each in racing:
+        each.join(timeout=120)
+    assert len(summaries) == count
+    return summaries
+
+
 def after_remind_hours() -> datetime:
     """A sweep's time at which a session paused now is stale (not updated for QUESTION_REMIND_HOURS)."""
     return firestore.now() + timedelta(hours=config.settings().question_remind_hours + 1)
@@ -586,19 +606,7 @@ def test_a_parent_left_paused_on_its_ended_child_is_resumed_once_by_racing_sweep
     assert sessions.get_session(parent.session_id).status == SessionStatus.PAUSED  # type: ignore[union-attr]
     fake_gemini.script(FakeGemini.matching(f"[{channel}]", G.text("The disk check could not finish; I will retry.")))
 
-    start = threading.Barrier(2)
-    summaries: list[dict[str, Any]] = []
-
-    def one_sweep() -> None:
-        start.wait()
-        summaries.append(daily.run())
-
-    racing = [threading.Thread(target=one_sweep) for _ in range(2)]
-    for each in racing:
-        each.start()
-    for each in racing:
-        each.join(timeout=120)
-    assert len(summaries) == 2
+    summaries = racing_sweeps(2)
     assert sum(s.get("unwaited_resumed", 0) for s in summaries) == 1
     assert sum(s.get("unwaited_ended", 0) + s["errors"] for s in summaries) == 0
     resumed = wait_status(ids.resume_id(parent.session_id, 1), SessionStatus.DONE, timeout=30)
@@ -701,19 +709,7 @@ def test_a_child_left_paused_on_its_ended_grandchild_is_woken_once_by_racing_swe
         FakeGemini.matching(f"[{channel}]", G.text("The fleet audit is done except db-1, whose check died.")),
     )
 
-    start = threading.Barrier(2)
-    summaries: list[dict[str, Any]] = []
-
-    def one_sweep() -> None:
-        start.wait()
-        summaries.append(daily.run())
-
-    racing = [threading.Thread(target=one_sweep) for _ in range(2)]
-    for each in racing:
-        each.start()
-    for each in racing:
-        each.join(timeout=120)
-    assert len(summaries) == 2
+    summaries = racing_sweeps(2)
     assert sum(s["unwaited_resumed"] for s in summaries) == 1
     assert sum(s["unwaited_ended"] + s["errors"] + s["children_failed"] for s in summaries) == 0
 

@@ -106,6 +106,24 @@ def final_replies(fake_slack: FakeSlack, thread: Thread, text: str) -> int:
     return sum(m["text"] == text for m in answers(fake_slack, thread))
 
 
+def replied_once(fake_slack: FakeSlack, thread: Thread, text: str) -> None:
+    """The thread gets the final reply ``text``, exactly once."""
+    wait_for(lambda: final_replies(fake_slack, thread, text), timeout=30, what="the final reply")
+    assert final_replies(fake_slack, thread, text) == 1
+
+
+def answered_in_order(fake_gemini: FakeGemini, thread: Thread) -> list[str]:
+    """The answers a turn of two questions resumed once with, in call order."""
+    return [r["response"]["result"]["answer"] for r in resumed_once(fake_gemini, thread, 2)]
+
+
+def resumed_with_answers(fake_gemini: FakeGemini, fake_slack: FakeSlack, thread: Thread, expected: list[str]) -> None:
+    """The turn of two questions resumed once, each call answered ``expected`` in order, and its reply posted once."""
+    wait_status(ids.resume_id(thread.session_id, 1), SessionStatus.DONE, timeout=60)
+    assert answered_in_order(fake_gemini, thread) == expected
+    replied_once(fake_slack, thread, "Zones noted.")
+
+
 def carded(approval_id: str) -> Approval | None:
     """The approval once its card is posted."""
     found = stored.get_approval(approval_id)
@@ -135,8 +153,7 @@ def test_twin_calls_one_approved_one_denied_run_exactly_the_approved_one_at_its_
     assert responses[approved]["response"] == {"result": RAN}
     assert "denied by" in responses[denied]["response"]["error"]
     assert "result" not in responses[denied]["response"]
-    wait_for(lambda: final_replies(fake_slack, thread, "Scaled once."), timeout=30, what="the final reply")
-    assert final_replies(fake_slack, thread, "Scaled once.") == 1
+    replied_once(fake_slack, thread, "Scaled once.")
 
 
 def test_twin_calls_both_approved_each_run_once(fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str) -> None:
@@ -148,8 +165,7 @@ def test_twin_calls_both_approved_each_run_once(fake_slack: FakeSlack, fake_gemi
     assert sorted(e["key"] for e in ran) == sorted(ids.call_key(thread.session_id, 1, n) for n in (0, 1))
     responses = resumed_once(fake_gemini, thread, 2)
     assert [r["response"] for r in responses] == [{"result": RAN}, {"result": RAN}]
-    wait_for(lambda: final_replies(fake_slack, thread, "Scaled twice."), timeout=30, what="the final reply")
-    assert final_replies(fake_slack, thread, "Scaled twice.") == 1
+    replied_once(fake_slack, thread, "Scaled twice.")
 
 
 @pytest.mark.parametrize("decisions", ["approve both", "approve and deny"])
@@ -178,8 +194,7 @@ def test_twin_decisions_pressed_at_once_and_the_resume_delivered_twice_at_once(
     else:
         assert [e["key"] for e in ran] == [ids.call_key(thread.session_id, 1, 0)]
         assert f"denied by <@{OPERATOR2}>" in responses[1]["response"]["error"]
-    wait_for(lambda: final_replies(fake_slack, thread, "Decided."), timeout=30, what="the final reply")
-    assert final_replies(fake_slack, thread, "Decided.") == 1
+    replied_once(fake_slack, thread, "Decided.")
 
 
 def test_twin_questions_answered_in_reverse_order_each_answer_at_its_own_position(
@@ -209,11 +224,7 @@ def test_twin_questions_answered_in_reverse_order_each_answer_at_its_own_positio
     fake_slack.click(
         OPERATOR, thread.channel, first.post_ts, "answer_1", value=blocks.question_value(first.question_id, 1)
     )
-    wait_status(ids.resume_id(thread.session_id, 1), SessionStatus.DONE, timeout=60)
-    responses = resumed_once(fake_gemini, thread, 2)
-    assert [r["response"]["result"]["answer"] for r in responses] == ["north", "south"]
-    wait_for(lambda: final_replies(fake_slack, thread, "Zones noted."), timeout=30, what="the final reply")
-    assert final_replies(fake_slack, thread, "Zones noted.") == 1
+    resumed_with_answers(fake_gemini, fake_slack, thread, ["north", "south"])
 
 
 def test_twin_questions_answered_by_text_replies_in_turn(
@@ -229,11 +240,7 @@ def test_twin_questions_answered_by_text_replies_in_turn(
     for reply in ("east", "west"):
         sent = fake_slack.user_message(OPERATOR, thread.channel, reply, thread_ts=thread.ts)
         assert all(d["status"] == 200 for d in sent["deliveries"]), sent
-    wait_status(ids.resume_id(thread.session_id, 1), SessionStatus.DONE, timeout=60)
-    responses = resumed_once(fake_gemini, thread, 2)
-    assert [r["response"]["result"]["answer"] for r in responses] == ["west", "east"]  # a reply answers the newest
-    wait_for(lambda: final_replies(fake_slack, thread, "Zones noted."), timeout=30, what="the final reply")
-    assert final_replies(fake_slack, thread, "Zones noted.") == 1
+    resumed_with_answers(fake_gemini, fake_slack, thread, ["west", "east"])  # a reply answers the newest
 
 
 @pytest.mark.timeout(300)
@@ -306,10 +313,8 @@ def test_twin_questions_pressed_at_once_and_the_resume_delivered_twice_at_once(
     last = {copy: max((a for a in attempts if a.copy == copy), key=lambda a: a.attempt) for copy in range(2)}
     assert {a.status for a in last.values()} == {200}
     wait_status(resumed, SessionStatus.DONE, timeout=60)
-    responses = resumed_once(fake_gemini, thread, 2)
-    assert [r["response"]["result"]["answer"] for r in responses] == ["north", "south"]
-    wait_for(lambda: final_replies(fake_slack, thread, "Zones noted."), timeout=30, what="the final reply")
-    assert final_replies(fake_slack, thread, "Zones noted.") == 1
+    assert answered_in_order(fake_gemini, thread) == ["north", "south"]
+    replied_once(fake_slack, thread, "Zones noted.")
 
 
 def test_a_twin_question_answered_while_its_session_still_asks_the_other(
@@ -328,11 +333,7 @@ def test_a_twin_question_answered_while_its_session_still_asks_the_other(
     wait_status(thread.session_id, SessionStatus.PAUSED, SessionStatus.RESUMED, timeout=60)
     assert sessions.get_session(ids.resume_id(thread.session_id, 1)) is None  # the second still waits
     assert pick(fake_slack, thread, asked[1], 1)["status"] == 200
-    wait_status(ids.resume_id(thread.session_id, 1), SessionStatus.DONE, timeout=60)
-    responses = resumed_once(fake_gemini, thread, 2)
-    assert [r["response"]["result"]["answer"] for r in responses] == ["south", "north"]
-    wait_for(lambda: final_replies(fake_slack, thread, "Zones noted."), timeout=30, what="the final reply")
-    assert final_replies(fake_slack, thread, "Zones noted.") == 1
+    resumed_with_answers(fake_gemini, fake_slack, thread, ["south", "north"])
 
 
 def test_twin_blocking_delegates_with_one_task_each_report_at_their_own_position(
@@ -351,8 +352,7 @@ def test_twin_blocking_delegates_with_one_task_each_report_at_their_own_position
     assert len(child_requests(fake_gemini, task)) == 2  # each child ran once
     responses = resumed_once(fake_gemini, thread, 2)
     assert [r["response"] for r in responses] == [{"result": results[0]}, {"result": results[1]}]
-    wait_for(lambda: final_replies(fake_slack, thread, "Counted twice."), timeout=30, what="the final reply")
-    assert final_replies(fake_slack, thread, "Counted twice.") == 1
+    replied_once(fake_slack, thread, "Counted twice.")
 
 
 @pytest.mark.parametrize("decisions", ["approve both", "approve and deny"])
@@ -389,8 +389,7 @@ def test_a_childs_twin_calls_decided_at_once_resume_the_child_once(
         assert f"denied by <@{OPERATOR2}>" in responses[1]["response"]["error"]
     assert len(responses) == 2
     assert len([s for s in steps.load_steps(child_id) if s.kind == StepKind.ANSWER]) == 1
-    wait_for(lambda: final_replies(fake_slack, thread, "The helper is done."), timeout=30, what="the final reply")
-    assert final_replies(fake_slack, thread, "The helper is done.") == 1
+    replied_once(fake_slack, thread, "The helper is done.")
 
 
 def test_one_reply_and_its_twin_events_answer_one_of_twin_questions(
@@ -411,11 +410,7 @@ def test_one_reply_and_its_twin_events_answer_one_of_twin_questions(
     assert still == [ids.question_id(thread.session_id, 1, 0)]  # the newest was answered, the first still waits
     assert sessions.get_session(ids.resume_id(thread.session_id, 1)) is None
     fake_slack.user_message(OPERATOR, thread.channel, "west", thread_ts=thread.ts)
-    wait_status(ids.resume_id(thread.session_id, 1), SessionStatus.DONE, timeout=60)
-    responses = resumed_once(fake_gemini, thread, 2)
-    assert [r["response"]["result"]["answer"] for r in responses] == ["west", "east"]
-    wait_for(lambda: final_replies(fake_slack, thread, "Zones noted."), timeout=30, what="the final reply")
-    assert final_replies(fake_slack, thread, "Zones noted.") == 1
+    resumed_with_answers(fake_gemini, fake_slack, thread, ["west", "east"])
 
 
 def test_a_question_and_an_approval_both_decided_while_their_turn_still_posts_resume_it_in_place(
@@ -445,8 +440,7 @@ def test_a_question_and_an_approval_both_decided_while_their_turn_still_posts_re
     responses = resumed_once(fake_gemini, thread, 2)
     assert responses[0]["response"]["result"]["answer"] == "south"
     assert responses[1]["response"] == {"result": RAN}
-    wait_for(lambda: final_replies(fake_slack, thread, "Scaled in the south."), timeout=30, what="the final reply")
-    assert final_replies(fake_slack, thread, "Scaled in the south.") == 1
+    replied_once(fake_slack, thread, "Scaled in the south.")
 
 
 def test_a_stop_of_a_turn_paused_on_twin_questions_cancels_both_once(
