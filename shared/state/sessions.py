@@ -29,7 +29,7 @@ from shared.state.firestore import (
     session_ref,
     transact,
 )
-from shared.state.models import Note, NoteKind, Question, SessionStatus, Step, Waiting
+from shared.state.models import Note, NoteKind, Question, SessionKind, SessionStatus, Step, Waiting
 from shared.state.session_model import Session, SessionChanges, stored
 from shared.state.updates import appended, session_update
 
@@ -326,8 +326,9 @@ def _hand_over(transaction: firestore.Transaction, session: Session, writer: _Wr
                when: datetime) -> Claim:  # fmt: skip
     """News whose transcript another session is writing (running, or paused on its own question, approvals or
     children) goes to that session as a note, read at its next turn or by its continuation; this one ends.
-    Running instead would answer nothing the model asked and interleave two sessions in one transcript."""
-    transaction.update(session_ref(writer.session_id), appended(notes=[note]))
+    Running instead would answer nothing the model asked and interleave two sessions in one transcript. The thread's
+    messages noted for this one while it was queued (``add_note``) go there with it."""
+    transaction.update(session_ref(writer.session_id), appended(notes=[note, *session.notes]))
     transaction.update(
         session_ref(session.session_id),
         session_update(status=SessionStatus.RESUMED, handed_to=writer.session_id, ended_at=when, updated_at=when),
@@ -372,15 +373,21 @@ class NoteAdded(StrEnum):
 
 
 def add_note(session_id: str, note: Note, *, channel: str) -> NoteAdded:
-    """Queue a thread message as a note for a running session, claiming the message in the same transaction: a
-    crash can neither lose the note after the claim nor queue it twice."""
+    """Queue a thread message as a note for a running session (or a queued continuation that takes notes: it reads
+    them at its first turn), claiming the message in the same transaction: a crash can neither lose the note after
+    the claim nor queue it twice, and the session's claim, a transaction over the same document, reads it or runs
+    before it (then the note finds it running and its next step commit reads it)."""
     ref = session_ref(session_id)
     claim = event_ref(ids.message_key(channel, note.ts))
 
     @firestore.transactional
     def add(transaction: firestore.Transaction) -> NoteAdded:
-        current = ref.get(transaction=transaction, field_paths=["status"]).to_dict() or {}
-        if current.get("status") != SessionStatus.RUNNING.value:
+        fields = ["status", "kind", "late_note"]
+        current = ref.get(transaction=transaction, field_paths=fields).to_dict() or {}
+        status = current.get("status")
+        queued = status == SessionStatus.QUEUED.value and takes_notes_queued(current.get("kind"),
+                                                                            current.get("late_note"))  # fmt: skip
+        if status != SessionStatus.RUNNING.value and not queued:
             return NoteAdded.NOT_RUNNING
         transaction.create(claim, events.record("note", session_id, now()))
         transaction.update(ref, appended(notes=[note]))
@@ -421,19 +428,31 @@ def set_stream_ts(session_id: str, ts: str, *, by: Session | None = None) -> Non
     ref.update(session_update(stream_ts=ts))
 
 
-def running_session_in_thread(channel: str, thread_ts: str, *, as_of: datetime | None = None) -> Session | None:
-    """The thread's running top-level session, if any, with one indexed query (channel, thread_ts, status); ``as_of``:
-    as it was at that time (a read time Firestore gave, within the hour), instead of now. A delegated child or a
-    narration runs in the same thread but does not talk to it: a person's message there is never theirs."""
+def steered_session_in_thread(channel: str, thread_ts: str, *, as_of: datetime | None = None) -> Session | None:
+    """The top-level session a person's message in the thread steers, if any, with one indexed query (channel,
+    thread_ts, status); ``as_of``: as it was at that time (a read time Firestore gave, within the hour), instead of
+    now. The running one; else a continuation queued to resume the thread's turn (its first turn reads its notes,
+    never the thread). A queued mention reads the thread as it opens: a message there needs no note. A delegated
+    child or a narration runs in the same thread but does not talk to it: a person's message there is never theirs."""
+    statuses = [SessionStatus.RUNNING.value, SessionStatus.QUEUED.value]
     query = (
         db()
         .collection(SESSIONS)
         .where(filter=FieldFilter("channel", "==", channel))
         .where(filter=FieldFilter("thread_ts", "==", thread_ts))
-        .where(filter=FieldFilter("status", "==", SessionStatus.RUNNING.value))
+        .where(filter=FieldFilter("status", "in", statuses))
     )
-    running = [Session.from_doc(snap.to_dict() or {}) for snap in query.stream(read_time=as_of)]
-    return next((session for session in running if session.top_level), None)
+    found = [Session.from_doc(snap.to_dict() or {}) for snap in query.stream(read_time=as_of)]
+    running = [s for s in found if s.top_level and s.status == SessionStatus.RUNNING]
+    queued = [s for s in found if s.status == SessionStatus.QUEUED and takes_notes_queued(s.kind, s.late_note)]
+    return next(iter(running + queued), None)
+
+
+def takes_notes_queued(kind: SessionKind | str | None, late_note: object) -> bool:
+    """Whether a queued session of this kind takes a thread message as a note: a continuation that resumes the
+    thread's turn (its first turn reads its notes before the model's; a mention reads the thread instead). One that
+    brings a late child's result may end without running (its result read meanwhile), so it takes none."""
+    return kind == SessionKind.CONTINUATION.value and late_note is None
 
 
 def active_sessions_in_thread(channel: str, thread_ts: str) -> list[Session]:

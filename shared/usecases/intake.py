@@ -53,9 +53,10 @@ def route(start: Message, *, bot_user_id: str | None, retry_num: str | None) -> 
         if asked is not None:
             return asked
         # The thread's running session as the thread was read (one moment: no session asks and pauses between the
-        # two reads unseen). If none ran then, whatever opens in the thread later is asked after this message, by a
-        # session started since: the thread is not read again.
-        running = sessions.running_session_in_thread(message.channel, message.thread_ts, as_of=thread.read_at)
+        # two reads unseen), or the continuation queued to resume its turn (an answer just given): it reads its
+        # notes, never the thread. If none ran then, whatever opens in the thread later is asked after this message,
+        # by a session started since: the thread is not read again.
+        running = sessions.steered_session_in_thread(message.channel, message.thread_ts, as_of=thread.read_at)
         if running is not None:
             steered = _steer(message, running, bot_user_id=bot_user_id)
             if steered is not None:
@@ -135,8 +136,9 @@ def _stop(message: Message, *, notes_in: str | None) -> Routed | None:
 
 
 def _steer(message: Message, running: Session, *, bot_user_id: str | None) -> Routed | None:
-    """A message while the thread's session runs: a note it reads at its next turn, not a second session. None if
-    the session stopped running in between (the caller handles the message like any other).
+    """A message while the thread's session runs (or its continuation is queued to run): a note it reads at its
+    next turn, not a second session. None if the session stopped running in between (the caller handles the
+    message like any other).
 
     If that session's worker died (its lease expired), the note would wait for nobody: a delivery of its task is
     queued at once, and its takeover reads the note.

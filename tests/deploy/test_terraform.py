@@ -450,7 +450,7 @@ def queries_the_code_runs(monkeypatch: pytest.MonkeyPatch) -> list[_Query]:
         sweep.run(now)
         admin.listing(now)
         admin.usage(now)
-        sessions.running_session_in_thread("C1", "1.0")
+        sessions.steered_session_in_thread("C1", "1.0")
         sessions.active_sessions_in_thread("C1", "1.0")
         sessions.children_of("s1")
         sessions.tree_members("s1")
@@ -463,7 +463,7 @@ def queries_the_code_runs(monkeypatch: pytest.MonkeyPatch) -> list[_Query]:
 
 # The functions in shared/state/ that run a collection query; each is exercised above.
 QUERYING = {"_resuming", "_stale", "active_sessions_in_thread", "children_of", "day_total", "decided_approvals",
-            "on_day", "running_session_in_thread", "sessions_created", "since",
+            "on_day", "steered_session_in_thread", "sessions_created", "since",
             "stale_approvals", "stale_questions", "tree_members", "tree_members_at",
             "stale_sessions"}  # fmt: skip
 
@@ -524,7 +524,7 @@ def test_every_query_the_code_runs_has_a_declared_index(
     assert ("sessions", (("status", "=="), ("lease_until", "<=")), ("lease_until",)) in shapes
     assert ("sessions", (("status", "=="), ("updated_at", "<=")), ("updated_at",)) in shapes
     assert ("questions", (("status", "=="), ("asked_at", "<=")), ("asked_at",)) in shapes
-    in_thread = ((("channel", "=="), ("thread_ts", "=="), ("status", "==")), ())
+    in_thread = ((("channel", "=="), ("thread_ts", "=="), ("status", "in")), ())
     assert (firestore.SESSIONS, *in_thread) in shapes  # open questions are found by id, through threads/
     assert unserved(runs, declared_indexes(module, evaluator)) == []
 

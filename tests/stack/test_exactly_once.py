@@ -133,7 +133,7 @@ def test_a_reply_while_its_session_pauses_on_a_question_answers_it(
     thread = mention(fake_slack, f"C{uid}", "deploy it")
     fake_gemini.wait_for_requests(1, timeout=30)  # running, its turn (the ask) on its way
     question_id = ids.question_id(thread.session_id, 1, 0)
-    read_thread, read_running = stored.thread_questions, sessions.running_session_in_thread
+    read_thread, read_running = stored.thread_questions, sessions.steered_session_in_thread
 
     def before_the_ask(channel: str, thread_ts: str) -> stored.ThreadQuestions:
         monkeypatch.setattr(stored, "thread_questions", read_thread)
@@ -143,7 +143,7 @@ def test_a_reply_while_its_session_pauses_on_a_question_answers_it(
         return found
 
     def paused_meanwhile(channel: str, thread_ts: str, *, as_of: datetime | None = None) -> Session | None:
-        monkeypatch.setattr(sessions, "running_session_in_thread", read_running)
+        monkeypatch.setattr(sessions, "steered_session_in_thread", read_running)
         if pauses_before == "running_read":
             wait_status(thread.session_id, SessionStatus.PAUSED, timeout=30)
         found = read_running(channel, thread_ts, as_of=as_of)
@@ -153,7 +153,7 @@ def test_a_reply_while_its_session_pauses_on_a_question_answers_it(
         return found
 
     monkeypatch.setattr(stored, "thread_questions", before_the_ask)
-    monkeypatch.setattr(sessions, "running_session_in_thread", paused_meanwhile)
+    monkeypatch.setattr(sessions, "steered_session_in_thread", paused_meanwhile)
     reply = Message(event_id=f"Ev{uid}", event_type="message", channel=thread.channel, thread_ts=thread.ts,
                     ts=f"{thread.ts}1", user=OPERATOR, text="europe-west1", direct=False)  # fmt: skip
     routed = intake.route(reply, bot_user_id=local.BOT_USER_ID, retry_num=None)

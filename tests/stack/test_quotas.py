@@ -93,7 +93,7 @@ def test_a_burst_from_one_person_is_cut_at_the_limit_and_another_person_is_unaff
     [note] = fake_slack.ephemerals(channel, "U0BURST")
     assert "2 requests running at once per person" in note["text"]
     assert "when one of the running requests ends" in note["text"]
-    assert sessions.running_session_in_thread(channel, ts) is None
+    assert sessions.steered_session_in_thread(channel, ts) is None
     assert firestore.event_ref(f"Ev{rig.uid}{channel}").get().exists is False  # nothing created for it
     # Another person is unaffected.
     other, _, _ = mention_as(rig, "U0OTHER", "mine")
