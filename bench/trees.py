@@ -215,7 +215,7 @@ def run(bench: Bench) -> Section:
             "and 10). Side by side with the old code in session 7 the 32-child ratio was 3.25 and 4.26 against 3.79 "
             "and 2.89: on a machine this loaded, within the noise. Deployed, each delivery has an instance of its "
             "own: only the one shared document remains. The figure runs before the large writes of sections 3 and "
-            "5 (session 9): run after scale's 50,000 documents, the same code measured 5.10 and 5.56, and 3.88 "
+            "4 (session 9): run after scale's 50,000 documents, the same code measured 5.10 and 5.56, and 3.88 "
             "alone on a busier machine, so the emulator's load, not the tree's work, made most of that ratio. "
             "Blocking children that each ask the parent once write "
             "their question into a record "
