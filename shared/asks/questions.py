@@ -144,17 +144,18 @@ def abandon(question: Question, at: datetime) -> bool:
     The session ends right after the question closes, before any call to Slack: a post that fails (the bot removed
     from the channel, Slack down) used to leave it paused for ever on a question the sweep no longer ages. A sweep
     killed between the two leaves it paused with nothing open; the next sweep ends it and shows the abandon
-    (``shared.usecases.sweep``). The thread is told even when ending what else the turn waited on fails."""
+    (``shared.usecases.sweep``). The thread is told before what else the turn waited on is ended: a failure or a
+    kill there cannot lose the notice, and a failure of the notice still ends the rest."""
     if not stored.close_question(question.question_id, QuestionStatus.ABANDONED):
         return False
     hours = _hours_open(question, at)
     ended = sessions.end_session(question.session_id, expect=SessionStatus.PAUSED, status=SessionStatus.ABANDONED)
     try:
+        show_abandoned(question, at)  # first: a sweep killed in what follows has told the thread
+    finally:
         if ended is not None:
             _end_waits(ended, why=f"its session stopped waiting: a question went unanswered for {hours} hours",
                        by="sweep")  # fmt: skip
-    finally:
-        show_abandoned(question, at)
     return True
 
 
@@ -162,8 +163,8 @@ def _hours_open(question: Question, at: datetime) -> int:
     return int((at - question.asked_at).total_seconds() // 3600)
 
 
-def show_abandoned(question: Question, at: datetime) -> None:
-    """An abandoned question made known: 💬 off, its post updated, the thread told how to start again."""
+def show_abandoned(question: Question, at: datetime, *, tell: bool = True) -> None:
+    """An abandoned question made known: 💬 off, its post updated, (``tell``) the thread told how to start again."""
     hours = _hours_open(question, at)
     if question.post_ts:
         slack.unreact(question.post_place()[0], question.post_ts, Reaction.QUESTION)
@@ -171,6 +172,8 @@ def show_abandoned(question: Question, at: datetime) -> None:
             slack.update(question.post_place()[0], question.post_ts, blocks.abandoned_text(question.text, hours))
         except SlackApiError as exc:  # the thread is told below either way
             log.warning("could not update the abandoned question", extra={"error": exc.response.get("error")})
+    if not tell:
+        return
     slack.post(
         question.channel,
         _reply_ts(question),

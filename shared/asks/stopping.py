@@ -9,6 +9,7 @@ runs out of budget stops what it delegated through here too.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from shared.asks import delegation, lifecycle, waits
 from shared.queue import tasks
@@ -118,26 +119,28 @@ def end_waits(ended: Session, *, why: str, by: str = "sweep", expired: bool = Tr
 UNWAITED = "nothing it waited on can resume it any more"
 
 
-def end_unwaited(session: Session, *, tell: bool = True) -> bool:
+def end_unwaited(session: Session, *, shown: Callable[[Session], None] | None = None) -> bool:
     """A paused top-level session the sweep found with nothing open and nothing to resume it (``shared.state.
-    waiting.settle_unwaited``): it ends (abandoned), whatever its record still names ends with it, the children
-    asking it are released, and (``tell``) its thread is told how to start again (nobody else will). False if it
-    changed meanwhile (ended, or resumed): guarded by its own transaction, so a second sweep ends nothing more."""
+    waiting.settle_unwaited``): it ends (abandoned), its thread is told (``shown``; by default how to start again,
+    as nobody else will), whatever its record still names ends with it and the children asking it are released.
+    The thread hears it first: a process killed in the rest has told it, and a failure there still ends the rest.
+    False if it changed meanwhile (ended, or resumed): guarded by its own transaction, so a second sweep ends
+    nothing more."""
     ended = sessions.end_session(session.session_id, expect=SessionStatus.PAUSED, status=SessionStatus.ABANDONED,
                                  error=f"it stopped waiting: {UNWAITED}")  # fmt: skip
     if ended is None:
         return False
     try:
+        (shown or tell_unwaited)(ended)
+    finally:
         end_waits(ended, why=f"its session stopped waiting: {UNWAITED}")
         delegation.release_askers(ended)
-    finally:  # the thread hears it whatever ending the rest came to
-        if tell:
-            _tell_unwaited(ended)
     log.info("a paused session nothing could resume ended", extra={"session": ended.session_id})
     return True
 
 
-def _tell_unwaited(ended: Session) -> None:
+def tell_unwaited(ended: Session) -> None:
+    """The thread of a session the sweep ended told how to start again."""
     asked = origin.request_ts(ended)
     slack.post(
         ended.origin.channel,

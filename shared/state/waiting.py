@@ -255,7 +255,7 @@ def settle_unwaited(session_id: str, *, before: datetime, at: datetime, grace: t
         snaps = list(db().get_all(asked, field_paths=["status", "closed_at"], transaction=transaction)) if asked else []
         closed = {snap.id: snap.to_dict() or {} for snap in snaps if snap.exists}
         closed = {key: data for key, data in closed.items() if data.get("status") in _ENDS_ITS_SESSION}
-        if any((data.get("closed_at") or at) > at - grace for data in closed.values()):
+        if any(data.get("closed_at") is not None and data["closed_at"] > at - grace for data in closed.values()):
             return Settled(Unwaited.WAITS)
         if closed:
             return Settled(Unwaited.ENDS, closed={key: str(data["status"]) for key, data in closed.items()})

@@ -40,8 +40,8 @@ def route(start: Message, *, bot_user_id: str | None, retry_num: str | None) -> 
     """A thread reply may answer the thread's open question; a mention or a DM otherwise starts a session.
 
     A message typed at the top level of a DM is a reply in the DM's current top-level conversation (answered at the
-    top level, shared/slack/placement.py) when that conversation has an open question or a running session; else
-    it opens a conversation of its own."""
+    top level, shared/slack/placement.py) when that conversation has an open question, a running session or a
+    continuation queued to resume it; else it opens a conversation of its own."""
     message = _in_conversation(start)
     if message.in_thread and stop.is_stop(message.text):
         stopped = _stop(message, notes_in=start.thread_ts if start.in_thread else None)

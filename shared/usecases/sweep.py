@@ -37,7 +37,7 @@ from typing import Any
 
 from shared import config
 from shared.agent import followup
-from shared.asks import delegation, lifecycle, questions, stopping, tree_status
+from shared.asks import cancelling, delegation, lifecycle, questions, stopping, tree_status
 from shared.logs import session_context
 from shared.queue import tasks
 from shared.state import children, ids, sessions, steps, waiting
@@ -166,16 +166,26 @@ def _unwaited_action(session: Session, at: datetime, before: datetime) -> str:
     if session.reports_to_parent:
         failed = delegation.fail_unwaited(session, before, f"it stopped waiting: {stopping.UNWAITED}")
         return "unwaited_ended" if failed else "unchanged"
-    abandoned = [qid for qid, status in settled.closed.items() if status == QuestionStatus.ABANDONED.value]
-    # A newer question replaced one of its turn: the thread has that one to answer, and is told nothing here.
-    replaced = any(status == QuestionStatus.CANCELLED.value for status in settled.closed.values())
-    if not stopping.end_unwaited(session, tell=not (abandoned or replaced)):
-        return "unchanged"
-    for question_id in abandoned:  # an abandon that stopped before its session ended: its notice, as it would have
-        found = stored_questions.get_question(question_id)
-        if found is not None:
-            questions.show_abandoned(found, at)
-    return "unwaited_ended"
+    shown = _closed_shown(settled.closed, at) if settled.closed else None
+    return "unwaited_ended" if stopping.end_unwaited(session, shown=shown) else "unchanged"
+
+
+def _closed_shown(closed: dict[str, str], at: datetime) -> Callable[[Session], None]:
+    """How the thread of a session ended on its turn's closed questions is told, as the paths that closed them
+    would have told it, had they not stopped before the session ended: an abandoned question's post updated and the
+    thread told once; a question a newer one replaced shown so, the thread told nothing (it has that one to
+    answer)."""
+
+    def shown(_ended: Session) -> None:
+        found = [q for q in map(stored_questions.get_question, closed) if q is not None]
+        for question in found:
+            if question.status == QuestionStatus.CANCELLED:
+                cancelling.show_cancelled(question, why=questions.REPLACED)
+        abandoned = [q for q in found if q.status == QuestionStatus.ABANDONED]
+        for n, question in enumerate(abandoned):
+            questions.show_abandoned(question, at, tell=n == 0)
+
+    return shown
 
 
 def _silent_action(session: Session) -> str:

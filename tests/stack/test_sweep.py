@@ -26,6 +26,7 @@ from shared.asks import delegation
 from shared.asks import questions as asking
 from shared.queue import tasks
 from shared.slack import client as slack
+from shared.slack.surface import Reaction
 from shared.state import firestore, ids, results, sessions, tree_view
 from shared.state import questions as stored
 from shared.state.models import (
@@ -807,3 +808,46 @@ def test_a_session_whose_question_closed_moments_ago_is_left_to_the_path_that_cl
     assert sessions.get_session(thread.session_id).status == SessionStatus.ABANDONED  # type: ignore[union-attr]
     told = [m for m in fake_slack.bot_replies(thread.channel, thread.ts) if "stopped waiting" in m["text"]]
     assert [m["text"].startswith("Nobody answered") for m in told] == [True]
+
+
+def test_a_net_ending_whose_other_waits_fail_still_shows_the_abandon(
+    stack: Stack, empty_db: None, script: Script, fake_slack: FakeSlack, uid: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect (review of the net): the net ended a session left paused by a killed abandon, then ended what else its
+    turn waited on, and only then showed the abandon: a failure in between lost the notice for good (the question
+    closed, the session ended: no sweep reads either again). The thread is now told first."""
+    from shared.asks import stopping
+    from shared.usecases import sweep as daily
+
+    thread = paused_with_question(script, fake_slack, f"C{uid}", "rotate the keys?")
+    question = open_question(thread.session_id)
+    age_question(question.question_id, 73)
+    dies_once(monkeypatch, sessions, "end_session")  # the abandon stops between its close and the session's end
+    assert daily.run()["errors"] == 1
+    dies_once(monkeypatch, stopping, "end_waits")  # and the net's ending of the turn's other waits fails once
+    assert daily.run(after_remind_hours())["errors"] == 1
+    assert sessions.get_session(thread.session_id).status == SessionStatus.ABANDONED  # type: ignore[union-attr]
+    told = [m for m in fake_slack.bot_replies(thread.channel, thread.ts) if "stopped waiting" in m["text"]]
+    assert [m["text"].startswith("Nobody answered") for m in told] == [True]
+
+
+def test_a_session_whose_question_was_replaced_by_a_stopped_ask_is_ended_and_its_post_shows_why(
+    stack: Stack, empty_db: None, script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    """Defect (review of the net): a newer question's ask that stopped right after cancelling the older one left the
+    older session paused, its post still with buttons and 💬. The net ends it past QUEUED_GRACE and shows the post as
+    replaced, as the ask would have, telling the thread nothing (the newer question is there to answer)."""
+    from shared.usecases import sweep as daily
+
+    thread = paused_with_question(script, fake_slack, f"C{uid}", "rotate the keys?")
+    question = open_question(thread.session_id)
+    assert stored.close_question(question.question_id, QuestionStatus.CANCELLED, replaced_by=f"q-newer-{uid}")
+    stale = firestore.now() - timedelta(hours=config.settings().question_remind_hours + 1)
+    firestore.session_ref(thread.session_id).update({"updated_at": stale})
+    swept = daily.run(firestore.now() + daily.QUEUED_GRACE + timedelta(minutes=1))
+    assert (swept["unwaited_ended"], swept["errors"]) == (1, 0)
+    assert sessions.get_session(thread.session_id).status == SessionStatus.ABANDONED  # type: ignore[union-attr]
+    [post] = [m for m in fake_slack.messages(thread.channel, thread.ts) if m["ts"] == question.post_ts]
+    assert "Cancelled: a newer question replaces it" in post["text"]
+    assert Reaction.QUESTION not in fake_slack.reactions(thread.channel, str(question.post_ts))
+    assert not [m for m in fake_slack.bot_replies(thread.channel, thread.ts) if "stopped waiting" in m["text"]]
