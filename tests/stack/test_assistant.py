@@ -113,6 +113,25 @@ def test_a_message_in_the_pane_runs_a_session_answered_in_its_thread(
 
 
 @pytest.mark.stack
+def test_slacks_retry_of_the_opening_neither_renames_the_thread_nor_offers_prompts_again(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """Slack retries an ``assistant_thread_started`` it thinks went unanswered (X-Slack-Retry-Num), possibly after
+    the person has typed: the thread keeps the name its request gave it and gets one set of prompts."""
+    opened = fake_slack.open_assistant(f"U{uid}")
+    started = delivered(opened)
+    channel, thread_ts = opened["channel"], opened["thread_ts"]
+    script(G.text("Done."))
+    sent = fake_slack.user_message(f"U{uid}", channel, f"check the build [{uid}]", thread_ts=thread_ts)
+    wait_status(ids.session_for_event(sent["deliveries"][0]["event_id"]), SessionStatus.DONE)
+    retried = fake_slack.redeliver(started["event_id"])
+    assert (retried["status"], retried["retry_num"]) == (200, 1)
+    assert fake_slack.assistant_thread(channel, thread_ts)["title"] == f"check the build [{uid}]"
+    assert len(calls_for(fake_slack, "assistant.threads.setSuggestedPrompts", thread_ts)) == 1
+    assert len(calls_for(fake_slack, "assistant.threads.setTitle", thread_ts)) == 2  # "New request", the request
+
+
+@pytest.mark.stack
 def test_a_reply_in_the_pane_while_a_question_is_open_answers_it(
     script: Script, fake_slack: FakeSlack, uid: str
 ) -> None:
