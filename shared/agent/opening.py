@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+from decimal import Decimal
 from typing import Any
 
 from google.genai import types
@@ -107,12 +108,14 @@ def _user(text: str) -> types.Content:
 def name_after_request(session: Session, thread: list[dict[str, Any]]) -> None:
     """The first request typed in an assistant pane's thread names it, in place of the "New request" the pane
     opened with. Called by a session as it opens, with the thread it read anyway: the root's subtype says whether
-    this is a pane's thread, and a thread holding anything but its root and this request has been named already. A
-    refusal is logged (never fatal)."""
+    this is a pane's thread, and a thread holding anything between its root and this request has been named already
+    (what came after it, a second message typed before this session read the thread, names nothing). A refusal is
+    logged (never fatal)."""
     root = thread[0] if thread else {}
     if root.get("subtype") != ROOT_SUBTYPE or root.get("ts") != session.origin.thread_ts:
         return
-    if any(message.get("ts") not in (session.origin.thread_ts, session.origin.trigger_ts) for message in thread):
+    request = Decimal(session.origin.trigger_ts)
+    if any(Decimal(m.get("ts") or 0) < request for m in thread if m.get("ts") != session.origin.thread_ts):
         return
     line = next((line.strip() for line in session.text.splitlines() if line.strip()), "")
     if line:

@@ -30,6 +30,9 @@ OUTSIDE_SESSION_MAX_WAIT = 3.0  # seconds one retry may wait there: a longer Ret
 SESSION_MAX_RETRIES = 8  # the budget bounds them first: slack-sdk's backoff doubles from 0.5 s
 SERVER_ERRORS = frozenset({500, 502, 503, 504})
 CONNECTION_ERRORS: tuple[type[Exception], ...] = (URLError, ConnectionError, RemoteDisconnected, TimeoutError)
+# A stream's calls: one Slack answered too late (a read timeout) may have taken effect, and sent again it would show
+# its text twice, open a second message, or find its stream stopped; the stream degrades instead (slack/stream.py).
+STREAM_CALLS = frozenset({"chat.startStream", "chat.appendStream", "chat.stopStream"})
 
 _deadline: ContextVar[float | None] = ContextVar("slack_deadline", default=None)
 _max_wait: ContextVar[float | None] = ContextVar("slack_max_wait", default=None)
@@ -130,10 +133,13 @@ def retry_handlers() -> list[RetryHandler]:
             _next_attempt(self, state)
 
     class Connections(ConnectionErrorRetryHandler):
-        """A refused or cut connection, after slack-sdk's backoff, if that ends in time."""
+        """A refused or cut connection, after slack-sdk's backoff, if that ends in time; never a stream's call
+        that Slack answered too late."""
 
         def can_retry(self, *, state: Any, request: Any, response: Any = None, error: Any = None) -> bool:
             if state.current_attempt >= _limit(self):
+                return False
+            if isinstance(error, TimeoutError) and str(request.url).rsplit("/", 1)[-1] in STREAM_CALLS:
                 return False
             ok = self._can_retry(state=state, request=request, response=response, error=error)
             return ok and _fits(0.5 * 2**state.current_attempt)

@@ -17,9 +17,9 @@ refused sent to the new message, so no text is lost.
 
 Everything else Slack refuses degrades without losing text: a refused start (a channel type that does not stream,
 a missing recipient or scope) turns streaming off for the rest of the run and the answer is posted whole; another
-failed append (``msg_too_long``, ...) stops appending, and the answer then replaces the message with ``chat.update``
-(split as any long answer, the rest posted after it). The whole text is kept here, so a fallback never depends on
-what Slack had already shown.
+failed append (``msg_too_long``, ..., or one Slack answered too late, never sent again since it may have taken
+effect) stops appending, and the answer then replaces the message with ``chat.update`` (split as any long answer,
+the rest posted after it). The whole text is kept here, so a fallback never depends on what Slack had shown.
 
 slack-sdk's ``ChatStream`` helper buffers the same way, but starts its stream with the first text it sends: it
 cannot open an empty stream whose ts is recorded first, which exactly-once needs.
@@ -169,6 +169,9 @@ class AnswerStream:
                 return False
             try:
                 slack.stop_stream(self.channel, self.ts, key=key, blocks=neutralise_blocks(blocks))
+            except TimeoutError as exc:  # it may have stopped: the answer replaces the message, as after a failure
+                self._failed("chat.stopStream", exc)
+                return False
             except SlackApiError as exc:
                 if exc.response.get("error") == CLOSED and attempt == 0:
                     self._roll_over(closed=True)
@@ -242,8 +245,8 @@ class AnswerStream:
             for batch in first:  # more than one call holds: the last batch goes with the stop
                 slack.append_stream(self.channel, self.ts, batch)
             slack.stop_stream(self.channel, self.ts, key=key, chunks=last)
-        except SlackApiError as exc:
-            log.info("stream already over", extra={"error": exc.response.get("error")})
+        except (SlackApiError, TimeoutError) as exc:
+            log.info("stream already over", extra={"error": _error(exc)})
 
     def _flush(self, *, final: bool) -> None:
         """Send what of the turn's text may be sent: neutralised as the Markdown it is, and cut where no token can
@@ -289,6 +292,9 @@ class AnswerStream:
             batch = pending[0]
             try:
                 slack.append_stream(self.channel, self.ts, batch)
+            except TimeoutError as exc:  # Slack may have taken it: never sent again (backpressure.STREAM_CALLS)
+                self._failed("chat.appendStream", exc)
+                return False
             except SlackApiError as exc:
                 if exc.response.get("error") == CLOSED and not self.rolled_now:
                     self._roll_over(closed=True)  # Slack closed it: the same chunks go to a new message
@@ -325,8 +331,8 @@ class AnswerStream:
             return False
         try:
             self.ts = slack.start_stream(self.channel, self.thread_ts, recipient=self.recipient, display=self.mode)
-        except SlackApiError as exc:
-            self.refused = str(exc.response.get("error") or "unknown_error")
+        except (SlackApiError, TimeoutError) as exc:  # a start answered too late: its message is unknown, never used
+            self.refused = _error(exc)
             log.warning("stream refused; answers are posted whole", extra={"error": self.refused})
             return False
         self.open, self.final, self.total, self.shown_cards = True, False, 0, {}
@@ -334,10 +340,17 @@ class AnswerStream:
         self.on_open(self.ts)
         return True
 
-    def _failed(self, method: str, exc: SlackApiError) -> None:
-        self.broken = str(exc.response.get("error") or "unknown_error")
+    def _failed(self, method: str, exc: SlackApiError | TimeoutError) -> None:
+        self.broken = _error(exc)
         log.warning("stream failed; the answer will replace its message", extra={"method": method,
                                                                                   "error": self.broken})  # fmt: skip
+
+
+def _error(exc: SlackApiError | TimeoutError) -> str:
+    """Slack's error code, or "timed_out" for a call Slack answered too late."""
+    if isinstance(exc, TimeoutError):
+        return "timed_out"
+    return str(exc.response.get("error") or "unknown_error")
 
 
 def _batches(chunks: Sequence[Chunk]) -> list[list[Chunk]]:

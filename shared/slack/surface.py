@@ -2,10 +2,11 @@
 
 The agent talks to a ``ThreadSurface`` (working, doing, paused, done, failed, post) instead of calling Slack
 itself, so this is the one place that decides how work shows: Slack's own status under the thread ("is
-thinking…", "is fetching example.com"), cleared when the session pauses or ends. Where Slack refuses a status (a
-missing scope, a token or a channel it does not allow), the surface falls back to the 👀 reaction for the rest of
-its session, without asking again. The end of a session is marked with a reaction either way: a status is gone
-once the session stops, a reaction stays.
+thinking…", "is fetching example.com"), cleared when the session pauses or ends. Slack removes a status two minutes
+after it was set if the app posted nothing meanwhile, so a step that finds it older than ``STATUS_REFRESH_SECONDS``
+sets it again, unchanged. Where Slack refuses a status (a missing scope, a token or a channel it does not allow),
+the surface falls back to the 👀 reaction for the rest of its session, without asking again. The end of a session
+is marked with a reaction either way: a status is gone once the session stops, a reaction stays.
 
 Posts carry a key in message metadata; after a crash ``recover`` reads the thread once so no key is posted twice.
 A top-level session's surface also has an answer stream (``shared/slack/stream.py``): its tool steps as task cards
@@ -15,6 +16,7 @@ and its final answer streamed into one message; ``answer`` finishes it, or posts
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from enum import StrEnum
 
@@ -44,6 +46,7 @@ class Reaction(StrEnum):
 
 THINKING = "is thinking…"
 MAX_STATUS_CHARS = 100  # a status is one short line under the thread
+STATUS_REFRESH_SECONDS = 90.0  # Slack removes a status 2 minutes after it was set with no message since: set again
 
 
 class ThreadSurface:
@@ -58,6 +61,7 @@ class ThreadSurface:
         self.quiet = quiet  # a delegated child: it reports to its parent, and posts only what operators must see
         self.posted: dict[str, str] = {}  # post keys Slack already has, mapped to their ts
         self.status: str | None = None  # the status Slack shows now, as far as this run knows (None: not set yet)
+        self.status_at = 0.0  # when it was set (time.monotonic)
         self.status_refused = False  # Slack refused a status: the 👀 reaction shows the work instead
         self.reacted = False  # the 👀 reaction was added to the trigger message (the fallback), or tried
         self.stream: AnswerStream | None = None  # streamed answers with task cards (shared/slack/stream.py)
@@ -79,9 +83,10 @@ class ThreadSurface:
         if self.quiet:
             return
         status = status[:MAX_STATUS_CHARS]
-        if not self.status_refused and status != self.status:
+        stale = time.monotonic() - self.status_at >= STATUS_REFRESH_SECONDS
+        if not self.status_refused and (status != self.status or stale):
             if slack.set_status(self.channel, self.thread_ts, status) is None:
-                self.status = status
+                self.status, self.status_at = status, time.monotonic()
                 return
             self.status_refused = True  # for the rest of this session: no retry on every step
         if self.status_refused and not self.reacted:

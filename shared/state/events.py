@@ -117,6 +117,21 @@ def claim_message(channel: str, ts: str, *, kind: str, session_id: str) -> bool:
     return True
 
 
+def claim_event(event_id: str, *, kind: str) -> bool:
+    """Record a Slack event that starts no session (the app opened), with ``create()``; False if it was recorded
+    before (Slack's retry, or a concurrent duplicate delivery)."""
+    try:
+        event_ref(event_id).create(record(kind, "", now()))
+    except ALREADY_EXISTS:
+        return False
+    return True
+
+
+def forget_event(event_id: str) -> None:
+    """Take back ``claim_event``: what the event asked for was not done, and Slack's retry is to do it."""
+    event_ref(event_id).delete()
+
+
 def message_record(channel: str, ts: str) -> dict[str, Any] | None:
     """What acted on a message (its de-duplication record), if anything did."""
     return event_ref(ids.message_key(channel, ts)).get().to_dict()

@@ -113,6 +113,51 @@ def test_a_message_in_the_pane_runs_a_session_answered_in_its_thread(
 
 
 @pytest.mark.stack
+def test_slacks_retry_of_the_opening_neither_renames_the_thread_nor_offers_prompts_again(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """Slack retries an ``assistant_thread_started`` it thinks went unanswered (X-Slack-Retry-Num), possibly after
+    the person has typed: the thread keeps the name its request gave it and gets one set of prompts."""
+    opened = fake_slack.open_assistant(f"U{uid}")
+    started = delivered(opened)
+    channel, thread_ts = opened["channel"], opened["thread_ts"]
+    script(G.text("Done."))
+    sent = fake_slack.user_message(f"U{uid}", channel, f"check the build [{uid}]", thread_ts=thread_ts)
+    wait_status(ids.session_for_event(sent["deliveries"][0]["event_id"]), SessionStatus.DONE)
+    retried = fake_slack.redeliver(started["event_id"])
+    assert (retried["status"], retried["retry_num"]) == (200, 1)
+    assert fake_slack.assistant_thread(channel, thread_ts)["title"] == f"check the build [{uid}]"
+    assert len(calls_for(fake_slack, "assistant.threads.setSuggestedPrompts", thread_ts)) == 1
+    assert len(calls_for(fake_slack, "assistant.threads.setTitle", thread_ts)) == 2  # "New request", the request
+
+
+@pytest.mark.stack
+def test_a_message_and_a_context_change_while_the_panes_session_runs_join_it(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """While the pane's session works, the person moves to another channel and types again, mentioning the app: the
+    context change changes nothing, the message is a note that session reads (no second session), and the thread is
+    still named after the first request (the second may be in the thread before the session reads it)."""
+    opened = fake_slack.open_assistant(f"U{uid}", context_channel="C0LOCAL")
+    channel, thread_ts = opened["channel"], opened["thread_ts"]
+    script(G.delayed(2, G.call("read_thread")), G.text("Both done."))
+    fake_slack.slow("assistant.threads.setStatus", 1.0, match=thread_ts)  # the session reads its thread a bit later
+    sent = fake_slack.user_message(f"U{uid}", channel, f"check the build [{uid}]", thread_ts=thread_ts)
+    first = ids.session_for_event(sent["deliveries"][0]["event_id"])
+    wait_status(first, SessionStatus.RUNNING)
+    changed = fake_slack.change_assistant_context(channel, thread_ts, "C0OPERATORS")
+    assert response_of(fake_slack, changed["deliveries"][0])["ignored"].startswith("assistant context change")
+    bot = fake_slack.config()["bot_user_id"]
+    again = fake_slack.user_message(f"U{uid}", channel, f"<@{bot}> and the tests [{uid}]", thread_ts=thread_ts)
+    assert response_of(fake_slack, again["deliveries"][0]) == {"ok": True, "noted": first}
+    wait_status(first, SessionStatus.DONE)
+    assert [m["text"] for m in fake_slack.bot_replies(channel, thread_ts)] == ["Both done."]
+    *_, last = [json.dumps(r) for r in fake_gemini.requests() if f"check the build [{uid}]" in json.dumps(r)]
+    assert f"and the tests [{uid}]" in last  # the note reached the session's next turn
+    assert fake_slack.assistant_thread(channel, thread_ts)["title"] == f"check the build [{uid}]"
+
+
+@pytest.mark.stack
 def test_a_reply_in_the_pane_while_a_question_is_open_answers_it(
     script: Script, fake_slack: FakeSlack, uid: str
 ) -> None:

@@ -16,8 +16,9 @@ from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.slack import FakeSlackConfig, running
 from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
+from shared import deps
 from shared.agent.activity import task
-from shared.slack import blocks
+from shared.slack import backpressure, blocks
 from shared.slack import client as slack
 from shared.slack.stream import CUT_OFF, AnswerStream
 from shared.slack.surface import ThreadSurface
@@ -26,7 +27,7 @@ from shared.state.firestore import now
 from shared.state.models import SessionStatus
 from tests.agent_helpers import HUMAN, mention, wait_status
 from tests.poll import wait_for
-from tests.surfaces import slack_thread
+from tests.surfaces import TOKEN, slack_thread
 
 G = FakeGemini
 Script = Callable[..., int]
@@ -289,6 +290,24 @@ def test_a_failed_model_turn_takes_its_text_back_and_the_retry_replaces_it(
     [ts] = thread.answer("The whole answer.", key="s:5:answer", feedback="s")
     assert [m["text"] for m in fake.bot_replies("C1", thread.thread_ts)] == ["The whole answer."]
     assert slack.posted_keys("C1", thread.thread_ts) == {"s:5:answer:0": ts}
+
+
+def test_a_stream_call_slack_answers_too_late_is_never_sent_twice(
+    surface: tuple[ThreadSurface, FakeSlack, list[str]],
+) -> None:
+    """Slack takes an append but answers after the client gave up (a read timeout): sent again, its text would show
+    twice. It is not; the stream stops appending and the answer replaces its message, whole, once."""
+    thread, fake, _ = surface
+    web = WebClient(token=TOKEN, base_url=f"{fake.base_url}/api/", timeout=1,
+                    retry_handlers=backpressure.retry_handlers())  # fmt: skip
+    with deps.override(slack=web):
+        fake.slow("chat.appendStream", 1.5)  # the first append takes effect, its answer comes too late
+        stream_text(thread, ANSWER)
+        [ts] = thread.answer(ANSWER, key="s:3:answer", feedback="s")
+    [reply] = fake.bot_replies("C1", thread.thread_ts)
+    assert (reply["ts"], reply["text"]) == (ts, ANSWER)
+    assert len(fake.calls("chat.appendStream")) == 1
+    assert slack.posted_keys("C1", thread.thread_ts) == {"s:3:answer:0": ts}
 
 
 def test_a_long_answer_streams_whole_into_one_message(surface: tuple[ThreadSurface, FakeSlack, list[str]]) -> None:

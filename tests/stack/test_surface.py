@@ -9,9 +9,11 @@ import pytest
 from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.slack.client import FakeSlack
 from shared.agent.activity import doing
+from shared.slack import surface
 from shared.state.models import SessionStatus
 from tests.agent_helpers import mention, wait_status
 from tests.poll import wait_for
+from tests.surfaces import CHANNEL, slack_thread
 
 G = FakeGemini
 Script = Callable[..., int]
@@ -100,3 +102,18 @@ def test_a_refused_status_and_refused_reactions_are_each_asked_once(
     wait_for(lambda: reaction_calls(fake_slack, thread.ts)[-1:] == ["+white_check_mark"], what="the end's reaction")
     assert len(fake_slack.calls("assistant.threads.setStatus")) == 1
     assert reaction_calls(fake_slack, thread.ts) == ["+eyes", "-eyes", "+white_check_mark"]
+
+
+def test_a_status_slack_removed_after_its_two_minutes_is_set_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Slack removes a status two minutes after it was set when the app posted nothing (a long session that only
+    thinks and reads): the next step sets it again, not only when it changes (both times shortened here)."""
+    monkeypatch.setattr(surface, "STATUS_REFRESH_SECONDS", 0.5, raising=False)
+    with slack_thread() as (thread, fake):
+        fake.configure(status_seconds=1.0)
+        thread.working()
+        thread.working()  # just set: not asked again
+        assert fake.statuses(CHANNEL, thread.thread_ts) == [surface.THINKING]
+        wait_for(lambda: fake.status(CHANNEL, thread.thread_ts) == "", timeout=5, what="Slack removing the status")
+        thread.working()  # the session's next turn, still thinking
+        assert fake.status(CHANNEL, thread.thread_ts) == surface.THINKING
+        assert fake.statuses(CHANNEL, thread.thread_ts) == [surface.THINKING, surface.THINKING]

@@ -70,6 +70,7 @@ class FakeSlack(ControlClient):
         interactivity_url: str | None = None,
         echo_bot_messages: bool | None = None,
         stream_seconds: float | None = None,
+        status_seconds: float | None = None,
     ) -> Json:
         """Change where events go (or whether the bot's posts echo back); returns the configuration."""
         return self._post(
@@ -78,6 +79,7 @@ class FakeSlack(ControlClient):
             interactivity_url=interactivity_url,
             echo_bot_messages=echo_bot_messages,
             stream_seconds=stream_seconds,
+            status_seconds=status_seconds,
         )
 
     def config(self) -> Json:

@@ -43,7 +43,7 @@ def _required(args: Json, *keys: str) -> list[str]:
 
 
 def ctl_config(ws: Workspace, args: Json) -> Json:
-    allowed = {"events_url", "interactivity_url", "echo_bot_messages", "stream_seconds"}
+    allowed = {"events_url", "interactivity_url", "echo_bot_messages", "stream_seconds", "status_seconds"}
     if unknown := set(args) - allowed:
         raise SlackError(f"unknown settings: {sorted(unknown)}")
     config = ws.configure(**args) if args else ws.config
@@ -133,7 +133,7 @@ def ctl_status(ws: Workspace, args: Json) -> Json:
     """The status the bot shows under one thread now ("" when none)."""
     channel, thread_ts = _required(args, "channel", "thread_ts")
     with ws.lock:
-        return {"ok": True, "status": ws.statuses.get(f"{channel}/{thread_ts}", "")}
+        return {"ok": True, "status": ws.status(f"{channel}/{thread_ts}")}
 
 
 def ctl_user_message(ws: Workspace, args: Json) -> Json:

@@ -38,7 +38,7 @@ def ctl_snapshot(ws: Workspace, args: Json) -> Json:
             "extra_channels": [{"id": c, "name": names.get(c, c)} for c in channels if c not in names],
             "messages": channels,
             "ephemerals": ephemerals,
-            "statuses": {key: status for key, status in ws.statuses.items() if status},
+            "statuses": {key: shown for key in ws.statuses if (shown := ws.status(key))},
             # The prompts an agent-view DM offers (set without a thread when its Messages tab opens).
             "prompts": {
                 key: {"prompts": entry.get("prompts") or [], "prompts_title": entry.get("prompts_title")}

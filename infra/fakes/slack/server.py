@@ -257,7 +257,8 @@ def conversations_history(ws: Workspace, args: Json) -> Json:
 
 def assistant_threads_set_status(ws: Workspace, args: Json) -> Json:
     """The "is thinking…" line under a thread (Slack's agent surface); an empty status clears it, and so does the
-    app's next post in the thread. A channel the test made refuse statuses answers with its error."""
+    app's next post in the thread, or two minutes without one (the config's ``status_seconds``). A channel the test
+    made refuse statuses answers with its error."""
     channel = req(args, "channel_id", "channel_not_found")
     thread_ts = req(args, "thread_ts", "invalid_thread_ts")
     if refused := ws.status_refusals.get(channel):
@@ -269,7 +270,7 @@ def assistant_threads_set_status(ws: Workspace, args: Json) -> Json:
     loading = args.get("loading_messages")
     if loading is not None and (not isinstance(loading, list) or len(loading) > 10):
         raise SlackError("invalid_arguments")
-    ws.statuses[f"{channel}/{thread_ts}"] = opt(args, "status") or ""
+    ws.statuses[f"{channel}/{thread_ts}"] = (opt(args, "status") or "", time.time() + ws.config.status_seconds)
     return {"ok": True}
 
 

@@ -55,6 +55,7 @@ class FakeSlackConfig:
     notice: str = ""  # a line the browser page shows above everything (the demo model announces itself)
     delivery_seconds: float = 3.0  # how long a delivery waits for the app's answer (Slack: three seconds)
     stream_seconds: float = 300.0  # a streamed message stops taking appends this long after it started (Slack: ~5 min)
+    status_seconds: float = 120.0  # a thread's status is removed this long after it was set with no message since
     verification_token: str = "fakeslack-verification-token"  # noqa: S105 - a fake's constant
 
     def public(self) -> Json:
@@ -238,7 +239,8 @@ class Workspace:
             self.response_urls: dict[str, Json] = {}
             self.echoes: list[tuple[Message, Json | None]] = []
             self.channel_types: dict[str, str] = {}
-            self.statuses: dict[str, str] = {}  # "channel/thread_ts" -> assistant.threads.setStatus's status
+            # "channel/thread_ts" -> assistant.threads.setStatus's status, and when Slack removes it (two minutes on)
+            self.statuses: dict[str, tuple[str, float]] = {}
             self.status_refusals: dict[str, str] = {}  # channel -> the error assistant.threads.setStatus answers
             self.assistant_threads: dict[str, Json] = {}  # "channel/thread_ts" -> title, prompts, context_channel
             self.stream_refusals: dict[str, str] = {}  # channel -> the error chat.startStream answers
@@ -287,6 +289,13 @@ class Workspace:
                 self.users[user_id] = {"id": user_id, "team_id": team, "name": name, "real_name": real, **flags}
                 self.users[user_id]["profile"] = profile
             return self.users[user_id]
+
+    def status(self, key: str) -> str:
+        """The status shown under the thread ``key`` ("channel/thread_ts") now: "" once Slack's two minutes (the
+        config's ``status_seconds``) have passed since it was set with no message from the app meanwhile."""
+        with self.lock:
+            shown, until = self.statuses.get(key, ("", 0.0))
+            return shown if time.time() < until else ""
 
     def channel_type(self, channel: str) -> str:
         """As events report it: remembered from the first human message, else guessed from the id."""
