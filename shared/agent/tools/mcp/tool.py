@@ -129,7 +129,7 @@ class McpTool:
                  asked: list[str]) -> Outcome:  # fmt: skip
         if isinstance(outcome, mcp_types.InputRequiredResult):
             return self._ask(outcome, args, ctx, round=round)
-        response = results.response(self.server.name, self.name, outcome)
+        response = results.response(self.server.name, self.name, outcome, self.listed.output_schema)
         return results.declined_mid_call(self.server.name, asked, response)
 
     def _ask(self, result: mcp_types.InputRequiredResult, args: dict[str, Any], ctx: ToolContext, *,
