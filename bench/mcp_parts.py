@@ -144,7 +144,7 @@ def measure(tool: McpTool, args: dict[str, Any]) -> Parts:
         list_round_ms=anyio.run(rounds, lambda client: client.session.list_tools()),
         call_round_ms=anyio.run(rounds, call),  # the first, uncounted, listed the tools
         schema_ms=_ms(lambda: tool.argument_problem(args)),  # the check run() makes first
-        convert_ms=_ms(lambda: results.response(tool.server.name, tool.name, outcome)),
+        convert_ms=_ms(lambda: results.response(tool.server.name, tool.name, outcome, tool.listed.output_schema)),
         requests=tuple(requests),
         version=version,
     )

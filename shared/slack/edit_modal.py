@@ -140,12 +140,18 @@ def parse(schema: Mapping[str, Any], values: Mapping[str, Any]) -> tuple[dict[st
     if errors:
         return args, errors
     import jsonschema  # the ingress pays for it at the first edit, never at its cold start
+    from referencing import Registry
+    from referencing.exceptions import Unresolvable
 
-    validator = jsonschema.validators.validator_for(schema)(schema)
-    for error in validator.iter_errors(args):
-        where = str(error.path[0]) if error.path else _missing(error) or ""
-        block_id = f"arg:{where}" if where in properties else next(iter(values), "arg:")
-        errors.setdefault(block_id, error.message[:150])
+    # A ``$ref`` resolves within the schema only: jsonschema would otherwise fetch any URL an MCP server names.
+    validator = jsonschema.validators.validator_for(schema)(schema, registry=Registry())
+    try:
+        for error in validator.iter_errors(args):
+            where = str(error.path[0]) if error.path else _missing(error) or ""
+            block_id = f"arg:{where}" if where in properties else next(iter(values), "arg:")
+            errors.setdefault(block_id, error.message[:150])
+    except Unresolvable as exc:
+        errors[next(iter(values), "arg:")] = f"The tool's schema refers to {exc.ref!r}, which is not fetched"[:150]
     return args, errors
 
 

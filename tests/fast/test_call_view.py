@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import urllib.request
 from datetime import UTC, datetime
 from typing import Any
 
@@ -133,3 +134,28 @@ def test_the_edit_modal_has_a_field_per_argument_and_checks_a_submission_against
     assert "arg:replicas" in edit_modal.parse(schema, state(name="web", replicas="2.5"))[1]
     assert "arg:labels" in edit_modal.parse(schema, state(name="web", replicas="1", labels="{nope"))[1]
     assert edit_modal.parse(schema, state(replicas="1"))[1] == {"arg:name": "'name' is a required property"}
+
+
+def test_an_edit_is_checked_without_fetching_a_remote_reference_in_the_schema(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Defect: a ``$ref`` naming a URL (an MCP server declares the schema) made jsonschema fetch it from the Slack
+    ingress when an operator submitted an edit. It now resolves within the schema only."""
+    from shared.slack import edit_modal
+
+    fetched: list[str] = []
+
+    def no_fetch(url: object, *args: object, **kwargs: object) -> object:
+        fetched.append(str(url))
+        raise OSError("no network in this test")
+
+    monkeypatch.setattr(urllib.request, "urlopen", no_fetch)
+    remote = "http://169.254.169.254/schema.json"
+    schema = {"type": "object", "properties": {"key": {"$ref": remote}, "n": {"$ref": "#/$defs/n"}},
+              "$defs": {"n": {"type": "integer"}}}  # fmt: skip
+    state = {"arg:key": {"value": {"type": "plain_text_input", "value": '"k"'}}}
+    errors = edit_modal.parse(schema, state)[1]
+    assert fetched == []
+    assert errors == {
+        "arg:key": "The tool's schema refers to 'http://169.254.169.254/schema.json', which is not fetched"
+    }
+    only_local = {"arg:n": {"value": {"type": "plain_text_input", "value": '"x"'}}}
+    assert edit_modal.parse(schema, only_local)[1] == {"arg:n": "'x' is not of type 'integer'"}

@@ -2,7 +2,7 @@
 
 The SDK's ``Client`` negotiates the protocol (the stateless 2026-07-28 revision, or the older handshake). A
 listing negotiates afresh and keeps what the server chose; a call adopts it (no ``server/discover`` probe) and is
-given the tool's entry of the cached listing, so the session knows its output schema without listing again (the
+given the tool's entry of the cached listing, so the session does not list again before it accepts a result (the
 SDK's own response cache is off: servers mark listings uncacheable, and ``catalog`` keeps them). A server that
 refuses the kept protocol is negotiated with again, once; one that says its tools changed, or no longer knows a
 tool, has its listing dropped (``pool.tools_changed``). Responses are read under a byte cap (``capped``).
@@ -71,8 +71,8 @@ def call_tool(server: McpServer, name: str, arguments: dict[str, Any], *, listed
               input_responses: dict[str, Any] | None = None, request_state: str | None = None,
               asked_mid_call: list[str] | None = None) -> Outcome:  # fmt: skip
     """One ``tools/call`` round: the result, or the server's request for input. ``listed`` is the tool's entry of
-    the cached listing (its output schema checks the result). What a server on the older handshake asked in the
-    middle of the call (declined) is appended to ``asked_mid_call``."""
+    the cached listing (``results`` checks the result against its output schema). What a server on the older
+    handshake asked in the middle of the call (declined) is appended to ``asked_mid_call``."""
     responses = _responses(input_responses) if input_responses is not None else None
 
     async def calling(client: Client) -> Outcome:
@@ -107,9 +107,11 @@ def _responses(raw: dict[str, Any]) -> mcp_types.InputResponses:
 
 def _absorb(client: Client, listed: mcp_types.Tool) -> None:
     """Give the session the cached listing's entry of the tool, as the SDK's ``Client.list_tools`` does with a
-    listing its own cache serves: the output schema that checks the result, and the argument headers of 2026-07-28
-    (``x-mcp-header``). Without it a fresh session lists every tool again before it accepts a result."""
-    listing = mcp_types.ListToolsResult(tools=[listed])
+    listing its own cache serves: the argument headers of 2026-07-28 (``x-mcp-header``). Without it a fresh session
+    lists every tool again before it accepts a result. Its output schema is left out: ``results`` checks the result
+    against it, since the SDK's check fails the call as if it had not run (a ``RuntimeError``, whatever the server
+    did)."""
+    listing = mcp_types.ListToolsResult(tools=[listed.model_copy(update={"output_schema": None})])
     client.session._absorb_tool_listing(listing, complete=False)
 
 

@@ -17,6 +17,8 @@ from typing import Any
 import jsonschema
 import mcp_types
 from google.genai import types
+from referencing import Registry
+from referencing.exceptions import Unresolvable
 
 from shared.agent.tools.base import Outcome, Suspend, Tier, ToolContext
 from shared.agent.tools.mcp import connection, inputs, results
@@ -129,7 +131,7 @@ class McpTool:
                  asked: list[str]) -> Outcome:  # fmt: skip
         if isinstance(outcome, mcp_types.InputRequiredResult):
             return self._ask(outcome, args, ctx, round=round)
-        response = results.response(self.server.name, self.name, outcome)
+        response = results.response(self.server.name, self.name, outcome, self.listed.output_schema)
         return results.declined_mid_call(self.server.name, asked, response)
 
     def _ask(self, result: mcp_types.InputRequiredResult, args: dict[str, Any], ctx: ToolContext, *,
@@ -156,16 +158,20 @@ class McpTool:
     def argument_problem(self, args: dict[str, Any]) -> str | None:
         """What is wrong with ``args`` for this tool's schema, or None. Keys the schema does not name are refused
         too (JSON Schema lets them pass unless it says ``additionalProperties: false``), unless the schema
-        explicitly allows more: what an operator approves and the server runs is only what the schema describes."""
+        explicitly allows more: what an operator approves and the server runs is only what the schema describes.
+        A ``$ref`` resolves within the schema only: jsonschema would otherwise fetch any URL a server names."""
         schema = self.listed.input_schema
         try:
-            validator = jsonschema.validators.validator_for(schema)(schema)
+            validator = jsonschema.validators.validator_for(schema)(schema, registry=Registry())
             problems = [
                 f"{'.'.join(map(str, e.absolute_path)) or 'arguments'}: {e.message}"
                 for e in validator.iter_errors(args)
             ]
         except jsonschema.SchemaError as exc:
             return f"{self.name} cannot be called: its server declares an invalid schema ({exc.message})"
+        except Unresolvable as exc:
+            return (f"{self.name} cannot be called: its server's schema refers to {exc.ref!r}, which is not "
+                    "in the schema (remote references are never fetched)")  # fmt: skip
         unknown = unnamed_keys(schema, args)
         if unknown:
             named = ", ".join(sorted(named_keys(schema))) or "no arguments"
