@@ -88,6 +88,7 @@ class Asked:
     approvers: tuple[str, ...] = ()
     approvals: int = 1
     schema: str | None = None  # the tool's JSON Schema: the Edit modal's fields (None: no Edit button)
+    rule_when: str | None = None  # its ``TOOL_TIERS`` rule's ``when`` as JSON, when it has one
 
 
 def shown_size(tool: str, args: Mapping[str, Any], shown_order: tuple[str, ...] = ()) -> int:
@@ -159,6 +160,7 @@ def request(session: Session, seq: int, calls: Sequence[Held],
                 approvers=list(about.approvers),
                 approvals_needed=about.approvals,
                 schema=about.schema,
+                rule_when=about.rule_when,
                 card_channel=elsewhere,
             )
         )
