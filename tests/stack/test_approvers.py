@@ -194,3 +194,28 @@ def test_a_double_click_and_another_approvers_deny_at_once_count_one_approval_an
     shown = card(fake_slack, thread.channel, thread.ts, approval.card_ts)
     assert f"denied by <@{OPERATOR2}>" in shown["text"]
     assert not [b for b in shown["blocks"] if b["type"] == "actions"]
+
+
+def test_a_denying_reply_denies_only_the_calls_its_author_may_decide(
+    rules: None, script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    """Defect: a reply was checked against the turn's first pending call only, then denied every pending call: an
+    operator's reply denied a pin only the user group may decide, and a group member's reply was ignored whole."""
+    fake_slack.set_usergroup(GROUP, [GUEST])
+    script(G.calls(("scale_service", {"name": "api", "replicas": 2}), ("pin_version", {"name": "api", "version": "4"})),
+           G.text("Neither ran."))  # fmt: skip
+    thread = mention(fake_slack, f"C{uid}", "scale the api and pin it")
+    paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    scale, pin = sorted(stored.get_approvals(paused.awaited(WaitKind.APPROVAL)), key=lambda a: a.call_index)
+    fake_slack.user_message(OPERATOR, thread.channel, "no scaling today", thread_ts=thread.ts)
+    wait_for(lambda: stored.get_approval(scale.approval_id).status == ApprovalStatus.DENIED,  # type: ignore[union-attr]
+             timeout=30, what="the scale denied")  # fmt: skip
+    still = stored.get_approval(pin.approval_id)
+    assert still is not None
+    assert still.status == ApprovalStatus.PENDING  # the operator is no member of the group that decides pins
+    fake_slack.user_message(GUEST, thread.channel, "no pin either", thread_ts=thread.ts)
+    wait_status(resumed(pin), SessionStatus.DONE, timeout=60)
+    denied = stored.get_approval(pin.approval_id)
+    assert denied is not None
+    assert (denied.status, denied.decided_by, denied.reason) == (ApprovalStatus.DENIED, GUEST, "no pin either")
+    assert executions(thread.session_id) == []
