@@ -9,7 +9,8 @@ approvers written on the approval were chosen for its case, and the other case m
 valid one is one decision transaction, as Approve's: the edited arguments, their digest and the editor are written
 with the approval (``approved_by`` starts again with the editor: earlier approvals were of another call), claimed by
 the view's id, so a double submission decides once; an Approve or Deny that won first makes the edit lose, and the
-editor is told in the modal. The continuation runs the edited call through the ledger, once.
+editor is told in the modal. The continuation runs the edited call through the ledger, once. Submitted unchanged,
+the modal is an approval of the call as it stands, not an edit (the model hears of none).
 """
 
 from __future__ import annotations
@@ -106,7 +107,8 @@ def submit(payload: dict[str, Any]) -> Reply:
     shown = call_view.shown_call(approval.tool, args, approval.shown_order)
     if not call_view.presentable(shown):
         return _errors(approval, f"The edited call is too long to show ({len(shown)} characters); shorten it.")
-    edit = (edited, approvals.digest(approval.tool, edited))
+    unchanged = edited == (approval.edited_args or approval.args)  # an approval of the call as it is: no edit
+    edit = None if unchanged else (edited, approvals.digest(approval.tool, edited))
     decision = Decision(ApprovalStatus.APPROVED, user, None, f"edit-{view_id}", edit, shown=meta[1])
     outcome = approvals.decide_edit(approval, decision)
     if outcome == approvals.DecisionOutcome.EDITED_SINCE:  # another edit committed since the checks above

@@ -165,3 +165,18 @@ def test_a_whole_number_runs_as_typed_and_a_number_json_cannot_hold_is_refused(
     assert edited.edited_args == canonical({"name": "api", "replicas": 9007199254740993})
     wait_status(resumed(approval), SessionStatus.DONE, timeout=60)
     assert executions(thread.session_id) == []  # the tool refuses more than 50 replicas: it never got a rounded one
+
+
+def test_an_edit_submitted_unchanged_is_a_plain_approval_and_the_model_is_not_told_of_an_edit(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    thread, approval = asks_to_scale(script, fake_slack, uid)
+    view = open_editor(fake_slack, approval)
+    assert fake_slack.submit_view(view["id"], OPERATOR, {})["answer"] == {}  # every field as it was
+    wait_status(resumed(approval), SessionStatus.DONE, timeout=60)
+    assert [e["replicas"] for e in executions(thread.session_id)] == [3]
+    [response] = function_responses(fake_gemini.requests()[-1])
+    assert "edited" not in response["response"]
+    card = next(m for m in fake_slack.messages(thread.channel, thread.ts) if m["ts"] == approval.card_ts)
+    assert "Edited by" not in json.dumps(card["blocks"])
+    assert f"approved by <@{OPERATOR}>; it ran" in card["text"]
