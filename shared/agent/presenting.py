@@ -36,6 +36,7 @@ def asked(tools: Toolset, held: Sequence[Held]) -> dict[int, Asked]:
             approvers=rule.ids,
             approvals=rule.approvals,
             schema=json.dumps(schema) if schema.get("properties") and len(json.dumps(schema)) <= MAX_SCHEMA else None,
+            rule_when=policy.conditions(name),
         )
     return facts
 

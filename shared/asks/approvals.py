@@ -88,6 +88,7 @@ class Asked:
     approvers: tuple[str, ...] = ()
     approvals: int = 1
     schema: str | None = None  # the tool's JSON Schema: the Edit modal's fields (None: no Edit button)
+    rule_when: str | None = None  # its ``TOOL_TIERS`` rule's ``when`` as JSON, when it has one
 
 
 def shown_size(tool: str, args: Mapping[str, Any], shown_order: tuple[str, ...] = ()) -> int:
@@ -159,6 +160,7 @@ def request(session: Session, seq: int, calls: Sequence[Held],
                 approvers=list(about.approvers),
                 approvals_needed=about.approvals,
                 schema=about.schema,
+                rule_when=about.rule_when,
                 card_channel=elsewhere,
             )
         )
@@ -381,10 +383,10 @@ def edited_since_note(approval: Approval) -> str:
 
 def deny_by_reply(*, open_approval_ids: list[str], user: str, text: str, ts: str,
                   channel: str | None = None) -> DecisionOutcome | None:  # fmt: skip
-    """An operator's reply while approvals are pending in the thread denies them all, its text the reason; None
-    when nothing is pending (the reply is then handled as usual), unless the thread as read listed approvals decided
-    since: the reply lost to that decision, and is told so. The thread may be the one a routed card starts in the
-    operator channel (``channel``: where the reply is).
+    """An operator's reply while approvals are pending in the thread denies all that its author may decide, its text
+    the reason; None when none is (the reply is then handled as usual), unless the thread as read listed approvals
+    decided since: the reply lost to that decision, and is told so. The thread may be the one a routed card starts
+    in the operator channel (``channel``: where the reply is).
 
     Each denial is keyed by the message and the approval, so a retry of the message after a crash part-way
     denies what is still pending; the message itself is claimed last, so its other events (a retry once all are
@@ -405,7 +407,8 @@ def deny_by_reply(*, open_approval_ids: list[str], user: str, text: str, ts: str
             _requeue_decided(lost)
             return DecisionOutcome.DUPLICATE
         return None
-    if not may_decide(user, pending[0]):
+    pending = [a for a in pending if may_decide(user, a)]  # each call's rule decides who may deny it
+    if not pending:
         return None  # not a decision: the message is handled as any other
     reason = capped(text, MAX_MESSAGE_CHARS)
     outcomes = [_decide(a, Decision(ApprovalStatus.DENIED, user, reason, f"{ts}:{a.approval_id}")) for a in pending]

@@ -8,14 +8,17 @@ cannot be read admits nobody through it (the refusal says so), never everybody.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
 from shared import config
+from shared.config_values import Tier, TierRule
 from shared.slack import client as slack
 from shared.state.models import Approval
 
@@ -61,6 +64,16 @@ def may_decide(user: str, approval: Approval) -> bool:
     if user in settings.operator_user_ids:
         return True
     return settings.allow_requester_approvals and user == approval.requested_by
+
+
+def same_case(approval: Approval, edited: Mapping[str, Any]) -> bool:
+    """True if ``edited`` arguments fall in the same case of the tool's rule (its ``when``, or not) as the call
+    asked: the approvers and tier written on the approval were chosen for that case."""
+    if not approval.rule_when:
+        return True
+    when = tuple((str(k), tuple(v)) for k, v in json.loads(approval.rule_when).items())
+    rule = TierRule(Tier.APPROVE.value, when=when)
+    return rule.matches(edited) == rule.matches(json.loads(approval.args))
 
 
 def refusal(approval: Approval) -> str:

@@ -4,10 +4,13 @@ approval of the edited call.
 The press is checked as an Approve press is (its card, its digest, who may decide, still pending) before
 ``views.open`` uses its ``trigger_id`` (valid for 3 s). The submission is checked against the tool's JSON Schema
 (stored on the approval when it was asked): a bad value is answered with ``response_action: errors`` and changes
-nothing. A valid one is one decision transaction, as Approve's: the edited arguments, their digest and the editor
-are written with the approval (``approved_by`` starts again with the editor: earlier approvals were of another
-call), claimed by the view's id, so a double submission decides once; an Approve or Deny that won first makes the
-edit lose, and the editor is told in the modal. The continuation runs the edited call through the ledger, once.
+nothing, and so is an edit that moves the call into the other case of its ``TOOL_TIERS`` rule's ``when`` (the
+approvers written on the approval were chosen for its case, and the other case may need others, or deny it). A
+valid one is one decision transaction, as Approve's: the edited arguments, their digest and the editor are written
+with the approval (``approved_by`` starts again with the editor: earlier approvals were of another call), claimed by
+the view's id, so a double submission decides once; an Approve or Deny that won first makes the edit lose, and the
+editor is told in the modal. The continuation runs the edited call through the ledger, once. Submitted unchanged,
+the modal is an approval of the call as it stands, not an edit (the model hears of none).
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from shared.state.models import Approval, ApprovalStatus
 log = logging.getLogger(__name__)
 
 Reply = dict[str, Any]
+CROSSES_RULE = ("With these values TOOL_TIERS treats the call otherwise (other approvers, or another tier); an edit "
+                "cannot change that. Nothing changed.")  # fmt: skip
 
 
 def open_editor(press: ButtonPress) -> str:
@@ -96,11 +101,14 @@ def submit(payload: dict[str, Any]) -> Reply:
     args, errors = edit_modal.parse(json.loads(approval.schema), values)
     if errors:
         return {"response_action": "errors", "errors": errors}
+    if not approvers.same_case(approval, args):
+        return _errors(approval, CROSSES_RULE)
     edited = approvals.canonical(args)
     shown = call_view.shown_call(approval.tool, args, approval.shown_order)
     if not call_view.presentable(shown):
         return _errors(approval, f"The edited call is too long to show ({len(shown)} characters); shorten it.")
-    edit = (edited, approvals.digest(approval.tool, edited))
+    unchanged = edited == (approval.edited_args or approval.args)  # an approval of the call as it is: no edit
+    edit = None if unchanged else (edited, approvals.digest(approval.tool, edited))
     decision = Decision(ApprovalStatus.APPROVED, user, None, f"edit-{view_id}", edit, shown=meta[1])
     outcome = approvals.decide_edit(approval, decision)
     if outcome == approvals.DecisionOutcome.EDITED_SINCE:  # another edit committed since the checks above

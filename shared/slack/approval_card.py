@@ -76,6 +76,14 @@ def progress(card: Card) -> str:
     return f"*{done} of {card.approvals_needed} approvals*{by}"
 
 
+LABEL_CHARS = 200
+
+
+def _label(card: Card) -> str:
+    """Who asks, as inline code: a child's label quotes its task (model text), which may form no line or markup."""
+    return call_view.inline(card.label or "", LABEL_CHARS)
+
+
 def _when(at: datetime) -> str:
     return at.strftime("%a %d %b %H:%M UTC")
 
@@ -102,7 +110,7 @@ def _call_sections(card: Card) -> list[Any]:
 
 
 def _header(card: Card) -> list[Any]:
-    about = f" — {escaped(card.label)}" if card.label else ""
+    about = f" — {_label(card)}" if card.label else ""
     asked = f"Asked by <@{card.requested_by}>" if card.requested_by else "Asked by the session"
     facts = [asked + (f" in {card.asked_in}" if card.asked_in else "")]
     if card.expires_at is not None:
@@ -139,7 +147,7 @@ def blocks(card: Card) -> list[Any]:
 def text(card: Card) -> str:
     """The card's notification text (and where blocks do not render): the sentence, never the raw call."""
     asked = f" for <@{card.requested_by}>'s request" if card.requested_by else ""
-    about = f" ({escaped(card.label)})" if card.label else ""
+    about = f" ({_label(card)})" if card.label else ""
     return (
         f":lock: {who_decides(card)}: approval needed{asked}{about}: {sentence(card)}. The card shows the exact call."
     )

@@ -10,6 +10,7 @@ when a submission is first checked, so the Slack ingress's cold start never load
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -105,7 +106,12 @@ def _convert(raw: str, kind: str) -> Any:
     if kind == "boolean":
         return raw == "true"
     if kind in {"integer", "number"}:
-        number = float(raw)
+        try:
+            return int(raw)  # as typed: through a float, a large whole number would change
+        except ValueError:
+            number = float(raw)
+        if not math.isfinite(number):  # JSON has no NaN or infinity
+            raise ValueError(f"{raw} is not a finite number")
         if kind == "integer" and not number.is_integer():
             raise ValueError(f"{raw} is not a whole number")
         return int(number) if kind == "integer" or (number.is_integer() and "." not in raw) else number

@@ -343,6 +343,7 @@ class Approval(Stored):
     approvals_needed: int = 1  # distinct approvers who must approve before it runs
     approved_by: list[str] = field(default_factory=list)  # who approved so far, in order
     schema: str | None = None  # the tool's arguments as JSON Schema (the Edit modal's fields); None: not editable
+    rule_when: str | None = None  # its rule's ``when`` (JSON: argument to values): an edit may not cross it
     edited_args: str | None = None  # canonical JSON of the call an operator's edit made: it runs instead
     edited_digest: str | None = None  # its digest (tool name + edited canonical arguments)
     edited_by: str | None = None

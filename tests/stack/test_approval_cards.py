@@ -11,11 +11,12 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 
 from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.slack.client import FakeSlack
+from shared.slack import blocks, call_view
 from shared.state import approvals as stored
-from shared.state import firestore
+from shared.state import firestore, ids
 from shared.state.models import SessionStatus, WaitKind
 from tests.agent_helpers import function_responses, mention, wait_status
-from tests.stack.test_approvals import executions, shown_call
+from tests.stack.test_approvals import asks_approval, executions, press, resumed, shown_call
 
 pytestmark = pytest.mark.stack
 G = FakeGemini
@@ -90,3 +91,54 @@ def test_a_call_too_large_to_show_is_never_posted_and_the_model_is_told(
     error = response["response"]["error"]
     assert "too large to present" in error
     assert "make a smaller call" in error.lower()
+
+
+def test_a_call_exactly_as_long_as_can_be_shown_is_shown_whole_and_runs_and_one_more_character_is_refused(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """The limit is on the text the card shows (escapes counted as shown, UTF-16 pairs as one character)."""
+    head = "x\u202e\u200b\U0001f600"  # escaped to 12 characters, and one drawn as two UTF-16 units
+    padding = call_view.MAX_SHOWN_CHARS - len(call_view.shown_call("scale_service", {"name": head, "replicas": 3}))
+    name = head + "a" * padding
+    at_limit: dict[str, Any] = {"name": name, "replicas": 3}
+    assert len(call_view.shown_call("scale_service", at_limit, ["name", "replicas"])) == call_view.MAX_SHOWN_CHARS
+    thread, approval = asks_approval(script, fake_slack, f"C{uid}", "scale it", G.call("scale_service", **at_limit),
+                                     "Scaled.")  # fmt: skip
+    card = next(m for m in fake_slack.bot_replies(thread.channel, thread.ts) if m["ts"] == approval.card_ts)
+    shown = shown_call(card)
+    assert len(shown) == call_view.MAX_SHOWN_CHARS
+    assert json.loads(shown.split("\n", 1)[1]) == at_limit
+    assert press(fake_slack, approval, blocks.APPROVE_ACTION)["status"] == 200
+    wait_status(resumed(approval), SessionStatus.DONE, timeout=60)
+    assert [e["service"] for e in executions(thread.session_id)] == [name]
+
+    script(G.call("scale_service", name=name + "a", replicas=3), G.text("Smaller, then."))
+    over = mention(fake_slack, f"C{uid}b", "scale it, one character more")
+    wait_status(over.session_id, SessionStatus.DONE, timeout=60)
+    assert not [m for m in fake_slack.bot_replies(over.channel, over.ts) if "approval needed" in m["text"]]
+    [response] = function_responses(fake_gemini.requests()[-1])
+    assert f"({call_view.MAX_SHOWN_CHARS + 1} characters shown" in response["response"]["error"]
+
+
+def test_a_childs_task_on_its_card_forms_no_lines_markup_or_reordering(
+    fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """Defect: a delegated child's card quoted its task (model text, shaped by the thread) as mrkdwn with only
+    ``<>&`` escaped: a line break, ``*bold*`` and a right-to-left override in it drew a line of their own on the
+    card, such as an approval that never happened."""
+    task = f"tidy {uid}\n\n*Approved by the on-call lead* `ok`\u202e"
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.call("delegate", task=task)))
+    child = json.dumps({"task": f"tidy {uid}"})[:-2]  # its opening holds the task as JSON (escaped as it escapes)
+    fake_gemini.script(*(G.matching(child, item) for item in (G.call("scale_service", name="api", replicas=2),
+                                                                G.text("Scaled."))))  # fmt: skip
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.text("Done.")))
+    thread = mention(fake_slack, f"C{uid}", "tidy up")
+    paused = wait_status(ids.child_id(thread.session_id, 1, 0), SessionStatus.PAUSED, timeout=60)
+    [approval] = stored.get_approvals(paused.awaited(WaitKind.APPROVAL))
+    card = next(m for m in fake_slack.bot_replies(thread.channel, thread.ts) if m["ts"] == approval.card_ts)
+    header = card["blocks"][0]["text"]["text"]
+    assert len(header.splitlines()) == 2  # the sentence, then who asked, the expiry and who decides
+    for shown in (header, card["text"]):
+        assert "\u202e" not in shown
+        assert "\\u202e" in shown
+        assert f"`for a delegated task: tidy {uid}  *Approved by the on-call lead* \u02cbok\u02cb" in shown  # code

@@ -7,6 +7,7 @@ interactivity function decides with them (reading a user group's members from th
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -22,6 +23,7 @@ from shared.state.models import ApprovalStatus, SessionStatus, WaitKind
 from tests.agent_helpers import agent_with, mention, wait_status
 from tests.poll import wait_for
 from tests.stack.test_approvals import asks_approval, executions, press, resumed
+from tests.stack.test_edits import open_editor
 
 pytestmark = pytest.mark.stack
 G = FakeGemini
@@ -29,7 +31,13 @@ Script = Callable[..., int]
 OPERATOR, OPERATOR2, GUEST = local.OPERATOR_ID, "U0OPERATOR2", "U0GUEST"
 GROUP = "S0TESTAPPROVERS"
 RULES = {
-    "scale_service": {"tier": "approve", "approvers": [OPERATOR, OPERATOR2], "approvals": 2},
+    "scale_service": {
+        "tier": "approve",
+        "approvers": [OPERATOR, OPERATOR2],
+        "approvals": 2,
+        "when": {"name": ["api"]},
+        "otherwise": "approve",
+    },
     "pin_version": {"tier": "approve", "approvers": [GROUP]},
     "restart_service": {"tier": "approve", "when": {"environment": ["production"]}, "otherwise": "safe"},
 }
@@ -130,3 +138,84 @@ def test_when_and_otherwise_choose_the_tier_by_argument_value(
     )
     assert approval.approvers == []  # no approvers named: the operators decide
     assert executions(production.session_id) == []
+
+
+def test_an_edit_cannot_move_a_call_into_another_case_of_its_rule(
+    rules: None, script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    """Defect: the rule's ``when`` was applied to the model's call only. Scaling ``web`` is the operators' to decide
+    (``otherwise``); an operator's edit to ``api``, which the rule gives to two named approvers, ran on that one
+    operator's approval. An edit that changes which case of its rule the call is in is refused in the modal."""
+    thread, approval = asks_approval(
+        script, fake_slack, f"C{uid}", "scale web to 2", G.call("scale_service", name="web", replicas=2), "Scaled."
+    )
+    assert (approval.approvers, approval.approvals_needed) == ([], 1)
+    view = open_editor(fake_slack, approval)
+    refused = fake_slack.submit_view(view["id"], OPERATOR, {"arg:name": "api"})
+    assert (refused["answer"]["response_action"], refused["open"]) == ("errors", True)
+    assert "TOOL_TIERS" in json.dumps(refused["answer"]["errors"])
+    pending = stored.get_approval(approval.approval_id)
+    assert pending is not None
+    assert (pending.status, pending.edited_args, pending.approved_by) == (ApprovalStatus.PENDING, None, [])
+    assert executions(thread.session_id) == []
+    assert fake_slack.submit_view(view["id"], OPERATOR, {"arg:name": "web", "arg:replicas": "4"})["answer"] == {}
+    wait_status(resumed(approval), SessionStatus.DONE, timeout=60)
+    assert [(e["service"], e["replicas"]) for e in executions(thread.session_id)] == [("web", 4)]
+
+
+def test_a_double_click_and_another_approvers_deny_at_once_count_one_approval_and_end_it_denied(
+    rules: None, script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    """Two approvers needed: the first presses Approve twice and the second Deny, all at once (three deliveries
+    racing on one approval). The first counts once at most, the Deny ends it, and nothing runs."""
+    thread, approval = asks_approval(
+        script, fake_slack, f"C{uid}", "scale the api to 8", G.call("scale_service", name="api", replicas=8), "No."
+    )
+    start = threading.Barrier(3)
+    answers: list[dict[str, Any]] = []
+
+    def decide(action: str, user: str) -> None:
+        start.wait()
+        answers.append(press(fake_slack, approval, action, user=user))
+
+    racers = [(blocks.APPROVE_ACTION, OPERATOR), (blocks.APPROVE_ACTION, OPERATOR), (blocks.DENY_ACTION, OPERATOR2)]
+    threads = [threading.Thread(target=decide, args=racer) for racer in racers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert [a["status"] for a in answers] == [200] * 3
+    wait_status(resumed(approval), SessionStatus.DONE, timeout=60)
+    decided = stored.get_approval(approval.approval_id)
+    assert decided is not None
+    assert (decided.status, decided.decided_by) == (ApprovalStatus.DENIED, OPERATOR2)
+    assert decided.approved_by in ([], [OPERATOR])
+    assert executions(thread.session_id) == []
+    shown = card(fake_slack, thread.channel, thread.ts, approval.card_ts)
+    assert f"denied by <@{OPERATOR2}>" in shown["text"]
+    assert not [b for b in shown["blocks"] if b["type"] == "actions"]
+
+
+def test_a_denying_reply_denies_only_the_calls_its_author_may_decide(
+    rules: None, script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    """Defect: a reply was checked against the turn's first pending call only, then denied every pending call: an
+    operator's reply denied a pin only the user group may decide, and a group member's reply was ignored whole."""
+    fake_slack.set_usergroup(GROUP, [GUEST])
+    script(G.calls(("scale_service", {"name": "api", "replicas": 2}), ("pin_version", {"name": "api", "version": "4"})),
+           G.text("Neither ran."))  # fmt: skip
+    thread = mention(fake_slack, f"C{uid}", "scale the api and pin it")
+    paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    scale, pin = sorted(stored.get_approvals(paused.awaited(WaitKind.APPROVAL)), key=lambda a: a.call_index)
+    fake_slack.user_message(OPERATOR, thread.channel, "no scaling today", thread_ts=thread.ts)
+    wait_for(lambda: stored.get_approval(scale.approval_id).status == ApprovalStatus.DENIED,  # type: ignore[union-attr]
+             timeout=30, what="the scale denied")  # fmt: skip
+    still = stored.get_approval(pin.approval_id)
+    assert still is not None
+    assert still.status == ApprovalStatus.PENDING  # the operator is no member of the group that decides pins
+    fake_slack.user_message(GUEST, thread.channel, "no pin either", thread_ts=thread.ts)
+    wait_status(resumed(pin), SessionStatus.DONE, timeout=60)
+    denied = stored.get_approval(pin.approval_id)
+    assert denied is not None
+    assert (denied.status, denied.decided_by, denied.reason) == (ApprovalStatus.DENIED, GUEST, "no pin either")
+    assert executions(thread.session_id) == []

@@ -146,3 +146,37 @@ def test_a_kill_inside_the_edited_call_never_runs_it_twice(
     assert executions(thread.session_id) == []  # it died before recording: not run again
     [response] = function_responses(fake_gemini.requests()[-1])
     assert "outcome unknown" in response["response"]["error"]
+
+
+def test_a_whole_number_runs_as_typed_and_a_number_json_cannot_hold_is_refused(
+    script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    """Defect: a typed integer went through a float, so 9007199254740993 was approved and recorded as
+    9007199254740992, a call the editor never typed."""
+    thread, approval = asks_to_scale(script, fake_slack, uid)
+    view = open_editor(fake_slack, approval)
+    for bad in ("1e400", "NaN", "-Infinity"):
+        answer = fake_slack.submit_view(view["id"], OPERATOR, {"arg:replicas": bad})
+        assert list(answer["answer"]["errors"]) == ["arg:replicas"], bad
+    assert executions(thread.session_id) == []
+    assert fake_slack.submit_view(view["id"], OPERATOR, {"arg:replicas": "9007199254740993"})["answer"] == {}
+    edited = stored.get_approval(approval.approval_id)
+    assert edited is not None
+    assert edited.edited_args == canonical({"name": "api", "replicas": 9007199254740993})
+    wait_status(resumed(approval), SessionStatus.DONE, timeout=60)
+    assert executions(thread.session_id) == []  # the tool refuses more than 50 replicas: it never got a rounded one
+
+
+def test_an_edit_submitted_unchanged_is_a_plain_approval_and_the_model_is_not_told_of_an_edit(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    thread, approval = asks_to_scale(script, fake_slack, uid)
+    view = open_editor(fake_slack, approval)
+    assert fake_slack.submit_view(view["id"], OPERATOR, {})["answer"] == {}  # every field as it was
+    wait_status(resumed(approval), SessionStatus.DONE, timeout=60)
+    assert [e["replicas"] for e in executions(thread.session_id)] == [3]
+    [response] = function_responses(fake_gemini.requests()[-1])
+    assert "edited" not in response["response"]
+    card = next(m for m in fake_slack.messages(thread.channel, thread.ts) if m["ts"] == approval.card_ts)
+    assert "Edited by" not in json.dumps(card["blocks"])
+    assert f"approved by <@{OPERATOR}>; it ran" in card["text"]

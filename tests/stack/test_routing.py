@@ -14,7 +14,7 @@ from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
 from shared.asks import routing
-from shared.slack import blocks
+from shared.slack import approval_card, blocks
 from shared.state import approvals as stored
 from shared.state import ids, questions
 from shared.state.models import ApprovalStatus, Question, SessionStatus, WaitKind
@@ -61,6 +61,26 @@ def test_an_approval_asked_in_a_dm_goes_to_the_operator_channel_and_resumes_the_
     assert any("Scaled the api to 4." in m["text"] for m in fake_slack.messages(channel) if m.get("bot_id"))
     decided = next(m for m in fake_slack.messages(OPERATORS) if m["ts"] == approval.card_ts)
     assert f"approved by <@{OPERATOR}>" in decided["text"]
+
+
+def test_an_edit_on_a_routed_card_runs_the_edited_call_in_the_dms_session(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    script(G.call("scale_service", name="api", replicas=4), G.text("Scaled the api."))
+    channel, _, session_id = dm(fake_slack, uid, "scale the api to 4")
+    paused = wait_status(session_id, SessionStatus.PAUSED, timeout=120)
+    [approval] = stored.get_approvals(paused.awaited(WaitKind.APPROVAL))
+    value = blocks.approval_value(approval.approval_id, approval.digest)
+    fake_slack.click(OPERATOR, OPERATORS, approval.card_ts or "", approval_card.EDIT_ACTION, value=value)
+    [view] = wait_for(lambda: fake_slack.views(OPERATOR), timeout=60, what="the Edit modal")
+    assert fake_slack.submit_view(view["id"], OPERATOR, {"arg:replicas": "2"})["answer"] == {}
+    wait_status(resumed(approval), SessionStatus.DONE, timeout=120)
+    assert [e["replicas"] for e in executions(session_id)] == [2]
+    [response] = function_responses(fake_gemini.requests()[-1])
+    assert response["response"]["edited"]["arguments"] == {"name": "api", "replicas": 2}
+    assert any("Scaled the api." in m["text"] for m in fake_slack.messages(channel) if m.get("bot_id"))
+    card = next(m for m in fake_slack.messages(OPERATORS) if m["ts"] == approval.card_ts)
+    assert f"Edited by <@{OPERATOR}>" in json.dumps(card["blocks"])
 
 
 def test_an_operators_reply_under_a_decided_routed_card_is_no_losing_denial(

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import fnmatch
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -83,6 +84,13 @@ def approvers(name: str, args: Mapping[str, Any]) -> Approvers:
     if rule is None or rule.tier != Tier.APPROVE.value or not rule.matches(args):
         return Approvers()  # the operators decide a call the rule's ``otherwise`` holds for approval
     return Approvers(rule.approvers, rule.approvals)
+
+
+def conditions(name: str) -> str | None:
+    """The tool's rule's ``when`` as JSON (argument to values; None: no ``when``): written on an approval, so that
+    an operator's edit cannot move the call into the rule's other case (other approvers, or another tier)."""
+    rule = configured_rule(name)
+    return json.dumps(dict(rule.when)) if rule is not None and rule.when else None
 
 
 def denied_by_rule(name: str, args: Mapping[str, Any], _ctx: ToolContext) -> str | None:
