@@ -392,7 +392,9 @@ def deny_by_reply(*, open_approval_ids: list[str], user: str, text: str, ts: str
     denies what is still pending; the message itself is claimed last, so its other events (a retry once all are
     decided, its app_mention twin) do nothing more.
     """
-    listed = stored.get_approvals(open_approval_ids)
+    # Each call's rule decides who may deny it; the rest are not this reply's, decided or not (a twin event of a
+    # reply that denied some, arriving before the reply claimed its message, then finds what it denied decided).
+    listed = [a for a in stored.get_approvals(open_approval_ids) if may_decide(user, a)]
     pending = [a for a in listed if a.status == ApprovalStatus.PENDING]
     if not pending:
         # Listed on the thread as read, decided since (a decision unlists its approval in its own commit): this
@@ -400,16 +402,13 @@ def deny_by_reply(*, open_approval_ids: list[str], user: str, text: str, ts: str
         # The message is claimed first: told once, and Slack's retry (or its app_mention twin), finding nothing
         # listed, is not taken for a note to the run the decision started.
         lost = next((a for a in listed if _decided_just_now(a)), None)
-        if lost is not None and may_decide(user, lost):
+        if lost is not None:
             if events.claim_message(channel or lost.channel, ts, kind="decision", session_id=lost.session_id):
                 keyed = f"{ts}:{lost.approval_id}"  # as this message's own denial is: that one is no loser
                 return _shown(stored.Decided(lost), Decision(ApprovalStatus.DENIED, user, None, keyed))
             _requeue_decided(lost)
             return DecisionOutcome.DUPLICATE
         return None
-    pending = [a for a in pending if may_decide(user, a)]  # each call's rule decides who may deny it
-    if not pending:
-        return None  # not a decision: the message is handled as any other
     reason = capped(text, MAX_MESSAGE_CHARS)
     outcomes = [_decide(a, Decision(ApprovalStatus.DENIED, user, reason, f"{ts}:{a.approval_id}")) for a in pending]
     events.claim_message(channel or pending[0].channel, ts, kind="decision", session_id=pending[0].session_id)

@@ -19,6 +19,7 @@ from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
 from shared.slack import blocks
 from shared.state import approvals as stored
+from shared.state import firestore, ids
 from shared.state.models import ApprovalStatus, SessionStatus, WaitKind
 from tests.agent_helpers import agent_with, mention, wait_status
 from tests.poll import wait_for
@@ -219,3 +220,28 @@ def test_a_denying_reply_denies_only_the_calls_its_author_may_decide(
     assert denied is not None
     assert (denied.status, denied.decided_by, denied.reason) == (ApprovalStatus.DENIED, GUEST, "no pin either")
     assert executions(thread.session_id) == []
+
+
+def test_a_denying_replys_twin_event_that_read_the_thread_before_the_denial_is_no_new_message(
+    rules: None, script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    """Defect (review): a reply denies the calls its author may decide, leaves pending one they may not, and claims
+    its message last. Its app_mention twin, which read the thread before the denial and the approvals after it,
+    found only that other call pending, took the reply for no decision at all, and went on as a message of its own
+    (a note, or a session). It is now the reply's own decision, seen again."""
+    from shared.asks import approvals as asked
+
+    script(G.calls(("scale_service", {"name": "api", "replicas": 2}), ("pin_version", {"name": "api", "version": "4"})),
+           G.text("Neither ran."))  # fmt: skip
+    thread = mention(fake_slack, f"C{uid}", "scale the api and pin it")
+    paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    scale, pin = sorted(stored.get_approvals(paused.awaited(WaitKind.APPROVAL)), key=lambda a: a.call_index)
+    sent = fake_slack.user_message(OPERATOR, thread.channel, "no scaling today", thread_ts=thread.ts)
+    wait_for(lambda: stored.get_approval(scale.approval_id).status == ApprovalStatus.DENIED,  # type: ignore[union-attr]
+             timeout=30, what="the scale denied")  # fmt: skip
+    firestore.event_ref(ids.message_key(thread.channel, sent["ts"])).delete()  # the twin came before the claim
+    twin = asked.deny_by_reply(open_approval_ids=[scale.approval_id, pin.approval_id], user=OPERATOR,
+                               text="no scaling today", ts=sent["ts"], channel=thread.channel)  # fmt: skip
+    assert twin is not None  # a decision (the reply's own), not a message to handle as any other
+    assert firestore.event_ref(ids.message_key(thread.channel, sent["ts"])).get().exists  # claimed: no third event
+    assert stored.get_approval(pin.approval_id).status == ApprovalStatus.PENDING  # type: ignore[union-attr]
