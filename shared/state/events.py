@@ -127,9 +127,9 @@ def claim_event(event_id: str, *, kind: str) -> bool:
     return True
 
 
-def forget_event(event_id: str) -> None:
-    """Take back ``claim_event``: what the event asked for was not done, and Slack's retry is to do it."""
-    event_ref(event_id).delete()
+def event_seen(event_id: str) -> bool:
+    """Whether a Slack event was recorded (``claim_event``)."""
+    return bool(event_ref(event_id).get().exists)
 
 
 def message_record(channel: str, ts: str) -> dict[str, Any] | None:

@@ -9,10 +9,10 @@ acknowledged like the pane's context change. The older assistant pane (``assista
 Opening the pane starts an assistant thread in the person's DM with the app; the ingress then sets the thread's
 suggested prompts (``ASSISTANT_PROMPTS``) and a title ("New request", which the first request typed there replaces
 as its session opens), two Slack calls made right away rather than through a Cloud Task (a task would cost a queue
-round trip and a cold ``agent_session`` for two small calls). The event is recorded first, as any event is
-(``events/{event_id}``, ``create()``): Slack's retry of it does nothing, since repeating the calls after the person
-has typed would rename the thread "New request" again and offer its prompts under the conversation; the record is
-taken back if the calls could not be made, so that the retry makes them. A message typed in the pane is a
+round trip and a cold ``agent_session`` for two small calls). The event is recorded once they are made
+(``events/{event_id}``, ``create()``): Slack's retry of it then does nothing, since repeating the calls after the
+person has typed would rename the thread "New request" again and offer its prompts under the conversation; a
+delivery that died before making them leaves no record, so that the retry makes them. A message typed in the pane is a
 DM in that thread (``message.im`` with its ``thread_ts``) and goes through ``intake.route`` like any other DM.
 On the Slack ingress path, so it never imports google-genai.
 """
@@ -35,15 +35,17 @@ PROMPTS_TITLE = "Try asking"
 def opened(thread: AssistantThread) -> dict[str, str | bool]:
     """The pane was opened: offer the configured prompts and name the thread, once however often Slack delivers the
     event. Slack refusing either (a missing ``assistant:write`` scope, a thread it no longer knows) is logged and
-    answered 200: a retry would not help."""
-    if not events.claim_event(thread.event_id, kind="assistant_opened"):
+    answered 200: a retry would not help.
+
+    The event is recorded once its calls are made: a delivery that died before them (its instance killed, Slack
+    down) leaves nothing, and Slack's retry makes them; a retry that finds the record does nothing. Two deliveries
+    at once may both make the calls, which set the same prompts and title: the same as one."""
+    if events.event_seen(thread.event_id):
         log.info("duplicate event delivery", extra={"event_id": thread.event_id, "channel": thread.channel})
         return {"ok": True, "duplicate": True}
-    try:
-        return _offer(thread)
-    except BaseException:
-        events.forget_event(thread.event_id)
-        raise
+    detail = _offer(thread)
+    events.claim_event(thread.event_id, kind="assistant_opened")
+    return detail
 
 
 def _offer(thread: AssistantThread) -> dict[str, str | bool]:

@@ -244,3 +244,33 @@ def test_the_fake_answers_slacks_errors_for_the_assistant_methods(fake_slack: Fa
             channel_id=channel, thread_ts=thread_ts, prompts=p)) == "invalid_arguments"  # fmt: skip
     web.assistant_threads_setSuggestedPrompts(channel_id=channel, prompts=[prompt])  # no thread_ts: the latest thread
     assert fake_slack.assistant_thread(channel, thread_ts)["prompts"] == [prompt]
+
+
+@pytest.mark.stack
+def test_an_opening_whose_delivery_died_before_its_calls_is_offered_by_slacks_retry(
+    fake_slack: FakeSlack, uid: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect (review): the opening was recorded before its two Slack calls, and taken back only if Python got to
+    run its ``except``: a delivery killed in between (its instance stopped, out of memory) left the record, Slack's
+    retry was answered "duplicate", and the thread never got its prompts or its name."""
+    from shared.slack.events import AssistantThread
+    from shared.state import events
+    from shared.usecases import assistant_pane
+
+    opened = fake_slack.open_assistant(f"U{uid}")
+    channel, thread_ts = opened["channel"], opened["thread_ts"]
+    thread = AssistantThread(event_id=f"EvKilled{uid}", started=True, channel=channel, thread_ts=thread_ts,
+                             user=f"U{uid}", context_channel=None)  # fmt: skip
+    before = len(calls_for(fake_slack, "assistant.threads.setSuggestedPrompts", thread_ts))
+
+    def killed(_thread: AssistantThread) -> dict[str, str | bool]:
+        raise SystemExit("the instance stopped before its calls")  # no except of the product's runs after a kill
+
+    with monkeypatch.context() as dying:
+        dying.setattr(assistant_pane, "_offer", killed)
+        dying.setattr(events, "forget_event", lambda _event_id: None, raising=False)  # killed: nothing runs after
+        with pytest.raises(SystemExit):
+            assistant_pane.opened(thread)
+    assert assistant_pane.opened(thread).get("duplicate") is None  # Slack's retry offers them
+    assert len(calls_for(fake_slack, "assistant.threads.setSuggestedPrompts", thread_ts)) == before + 1
+    assert assistant_pane.opened(thread).get("duplicate") is True  # and a later retry does nothing
