@@ -109,3 +109,19 @@ def queued_again(rig: cost.Rig, outage: Outage, handle: Handle, request: tuple[b
     assert outage.created[before:] == [continuation]
     rig.deliver(continuation)
     assert rig.session(continuation).status == SessionStatus.DONE
+
+
+def asking_tree(rig: cost.Rig, children: int) -> Any:
+    """``bench.trees.asking`` for a test. A known gap of that figure's script (issue 28's session-9 note): now and
+    then, on a busy machine, a request of the tree matches none of the Gemini stub's scripted replies, the stub
+    answers 500 and the session asking fails. The test cannot judge such a run, so it is skipped, saying so; any
+    other outcome is judged as it is."""
+    from bench import trees
+
+    before = max((int(r.get("seq") or 0) for r in rig.gemini.requests()), default=0)  # the stub keeps the last 1000
+    tree = trees.asking(rig, children)
+    since = [r for r in rig.gemini.requests() if int(r.get("seq") or 0) > before]
+    unscripted = [r for r in since if (r.get("reply") or {}).get("source") == "exhausted"]
+    if unscripted:
+        pytest.skip(f"the Gemini stub's script did not foresee {len(unscripted)} request(s) of this tree")
+    return tree

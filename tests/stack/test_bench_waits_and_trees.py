@@ -16,7 +16,7 @@ from infra.stack import Stack
 from shared.state import sessions, steps
 from shared.state.models import SessionKind, StepKind
 from tests.bench_paths import each_path_once
-from tests.rigs import counted_rig
+from tests.rigs import asking_tree, counted_rig
 
 pytestmark = pytest.mark.stack
 
@@ -48,7 +48,7 @@ def test_blocking_children_that_ask_their_parent_all_end_done(stack: Stack, monk
     # session ran out when they arrived apart, and its last turn without tools failed the parent (a flaky failure:
     # "ended without answering"), as test_tree_contention.py found before.
     with counted_rig(stack, monkeypatch, **trees.ROOMY, SESSION_MAX_TURNS="40") as rig:
-        tree = trees.asking(rig, 3)
+        tree = asking_tree(rig, 3)
         rig.gemini.reset()  # the plain replies scripted with room to spare
         asked = {c: s.parent_question for c in crashed if (s := sessions.get_session(c)) is not None}
         indexes = {c: s.tree.delegate_index for c in crashed if (s := sessions.get_session(c)) is not None}

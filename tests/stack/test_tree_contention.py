@@ -25,7 +25,7 @@ from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
 from shared.state import ids, parent_asks, tree_view
 from shared.state.models import SessionStatus
-from tests.rigs import counted_rig
+from tests.rigs import asking_tree, counted_rig
 
 pytestmark = pytest.mark.stack
 
@@ -140,7 +140,7 @@ def test_children_asking_their_parent_at_once_never_write_its_document_in_a_tran
     # The parent may take each question and each result in a turn of its own (1 + 4 + 4): the suite's 6 turns a
     # session ran out when they arrived apart (a fresh clone's CI failed so), and a child was left unanswered.
     with counted_rig(stack, monkeypatch, **trees.ROOMY, SESSION_MAX_TURNS="40") as rig:
-        tree = trees.asking(rig, 4)
+        tree = asking_tree(rig, 4)
         rig.gemini.reset()  # the plain replies scripted with room to spare
     assert tree.failed == 0
     assert len(set(asks)) == 4
