@@ -177,7 +177,7 @@ def _closed_shown(closed: dict[str, str], at: datetime) -> Callable[[Session], N
     answer)."""
 
     def shown(_ended: Session) -> None:
-        found = [q for q in map(stored_questions.get_question, closed) if q is not None]
+        found = list(stored_questions.get_questions(list(closed)).values())  # one batched read
         for question in found:
             if question.status == QuestionStatus.CANCELLED:
                 cancelling.show_cancelled(question, why=questions.REPLACED)
