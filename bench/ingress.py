@@ -356,9 +356,12 @@ def run(bench: Bench) -> Section:
     with phase("breakdown"):
         parts = breakdown()
     with phase("start commit"):
-        costs = ingress_limits.measure()
+        costs = ingress_limits.measure(emulator=bench.stack.procs["firestore"].pid)
     for variant, ms in costs.commit.items():
         section.add(info(f"ingress_start_commit_p50_{variant.replace(',', '').replace(' ', '_').lower()}", ms, "ms"))
+    for variant, (client, emulator) in costs.cpu.items():
+        section.add(info(f"ingress_start_commit_cpu_client_{variant.replace(' ', '_')}", client, "ms"),
+                    info(f"ingress_start_commit_cpu_emulator_{variant.replace(' ', '_')}", emulator, "ms"))  # fmt: skip
     section.add(info("ingress_limits_counter_writes_built_p50", costs.building, "ms"))
     section.say(
         *text("ingress"),
@@ -389,6 +392,10 @@ def run(bench: Bench) -> Section:
             ["start commit", "p50 ms", "over limits off, ms"],
             [(variant, ms, ms - costs.commit["limits off"]) for variant, ms in costs.commit.items()]
             + [("building the two counter writes in the client (`Scope.count`), nothing sent", costs.building, None)],
+        ),
+        table(
+            ["start commit, one after another", "client CPU ms", "emulator CPU ms"],
+            [(variant, client, emulator) for variant, (client, emulator) in costs.cpu.items()],
         ),
     )
     explain(section, runs, parts, costs)

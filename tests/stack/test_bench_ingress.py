@@ -44,7 +44,9 @@ def test_a_limits_on_start_that_was_not_counted_fails_the_run(stack: Stack) -> N
 
 
 def test_the_start_commit_is_timed_with_the_limits_off_and_on(stack: Stack) -> None:
-    costs = ingress_limits.measure(count=3, warmup=1)
+    costs = ingress_limits.measure(count=3, warmup=1, emulator=stack.procs["firestore"].pid)
     assert list(costs.commit) == list(ingress_limits.VARIANTS)
     assert all(ms > 0 for ms in costs.commit.values())
     assert costs.building > 0
+    assert list(costs.cpu) == list(ingress_limits.VARIANTS)
+    assert all(client > 0 and emulator >= 0 for client, emulator in costs.cpu.values())
