@@ -202,6 +202,12 @@ class Answered:
     repeated: bool = False  # this message (or press) already answered a question: it answers nothing more
     refused: bool = False  # the caller's check of the question as read refused the answer: nothing was written
     still_waits: bool = False  # it answered one wait of a paused turn that still waits on others (``noted`` too)
+    unwaited: bool = False  # refused: its asker was stopped or abandoned, so nothing waits on it: nothing written
+
+
+# An asker that ended so (a person's stop, the sweep's abandon) never resumes: its end cancels its open questions
+# right after it, and an answer in between must not start a continuation of what was ended.
+_ENDED_FOR_GOOD = frozenset({SessionStatus.STOPPED, SessionStatus.ABANDONED})
 
 
 def answer_question(question_id: str, record: AnswerRecord | Callable[[Question], AnswerRecord | None],
@@ -248,6 +254,8 @@ def answer_question(question_id: str, record: AnswerRecord | Callable[[Question]
         else:  # a question whose id does not name its asker (none is made so now): read it on its own
             current = asker_ref.get(transaction=transaction, field_paths=asker_fields).to_dict() or {}
         status = SessionStatus(current["status"]) if current.get("status") else None
+        if status in _ENDED_FOR_GOOD:  # its end is closing its questions (a stop, the sweep): nothing resumes it
+            return Answered(question, unwaited=True)
         asker = Asker(status, [Note.from_doc(n) for n in current.get("notes") or []], current.get("trace_id"))
         kind = WaitKind.MCP_INPUT if question.mcp_input else WaitKind.QUESTION
         if question.blocking and waiting.waits_on(current, kind, question_id):
