@@ -11,6 +11,9 @@ the end being raced is run here, in the test process, with the answer arriving i
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import timedelta
+from functools import partial
 from typing import Any
 
 import pytest
@@ -19,17 +22,31 @@ from infra import stack as local
 from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
-from shared.asks import stopping
-from shared.state import ids, sessions
+from shared.asks import questions, stopping
+from shared.slack import blocks
+from shared.state import firestore, ids, sessions
 from shared.state import questions as stored_questions
 from shared.state.models import QuestionStatus, SessionStatus
 from shared.state.session_model import Session
-from tests.agent_helpers import function_responses, wait_status
-from tests.stack.test_delegation import requests_for
-from tests.stack.test_twin_calls import pick, twin_questions
+from tests import delivery
+from tests.agent_helpers import function_responses, mention, wait_status
+from tests.poll import wait_for
+from tests.stack.test_approvals import executions, press
+from tests.stack.test_call_identity import idless
+from tests.stack.test_delegation import for_child, requests_for
+from tests.stack.test_twin_calls import (
+    OPERATOR2,
+    at_once,
+    carded,
+    pick,
+    replied_once,
+    resumed_once,
+    twin_questions,
+)
 
 pytestmark = pytest.mark.stack
 OPERATOR = local.OPERATOR_ID
+G = FakeGemini
 
 
 def test_an_answer_that_arrives_while_its_session_is_being_stopped_resumes_nothing(
@@ -60,3 +77,97 @@ def test_an_answer_that_arrives_while_its_session_is_being_stopped_resumes_nothi
     assert [r for r in requests_for(fake_gemini, f"[C{uid}]") if function_responses(r)] == []
     told = [e["text"] for e in fake_slack.ephemerals(thread.channel, user=OPERATOR)]
     assert any("Nothing waits on this question any more" in text for text in told), told
+
+
+def test_an_answer_that_arrives_while_the_sweep_abandons_its_twin_resumes_nothing(
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sweep abandons the first of two twin questions (closed first), then ends the session paused on them. An
+    operator's press on the second in between must not resume the turn the sweep is ending (the thread is told the
+    session stopped waiting): the session ends abandoned, nothing resumes it, the model is never called again."""
+    thread, asked = twin_questions(fake_slack, fake_gemini, uid)
+    wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    first = stored_questions.get_question(asked[0])
+    assert first is not None
+    pressed: list[dict[str, Any]] = []
+    real = sessions.end_session
+
+    def answered_first(session_id: str, **kwargs: Any) -> Session | None:
+        if session_id == thread.session_id and not pressed:
+            pressed.append(pick(fake_slack, thread, asked[1], 2))  # handled by the stack's own function
+        return real(session_id, **kwargs)
+
+    monkeypatch.setattr(sessions, "end_session", answered_first)
+    assert questions.abandon(first, firestore.now() + timedelta(hours=500))
+    assert [p["status"] for p in pressed] == [200]
+    resumed = [ids.continuation_id(q) for q in asked] + [ids.resume_id(thread.session_id, 1)]
+    assert [s for s in resumed if sessions.get_session(s) is not None] == []  # nothing resumes the abandoned turn
+    ended = sessions.get_session(thread.session_id)
+    assert ended is not None
+    assert ended.status == SessionStatus.ABANDONED
+    assert [r for r in requests_for(fake_gemini, f"[C{uid}]") if function_responses(r)] == []
+
+
+ASK = ("ask_operator", {"question": "Which zone?", "options": ["north", "south"]})
+TWIN = ("scale_service", {"name": "api", "replicas": 3})
+RAN = {"scaled": "api", "replicas": 3}
+ORDERS = {
+    "child-deny-q1-then-q0-and-approve": (("child", "deny", "q1"), ("q0", "approve")),
+    "q0-approve-q1-then-child-and-deny": (("q0", "approve", "q1"), ("child", "deny")),
+}
+
+
+@pytest.mark.parametrize("order", list(ORDERS), ids=list(ORDERS))
+@pytest.mark.timeout(360)  # a parent, a child, five resolutions and parallel deliveries on a busy machine
+def test_twin_questions_twin_approvals_and_a_child_in_one_turn_resume_it_once(
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, order: str
+) -> None:
+    """One model turn (no call ids) asks the same question twice, makes the same approve-tier call twice and
+    delegates: five waits of three kinds. They are resolved in ``order``, the last two at the same moment, and the
+    resuming task is delivered twice at once: one resumed turn, each response at its own call's position in call
+    order, the approved twin run once under its own key, the denied one never, one final reply."""
+    task = f"resize the workers {uid}"
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(ASK, ASK, TWIN, TWIN, ("delegate", {"task": task}))),
+                       FakeGemini.matching(f"[C{uid}]", G.text("All five are done.")))  # fmt: skip
+    for_child(fake_gemini, task, idless(("scale_service", {"name": "workers", "replicas": 4})),
+              G.text("The workers run 4 replicas."))  # fmt: skip
+    thread = mention(fake_slack, f"C{uid}", "pick two zones and scale")
+    parent = thread.session_id
+    paused = wait_status(parent, SessionStatus.PAUSED, timeout=60)
+    kinds = ["question", "question", "approval", "approval", "child"]
+    assert [(w.index, w.kind.value) for w in paused.waiting] == list(enumerate(kinds))
+    child_id = ids.child_id(parent, 1, 4)
+    wait_status(child_id, SessionStatus.PAUSED, timeout=60)  # on its own card: it ends when the test presses it
+    asked = [ids.question_id(parent, 1, n) for n in (0, 1)]
+    cards = {n: wait_for(partial(carded, ids.approval_id(parent, 1, n)), timeout=30, what="a card") for n in (2, 3)}
+    child_card = wait_for(partial(carded, ids.approval_id(child_id, 1, 0)), timeout=30, what="the child's card")
+    actions: dict[str, Callable[[], dict[str, Any]]] = {
+        "q0": lambda: pick(fake_slack, thread, asked[0], 1),
+        "q1": lambda: pick(fake_slack, thread, asked[1], 2),
+        "approve": lambda: press(fake_slack, cards[2], blocks.APPROVE_ACTION),
+        "deny": lambda: press(fake_slack, cards[3], blocks.DENY_ACTION, user=OPERATOR2),
+        "child": lambda: press(fake_slack, child_card, blocks.APPROVE_ACTION, user=OPERATOR2),
+    }
+    resumed = ids.resume_id(parent, 1)
+    first, together = ORDERS[order]
+    for step in first:
+        assert actions[step]()["status"] == 200
+        if step == "child":
+            wait_status(child_id, SessionStatus.DONE, timeout=60)
+        assert sessions.get_session(resumed) is None  # something is still waited on
+    assert [c["status"] for c in at_once(*(actions[step] for step in together))] == [200, 200]
+    wait_for(lambda: sessions.get_session(resumed), timeout=90, what="the resuming continuation")
+    attempts = delivery.deliver(stack.function_url("agent_session"), resumed, task="resume", copies=2)
+    last = {copy: max((a for a in attempts if a.copy == copy), key=lambda a: a.attempt) for copy in range(2)}
+    assert {a.status for a in last.values()} == {200}
+    wait_status(resumed, SessionStatus.DONE, timeout=90)
+    responses = resumed_once(fake_gemini, thread, 5)
+    assert [r["name"] for r in responses] == ["ask_operator"] * 2 + ["scale_service"] * 2 + ["delegate"]
+    assert [r["response"]["result"]["answer"] for r in responses[:2]] == ["north", "south"]
+    assert responses[2]["response"] == {"result": RAN}
+    assert f"denied by <@{OPERATOR2}>" in responses[3]["response"]["error"]
+    assert responses[4]["response"] == {"result": "The workers run 4 replicas."}
+    assert all("id" not in r for r in responses)
+    assert [e["key"] for e in executions(parent)] == [ids.call_key(parent, 1, 2)]  # the approved twin, once
+    assert [e["replicas"] for e in executions(child_id)] == [4]
+    replied_once(fake_slack, thread, "All five are done.")
