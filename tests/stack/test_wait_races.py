@@ -24,9 +24,10 @@ from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
 from shared.asks import questions, stopping
 from shared.slack import blocks
-from shared.state import firestore, ids, sessions
+from shared.state import approvals as stored_approvals
+from shared.state import firestore, ids, sessions, steps
 from shared.state import questions as stored_questions
-from shared.state.models import QuestionStatus, SessionStatus
+from shared.state.models import ApprovalStatus, QuestionStatus, SessionStatus, StepKind
 from shared.state.session_model import Session
 from tests import delivery
 from tests.agent_helpers import function_responses, mention, wait_status
@@ -171,3 +172,80 @@ def test_twin_questions_twin_approvals_and_a_child_in_one_turn_resume_it_once(
     assert [e["key"] for e in executions(parent)] == [ids.call_key(parent, 1, 2)]  # the approved twin, once
     assert [e["replicas"] for e in executions(child_id)] == [4]
     replied_once(fake_slack, thread, "All five are done.")
+
+
+def test_a_press_and_a_text_reply_of_the_same_answer_at_once_resolve_each_wait_once(
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """A turn (no ids) waits on a question and an approve-tier call. The operator presses "south" and types "south"
+    at the same moment: the question is answered once, with "south"; the reply either lost that race (told so) or,
+    read after the answer, denied the pending call (its text the reason), never both; the card, if still pending,
+    is approved. The turn resumes once, each call's response at its position; the call runs at most once."""
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(ASK, TWIN)),
+                       FakeGemini.matching(f"[C{uid}]", G.text("Handled.")))  # fmt: skip
+    thread = mention(fake_slack, f"C{uid}", "scale the api in a zone")
+    parent = thread.session_id
+    wait_status(parent, SessionStatus.PAUSED, timeout=60)
+    question_id = ids.question_id(parent, 1, 0)
+    card = wait_for(partial(carded, ids.approval_id(parent, 1, 1)), timeout=30, what="the card")
+    pressed, replied = at_once(
+        lambda: pick(fake_slack, thread, question_id, 2),
+        lambda: fake_slack.user_message(OPERATOR, thread.channel, "south", thread_ts=thread.ts),
+    )
+    assert pressed["status"] == 200
+    assert all(d["status"] == 200 for d in replied["deliveries"]), replied
+    answered = stored_questions.get_question(question_id)
+    assert answered is not None
+    assert answered.status == QuestionStatus.ANSWERED
+    assert answered.answer == "south"
+    decided = stored_approvals.get_approval(card.approval_id)
+    assert decided is not None
+    if decided.status == ApprovalStatus.PENDING:  # the reply lost the answer's race: told so, nothing denied
+        told = [e["text"] for e in fake_slack.ephemerals(thread.channel, user=OPERATOR)]
+        assert any("already answered" in text for text in told), told
+        assert press(fake_slack, card, blocks.APPROVE_ACTION)["status"] == 200
+    else:
+        assert decided.status == ApprovalStatus.DENIED
+        assert decided.reason == "south"
+    resumed = ids.resume_id(parent, 1)
+    wait_status(resumed, SessionStatus.DONE, timeout=90)
+    responses = resumed_once(fake_gemini, thread, 2)
+    assert responses[0]["response"]["result"]["answer"] == "south"
+    if decided.status == ApprovalStatus.PENDING:
+        assert responses[1]["response"] == {"result": RAN}
+        assert [e["key"] for e in executions(parent)] == [ids.call_key(parent, 1, 1)]
+    else:
+        assert "denied by" in responses[1]["response"]["error"]
+        assert executions(parent) == []
+    replied_once(fake_slack, thread, "Handled.")
+
+
+def test_a_stop_and_the_last_answer_at_the_same_moment_resume_the_turn_at_most_once(
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """The turn waits on twin questions; one is answered; then "stop" is typed and the other answer pressed at the
+    same moment. Either the stop wins (the press is refused, nothing resumes) or the answer does (its continuation
+    is stopped, or finishes the step it is on): the turn is resumed at most once, the model is called at most once
+    with its responses, and the thread says "Stopped by" once if a session was stopped (none if the continuation
+    ended first: the stop finds nothing to stop)."""
+    thread, asked = twin_questions(fake_slack, fake_gemini, uid)
+    wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    assert pick(fake_slack, thread, asked[0], 1)["status"] == 200
+    stopped, pressed = at_once(
+        lambda: fake_slack.user_message(OPERATOR, thread.channel, "stop", thread_ts=thread.ts),
+        lambda: pick(fake_slack, thread, asked[1], 2),
+    )
+    assert all(d["status"] == 200 for d in stopped["deliveries"]), stopped
+    assert pressed["status"] == 200
+    resumed = ids.resume_id(thread.session_id, 1)
+    first = wait_status(thread.session_id, SessionStatus.STOPPED, SessionStatus.RESUMED, timeout=60)
+    stopped_one = first
+    if first.status == SessionStatus.RESUMED:  # the answer won: the stop stops its continuation (or it finishes)
+        stopped_one = wait_status(resumed, SessionStatus.STOPPED, SessionStatus.DONE, timeout=90)
+    else:
+        assert sessions.get_session(resumed) is None
+    calls = [r for r in requests_for(fake_gemini, f"[C{uid}]") if function_responses(r)]
+    assert len(calls) <= 1
+    assert len([s for s in steps.load_steps(thread.session_id) if s.kind == StepKind.ANSWER]) <= 1
+    posts = [m for m in fake_slack.messages(thread.channel, thread.ts) if "Stopped by" in str(m.get("text"))]
+    assert len(posts) == (1 if stopped_one.status == SessionStatus.STOPPED else 0)  # none if it ended first
