@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from bench import cost
 from infra import stack as local
 from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.slack.client import FakeSlack
@@ -30,7 +31,7 @@ from shared.state import questions as stored_questions
 from shared.state.models import ApprovalStatus, QuestionStatus, SessionStatus, StepKind
 from shared.state.session_model import Session
 from tests import delivery
-from tests.agent_helpers import function_responses, mention, wait_status
+from tests.agent_helpers import function_responses, mention, open_question, wait_status
 from tests.poll import wait_for
 from tests.stack.test_approvals import executions, press
 from tests.stack.test_call_identity import idless
@@ -249,3 +250,24 @@ def test_a_stop_and_the_last_answer_at_the_same_moment_resume_the_turn_at_most_o
     assert len([s for s in steps.load_steps(thread.session_id) if s.kind == StepKind.ANSWER]) <= 1
     posts = [m for m in fake_slack.messages(thread.channel, thread.ts) if "Stopped by" in str(m.get("text"))]
     assert len(posts) == (1 if stopped_one.status == SessionStatus.STOPPED else 0)  # none if it ended first
+
+
+def test_a_stop_of_the_continuation_an_answer_just_queued_tells_the_thread_once(rig: cost.Rig) -> None:
+    """An answer resumed the turn; its continuation is queued, its task not delivered yet, when "stop" is typed: the
+    continuation ends at once (it never runs), and the thread says "Stopped by" once, as for a paused session."""
+    asker = rig.paused("set up the database", G.call("ask_operator", question="sqlite or postgres?",
+                                                     options=["sqlite", "postgres"]))  # fmt: skip
+    question = open_question(asker)
+    pressed: dict[str, Any] = {}
+    rig.interactivity(rig.answer_press(question), pressed)
+    continuation = ids.resumed_by(question.question_id)
+    rig.expect(continuation, SessionStatus.QUEUED)
+    stopped: dict[str, Any] = {}
+    rig.ingress(rig.reply(asker, "stop"), stopped)
+    assert stopped == {"ok": True, "stop": "stopped"}
+    rig.expect(continuation, SessionStatus.STOPPED)
+    rig.deliver(continuation)  # its task, delivered late: nothing runs
+    rig.expect(continuation, SessionStatus.STOPPED)
+    found = rig.session(asker)
+    thread = FakeSlack(rig.stack.url("fake_slack")).messages(found.origin.channel, found.origin.thread_ts)
+    assert len([m for m in thread if "Stopped by" in str(m.get("text"))]) == 1
