@@ -81,25 +81,30 @@ def test_an_answer_that_arrives_while_its_session_is_being_stopped_resumes_nothi
     assert any("Nothing waits on this question any more" in text for text in told), told
 
 
+@pytest.mark.parametrize("arrives", ["before its end", "after its end"])
 def test_an_answer_that_arrives_while_the_sweep_abandons_its_twin_resumes_nothing(
-    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The sweep abandons the first of two twin questions (closed first), then ends the session paused on them. An
-    operator's press on the second in between must not resume the turn the sweep is ending (the thread is told the
-    session stopped waiting): the session ends abandoned, nothing resumes it, the model is never called again."""
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, monkeypatch: pytest.MonkeyPatch,
+    arrives: str,
+) -> None:  # fmt: skip
+    """The sweep abandons the first of two twin questions (closed first), ends the session paused on them, then
+    cancels the rest of its turn. An operator's press on the second in between (before the session's end: it is
+    still paused; or after it: it is abandoned, the question still open) must not resume the turn the sweep is
+    ending (the thread is told the session stopped waiting): the session ends abandoned, nothing resumes it, the
+    model is never called again."""
     thread, asked = twin_questions(fake_slack, fake_gemini, uid)
     wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
     first = stored_questions.get_question(asked[0])
     assert first is not None
     pressed: list[dict[str, Any]] = []
-    real = sessions.end_session
+    owner, name = (sessions, "end_session") if arrives == "before its end" else (questions, "_end_waits")
+    real = getattr(owner, name)
 
-    def answered_first(session_id: str, **kwargs: Any) -> Session | None:
-        if session_id == thread.session_id and not pressed:
+    def answered_first(ended: Any, *args: Any, **kwargs: Any) -> Any:
+        if not pressed:
             pressed.append(pick(fake_slack, thread, asked[1], 2))  # handled by the stack's own function
-        return real(session_id, **kwargs)
+        return real(ended, *args, **kwargs)
 
-    monkeypatch.setattr(sessions, "end_session", answered_first)
+    monkeypatch.setattr(owner, name, answered_first)
     assert questions.abandon(first, firestore.now() + timedelta(hours=500))
     assert [p["status"] for p in pressed] == [200]
     resumed = [ids.continuation_id(q) for q in asked] + [ids.resume_id(thread.session_id, 1)]
