@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 
 RACE_WINDOW = timedelta(seconds=15)  # an operator reply this soon after an answer lost the race to it
 
+UNWAITED = "Nothing waits on this question any more (the session that asked it has ended), so nothing changed."
+
 _NUMBER = re.compile(r"^\(?\s*(\d{1,3})\s*[.)]?$")
 
 
@@ -148,6 +150,10 @@ def _settled(result: stored.Answered, *, user: str, answer_ts: str, pressed: boo
         _requeue_if_queued(str(acted.get("session_id") or ""))
         log.info("this message already answered a question", extra={"question_id": found.question_id})
         return Outcome(AnswerOutcome.DUPLICATE, found.question_id)
+    if result.unwaited:  # its session was stopped or abandoned a moment ago: the question is being cancelled
+        slack.ephemeral(channel, user, UNWAITED, thread_ts=thread_ts)
+        log.info("answer refused: nothing waits on the question any more", extra={"question_id": found.question_id})
+        return Outcome(AnswerOutcome.NOT_OPEN, found.question_id)
     if result.still_waits:  # the paused turn resumes once the rest of its waiting record is resolved
         _acknowledge(found, answer_ts, pressed=pressed, channel=channel)
         log.info("answer recorded; the paused turn still waits on the rest of its record",

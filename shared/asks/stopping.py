@@ -42,6 +42,10 @@ def stop(session_id: str, *, by: str) -> list[str]:
             found = sessions.get_session(current)
             if found is not None:
                 _close_paused(found, by=by)
+        elif request.was == SessionStatus.QUEUED and not request.run_to_stop:  # ended before it ever ran
+            found = sessions.get_session(current)
+            if found is not None and found.top_level:
+                _tell_stopped(found, by=by)  # (a continuation an answer just queued: nobody else would say so)
         if request.run_to_stop:
             tasks.enqueue_session(current, attempt=f"stop-{number}-{request.was.value}")
     stopped = [current for current, _ in requested]
@@ -75,14 +79,19 @@ def _close_paused(found: Session, *, by: str) -> None:
     close_waits(found, by=by)
     delegation.release_askers(found)  # children of earlier sessions of its conversation
     if found.top_level:
-        asked = origin.request_ts(found)
-        slack.post(
-            found.origin.channel,
-            placement.reply_ts(found.origin.channel, found.origin.thread_ts, asked),
-            stopped_text(by),
-            key=f"{found.session_id}:stopped",
-        )
-        slack.react(found.origin.channel, asked, Reaction.STOPPED)
+        _tell_stopped(found, by=by)
+
+
+def _tell_stopped(found: Session, *, by: str) -> None:
+    """A top-level session that ended at once (it waited): its thread told, once."""
+    asked = origin.request_ts(found)
+    slack.post(
+        found.origin.channel,
+        placement.reply_ts(found.origin.channel, found.origin.thread_ts, asked),
+        stopped_text(by),
+        key=f"{found.session_id}:stopped",
+    )
+    slack.react(found.origin.channel, asked, Reaction.STOPPED)
 
 
 def stop_children(session: Session, *, by: str) -> list[str]:

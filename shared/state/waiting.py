@@ -54,11 +54,20 @@ def _ref(entry: Waiting) -> firestore.DocumentReference | None:
     return waits.of(entry.kind).ref(entry)
 
 
+# The question statuses that end the session waiting on them (``shared.asks.questions``: cancel_older, abandon; a
+# stop): whoever closed the question so ends the session next, and its turn never resumes.
+_ENDS_ITS_SESSION = frozenset({QuestionStatus.CANCELLED.value, QuestionStatus.ABANDONED.value})
+_ASKED = frozenset({WaitKind.QUESTION, WaitKind.MCP_INPUT})  # the kinds stored as questions
+
+
 def unresolved(transaction: firestore.Transaction | None, asker: dict[str, Any], record: list[Waiting], *,
-               besides: tuple[WaitKind, str] | None = None, fenced: bool = False) -> list[Waiting]:  # fmt: skip
+               besides: tuple[WaitKind, str] | None = None, fenced: bool = False,
+               resuming: bool = False) -> list[Waiting]:  # fmt: skip
     """The entries of ``record`` still waited on (point reads in ``transaction``), leaving out ``besides`` (the one
     being resolved by the caller). ``fenced``: a fenced commit follows, which cannot fence these reads
-    (``Unfenceable`` when there is anything to read)."""
+    (``Unfenceable`` when there is anything to read). ``resuming``: the caller wakes the turn when nothing is left,
+    so a question of it closed unanswered (cancelled, abandoned: its session is being ended by whoever closed it)
+    counts as still waited on: a resolution racing that end must not resume what is ending."""
     others = [w for w in record if (besides is None or w.key != besides[1]) and not w.released]
     refs = {w: ref for w in others if (ref := _ref(w)) is not None}  # each kind says what it reads (if anything)
     found: dict[str, dict[str, Any]] = {}
@@ -67,8 +76,9 @@ def unresolved(transaction: firestore.Transaction | None, asker: dict[str, Any],
     if refs:
         snaps = db().get_all(list(refs.values()), field_paths=["status"], transaction=transaction)
         found = {snap.reference.path: snap.to_dict() or {} for snap in snaps if snap.exists}
-    return [w for w in others
-            if not waits.of(w.kind).resolved(w, found.get(refs[w].path) if w in refs else None, asker)]  # fmt: skip
+    read = {w: found.get(refs[w].path) if w in refs else None for w in others}
+    return [w for w in others if not waits.of(w.kind).resolved(w, read[w], asker)
+            or (resuming and w.kind in _ASKED and (read[w] or {}).get("status") in _ENDS_ITS_SESSION)]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -82,16 +92,18 @@ class Wake:
 
 def check(transaction: firestore.Transaction | None, asker_id: str, asker: dict[str, Any], *,
           resolving: tuple[WaitKind, str] | None = None,
-          read: Mapping[str, Any] | None = None, fenced: bool = False) -> Wake | None:  # fmt: skip
+          read: Mapping[str, Any] | None = None, fenced: bool = False, net: bool = False) -> Wake | None:  # fmt: skip
     """Reads only (in ``transaction``, or plain reads without one). A ``Wake`` when the paused ``asker`` waits on
     nothing more once ``resolving`` is resolved; None while anything else is waited on. ``read``: snapshots the
     transaction read already, by path (the turn's continuation among them is not read again). ``fenced``: a fenced
     commit follows (``shared.state.fenced``) and nothing beyond ``read`` may be read (``Unfenceable``): the asker's
-    other waits, with documents of their own, are the transaction's to decide."""
+    other waits, with documents of their own, are the transaction's to decide. A turn with a question closed
+    unanswered is never woken (its session is being ended, ``unresolved``), except for ``net``: the sweep's net,
+    which ends such a session itself (``settle_unwaited``)."""
     record = record_of(asker)
     if asker.get("status") != SessionStatus.PAUSED.value or not record:
         return None
-    if unresolved(transaction, asker, record, besides=resolving, fenced=fenced):
+    if unresolved(transaction, asker, record, besides=resolving, fenced=fenced, resuming=not net):
         return None
     resumed = False
     if asker.get("kind") != SessionKind.CHILD.value:
@@ -179,7 +191,7 @@ def wake_after_child(child: Session, at: datetime) -> Session | None:
     seen = snap.to_dict() if snap.exists else None
     if seen is None or not waits_on(seen, WaitKind.CHILD, child.session_id):
         return None
-    if seen.get("status") == SessionStatus.PAUSED.value and unresolved(None, seen, record_of(seen)):
+    if seen.get("status") == SessionStatus.PAUSED.value and unresolved(None, seen, record_of(seen), resuming=True):
         return None  # something else is still waited on: whatever resolves last wakes the parent
     batch = db().batch()
     woken = wake(batch, Wake(parent_ref.id, seen, False), trigger_ts=None, user=child.origin.trigger_user, at=at,
@@ -221,11 +233,6 @@ class Settled:
     closed: dict[str, str] = field(default_factory=dict)  # ENDS: its turn's closed questions, by id: their status
 
 
-# The question statuses that end the session waiting on them (``shared.asks.questions``: cancel_older, abandon).
-_ENDS_ITS_SESSION = frozenset({QuestionStatus.CANCELLED.value, QuestionStatus.ABANDONED.value})
-_ASKED = frozenset({WaitKind.QUESTION, WaitKind.MCP_INPUT})  # the kinds stored as questions
-
-
 def settle_unwaited(session_id: str, *, before: datetime, at: datetime, grace: timedelta) -> Settled:
     """The sweep's safety net for a session left paused with nothing open (a path that closed its last wait
     without resuming or ending it: a worker, handler or sweep killed between the two). In one transaction: still
@@ -248,7 +255,7 @@ def settle_unwaited(session_id: str, *, before: datetime, at: datetime, grace: t
         record = record_of(data)
         if not record:
             return Settled(Unwaited.ENDS)
-        found = check(transaction, session_id, data)
+        found = check(transaction, session_id, data, net=True)
         if found is None or found.resumed:
             return Settled(Unwaited.WAITS)
         asked = [question_ref(w.key) for w in record if w.kind in _ASKED and not w.released]

@@ -1,0 +1,278 @@
+"""Resolutions racing the end of the turn they resolve (round 3, flow 14): an operator's answer or decision that
+arrives while the session waiting on it is being stopped (a person's Stop) or abandoned (the sweep), a resolution
+delivered both as a button press and as a text reply, and a turn that waits on several kinds of thing at once
+(questions, twin approve-tier calls, a child) whose last resolutions land together. Whatever the order, a turn
+resumes at most once, a stopped or abandoned turn never resumes, and no call runs twice.
+
+On the real stack: the fake Slack delivers the presses and replies to the functions (in threads released together
+where the test says so), the resuming task is delivered as Cloud Tasks may (twice at once, retried on non-2xx), and
+the end being raced is run here, in the test process, with the answer arriving inside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from functools import partial
+from typing import Any
+
+import pytest
+
+from bench import cost
+from infra import stack as local
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
+from infra.stack import Stack
+from shared.asks import questions, stopping
+from shared.slack import blocks
+from shared.state import approvals as stored_approvals
+from shared.state import firestore, ids, sessions, steps
+from shared.state import questions as stored_questions
+from shared.state.models import ApprovalStatus, QuestionStatus, SessionStatus, StepKind
+from shared.state.session_model import Session
+from tests import delivery
+from tests.agent_helpers import function_responses, mention, open_question, wait_status
+from tests.poll import wait_for
+from tests.stack.test_approvals import executions, press
+from tests.stack.test_call_identity import idless
+from tests.stack.test_delegation import for_child, requests_for
+from tests.stack.test_twin_calls import (
+    OPERATOR2,
+    at_once,
+    carded,
+    pick,
+    replied_once,
+    resumed_once,
+    twin_questions,
+)
+
+pytestmark = pytest.mark.stack
+OPERATOR = local.OPERATOR_ID
+G = FakeGemini
+
+
+def test_an_answer_that_arrives_while_its_session_is_being_stopped_resumes_nothing(
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Stop marks the paused session stopped, then cancels its questions. An operator's press on one of its
+    questions in between (the question still open, its session stopped) must not resume the stopped turn."""
+    thread, asked = twin_questions(fake_slack, fake_gemini, uid)
+    wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    pressed: list[dict[str, Any]] = []
+    real = stopping._close_paused
+
+    def answered_first(found: Session, *, by: str) -> None:
+        if found.session_id == thread.session_id and not pressed:
+            pressed.append(pick(fake_slack, thread, asked[1], 1))  # handled by the stack's own function
+        real(found, by=by)
+
+    monkeypatch.setattr(stopping, "_close_paused", answered_first)
+    assert stopping.stop(thread.session_id, by=f"<@{OPERATOR}>") == [thread.session_id]
+    assert [p["status"] for p in pressed] == [200]
+    stopped = sessions.get_session(thread.session_id)
+    assert stopped is not None
+    assert stopped.status == SessionStatus.STOPPED
+    resumed = [ids.continuation_id(q) for q in asked] + [ids.resume_id(thread.session_id, 1)]
+    assert [s for s in resumed if sessions.get_session(s) is not None] == []  # nothing resumes the stopped turn
+    found = [stored_questions.get_question(q) for q in asked]
+    assert [q.status if q else None for q in found] == [QuestionStatus.CANCELLED, QuestionStatus.CANCELLED]
+    assert [r for r in requests_for(fake_gemini, f"[C{uid}]") if function_responses(r)] == []
+    told = [e["text"] for e in fake_slack.ephemerals(thread.channel, user=OPERATOR)]
+    assert any("Nothing waits on this question any more" in text for text in told), told
+
+
+@pytest.mark.parametrize("arrives", ["before its end", "after its end"])
+def test_an_answer_that_arrives_while_the_sweep_abandons_its_twin_resumes_nothing(
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, monkeypatch: pytest.MonkeyPatch,
+    arrives: str,
+) -> None:  # fmt: skip
+    """The sweep abandons the first of two twin questions (closed first), ends the session paused on them, then
+    cancels the rest of its turn. An operator's press on the second in between (before the session's end: it is
+    still paused; or after it: it is abandoned, the question still open) must not resume the turn the sweep is
+    ending (the thread is told the session stopped waiting): the session ends abandoned, nothing resumes it, the
+    model is never called again."""
+    thread, asked = twin_questions(fake_slack, fake_gemini, uid)
+    wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    first = stored_questions.get_question(asked[0])
+    assert first is not None
+    pressed: list[dict[str, Any]] = []
+    owner, name = (sessions, "end_session") if arrives == "before its end" else (questions, "_end_waits")
+    real = getattr(owner, name)
+
+    def answered_first(ended: Any, *args: Any, **kwargs: Any) -> Any:
+        if not pressed:
+            pressed.append(pick(fake_slack, thread, asked[1], 2))  # handled by the stack's own function
+        return real(ended, *args, **kwargs)
+
+    monkeypatch.setattr(owner, name, answered_first)
+    assert questions.abandon(first, firestore.now() + timedelta(hours=500))
+    assert [p["status"] for p in pressed] == [200]
+    resumed = [ids.continuation_id(q) for q in asked] + [ids.resume_id(thread.session_id, 1)]
+    assert [s for s in resumed if sessions.get_session(s) is not None] == []  # nothing resumes the abandoned turn
+    ended = sessions.get_session(thread.session_id)
+    assert ended is not None
+    assert ended.status == SessionStatus.ABANDONED
+    assert [r for r in requests_for(fake_gemini, f"[C{uid}]") if function_responses(r)] == []
+
+
+ASK = ("ask_operator", {"question": "Which zone?", "options": ["north", "south"]})
+TWIN = ("scale_service", {"name": "api", "replicas": 3})
+RAN = {"scaled": "api", "replicas": 3}
+ORDERS = {
+    "child-deny-q1-then-q0-and-approve": (("child", "deny", "q1"), ("q0", "approve")),
+    "q0-approve-q1-then-child-and-deny": (("q0", "approve", "q1"), ("child", "deny")),
+}
+
+
+@pytest.mark.parametrize("order", list(ORDERS), ids=list(ORDERS))
+@pytest.mark.timeout(360)  # a parent, a child, five resolutions and parallel deliveries on a busy machine
+def test_twin_questions_twin_approvals_and_a_child_in_one_turn_resume_it_once(
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, order: str
+) -> None:
+    """One model turn (no call ids) asks the same question twice, makes the same approve-tier call twice and
+    delegates: five waits of three kinds. They are resolved in ``order``, the last two at the same moment, and the
+    resuming task is delivered twice at once: one resumed turn, each response at its own call's position in call
+    order, the approved twin run once under its own key, the denied one never, one final reply."""
+    task = f"resize the workers {uid}"
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(ASK, ASK, TWIN, TWIN, ("delegate", {"task": task}))),
+                       FakeGemini.matching(f"[C{uid}]", G.text("All five are done.")))  # fmt: skip
+    for_child(fake_gemini, task, idless(("scale_service", {"name": "workers", "replicas": 4})),
+              G.text("The workers run 4 replicas."))  # fmt: skip
+    thread = mention(fake_slack, f"C{uid}", "pick two zones and scale")
+    parent = thread.session_id
+    paused = wait_status(parent, SessionStatus.PAUSED, timeout=60)
+    kinds = ["question", "question", "approval", "approval", "child"]
+    assert [(w.index, w.kind.value) for w in paused.waiting] == list(enumerate(kinds))
+    child_id = ids.child_id(parent, 1, 4)
+    wait_status(child_id, SessionStatus.PAUSED, timeout=60)  # on its own card: it ends when the test presses it
+    asked = [ids.question_id(parent, 1, n) for n in (0, 1)]
+    cards = {n: wait_for(partial(carded, ids.approval_id(parent, 1, n)), timeout=30, what="a card") for n in (2, 3)}
+    child_card = wait_for(partial(carded, ids.approval_id(child_id, 1, 0)), timeout=30, what="the child's card")
+    actions: dict[str, Callable[[], dict[str, Any]]] = {
+        "q0": lambda: pick(fake_slack, thread, asked[0], 1),
+        "q1": lambda: pick(fake_slack, thread, asked[1], 2),
+        "approve": lambda: press(fake_slack, cards[2], blocks.APPROVE_ACTION),
+        "deny": lambda: press(fake_slack, cards[3], blocks.DENY_ACTION, user=OPERATOR2),
+        "child": lambda: press(fake_slack, child_card, blocks.APPROVE_ACTION, user=OPERATOR2),
+    }
+    resumed = ids.resume_id(parent, 1)
+    first, together = ORDERS[order]
+    for step in first:
+        assert actions[step]()["status"] == 200
+        if step == "child":
+            wait_status(child_id, SessionStatus.DONE, timeout=60)
+        assert sessions.get_session(resumed) is None  # something is still waited on
+    assert [c["status"] for c in at_once(*(actions[step] for step in together))] == [200, 200]
+    wait_for(lambda: sessions.get_session(resumed), timeout=90, what="the resuming continuation")
+    attempts = delivery.deliver(stack.function_url("agent_session"), resumed, task="resume", copies=2)
+    last = {copy: max((a for a in attempts if a.copy == copy), key=lambda a: a.attempt) for copy in range(2)}
+    assert {a.status for a in last.values()} == {200}
+    wait_status(resumed, SessionStatus.DONE, timeout=90)
+    responses = resumed_once(fake_gemini, thread, 5)
+    assert [r["name"] for r in responses] == ["ask_operator"] * 2 + ["scale_service"] * 2 + ["delegate"]
+    assert [r["response"]["result"]["answer"] for r in responses[:2]] == ["north", "south"]
+    assert responses[2]["response"] == {"result": RAN}
+    assert f"denied by <@{OPERATOR2}>" in responses[3]["response"]["error"]
+    assert responses[4]["response"] == {"result": "The workers run 4 replicas."}
+    assert all("id" not in r for r in responses)
+    assert [e["key"] for e in executions(parent)] == [ids.call_key(parent, 1, 2)]  # the approved twin, once
+    assert [e["replicas"] for e in executions(child_id)] == [4]
+    replied_once(fake_slack, thread, "All five are done.")
+
+
+def test_a_press_and_a_text_reply_of_the_same_answer_at_once_resolve_each_wait_once(
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """A turn (no ids) waits on a question and an approve-tier call. The operator presses "south" and types "south"
+    at the same moment: the question is answered once, with "south"; the reply either lost that race (told so) or,
+    read after the answer, denied the pending call (its text the reason), never both; the card, if still pending,
+    is approved. The turn resumes once, each call's response at its position; the call runs at most once."""
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(ASK, TWIN)),
+                       FakeGemini.matching(f"[C{uid}]", G.text("Handled.")))  # fmt: skip
+    thread = mention(fake_slack, f"C{uid}", "scale the api in a zone")
+    parent = thread.session_id
+    wait_status(parent, SessionStatus.PAUSED, timeout=60)
+    question_id = ids.question_id(parent, 1, 0)
+    card = wait_for(partial(carded, ids.approval_id(parent, 1, 1)), timeout=30, what="the card")
+    pressed, replied = at_once(
+        lambda: pick(fake_slack, thread, question_id, 2),
+        lambda: fake_slack.user_message(OPERATOR, thread.channel, "south", thread_ts=thread.ts),
+    )
+    assert pressed["status"] == 200
+    assert all(d["status"] == 200 for d in replied["deliveries"]), replied
+    answered = stored_questions.get_question(question_id)
+    assert answered is not None
+    assert answered.status == QuestionStatus.ANSWERED
+    assert answered.answer == "south"
+    decided = stored_approvals.get_approval(card.approval_id)
+    assert decided is not None
+    if decided.status == ApprovalStatus.PENDING:  # the reply lost the answer's race: told so, nothing denied
+        told = [e["text"] for e in fake_slack.ephemerals(thread.channel, user=OPERATOR)]
+        assert any("already answered" in text for text in told), told
+        assert press(fake_slack, card, blocks.APPROVE_ACTION)["status"] == 200
+    else:
+        assert decided.status == ApprovalStatus.DENIED
+        assert decided.reason == "south"
+    resumed = ids.resume_id(parent, 1)
+    wait_status(resumed, SessionStatus.DONE, timeout=90)
+    responses = resumed_once(fake_gemini, thread, 2)
+    assert responses[0]["response"]["result"]["answer"] == "south"
+    if decided.status == ApprovalStatus.PENDING:
+        assert responses[1]["response"] == {"result": RAN}
+        assert [e["key"] for e in executions(parent)] == [ids.call_key(parent, 1, 1)]
+    else:
+        assert "denied by" in responses[1]["response"]["error"]
+        assert executions(parent) == []
+    replied_once(fake_slack, thread, "Handled.")
+
+
+def test_a_stop_and_the_last_answer_at_the_same_moment_resume_the_turn_at_most_once(
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """The turn waits on twin questions; one is answered; then "stop" is typed and the other answer pressed at the
+    same moment. Either the stop wins (the press is refused, nothing resumes) or the answer does (its continuation
+    is stopped, or finishes the step it is on): the turn is resumed at most once, the model is called at most once
+    with its responses, and the thread says "Stopped by" once if a session was stopped (none if the continuation
+    ended first: the stop finds nothing to stop)."""
+    thread, asked = twin_questions(fake_slack, fake_gemini, uid)
+    wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    assert pick(fake_slack, thread, asked[0], 1)["status"] == 200
+    stopped, pressed = at_once(
+        lambda: fake_slack.user_message(OPERATOR, thread.channel, "stop", thread_ts=thread.ts),
+        lambda: pick(fake_slack, thread, asked[1], 2),
+    )
+    assert all(d["status"] == 200 for d in stopped["deliveries"]), stopped
+    assert pressed["status"] == 200
+    resumed = ids.resume_id(thread.session_id, 1)
+    first = wait_status(thread.session_id, SessionStatus.STOPPED, SessionStatus.RESUMED, timeout=60)
+    stopped_one = first
+    if first.status == SessionStatus.RESUMED:  # the answer won: the stop stops its continuation (or it finishes)
+        stopped_one = wait_status(resumed, SessionStatus.STOPPED, SessionStatus.DONE, timeout=90)
+    else:
+        assert sessions.get_session(resumed) is None
+    calls = [r for r in requests_for(fake_gemini, f"[C{uid}]") if function_responses(r)]
+    assert len(calls) <= 1
+    assert len([s for s in steps.load_steps(thread.session_id) if s.kind == StepKind.ANSWER]) <= 1
+    posts = [m for m in fake_slack.messages(thread.channel, thread.ts) if "Stopped by" in str(m.get("text"))]
+    assert len(posts) == (1 if stopped_one.status == SessionStatus.STOPPED else 0)  # none if it ended first
+
+
+def test_a_stop_of_the_continuation_an_answer_just_queued_tells_the_thread_once(rig: cost.Rig) -> None:
+    """An answer resumed the turn; its continuation is queued, its task not delivered yet, when "stop" is typed: the
+    continuation ends at once (it never runs), and the thread says "Stopped by" once, as for a paused session."""
+    asker = rig.paused("set up the database", G.call("ask_operator", question="sqlite or postgres?",
+                                                     options=["sqlite", "postgres"]))  # fmt: skip
+    question = open_question(asker)
+    pressed: dict[str, Any] = {}
+    rig.interactivity(rig.answer_press(question), pressed)
+    continuation = ids.resumed_by(question.question_id)
+    rig.expect(continuation, SessionStatus.QUEUED)
+    stopped: dict[str, Any] = {}
+    rig.ingress(rig.reply(asker, "stop"), stopped)
+    assert stopped == {"ok": True, "stop": "stopped"}
+    rig.expect(continuation, SessionStatus.STOPPED)
+    rig.deliver(continuation)  # its task, delivered late: nothing runs
+    rig.expect(continuation, SessionStatus.STOPPED)
+    found = rig.session(asker)
+    thread = FakeSlack(rig.stack.url("fake_slack")).messages(found.origin.channel, found.origin.thread_ts)
+    assert len([m for m in thread if "Stopped by" in str(m.get("text"))]) == 1
