@@ -317,6 +317,9 @@ def answer_press(press: ButtonPress) -> Outcome:
     if question.status != QuestionStatus.OPEN:
         if question.status == QuestionStatus.ANSWERED:  # a second press: the first may have found Cloud Tasks down
             requeue_answered(question)
+            # A press comes from a post that still shows its buttons: the answer's acknowledgement never ran (the
+            # winning delivery answered 503 before it) or is under way. Shown again (each call is idempotent).
+            _acknowledge(question, question.answer_ts or "", pressed=True, channel=press.channel)
         slack.ephemeral(press.channel, press.user, closed_note(question), thread_ts=question.post_place()[1])
         return Outcome(AnswerOutcome.NOT_OPEN, question.question_id)
     _refuse(question, press.user, question.post_place())

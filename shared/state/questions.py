@@ -214,8 +214,9 @@ def answer_question(question_id: str, record: AnswerRecord | Callable[[Question]
 
     Exactly one answer wins, and one message answers at most one question: the answering message is claimed with
     ``create()`` in the same commit, so its other events (a Slack retry, its ``app_mention`` twin) answer
-    nothing more, whichever question is open when they arrive. A continuation is created with ``create()``; a
-    paused asker becomes ``resumed``, its pending notes moving to the continuation.
+    nothing more, whichever question is open when they arrive. A button press names its one question, which the
+    same commit closes: it is not claimed (the press again finds its question answered). A continuation is created
+    with ``create()``; a paused asker becomes ``resumed``, its pending notes moving to the continuation.
 
     ``record`` may be made from the question as read (a button press checks its question there, with no read of
     its own before): None refuses the answer (``Answered.refused``) and writes nothing. The question, its asker and
@@ -309,8 +310,8 @@ def _answered_meanwhile(question_id: str, record: AnswerRecord | Callable[[Quest
 
 def _record(transaction: firestore.WriteBatch, question: Question, record: AnswerRecord, when: datetime,
             woken: Session | None, *, target: str | None) -> Answered:  # fmt: skip
-    """Write the answer on its question, claiming the answering message; ``woken``: the session it resumed (an
-    answer that leaves its mixed turn still waiting resumes nothing: ``noted``)."""
+    """Write the answer on its question, claiming the answering message (a reply's); ``woken``: the session it
+    resumed (an answer that leaves its mixed turn still waiting resumes nothing: ``noted``)."""
     target = target or question.session_id
     fields = question_update(
         status=QuestionStatus.ANSWERED,
@@ -323,11 +324,14 @@ def _record(transaction: firestore.WriteBatch, question: Question, record: Answe
         continuation_id=target,
     )
     # The answering message is claimed with create(): one message answers at most one question, whatever
-    # carried it (a Slack retry, its app_mention twin) and whichever question is open when it arrives again.
-    transaction.create(
-        event_ref(ids.message_key(question.channel, record.answer_ts)),
-        events.record("answer", target, when),
-    )
+    # carried it (a Slack retry, its app_mention twin) and whichever question is open when it arrives again. A
+    # button press has no message to claim: it names its one question, which this very commit takes out of `open`,
+    # so the same press again finds it answered and writes nothing (a claim of its key would never be met).
+    if not record.pressed:
+        transaction.create(
+            event_ref(ids.message_key(question.channel, record.answer_ts)),
+            events.record("answer", target, when),
+        )
     transaction.update(question_ref(question.question_id), fields)
     transaction.set(*_unlist(question, record.answered_by, record.answer_ts), merge=True)
     if question.post_channel and question.post_ts:  # its post's thread in the operator channel, too

@@ -132,8 +132,8 @@ def test_a_click_that_reads_before_a_racing_answer_commits_loses_to_it(
 def test_a_click_that_reads_before_a_stop_commits_answers_nothing(fake_slack: FakeSlack, rig: cost.Rig,
                                                                   held: Held) -> None:  # fmt: skip
     """The stop ends the paused asker and cancels its question between the click's read and its commit. Without the
-    fences the click's commit would land (its continuation and its answer's event are new documents): a stopped
-    session resumed. The fence fails, and the transaction finds the question cancelled."""
+    fences the click's commit would land (its continuation is a new document): a stopped session resumed. The fence
+    fails, and the transaction finds the question cancelled."""
     session_id, question = _asked(rig)
     clicked = dict[str, Any]()
     held.race(_click(_press(question, 2, local.OPERATOR_ID), clicked),
@@ -172,6 +172,33 @@ def test_racing_clicks_unheld_make_one_answer(fake_slack: FakeSlack, two_operato
     assert sorted(reply["answer"] for reply in replies) == ["answered", "not_open", "not_open"], replies
     assert _continuations(session_id) == [ids.resumed_by(question.question_id)]
     assert len(fake_slack.ephemerals(question.post_place()[0])) == 2
+    rig.deliver(ids.resumed_by(question.question_id))
+    rig.expect(ids.resumed_by(question.question_id), SessionStatus.DONE)
+
+
+def test_a_press_is_one_read_and_one_commit_of_four_writes_and_again_it_writes_nothing(
+    fake_slack: FakeSlack, rig: cost.Rig
+) -> None:
+    """A press names its one question and its commit closes it: the commit writes the question, its thread, the
+    continuation and the asker, and claims no message (a reply's claim; a press has no message, and its key would
+    never be met again). The same press delivered again finds its question answered: nothing written, the operator
+    told, still one continuation."""
+    session_id, question = _asked(rig)
+    rig.script(FakeGemini.text("Going with postgres."))
+    request = _press(question, 2, local.OPERATOR_ID)
+    first, again = dict[str, Any](), dict[str, Any]()
+    ops = rig.measure(_click(request, first))
+    assert first["answer"] == "answered"
+    assert [rpc.split(" ")[0] for rpc in ops.trace] == ["BatchGetDocuments", "Commit"], ops.trace
+    assert ops.writes == 4, ops.trace
+    assert rig.measure(_click(request, again)).writes == 0
+    assert again["answer"] == "not_open"
+    [note] = fake_slack.ephemerals(question.post_place()[0], user=local.OPERATOR_ID)
+    assert "already answered" in note["text"]
+    answered = questions.get_question(question.question_id)
+    assert answered is not None
+    assert (answered.answered_by, answered.answer, answered.answer_pressed) == (local.OPERATOR_ID, "postgres", True)
+    assert _continuations(session_id) == [ids.resumed_by(question.question_id)]
     rig.deliver(ids.resumed_by(question.question_id))
     rig.expect(ids.resumed_by(question.question_id), SessionStatus.DONE)
 

@@ -18,6 +18,7 @@ import pytest
 
 from bench import cost
 from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
 from shared.handlers import slack_events, slack_interactivity
 from shared.queue import tasks
 from shared.slack import blocks
@@ -106,8 +107,10 @@ def test_an_answer_while_cloud_tasks_is_down_is_answered_503_and_its_redelivery_
 
 
 def test_a_second_press_on_an_answered_question_queues_its_continuation(
-    rig: cost.Rig, outage: Outage, caplog: pytest.LogCaptureFixture
+    rig: cost.Rig, outage: Outage, caplog: pytest.LogCaptureFixture, fake_slack: FakeSlack
 ) -> None:
+    """Defect too: the first press answered 503 before its acknowledgement, and the second press only queued the
+    continuation: the question's post kept its buttons and its 💬 though the question was answered."""
     _, question_id = asked(rig)
     question = stored.get_question(question_id)
     assert question is not None
@@ -121,8 +124,17 @@ def test_a_second_press_on_an_answered_question_queues_its_continuation(
     timed(slack_interactivity.handle, press(), caplog, outage)
     continuation = ids.resumed_by(question_id)
     assert rig.session(continuation).status == SessionStatus.QUEUED
+    post_place = question.post_place()[0], question.post_ts
+
+    def post() -> dict[str, Any]:
+        return next(m for m in fake_slack.messages(post_place[0]) if m["ts"] == post_place[1])
+
+    assert post().get("blocks")  # the answer is recorded, its post not updated yet
     again_pressed = {"ok": True, "answer": "not_open"}  # the operator presses again
     queued_again(rig, outage, slack_interactivity.handle, press(), continuation, reply=again_pressed)
+    assert not post().get("blocks")
+    assert "chose: *b*" in post()["text"]
+    assert "speech_balloon" not in fake_slack.reactions(*post_place)
 
 
 def test_a_second_press_on_a_decided_approval_queues_its_continuation(
