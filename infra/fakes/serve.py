@@ -23,6 +23,11 @@ from typing import IO, Any, Protocol, TypeVar
 
 T = TypeVar("T")
 MAX_BODY_BYTES = 32 * 1024 * 1024  # what a fake reads of one request at most
+# The listen backlog of a fake's socket: socketserver's default of 5 let the kernel drop the connections a burst of
+# clients opened at once beyond it (32 children of a tree calling the Gemini stub or the fake Slack together), and
+# each dropped one waited for TCP's retransmission, a second, before it was accepted: a stall the services the
+# fakes stand for (Google's and Slack's front ends) never make (issue 28.4).
+LISTEN_BACKLOG = 128
 
 
 class Servable(Protocol):
@@ -98,6 +103,7 @@ class JsonLogServer(ThreadingHTTPServer):
 
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = LISTEN_BACKLOG
 
     def __init__(
         self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], log_stream: IO[str] | None = None

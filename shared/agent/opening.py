@@ -15,15 +15,16 @@ from slack_sdk.errors import SlackApiError
 
 from shared.agent import prompts
 from shared.agent.tools.result import ToolResult
-from shared.agent.transcript import Responses, pending_calls, pending_turn
+from shared.agent.transcript import Responses, pending_calls, pending_turn, to_json
 from shared.agent.waits.resuming import Resuming, WaitKind, WaitOn
 from shared.errors import ProductError
-from shared.limits import MAX_REQUEST_CHARS, capped
+from shared.limits import MAX_REQUEST_CHARS, TOO_LARGE_REQUEST_CHARS, capped
 from shared.slack import client as slack
 from shared.state import questions as stored
 from shared.state import sessions, steps
+from shared.state.claim_reads import ClaimReads
 from shared.state.firestore import now
-from shared.state.models import Audit, AuditType, Question, SessionKind, Step, StepKind
+from shared.state.models import Audit, AuditType, Question, SessionKind, SessionStatus, Step, StepKind
 from shared.state.session_model import Session
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,23 @@ def opening_content(session: Session, transcript: list[Step], *,
     text = prompts.thread_prompt([m for m in thread if m.get("ts") != session.origin.trigger_ts], request=session.text,
                                  requester=session.origin.trigger_user, limited=limited)  # fmt: skip
     return StepKind.PROMPT, _user(text), []
+
+
+def child_opening(session: Session, reads: ClaimReads) -> Step | None:
+    """A delegated child's first step, its task, for the claim that takes it fresh to store in its own commit
+    (``claim_step``): made from the session alone, it needs no read of its own, and the step commit it replaces (a
+    transaction of three round trips) would check only what the claim checks or finds settled on the same document
+    (its worker, its status, no stop, no results or questions of its own children yet). None for anything else: a
+    child that was claimed before, waits, was asked to stop or brings a task too large to use (its run opens it)."""
+    fresh = (
+        session.kind == SessionKind.CHILD and session.status == SessionStatus.QUEUED and session.next_seq == 0
+        and not session.waiting and not session.stop_requested and len(session.text) <= TOO_LARGE_REQUEST_CHARS
+    )  # fmt: skip
+    if not fresh:
+        return None
+    kind, content, audit = opening_content(session, [])
+    assert isinstance(content, types.Content)  # a child's opening is its task, a user turn
+    return Step(seq=0, session_id=session.session_id, kind=kind, content=to_json(content), audit=audit, at=now())
 
 
 def answer_content(question: Question, transcript: list[Step]) -> types.Content | Responses:

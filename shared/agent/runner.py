@@ -44,9 +44,10 @@ class Runner:
 
     def __init__(self, session: Session, *, takeover: bool, started_at: datetime | None = None,
                  question: Question | None = None, transcript: list[Step] | None = None,
-                 claimed_outcomes: Docs | None = None) -> None:  # fmt: skip
+                 claimed_outcomes: Docs | None = None, opened: bool = False) -> None:  # fmt: skip
         self.run_state = RunState(session, takeover=takeover, started_at=started_at, question=question,
                                   transcript=transcript, claimed_outcomes=claimed_outcomes)  # fmt: skip
+        self.opened = opened  # its first step was stored by this delivery's claim: it resumes nothing
         calls = ToolCalls(self.run_state)
         pauses = Pauses(self.run_state, calls)
         self.ender = Ender(self.run_state, pauses)
@@ -70,7 +71,7 @@ class Runner:
         if not self.session.reports_to_parent:
             return self._run_or_stop()
         # A delegated child shows its state in its tree's status message: when it resumes, and when it stops.
-        if self.run_state.has_written():
+        if self.run_state.has_written() and not self.opened:
             tree_status.show(self.session, self.run_state.surface)
         try:
             return self._run_or_stop()

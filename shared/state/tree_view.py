@@ -151,6 +151,13 @@ def read(root_id: str) -> View:
     return _view(view_ref(root_id).get().to_dict())
 
 
+def root_status_ts(root_id: str) -> str | None:
+    """The thread message showing the tree as its root session names it (trees posted before views were kept have
+    it only there), if it does (one read of that field)."""
+    found = session_ref(root_id).get(field_paths=["tree_status_ts"]).to_dict() or {}
+    return found.get("tree_status_ts") or None
+
+
 def allotted(root_id: str, transaction: firestore.Transaction | None = None) -> dict[str, int]:
     """The turns and tool calls of the tree's budget allotted to children and not given back (one batched read of
     the root and the view, in ``transaction`` if given)."""

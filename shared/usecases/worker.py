@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass
 
 from shared import config
-from shared.agent import heartbeat
+from shared.agent import heartbeat, opening
 from shared.agent.waits import in_claim
 from shared.logs import current_trace, session_context
 from shared.queue import tasks
@@ -63,13 +63,15 @@ def run_delivery(session_id: str, *, task: str, attempt: int, resumes: list[Wait
         transcript = ahead.usable(claim) if ahead is not None else None
     if transcript is not None and claim.stepped is not None:
         transcript = [*transcript, claim.stepped]
+    elif claim.stepped is not None and claim.stepped.seq == 0:  # a child's opening: nothing was stored before it
+        transcript = [claim.stepped]
     with session_context(session_id, trace=claim.trace_id or current_trace()):
         return _after_claim(claim, task=task, attempt=attempt, transcript=transcript)
 
 
 def _first_step(ahead: transcript_ahead.Ahead | None, resumes: list[Waiting] | None) -> FirstStep | None:
     if ahead is None or not resumes:
-        return None
+        return opening.child_opening  # a delegated child taken fresh opens in its claim's commit (issue 28.4)
     return in_claim.for_claim(ahead, resumes)
 
 
@@ -107,13 +109,14 @@ def _after_claim(claim: Claim, *, task: str, attempt: int, transcript: list[Step
         log.error("session killed at the same step on every attempt; giving up", extra={"takeovers": stalled})
         give_up(session, f"its worker stopped {stalled} times in a row without storing a step")
         return Delivery(False, {"status": "failed"})
+    opened = claim.stepped is not None and claim.stepped.seq == 0  # its first step, stored by the claim
     return _run(session, claim.result.takeover, reason, task=task, attempt=attempt, question=claim.question,
-                transcript=transcript, outcomes=claim.outcomes)  # fmt: skip
+                transcript=transcript, outcomes=claim.outcomes, opened=opened)  # fmt: skip
 
 
 def _run(session: Session, takeover: bool, reason: str, *, task: str, attempt: int,
          question: Question | None = None, transcript: list[Step] | None = None,
-         outcomes: Docs | None = None) -> Delivery:  # fmt: skip
+         outcomes: Docs | None = None, opened: bool = False) -> Delivery:  # fmt: skip
     from shared.agent.runner import Runner
 
     log.info("session claimed", extra={"reason": reason, "task": task, "attempt": attempt, "kind": session.kind.value})
@@ -125,7 +128,7 @@ def _run(session: Session, takeover: bool, reason: str, *, task: str, attempt: i
         with beating:
             try:
                 status = Runner(session, takeover=takeover, started_at=session.started_at, question=question,
-                                transcript=transcript, claimed_outcomes=outcomes).run()  # fmt: skip
+                                transcript=transcript, claimed_outcomes=outcomes, opened=opened).run()  # fmt: skip
             except steps.LeaseLost as exc:
                 log.warning("lost the session to another worker; stopping", extra={"reason": str(exc)})
                 return Delivery(False, {"skipped": "lease lost"})

@@ -25,6 +25,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 from slack_sdk.signature import SignatureVerifier
 
+from infra.fakes.serve import LISTEN_BACKLOG
+
 from . import assistant, modals, usergroups
 from .people import BOT_NAME
 from .state import (
@@ -489,6 +491,7 @@ class FakeSlackServer(ThreadingHTTPServer):
     ``serve_page`` answers the browser page's own GETs (its files, its event stream, the console) first."""
 
     daemon_threads = True
+    request_queue_size = LISTEN_BACKLOG  # a burst of clients connecting at once is never dropped (``serve``)
 
     def __init__(
         self,
