@@ -59,7 +59,7 @@ def decided_response(resumed: Resumed, approval: Approval, call: types.FunctionC
     result = outcome.capped(MAX_TOOL_RESULT_CHARS) if isinstance(outcome, ToolResult) else cannot_wait(approval.tool)
 
     def show_result() -> None:
-        running.wait()  # never overwritten by a late "running"
+        running.result()  # never overwritten by a late "running"
         approvals.ran(approval, shown if shown is not None else result.to_dict())
 
     resumed.after_step.append(("the approved call's result", show_result))
