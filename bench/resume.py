@@ -102,6 +102,7 @@ def run(bench: Bench) -> Section:
             "the question in its claim's batch and stores its resumed step in the claim's commit). Left: the "
             "click's handler (its read, commit and Slack acknowledgement before the continuation is delivered), and "
             "for an approval the approved call's started record (one commit fenced by the lease) and the example "
-            "tool's own Slack post and write, with its card's two updates, before its resumed step's one commit."
+            "tool's own Slack post and write before its resumed step's one commit (its card's two updates are made "
+            "beside them and beside the model's request)."
         )
     return section

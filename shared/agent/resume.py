@@ -9,6 +9,7 @@ and pauses again through ``Pauses``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from google.genai import types
@@ -67,20 +68,25 @@ class Resumer:
         # Every kind's outcomes in one batched read (none if the run read them as it started, beside its transcript)
         found = outcomes.read(self.session, record, known=self.run.outcomes_read(record))
         audit: list[Audit] = []
+        after_step: list[tuple[str, Callable[[], object]]] = []
         again: list[Waiting] = []
         for entry in sorted(record, key=lambda w: w.index):
             on = WaitOn(entry.kind, entry.key)
             waiting = resuming.call_for(on)
             if waiting is None:
                 continue  # its response is already in the transcript (a re-run after a crash)
-            outcome = self._record_outcome(entry, waiting[1], found, audit)
+            outcome = self._record_outcome(entry, waiting[1], found, audit, after_step)
             if isinstance(outcome, Suspend):  # the server asks for (more) input: that call waits again
                 then = Waiting(seq, entry.index, WaitKind.MCP_INPUT, outcome.question.question_id)
                 resuming.arrive(on, then=WaitOn(then.kind, then.key))
                 again.append(then)
                 continue
             resuming.arrive(on, outcome if isinstance(outcome, ToolResult) else NO_OUTCOME)
-        self.run.commit(StepKind.ANSWER, resuming.responses, audit, consumed=consumed or [], waiting=[])
+        try:
+            self.run.commit(StepKind.ANSWER, resuming.responses, audit, consumed=consumed or [], waiting=[])
+        finally:  # its display updates, beside the model's request, made by the next step (even if this was refused)
+            for what, update in after_step:
+                self.run.show_beside(what, update, by_next_step=True)
         if any(kinds.of(w.kind).shown_in_tree for w in record):
             tree_status.refresh(self.session, self.surface)
         if again:
@@ -88,11 +94,12 @@ class Resumer:
         return False
 
     def _record_outcome(self, entry: Waiting, call: types.FunctionCall, found: dict[WaitKind, Any],
-                        audit: list[Audit]) -> Outcome:  # fmt: skip
-        """What the call that waited on ``entry`` gets, from its kind (its audit appended to ``audit``)."""
+                        audit: list[Audit], after_step: list[tuple[str, Callable[[], object]]]) -> Outcome:  # fmt: skip
+        """What the call that waited on ``entry`` gets, from its kind (its audit appended to ``audit``, the display
+        updates to make once its step is stored to ``after_step``)."""
         if entry.released:  # it no longer waits (a child of the turn asked its parent): its result comes as a note
             return ToolResult.ok({"status": "still running", "child_id": entry.key, "note": RELEASED})
-        resumed = Resumed(self.session, self.calls, self.tools, audit)
+        resumed = Resumed(self.session, self.calls, self.tools, audit, after_step)
         return kinds.of(entry.kind).outcome(resumed, entry, call, found[entry.kind])
 
 

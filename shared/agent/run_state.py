@@ -10,9 +10,13 @@ this state and change it only through it.
 
 from __future__ import annotations
 
+import contextvars
 import logging
+import threading
 import time
 from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from typing import Unpack
 
@@ -82,6 +86,9 @@ class RunState:
         self.unrecorded: list[ledger.Done] = []
         # A continuation's question as its claim read it (None: not read there; its opening reads it).
         self.question = question if question is not None and question.question_id == session.question_id else None
+        # Display updates made beside the run's work (an approved call's card), and those the next step waits for.
+        self.showing: list[Future[None]] = []
+        self.shown_by_next_step: list[Future[None]] = []
 
     def commit(
         self,
@@ -94,7 +101,11 @@ class RunState:
         pausing_on_record: list[Waiting] | None = None,
         **fields: Unpack[SessionUpdate],
     ) -> Step:
-        """Store the next step (and the session ``fields`` with it); the notes that arrived meanwhile are read."""
+        """Store the next step (and the session ``fields`` with it); the notes that arrived meanwhile are read. The
+        display updates of the last step are made first (``show_beside``)."""
+        waited, self.shown_by_next_step = self.shown_by_next_step, []
+        for showing in waited:
+            showing.result()
         answers = content.refs() if isinstance(content, Responses) else None  # the calls its responses answer
         if isinstance(content, Responses):
             content = content.content()
@@ -156,6 +167,26 @@ class RunState:
             log.warning("the results of the calls that ran could not be recorded", exc_info=True,
                         extra={"calls": len(self.unrecorded)})  # fmt: skip
 
+    def show_beside(self, what: str, update: Callable[[], object], *, by_next_step: bool = False
+                    ) -> Future[None]:  # fmt: skip
+        """A display update (Slack only: nothing the run stores or decides depends on it) made beside what the run
+        does next, on the process's display threads (kept warm: starting a thread per update held the run back
+        longer than the update); its failure is logged, never raised. ``shown`` (the run's end) waits for it, and so
+        does the run's next step if ``by_next_step`` (a card that shows the result the last step stored, before the
+        run goes on past the model's request); so may the caller (``result()``)."""
+        context = contextvars.copy_context()  # its logs keep the session and trace
+        showing = _display_threads().submit(context.run, displayed, what, update)
+        self.showing.append(showing)
+        if by_next_step:
+            self.shown_by_next_step.append(showing)
+        return showing
+
+    def shown(self) -> None:
+        """Wait for the display updates still being made (the run's end)."""
+        showing, self.showing = self.showing, []
+        for update in showing:
+            update.result()
+
     def tokens_after(self, spent: dict[str, int]) -> dict[str, int]:
         """The session's running token totals with one more turn (written with that turn's step)."""
         return {kind: self.session.limits.tokens.get(kind, 0) + spent.get(kind, 0) for kind in gemini.TOKEN_KINDS}
@@ -178,6 +209,25 @@ class RunState:
         """What the thread said when the transcript opened (its first prompt), for the policy's host rule."""
         first = next((s for s in self.steps if s.kind == StepKind.PROMPT and s.content), None)
         return text_of(contents_of([first])[0]) if first else ""
+
+
+_DISPLAY_THREADS: list[ThreadPoolExecutor] = []  # made at the first display update, kept by the process
+_DISPLAY_LOCK = threading.Lock()
+
+
+def _display_threads() -> ThreadPoolExecutor:
+    with _DISPLAY_LOCK:
+        if not _DISPLAY_THREADS:
+            _DISPLAY_THREADS.append(ThreadPoolExecutor(max_workers=4, thread_name_prefix="display"))
+        return _DISPLAY_THREADS[0]
+
+
+def displayed(what: str, update: Callable[[], object]) -> None:
+    """Make a display update; its failure (whatever Slack or the connection did) is logged, never raised."""
+    try:
+        update()
+    except Exception as exc:
+        log.warning("a display update failed", extra={"update": what, "error": repr(exc)})
 
 
 def text_of(content: types.Content) -> str:

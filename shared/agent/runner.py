@@ -66,6 +66,8 @@ class Runner:
             # results of the calls that ran are recorded first, so the takeover reuses them.
             self.run_state.record_calls_left()
             raise
+        finally:
+            self.run_state.shown()  # the display updates made beside the run (an approved call's card) end with it
 
     def _run_shown(self) -> SessionStatus:
         if not self.session.reports_to_parent:

@@ -385,10 +385,12 @@ def test_the_sweep_reminds_then_expires_and_an_expired_card_cannot_be_approved(
 APPROVAL_HOLDS = [
     ("the card's post", "chat.postMessage", "approval needed"),
     ("inside the tool, started and not done", "chat.postMessage", "Scaling `api`"),
-    # The call's done record is written with the resumed step that carries its result (issue 28.1): killed after the
-    # call ran and before that commit, the ledger says started, and the takeover says the outcome is unknown.
-    ("after the tool, its result not yet stored", "chat.update", f"approved by <@{OPERATOR}>; it ran"),
-    # Killed after that commit (in the model request that follows it): the result is in the transcript.
+    # The call's done record is written with the resumed step that carries its result (issue 28.1); the card's "it
+    # ran" update is made once that step is stored (beside the model's request): killed there, the result is in the
+    # transcript, and the takeover neither runs the call again nor calls its outcome unknown. (Killed after the call
+    # ran and before that commit, the ledger says started and the outcome is unknown; nothing holds the run there.)
+    ("after its step, in the card's update", "chat.update", f"approved by <@{OPERATOR}>; it ran"),
+    # Killed in the model request that follows that commit: the result is in the transcript.
     ("after the step that stores its result", "model", ""),
 ]
 
@@ -399,10 +401,11 @@ def test_a_kill_at_each_boundary_from_card_to_result_runs_a_non_idempotent_call_
     fake_gemini: FakeGemini, uid: str,
 ) -> None:  # fmt: skip
     call = G.call("scale_service", name="api", replicas=4)
-    if method == "model":  # the continuation's model request is held (answered late), its retry answered at once
-        script(call, G.delayed(60, G.text("Done.")), G.text("Done."))
+    if where.startswith("after"):  # the continuation's model request (made beside the card's update) is held,
+        script(call, G.delayed(60, G.text("Done.")), G.text("Done."))  # answered late; its retry's at once
     else:
         script(call, G.text("Done."))
+    if method != "model":
         fake_slack.slow(method, 60, match=match)
     before = len(fake_gemini.requests())
     thread = mention(fake_slack, f"C{uid}", "scale the api to 4")
@@ -423,7 +426,7 @@ def test_a_kill_at_each_boundary_from_card_to_result_runs_a_non_idempotent_call_
     assert len(executions(thread.session_id)) == (0 if where.startswith("inside") else 1)
     [response] = function_responses(fake_gemini.requests()[-1])
     unknown = "outcome unknown" in str(response["response"].get("error", ""))
-    assert unknown == where.startswith(("inside", "after the tool")), response
+    assert unknown == where.startswith("inside"), response
     if not unknown:
         assert response["response"]["result"] == {"scaled": "api", "replicas": 4}
 

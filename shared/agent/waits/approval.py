@@ -47,15 +47,24 @@ def decided_response(resumed: Resumed, approval: Approval, call: types.FunctionC
     if runs is None:
         return ToolResult.fail("not run: the edited call does not match its approval")
     ctx = resumed.calls.context(seq, approval.call_index, call, caller=approval.session_id)
-    approvals.update_card(approval, approvals.running_verdict(approval))  # read before what the call posts
+    # The card's updates are display only: "running" is made beside the call's started record and its run (the
+    # click's handler has said so already, once; a failure here is logged and the approved call still runs), and
+    # its result beside what follows the step that stores that result (the model's request), after "running".
+    verdict = approvals.running_verdict(approval)
+    running = resumed.calls.run.show_beside("running", lambda: approvals.update_card(approval, verdict))
     ran = call if approval.edited_args is None else types.FunctionCall(name=call.name, args=runs, id=call.id)
     outcome = resumed.calls.call(approval.tool, ran, ctx, entry)
-    if isinstance(outcome, Suspend):
-        approvals.ran(approval, outcome.response)
-        return outcome
     # (an approved call cannot start a wait: a tool that waits is told so, as a resumed MCP call is)
+    shown = outcome.response if isinstance(outcome, Suspend) else None
     result = outcome.capped(MAX_TOOL_RESULT_CHARS) if isinstance(outcome, ToolResult) else cannot_wait(approval.tool)
-    approvals.ran(approval, result.to_dict())
+
+    def show_result() -> None:
+        running.result()  # never overwritten by a late "running"
+        approvals.ran(approval, shown if shown is not None else result.to_dict())
+
+    resumed.after_step.append(("the approved call's result", show_result))
+    if isinstance(outcome, Suspend):
+        return outcome
     return ToolResult.from_dict(approvals.edited_response(approval, result.to_dict()))
 
 

@@ -6,7 +6,8 @@ per kind implements it; ``shared.agent.waits.kinds`` holds them by ``WaitKind``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from google.cloud import firestore
@@ -27,13 +28,16 @@ Found = TypeVar("Found")
 
 @dataclass(frozen=True)
 class Resumed:
-    """The resuming run, as a kind sees it: its session, its tools and the runner of single calls, and the audit
-    the resumption's step stores (a kind appends its records)."""
+    """The resuming run, as a kind sees it: its session, its tools and the runner of single calls, the audit the
+    resumption's step stores (a kind appends its records), and the display updates made once that step's commit
+    is made (``after_step``: Slack only, beside what the run does next, a failure logged; an approved call's card
+    showing its result)."""
 
     session: Session
     calls: ToolCalls
     tools: Toolset
     audit: list[Audit]
+    after_step: list[tuple[str, Callable[[], object]]] = field(default_factory=list)
 
 
 class ResumedWait(Protocol[Found]):
