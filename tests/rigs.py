@@ -112,16 +112,68 @@ def queued_again(rig: cost.Rig, outage: Outage, handle: Handle, request: tuple[b
 
 
 def asking_tree(rig: cost.Rig, children: int) -> Any:
-    """``bench.trees.asking`` for a test. A known gap of that figure's script (issue 28's session-9 note): now and
-    then, on a busy machine, a request of the tree matches none of the Gemini stub's scripted replies, the stub
-    answers 500 and the session asking fails. The test cannot judge such a run, so it is skipped, saying so; any
-    other outcome is judged as it is."""
+    """``bench.trees.asking`` for a test, which fails, showing them, if any request of the tree matched none of the
+    Gemini stub's scripted replies (the stub answered 500): the conversation of each, the scripted items whose text
+    it holds, each earlier request of the tree with the item it took, and the items never taken. (Such a request
+    was a child told that its parent had ended without answering, when the parent's answer reached it before its
+    turn paused: ``shared.agent.pausing``, ``tests/stack/test_parent_asks.py``.)"""
     from bench import trees
 
     before = max((int(r.get("seq") or 0) for r in rig.gemini.requests()), default=0)  # the stub keeps the last 1000
-    tree = trees.asking(rig, children)
+    scripted: list[dict[str, Any]] = []
+    script = rig.gemini.script
+
+    def noted(*items: Any) -> int:
+        scripted.extend(items)
+        return script(*items)
+
+    rig.gemini.script = noted  # type: ignore[method-assign]
+    try:
+        tree = trees.asking(rig, children)
+    finally:
+        del rig.gemini.script  # the class's own again
     since = [r for r in rig.gemini.requests() if int(r.get("seq") or 0) > before]
     unscripted = [r for r in since if (r.get("reply") or {}).get("source") == "exhausted"]
     if unscripted:
-        pytest.skip(f"the Gemini stub's script did not foresee {len(unscripted)} request(s) of this tree")
+        needles = {(item.get("match") or {}).get("contains") for item in scripted}
+        left = [item for item in rig.gemini.remaining() if (item.get("match") or {}).get("contains") in needles]
+        shown = "\n\n".join(unmatched(r, scripted, since) for r in unscripted)
+        shown += "\nscripted items never taken:\n" + "\n".join(json.dumps(item) for item in left)
+        pytest.fail(f"the Gemini stub's script did not foresee {len(unscripted)} request(s) of this tree:\n{shown}")
     return tree
+
+
+def _part(part: dict[str, Any]) -> str:
+    if "text" in part:
+        return f"text {part['text']!r}"
+    if "functionCall" in part:
+        call = part["functionCall"]
+        return f"call {call.get('name')} {json.dumps(call.get('args'))}"
+    if "functionResponse" in part:
+        answer = part["functionResponse"]
+        return f"response {answer.get('name')} {json.dumps(answer.get('response'))}"
+    return json.dumps(part)
+
+
+def unmatched(request: dict[str, Any], scripted: list[dict[str, Any]], journal: list[dict[str, Any]]) -> str:
+    """One request the stub could not answer: its conversation (every content, the last in full), each scripted
+    item whose text it holds (all of them taken by then), and the replies the journal shows before it."""
+    contents = (request.get("body") or {}).get("contents") or []
+    lines = [f"request seq {request.get('seq')} ({len(contents)} contents):"]
+    for n, content in enumerate(contents):
+        lines.append(f"  [{n}] {content.get('role')}: " + " | ".join(_part(p) for p in content.get("parts") or []))
+    text = json.dumps(request.get("body"))
+    close = [item for item in scripted if (item.get("match") or {}).get("contains", "\0") in text]
+    lines.append("  scripted items it holds the text of (each taken by an earlier request):")
+    lines.extend(f"    {json.dumps(item)}" for item in close)
+    answered = [r for r in journal if int(r.get("seq") or 0) < int(request.get("seq") or 0)]
+    lines.append(f"  {len(answered)} requests of the tree before it; their last contents and the item each took:")
+    for r in answered:
+        last = ((r.get("body") or {}).get("contents") or [{}])[-1]
+        parts = " | ".join(_part(p) for p in last.get("parts") or [])
+        took = (r["reply"].get("match") or {}).get("contains")
+        answered_with = " | ".join(_part(p) for p in r["reply"].get("parts") or [])
+        size = len((r.get("body") or {}).get("contents") or [])
+        lines.append(f"    seq {r.get('seq')} ({size} contents) {last.get('role')}: {parts[:240]}")
+        lines.append(f"      {r['reply'].get('source')}: took the item matching {took!r}: {answered_with[:200]}")
+    return "\n".join(lines)

@@ -71,7 +71,10 @@ class Pauses:
         try:
             run.commit(StepKind.TOOL_RESULTS, content, audit, tool_calls=used, pausing_on_record=record,
                        status=SessionStatus.PAUSED, ended_at=now())  # fmt: skip
-        except steps.WaitsResolved:
+        except steps.WaitsResolved as resolved:
+            # The calls read their outcomes from this copy of the session: a parent's answer noted on it while the
+            # turn ran is the one its ask_parent calls get, not the question as this run asked it, unanswered.
+            run.session.apply(resolved.own)
             run.commit(StepKind.TOOL_RESULTS, content, audit, tool_calls=used)
             kept = waiting.notes_left(run.notes, record)
             return self.resumer.resume_record(record, consumed=[n for n in run.notes if n not in kept])

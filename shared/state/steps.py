@@ -54,7 +54,12 @@ class ChildAsked(ProductError):
 
 class WaitsResolved(ProductError):
     """Everything a turn was about to wait on (answered, decided, ended) was resolved while it ran: it carries on
-    in place."""
+    in place. ``own``: what resolved a wait on the session's own document, as the commit read it (its parent's
+    answer, in ``parent_question``), which the turn's copy of the session does not hold yet."""
+
+    def __init__(self, message: str, own: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.own = own
 
 
 def _kept_by_pause(transaction: firestore.Transaction, current: dict[str, Any], pending: list[Note],
@@ -66,7 +71,8 @@ def _kept_by_pause(transaction: firestore.Transaction, current: dict[str, Any], 
     if asked:
         raise ChildAsked(asked)
     if not waiting.unresolved(transaction, current, record):
-        raise WaitsResolved(f"the {len(record)} waits of the turn were resolved while it ran")
+        own = {"parent_question": current.get("parent_question")}
+        raise WaitsResolved(f"the {len(record)} waits of the turn were resolved while it ran", own)
     return waiting.notes_left(pending, record)
 
 

@@ -1,18 +1,26 @@
 """A child's question to its paused parent (``shared.state.parent_asks``), raced on the emulator's documents: the
 paused parent is told in one batch fenced by its update time, so whatever the batch's fences cannot hold is checked
-again after it commits (found in review of issue 28.4's change)."""
+again after it commits (found in review of issue 28.4's change); and the parent's answer raced with the asking
+child's pause, every task delivered in parallel in this process (the asking tree's flaky unscripted request)."""
 
 from __future__ import annotations
 
+import json
 import threading
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from google.cloud.firestore_v1.batch import WriteBatch
 
+from bench import trees
+from bench.rig import DirectTasks
+from infra.fakes.gemini.client import FakeGemini as G
 from infra.stack import Stack
-from shared.state import child_questions, firestore, parent_asks, questions, sessions, steps
+from shared import deps
+from shared.asks import delegation
+from shared.state import child_questions, firestore, ids, parent_asks, questions, sessions, steps
 from shared.state.models import (
     Note,
     NoteKind,
@@ -26,6 +34,9 @@ from shared.state.models import (
     WaitKind,
 )
 from shared.state.session_model import Session, SessionUpdate
+from tests.agent_helpers import function_responses
+from tests.poll import wait_for
+from tests.rigs import counted_rig
 
 pytestmark = pytest.mark.stack
 
@@ -168,3 +179,59 @@ def test_a_pause_whose_commit_reads_a_childs_question_record_pauses(stack: Stack
     assert (paused.status, paused.waiting) == (SessionStatus.PAUSED, record)
     assert [n.question_id for n in paused.notes] == [asked.question_id]
     assert not child_questions.asked_ref(parent_id, child_id).get().exists  # read: its record deleted
+
+
+@pytest.mark.timeout(300)
+def test_an_answer_that_reaches_a_child_before_it_pauses_is_the_answer_its_model_reads(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every task delivered at once on a thread of its own, in this process. A parent delegates one blocking child,
+    which asks it a blocking question; the question wakes the parent, whose own delivery answers it while the child's
+    turn has not paused yet (held here until the answer is stored): the answer is noted on the child, and the child's
+    pause finds its wait resolved and resumes in place. Before, that resumption read the question as the child's run
+    held it, unanswered, and told its model "The session that delegated your task ended without answering": the
+    answer was lost, the child asked again and its parent, which had answered, could not (the asking tree's flaky
+    unscripted request, on a busy machine). Now it reads the question as its pause's commit read it, answered."""
+    tag = uuid.uuid4().hex[:10]
+    task = f"migrate the orders table [{tag}-t]"
+    ask = delegation.ask_parent
+
+    def answered_before_the_pause(child: Session, **kwargs: Any) -> str:
+        asked = ask(child, **kwargs)
+
+        def answer() -> str | None:
+            stored = sessions.get_session(child.session_id)
+            return stored.parent_question.answer if stored and stored.parent_question else None
+
+        wait_for(answer, timeout=60, what="the parent's answer")
+        return asked
+
+    with counted_rig(stack, monkeypatch, **trees.ROOMY) as rig:
+        rig.script(G.call("delegate", task=task))
+        parent_id = rig.start(f"migrate the orders {tag}")
+        child_id = ids.child_id(parent_id, 1, 0)
+        answers = G.call("answer_child", child_id=child_id, answer=f"postgres ({tag}-a)")
+        rig.gemini.script(G.matching(f"{tag}-q", answers))  # the parent's request that holds the question
+        rig.script(*[G.text("Noted.") for _ in range(4)])  # its other turns (its requests hold the rig's id)
+        rig.gemini.script(  # the child's: the answer's, else its task's (the question, then a result of its own)
+            G.matching(f"{tag}-a", G.text("Migrated the orders table to postgres.")),
+            G.matching(f"{tag}-t", G.call("ask_parent", question=f"Which database? ({tag}-q)", blocking=True)),
+            G.matching(f"{tag}-t", G.text("Nobody answered; I chose postgres myself.")),
+        )
+        monkeypatch.setattr(delegation, "ask_parent", answered_before_the_pause)
+        tasks_of = DirectTasks()
+        with deps.override(tasks=tasks_of):
+            tasks_of.dispatch(parent_id, "parent")
+            wait_for(lambda: not any(t.is_alive() for t in tasks_of.threads), timeout=240, what="every delivery")
+        journal = rig.gemini.requests()
+        child = rig.session(child_id)
+        rig.gemini.reset()  # the plain replies scripted with room to spare
+    answered = [r for r in journal if "answer_child" in {f["name"] for f in function_responses(r)}]
+    assert answered, "the parent never answered"
+    [noted] = [f["response"]["result"] for f in function_responses(answered[0]) if f["name"] == "answer_child"]
+    assert noted == {"answered": child_id, "child": "noted"}  # the child had not paused: the race this test holds
+    childs = [r for r in journal if f"{tag}-t" in json.dumps(r["body"]) and rig.uid not in json.dumps(r["body"])]
+    resumed = [f["response"] for f in function_responses(childs[1]) if f["name"] == "ask_parent"]
+    assert resumed == [{"result": {"answer": f"postgres ({tag}-a)", "from": "the session that delegated your task"}}]
+    assert (child.status, child.result) == (SessionStatus.DONE, "Migrated the orders table to postgres.")
+    assert [r["reply"]["source"] for r in journal if tag in json.dumps(r["body"])].count("exhausted") == 0

@@ -396,18 +396,21 @@ class Script:
                     request_body=body,
                     source=source,
                 )
-            self._store(entry, reply)
+            self._store(entry, reply, (item or {}).get("match"))
             return reply
 
     def _next_call_id(self) -> str:
         self._call_seq += 1
         return f"fakegemini-call-{self._call_seq}"
 
-    def _store(self, entry: Mapping[str, Any], reply: Reply) -> None:
+    def _store(self, entry: Mapping[str, Any], reply: Reply, match: Mapping[str, Any] | None = None) -> None:
         self._seq += 1
         record = json.loads(json.dumps(dict(entry)))
         journal: dict[str, Any] = {"status": reply.status, "source": reply.source}
         if isinstance(reply.body, dict) and "usageMetadata" in reply.body:
             journal["usage"] = reply.body["usageMetadata"]  # what the model reported it cost
+            journal["parts"] = copy.deepcopy(reply.body["candidates"][0]["content"]["parts"])  # what it answered
+        if match is not None:
+            journal["match"] = dict(match)  # the scripted item's condition this request met
         record.update(seq=self._seq, reply=journal)
         self._records.append(record)
