@@ -48,6 +48,19 @@ def sent_together(rig: cost.Rig, request: tuple[bytes, dict[str, str]], copies: 
     return replies
 
 
+def answered_and_queued(rig: cost.Rig) -> tuple[str, str]:
+    """A session paused on a question that an operator's press has just answered: the asker, and the continuation
+    that press queued (its task not delivered yet)."""
+    asker = rig.paused("set up the database", G.call("ask_operator", question="sqlite or postgres?",
+                                                     options=["sqlite", "postgres"]))  # fmt: skip
+    question = open_question(asker)
+    pressed: dict[str, Any] = {}
+    rig.interactivity(rig.answer_press(question), pressed)
+    continuation = ids.resumed_by(question.question_id)
+    rig.expect(continuation, SessionStatus.QUEUED)
+    return asker, continuation
+
+
 @pytest.mark.parametrize("copies", [1, 2])
 def test_a_reply_while_the_answers_continuation_is_queued_reaches_its_first_turn_once(
     rig: cost.Rig, copies: int
@@ -55,13 +68,7 @@ def test_a_reply_while_the_answers_continuation_is_queued_reaches_its_first_turn
     """Defect: the reply found no open question (answered) and no running session (the continuation was queued,
     its task not yet delivered): ignored, and the continuation, which reads no thread, never saw it. Now it is a note
     to the queued continuation, read at its first turn with the answer, once, even if Slack sends it twice at once."""
-    asker = rig.paused("set up the database", G.call("ask_operator", question="sqlite or postgres?",
-                                                     options=["sqlite", "postgres"]))  # fmt: skip
-    question = open_question(asker)
-    pressed: dict[str, Any] = {}
-    rig.interactivity(rig.answer_press(question), pressed)
-    continuation = ids.resumed_by(question.question_id)
-    rig.expect(continuation, SessionStatus.QUEUED)  # its task not delivered yet
+    asker, continuation = answered_and_queued(rig)
     rig.expect(asker, SessionStatus.RESUMED)
     replies = sent_together(rig, rig.reply(asker, REPLY, user="U0HUMAN"), copies)
     noted = [r for r in replies if "noted" in r]

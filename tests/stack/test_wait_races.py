@@ -31,11 +31,12 @@ from shared.state import questions as stored_questions
 from shared.state.models import ApprovalStatus, QuestionStatus, SessionStatus, StepKind
 from shared.state.session_model import Session
 from tests import delivery
-from tests.agent_helpers import function_responses, mention, open_question, wait_status
+from tests.agent_helpers import function_responses, mention, wait_status
 from tests.poll import wait_for
 from tests.stack.test_approvals import executions, press
 from tests.stack.test_call_identity import idless
 from tests.stack.test_delegation import for_child, requests_for
+from tests.stack.test_queued_replies import answered_and_queued
 from tests.stack.test_twin_calls import (
     OPERATOR2,
     at_once,
@@ -260,13 +261,7 @@ def test_a_stop_and_the_last_answer_at_the_same_moment_resume_the_turn_at_most_o
 def test_a_stop_of_the_continuation_an_answer_just_queued_tells_the_thread_once(rig: cost.Rig) -> None:
     """An answer resumed the turn; its continuation is queued, its task not delivered yet, when "stop" is typed: the
     continuation ends at once (it never runs), and the thread says "Stopped by" once, as for a paused session."""
-    asker = rig.paused("set up the database", G.call("ask_operator", question="sqlite or postgres?",
-                                                     options=["sqlite", "postgres"]))  # fmt: skip
-    question = open_question(asker)
-    pressed: dict[str, Any] = {}
-    rig.interactivity(rig.answer_press(question), pressed)
-    continuation = ids.resumed_by(question.question_id)
-    rig.expect(continuation, SessionStatus.QUEUED)
+    asker, continuation = answered_and_queued(rig)
     stopped: dict[str, Any] = {}
     rig.ingress(rig.reply(asker, "stop"), stopped)
     assert stopped == {"ok": True, "stop": "stopped"}
