@@ -20,10 +20,22 @@ from shared.agent.run_state import RunState, text_of
 from shared.agent.tools.base import short
 from shared.agent.transcript import contents_of, shorten_tool_results
 from shared.asks import delegation, stopping
+from shared.asks.questions import REPLACED
 from shared.state import children as stored_children
 from shared.state import ids, steps
+from shared.state import questions as stored_questions
 from shared.state.firestore import now
-from shared.state.models import Audit, AuditType, Note, SessionStatus, Step, StepKind, Waiting, WaitKind
+from shared.state.models import (
+    Audit,
+    AuditType,
+    Note,
+    QuestionStatus,
+    SessionStatus,
+    Step,
+    StepKind,
+    Waiting,
+    WaitKind,
+)
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +71,32 @@ class Ender:
         delegation.release_askers(self.session, delegated=delegation.delegated_in(self.steps))
         log.info("session stopped", extra={"by": by})
         return SessionStatus.STOPPED
+
+    def abandoned(self, turn: steps.TurnAbandoned) -> SessionStatus:
+        """A question of the turn it was about to wait on was closed unanswered while it ran (a newer question in
+        its thread replaced it): it ends abandoned instead of pausing, as ``shared.asks.questions.cancel_older`` ends
+        a paused asker, and everything else its turn waited on ends with it (its children stopped: their results
+        go nowhere; its other questions cancelled, its approvals expired), the children asking it released. The
+        thread hears nothing more: the replaced question's post says so, and the newer question is there."""
+        replaced = QuestionStatus.CANCELLED.value in turn.closed.values()
+        why = f"its session stopped waiting: {REPLACED if replaced else 'a question went unanswered'}"
+        by = _replacer(turn.closed) if replaced else "sweep"
+        if self.session.reports_to_parent:  # (an MCP server's request for input, the one question a child asks)
+            self.run.record_calls()
+            step = Step(seq=self.session.next_seq, session_id=self.session.session_id, kind=StepKind.END,
+                        content=None, audit=[Audit(AuditType.RESULT, now(), text=why)], at=now())  # fmt: skip
+            finished = stored_children.finish(self.session, step, status=SessionStatus.ABANDONED, result=why,
+                                              error=why, wait_for_notes=False)  # fmt: skip
+            delegation.resume_parent(self.session, finished)
+        else:
+            self.run.commit(StepKind.END, None, [], status=SessionStatus.ABANDONED, error=why, ended_at=now(),
+                            waiting=list(turn.record), wait_for_notes=False)  # fmt: skip
+            self.surface.paused()
+        self.session.waiting = list(turn.record)
+        stopping.end_waits(self.session, why=why, by=by)
+        delegation.release_askers(self.session, delegated=delegation.delegated_in(self.steps))
+        log.info("session abandoned: a question of its turn was closed as it paused", extra={"closed": turn.closed})
+        return SessionStatus.ABANDONED
 
     def reply_without_model(self, text: str) -> SessionStatus:
         """A reply the product writes itself (an input too large to use), recorded as the session's answer."""
@@ -211,6 +249,18 @@ class Ender:
         self.run.record_calls_left()
         fail_session(self.session, reason, self.surface, detail=detail)
         return SessionStatus.FAILED
+
+
+def _replacer(closed: dict[str, str]) -> str:
+    """The session whose newer question replaced one of ``closed`` (as its thread records), for what it stops; the
+    question's id when the thread does not say."""
+    found = stored_questions.get_questions(list(closed))
+    for question in found.values():
+        thread = stored_questions.thread_questions(question.channel, question.thread_ts)
+        newer = thread.replaced.get(question.question_id)
+        if newer is not None:
+            return ids.asker_of_question(newer) or newer
+    return next(iter(closed))
 
 
 def first_content(response: types.GenerateContentResponse) -> types.Content:

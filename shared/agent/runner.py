@@ -87,6 +87,8 @@ class Runner:
             return self._run()
         except steps.StopRequested as stop:
             return self.ender.stopped(stop.by)
+        except steps.TurnAbandoned as turn:  # a newer question replaced one of the turn it was pausing on
+            return self.ender.abandoned(turn)
 
     def _run(self) -> SessionStatus:
         run = self.run_state

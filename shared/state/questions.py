@@ -202,9 +202,11 @@ class Answered:
     repeated: bool = False  # this message (or press) already answered a question: it answers nothing more
     refused: bool = False  # the caller's check of the question as read refused the answer: nothing was written
     still_waits: bool = False  # it answered one wait of a paused turn that still waits on others (``noted`` too)
-    # Refused, nothing written: its asker was stopped (or abandoned while paused on it), and the end cancels its
-    # questions right after; an answer in between must not start a continuation of what was ended. (A non-blocking
-    # question of an abandoned session is no part of the ended turn: its late answer still starts a continuation.)
+    # Refused, nothing written: its asker was stopped (or abandoned while paused on it), or another question of its
+    # paused turn was closed unanswered (the sweep abandoned it, a newer question replaced it: the asker is being
+    # ended), and the end cancels its questions right after; an answer in between must not start a continuation of
+    # what was ended, nor be stored as if the turn would read it. (A non-blocking question of an abandoned session
+    # is no part of the ended turn: its late answer still starts a continuation.)
     unwaited: bool = False
 
 
@@ -260,14 +262,13 @@ def answer_question(question_id: str, record: AnswerRecord | Callable[[Question]
         if question.blocking and waiting.waits_on(current, kind, question_id):
             # One wait of a mixed turn: the turn resumes once everything in its record is resolved.
             whole = current if asker_ref.path in snaps else asker_ref.get(transaction=transaction).to_dict() or {}
-            found = waiting.check(
-                transaction,
-                question.session_id,
-                whole,
-                resolving=(kind, question_id),
-                read=snaps,
-                fenced=transaction is None,
-            )
+            resolving = (kind, question_id)
+            others = waiting.outcomes(transaction, whole, waiting.record_of(whole), besides=resolving,
+                                      fenced=transaction is None)  # fmt: skip
+            if others.closed:  # another question of its turn was closed unanswered: its session is being ended
+                return Answered(question, unwaited=True)
+            found = waiting.check(transaction, question.session_id, whole, resolving=resolving, read=snaps,
+                                  fenced=transaction is None, found=others)  # fmt: skip
             woken = waiting.wake(out, found, trigger_ts=made.answer_ts, user=made.answered_by,
                                  at=when) if found else None  # fmt: skip
             return _record(out, question, made, when, woken, target=woken.session_id if woken else None)

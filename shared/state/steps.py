@@ -62,15 +62,31 @@ class WaitsResolved(ProductError):
         self.own = own
 
 
+class TurnAbandoned(ProductError):
+    """A question of the turn this session was about to wait on was closed unanswered while it ran (a newer
+    question in its thread replaced it, ``cancel_older``, which ends a paused asker but leaves a running one be):
+    the session ends (abandoned) instead of pausing, as it would have had it paused first. ``record``: what the turn
+    waits on; ``closed``: the questions closed, by id: their status."""
+
+    def __init__(self, record: list[Waiting], closed: dict[str, str]) -> None:
+        super().__init__(f"question(s) {', '.join(closed)} of the turn were closed unanswered while it ran")
+        self.record = record
+        self.closed = closed
+
+
 def _kept_by_pause(transaction: firestore.Transaction, current: dict[str, Any], pending: list[Note],
                    record: list[Waiting]) -> list[Note]:  # fmt: skip
     """The pending notes a pause on this waiting record keeps; raises if the pause would wait on what has already
-    happened. It reads (what the record waits on), so it runs before the transaction's first write."""
+    happened, or ``TurnAbandoned`` if a question of it was closed unanswered. It reads (what the record waits on), so
+    it runs before the transaction's first write."""
     children = {w.key for w in record if w.kind == WaitKind.CHILD and not w.released}
     asked = [n for n in pending if n.kind == NoteKind.CHILD_QUESTION and n.user in children]
     if asked:
         raise ChildAsked(asked)
-    if not waiting.unresolved(transaction, current, record):
+    found = waiting.outcomes(transaction, current, record)
+    if found.closed:
+        raise TurnAbandoned(record, found.closed)
+    if not found.unresolved(record):
         own = {"parent_question": current.get("parent_question")}
         raise WaitsResolved(f"the {len(record)} waits of the turn were resolved while it ran", own)
     return waiting.notes_left(pending, record)

@@ -60,14 +60,25 @@ _ENDS_ITS_SESSION = frozenset({QuestionStatus.CANCELLED.value, QuestionStatus.AB
 _ASKED = frozenset({WaitKind.QUESTION, WaitKind.MCP_INPUT})  # the kinds stored as questions
 
 
-def unresolved(transaction: firestore.Transaction | None, asker: dict[str, Any], record: list[Waiting], *,
-               besides: tuple[WaitKind, str] | None = None, fenced: bool = False,
-               resuming: bool = False) -> list[Waiting]:  # fmt: skip
-    """The entries of ``record`` still waited on (point reads in ``transaction``), leaving out ``besides`` (the one
-    being resolved by the caller). ``fenced``: a fenced commit follows, which cannot fence these reads
-    (``Unfenceable`` when there is anything to read). ``resuming``: the caller wakes the turn when nothing is left,
-    so a question of it closed unanswered (cancelled, abandoned: its session is being ended by whoever closed it)
-    counts as still waited on: a resolution racing that end must not resume what is ending."""
+@dataclass(frozen=True)
+class Outcomes:
+    """What a waiting record's entries came to, as read: those still waited on, and its questions closed unanswered
+    (cancelled, abandoned: whoever closed one is ending the session), by id: their status."""
+
+    open: list[Waiting]
+    closed: dict[str, str]
+
+    def unresolved(self, record: list[Waiting], *, resuming: bool = False) -> list[Waiting]:
+        """The entries still waited on; ``resuming``: the caller wakes the turn when nothing is left, so a question
+        closed unanswered counts as still waited on (a resolution racing that end must not resume what is ending)."""
+        return [w for w in record if w in self.open or (resuming and w.key in self.closed)]
+
+
+def outcomes(transaction: firestore.Transaction | None, asker: dict[str, Any], record: list[Waiting], *,
+             besides: tuple[WaitKind, str] | None = None, fenced: bool = False) -> Outcomes:  # fmt: skip
+    """The entries of ``record`` (leaving out ``besides``, the one being resolved by the caller) as read now (point
+    reads in ``transaction``, one batch). ``fenced``: a fenced commit follows, which cannot fence these reads
+    (``Unfenceable`` when there is anything to read)."""
     others = [w for w in record if (besides is None or w.key != besides[1]) and not w.released]
     refs = {w: ref for w in others if (ref := _ref(w)) is not None}  # each kind says what it reads (if anything)
     found: dict[str, dict[str, Any]] = {}
@@ -77,8 +88,19 @@ def unresolved(transaction: firestore.Transaction | None, asker: dict[str, Any],
         snaps = db().get_all(list(refs.values()), field_paths=["status"], transaction=transaction)
         found = {snap.reference.path: snap.to_dict() or {} for snap in snaps if snap.exists}
     read = {w: found.get(refs[w].path) if w in refs else None for w in others}
-    return [w for w in others if not waits.of(w.kind).resolved(w, read[w], asker)
-            or (resuming and w.kind in _ASKED and (read[w] or {}).get("status") in _ENDS_ITS_SESSION)]  # fmt: skip
+    closed = {w.key: str((read[w] or {}).get("status")) for w in others
+              if w.kind in _ASKED and (read[w] or {}).get("status") in _ENDS_ITS_SESSION}  # fmt: skip
+    return Outcomes([w for w in others if not waits.of(w.kind).resolved(w, read[w], asker)], closed)
+
+
+def unresolved(transaction: firestore.Transaction | None, asker: dict[str, Any], record: list[Waiting], *,
+               besides: tuple[WaitKind, str] | None = None, fenced: bool = False,
+               resuming: bool = False) -> list[Waiting]:  # fmt: skip
+    """The entries of ``record`` still waited on (``outcomes``), leaving out ``besides``. ``resuming``: the caller
+    wakes the turn when nothing is left, so a question of it closed unanswered (cancelled, abandoned: its session is
+    being ended by whoever closed it) counts as still waited on: a resolution racing that end must not resume what
+    is ending."""
+    return outcomes(transaction, asker, record, besides=besides, fenced=fenced).unresolved(record, resuming=resuming)
 
 
 @dataclass(frozen=True)
@@ -92,18 +114,21 @@ class Wake:
 
 def check(transaction: firestore.Transaction | None, asker_id: str, asker: dict[str, Any], *,
           resolving: tuple[WaitKind, str] | None = None,
-          read: Mapping[str, Any] | None = None, fenced: bool = False, net: bool = False) -> Wake | None:  # fmt: skip
+          read: Mapping[str, Any] | None = None, fenced: bool = False, net: bool = False,
+          found: Outcomes | None = None) -> Wake | None:  # fmt: skip
     """Reads only (in ``transaction``, or plain reads without one). A ``Wake`` when the paused ``asker`` waits on
     nothing more once ``resolving`` is resolved; None while anything else is waited on. ``read``: snapshots the
     transaction read already, by path (the turn's continuation among them is not read again). ``fenced``: a fenced
     commit follows (``shared.state.fenced``) and nothing beyond ``read`` may be read (``Unfenceable``): the asker's
     other waits, with documents of their own, are the transaction's to decide. A turn with a question closed
     unanswered is never woken (its session is being ended, ``unresolved``), except for ``net``: the sweep's net,
-    which ends such a session itself (``settle_unwaited``)."""
+    which ends such a session itself (``settle_unwaited``). ``found``: the record's outcomes as the caller read them
+    (``outcomes``, leaving out ``resolving``), not read again."""
     record = record_of(asker)
     if asker.get("status") != SessionStatus.PAUSED.value or not record:
         return None
-    if unresolved(transaction, asker, record, besides=resolving, fenced=fenced, resuming=not net):
+    found = found or outcomes(transaction, asker, record, besides=resolving, fenced=fenced)
+    if found.unresolved(record, resuming=not net):
         return None
     resumed = False
     if asker.get("kind") != SessionKind.CHILD.value:

@@ -25,6 +25,7 @@ from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
 from shared.asks import questions, stopping
 from shared.slack import blocks
+from shared.slack.surface import Reaction
 from shared.state import approvals as stored_approvals
 from shared.state import firestore, ids, sessions, steps
 from shared.state import questions as stored_questions
@@ -271,3 +272,95 @@ def test_a_stop_of_the_continuation_an_answer_just_queued_tells_the_thread_once(
     found = rig.session(asker)
     thread = FakeSlack(rig.stack.url("fake_slack")).messages(found.origin.channel, found.origin.thread_ts)
     assert len([m for m in thread if "Stopped by" in str(m.get("text"))]) == 1
+
+
+NEWER = "a newer question"
+ENDS = {"the sweep's abandon": "abandon", NEWER: "cancel_older"}
+
+
+@pytest.mark.parametrize("end", list(ENDS))
+def test_an_answer_to_the_other_question_while_its_turn_is_being_ended_is_refused_truthfully(
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, monkeypatch: pytest.MonkeyPatch, end: str
+) -> None:
+    """Defect: the sweep abandons (or a newer question in the thread cancels) the first of two twin questions, then
+    ends the session paused on them. A press on the second in between (its session still paused) was stored and its
+    answerer told it was noted, though the session then ended without reading it. Now it is refused, its answerer
+    told nothing waits on it any more; the question is then cancelled with the rest of the turn, nothing resumes."""
+    thread, asked = twin_questions(fake_slack, fake_gemini, uid)
+    wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    first = stored_questions.get_question(asked[0])
+    assert first is not None
+    pressed: list[dict[str, Any]] = []
+    real = sessions.end_session
+
+    def answered_first(ended: Any, *args: Any, **kwargs: Any) -> Any:
+        if not pressed:  # the question the end has not closed yet (a newer question closes the newest first)
+            [other] = [q for q in asked if (stored_questions.get_question(q) or first).status == QuestionStatus.OPEN]
+            pressed.append(pick(fake_slack, thread, other, 2))  # handled by the stack's own function
+        return real(ended, *args, **kwargs)
+
+    monkeypatch.setattr(sessions, "end_session", answered_first)
+    if ENDS[end] == "abandon":
+        assert questions.abandon(first, firestore.now() + timedelta(hours=500))
+    else:
+        newer = ids.question_id(f"{thread.session_id}-b", 1, 0)
+        questions.cancel_older(thread.channel, thread.ts, keep=newer, asker=f"{thread.session_id}-b", seq=1)
+    assert [p["status"] for p in pressed] == [200]
+    told = [e["text"] for e in fake_slack.ephemerals(thread.channel, user=OPERATOR)]
+    assert any("Nothing waits on this question any more" in text for text in told), told
+    closed = [stored_questions.get_question(q) for q in asked]
+    assert [q.answer if q else "?" for q in closed] == [None, None]  # never stored as an answer nothing reads
+    assert QuestionStatus.CANCELLED in [q.status if q else None for q in closed]
+    ended = sessions.get_session(thread.session_id)
+    assert ended is not None
+    assert ended.status == SessionStatus.ABANDONED
+    resumed = [ids.continuation_id(q) for q in asked] + [ids.resume_id(thread.session_id, 1)]
+    assert [s for s in resumed if sessions.get_session(s) is not None] == []
+    assert [r for r in requests_for(fake_gemini, f"[C{uid}]") if function_responses(r)] == []
+
+
+@pytest.mark.timeout(240)
+def test_a_newer_question_that_cancels_a_question_of_a_turn_still_running_ends_it_when_it_pauses(
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """Defect: one turn asks a blocking question and delegates a blocking child. A newer question in the thread (in
+    another session) cancels the first before the turn's pause commits: the cancel finds its asker still running and
+    ends nothing, and the pause then waited on the cancelled question and the child, which no end could wake (the
+    sweep's net ended it a day later, silently). Now the pause finds its question closed unanswered and ends the
+    session abandoned instead, as the cancel ends a paused asker: the child is stopped (its card says so, its call
+    never runs), nothing resumes the turn, the model is never called with its responses, the thread is not told
+    "Nobody answered"."""
+    task = f"resize the workers {uid}"
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(ASK, ("delegate", {"task": task}))),
+                       FakeGemini.matching(f"[C{uid}]", G.text("never said")))  # fmt: skip
+    for_child(fake_gemini, task, idless(("scale_service", {"name": "workers", "replicas": 4})),
+              G.text("The workers run 4 replicas."))  # fmt: skip
+    fake_slack.slow("reactions.add", 20, match=Reaction.QUESTION.value)  # the worker held after its question's post
+    thread = mention(fake_slack, f"C{uid}", "pick a zone and scale")
+    parent = thread.session_id
+    asked = ids.question_id(parent, 1, 0)
+    wait_for(lambda: [c for c in fake_slack.calls("reactions.add") if Reaction.QUESTION.value in repr(c["args"])],
+             timeout=60, what="the question's post")  # fmt: skip
+    other = f"{parent}-b"  # the session asking the newer question: its ask cancels the older ones first
+    questions.cancel_older(thread.channel, thread.ts, keep=ids.question_id(other, 1, 0), asker=other, seq=1)
+    cancelled = stored_questions.get_question(asked)
+    assert cancelled is not None
+    assert cancelled.status == QuestionStatus.CANCELLED
+    running = sessions.get_session(parent)
+    assert running is not None
+    assert running.status == SessionStatus.RUNNING  # the cancel came before the pause: it ended nothing
+    ended = wait_status(parent, SessionStatus.ABANDONED, timeout=90)
+    assert ended.error is not None
+    assert questions.REPLACED in ended.error
+    assert [(w.kind.value, w.key) for w in ended.waiting] == [
+        ("question", asked),
+        ("child", ids.child_id(parent, 1, 1)),
+    ]
+    child = wait_status(ids.child_id(parent, 1, 1), SessionStatus.STOPPED, timeout=90)
+    assert child.status == SessionStatus.STOPPED
+    assert executions(child.session_id) == []
+    assert sessions.get_session(ids.resume_id(parent, 1)) is None
+    assert [r for r in requests_for(fake_gemini, f"[C{uid}]") if function_responses(r)] == []
+    shown = [m["text"] for m in fake_slack.messages(thread.channel, thread.ts)]
+    assert not any("Nobody answered" in t or "stopped waiting" in t for t in shown), shown
+    assert any(blocks.cancelled_text("Which zone?") in t for t in shown), shown
