@@ -150,12 +150,26 @@ def abandon(question: Question, at: datetime) -> bool:
         return False
     hours = _hours_open(question, at)
     ended = sessions.end_session(question.session_id, expect=SessionStatus.PAUSED, status=SessionStatus.ABANDONED)
+    if ended is None and _closed_by_stop(question):
+        return True
     try:
         show_abandoned(question, at)  # first: a sweep killed in what follows has told the thread
     finally:
         if ended is not None:
             _end_waits(ended, why=f"its session stopped waiting: a question went unanswered for {hours} hours",
                        by="sweep")  # fmt: skip
+    return True
+
+
+def _closed_by_stop(question: Question) -> bool:
+    """A question of a stopped session (its Stop was killed before it closed it): shown as the Stop would have shown
+    it, and what else the session left open closed too; never "Nobody answered" in a stopped thread."""
+    from shared.asks import stopping  # (as in ``_end_waits``)
+
+    stopped = stopping.close_stopped(question.session_id)
+    if stopped is None:
+        return False
+    cancelling.show_cancelled(question, why=f"the session was stopped by {stopping.stopped_by(stopped)}")
     return True
 
 

@@ -94,6 +94,26 @@ def _tell_stopped(found: Session, *, by: str) -> None:
     slack.react(found.origin.channel, asked, Reaction.STOPPED)
 
 
+def stopped_by(session: Session) -> str:
+    """Who stopped a stopped session, as its end recorded it."""
+    return (session.error or "").removeprefix("stopped by ") or "someone"
+
+
+def close_stopped(session_id: str) -> Session | None:
+    """A session stopped whose Stop was cut off (killed after marking it, before closing what it waited on: Slack's
+    retry of the Stop then finds it ended and closes nothing) has its waits closed now, as that Stop would have:
+    its open questions cancelled and its approvals denied, their posts saying so, the children asking it released.
+    The thread is told nothing here (a Stop still under way says so, once). Returns the stopped session (None: it
+    is not stopped); each close is guarded by its own transaction, so a second call (or the Stop's) closes nothing
+    more."""
+    found = sessions.get_session(session_id)
+    if found is None or found.status != SessionStatus.STOPPED:
+        return None
+    close_waits(found, by=stopped_by(found))
+    delegation.release_askers(found)
+    return found
+
+
 def stop_children(session: Session, *, by: str) -> list[str]:
     """Stop what ``session`` delegated (it failed or was stopped itself)."""
     return [s for child in sessions.children_of(session.session_id) for s in stop(child.session_id, by=by)]

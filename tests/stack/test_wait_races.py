@@ -11,6 +11,7 @@ the end being raced is run here, in the test process, with the answer arriving i
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from datetime import timedelta
 from functools import partial
@@ -364,3 +365,97 @@ def test_a_newer_question_that_cancels_a_question_of_a_turn_still_running_ends_i
     shown = [m["text"] for m in fake_slack.messages(thread.channel, thread.ts)]
     assert not any("Nobody answered" in t or "stopped waiting" in t for t in shown), shown
     assert any(blocks.cancelled_text("Which zone?") in t for t in shown), shown
+
+
+STOP_KILLED = ["Slack's retry of the stop", "an answer", "the sweep"]
+
+
+@pytest.mark.parametrize("then", STOP_KILLED)
+def test_the_questions_a_stop_killed_part_way_left_open_are_closed_by_what_comes_next(
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, then: str
+) -> None:
+    """Defect: a Stop SIGKILLed after marking the paused session stopped and before closing its second question
+    left that question open; Slack's retry of the Stop finds the session ended and closes nothing, so a press on it
+    was refused for ever, its buttons and 💬 still there, and the sweep then posted "Nobody answered" to the stopped
+    thread. Now the refused press (or the sweep) closes it as the Stop would have: cancelled, its post saying the
+    session was stopped, 💬 off; nothing resumes, the thread is never told "Nobody answered"."""
+    thread, asked = twin_questions(fake_slack, fake_gemini, uid)
+    wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    posts = {q: wait_for(partial(posted_question, q), timeout=60, what="the question's post") for q in asked}
+    fake_slack.slow("chat.update", 60, match="session was stopped")  # the ingress held after its first cancel
+    sent: list[dict[str, Any]] = []
+
+    def stop() -> None:
+        sent.append(fake_slack.user_message(OPERATOR, thread.channel, "stop", thread_ts=thread.ts))
+
+    sending = threading.Thread(target=stop, daemon=True)
+    try:
+        sending.start()
+        wait_for(lambda: [c for c in fake_slack.calls("chat.update") if "session was stopped" in repr(c["args"])],
+                 timeout=60, what="the first cancel's post update")  # fmt: skip
+        stack.kill_function("slack_events")
+    finally:
+        stack.start_function("slack_events")
+    sending.join(timeout=60)
+    assert sessions.get_session(thread.session_id).status == SessionStatus.STOPPED  # type: ignore[union-attr]
+    left = [q for q in asked if (stored_questions.get_question(q) or posts[q]).status == QuestionStatus.OPEN]
+    assert len(left) == 1, left  # killed between its two cancels
+    [open_one] = left
+    question = posts[open_one]
+    if then == "Slack's retry of the stop":  # the session has ended: the word is taken as an answer, refused
+        [event] = sent[0]["deliveries"]
+        assert fake_slack.redeliver(event["event_id"])["status"] == 200
+    elif then == "an answer":
+        assert pick(fake_slack, thread, open_one, 1)["status"] == 200
+    if then != "the sweep":
+        told = [e["text"] for e in fake_slack.ephemerals(thread.channel, user=OPERATOR)]
+        assert any("Nothing waits on this question any more" in text for text in told), told
+        closed = stored_questions.get_question(open_one)
+        assert closed is not None
+        assert closed.status == QuestionStatus.CANCELLED
+    else:
+        assert questions.abandon(question, firestore.now() + timedelta(hours=500))
+    [post] = [m for m in fake_slack.messages(thread.channel, thread.ts) if m["ts"] == question.post_ts]
+    assert "Cancelled: the session was stopped by" in post["text"], post
+    assert Reaction.QUESTION.value not in fake_slack.reactions(thread.channel, question.post_ts or "")
+    shown = [m["text"] for m in fake_slack.messages(thread.channel, thread.ts)]
+    assert not any("Nobody answered" in t for t in shown), shown
+    resumed = [ids.continuation_id(q) for q in asked] + [ids.resume_id(thread.session_id, 1)]
+    assert [s for s in resumed if sessions.get_session(s) is not None] == []
+    assert [r for r in requests_for(fake_gemini, f"[C{uid}]") if function_responses(r)] == []
+
+
+def posted_question(question_id: str) -> Any:
+    found = stored_questions.get_question(question_id)
+    return found if found is not None and found.post_ts else None
+
+
+def test_a_stop_while_the_sweep_abandons_the_question_tells_the_thread_once(
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect: the sweep abandons a question (closed first), and "stop" is typed before it ends the session paused
+    on it: the Stop ends the session (stopped) and says so, and the sweep's abandon, finding the session no longer
+    paused, still told the thread "Nobody answered": two notices for one end. Now the stopped session's question is
+    shown as the Stop's (cancelled), the thread hears "Stopped by" only."""
+    thread, asked = twin_questions(fake_slack, fake_gemini, uid)
+    wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    first = wait_for(partial(posted_question, asked[0]), timeout=60, what="the question's post")
+    typed: list[dict[str, Any]] = []
+    real = sessions.end_session
+
+    def stopped_first(ended: Any, *args: Any, **kwargs: Any) -> Any:
+        if not typed:
+            typed.append(fake_slack.user_message(OPERATOR, thread.channel, "stop", thread_ts=thread.ts))
+        return real(ended, *args, **kwargs)
+
+    monkeypatch.setattr(sessions, "end_session", stopped_first)
+    assert questions.abandon(first, firestore.now() + timedelta(hours=500))
+    assert all(d["status"] == 200 for d in typed[0]["deliveries"]), typed
+    stopped = sessions.get_session(thread.session_id)
+    assert stopped is not None
+    assert stopped.status == SessionStatus.STOPPED
+    shown = [m["text"] for m in fake_slack.messages(thread.channel, thread.ts)]
+    notices = [t for t in shown if "Nobody answered" in t or "Stopped by" in t]
+    assert len(notices) == 1, notices
+    assert all((q.status if q else None) != QuestionStatus.OPEN for q in map(stored_questions.get_question, asked))
+    assert [r for r in requests_for(fake_gemini, f"[C{uid}]") if function_responses(r)] == []
