@@ -2,7 +2,10 @@
 arrives while the session waiting on it is being stopped (a person's Stop) or abandoned (the sweep), a resolution
 delivered both as a button press and as a text reply, and a turn that waits on several kinds of thing at once
 (questions, twin approve-tier calls, a child) whose last resolutions land together. Whatever the order, a turn
-resumes at most once, a stopped or abandoned turn never resumes, and no call runs twice.
+resumes at most once, a stopped or abandoned turn never resumes, and no call runs twice. And the ends themselves:
+a newer question that cancels a question of a turn still running ends it when it pauses, an answer to the other
+question of a turn being ended is refused truthfully, what a Stop killed part way left open is closed by what comes
+next, and a Stop racing the sweep's abandon tells the thread once.
 
 On the real stack: the fake Slack delivers the presses and replies to the functions (in threads released together
 where the test says so), the resuming task is delivered as Cloud Tasks may (twice at once, retried on non-2xx), and
@@ -458,4 +461,42 @@ def test_a_stop_while_the_sweep_abandons_the_question_tells_the_thread_once(
     notices = [t for t in shown if "Nobody answered" in t or "Stopped by" in t]
     assert len(notices) == 1, notices
     assert all((q.status if q else None) != QuestionStatus.OPEN for q in map(stored_questions.get_question, asked))
+    assert [r for r in requests_for(fake_gemini, f"[C{uid}]") if function_responses(r)] == []
+
+
+def test_the_card_a_stop_killed_part_way_left_pending_is_closed_by_a_refused_decision(
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """The same kill, for a turn that waits on a question and an approve-tier call: the Stop cancelled the question
+    (its post held) and never denied the call. A press on its card is refused (nothing waits on it) and, now, denies
+    it as the Stop would have, its card saying so: the call never runs, nothing resumes."""
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(ASK, TWIN)),
+                       FakeGemini.matching(f"[C{uid}]", G.text("never said")))  # fmt: skip
+    thread = mention(fake_slack, f"C{uid}", "scale the api in a zone")
+    wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    wait_for(partial(posted_question, ids.question_id(thread.session_id, 1, 0)), timeout=60, what="the question")
+    card = wait_for(partial(carded, ids.approval_id(thread.session_id, 1, 1)), timeout=30, what="the card")
+    fake_slack.slow("chat.update", 60, match="session was stopped")  # the ingress held after the question's cancel
+    sending = threading.Thread(
+        target=lambda: fake_slack.user_message(OPERATOR, thread.channel, "stop", thread_ts=thread.ts), daemon=True
+    )
+    try:
+        sending.start()
+        wait_for(lambda: [c for c in fake_slack.calls("chat.update") if "session was stopped" in repr(c["args"])],
+                 timeout=60, what="the question's cancel")  # fmt: skip
+        stack.kill_function("slack_events")
+    finally:
+        stack.start_function("slack_events")
+    sending.join(timeout=60)
+    pending = stored_approvals.get_approval(card.approval_id)
+    assert pending is not None
+    assert pending.status == ApprovalStatus.PENDING  # killed before the Stop denied it
+    assert press(fake_slack, card, blocks.APPROVE_ACTION)["status"] == 200
+    told = [e["text"] for e in fake_slack.ephemerals(thread.channel, user=OPERATOR)]
+    assert any("Nothing waits on this call any more" in text for text in told), told
+    denied = stored_approvals.get_approval(card.approval_id)
+    assert denied is not None
+    assert denied.status == ApprovalStatus.DENIED
+    assert executions(thread.session_id) == []
+    assert sessions.get_session(ids.resume_id(thread.session_id, 1)) is None
     assert [r for r in requests_for(fake_gemini, f"[C{uid}]") if function_responses(r)] == []
