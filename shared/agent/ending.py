@@ -22,7 +22,7 @@ from shared.agent.transcript import contents_of, shorten_tool_results
 from shared.asks import delegation, stopping
 from shared.asks.questions import REPLACED
 from shared.state import children as stored_children
-from shared.state import ids, steps
+from shared.state import ids, parent_questions, steps
 from shared.state import questions as stored_questions
 from shared.state.firestore import now
 from shared.state.models import (
@@ -204,10 +204,11 @@ class Ender:
         did not wait): it waits for them before reporting, so its result never leaves theirs out, and reads their
         results when the last one queues it again. If they all ended meanwhile, it reports ``text`` again: their
         results are records its transcript has not read yet, and its end reads them first (its next turn has them)."""
-        asking = [c for c in stored_children.get_children(unfinished)
-                  if c.parent_question is not None and c.parent_question.answer is None]  # fmt: skip
+        asking = [
+            c for c in stored_children.get_children(unfinished) if parent_questions.still_open(parent_questions.of(c))
+        ]
         if asking:  # waiting for them would wait for ever: they wait for this session first
-            self.run.notes += [delegation.question_again(c) for c in asking]
+            self.run.notes += [note for c in asking for note in delegation.question_again(c)]
             return SessionStatus.RUNNING
         waiting = stored_children.rejoin(unfinished)
         if not waiting:  # they ended since ``unfinished`` was read: a model turn now would not have their results

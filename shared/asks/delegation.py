@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
+from typing import Any
 
 from shared import config
 from shared.asks import tree_status
 from shared.errors import Refused
 from shared.queue import tasks
-from shared.state import children, parent_asks, sessions
+from shared.state import children, parent_asks, parent_questions, sessions
 from shared.state.children import AnswerOutcome, Finished
 from shared.state.firestore import now
 from shared.state.models import AuditType, Note, NoteKind, ParentQuestion, SessionStatus, Step
@@ -95,26 +96,40 @@ def ask_parent(child: Session, *, seq: int, index: int, question: str, blocking:
     return asked.question_id
 
 
-def answer_child(parent: Session, *, child_id: str, answer: str, released: bool = False) -> str:
-    """The parent's answer to its child's open question (``released``: no answer, an error for the child's model:
-    the conversation it asked ended); returns what happened, for the model."""
-    outcome, child = children.answer_child(parent, child_id, answer, released=released)
-    if outcome == AnswerOutcome.NOT_ASKED:
+def answer_child(parent: Session, *, child_id: str, answer: str, released: bool = False,
+                 question_id: str | None = None) -> dict[str, Any]:  # fmt: skip
+    """The parent's answer to its child's open question ``question_id``, or its oldest open one (``released``: no
+    answer, an error for the child's model: the conversation it asked ended); returns what happened, for the model:
+    the question answered and the child's questions that still wait for an answer."""
+    done = children.answer_child(parent, child_id, answer, released=released, question_id=question_id)
+    if done.outcome == AnswerOutcome.NOT_ASKED:
+        if question_id is not None and done.child is not None:
+            waiting = [q.question_id for q in done.still_open]
+            raise DelegationRefused(f"{question_id} is not an open question of {child_id}; its open questions: "
+                                    f"{', '.join(waiting) or 'none'}")  # fmt: skip
         raise DelegationRefused(f"{child_id} is not a child of this session with an open question")
-    if outcome == AnswerOutcome.ENDED:
+    if done.outcome == AnswerOutcome.ENDED:
         raise DelegationRefused(f"{child_id} has ended; it no longer needs the answer")
-    if outcome == AnswerOutcome.RESUMED and child is not None and child.parent_question is not None:
-        tasks.enqueue_session(child_id, attempt=f"answered-{child.parent_question.question_id}")
-    log.info("answer sent to the child", extra={"child": child_id, "outcome": outcome.value})
-    return outcome.value
+    assert done.question is not None
+    if done.outcome == AnswerOutcome.RESUMED:
+        tasks.enqueue_session(child_id, attempt=f"answered-{done.question.question_id}")
+    log.info("answer sent to the child", extra={"child": child_id, "outcome": done.outcome.value,
+                                                "question": done.question.question_id})  # fmt: skip
+    return {
+        "outcome": done.outcome.value,
+        "question_id": done.question.question_id,
+        "question": done.question.text,
+        "still_waiting": [{"question_id": q.question_id, "question": q.text} for q in done.still_open],
+    }
 
 
 def abandon_asking(child: Session, at: datetime) -> bool:
     """A child paused on its question to its parent past the sweep's bound is ended (abandoned), and its parent's
     conversation, where it asked, hears so as the child's result. False if it was answered or ended meanwhile."""
-    asked = child.parent_question
-    if asked is None:
+    waiting = [q for q in parent_questions.still_open(parent_questions.of(child)) if q.blocking]
+    if not waiting:
         return False
+    asked = waiting[0]
     hours = int((at - (asked.asked_at or child.updated_at or child.created_at)).total_seconds() // 3600)
     result = (f"the helper stopped waiting: its question to you went unanswered for {hours} hours, so it ended "
               f"without finishing its task. Its question: {asked.text}")  # fmt: skip
@@ -174,22 +189,23 @@ def release_askers(ended: Session, *, delegated: bool | None = None) -> list[str
         return []
     released = []
     for child in sessions.tree_members(ended.tree_root):
-        asked = child.parent_question
-        if child.tree.parent_transcript == ended.transcript and asked is not None and asked.answer is None:
+        if child.tree.parent_transcript != ended.transcript:
+            continue
+        for asked in parent_questions.still_open(parent_questions.of(child)):
             try:
-                answer_child(ended, child_id=child.session_id, answer=UNANSWERED, released=True)
+                answer_child(ended, child_id=child.session_id, answer=UNANSWERED, released=True,
+                             question_id=asked.question_id)  # fmt: skip
             except DelegationRefused:
                 continue  # it ended, or another session answered it first
-            released.append(child.session_id)
+            if child.session_id not in released:
+                released.append(child.session_id)
     if released:
         log.info("children asking an ended conversation released", extra={"children": released})
     return released
 
 
-def question_again(child: Session) -> Note:
-    """A child's open question to its parent, again: the parent wanted to end without answering it."""
-    asked = child.parent_question
-    assert asked is not None
-    return Note(kind=NoteKind.CHILD_QUESTION, text=f"{asked.text} (still waiting for your answer_child)",
-                user=child.session_id, ts=f"{asked.question_id}:again", question_id=asked.question_id,
-                question=child.text)  # fmt: skip
+def question_again(child: Session) -> list[Note]:
+    """A child's open questions to its parent, again: the parent wanted to end without answering them."""
+    return [Note(kind=NoteKind.CHILD_QUESTION, text=f"{asked.text} (still waiting for your answer_child)",
+                 user=child.session_id, ts=f"{asked.question_id}:again", question_id=asked.question_id,
+                 question=child.text) for asked in parent_questions.still_open(parent_questions.of(child))]  # fmt: skip

@@ -19,6 +19,7 @@ from typing import Any
 
 from google.cloud import firestore
 
+from shared.state import parent_questions
 from shared.state.firestore import contended, db, session_ref
 from shared.state.models import Note, NoteKind, ParentQuestion
 from shared.state.session_model import Session
@@ -61,13 +62,17 @@ def record(child: Session, question: ParentQuestion, at: datetime) -> bool:
     def run(transaction: firestore.Transaction) -> bool:
         snaps = {s.reference.path: s for s in db().get_all([own, ref], transaction=transaction)}
         current = snaps[own.path].to_dict() or {}
-        if (current.get("parent_question") or {}).get("question_id") == question.question_id:
+        held = parent_questions.of_doc(current)
+        if any(q.question_id == question.question_id for q in held):
             return False
         if snaps[ref.path].exists:  # unread: another question of the same turn (its sibling ask_parent call)
             transaction.update(ref, {"notes": firestore.ArrayUnion([note]), "at": at})
         else:
             transaction.create(ref, {"notes": [note], "at": at})
-        transaction.update(own, session_update(parent_question=question, updated_at=at))
+        questions = parent_questions.added(held, question)
+        transaction.update(own, session_update(parent_question=question, updated_at=at,
+                                               parent_questions=questions))  # fmt: skip
+        child.parent_questions = questions
         return True
 
     asked: bool = contended(run)

@@ -11,7 +11,7 @@ runs or waits, and a continuation of the parent's transcript if the parent has e
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -20,7 +20,7 @@ from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.errors import Refused
-from shared.state import child_questions, ids, results, sessions, tree_view, waiting
+from shared.state import child_questions, ids, parent_questions, results, sessions, tree_view, waiting
 from shared.state.firestore import SESSIONS, contended, db, now, session_ref, step_ref
 from shared.state.models import Note, NoteKind, ParentQuestion, SessionKind, SessionStatus, Step, WaitKind
 from shared.state.origin import continuing, same_thread
@@ -194,7 +194,7 @@ def finish(child: Session, step: Step | None, *, status: SessionStatus, result: 
     @firestore.transactional
     def run(transaction: firestore.Transaction) -> Finished | NotesPending:
         fields = ["worker", "status", "notes", "delegate_blocking", "turns", "tool_calls", "tokens", "parent_question",
-                  "updated_at", results.AWAITING, child_questions.MAY_ASK]  # fmt: skip
+                  "parent_questions", "updated_at", results.AWAITING, child_questions.MAY_ASK]  # fmt: skip
         current = ref.get(transaction=transaction, field_paths=fields).to_dict() or {}
         if asking is not None and not _still_asking(current, asking):
             raise LeaseLost(f"child is now {current.get('status')}: its question {asking} is no longer waited on")
@@ -267,9 +267,8 @@ _STILL_READING = {SessionStatus.RUNNING.value, SessionStatus.PAUSED.value, Sessi
 
 def _still_asking(current: dict[str, Any], question_id: str) -> bool:
     """The child is paused on this question to its parent, still unanswered."""
-    asked = current.get("parent_question") or {}
     paused = current.get("status") == SessionStatus.PAUSED.value
-    return paused and asked.get("question_id") == question_id and asked.get("answer") is None
+    return paused and parent_questions.pick(parent_questions.of_doc(current), question_id) is not None
 
 
 def _paused_since(current: dict[str, Any], before: datetime) -> bool:
@@ -287,9 +286,9 @@ def remind_parent(child: Session, at: datetime) -> bool:
     @firestore.transactional
     def run(transaction: firestore.Transaction) -> bool:
         data = ref.get(transaction=transaction).to_dict() or {}
-        asked = child.parent_question
-        stored = data.get("parent_question") or {}
-        if asked is None or not _still_asking(data, asked.question_id) or stored.get("reminded_at") is not None:
+        held = parent_questions.of_doc(data)
+        asked = next((q for q in parent_questions.still_open(held) if q.blocking), None)
+        if asked is None or not _still_asking(data, asked.question_id) or asked.reminded_at is not None:
             return False
         parent_data = session_ref(child.tree.parent_id or "").get(transaction=transaction).to_dict()
         parent = current_parent(transaction, child, Session.from_doc(parent_data) if parent_data else None)
@@ -298,7 +297,12 @@ def remind_parent(child: Session, at: datetime) -> bool:
                         "answer_child)", user=child.session_id, ts=f"{asked.question_id}:reminder",
                         question_id=asked.question_id, question=child.text)  # fmt: skip
             transaction.update(session_ref(parent.session_id), appended(notes=[note]))
-        transaction.update(ref, {"parent_question.reminded_at": at})
+        reminded = [ParentQuestion(**{**q.to_doc(), "reminded_at": at}) if q.question_id == asked.question_id else q
+                    for q in held]  # fmt: skip
+        update = session_update(parent_questions=reminded)
+        if (data.get("parent_question") or {}).get("question_id") == asked.question_id:
+            update["parent_question.reminded_at"] = at
+        transaction.update(ref, update)
         return True
 
     reminded: bool = contended(run)
@@ -364,52 +368,66 @@ def release(parent: Session, child_ids: list[str]) -> None:
 class AnswerOutcome(StrEnum):
     NOTED = "noted"  # the child runs: it reads the answer at its next turn (or at its pause)
     RESUMED = "resumed"  # the child waited for it: it is queued again
-    NOT_ASKED = "not_asked"  # no open question of that child, or not this parent's child
+    NOT_ASKED = "not_asked"  # no open question of that child (or not that one), or not this parent's child
     ENDED = "ended"  # the child has ended
 
 
-def answer_child(parent: Session, child_id: str, answer: str, *,
-                 released: bool = False) -> tuple[AnswerOutcome, Session | None]:  # fmt: skip
-    """The parent's answer to its child's open question, exactly once, to exactly that child. Any session of the
-    parent's transcript may answer (the parent, or the continuation that resumed it after asking the operator)."""
+@dataclass(frozen=True)
+class Answered:
+    """What an answer did: its outcome, the question it answered and the child's questions still open after it."""
+
+    outcome: AnswerOutcome
+    child: Session | None
+    question: ParentQuestion | None = None
+    still_open: list[ParentQuestion] = field(default_factory=list)
+
+
+def answer_child(parent: Session, child_id: str, answer: str, *, released: bool = False,
+                 question_id: str | None = None) -> Answered:  # fmt: skip
+    """The parent's answer to one of its child's open questions (``question_id``, or its oldest open one), exactly
+    once, to exactly that child. Any session of the parent's transcript may answer (the parent, or the continuation
+    that resumed it after asking the operator)."""
     parent_id = parent.session_id
     ref = session_ref(child_id)
     when = now()
 
     @firestore.transactional
-    def run(transaction: firestore.Transaction) -> tuple[AnswerOutcome, Session | None]:
+    def run(transaction: firestore.Transaction) -> Answered:
         data = ref.get(transaction=transaction).to_dict()
         child = Session.from_doc(data) if data else None
-        if child is None or (child.tree.parent_transcript or child.tree.parent_id) != parent.transcript:
-            return AnswerOutcome.NOT_ASKED, None
-        asked = child.parent_question
-        if asked is None or asked.answer is not None:
-            return AnswerOutcome.NOT_ASKED, child
+        if child is None or data is None or (child.tree.parent_transcript or child.tree.parent_id) != parent.transcript:
+            return Answered(AnswerOutcome.NOT_ASKED, None)
+        held = parent_questions.of_doc(data)
+        asked = parent_questions.pick(held, question_id)
+        if asked is None:
+            return Answered(AnswerOutcome.NOT_ASKED, child, None, parent_questions.still_open(held))
         if child.status.value not in _UNFINISHED or child.stop_requested:  # a child being stopped needs no answer
-            return AnswerOutcome.ENDED, child
-        answered = ParentQuestion(**{**asked.to_doc(), "answer": answer, "released": released})
-        update: dict[str, Any] = session_update(parent_question=answered, updated_at=when)
-        if data is not None and waiting.waits_on(data, WaitKind.PARENT_ANSWER, asked.question_id):
+            return Answered(AnswerOutcome.ENDED, child, asked)
+        questions = parent_questions.answered(held, asked.question_id, answer, released=released)
+        answered = next(q for q in questions if q.question_id == asked.question_id)
+        left = parent_questions.still_open(questions)
+        update: dict[str, Any] = session_update(parent_questions=questions, updated_at=when)
+        if (data.get("parent_question") or {}).get("question_id") == asked.question_id:
+            update |= session_update(parent_question=answered)
+        if released and not left:  # its conversation ended: no session will read its questions' record
+            child_questions.forget(transaction, parent.transcript, child_id)
+        if waiting.waits_on(data, WaitKind.PARENT_ANSWER, asked.question_id):
             # One wait of the child's paused turn: it resumes once everything in its record is resolved.
-            found = waiting.check(transaction, child_id, {**data, "parent_question": answered.to_doc()})
-            if released:  # its conversation ended: no session will read its question's record
-                child_questions.forget(transaction, parent.transcript, child_id)
+            found = waiting.check(transaction, child_id, {**data, **update})
             if found is not None:
                 waiting.wake(transaction, found, trigger_ts=None, user=parent_id, at=when, extra=update)
             else:
                 transaction.update(ref, update)
-            child.parent_question = answered
-            return (AnswerOutcome.RESUMED if found else AnswerOutcome.NOTED), child
+            child.apply(update)
+            return Answered(AnswerOutcome.RESUMED if found else AnswerOutcome.NOTED, child, answered, left)
         note = Note(kind=NoteKind.PARENT_ANSWER, text=answer, user=parent_id, ts=asked.question_id,
                     question_id=asked.question_id, question=asked.text)  # fmt: skip
         update |= appended(notes=[note])  # it runs: read at its next turn, or at its pause
-        if released:
-            child_questions.forget(transaction, parent.transcript, child_id)
         transaction.update(ref, update)
-        child.parent_question = answered
-        return AnswerOutcome.NOTED, child
+        child.apply(update)
+        return Answered(AnswerOutcome.NOTED, child, answered, left)
 
-    result: tuple[AnswerOutcome, Session | None] = contended(run)
+    result: Answered = contended(run)
     return result
 
 

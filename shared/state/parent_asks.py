@@ -14,7 +14,7 @@ from typing import Any
 from google.cloud import firestore
 
 from shared.errors import Unavailable
-from shared.state import child_questions, results, waiting
+from shared.state import child_questions, parent_questions, results, waiting
 from shared.state.children import current_parent, result_note
 from shared.state.fenced import FENCE_FAILED
 from shared.state.firestore import contended, db, now, session_ref
@@ -168,12 +168,16 @@ def _release_own(child: Session, question: ParentQuestion, unanswered: str) -> N
 
     @firestore.transactional
     def run(transaction: firestore.Transaction) -> None:
-        asked = (ref.get(transaction=transaction, field_paths=["parent_question"]).to_dict() or {}).get(
-            "parent_question"
-        ) or {}
-        if asked.get("question_id") == question.question_id and asked.get("answer") is None:
-            answered = ParentQuestion(**{**question.to_doc(), "answer": unanswered, "released": True})
-            transaction.update(ref, session_update(parent_question=answered))
-            child.parent_question = answered
+        data = ref.get(transaction=transaction, field_paths=["parent_question", "parent_questions"]).to_dict()
+        held = parent_questions.of_doc(data or {})
+        if parent_questions.pick(held, question.question_id) is not None:
+            questions = parent_questions.answered(held, question.question_id, unanswered, released=True)
+            update = session_update(parent_questions=questions)
+            latest = (data or {}).get("parent_question") or {}
+            if latest.get("question_id") == question.question_id:
+                update |= session_update(parent_question=next(q for q in questions
+                                                              if q.question_id == question.question_id))  # fmt: skip
+            transaction.update(ref, update)
+            child.parent_questions = questions
 
     contended(run)

@@ -132,6 +132,7 @@ class SessionChanges(TypedDict, total=False):
     sibling_ids: list[str]
     result: str | None
     parent_question: ParentQuestion | None
+    parent_questions: list[ParentQuestion]
     stop_requested: str | None
     late_note: Note | None
     root_session_id: str | None
@@ -197,6 +198,9 @@ class Session:
     # A child's latest question to its parent, blocking or not, and its answer: the question itself (the sweep ages
     # it, the parent's answer is written on it); a blocking one's pause is an entry of the waiting record.
     parent_question: ParentQuestion | None = None
+    # Every question of the child still open, and those of its latest asking turn (one per ask_parent call of a
+    # turn, each with its own answer). A document written before the list kept only ``parent_question``.
+    parent_questions: list[ParentQuestion] = field(default_factory=list)
     stop_requested: str | None = None  # who asked a running session to stop: it ends at its next step boundary
     late_note: Note | None = None  # a continuation that opens with news (a child's result after its parent ended)
     stream: Stream = field(default_factory=Stream)
@@ -244,10 +248,11 @@ class Session:
     NESTED: ClassVar[dict[str, type[Stored]]] = {
         "notes": Note,
         "parent_question": ParentQuestion,
+        "parent_questions": ParentQuestion,
         "late_note": Note,
         "waiting": Waiting,
     }
-    LISTS: ClassVar[frozenset[str]] = frozenset({"notes", "waiting"})
+    LISTS: ClassVar[frozenset[str]] = frozenset({"notes", "waiting", "parent_questions"})
 
     @classmethod
     def new(

@@ -87,7 +87,7 @@ def _kept_by_pause(transaction: firestore.Transaction, current: dict[str, Any], 
     if found.closed:
         raise TurnAbandoned(record, found.closed)
     if not found.unresolved(record):
-        own = {"parent_question": current.get("parent_question")}
+        own = {"parent_question": current.get("parent_question"), "parent_questions": current.get("parent_questions")}
         raise WaitsResolved(f"the {len(record)} waits of the turn were resolved while it ran", own)
     return waiting.notes_left(pending, record)
 
@@ -120,6 +120,7 @@ def _progress(step: Step | None, fields: SessionUpdate | None, consumed: list[di
 
 # What a step commit reads of the session (and of its transcript's root, for a continuation).
 _FENCE_FIELDS = ["worker", "status", "notes", "transcript_writer", "stop_requested", "parent_question",
+                 "parent_questions",
                  results.AWAITING, child_questions.MAY_ASK, quotas.RELEASES]  # fmt: skip
 
 

@@ -40,11 +40,11 @@ from shared.agent import followup
 from shared.asks import cancelling, delegation, lifecycle, questions, stopping, tree_status
 from shared.logs import session_context
 from shared.queue import tasks
-from shared.state import children, ids, sessions, steps, waiting
+from shared.state import children, ids, parent_questions, sessions, steps, waiting
 from shared.state import feedback as stored_feedback
 from shared.state import questions as stored_questions
 from shared.state.firestore import now
-from shared.state.models import QuestionStatus, SessionStatus
+from shared.state.models import ParentQuestion, QuestionStatus, SessionStatus
 from shared.state.session_model import Session
 from shared.state.stale import stale_sessions
 
@@ -129,14 +129,18 @@ def _guarded(action: Callable[..., str], *args: Any) -> str:
 
 def _asks_parent(session: Session) -> bool:
     """A delegated child whose blocking question to its parent is unanswered (a paused one waits on it)."""
-    asked = session.parent_question
-    return session.reports_to_parent and asked is not None and asked.blocking and asked.answer is None
+    return session.reports_to_parent and _oldest_blocking(session) is not None
+
+
+def _oldest_blocking(session: Session) -> ParentQuestion | None:
+    """The child's oldest blocking question to its parent still unanswered (the sweep ages its wait from it)."""
+    return next((q for q in parent_questions.still_open(parent_questions.of(session)) if q.blocking), None)
 
 
 def _asking_action(child: Session, at: datetime, remind_after: timedelta, abandon_after: timedelta) -> str:
     """A child paused on its question to its parent ages as a question does: its parent's conversation is reminded
     once, and the child ends past the same bound, its parent told (nothing waits for ever)."""
-    asked = child.parent_question
+    asked = _oldest_blocking(child)
     if asked is None or not _asks_parent(child):
         return "unchanged"
     since = asked.asked_at or child.updated_at or child.created_at

@@ -229,7 +229,9 @@ def test_an_answer_that_reaches_a_child_before_it_pauses_is_the_answer_its_model
     answered = [r for r in journal if "answer_child" in {f["name"] for f in function_responses(r)}]
     assert answered, "the parent never answered"
     [noted] = [f["response"]["result"] for f in function_responses(answered[0]) if f["name"] == "answer_child"]
-    assert noted == {"answered": child_id, "child": "noted"}  # the child had not paused: the race this test holds
+    assert noted == {"answered": child_id, "child": "noted", "question_id": f"pq-{child_id}-1-0",
+                     "question": f"Which database? ({tag}-q)", "still_waiting": []}  # fmt: skip
+    # the child had not paused: the race this test holds
     childs = [r for r in journal if f"{tag}-t" in json.dumps(r["body"]) and rig.uid not in json.dumps(r["body"])]
     resumed = [f["response"] for f in function_responses(childs[1]) if f["name"] == "ask_parent"]
     assert resumed == [{"result": {"answer": f"postgres ({tag}-a)", "from": "the session that delegated your task"}}]

@@ -2,8 +2,9 @@
 
 - A mixed turn whose completing answer met a Cloud Tasks outage: a second press queues the turn's resuming
   continuation (before, it looked for the continuation of the question alone, and requeued nothing).
-- Two sibling blocking ``ask_parent`` calls in one child turn both wait for the parent's one answer (before, only the
-  first was waited on; the answer went to the second, and the first never got a response).
+- Two sibling blocking ``ask_parent`` calls in one child turn are two questions, each with its own answer, answered
+  one at a time or by question_id in any order (before, the second overwrote the first and both calls got one
+  answer); the child resumes once.
 - A child asks its parent while the parent is paused on a mixed turn.
 - A Stop of a mixed-turn pause ends everything it waited on, once.
 - The sweep expiring the approval that completes a mixed turn resumes it once, the call told it did not run.
@@ -14,7 +15,10 @@ in-process with a Cloud Tasks client that cannot connect, as tests/stack/test_in
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import pytest
 import requests
@@ -37,7 +41,6 @@ from tests.stack.test_approvals import executions
 from tests.stack.test_call_identity import idless
 from tests.stack.test_delegation import child_requests, for_child, parent_answers, requests_for, thread_ends_with
 from tests.stack.test_mixed_turns import MixedTurn, card_text
-from tests.stack.test_mixed_waits import resizing_the_workers
 
 pytestmark = pytest.mark.stack
 G = FakeGemini
@@ -80,26 +83,74 @@ def test_a_second_press_queues_the_mixed_turn_its_answer_completed_after_a_cloud
     queued_again(rig, outage, slack_interactivity.handle, pick(), resumed, reply={"ok": True, "answer": "not_open"})
 
 
-def test_two_blocking_ask_parent_calls_in_one_child_turn_both_get_the_parents_answer(
-    fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
-) -> None:
-    """Defect (4c): the child paused on the first question only; the parent's answer went to the second (the child's
-    latest question), so the first call never got a response. Now the turn waits on both, and the parent's one
-    answer (a child has one open question at a time) is the response of each, in call order, resumed once."""
-    thread, task, child_id = resizing_the_workers(
-        fake_slack, fake_gemini, uid, idless(("ask_parent", {"question": "Which cluster?", "blocking": True}),
-                                             ("ask_parent", {"question": "How many replicas?", "blocking": True})),
-        "Resized the workers in eu to 4.", "eu, 4.", "The workers run 4 replicas in eu.",
-    )  # fmt: skip
+def two_questions(fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str,
+                  answers: Callable[[str], list[dict[str, Any]]]) -> tuple[Thread, str, str]:  # fmt: skip
+    """A parent (no call ids) delegates to a child whose one turn asks it two blocking questions (no call ids); the
+    parent's next turns are ``answers(child_id)`` (the arguments of one answer_child call each), then it says it
+    answered, then it reports. The thread, the child's task and the child's id."""
+    task = f"resize the workers {uid}"
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(("delegate", {"task": task}))))
+    for_child(fake_gemini, task, idless(("ask_parent", {"question": "Which cluster?", "blocking": True}),
+                                        ("ask_parent", {"question": "How many replicas?", "blocking": True})),
+              G.text("Resized the workers in eu to 4."))  # fmt: skip
+    thread = mention(fake_slack, f"C{uid}", "resize the workers")
+    child_id = ids.child_id(thread.session_id, 1, 0)
+    fake_gemini.script(*[FakeGemini.matching(f"[C{uid}]", idless(("answer_child", {"child_id": child_id, **a})))
+                         for a in answers(child_id)],
+                       FakeGemini.matching(f"[C{uid}]", G.text("I answered the helper; it will report.")),
+                       FakeGemini.matching(f"[C{uid}]", G.text("The workers run 4 replicas in eu.")))  # fmt: skip
+    return thread, task, child_id
+
+
+def each_call_got_its_own_answer(fake_slack: FakeSlack, fake_gemini: FakeGemini, thread: Thread, task: str,
+                                 child_id: str) -> list[dict[str, Any]]:  # fmt: skip
+    """The child's two calls got "eu" and "4" in call order, it resumed once, and the parent's report is in the
+    thread; returns the parent's answer_child responses."""
     wait_for(lambda: thread_ends_with(fake_slack, thread, "The workers run 4 replicas in eu."), timeout=120,
              what="the helper's report")  # fmt: skip
     child = session(child_id)
     assert child is not None
     assert child.status == SessionStatus.DONE
     responses = [r["response"] for r in function_responses(child_requests(fake_gemini, task)[-1])]
-    answer = {"result": {"answer": "eu, 4.", "from": "the session that delegated your task"}}
-    assert responses == [answer, answer]
+    said = "the session that delegated your task"
+    assert responses == [{"result": {"answer": "eu", "from": said}}, {"result": {"answer": "4", "from": said}}]
     assert len([s for s in steps.load_steps(child_id) if s.kind == StepKind.ANSWER]) == 1  # resumed once
+    answered = [r["response"] for q in requests_for(fake_gemini, f"[C{uid_of(thread)}]") for r in function_responses(q)
+                if r["name"] == "answer_child"]  # fmt: skip
+    return [a for i, a in enumerate(answered) if a not in answered[:i]]
+
+
+def uid_of(thread: Thread) -> str:
+    return thread.channel.removeprefix("C")
+
+
+def test_two_blocking_ask_parent_calls_in_one_child_turn_each_get_their_own_answer_one_at_a_time(
+    fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """Defect: a child held one question to its parent, so the second ask_parent call of a turn overwrote the first
+    and the parent's one answer was the response of both. Now each call is its own question: the parent answers
+    them one at a time without naming them (the oldest open one first; each answer says what still waits), each call
+    gets its own answer in call order, and the child resumes once."""
+    thread, task, child_id = two_questions(fake_slack, fake_gemini, uid, lambda _: [{"answer": "eu"}, {"answer": "4"}])
+    answered = each_call_got_its_own_answer(fake_slack, fake_gemini, thread, task, child_id)
+    first, second = f"pq-{child_id}-1-0", f"pq-{child_id}-1-1"
+    assert [a["result"]["question_id"] for a in answered] == [first, second]
+    assert answered[0]["result"]["still_waiting"] == [{"question_id": second, "question": "How many replicas?"}]
+    assert answered[1]["result"]["still_waiting"] == []
+    seen = json.dumps(requests_for(fake_gemini, f"[C{uid}]"))
+    assert all(q in seen for q in (first, second, "Which cluster?", "How many replicas?"))  # each reached the parent
+
+
+def test_two_blocking_ask_parent_calls_answered_by_question_id_out_of_order(
+    fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """The parent answers the second question first, by its question_id, then the first: each call still gets its
+    own answer in call order, and the child resumes once, after the second answer."""
+    thread, task, child_id = two_questions(fake_slack, fake_gemini, uid, lambda child: [
+        {"answer": "4", "question_id": f"pq-{child}-1-1"}, {"answer": "eu", "question_id": f"pq-{child}-1-0"},
+    ])  # fmt: skip
+    answered = each_call_got_its_own_answer(fake_slack, fake_gemini, thread, task, child_id)
+    assert [a["result"]["question_id"] for a in answered] == [f"pq-{child_id}-1-1", f"pq-{child_id}-1-0"]
 
 
 def test_a_child_asks_its_parent_while_the_parent_waits_on_a_mixed_turn(

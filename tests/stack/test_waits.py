@@ -14,9 +14,9 @@ from infra.fakes.slack.client import FakeSlack
 from infra.stack import OPERATOR_ID
 from shared.agent.tools import builtin
 from shared.asks import delegation, questions
-from shared.state import firestore, ids
+from shared.state import firestore, ids, steps
 from shared.state import questions as stored_questions
-from shared.state.models import SessionStatus
+from shared.state.models import SessionStatus, StepKind
 from tests.agent_helpers import Thread, conversation_done, function_responses, mention, texts, wait_status
 from tests.stack.test_call_identity import idless
 from tests.stack.test_delegation import answers, child_requests, for_child, requests_for
@@ -77,17 +77,18 @@ def test_a_child_sees_only_its_task_as_delegate_says(fake_slack: FakeSlack, fake
 
 
 def _child_asking_a_paused_parent(fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str,
-                                  *later: dict[str, object]) -> tuple[Thread, str, str]:  # fmt: skip
+                                  *later: dict[str, object], asks: int = 1) -> tuple[Thread, str, str]:  # fmt: skip
     """A parent starts a non-blocking child and asks the operator in one turn (no call ids) and pauses; the child
-    asks it a blocking question and pauses too. ``later``: the parent's replies after that."""
+    asks it ``asks`` blocking questions in one turn (no call ids) and pauses too. ``later``: the parent's replies
+    after that."""
     task = f"choose the cache size {uid}"
     fake_gemini.script(
         FakeGemini.matching(f"[C{uid}]", idless(("delegate", {"task": task, "blocking": False}),
                                                 ("ask_operator", {"question": f"Which tier? {uid}"}))),
         *(FakeGemini.matching(f"[C{uid}]", item) for item in later),
     )  # fmt: skip
-    for_child(fake_gemini, task, G.call("ask_parent", question="How much memory may I use?", blocking=True),
-              G.text("Chose 512 MB myself."))  # fmt: skip
+    asked = [("ask_parent", {"question": f"How much memory may I use? ({n})", "blocking": True}) for n in range(asks)]
+    for_child(fake_gemini, task, idless(*asked), G.text("Chose 512 MB myself."))
     thread = mention(fake_slack, f"C{uid}", "size the cache")
     child_id = ids.child_id(thread.session_id, 1, 0)
     wait_status(child_id, SessionStatus.PAUSED, timeout=60)
@@ -96,12 +97,14 @@ def _child_asking_a_paused_parent(fake_slack: FakeSlack, fake_gemini: FakeGemini
     return thread, child_id, paused.awaited_question
 
 
-def _released(fake_gemini: FakeGemini, child_id: str, task: str) -> None:
+def _released(fake_gemini: FakeGemini, child_id: str, task: str, asks: int = 1) -> None:
     child = wait_status(child_id, SessionStatus.DONE, timeout=60)
     assert child.parent_question is not None
     assert child.parent_question.released
+    assert [q.released for q in child.parent_questions] == [True] * asks  # every question of the turn
     responses = function_responses(child_requests(fake_gemini, task)[-1])
-    assert [r["response"] for r in responses] == [{"error": delegation.UNANSWERED}]  # an error its model sees
+    assert [r["response"] for r in responses] == [{"error": delegation.UNANSWERED}] * asks  # errors its model sees
+    assert len([s for s in steps.load_steps(child_id) if s.kind == StepKind.ANSWER]) == 1  # resumed once
 
 
 def test_a_child_asking_a_conversation_that_ends_in_a_continuation_is_released(
@@ -120,18 +123,21 @@ def test_a_child_asking_a_conversation_that_ends_in_a_continuation_is_released(
     wait_status(ids.child_result_id(child_id), SessionStatus.DONE, timeout=60)  # its result still reaches the thread
 
 
+@pytest.mark.parametrize("asks", [1, 2])
 def test_a_child_asking_a_conversation_that_is_abandoned_is_released(
-    fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+    fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, asks: int
 ) -> None:
     """The sweep abandons the parent's question (nobody answered): the parent ends abandoned, and the child asking
-    it is released at once instead of staying paused with its budget reserved."""
+    it is released at once instead of staying paused with its budget reserved (each of its open questions, when
+    one turn asked two)."""
     thread, child_id, question_id = _child_asking_a_paused_parent(fake_slack, fake_gemini, uid,
-                                                                  G.text("The helper chose 512 MB."))  # fmt: skip
+                                                                  G.text("The helper chose 512 MB."),
+                                                                  asks=asks)  # fmt: skip
     question = stored_questions.get_question(question_id)
     assert question is not None
     assert questions.abandon(question, firestore.now() + timedelta(hours=100))
     wait_status(thread.session_id, SessionStatus.ABANDONED, timeout=60)
-    _released(fake_gemini, child_id, f"choose the cache size {uid}")
+    _released(fake_gemini, child_id, f"choose the cache size {uid}", asks)
 
 
 def test_a_result_after_the_conversations_budget_is_spent_is_reported_without_a_model_turn(

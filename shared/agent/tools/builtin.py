@@ -110,21 +110,31 @@ def ask_parent(question: str, blocking: bool = False) -> Any:
 
 
 @tool(outward=False, idempotent=True)  # an answer is taken once: a repeat is refused
-def answer_child(child_id: str, answer: str) -> dict[str, Any]:
+def answer_child(child_id: str, answer: str, question_id: str | None = None) -> dict[str, Any]:
     """Answer a question one of your delegated children asked you (it arrives as a note of kind child_question).
 
     Answer from what you know, or ask the operator first with ask_operator and answer the child afterwards.
+    A child may ask several questions at once: each is answered on its own. The response names the question
+    answered and lists the child's questions still waiting for an answer.
 
     Args:
         child_id: The child_id given in the child's question.
         answer: Your answer.
+        question_id: The question_id given in the child's question; if omitted, the child's oldest open question
+            is answered.
     """
     ctx = context()
     try:
-        outcome = delegation.answer_child(ctx.session, child_id=child_id, answer=answer)
+        done = delegation.answer_child(ctx.session, child_id=child_id, answer=answer, question_id=question_id)
     except delegation.DelegationRefused as exc:
         raise ToolError(str(exc)) from exc
-    return {"answered": child_id, "child": outcome}
+    return {
+        "answered": child_id,
+        "child": done["outcome"],
+        "question_id": done["question_id"],
+        "question": done["question"],
+        "still_waiting": done["still_waiting"],
+    }
 
 
 @tool(outward=False, idempotent=True, posts=True)  # keyed: the post key

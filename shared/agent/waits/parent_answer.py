@@ -1,6 +1,6 @@
 """A child's blocking question to its parent, answered: each blocking ``ask_parent`` call of the turn that asked
-gets the parent's one answer (a child has one open question to its parent at a time), or an error if it was not
-answered (or released: the parent ended)."""
+gets the parent's answer to its own question (each call is its own question), or an error if it was not answered
+(or released: the parent ended)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from shared.agent.tools.base import Outcome
 from shared.agent.tools.result import ToolResult
 from shared.agent.waits.base import Resumed
 from shared.asks import delegation
+from shared.state import parent_questions
 from shared.state.batched import Docs
 from shared.state.models import Note, Waiting, WaitKind
 from shared.state.session_model import Session
-from shared.state.waits.parent_answer import parent_answered
 
 
 @dataclass(frozen=True)
@@ -34,8 +34,8 @@ class ParentAnswerResume:
         return None
 
     def outcome(self, resumed: Resumed, entry: Waiting, call: types.FunctionCall, found: None) -> Outcome:
-        asked = resumed.session.parent_question
-        if asked is None or not parent_answered(resumed.session.to_doc(), entry):
+        asked = parent_questions.for_call(parent_questions.of(resumed.session), entry.key, entry.seq)
+        if asked is None or asked.answer is None:
             return ToolResult.fail(delegation.UNANSWERED)
         if asked.released:
             return ToolResult.fail(asked.answer or delegation.UNANSWERED)

@@ -1,6 +1,6 @@
 """A child's blocking question to its parent (``ask_parent``): kept on the child's own document
-(``parent_question``), so nothing else is read; resolved once the parent answered it, or once it is no longer the
-child's question."""
+(``parent_questions``), so nothing else is read; resolved once the parent answered that call's own question, or once
+the child no longer holds it."""
 
 from __future__ import annotations
 
@@ -11,12 +11,13 @@ from shared.state.models import Waiting, WaitKind
 
 
 def parent_answered(asker: dict[str, Any], entry: Waiting) -> bool | None:
-    """Whether the parent answered the question ``entry`` waits on: a child asks one question at a time (its latest
-    ``parent_question``), and the parent's one answer answers every blocking question of the turn that asked it
-    (sibling ``ask_parent`` calls in one turn each wait on it). None: the question is no longer the child's (a
-    later turn asked another), so nothing waits on it."""
-    asked = asker.get("parent_question") or {}
-    if asked.get("question_id") != entry.key and asked.get("seq") != entry.seq:
+    """Whether the parent answered the question ``entry`` waits on: each ``ask_parent`` call of a turn is its own
+    question (``entry.key``) with its own answer. None: the child no longer holds it, so nothing waits on it."""
+    held = asker.get("parent_questions") or ([asker["parent_question"]] if asker.get("parent_question") else [])
+    asked = next((q for q in held if q.get("question_id") == entry.key), None)
+    if asked is None and len(held) == 1 and held[0].get("seq") == entry.seq:
+        asked = held[0]  # read-compat: a document from before the list kept one question for the whole turn
+    if asked is None:
         return None
     return asked.get("answer") is not None
 

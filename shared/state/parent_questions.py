@@ -1,0 +1,70 @@
+"""A child's questions to its parent (flow 10, flow 14): each ``ask_parent`` call of a turn is its own question, with
+its own answer. Pure functions over the stored questions (``parent_questions``; a document written before that list
+kept one question, ``parent_question``, read as a list of one)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.state.models import ParentQuestion
+from shared.state.session_model import Session
+
+
+def of_doc(doc: dict[str, Any]) -> list[ParentQuestion]:
+    """The questions a stored child document holds, in call order."""
+    stored = doc.get("parent_questions")
+    if stored:
+        return [ParentQuestion.from_doc(q) for q in stored if isinstance(q, dict)]
+    legacy = doc.get("parent_question")
+    return [ParentQuestion.from_doc(legacy)] if isinstance(legacy, dict) and legacy else []
+
+
+def of(session: Session) -> list[ParentQuestion]:
+    """The questions a child holds, in call order."""
+    if session.parent_questions:
+        return list(session.parent_questions)
+    return [session.parent_question] if session.parent_question is not None else []
+
+
+def still_open(questions: list[ParentQuestion]) -> list[ParentQuestion]:
+    """The questions not answered (nor released), oldest first."""
+    return sorted((q for q in questions if q.answer is None), key=lambda q: (q.seq, q.index))
+
+
+def pick(questions: list[ParentQuestion], question_id: str | None) -> ParentQuestion | None:
+    """The open question an answer is for: the one named, or the oldest open one (None: no such open question)."""
+    waiting = still_open(questions)
+    if question_id is None:
+        return waiting[0] if waiting else None
+    return next((q for q in waiting if q.question_id == question_id), None)
+
+
+def added(questions: list[ParentQuestion], question: ParentQuestion) -> list[ParentQuestion]:
+    """The questions once ``question`` is asked: the open ones and those of its turn are kept (answered questions of
+    earlier turns are dropped: no call waits on them any more)."""
+    kept = [q for q in questions if q.question_id != question.question_id
+            and (q.answer is None or q.seq == question.seq)]  # fmt: skip
+    return sorted([*kept, question], key=lambda q: (q.seq, q.index))
+
+
+def answered(questions: list[ParentQuestion], question_id: str, answer: str, *,
+             released: bool = False) -> list[ParentQuestion]:  # fmt: skip
+    """The questions with this one answered (``released``: the answer is an error, nobody answered)."""
+    return [ParentQuestion(**{**q.to_doc(), "answer": answer, "released": released}) if q.question_id == question_id
+            else q for q in questions]  # fmt: skip
+
+
+def for_call(questions: list[ParentQuestion], key: str, seq: int) -> ParentQuestion | None:
+    """The question a blocking ``ask_parent`` call (waiting on ``key``, in turn ``seq``) asked. A document from before
+    the list holds only its turn's latest question, which then answers each call of that turn (as it did); None:
+    nothing of that turn is held any more."""
+    found = next((q for q in questions if q.question_id == key), None)
+    if found is not None:
+        return found
+    if len(questions) == 1 and questions[0].seq == seq:
+        return questions[0]  # read-compat: one question kept for the whole turn
+    return None
+
+
+def to_docs(questions: list[ParentQuestion]) -> list[dict[str, Any]]:
+    return [q.to_doc() for q in questions]
