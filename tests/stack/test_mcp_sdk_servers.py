@@ -187,6 +187,7 @@ def late(calls: Calls, generation: list[int]) -> ASGIApp:
 
 def grow(calls: Calls) -> ASGIApp:
     server = MCPServer("grow")
+    spoken = asyncio.Event()  # set once enable_extra has said its tools changed
 
     def extra(tag: str) -> str:
         """A tool that exists once enable_extra ran."""
@@ -200,9 +201,23 @@ def grow(calls: Calls) -> ASGIApp:
         if "extra" not in {t.name for t in await server.list_tools()}:
             server.add_tool(extra, annotations=READ_ONLY)
         await ctx.session.send_tool_list_changed()
+        spoken.set()
         return "extra enabled"
 
-    return HandshakeOnly(server.streamable_http_app())
+    return held_get(HandshakeOnly(server.streamable_http_app()), spoken)
+
+
+def held_get(app: ASGIApp, spoken: asyncio.Event) -> ASGIApp:
+    """``app`` behind a hop that passes a GET (a session's standalone event stream, where the SDK's server sends
+    ``notifications/tools/list_changed``) only once ``spoken`` is set: the GET a client opens beside its call
+    arrives after the notification, as it may on a loaded machine, and the server drops the notification."""
+
+    async def hop(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "GET":
+            await spoken.wait()
+        await app(scope, receive, send)
+
+    return hop
 
 
 @dataclass(frozen=True)
@@ -378,8 +393,11 @@ def test_a_server_down_at_the_start_is_used_once_up_and_again_after_a_restart_mi
 def test_a_server_that_says_its_tools_changed_shows_its_new_tool_to_the_next_session(
     servers: Servers, script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
 ) -> None:
-    """The listing is kept a minute, but ``notifications/tools/list_changed`` (sent in the middle of a call, on
-    the older handshake) drops it: the next session declares the new tool and calls it."""
+    """The listing is kept a minute, but a call that may change the tools of a server on the older handshake
+    drops it: the next session declares the new tool and calls it. Defect: only the server's
+    ``notifications/tools/list_changed`` dropped it, which the SDK's server sends on the session's standalone GET
+    stream; the call's own session opens that stream beside the call and closes it with the call, so the
+    notification was lost when the GET came late (here always: ``held_get``) or its event after the answer."""
     script(G.call("mcp.grow.enable_extra"), G.text("Enabled."))
     first = mention(fake_slack, f"C{uid}", "enable the extra tool")
     wait_status(first.session_id, SessionStatus.DONE)
