@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterator
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from bench.rig import environment
 from infra import stack as local
 from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.slack.client import FakeSlack
+from shared.asks import approvals as approvals_flow
 from shared.asks import stopping
 from shared.slack import blocks, edit_modal
 from shared.state import approvals, fenced, firestore, ids, questions, sessions
@@ -449,3 +451,19 @@ def test_an_edit_submitted_twice_at_once_under_a_two_approver_rule_counts_its_ed
 def _card(approval: Approval) -> tuple[str, str, str]:
     channel, thread_ts = approval.card_place()
     return channel, approval.card_ts or "", thread_ts or approval.thread_ts
+
+
+def test_a_reply_written_before_an_approval_card_was_posted_does_not_deny_it(rig: cost.Rig) -> None:
+    """A reply whose ts is earlier than the card's (meant for the question the turn followed, read late) decides
+    nothing: it takes the path of a reply with nothing pending (None); one written after the card denies it."""
+    _, approval = _approval_asked(rig)
+    card = Decimal(approval.card_ts or "0")
+    early, late = f"{card - Decimal('0.000100'):.6f}", f"{card + Decimal('0.000100'):.6f}"
+    thread = rig.session(approval.session_id).origin
+    listed = [approval.approval_id]
+    assert approvals_flow.deny_by_reply(open_approval_ids=listed, user=local.OPERATOR_ID, text="postgres",
+                                        ts=early, channel=thread.channel) is None  # fmt: skip
+    assert _stored(approval).status == ApprovalStatus.PENDING
+    assert approvals_flow.deny_by_reply(open_approval_ids=listed, user=local.OPERATOR_ID, text="no",
+                                        ts=late, channel=thread.channel) is not None  # fmt: skip
+    assert (_stored(approval).status, _stored(approval).reason) == (ApprovalStatus.DENIED, "no")
