@@ -27,7 +27,7 @@ from shared.asks import approvers, routing
 from shared.limits import MAX_MESSAGE_CHARS, capped
 from shared.logs import session_context
 from shared.queue import tasks
-from shared.slack import approval_card, backpressure, blocks, call_view
+from shared.slack import approval_card, backpressure, blocks, call_view, edit_modal
 from shared.slack import client as slack
 from shared.slack.actions import ButtonPress
 from shared.slack.surface import ThreadSurface
@@ -103,10 +103,16 @@ def card_of(approval: Approval) -> approval_card.Card:
         summary=approval.summary, shown_order=approval.shown_order, requested_by=approval.requested_by,
         label=approval.label, expires_at=approval.expires_at, approvers=approval.approvers,
         approvals_needed=approval.approvals_needed, approved_by=approval.approved_by,
-        operators=config.settings().operator_user_ids, editable=approval.schema is not None,
+        operators=config.settings().operator_user_ids, editable=editable(approval),
         edited_args=approval.edited_args, edited_by=approval.edited_by, edited_digest=approval.edited_digest,
         asked_in=approval.asked_in,
     )  # fmt: skip
+
+
+def editable(approval: Approval) -> bool:
+    """An Edit button only for a call whose tool has a schema and whose every argument fits the modal's field."""
+    args = effective_args(approval)
+    return approval.schema is not None and args is not None and edit_modal.fits(json.loads(approval.schema), args)
 
 
 def effective_args(approval: Approval) -> dict[str, Any] | None:

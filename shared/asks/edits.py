@@ -34,6 +34,8 @@ from shared.state.models import Approval, ApprovalStatus
 log = logging.getLogger(__name__)
 
 Reply = dict[str, Any]
+TOO_LONG = ("An argument of this call is longer than Slack lets an editor hold (3,000 characters), so it cannot be "
+            "edited from Slack; approve or deny it as it stands.")  # fmt: skip
 CROSSES_RULE = ("With these values TOOL_TIERS treats the call otherwise (other approvers, or another tier); an edit "
                 "cannot change that. Nothing changed.")  # fmt: skip
 
@@ -58,6 +60,9 @@ def open_editor(press: ButtonPress) -> str:
                         thread_ts=approval.card_place()[1])  # fmt: skip
         return "tampered"
     current = approvals.effective_args(approval) or {}
+    if not edit_modal.fits(json.loads(approval.schema), current):  # a card shown before its Edit was withheld
+        slack.ephemeral(press.channel, press.user, TOO_LONG, thread_ts=approval.card_place()[1])
+        return "too_long"
     modal = edit_modal.view(approval.approval_id, runs, approval.tool, schema=json.loads(approval.schema),
                             args=current, order=approval.shown_order)  # fmt: skip
     try:
