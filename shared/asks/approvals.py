@@ -18,6 +18,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 from typing import Any, NamedTuple
 
@@ -26,7 +27,7 @@ from shared.asks import approvers, routing
 from shared.limits import MAX_MESSAGE_CHARS, capped
 from shared.logs import session_context
 from shared.queue import tasks
-from shared.slack import approval_card, backpressure, blocks, call_view
+from shared.slack import approval_card, backpressure, blocks, call_view, edit_modal
 from shared.slack import client as slack
 from shared.slack.actions import ButtonPress
 from shared.slack.surface import ThreadSurface
@@ -102,10 +103,16 @@ def card_of(approval: Approval) -> approval_card.Card:
         summary=approval.summary, shown_order=approval.shown_order, requested_by=approval.requested_by,
         label=approval.label, expires_at=approval.expires_at, approvers=approval.approvers,
         approvals_needed=approval.approvals_needed, approved_by=approval.approved_by,
-        operators=config.settings().operator_user_ids, editable=approval.schema is not None,
+        operators=config.settings().operator_user_ids, editable=editable(approval),
         edited_args=approval.edited_args, edited_by=approval.edited_by, edited_digest=approval.edited_digest,
         asked_in=approval.asked_in,
     )  # fmt: skip
+
+
+def editable(approval: Approval) -> bool:
+    """An Edit button only for a call whose tool has a schema and whose every argument fits the modal's field."""
+    args = effective_args(approval)
+    return approval.schema is not None and args is not None and edit_modal.fits(json.loads(approval.schema), args)
 
 
 def effective_args(approval: Approval) -> dict[str, Any] | None:
@@ -398,7 +405,9 @@ def deny_by_reply(*, open_approval_ids: list[str], user: str, text: str, ts: str
     """
     # Each call's rule decides who may deny it; the rest are not this reply's, decided or not (a twin event of a
     # reply that denied some, arriving before the reply claimed its message, then finds what it denied decided).
-    listed = [a for a in stored.get_approvals(open_approval_ids) if may_decide(user, a)]
+    # A reply written before a card was posted was meant for something else (a question the card's turn followed):
+    # it decides only the approvals its author could have seen (Slack's ts values compared exactly, as decimals).
+    listed = [a for a in stored.get_approvals(open_approval_ids) if may_decide(user, a) and _seen_before(a, ts)]
     pending = [a for a in listed if a.status == ApprovalStatus.PENDING]
     if not pending:
         # Listed on the thread as read, decided since (a decision unlists its approval in its own commit): this
@@ -417,6 +426,14 @@ def deny_by_reply(*, open_approval_ids: list[str], user: str, text: str, ts: str
     outcomes = [_decide(a, Decision(ApprovalStatus.DENIED, user, reason, f"{ts}:{a.approval_id}")) for a in pending]
     events.claim_message(channel or pending[0].channel, ts, kind="decision", session_id=pending[0].session_id)
     return outcomes[0]
+
+
+def _seen_before(approval: Approval, ts: str) -> bool:
+    """True if ``approval``'s card was posted before the message ``ts`` was written."""
+    try:
+        return approval.card_ts is not None and Decimal(approval.card_ts) < Decimal(ts)
+    except InvalidOperation:  # not Slack's format: as before, the reply may decide it
+        return True
 
 
 def _decided_just_now(approval: Approval) -> bool:

@@ -7,10 +7,11 @@ The press is checked as an Approve press is (its card, its digest, who may decid
 nothing, and so is an edit that moves the call into the other case of its ``TOOL_TIERS`` rule's ``when`` (the
 approvers written on the approval were chosen for its case, and the other case may need others, or deny it). A
 valid one is one decision transaction, as Approve's: the edited arguments, their digest and the editor are written
-with the approval (``approved_by`` starts again with the editor: earlier approvals were of another call), claimed by
-the view's id, so a double submission decides once; an Approve or Deny that won first makes the edit lose, and the
-editor is told in the modal. The continuation runs the edited call through the ledger, once. Submitted unchanged,
-the modal is an approval of the call as it stands, not an edit (the model hears of none).
+with the approval (``approved_by`` starts again with the editor: earlier approvals were of another call), its
+decision named by the view's id; a double submission decides once (its second finds the approval decided by this
+view, or the edit it makes already running with its editor's approval); an Approve or Deny that won first makes the
+edit lose, and the editor is told in the modal. The continuation runs the edited call through the ledger, once.
+Submitted unchanged, the modal is an approval of the call as it stands, not an edit (the model hears of none).
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ from shared.state.models import Approval, ApprovalStatus
 log = logging.getLogger(__name__)
 
 Reply = dict[str, Any]
+TOO_LONG = ("An argument of this call is longer than Slack lets an editor hold (3,000 characters), so it cannot be "
+            "edited from Slack; approve or deny it as it stands.")  # fmt: skip
 CROSSES_RULE = ("With these values TOOL_TIERS treats the call otherwise (other approvers, or another tier); an edit "
                 "cannot change that. Nothing changed.")  # fmt: skip
 
@@ -57,6 +60,9 @@ def open_editor(press: ButtonPress) -> str:
                         thread_ts=approval.card_place()[1])  # fmt: skip
         return "tampered"
     current = approvals.effective_args(approval) or {}
+    if not edit_modal.fits(json.loads(approval.schema), current):  # a card shown before its Edit was withheld
+        slack.ephemeral(press.channel, press.user, TOO_LONG, thread_ts=approval.card_place()[1])
+        return "too_long"
     modal = edit_modal.view(approval.approval_id, runs, approval.tool, schema=json.loads(approval.schema),
                             args=current, order=approval.shown_order)  # fmt: skip
     try:
@@ -115,6 +121,10 @@ def submit(payload: dict[str, Any]) -> Reply:
         return _errors(approval, "The call changed since this editor opened (another edit); nothing changed.")
     if outcome == approvals.DecisionOutcome.ALREADY_DECIDED:
         fresh = stored.get_approval(approval.approval_id) or approval
+        # This edit runs, approved by its editor (a double submission): it stands, and the modal closes.
+        standing = edit is not None and fresh.edited_digest == edit[1] and user in fresh.approved_by
+        if standing and fresh.status == ApprovalStatus.PENDING:
+            return {}
         return _errors(fresh, approvals.closed_note(fresh) if fresh.status != ApprovalStatus.PENDING else
                        "You have approved this call already; it needs another approver.")  # fmt: skip
     if outcome == approvals.DecisionOutcome.NOT_WAITED:

@@ -68,6 +68,23 @@ def _block(name: str, spec: Mapping[str, Any], value: Any, *, required: bool) ->
     return InputBlock(block_id=f"arg:{name}", label=label, element=element, optional=not required, hint=hint)
 
 
+def fits(schema: Mapping[str, Any], args: Mapping[str, Any]) -> bool:
+    """True if every argument fits its field: Slack refuses a text input whose ``initial_value`` is longer than
+    ``TEXT_MAX`` (``invalid_arguments`` at ``views.open``), so a call with one is offered no Edit button."""
+    properties: Mapping[str, Any] = schema.get("properties") or {}
+    others = {k: v for k, v in args.items() if k not in properties}
+    shown = [json.dumps(others, ensure_ascii=False, indent=1)] if others else []
+    for name, value in args.items():
+        if name not in properties:
+            continue
+        kind = _kind(properties[name])
+        if kind == "string" and isinstance(value, str):
+            shown.append(value)
+        elif kind == "json" and value is not None:
+            shown.append(json.dumps(value, ensure_ascii=False, indent=1))
+    return all(len(text) <= TEXT_MAX for text in shown)
+
+
 def view(approval_id: str, digest: str, tool: str, *, schema: Mapping[str, Any], args: Mapping[str, Any],
          order: Sequence[str]) -> View:  # fmt: skip
     """The modal for editing one call: an input per argument, in the card's order, then one per declared argument

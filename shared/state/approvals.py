@@ -2,9 +2,15 @@
 
 A decision is one commit fenced by what it read (a transaction when that fails; ``shared.state.fenced``): the
 approval must be pending; it becomes approved, denied or expired (an approval that needs several approvers records
-each distinct one and stays pending until the last); the deciding message or press is claimed with ``create()``; and
-if it was the last undecided call of its turn, what the caller decided (a continuation for a paused session, a note
-for one still running) is written with it.
+each distinct one and stays pending until the last); and if it was the last undecided call of its turn, what the
+caller decided (a continuation for a paused session, a note for one still running) is written with it.
+
+A decision claims no de-duplication record: it names its one approval, and the commit that records it is fenced on
+that approval and changes it, so the same decision again (a press's redelivery, a reply's twin event, an Edit
+submitted twice) finds what its first commit left: the approval decided, with this decision's ``decision_ts``; or,
+still pending for more approvers, its approver among ``approved_by`` (``again``), for the same call (an Approve
+shows its digest; an edit equal to the call that runs keeps the approvals of that call). Two decisions at once both
+read it pending; the fence lets one commit, and the other decides again from what that one wrote.
 """
 
 from __future__ import annotations
@@ -16,12 +22,11 @@ from typing import Any
 
 from google.cloud import firestore
 
-from shared.state import events, fenced, ids, waiting
+from shared.state import fenced, ids, waiting
 from shared.state.firestore import (
     ALREADY_EXISTS,
     APPROVALS,
     db,
-    event_ref,
     now,
     remind_once,
     session_ref,
@@ -100,7 +105,7 @@ class Decided:
     approval: Approval | None  # None: no such approval
     won: bool = False  # this decision was the one recorded
     continuation: Session | None = None  # the turn is fully decided and its paused session resumes
-    repeated: bool = False  # this press or message already decided something
+    repeated: bool = False  # what this decision would create exists already (its continuation): decided meanwhile
     partial: bool = False  # an approval recorded; more approvers are needed before it runs
     again: bool = False  # this approver had already approved it: a second approval needs another person
     resumes: bool = False  # it completed its turn and its asker resumes (a continuation, or a note it reads)
@@ -142,12 +147,14 @@ def decide(approval_id: str, decision: Decision, resume: Resume, admit: Callable
         if approval.status != ApprovalStatus.PENDING:
             return Decided(approval)
         runs = approval.edited_digest or approval.digest
-        again = decision.edit is not None and decision.edit[1] == runs  # the same edit (a double submission)
+        # An edit to the very call that runs (a double submission, or two editors making one edit): it changes no
+        # call, so the approvals of that call stand and its editor is the first one's.
+        again = decision.edit is not None and decision.edit[1] == runs
         if decision.status == ApprovalStatus.APPROVED and decision.shown not in (None, runs) and not again:
             return Decided(approval, stale=True)  # an edit committed between the decider's read and this decision
         approved_by = approval.approved_by
         edited: dict[str, Any] = {}
-        if decision.edit is not None:  # approving the edited call: earlier approvals were of another call
+        if decision.edit is not None and not again:  # the edited call: earlier approvals were of another call
             edited = approval_update(
                 edited_args=decision.edit[0], edited_digest=decision.edit[1], edited_by=decision.by
             )
@@ -161,8 +168,6 @@ def decide(approval_id: str, decision: Decision, resume: Resume, admit: Callable
                     transaction=_reading(transaction), field_paths=["status"])  # fmt: skip
                 if waited_only and (asking.to_dict() or {}).get("status") not in _WAITING:
                     return Decided(approval, unwaited=True)
-                out.create(event_ref(ids.message_key(approval.channel, decision.ts)),
-                           events.record("decision", approval.session_id, when))  # fmt: skip
                 out.update(ref, {**approval_update(approved_by=approved_by), **edited})
                 return Decided(Approval.from_doc({**data, "approved_by": approved_by, **edited}), won=True,
                                partial=True)  # fmt: skip
@@ -186,9 +191,7 @@ def decide(approval_id: str, decision: Decision, resume: Resume, admit: Callable
                                               decision=decision, resume=resume, when=when, read=read)  # fmt: skip
         if continuation is not None:
             fields |= approval_update(continuation_id=continuation.session_id)
-        out.create(event_ref(ids.message_key(approval.channel, decision.ts)),
-                   events.record("decision", approval.session_id, when))  # fmt: skip
-        out.update(ref, fields)
+        out.update(ref, fields)  # what the same decision again finds: decided, with its decision_ts
         for thread in _listed_on(approval):
             out.set(thread, thread_unlisted(open_approval_ids=[approval_id]), merge=True)
         return Decided(approval, won=True, continuation=continuation, resumes=resumes)

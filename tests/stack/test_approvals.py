@@ -190,7 +190,7 @@ def test_a_denying_reply_whose_approval_is_approved_between_its_two_reads_is_tol
 
     monkeypatch.setattr(stored, "get_approvals", pressed_first)
     reply = Message(event_id=f"Ev{uid}", event_type="message", channel=thread.channel, thread_ts=thread.ts,
-                    ts=f"{thread.ts}1", user=OPERATOR, text="no, not prod", direct=False)  # fmt: skip
+                    ts=f"{approval.card_ts}1", user=OPERATOR, text="no, not prod", direct=False)  # fmt: skip
     routed = intake.route(reply, bot_user_id=local.BOT_USER_ID, retry_num=None)
     assert routed.detail == {"ok": True, "decision": "already_decided"}, routed
     [note] = fake_slack.ephemerals(thread.channel, user=OPERATOR)

@@ -8,8 +8,10 @@ has committed, so the race is lost every time, not by luck; one race is run unhe
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Iterator
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -21,8 +23,9 @@ from bench.rig import environment
 from infra import stack as local
 from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.slack.client import FakeSlack
+from shared.asks import approvals as approvals_flow
 from shared.asks import stopping
-from shared.slack import blocks
+from shared.slack import blocks, edit_modal
 from shared.state import approvals, fenced, firestore, ids, questions, sessions
 from shared.state.models import Approval, ApprovalStatus, Question, QuestionStatus, SessionStatus, WaitKind
 from tests.poll import wait_for
@@ -283,3 +286,184 @@ def test_the_fence_fails_on_the_emulator_as_the_product_expects(rig: cost.Rig) -
     unfenced.create(other, {"n": 0})
     with pytest.raises(fenced.Unfenceable):  # it read ``ref`` and does not write it: nothing holds its state
         unfenced.settle([ref])
+
+
+# A decision claims no record either (round 3's session 11): it names its one approval, and its commit, fenced on that
+# approval, changes it, so the same decision again finds it decided (or, for a rule of two approvers, finds its
+# approver counted). What follows holds that argument to real races: two presses at once, two approvers of a
+# two-approver rule, an Edit's submission racing an Approve and itself.
+TWO = {"scale_service": {"tier": "approve", "approvers": [local.OPERATOR_ID, SECOND], "approvals": 2}}
+
+
+@pytest.fixture
+def two_approvers(two_operators: cost.Rig) -> Iterator[cost.Rig]:
+    with environment(TOOL_TIERS=json.dumps(TWO)):
+        yield two_operators
+
+
+def _submission(approval: Approval, user: str, view_id: str, replicas: int) -> tuple[bytes, dict[str, str]]:
+    """The Edit modal of ``approval`` (opened on the call as stored) submitted by ``user`` with ``replicas``."""
+    values = {"arg:name": {"value": {"type": "plain_text_input", "value": "api"}},
+              "arg:replicas": {"value": {"type": "number_input", "value": str(replicas)}}}  # fmt: skip
+    view = {"id": view_id, "callback_id": edit_modal.CALLBACK_ID, "state": {"values": values},
+            "private_metadata": f"{approval.approval_id}|{approval.edited_digest or approval.digest}"}  # fmt: skip
+    return cost.Rig.form({"type": "view_submission", "user": {"id": user}, "view": view})
+
+
+def _stored(approval: Approval) -> Approval:
+    found = approvals.get_approval(approval.approval_id)
+    assert found is not None
+    return found
+
+
+def _decision_records(rig: cost.Rig) -> list[dict[str, Any]]:
+    """The de-duplication records a decision could have written (none is written any more)."""
+    found = [snap.to_dict() or {} for snap in firestore.db().collection(firestore.EVENTS).stream()]
+    return [record for record in found if record.get("type") == "decision"]
+
+
+def test_an_approve_press_is_one_read_and_one_commit_of_four_writes_and_again_it_writes_nothing(
+    fake_slack: FakeSlack, rig: cost.Rig
+) -> None:
+    """The press's commit writes the approval, its thread, the continuation and the asker, and claims no press. The
+    same press delivered again finds its approval approved: nothing written, the operator told, one continuation."""
+    session_id, approval = _approval_asked(rig)
+    request = _decision(approval, blocks.APPROVE_ACTION, local.OPERATOR_ID)
+    first, again = dict[str, Any](), dict[str, Any]()
+    ops = rig.measure(_click(request, first))
+    assert first["decision"] == "decided"
+    assert [rpc.split(" ")[0] for rpc in ops.trace] == ["BatchGetDocuments", "Commit"], ops.trace
+    assert ops.writes == 4, ops.trace
+    assert rig.measure(_click(request, again)).writes == 0
+    assert again["decision"] == "already_decided"
+    [note] = fake_slack.ephemerals(approval.card_place()[0], user=local.OPERATOR_ID)
+    assert "already approved" in note["text"]
+    assert (_stored(approval).status, _stored(approval).approved_by) == (ApprovalStatus.APPROVED, [local.OPERATOR_ID])
+    assert _continuations(session_id) == [ids.resume_id(session_id, approval.seq)]
+    assert _decision_records(rig) == []
+
+
+@pytest.mark.parametrize("who", ["the same operator", "another operator"])
+def test_two_approves_at_once_make_one_decision_and_the_loser_is_told(
+    who: str, fake_slack: FakeSlack, two_operators: cost.Rig, held: Held
+) -> None:
+    """Held after its read, the first Approve loses to a second press (a double click, or another operator) that
+    commits meanwhile: its fence fails, and the transaction finds the approval approved."""
+    rig = two_operators
+    session_id, approval = _approval_asked(rig)
+    second = local.OPERATOR_ID if who == "the same operator" else SECOND
+    first_reply, second_reply = dict[str, Any](), dict[str, Any]()
+    held.race(_click(_decision(approval, blocks.APPROVE_ACTION, local.OPERATOR_ID), first_reply),
+              _click(_decision(approval, blocks.APPROVE_ACTION, second), second_reply))  # fmt: skip
+    assert held.settled == [False]
+    assert (second_reply["decision"], first_reply["decision"]) == ("decided", "already_decided")
+    decided = _stored(approval)
+    assert (decided.status, decided.approved_by, decided.decided_by) == (ApprovalStatus.APPROVED, [second], second)
+    assert _continuations(session_id) == [ids.resume_id(session_id, approval.seq)]
+    [note] = fake_slack.ephemerals(approval.card_place()[0], user=local.OPERATOR_ID)
+    assert "already approved" in note["text"]
+    assert _decision_records(rig) == []
+
+
+def test_two_approvers_at_once_are_both_counted_and_resume_the_turn_once(
+    fake_slack: FakeSlack, two_approvers: cost.Rig, held: Held
+) -> None:
+    """A rule of two approvers, both pressing at once: the second's partial commit moves the approval under the
+    first's fence, and the first, deciding again, finds one approval of another person and completes it."""
+    rig = two_approvers
+    session_id, approval = _approval_asked(rig)
+    assert approval.approvals_needed == 2
+    first_reply, second_reply = dict[str, Any](), dict[str, Any]()
+    held.race(_click(_decision(approval, blocks.APPROVE_ACTION, local.OPERATOR_ID), first_reply),
+              _click(_decision(approval, blocks.APPROVE_ACTION, SECOND), second_reply))  # fmt: skip
+    assert True not in held.settled  # a count of one of two approvers is decided in the transaction, not fenced
+    assert (second_reply["decision"], first_reply["decision"]) == ("decided", "decided")
+    decided = _stored(approval)
+    assert (decided.status, decided.approved_by) == (ApprovalStatus.APPROVED, [SECOND, local.OPERATOR_ID])
+    assert _continuations(session_id) == [ids.resume_id(session_id, approval.seq)]
+    assert fake_slack.ephemerals(approval.card_place()[0]) == []
+    assert _decision_records(rig) == []
+
+
+def test_one_approver_pressing_twice_at_once_under_a_two_approver_rule_is_counted_once(
+    fake_slack: FakeSlack, two_approvers: cost.Rig, held: Held
+) -> None:
+    rig = two_approvers
+    session_id, approval = _approval_asked(rig)
+    first_reply, second_reply = dict[str, Any](), dict[str, Any]()
+    held.race(_click(_decision(approval, blocks.APPROVE_ACTION, local.OPERATOR_ID), first_reply),
+              _click(_decision(approval, blocks.APPROVE_ACTION, local.OPERATOR_ID), second_reply))  # fmt: skip
+    assert True not in held.settled  # a count of one of two approvers is decided in the transaction, not fenced
+    assert (second_reply["decision"], first_reply["decision"]) == ("decided", "already_decided")
+    pending = _stored(approval)
+    assert (pending.status, pending.approved_by) == (ApprovalStatus.PENDING, [local.OPERATOR_ID])
+    assert _continuations(session_id) == []
+    [note] = fake_slack.ephemerals(approval.card_place()[0], user=local.OPERATOR_ID)
+    assert "approved this call already" in note["text"]
+
+
+def test_an_edit_held_while_another_approver_approves_starts_the_count_again_with_its_editor(
+    two_approvers: cost.Rig, held: Held
+) -> None:
+    """The Approve commits between the edit's read and its commit: it counted for the call as it was, which the edit
+    replaces; the edit, deciding again, counts its editor alone for the edited call."""
+    rig = two_approvers
+    session_id, approval = _approval_asked(rig)
+    assert approval.schema is not None
+    edit, approve = dict[str, Any](), dict[str, Any]()
+    held.race(_click(_submission(approval, local.OPERATOR_ID, f"V{rig.uid}", 5), edit),
+              _click(_decision(approval, blocks.APPROVE_ACTION, SECOND), approve))  # fmt: skip
+    assert True not in held.settled  # a count of one of two approvers is decided in the transaction, not fenced
+    assert (approve["decision"], edit) == ("decided", {})
+    edited = _stored(approval)
+    assert edited.status == ApprovalStatus.PENDING
+    assert (edited.approved_by, edited.edited_by) == ([local.OPERATOR_ID], local.OPERATOR_ID)
+    assert json.loads(edited.edited_args or "{}") == {"name": "api", "replicas": 5}
+    assert _continuations(session_id) == []
+
+
+def test_an_edit_submitted_twice_at_once_under_a_two_approver_rule_counts_its_editor_once(
+    fake_slack: FakeSlack, two_approvers: cost.Rig, held: Held
+) -> None:
+    """Its second commit lands between the first's read and its commit; the first, deciding again, finds its own edit
+    running with its editor counted: the edit stands, nothing is written again, and a second approver completes it."""
+    rig = two_approvers
+    session_id, approval = _approval_asked(rig)
+    submission = _submission(approval, local.OPERATOR_ID, f"V{rig.uid}", 5)
+    first, again = dict[str, Any](), dict[str, Any]()
+    held.race(_click(submission, first), _click(submission, again))
+    assert True not in held.settled  # a count of one of two approvers is decided in the transaction, not fenced
+    assert (first, again) == ({}, {})
+    edited = _stored(approval)
+    assert (edited.status, edited.approved_by, edited.edited_by) == (
+        ApprovalStatus.PENDING, [local.OPERATOR_ID], local.OPERATOR_ID)  # fmt: skip
+    approved = dict[str, Any]()
+    cost.Rig.interactivity(cost.Rig.press(*_card(edited), action_id=blocks.APPROVE_ACTION, user=SECOND,
+                                          value=blocks.approval_value(edited.approval_id, edited.edited_digest or "")),
+                           approved)  # fmt: skip
+    assert approved["decision"] == "decided"
+    assert _stored(approval).approved_by == [local.OPERATOR_ID, SECOND]
+    assert _continuations(session_id) == [ids.resume_id(session_id, approval.seq)]
+    assert fake_slack.ephemerals(approval.card_place()[0]) == []
+    assert _decision_records(rig) == []
+
+
+def _card(approval: Approval) -> tuple[str, str, str]:
+    channel, thread_ts = approval.card_place()
+    return channel, approval.card_ts or "", thread_ts or approval.thread_ts
+
+
+def test_a_reply_written_before_an_approval_card_was_posted_does_not_deny_it(rig: cost.Rig) -> None:
+    """A reply whose ts is earlier than the card's (meant for the question the turn followed, read late) decides
+    nothing: it takes the path of a reply with nothing pending (None); one written after the card denies it."""
+    _, approval = _approval_asked(rig)
+    card = Decimal(approval.card_ts or "0")
+    early, late = f"{card - Decimal('0.000100'):.6f}", f"{card + Decimal('0.000100'):.6f}"
+    thread = rig.session(approval.session_id).origin
+    listed = [approval.approval_id]
+    assert approvals_flow.deny_by_reply(open_approval_ids=listed, user=local.OPERATOR_ID, text="postgres",
+                                        ts=early, channel=thread.channel) is None  # fmt: skip
+    assert _stored(approval).status == ApprovalStatus.PENDING
+    assert approvals_flow.deny_by_reply(open_approval_ids=listed, user=local.OPERATOR_ID, text="no",
+                                        ts=late, channel=thread.channel) is not None  # fmt: skip
+    assert (_stored(approval).status, _stored(approval).reason) == (ApprovalStatus.DENIED, "no")

@@ -19,6 +19,7 @@ from .state import Json, SlackError, Workspace, opt, req
 TRIGGER_SECONDS = 3.0  # a trigger_id is good for one views.open within three seconds of the press
 MAX_VIEW_BLOCKS = 100
 TITLE_CHARS = 24
+INITIAL_VALUE_CHARS = 3000  # a plain_text_input's initial_value
 
 
 def _checked(view: Any) -> Json:
@@ -33,6 +34,10 @@ def _checked(view: Any) -> Json:
     title = (view.get("title") or {}).get("text", "")
     if not isinstance(blocks, list) or len(blocks) > MAX_VIEW_BLOCKS or not title or len(title) > TITLE_CHARS:
         raise SlackError("invalid_arguments")
+    for block in blocks:  # Slack's limit on a plain_text_input's initial value
+        initial = ((block or {}).get("element") or {}).get("initial_value") if isinstance(block, dict) else None
+        if isinstance(initial, str) and len(initial) > INITIAL_VALUE_CHARS:
+            raise SlackError("invalid_arguments")
     return view
 
 
