@@ -33,6 +33,9 @@ CONNECTION_ERRORS: tuple[type[Exception], ...] = (URLError, ConnectionError, Rem
 # A stream's calls: one Slack answered too late (a read timeout) may have taken effect, and sent again it would show
 # its text twice, open a second message, or find its stream stopped; the stream degrades instead (slack/stream.py).
 STREAM_CALLS = frozenset({"chat.startStream", "chat.appendStream", "chat.stopStream"})
+# Calls never sent again after a read timeout: Slack may have taken them. A post is looked for by its key instead
+# (slack/client.py); a stream degrades.
+UNREPEATED_AFTER_TIMEOUT = STREAM_CALLS | {"chat.postMessage"}
 
 _deadline: ContextVar[float | None] = ContextVar("slack_deadline", default=None)
 _max_wait: ContextVar[float | None] = ContextVar("slack_max_wait", default=None)
@@ -139,7 +142,7 @@ def retry_handlers() -> list[RetryHandler]:
         def can_retry(self, *, state: Any, request: Any, response: Any = None, error: Any = None) -> bool:
             if state.current_attempt >= _limit(self):
                 return False
-            if isinstance(error, TimeoutError) and str(request.url).rsplit("/", 1)[-1] in STREAM_CALLS:
+            if isinstance(error, TimeoutError) and str(request.url).rsplit("/", 1)[-1] in UNREPEATED_AFTER_TIMEOUT:
                 return False
             ok = self._can_retry(state=state, request=request, response=response, error=error)
             return ok and _fits(0.5 * 2**state.current_attempt)
