@@ -36,6 +36,12 @@ STREAM_CALLS = frozenset({"chat.startStream", "chat.appendStream", "chat.stopStr
 # Calls never sent again after a read timeout: Slack may have taken them. A post is looked for by its key instead
 # (slack/client.py); a stream degrades.
 UNREPEATED_AFTER_TIMEOUT = STREAM_CALLS | {"chat.postMessage"}
+MAYBE_APPLIED = frozenset({502, 504})  # a gateway's answer: the call behind it may have been made
+
+
+def _method(request: Any) -> str:
+    return str(request.url).rsplit("/", 1)[-1]
+
 
 _deadline: ContextVar[float | None] = ContextVar("slack_deadline", default=None)
 _max_wait: ContextVar[float | None] = ContextVar("slack_max_wait", default=None)
@@ -128,6 +134,8 @@ def retry_handlers() -> list[RetryHandler]:
         def can_retry(self, *, state: Any, request: Any, response: Any = None, error: Any = None) -> bool:
             if state.current_attempt >= _limit(self) or response is None:
                 return False
+            if response.status_code in MAYBE_APPLIED and _method(request) in UNREPEATED_AFTER_TIMEOUT:
+                return False  # a gateway's error: Slack may have taken it (a chunk appended twice, a second post)
             return response.status_code in SERVER_ERRORS and _fits(0.5 * 2**state.current_attempt)
 
         def prepare_for_next_attempt(

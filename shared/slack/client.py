@@ -71,12 +71,14 @@ MARKDOWN_REFUSALS = frozenset({"invalid_blocks", "msg_blocks_too_long"})
 
 
 def _post(channel: str, thread_ts: str | None, text: str, *, key: str, blocks: list[dict[str, Any]] | None) -> str:
-    """A post answered too late (a read timeout) may have been made: it is looked for by its key before it is sent
-    again (slack-sdk's handlers never repeat it after a timeout: ``backpressure.UNREPEATED_AFTER_TIMEOUT``)."""
+    """A post answered too late (a read timeout) or by a gateway's 502 or 504 may have been made: it is looked for
+    by its key before it is sent again (slack-sdk's handlers never repeat it: ``backpressure``)."""
     sent = time.time()
     try:
         return _send_post(channel, thread_ts, text, key=key, blocks=blocks)
-    except TimeoutError:
+    except (TimeoutError, SlackApiError) as exc:
+        if isinstance(exc, SlackApiError) and exc.response.status_code not in backpressure.MAYBE_APPLIED:
+            raise
         made = _find_post(channel, thread_ts, key, since=sent)
         if made is not None:
             log.warning("a post answered too late was made; not sent again", extra={"key": key})

@@ -36,3 +36,13 @@ def test_a_post_cut_before_it_was_made_is_sent_again(impatient: FakeSlack, uid: 
     impatient.fail("chat.postMessage", status=503, match=f"refused-{uid}")
     ts = slack.post(channel, None, f"refused-{uid}", key=f"refused-key-{uid}")
     assert [m["ts"] for m in impatient.messages(channel) if m.get("text") == f"refused-{uid}"] == [ts]
+
+
+@pytest.mark.parametrize("status", [502, 504])
+def test_a_post_a_gateway_fails_after_slack_made_it_is_made_once(fake_slack: FakeSlack, uid: str, status: int) -> None:
+    """Defect: slack-sdk's 5xx handler sent the chat.postMessage a gateway answered 502 or 504 again: two posts."""
+    channel = f"C{uid}"
+    root = slack.post(channel, None, "the thread", key=f"root-{uid}")
+    fake_slack.fail("chat.postMessage", status=status, match=f"gw-{uid}", applied=True)
+    ts = slack.post(channel, root, f"gw-{uid}", key=f"gw-key-{uid}")
+    assert [m["ts"] for m in fake_slack.messages(channel, root) if m.get("text") == f"gw-{uid}"] == [ts]
