@@ -172,6 +172,8 @@ def _settled(result: stored.Answered, *, user: str, answer_ts: str, pressed: boo
             # The same message again (a Slack retry, or its app_mention twin): make sure the work is queued.
             if found.continuation_id and found.continuation_id != found.session_id:
                 _requeue_if_queued(found.continuation_id)
+            if not pressed:  # its first delivery may have answered 503 before its acknowledgement: shown again
+                _acknowledge(found, answer_ts, pressed=False, channel=channel)
             return Outcome(AnswerOutcome.DUPLICATE, found.question_id, found.continuation_id)
         requeue_answered(found)  # the winner's delivery may have found Cloud Tasks down
         _tell_loser(channel, thread_ts or found.thread_ts, user, answer_ts, closed_note(found))
@@ -277,8 +279,14 @@ def answer_reply(*, channel: str, thread_ts: str, user: str, text: str, ts: str,
                       place=(channel, thread_ts))  # fmt: skip
     last = thread.last_answer
     if last and last.get("ts") == ts:  # the answer itself, again (Slack's redelivery): make sure it is queued
-        requeue_answered(str(last["question_id"]))
-        return Outcome(AnswerOutcome.DUPLICATE, str(last["question_id"]))
+        answered = stored.get_question(str(last["question_id"]))
+        if answered is None:
+            return Outcome(AnswerOutcome.DUPLICATE, str(last["question_id"]))
+        requeue_answered(answered)
+        # Slack redelivers what got no 2xx: the first delivery may have found Cloud Tasks down and answered 503
+        # before its acknowledgement. Shown again, as a second press does (each call is idempotent).
+        _acknowledge(answered, ts, pressed=False, channel=channel)
+        return Outcome(AnswerOutcome.DUPLICATE, answered.question_id)
     if last and user in config.settings().operator_user_ids and now() - last["at"] < RACE_WINDOW:
         # It lost a race it could not see: the question closed while this reply was on its way.
         requeue_answered(str(last["question_id"]))

@@ -33,6 +33,15 @@ CONNECTION_ERRORS: tuple[type[Exception], ...] = (URLError, ConnectionError, Rem
 # A stream's calls: one Slack answered too late (a read timeout) may have taken effect, and sent again it would show
 # its text twice, open a second message, or find its stream stopped; the stream degrades instead (slack/stream.py).
 STREAM_CALLS = frozenset({"chat.startStream", "chat.appendStream", "chat.stopStream"})
+# Calls never sent again after a read timeout: Slack may have taken them. A post is looked for by its key instead
+# (slack/client.py); a stream degrades.
+UNREPEATED_AFTER_TIMEOUT = STREAM_CALLS | {"chat.postMessage"}
+MAYBE_APPLIED = frozenset({502, 504})  # a gateway's answer: the call behind it may have been made
+
+
+def _method(request: Any) -> str:
+    return str(request.url).rsplit("/", 1)[-1]
+
 
 _deadline: ContextVar[float | None] = ContextVar("slack_deadline", default=None)
 _max_wait: ContextVar[float | None] = ContextVar("slack_max_wait", default=None)
@@ -125,6 +134,8 @@ def retry_handlers() -> list[RetryHandler]:
         def can_retry(self, *, state: Any, request: Any, response: Any = None, error: Any = None) -> bool:
             if state.current_attempt >= _limit(self) or response is None:
                 return False
+            if response.status_code in MAYBE_APPLIED and _method(request) in UNREPEATED_AFTER_TIMEOUT:
+                return False  # a gateway's error: Slack may have taken it (a chunk appended twice, a second post)
             return response.status_code in SERVER_ERRORS and _fits(0.5 * 2**state.current_attempt)
 
         def prepare_for_next_attempt(
@@ -139,7 +150,7 @@ def retry_handlers() -> list[RetryHandler]:
         def can_retry(self, *, state: Any, request: Any, response: Any = None, error: Any = None) -> bool:
             if state.current_attempt >= _limit(self):
                 return False
-            if isinstance(error, TimeoutError) and str(request.url).rsplit("/", 1)[-1] in STREAM_CALLS:
+            if isinstance(error, TimeoutError) and str(request.url).rsplit("/", 1)[-1] in UNREPEATED_AFTER_TIMEOUT:
                 return False
             ok = self._can_retry(state=state, request=request, response=response, error=error)
             return ok and _fits(0.5 * 2**state.current_attempt)

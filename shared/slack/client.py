@@ -13,6 +13,7 @@ same message twice.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -70,6 +71,32 @@ MARKDOWN_REFUSALS = frozenset({"invalid_blocks", "msg_blocks_too_long"})
 
 
 def _post(channel: str, thread_ts: str | None, text: str, *, key: str, blocks: list[dict[str, Any]] | None) -> str:
+    """A post answered too late (a read timeout) or by a gateway's 502 or 504 may have been made: it is looked for
+    by its key before it is sent again (slack-sdk's handlers never repeat it: ``backpressure``)."""
+    sent = time.time()
+    try:
+        return _send_post(channel, thread_ts, text, key=key, blocks=blocks)
+    except (TimeoutError, SlackApiError) as exc:
+        if isinstance(exc, SlackApiError) and exc.response.status_code not in backpressure.MAYBE_APPLIED:
+            raise
+        made = _find_post(channel, thread_ts, key, since=sent)
+        if made is not None:
+            log.warning("a post answered too late was made; not sent again", extra={"key": key})
+            return made
+        log.warning("a post answered too late was not made; sent again", extra={"key": key})
+        return _send_post(channel, thread_ts, text, key=key, blocks=blocks)
+
+
+def _find_post(channel: str, thread_ts: str | None, key: str, *, since: float) -> str | None:
+    """The ts of the post keyed ``key`` in the thread (or, at the top level, among the channel's messages since a
+    little before ``since``), if Slack has it."""
+    if thread_ts:
+        return posted_keys(channel, thread_ts).get(key)
+    return posted_keys_after(channel, f"{since - 60:.6f}").get(key)
+
+
+def _send_post(channel: str, thread_ts: str | None, text: str, *, key: str,
+               blocks: list[dict[str, Any]] | None) -> str:  # fmt: skip
     response = client().chat_postMessage(
         channel=channel,
         thread_ts=thread_ts,

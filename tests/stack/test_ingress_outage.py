@@ -92,18 +92,33 @@ def test_a_mention_while_cloud_tasks_is_down_is_answered_503_in_time_and_queued_
 
 
 def test_an_answer_while_cloud_tasks_is_down_is_answered_503_and_its_redelivery_queues_the_continuation(
-    rig: cost.Rig, outage: Outage, caplog: pytest.LogCaptureFixture
+    rig: cost.Rig, outage: Outage, caplog: pytest.LogCaptureFixture, fake_slack: FakeSlack
 ) -> None:
     """Defect: the reply was answered 500 after 20 s of retries; Slack's redelivery was told "duplicate" and the
-    continuation stayed queued until the rescue job ran."""
+    continuation stayed queued until the rescue job ran. Defect too: the redelivery took the duplicate path only, so
+    the question's post kept its buttons and its 💬 and the reply never got its ✅."""
     session_id, question_id = asked(rig)
     answer = rig.reply(session_id, "a")
+    reply_ts = json.loads(answer[0])["event"]["ts"]
+    question = stored.get_question(question_id)
+    assert question is not None
+    assert question.post_ts is not None
+    post_place = question.post_place()[0], question.post_ts
     outage.down = True
     timed(slack_events.handle, answer, caplog, outage)
     continuation = ids.resumed_by(question_id)
     assert rig.session(continuation).status == SessionStatus.QUEUED  # recorded, not undone
+
+    def post() -> dict[str, Any]:
+        return next(m for m in fake_slack.messages(post_place[0]) if m["ts"] == post_place[1])
+
+    assert post().get("blocks")  # the answer is recorded, its post not updated yet
+    assert "white_check_mark" not in fake_slack.reactions(question.channel, reply_ts)
     queued_again(rig, outage, slack_events.handle, again(answer), continuation,
                  reply={"ok": True, "answer": "duplicate"})  # fmt: skip
+    assert not post().get("blocks")
+    assert "speech_balloon" not in fake_slack.reactions(*post_place)
+    assert fake_slack.reactions(question.channel, reply_ts).count("white_check_mark") == 1
 
 
 def test_a_second_press_on_an_answered_question_queues_its_continuation(

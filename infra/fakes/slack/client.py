@@ -126,13 +126,15 @@ class FakeSlack(ControlClient):
         error: str | None = None,
         retry_after: int | None = None,
         match: str | None = None,
+        applied: bool = False,
     ) -> None:
         """Make the next ``times`` calls of ``method`` (whose arguments contain ``match``, if given) fail: an HTTP
-        ``status`` and/or an ``error`` body.
+        ``status`` and/or an ``error`` body; ``applied``: each takes effect first (a gateway's 502 or 504).
 
         A 429 carries ``Retry-After`` (1 second unless told otherwise), as Slack's do.
         """
-        self._post("fail", method=method, times=times, status=status, error=error, retry_after=retry_after, match=match)
+        self._post("fail", method=method, times=times, status=status, error=error, retry_after=retry_after, match=match,
+                   applied=applied)  # fmt: skip
 
     def views(self, user: str | None = None) -> list[Json]:
         """The modals open now (``views.open``), for one person or all."""

@@ -91,7 +91,8 @@ def ctl_fail(ws: Workspace, args: Json) -> Json:
     if status == 429 and retry_after is None:
         retry_after = 1
     retry_after = None if retry_after is None else int(retry_after)
-    ws.add_failure(method, Failure(int(args.get("times", 1)), status, error, retry_after, args.get("match")))
+    ws.add_failure(method, Failure(int(args.get("times", 1)), status, error, retry_after, args.get("match"),
+                                    bool(args.get("applied"))))  # fmt: skip
     return {"ok": True}
 
 

@@ -441,6 +441,9 @@ class Handler(BaseHTTPRequestHandler):
                 body = {"ok": False, "error": failure.error or default}
                 if failure.retry_after is not None:
                     headers["Retry-After"] = str(failure.retry_after)
+                if failure.applied:  # the call took effect; its answer is the gateway's error
+                    with contextlib.suppress(SlackError):
+                        API[method](ws, args)
             else:
                 for key in ("blocks", "attachments", "chunks"):  # recorded parsed, however the client sent them
                     if isinstance(args.get(key), str):

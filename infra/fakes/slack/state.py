@@ -95,6 +95,7 @@ class Failure:
     error: str | None = None
     retry_after: int | None = None
     match: str | None = None
+    applied: bool = False  # the call takes effect before the failure is answered (a gateway's 502 or 504)
 
 
 @dataclass
