@@ -1,7 +1,8 @@
 """Slack back-pressure: slack-sdk's own retry handlers, bounded by the time the current session has left.
 
 Every Web API call goes through one ``WebClient`` built with these handlers (``shared.slack.client``): a 429 is retried
-after Slack's ``Retry-After``, a 5xx and a cut connection after slack-sdk's exponential backoff. Outside a
+after Slack's ``Retry-After``, a 5xx and a cut connection after slack-sdk's exponential backoff (a post or a
+stream's call only if Slack cannot have taken it: ``maybe_taken``). Outside a
 session (the Slack ingress, the sweep) the retries are few, as before. Inside a session, ``within`` sets the
 deadline of its wall budget: a wait that fits before it is taken (however many retries that makes, up to
 ``SESSION_MAX_RETRIES``), and one that does not is never started; outside a session no wait may be longer than
@@ -14,13 +15,14 @@ Imports nothing of slack-sdk at module level: ``shared.slack.client`` builds the
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from http.client import RemoteDisconnected
 from typing import TYPE_CHECKING, Any
-from urllib.error import URLError
+from urllib.error import HTTPError, URLError
 
 if TYPE_CHECKING:
     from slack_sdk.http_retry import RetryHandler
@@ -33,14 +35,35 @@ CONNECTION_ERRORS: tuple[type[Exception], ...] = (URLError, ConnectionError, Rem
 # A stream's calls: one Slack answered too late (a read timeout) may have taken effect, and sent again it would show
 # its text twice, open a second message, or find its stream stopped; the stream degrades instead (slack/stream.py).
 STREAM_CALLS = frozenset({"chat.startStream", "chat.appendStream", "chat.stopStream"})
-# Calls never sent again after a read timeout: Slack may have taken them. A post is looked for by its key instead
-# (slack/client.py); a stream degrades.
+# Calls never sent again after a read timeout, a connection cut after they were sent (reset, or closed without an
+# answer) or a gateway's error: Slack may have taken them. A post is looked for by its key instead (slack/client.py);
+# a stream degrades. Only a connection that never reached Slack (refused, a name not found) is tried again.
 UNREPEATED_AFTER_TIMEOUT = STREAM_CALLS | {"chat.postMessage"}
 MAYBE_APPLIED = frozenset({502, 504})  # a gateway's answer: the call behind it may have been made
+NEVER_SENT: tuple[type[OSError], ...] = (ConnectionRefusedError, socket.gaierror)  # a connect that failed
 
 
 def _method(request: Any) -> str:
     return str(request.url).rsplit("/", 1)[-1]
+
+
+def never_sent(error: BaseException) -> bool:
+    """``error`` is a connection that failed before the request reached Slack: a refused connect (urllib wraps the
+    connect's error in ``URLError``), or a host name not found. A read timeout, a reset or a remote disconnect
+    while the answer was awaited (urllib raises those bare), or a reset while sending may have come after Slack
+    took the call."""
+    reason = error.reason if isinstance(error, URLError) and not isinstance(error, HTTPError) else error
+    return isinstance(reason, NEVER_SENT)
+
+
+def maybe_taken(error: BaseException) -> bool:
+    """A call that failed with ``error`` may have taken effect at Slack: a connection error other than one that never
+    reached Slack (``never_sent``), or a gateway's 502 or 504."""
+    from slack_sdk.errors import SlackApiError
+
+    if isinstance(error, SlackApiError):
+        return int(getattr(error.response, "status_code", 200) or 200) in MAYBE_APPLIED
+    return isinstance(error, CONNECTION_ERRORS) and not never_sent(error)
 
 
 _deadline: ContextVar[float | None] = ContextVar("slack_deadline", default=None)
@@ -144,13 +167,13 @@ def retry_handlers() -> list[RetryHandler]:
             _next_attempt(self, state)
 
     class Connections(ConnectionErrorRetryHandler):
-        """A refused or cut connection, after slack-sdk's backoff, if that ends in time; never a stream's call
-        that Slack answered too late."""
+        """A refused or cut connection, after slack-sdk's backoff, if that ends in time; a stream's call or a post
+        only if it never reached Slack (a reset or a timeout may have come after Slack took it)."""
 
         def can_retry(self, *, state: Any, request: Any, response: Any = None, error: Any = None) -> bool:
             if state.current_attempt >= _limit(self):
                 return False
-            if isinstance(error, TimeoutError) and str(request.url).rsplit("/", 1)[-1] in UNREPEATED_AFTER_TIMEOUT:
+            if _method(request) in UNREPEATED_AFTER_TIMEOUT and error is not None and not never_sent(error):
                 return False
             ok = self._can_retry(state=state, request=request, response=response, error=error)
             return ok and _fits(0.5 * 2**state.current_attempt)

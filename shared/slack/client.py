@@ -68,22 +68,25 @@ def post(channel: str, thread_ts: str | None, text: str, *, key: str, blocks: Se
 
 
 MARKDOWN_REFUSALS = frozenset({"invalid_blocks", "msg_blocks_too_long"})
+POST_FAILURES: tuple[type[Exception], ...] = (SlackApiError, *backpressure.CONNECTION_ERRORS)
 
 
 def _post(channel: str, thread_ts: str | None, text: str, *, key: str, blocks: list[dict[str, Any]] | None) -> str:
-    """A post answered too late (a read timeout) or by a gateway's 502 or 504 may have been made: it is looked for
-    by its key before it is sent again (slack-sdk's handlers never repeat it: ``backpressure``)."""
+    """A post answered too late (a read timeout), whose connection was cut after it was sent (reset, or closed
+    without an answer), or answered by a gateway's 502 or 504 may have been made: it is looked for by its key before
+    it is sent again, once (slack-sdk's handlers never repeat it: ``backpressure.maybe_taken``)."""
     sent = time.time()
     try:
         return _send_post(channel, thread_ts, text, key=key, blocks=blocks)
-    except (TimeoutError, SlackApiError) as exc:
-        if isinstance(exc, SlackApiError) and exc.response.status_code not in backpressure.MAYBE_APPLIED:
+    except POST_FAILURES as exc:
+        if not backpressure.maybe_taken(exc):
             raise
         made = _find_post(channel, thread_ts, key, since=sent)
         if made is not None:
-            log.warning("a post answered too late was made; not sent again", extra={"key": key})
+            log.warning("a post Slack may have taken was made; not sent again", extra={"key": key,
+                                                                                      "error": repr(exc)})  # fmt: skip
             return made
-        log.warning("a post answered too late was not made; sent again", extra={"key": key})
+        log.warning("a post Slack may have taken was not made; sent again", extra={"key": key, "error": repr(exc)})
         return _send_post(channel, thread_ts, text, key=key, blocks=blocks)
 
 

@@ -17,9 +17,10 @@ refused sent to the new message, so no text is lost.
 
 Everything else Slack refuses degrades without losing text: a refused start (a channel type that does not stream,
 a missing recipient or scope) turns streaming off for the rest of the run and the answer is posted whole; another
-failed append (``msg_too_long``, ..., or one Slack answered too late, never sent again since it may have taken
-effect) stops appending, and the answer then replaces the message with ``chat.update`` (split as any long answer,
-the rest posted after it). The whole text is kept here, so a fallback never depends on what Slack had shown.
+failed append (``msg_too_long``, ..., or one Slack answered too late, by a gateway's 502 or 504, or whose connection
+was cut after it was sent: never sent again since it may have taken effect) stops appending, and the answer then
+replaces the message with ``chat.update`` (split as any long answer, the rest posted after it). The whole text is
+kept here, so a fallback never depends on what Slack had shown.
 
 slack-sdk's ``ChatStream`` helper buffers the same way, but starts its stream with the first text it sends: it
 cannot open an empty stream whose ts is recorded first, which exactly-once needs.
@@ -37,6 +38,7 @@ from slack_sdk.models.blocks import Block
 from slack_sdk.models.blocks.block_elements import UrlSourceElement
 from slack_sdk.models.messages.chunk import Chunk, MarkdownTextChunk, PlanUpdateChunk, TaskUpdateChunk
 
+from shared.slack import backpressure
 from shared.slack import client as slack
 from shared.slack.safety import neutralise_blocks, neutralise_markdown
 from shared.slack.stream_safety import inert, safe_cut
@@ -52,6 +54,7 @@ CLOSED = "message_not_in_streaming_state"  # Slack closed the stream: its time i
 FLUSH_SECONDS = 1.0  # text waiting this long is sent with the next piece, however short
 INTERRUPTED = "_(This answer was interrupted; I am picking it up again…)_"
 CUT_OFF = "_(This answer was cut off.)_"
+SLACK_FAILURES: tuple[type[Exception], ...] = (SlackApiError, *backpressure.CONNECTION_ERRORS)
 
 
 class AnswerStream:
@@ -169,7 +172,9 @@ class AnswerStream:
                 return False
             try:
                 slack.stop_stream(self.channel, self.ts, key=key, blocks=neutralise_blocks(blocks))
-            except TimeoutError as exc:  # it may have stopped: the answer replaces the message, as after a failure
+            except backpressure.CONNECTION_ERRORS as exc:  # it may have stopped: the answer replaces the message
+                if backpressure.never_sent(exc):
+                    raise
                 self._failed("chat.stopStream", exc)
                 return False
             except SlackApiError as exc:
@@ -245,7 +250,9 @@ class AnswerStream:
             for batch in first:  # more than one call holds: the last batch goes with the stop
                 slack.append_stream(self.channel, self.ts, batch)
             slack.stop_stream(self.channel, self.ts, key=key, chunks=last)
-        except (SlackApiError, TimeoutError) as exc:
+        except SLACK_FAILURES as exc:
+            if not isinstance(exc, SlackApiError) and backpressure.never_sent(exc):
+                raise
             log.info("stream already over", extra={"error": _error(exc)})
 
     def _flush(self, *, final: bool) -> None:
@@ -292,7 +299,9 @@ class AnswerStream:
             batch = pending[0]
             try:
                 slack.append_stream(self.channel, self.ts, batch)
-            except TimeoutError as exc:  # Slack may have taken it: never sent again (backpressure.STREAM_CALLS)
+            except backpressure.CONNECTION_ERRORS as exc:  # Slack may have taken it: never sent again (backpressure)
+                if backpressure.never_sent(exc):
+                    raise
                 self._failed("chat.appendStream", exc)
                 return False
             except SlackApiError as exc:
@@ -331,7 +340,9 @@ class AnswerStream:
             return False
         try:
             self.ts = slack.start_stream(self.channel, self.thread_ts, recipient=self.recipient, display=self.mode)
-        except (SlackApiError, TimeoutError) as exc:  # a start answered too late: its message is unknown, never used
+        except SLACK_FAILURES as exc:  # a start Slack may have taken: never used
+            if not isinstance(exc, SlackApiError) and backpressure.never_sent(exc):
+                raise
             self.refused = _error(exc)
             log.warning("stream refused; answers are posted whole", extra={"error": self.refused})
             return False
@@ -340,16 +351,19 @@ class AnswerStream:
         self.on_open(self.ts)
         return True
 
-    def _failed(self, method: str, exc: SlackApiError | TimeoutError) -> None:
+    def _failed(self, method: str, exc: Exception) -> None:
         self.broken = _error(exc)
         log.warning("stream failed; the answer will replace its message", extra={"method": method,
                                                                                   "error": self.broken})  # fmt: skip
 
 
-def _error(exc: SlackApiError | TimeoutError) -> str:
-    """Slack's error code, or "timed_out" for a call Slack answered too late."""
+def _error(exc: Exception) -> str:
+    """Slack's error code, "timed_out" for a call Slack answered too late, or "connection_cut" for one whose
+    connection was cut after it was sent (reset, or closed without an answer)."""
     if isinstance(exc, TimeoutError):
         return "timed_out"
+    if not isinstance(exc, SlackApiError):
+        return "connection_cut"
     return str(exc.response.get("error") or "unknown_error")
 
 

@@ -1,6 +1,10 @@
-"""A post Slack made but answered too late (slack-sdk's read timeout) is looked for by its key, not posted again."""
+"""A post Slack may have made (answered too late, by a gateway's 502 or 504, or its connection cut after it was
+sent) is looked for by its key, not posted again; one that never reached Slack is sent again."""
 
 from __future__ import annotations
+
+import socket
+from typing import Any
 
 import pytest
 
@@ -46,3 +50,39 @@ def test_a_post_a_gateway_fails_after_slack_made_it_is_made_once(fake_slack: Fak
     fake_slack.fail("chat.postMessage", status=status, match=f"gw-{uid}", applied=True)
     ts = slack.post(channel, root, f"gw-{uid}", key=f"gw-key-{uid}")
     assert [m["ts"] for m in fake_slack.messages(channel, root) if m.get("text") == f"gw-{uid}"] == [ts]
+
+
+@pytest.mark.parametrize("applied", [True, False])
+@pytest.mark.parametrize("cut", ["reset", "close"])
+def test_a_post_whose_connection_is_cut_after_it_was_sent_is_made_once(
+    fake_slack: FakeSlack, uid: str, cut: str, applied: bool
+) -> None:
+    """Defect: slack-sdk's connection handler sent again the chat.postMessage whose connection was reset (or closed
+    without an answer) after Slack made it: two posts. It is looked for by its key, and sent again only if absent."""
+    channel = f"C{uid}"
+    root = slack.post(channel, None, "the thread", key=f"root-{uid}")
+    fake_slack.fail("chat.postMessage", cut=cut, match=f"cut-{uid}", applied=applied)
+    ts = slack.post(channel, root, f"cut-{uid}", key=f"cut-key-{uid}")
+    assert [m["ts"] for m in fake_slack.messages(channel, root) if m.get("text") == f"cut-{uid}"] == [ts]
+    assert len(fake_slack.calls("conversations.replies", channel=channel)) == 1  # looked for once
+
+
+def test_a_post_refused_at_connect_is_sent_again_by_slack_sdk(
+    fake_slack: FakeSlack, uid: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A connection refused never reached Slack: slack-sdk's handler tries it again at once, nothing is looked for,
+    and it is made once."""
+    channel = f"C{uid}"
+    with socket.socket() as closed:  # bound, never listening: a connect to it is refused
+        closed.bind(("127.0.0.1", 0))
+        connect, refused = socket.create_connection, [closed.getsockname()]
+
+        def first_refused(address: tuple[str, int], *args: Any, **kwargs: Any) -> socket.socket:
+            return connect(refused.pop() if refused else address, *args, **kwargs)
+
+        monkeypatch.setattr(socket, "create_connection", first_refused)
+        ts = slack.post(channel, None, f"refused-{uid}", key=f"refused-key-{uid}")
+    assert not refused  # the first connect was refused
+    assert [m["ts"] for m in fake_slack.messages(channel) if m.get("text") == f"refused-{uid}"] == [ts]
+    assert len(fake_slack.calls("chat.postMessage", channel=channel)) == 1
+    assert fake_slack.calls("conversations.history", channel=channel) == []

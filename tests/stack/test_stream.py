@@ -328,6 +328,25 @@ def test_a_stream_call_a_gateway_fails_after_slack_took_it_is_never_sent_twice(
     assert slack.posted_keys("C1", thread.thread_ts) == {"s:3:answer:0": ts}
 
 
+@pytest.mark.parametrize("cut", ["reset", "close"])
+def test_a_stream_call_whose_connection_is_cut_after_slack_took_it_is_never_sent_twice(
+    surface: tuple[ThreadSurface, FakeSlack, list[str]], cut: str
+) -> None:
+    """Slack takes an append and its connection is then reset (or closed without an answer): sent again (slack-sdk's
+    connection handler), its text showed twice. It is not; the stream stops appending and the answer replaces its
+    message, whole, once."""
+    thread, fake, _ = surface
+    web = WebClient(token=TOKEN, base_url=f"{fake.base_url}/api/", retry_handlers=backpressure.retry_handlers())
+    with deps.override(slack=web):
+        fake.fail("chat.appendStream", cut=cut, applied=True)
+        stream_text(thread, ANSWER)
+        [ts] = thread.answer(ANSWER, key="s:3:answer", feedback="s")
+    [reply] = fake.bot_replies("C1", thread.thread_ts)
+    assert (reply["ts"], reply["text"]) == (ts, ANSWER)
+    assert len(fake.calls("chat.appendStream")) == 1
+    assert slack.posted_keys("C1", thread.thread_ts) == {"s:3:answer:0": ts}
+
+
 def test_a_long_answer_streams_whole_into_one_message(surface: tuple[ThreadSurface, FakeSlack, list[str]]) -> None:
     thread, fake, _ = surface
     long = " ".join(f"word{n}" for n in range(3000))  # about 25,000 characters

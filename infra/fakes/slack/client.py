@@ -127,14 +127,17 @@ class FakeSlack(ControlClient):
         retry_after: int | None = None,
         match: str | None = None,
         applied: bool = False,
+        cut: str | None = None,
     ) -> None:
         """Make the next ``times`` calls of ``method`` (whose arguments contain ``match``, if given) fail: an HTTP
-        ``status`` and/or an ``error`` body; ``applied``: each takes effect first (a gateway's 502 or 504).
+        ``status`` and/or an ``error`` body; ``applied``: each takes effect first (a gateway's 502 or 504). ``cut``
+        answers nothing and cuts the connection instead: "reset" (the client reads ``ConnectionResetError``) or
+        "close" (``RemoteDisconnected``); with ``applied``, after Slack took the call.
 
         A 429 carries ``Retry-After`` (1 second unless told otherwise), as Slack's do.
         """
         self._post("fail", method=method, times=times, status=status, error=error, retry_after=retry_after, match=match,
-                   applied=applied)  # fmt: skip
+                   applied=applied, cut=cut)  # fmt: skip
 
     def views(self, user: str | None = None) -> list[Json]:
         """The modals open now (``views.open``), for one person or all."""

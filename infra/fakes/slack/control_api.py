@@ -16,6 +16,7 @@ from . import modals, usergroups
 from .assistant_control import CONTROL as ASSISTANT_CONTROL
 from .server import Route, chat_post_ephemeral, chat_post_message, chat_update, deliver, deliver_events
 from .state import (
+    CUTS,
     MENTION,
     Delay,
     Failure,
@@ -84,15 +85,17 @@ def ctl_deliveries(ws: Workspace, args: Json) -> Json:
 
 def ctl_fail(ws: Workspace, args: Json) -> Json:
     (method,) = _required(args, "method")
-    status, error = int(args.get("status") or 200), args.get("error")
-    if status == 200 and not error:
-        raise SlackError("give an HTTP status other than 200, an error code, or both")
+    status, error, cut = int(args.get("status") or 200), args.get("error"), args.get("cut")
+    if cut is not None and cut not in CUTS:
+        raise SlackError(f"cut is one of {sorted(CUTS)}")
+    if status == 200 and not error and cut is None:
+        raise SlackError("give an HTTP status other than 200, an error code, both, or a cut")
     retry_after = args.get("retry_after")
     if status == 429 and retry_after is None:
         retry_after = 1
     retry_after = None if retry_after is None else int(retry_after)
     ws.add_failure(method, Failure(int(args.get("times", 1)), status, error, retry_after, args.get("match"),
-                                    bool(args.get("applied"))))  # fmt: skip
+                                    bool(args.get("applied")), cut))  # fmt: skip
     return {"ok": True}
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import socket
+import struct
 import sys
 import threading
 import time
@@ -31,6 +33,7 @@ from . import assistant, modals, usergroups
 from .people import BOT_NAME
 from .state import (
     MAX_TEXT,
+    Failure,
     Json,
     Message,
     SlackError,
@@ -381,6 +384,8 @@ class Handler(BaseHTTPRequestHandler):
 
     server: FakeSlackServer
     server_version = "fakeslack/1.0"
+    cut: str | None = None  # this request's answer is a cut connection (``Failure.cut``)
+    reset = False  # the connection is reset when the handler finishes (``_cut``)
 
     def do_GET(self) -> None:
         self._handle("GET")
@@ -416,7 +421,12 @@ class Handler(BaseHTTPRequestHandler):
         log.update(
             status=status, ok=body.get("ok"), error=body.get("error"), ms=round((time.monotonic() - started) * 1000, 1)
         )
-        self._send(status, body, headers)
+        cut, self.cut = self.cut, None
+        if cut is None:
+            self._send(status, body, headers)
+        else:
+            log["cut"] = cut
+            self._cut(cut)
         if verb == "POST":  # every change arrives by POST: the page looks again
             ws.touch()
         print(json.dumps(log), file=sys.stderr, flush=True)
@@ -427,7 +437,7 @@ class Handler(BaseHTTPRequestHandler):
         auth = self.headers.get("Authorization", "")
         token = auth[len("Bearer ") :] if auth.startswith("Bearer ") else args.get("token")
         args.pop("token", None)  # recorded calls never hold a token
-        status, headers = 200, {}
+        status, headers = 200, dict[str, str]()
         with ws.lock:
             if method not in API:
                 body: Json = {"ok": False, "error": "unknown_method"}
@@ -436,14 +446,7 @@ class Handler(BaseHTTPRequestHandler):
             elif parse_error is not None:
                 body = {"ok": False, "error": parse_error}
             elif failure := ws.take_failure(method, args):
-                status = failure.status
-                default = {429: "ratelimited", 503: "service_unavailable"}.get(status, "fatal_error")
-                body = {"ok": False, "error": failure.error or default}
-                if failure.retry_after is not None:
-                    headers["Retry-After"] = str(failure.retry_after)
-                if failure.applied:  # the call took effect; its answer is the gateway's error
-                    with contextlib.suppress(SlackError):
-                        API[method](ws, args)
+                status, body, headers = self._failure(ws, method, args, failure)
             else:
                 for key in ("blocks", "attachments", "chunks"):  # recorded parsed, however the client sent them
                     if isinstance(args.get(key), str):
@@ -477,6 +480,32 @@ class Handler(BaseHTTPRequestHandler):
             return (404 if exc.code.endswith("_not_found") else 400), {"ok": False, "error": exc.code}
         except (TypeError, ValueError) as exc:
             return 400, {"ok": False, "error": str(exc)}
+
+    def _failure(self, ws: Workspace, method: str, args: Json, failure: Failure) -> tuple[int, Json, dict[str, str]]:
+        """The answer of an injected failure (``FakeSlack.fail``); a cut one is recorded as status 0."""
+        if failure.applied:  # the call took effect; its answer is the gateway's error (or none: a cut)
+            with contextlib.suppress(SlackError):
+                API[method](ws, args)
+        if failure.cut is not None:
+            self.cut = failure.cut
+            return 0, {"ok": False, "error": f"connection_{failure.cut}"}, {}
+        default = {429: "ratelimited", 503: "service_unavailable"}.get(failure.status, "fatal_error")
+        headers = {} if failure.retry_after is None else {"Retry-After": str(failure.retry_after)}
+        return failure.status, {"ok": False, "error": failure.error or default}, headers
+
+    def _cut(self, how: str) -> None:
+        """No answer: the connection is reset (an RST, SO_LINGER 0) or closed (a FIN) when this request finishes."""
+        self.close_connection = True
+        if how == "reset":
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.reset = True
+
+    def finish(self) -> None:
+        """A reset connection is closed here, its file objects closed first (only then does it close, with the RST),
+        before the server's shutdown would send a FIN."""
+        super().finish()
+        if self.reset:
+            self.connection.close()
 
     def _send(self, status: int, body: Json, headers: dict[str, str]) -> None:
         data = json.dumps(body).encode()

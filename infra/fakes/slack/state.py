@@ -86,6 +86,11 @@ class Message:
     stream: Json | None = None  # a streamed message: {"until": when its stream ends (None: stopped), "tasks": {...}}
 
 
+# How a failure may cut its connection instead of answering: "reset" (an RST: the client reads ConnectionResetError) or
+# "close" (closed without an answer: RemoteDisconnected), as a load balancer or a restarting host may.
+CUTS = frozenset({"reset", "close"})
+
+
 @dataclass
 class Failure:
     """An injected failure for the next ``remaining`` calls of one method (whose arguments contain ``match``)."""
@@ -96,6 +101,7 @@ class Failure:
     retry_after: int | None = None
     match: str | None = None
     applied: bool = False  # the call takes effect before the failure is answered (a gateway's 502 or 504)
+    cut: str | None = None  # "reset" or "close": the connection is cut instead of answered (``CUTS``)
 
 
 @dataclass
