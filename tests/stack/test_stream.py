@@ -292,53 +292,24 @@ def test_a_failed_model_turn_takes_its_text_back_and_the_retry_replaces_it(
     assert slack.posted_keys("C1", thread.thread_ts) == {"s:5:answer:0": ts}
 
 
-def test_a_stream_call_slack_answers_too_late_is_never_sent_twice(
-    surface: tuple[ThreadSurface, FakeSlack, list[str]],
+@pytest.mark.parametrize("failure", ["late", 502, 504, "reset", "close"])
+def test_a_stream_call_slack_took_but_did_not_answer_is_never_sent_twice(
+    surface: tuple[ThreadSurface, FakeSlack, list[str]], failure: str | int
 ) -> None:
-    """Slack takes an append but answers after the client gave up (a read timeout): sent again, its text would show
-    twice. It is not; the stream stops appending and the answer replaces its message, whole, once."""
+    """Slack takes an append, then its answer is lost: it comes after the client gave up (a read timeout), the
+    gateway in front answers 502 or 504 (slack-sdk's 5xx handler), or the connection is reset or closed without an
+    answer (its connection handler). Sent again, its text showed twice. It is not; the stream stops appending and the
+    answer replaces its message, whole, once."""
     thread, fake, _ = surface
     web = WebClient(token=TOKEN, base_url=f"{fake.base_url}/api/", timeout=1,
                     retry_handlers=backpressure.retry_handlers())  # fmt: skip
     with deps.override(slack=web):
-        fake.slow("chat.appendStream", 1.5)  # the first append takes effect, its answer comes too late
-        stream_text(thread, ANSWER)
-        [ts] = thread.answer(ANSWER, key="s:3:answer", feedback="s")
-    [reply] = fake.bot_replies("C1", thread.thread_ts)
-    assert (reply["ts"], reply["text"]) == (ts, ANSWER)
-    assert len(fake.calls("chat.appendStream")) == 1
-    assert slack.posted_keys("C1", thread.thread_ts) == {"s:3:answer:0": ts}
-
-
-@pytest.mark.parametrize("status", [502, 504])
-def test_a_stream_call_a_gateway_fails_after_slack_took_it_is_never_sent_twice(
-    surface: tuple[ThreadSurface, FakeSlack, list[str]], status: int
-) -> None:
-    """Slack takes an append and the gateway in front answers 502 or 504: sent again (slack-sdk's 5xx handler), its
-    text showed twice. It is not; the stream stops appending and the answer replaces its message, whole, once."""
-    thread, fake, _ = surface
-    web = WebClient(token=TOKEN, base_url=f"{fake.base_url}/api/", retry_handlers=backpressure.retry_handlers())
-    with deps.override(slack=web):
-        fake.fail("chat.appendStream", status=status, applied=True)
-        stream_text(thread, ANSWER)
-        [ts] = thread.answer(ANSWER, key="s:3:answer", feedback="s")
-    [reply] = fake.bot_replies("C1", thread.thread_ts)
-    assert (reply["ts"], reply["text"]) == (ts, ANSWER)
-    assert len(fake.calls("chat.appendStream")) == 1
-    assert slack.posted_keys("C1", thread.thread_ts) == {"s:3:answer:0": ts}
-
-
-@pytest.mark.parametrize("cut", ["reset", "close"])
-def test_a_stream_call_whose_connection_is_cut_after_slack_took_it_is_never_sent_twice(
-    surface: tuple[ThreadSurface, FakeSlack, list[str]], cut: str
-) -> None:
-    """Slack takes an append and its connection is then reset (or closed without an answer): sent again (slack-sdk's
-    connection handler), its text showed twice. It is not; the stream stops appending and the answer replaces its
-    message, whole, once."""
-    thread, fake, _ = surface
-    web = WebClient(token=TOKEN, base_url=f"{fake.base_url}/api/", retry_handlers=backpressure.retry_handlers())
-    with deps.override(slack=web):
-        fake.fail("chat.appendStream", cut=cut, applied=True)
+        if failure == "late":
+            fake.slow("chat.appendStream", 1.5)  # the first append takes effect, its answer comes too late
+        elif isinstance(failure, int):
+            fake.fail("chat.appendStream", status=failure, applied=True)
+        else:
+            fake.fail("chat.appendStream", cut=failure, applied=True)
         stream_text(thread, ANSWER)
         [ts] = thread.answer(ANSWER, key="s:3:answer", feedback="s")
     [reply] = fake.bot_replies("C1", thread.thread_ts)
