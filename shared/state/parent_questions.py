@@ -55,10 +55,11 @@ def last_answered(questions: list[ParentQuestion]) -> datetime | None:
 
 
 def added(questions: list[ParentQuestion], question: ParentQuestion) -> list[ParentQuestion]:
-    """The questions once ``question`` is asked: the open ones and those of its turn are kept (answered questions of
-    earlier turns are dropped: no call waits on them any more)."""
+    """The questions once ``question`` is asked: the open ones, those of its turn and those a parent's call answered
+    are kept (a re-run of that call after a crash finds its answer there; a child's tool calls bound them); other
+    answered questions of earlier turns are dropped: no call waits on them any more."""
     kept = [q for q in questions if q.question_id != question.question_id
-            and (q.answer is None or q.seq == question.seq)]  # fmt: skip
+            and (q.answer is None or q.seq == question.seq or q.answered_by is not None)]  # fmt: skip
     return sorted([*kept, question], key=lambda q: (q.seq, q.index))
 
 

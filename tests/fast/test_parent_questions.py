@@ -95,6 +95,8 @@ def test_a_new_question_keeps_the_open_ones_and_its_own_turns() -> None:
     assert parent_questions.added([old_turn, still], FIRST) == [still, FIRST]
     assert parent_questions.added([still, FIRST], SECOND) == [still, FIRST, SECOND]
     assert parent_questions.added([FIRST], FIRST) == [FIRST]  # a re-run asks once
+    by_call = ParentQuestion("pq-c-1-1", "answered", True, 1, 1, answer="eu", answered_by="ev-p:2:0")
+    assert parent_questions.added([old_turn, by_call], FIRST) == [by_call, FIRST]  # its call's re-run finds it
 
 
 def test_an_answer_without_an_id_goes_first_to_what_the_paused_turn_waits_on() -> None:

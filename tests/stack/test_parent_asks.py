@@ -292,10 +292,17 @@ def test_a_re_run_of_the_parents_answer_child_call_answers_no_other_question(sta
         assert resumed["result"]["question_id"] == second.question_id, resumed
         assert resumed["result"]["child"] == "resumed"
         assert _answer_child(parent, 1, child_id=child_id, answer="4") == resumed
+        # the child's next turn asks again before the parent's turn is re-run: the re-run still finds its answer
+        asking = sessions.get_session(child_id)
+        assert asking is not None
+        assert child_questions.record(asking, _asked(child_id, 2, 0, "Which zone?"), firestore.now())
+        again = _answer_child(parent, 0, child_id=child_id, answer="eu")["result"]
+        assert {**again, "still_waiting": []} == {**said["result"], "still_waiting": []}  # what waits: as it is now
+        assert again["still_waiting"] == [{"question_id": f"pq-{child_id}-2-0", "question": "Which zone?"}]
     child = sessions.get_session(child_id)
     assert child is not None
-    assert [(q.question_id, q.answer) for q in child.parent_questions] == [(first.question_id, "eu"),
-                                                                          (second.question_id, "4")]  # fmt: skip
+    assert [(q.question_id, q.answer) for q in child.parent_questions] == [
+        (first.question_id, "eu"), (second.question_id, "4"), (f"pq-{child_id}-2-0", None)]  # fmt: skip
     assert child.status == SessionStatus.QUEUED  # woken: its turn runs again
     assert len(recorded.attempts) == 1, recorded.attempts  # queued once, by the call that resumed it
     assert recorded.attempts[0].endswith(f"answered-{second.question_id}")
