@@ -126,7 +126,8 @@ def notes_text(notes: list[Note]) -> str:
             lines.append(as_data(kind="operator_answer", **{"from": f"<@{note.user}>"}, question=note.question,
                                  answer=text))  # fmt: skip
         elif note.kind == NoteKind.CHILD_QUESTION:  # one of this session's children asks it (answer_child)
-            lines.append(as_data(kind="child_question", child_id=note.user, task=note.question, question=text))
+            lines.append(as_data(kind="child_question", child_id=note.user, question_id=note.question_id,
+                                 task=note.question, question=text))  # fmt: skip
         elif note.kind == NoteKind.PARENT_ANSWER:  # the session that delegated this one answers its question
             lines.append(as_data(kind="parent_answer", question=note.question, answer=text))
         elif note.kind == NoteKind.CHILD_RESULT:  # a child this session delegated to without waiting

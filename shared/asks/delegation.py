@@ -97,11 +97,12 @@ def ask_parent(child: Session, *, seq: int, index: int, question: str, blocking:
 
 
 def answer_child(parent: Session, *, child_id: str, answer: str, released: bool = False,
-                 question_id: str | None = None) -> dict[str, Any]:  # fmt: skip
-    """The parent's answer to its child's open question ``question_id``, or its oldest open one (``released``: no
-    answer, an error for the child's model: the conversation it asked ended); returns what happened, for the model:
-    the question answered and the child's questions that still wait for an answer."""
-    done = children.answer_child(parent, child_id, answer, released=released, question_id=question_id)
+                 question_id: str | None = None, by: str | None = None) -> dict[str, Any]:  # fmt: skip
+    """The parent's answer to its child's open question ``question_id``, or else the first its paused turn waits on,
+    or else its oldest open one (``released``: no answer, an error for the child's model: the conversation it asked
+    ended; ``by``: the parent's call answering, whose re-run finds its own answer); returns what happened, for the
+    model: the question answered and the child's questions that still wait for an answer."""
+    done = children.answer_child(parent, child_id, answer, released=released, question_id=question_id, by=by)
     if done.outcome == AnswerOutcome.NOT_ASKED:
         if question_id is not None and done.child is not None:
             waiting = [q.question_id for q in done.still_open]

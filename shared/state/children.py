@@ -279,28 +279,31 @@ def _paused_since(current: dict[str, Any], before: datetime) -> bool:
 
 
 def remind_parent(child: Session, at: datetime) -> bool:
-    """Deliver a paused child's open question to its parent's conversation again, once (the sweep's reminder):
-    marked on the question in the same transaction. False if it was answered or reminded meanwhile."""
+    """Deliver a paused child's open blocking questions not reminded yet to its parent's conversation again, once
+    each (the sweep's reminder): marked on the questions in the same transaction. False if they were answered or
+    reminded meanwhile."""
     ref = session_ref(child.session_id)
 
     @firestore.transactional
     def run(transaction: firestore.Transaction) -> bool:
         data = ref.get(transaction=transaction).to_dict() or {}
         held = parent_questions.of_doc(data)
-        asked = next((q for q in parent_questions.still_open(held) if q.blocking), None)
-        if asked is None or not _still_asking(data, asked.question_id) or asked.reminded_at is not None:
+        due = [q for q in parent_questions.still_open(held)
+               if q.blocking and q.reminded_at is None and _still_asking(data, q.question_id)]  # fmt: skip
+        if not due:
             return False
         parent_data = session_ref(child.tree.parent_id or "").get(transaction=transaction).to_dict()
         parent = current_parent(transaction, child, Session.from_doc(parent_data) if parent_data else None)
         if parent is not None and parent.status.value in _UNFINISHED:
-            note = Note(kind=NoteKind.CHILD_QUESTION, text=f"{asked.text} (a reminder: still waiting for your "
-                        "answer_child)", user=child.session_id, ts=f"{asked.question_id}:reminder",
-                        question_id=asked.question_id, question=child.text)  # fmt: skip
-            transaction.update(session_ref(parent.session_id), appended(notes=[note]))
-        reminded = [ParentQuestion(**{**q.to_doc(), "reminded_at": at}) if q.question_id == asked.question_id else q
+            notes = [Note(kind=NoteKind.CHILD_QUESTION, text=f"{asked.text} (a reminder: still waiting for your "
+                          "answer_child)", user=child.session_id, ts=f"{asked.question_id}:reminder",
+                          question_id=asked.question_id, question=child.text) for asked in due]  # fmt: skip
+            transaction.update(session_ref(parent.session_id), appended(notes=notes))
+        ids_due = {q.question_id for q in due}
+        reminded = [ParentQuestion(**{**q.to_doc(), "reminded_at": at}) if q.question_id in ids_due else q
                     for q in held]  # fmt: skip
         update = session_update(parent_questions=reminded)
-        if (data.get("parent_question") or {}).get("question_id") == asked.question_id:
+        if (data.get("parent_question") or {}).get("question_id") in ids_due:
             update["parent_question.reminded_at"] = at
         transaction.update(ref, update)
         return True
@@ -383,10 +386,12 @@ class Answered:
 
 
 def answer_child(parent: Session, child_id: str, answer: str, *, released: bool = False,
-                 question_id: str | None = None) -> Answered:  # fmt: skip
-    """The parent's answer to one of its child's open questions (``question_id``, or its oldest open one), exactly
-    once, to exactly that child. Any session of the parent's transcript may answer (the parent, or the continuation
-    that resumed it after asking the operator)."""
+                 question_id: str | None = None, by: str | None = None) -> Answered:  # fmt: skip
+    """The parent's answer to one of its child's open questions (``question_id``, or else the first its paused turn
+    waits on, or else its oldest open one), exactly once, to exactly that child. Any session of the parent's
+    transcript may answer (the parent, or the continuation that resumed it after asking the operator). ``by``: the
+    parent's call that answers (its idempotency key), stored on the question: a re-run of that call after a crash
+    finds its own answer and says what it did again, answering nothing else."""
     parent_id = parent.session_id
     ref = session_ref(child_id)
     when = now()
@@ -398,37 +403,54 @@ def answer_child(parent: Session, child_id: str, answer: str, *, released: bool 
         if child is None or data is None or (child.tree.parent_transcript or child.tree.parent_id) != parent.transcript:
             return Answered(AnswerOutcome.NOT_ASKED, None)
         held = parent_questions.of_doc(data)
-        asked = parent_questions.pick(held, question_id)
+        again = parent_questions.answered_by(held, by)
+        if again is not None:  # this call answered it before a crash: the same outcome, nothing answered twice
+            return Answered(AnswerOutcome(again.answered_as or AnswerOutcome.NOTED), child, again,
+                            parent_questions.still_open(held))  # fmt: skip
+        paused = data.get("status") == SessionStatus.PAUSED.value
+        waited = [w.key for w in waiting.record_of(data) if w.kind == WaitKind.PARENT_ANSWER and not w.released]
+        asked = parent_questions.pick(held, question_id, waited if paused else [])
         if asked is None:
             return Answered(AnswerOutcome.NOT_ASKED, child, None, parent_questions.still_open(held))
         if child.status.value not in _UNFINISHED or child.stop_requested:  # a child being stopped needs no answer
             return Answered(AnswerOutcome.ENDED, child, asked)
-        questions = parent_questions.answered(held, asked.question_id, answer, released=released)
-        answered = next(q for q in questions if q.question_id == asked.question_id)
-        left = parent_questions.still_open(questions)
-        update: dict[str, Any] = session_update(parent_questions=questions, updated_at=when)
-        if (data.get("parent_question") or {}).get("question_id") == asked.question_id:
-            update |= session_update(parent_question=answered)
+
+        def answering(outcome: AnswerOutcome) -> dict[str, Any]:
+            questions = parent_questions.answered(held, asked.question_id, answer, released=released, at=when,
+                                                  by=by, outcome=outcome.value)  # fmt: skip
+            update: dict[str, Any] = session_update(parent_questions=questions, updated_at=when)
+            if (data.get("parent_question") or {}).get("question_id") == asked.question_id:
+                update |= session_update(parent_question=_of(questions, asked.question_id))
+            return update
+
+        update = answering(AnswerOutcome.NOTED)
+        left = parent_questions.still_open(parent_questions.of_doc({**data, **update}))
         if released and not left:  # its conversation ended: no session will read its questions' record
             child_questions.forget(transaction, parent.transcript, child_id)
         if waiting.waits_on(data, WaitKind.PARENT_ANSWER, asked.question_id):
             # One wait of the child's paused turn: it resumes once everything in its record is resolved.
             found = waiting.check(transaction, child_id, {**data, **update})
+            outcome = AnswerOutcome.RESUMED if found else AnswerOutcome.NOTED
+            update = answering(outcome)
             if found is not None:
                 waiting.wake(transaction, found, trigger_ts=None, user=parent_id, at=when, extra=update)
             else:
                 transaction.update(ref, update)
             child.apply(update)
-            return Answered(AnswerOutcome.RESUMED if found else AnswerOutcome.NOTED, child, answered, left)
+            return Answered(outcome, child, _of(parent_questions.of(child), asked.question_id), left)
         note = Note(kind=NoteKind.PARENT_ANSWER, text=answer, user=parent_id, ts=asked.question_id,
                     question_id=asked.question_id, question=asked.text)  # fmt: skip
         update |= appended(notes=[note])  # it runs: read at its next turn, or at its pause
         transaction.update(ref, update)
         child.apply(update)
-        return Answered(AnswerOutcome.NOTED, child, answered, left)
+        return Answered(AnswerOutcome.NOTED, child, _of(parent_questions.of(child), asked.question_id), left)
 
     result: Answered = contended(run)
     return result
+
+
+def _of(questions: list[ParentQuestion], question_id: str) -> ParentQuestion:
+    return next(q for q in questions if q.question_id == question_id)
 
 
 def current_parent(transaction: firestore.Transaction | None, child: Session,

@@ -180,6 +180,9 @@ class ParentQuestion(Stored):
     released: bool = False  # not answered: the conversation it asked ended (``answer`` says so, as an error)
     asked_at: datetime | None = None  # the sweep bounds a blocking question's wait from here
     reminded_at: datetime | None = None  # the sweep delivered it to the parent again (once)
+    answered_at: datetime | None = None  # the sweep ages the questions still open from the latest answer too
+    answered_by: str | None = None  # the parent's answer_child call that answered it (its idempotency key)
+    answered_as: str | None = None  # what that answer did (an AnswerOutcome): a re-run of that call says it again
 
 
 class WaitKind(StrEnum):

@@ -4,6 +4,7 @@ kept one question, ``parent_question``, read as a list of one)."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from shared.state.models import ParentQuestion
@@ -31,27 +32,44 @@ def still_open(questions: list[ParentQuestion]) -> list[ParentQuestion]:
     return sorted((q for q in questions if q.answer is None), key=lambda q: (q.seq, q.index))
 
 
-def pick(questions: list[ParentQuestion], question_id: str | None) -> ParentQuestion | None:
-    """The open question an answer is for: the one named, or the oldest open one (None: no such open question)."""
+def pick(
+    questions: list[ParentQuestion], question_id: str | None, waited: list[str] | None = None
+) -> ParentQuestion | None:
+    """The open question an answer is for: the one named, or else the first the child's paused turn waits on
+    (``waited``: its record's keys, in call order), or else the oldest open one (None: no such open question)."""
     waiting = still_open(questions)
     if question_id is None:
-        return waiting[0] if waiting else None
+        first = [q for q in waiting if q.question_id in (waited or [])]
+        return next(iter(first or waiting), None)
     return next((q for q in waiting if q.question_id == question_id), None)
 
 
+def answered_by(questions: list[ParentQuestion], call: str | None) -> ParentQuestion | None:
+    """The question the parent's call ``call`` answered already (a re-run of that call after a crash), if any."""
+    return next((q for q in questions if call and q.answered_by == call), None)
+
+
+def last_answered(questions: list[ParentQuestion]) -> datetime | None:
+    """When the latest of these questions was answered (None: none was, or before answers were timed)."""
+    return max((q.answered_at for q in questions if q.answered_at is not None), default=None)
+
+
 def added(questions: list[ParentQuestion], question: ParentQuestion) -> list[ParentQuestion]:
-    """The questions once ``question`` is asked: the open ones and those of its turn are kept (answered questions of
-    earlier turns are dropped: no call waits on them any more)."""
+    """The questions once ``question`` is asked: the open ones, those of its turn and those a parent's call answered
+    are kept (a re-run of that call after a crash finds its answer there; a child's tool calls bound them); other
+    answered questions of earlier turns are dropped: no call waits on them any more."""
     kept = [q for q in questions if q.question_id != question.question_id
-            and (q.answer is None or q.seq == question.seq)]  # fmt: skip
+            and (q.answer is None or q.seq == question.seq or q.answered_by is not None)]  # fmt: skip
     return sorted([*kept, question], key=lambda q: (q.seq, q.index))
 
 
-def answered(questions: list[ParentQuestion], question_id: str, answer: str, *,
-             released: bool = False) -> list[ParentQuestion]:  # fmt: skip
-    """The questions with this one answered (``released``: the answer is an error, nobody answered)."""
-    return [ParentQuestion(**{**q.to_doc(), "answer": answer, "released": released}) if q.question_id == question_id
-            else q for q in questions]  # fmt: skip
+def answered(questions: list[ParentQuestion], question_id: str, answer: str, *, released: bool = False,
+             at: datetime | None = None, by: str | None = None,
+             outcome: str | None = None) -> list[ParentQuestion]:  # fmt: skip
+    """The questions with this one answered (``released``: the answer is an error, nobody answered), ``at`` that
+    time, by the parent's call ``by`` (its idempotency key), with ``outcome``."""
+    done = {"answer": answer, "released": released, "answered_at": at, "answered_by": by, "answered_as": outcome}
+    return [ParentQuestion(**{**q.to_doc(), **done}) if q.question_id == question_id else q for q in questions]
 
 
 def for_call(questions: list[ParentQuestion], key: str, seq: int) -> ParentQuestion | None:

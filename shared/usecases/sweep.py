@@ -144,6 +144,8 @@ def _asking_action(child: Session, at: datetime, remind_after: timedelta, abando
     if asked is None or not _asks_parent(child):
         return "unchanged"
     since = asked.asked_at or child.updated_at or child.created_at
+    answered = parent_questions.last_answered(parent_questions.of(child))
+    since = max(since, answered) if answered is not None else since  # a later question waits from the last answer
     if since <= at - abandon_after:
         if not delegation.abandon_asking(child, at):
             return "unchanged"

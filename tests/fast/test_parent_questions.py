@@ -3,16 +3,18 @@ question an answer is for, and how a document from before the list (one ``parent
 
 from __future__ import annotations
 
+import json
 from typing import Any, cast
 
 import pytest
 from google.genai import types
 
+from shared.agent import prompts
 from shared.agent.tools.result import ToolResult
 from shared.agent.waits import kinds as agent_kinds
 from shared.agent.waits.base import Resumed
 from shared.asks import delegation
-from shared.state import parent_questions
+from shared.state import child_questions, parent_questions
 from shared.state import waits as state_waits
 from shared.state.firestore import now
 from shared.state.models import ParentQuestion, SessionKind, SessionStatus, Waiting, WaitKind
@@ -93,3 +95,27 @@ def test_a_new_question_keeps_the_open_ones_and_its_own_turns() -> None:
     assert parent_questions.added([old_turn, still], FIRST) == [still, FIRST]
     assert parent_questions.added([still, FIRST], SECOND) == [still, FIRST, SECOND]
     assert parent_questions.added([FIRST], FIRST) == [FIRST]  # a re-run asks once
+    by_call = ParentQuestion("pq-c-1-1", "answered", True, 1, 1, answer="eu", answered_by="ev-p:2:0")
+    assert parent_questions.added([old_turn, by_call], FIRST) == [by_call, FIRST]  # its call's re-run finds it
+
+
+def test_an_answer_without_an_id_goes_first_to_what_the_paused_turn_waits_on() -> None:
+    old = ParentQuestion("pq-c-2-0", "Clean the logs too?", False, 2, 0)
+    later = [
+        ParentQuestion("pq-c-5-0", "Which cluster?", True, 5, 0),
+        ParentQuestion("pq-c-5-1", "How many?", True, 5, 1),
+    ]
+    held = [old, *later]
+    assert parent_questions.pick(held, None) == old  # nothing waited on: the oldest open one
+    assert parent_questions.pick(held, None, ["pq-c-5-1", "pq-c-5-0"]) == later[0]  # in call order
+    assert parent_questions.pick(parent_questions.answered(held, "pq-c-5-0", "eu"), None, ["pq-c-5-0", "pq-c-5-1"]) \
+        == later[1]  # fmt: skip
+    assert parent_questions.pick(held, old.question_id, ["pq-c-5-0"]) == old  # a named one is that one
+
+
+def test_a_child_question_note_shows_its_question_id() -> None:
+    for note in [*delegation.question_again(child([FIRST, SECOND])),
+                 child_questions.question_note(child([]), FIRST)]:  # fmt: skip
+        [line] = prompts.notes_text([note]).splitlines()[1:]
+        assert json.loads(line)["question_id"] == note.question_id
+        assert json.loads(line)["kind"] == "child_question"

@@ -19,7 +19,11 @@ from bench.rig import DirectTasks
 from infra.fakes.gemini.client import FakeGemini as G
 from infra.stack import Stack
 from shared import deps
+from shared.agent.tools import builtin
+from shared.agent.tools.base import ToolContext
+from shared.agent.tools.result import ToolResult
 from shared.asks import delegation
+from shared.slack.surface import ThreadSurface
 from shared.state import child_questions, firestore, ids, parent_asks, questions, sessions, steps
 from shared.state.models import (
     Note,
@@ -237,3 +241,87 @@ def test_an_answer_that_reaches_a_child_before_it_pauses_is_the_answer_its_model
     assert resumed == [{"result": {"answer": f"postgres ({tag}-a)", "from": "the session that delegated your task"}}]
     assert (child.status, child.result) == (SessionStatus.DONE, "Migrated the orders table to postgres.")
     assert [r["reply"]["source"] for r in journal if tag in json.dumps(r["body"])].count("exhausted") == 0
+
+
+def _child_paused_on(uid: str, held: list[ParentQuestion], waits_on: list[ParentQuestion]) -> tuple[Session, str]:
+    """A running parent and its child, paused on its turn's blocking questions ``waits_on`` (it holds ``held``)."""
+    at = firestore.now()
+    parent_id, child_id = f"ev-pq-{uid}", f"ch-pq-{uid}"
+    common = {"channel": f"C{uid}", "thread_ts": "1700000000.000100", "trigger_ts": "1700000000.000100",
+              "trigger_user": "U1", "created_at": at}  # fmt: skip
+    parent = Session.new(session_id=parent_id, kind=SessionKind.MENTION, text="parent", status=SessionStatus.RUNNING,
+                         transcript_writer=parent_id, next_seq=3, **common)  # type: ignore[arg-type]  # fmt: skip
+    child = Session.new(session_id=child_id, kind=SessionKind.CHILD, text="child task", status=SessionStatus.PAUSED,
+                        transcript_writer=child_id, parent_session_id=parent_id, root_session_id=parent_id,
+                        parent_transcript=parent_id, delegate_blocking=True, parent_questions=held,
+                        waiting=[Waiting(q.seq, q.index, WaitKind.PARENT_ANSWER, q.question_id) for q in waits_on],
+                        **common)  # type: ignore[arg-type]  # fmt: skip
+    firestore.session_ref(parent_id).create(parent.to_doc())
+    firestore.session_ref(child_id).create(child.to_doc())
+    return parent, child_id
+
+
+def _answer_child(parent: Session, index: int, **args: str) -> dict[str, Any]:
+    """The parent's answer_child call ``index`` of its turn 2, run as its turn runs it (a re-run: the same call)."""
+    ctx = ToolContext(parent, 2, index, f"call-{index}", ThreadSurface(f"C{parent.session_id}", "1.0", "1.0"))
+    done = builtin.answer_child.run(args, ctx)
+    assert isinstance(done, ToolResult)
+    return done.to_dict()
+
+
+def _asked(child_id: str, seq: int, index: int, text: str, *, blocking: bool = True) -> ParentQuestion:
+    return ParentQuestion(f"pq-{child_id}-{seq}-{index}", text, blocking, seq, index, asked_at=firestore.now())
+
+
+def test_a_re_run_of_the_parents_answer_child_call_answers_no_other_question(stack: Stack, uid: str) -> None:
+    """Defect: answer_child never goes through the ledger, and a takeover re-runs the parent's turn. The child waits
+    on two questions; the turn's first call answered the first ("eu") and the worker died before the step committed.
+    The re-run of that call found the second question the oldest open one and answered it "eu" (the child resumed),
+    and the turn's second call, "4", was refused. Now the answer keeps the call that gave it: the re-run says what it
+    did again and answers nothing else, and the second call answers the second question."""
+    child_id = f"ch-pq-{uid}"
+    first, second = _asked(child_id, 1, 0, "Which cluster?"), _asked(child_id, 1, 1, "How many replicas?")
+    parent, _ = _child_paused_on(uid, [first, second], [first, second])
+    recorded = DirectTasks(send=lambda session_id, name, attempts: attempts.append(name))
+    with deps.override(tasks=recorded):
+        said = _answer_child(parent, 0, child_id=child_id, answer="eu")
+        assert _answer_child(parent, 0, child_id=child_id, answer="eu") == said  # the re-run after a crash
+        assert said["result"]["question_id"] == first.question_id, said
+        assert said["result"]["child"] == "noted"
+        resumed = _answer_child(parent, 1, child_id=child_id, answer="4")
+        assert resumed["result"]["question_id"] == second.question_id, resumed
+        assert resumed["result"]["child"] == "resumed"
+        assert _answer_child(parent, 1, child_id=child_id, answer="4") == resumed
+        # the child's next turn asks again before the parent's turn is re-run: the re-run still finds its answer
+        asking = sessions.get_session(child_id)
+        assert asking is not None
+        assert child_questions.record(asking, _asked(child_id, 2, 0, "Which zone?"), firestore.now())
+        again = _answer_child(parent, 0, child_id=child_id, answer="eu")["result"]
+        assert {**again, "still_waiting": []} == {**said["result"], "still_waiting": []}  # what waits: as it is now
+        assert again["still_waiting"] == [{"question_id": f"pq-{child_id}-2-0", "question": "Which zone?"}]
+    child = sessions.get_session(child_id)
+    assert child is not None
+    assert [(q.question_id, q.answer) for q in child.parent_questions] == [
+        (first.question_id, "eu"), (second.question_id, "4"), (f"pq-{child_id}-2-0", None)]  # fmt: skip
+    assert child.status == SessionStatus.QUEUED  # woken: its turn runs again
+    assert len(recorded.attempts) == 1, recorded.attempts  # queued once, by the call that resumed it
+    assert recorded.attempts[0].endswith(f"answered-{second.question_id}")
+
+
+def test_an_answer_without_question_id_answers_what_the_paused_child_waits_on_first(stack: Stack, uid: str) -> None:
+    """Defect: a child's non-blocking question of an earlier turn nobody answered stayed its oldest open one, so the
+    parent's answer without a question_id to the blocking question the child now paused on landed on the old one and
+    the child stayed paused until the sweep. Now the answer goes to the question the paused turn waits on."""
+    child_id = f"ch-pq-{uid}"
+    old = _asked(child_id, 2, 0, "Should I also clean the logs?", blocking=False)
+    now_asked = _asked(child_id, 5, 0, "Which cluster?")
+    parent, _ = _child_paused_on(uid, [old, now_asked], [now_asked])
+    recorded = DirectTasks(send=lambda session_id, name, attempts: attempts.append(name))
+    with deps.override(tasks=recorded):
+        said = _answer_child(parent, 0, child_id=child_id, answer="eu")
+    assert said["result"]["question_id"] == now_asked.question_id, said
+    assert said["result"]["child"] == "resumed"
+    assert said["result"]["still_waiting"] == [{"question_id": old.question_id, "question": old.text}]
+    child = sessions.get_session(child_id)
+    assert child is not None
+    assert child.status == SessionStatus.QUEUED  # woken: its turn runs again

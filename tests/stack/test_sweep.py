@@ -429,6 +429,26 @@ def asking_child(uid: str, parent: Session, asked_at: datetime) -> Session:
     return child
 
 
+def paused_parent(fake_slack: FakeSlack, uid: str, asked_at: datetime) -> Session:
+    """A parent in its own thread, paused on a question of its own asked 3 hours after ``asked_at`` (so it is not
+    given up on before its child: a top-level session paused with nothing open would be resumed or ended)."""
+    channel = f"C{uid}"
+    root = fake_slack.user_message(OPERATOR, channel, f"rotate the keys [{channel}]")["ts"]
+    parent = Session.new(
+        session_id=f"parent-{uid}", kind=SessionKind.MENTION, channel=channel, thread_ts=root, trigger_ts=root,
+        trigger_user=OPERATOR, text=f"rotate the keys [{channel}]", created_at=asked_at, status=SessionStatus.PAUSED,
+        transcript_writer=f"parent-{uid}", next_seq=3, tree_reserved={"turns": 4, "tool_calls": 6},
+        tree_status_ts=tree_message(channel, root),
+    )  # fmt: skip
+    own = ids.question_id(parent.session_id, 2, 0)
+    parent.waiting = [Waiting(2, 0, WaitKind.QUESTION, own)]
+    later = asked_at + timedelta(hours=3)
+    stored.create_question(Question(question_id=own, **asked_by(parent), text="Go on?", options=[], blocking=True,
+                                    call_id=None, asked_at=later, seq=2, call_index=0))  # fmt: skip
+    firestore.session_ref(parent.session_id).create(parent.to_doc())
+    return parent
+
+
 def test_a_child_waiting_on_its_parents_answer_is_reminded_then_ended_by_the_sweep(
     stack: Stack, empty_db: None, fake_slack: FakeSlack, uid: str
 ) -> None:
@@ -436,22 +456,8 @@ def test_a_child_waiting_on_its_parents_answer_is_reminded_then_ended_by_the_swe
     QUESTION_REMIND_HOURS its parent's conversation is asked again, once; QUESTION_ABANDON_HOURS later the child is
     ended (abandoned), its allotment given back, and the parent's conversation, where it asked, hears why."""
     channel = f"C{uid}"
-    root = fake_slack.user_message(OPERATOR, channel, f"rotate the keys [{channel}]")["ts"]
     asked_at = firestore.now()
-    parent = Session.new(
-        session_id=f"parent-{uid}", kind=SessionKind.MENTION, channel=channel, thread_ts=root, trigger_ts=root,
-        trigger_user=OPERATOR, text=f"rotate the keys [{channel}]", created_at=asked_at, status=SessionStatus.PAUSED,
-        transcript_writer=f"parent-{uid}", next_seq=3, tree_reserved={"turns": 4, "tool_calls": 6},
-        tree_status_ts=tree_message(channel, root),
-    )  # fmt: skip
-    # The parent is paused on a question of its own, asked later than its child's (so it is not given up on here):
-    # a top-level session paused with nothing open would be resumed or ended by the sweep.
-    own = ids.question_id(parent.session_id, 2, 0)
-    parent.waiting = [Waiting(2, 0, WaitKind.QUESTION, own)]
-    later = asked_at + timedelta(hours=3)
-    stored.create_question(Question(question_id=own, **asked_by(parent), text="Go on?", options=[], blocking=True,
-                                    call_id=None, asked_at=later, seq=2, call_index=0))  # fmt: skip
-    firestore.session_ref(parent.session_id).create(parent.to_doc())
+    parent = paused_parent(fake_slack, uid, asked_at)
     child = asking_child(uid, parent, asked_at)
     settings = {"remind": config.settings().question_remind_hours, "abandon": config.settings().question_abandon_hours}
 
@@ -491,6 +497,40 @@ def test_a_child_waiting_on_its_parents_answer_is_reminded_then_ended_by_the_swe
     assert tree_view.allotted(parent.session_id) == {"turns": 1, "tool_calls": 1}
     shows_ended(fake_slack, channel, parent.tree.status_ts or "", "abandoned")  # not ":gear: working" for ever
     assert sweep(stack, asked_at + timedelta(hours=bound + 2))["children_abandoned"] == 0
+
+
+def test_a_childs_second_question_waits_its_own_time_once_the_first_is_answered(
+    stack: Stack, empty_db: None, fake_slack: FakeSlack, uid: str
+) -> None:
+    """Defect: the sweep aged a paused child's wait from its oldest open blocking question and reminded only that one,
+    so once the parent answered the first of two questions asked together (reminded, long ago), the second, as old,
+    was abandoned at the next sweep, never reminded. Now a question still open ages from the latest answer too: it
+    is reminded, then abandoned, each on its own bound."""
+    settings = {"remind": config.settings().question_remind_hours, "abandon": config.settings().question_abandon_hours}
+    bound = settings["remind"] + settings["abandon"]
+    now = firestore.now()
+    asked_at = now - timedelta(hours=bound + 1)
+    parent = paused_parent(fake_slack, uid, now)
+    child = asking_child(uid, parent, asked_at)
+    first = child.parent_question
+    assert first is not None
+    second = ParentQuestion(f"pq-{child.session_id}-1-1", "How many replicas?", True, 1, 1, asked_at=asked_at)
+    both = [ParentQuestion(**{**first.to_doc(), "reminded_at": asked_at + timedelta(hours=1)}), second]
+    firestore.session_ref(child.session_id).update({
+        "parent_questions": [q.to_doc() for q in both],
+        "waiting": [Waiting(1, i, WaitKind.PARENT_ANSWER, q.question_id).to_doc() for i, q in enumerate(both)],
+    })  # fmt: skip
+    answered = delegation.answer_child(parent, child_id=child.session_id, answer="eu", question_id=first.question_id)
+    assert answered["still_waiting"] == [{"question_id": second.question_id, "question": "How many replicas?"}]
+
+    assert sweep(stack, now)["children_abandoned"] == 0
+    reminded = sweep(stack, now + timedelta(hours=settings["remind"] + 1))
+    assert (reminded["parents_reminded"], reminded["children_abandoned"]) == (1, 0)
+    told = sessions.get_session(parent.session_id)
+    assert told is not None
+    assert [n.ts for n in told.notes] == [f"{second.question_id}:reminder"]
+    ended = sweep(stack, now + timedelta(hours=bound + 1))
+    assert ended["children_abandoned"] == 1
 
 
 # --- the safety net: a paused session with nothing open left to age --------------------------------------------

@@ -109,7 +109,7 @@ def ask_parent(question: str, blocking: bool = False) -> Any:
     return {"status": "asked", "question_id": question_id, "note": "Keep working; the answer arrives as a note."}
 
 
-@tool(outward=False, idempotent=True)  # an answer is taken once: a repeat is refused
+@tool(outward=False, idempotent=True)  # an answer is taken once, keyed by the call: a re-run gets the same outcome
 def answer_child(child_id: str, answer: str, question_id: str | None = None) -> dict[str, Any]:
     """Answer a question one of your delegated children asked you (it arrives as a note of kind child_question).
 
@@ -120,12 +120,14 @@ def answer_child(child_id: str, answer: str, question_id: str | None = None) -> 
     Args:
         child_id: The child_id given in the child's question.
         answer: Your answer.
-        question_id: The question_id given in the child's question; if omitted, the child's oldest open question
-            is answered.
+        question_id: The question_id given in the child's question; if omitted, the first question the child waits
+            on (else its oldest open one) is answered.
     """
     ctx = context()
     try:
-        done = delegation.answer_child(ctx.session, child_id=child_id, answer=answer, question_id=question_id)
+        done = delegation.answer_child(
+            ctx.session, child_id=child_id, answer=answer, question_id=question_id, by=ctx.idempotency_key
+        )  # its re-run after a crash finds its own answer
     except delegation.DelegationRefused as exc:
         raise ToolError(str(exc)) from exc
     return {
