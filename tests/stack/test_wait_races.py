@@ -582,3 +582,37 @@ def test_an_approval_of_a_call_of_a_turn_being_ended_is_refused_and_never_runs(
     assert executions(thread.session_id) == []
     assert sessions.get_session(ids.resume_id(thread.session_id, 1)) is None
     assert [r for r in requests_for(fake_gemini, f"[C{uid}]") if function_responses(r)] == []
+
+
+@pytest.mark.timeout(300)
+def test_a_turn_ended_abandoned_whose_worker_dies_in_its_slack_calls_has_ended_its_waits(
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """Defect: a turn whose question a newer one cancelled ends abandoned when it pauses; its worker committed the
+    end, then cleared its status in Slack before ending what the turn waited on. Killed (or failed) there, the
+    retry found the session ended and did nothing: the blocking child it delegated kept waiting on its card for
+    ever. Now its waits end before any call to Slack: the child is stopped, its call never runs."""
+    task = f"resize the workers {uid}"
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(ASK, ("delegate", {"task": task}))),
+                       FakeGemini.matching(f"[C{uid}]", G.text("never said")))  # fmt: skip
+    for_child(fake_gemini, task, idless(("scale_service", {"name": "workers", "replicas": 4})),
+              G.text("The workers run 4 replicas."))  # fmt: skip
+    fake_slack.slow("reactions.add", 20, match=Reaction.QUESTION.value)  # the worker held after its question's post
+    thread = mention(fake_slack, f"C{uid}", "pick a zone and scale")
+    parent = thread.session_id
+    wait_for(lambda: [c for c in fake_slack.calls("reactions.add") if Reaction.QUESTION.value in repr(c["args"])],
+             timeout=60, what="the question's post")  # fmt: skip
+    other = f"{parent}-b"
+    questions.cancel_older(thread.channel, thread.ts, keep=ids.question_id(other, 1, 0), asker=other, seq=1)
+    fake_slack.slow("assistant.threads.setStatus", 120, match='"status": ""')  # the end's status cleared: held
+    try:
+        wait_status(parent, SessionStatus.ABANDONED, timeout=90)
+        wait_for(lambda: [c for c in fake_slack.calls("assistant.threads.setStatus") if '""' in repr(c["args"])
+                          or "''" in repr(c["args"])], timeout=60, what="the end's status cleared")  # fmt: skip
+        stack.kill_function("agent_session")
+    finally:
+        stack.start_function("agent_session")
+    child = wait_status(ids.child_id(parent, 1, 1), SessionStatus.STOPPED, timeout=90)
+    assert executions(child.session_id) == []
+    assert sessions.get_session(ids.resume_id(parent, 1)) is None
+    assert [r for r in requests_for(fake_gemini, f"[C{uid}]") if function_responses(r)] == []
