@@ -616,3 +616,37 @@ def test_a_turn_ended_abandoned_whose_worker_dies_in_its_slack_calls_has_ended_i
     assert executions(child.session_id) == []
     assert sessions.get_session(ids.resume_id(parent, 1)) is None
     assert [r for r in requests_for(fake_gemini, f"[C{uid}]") if function_responses(r)] == []
+
+
+def test_an_answer_to_a_question_an_abandoned_session_left_open_closes_it(
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect: a newer question cancelled the first of two twin questions and ended the session paused on them
+    (abandoned), then died before ending the rest of its turn. The second question stayed open, every answer to it
+    refused, and only a Stop's end was closed by a refusal. Now the refusal ends what the abandoned session left
+    open, as its end would have: the question cancelled, its post saying why; nothing resumes."""
+    thread, asked = twin_questions(fake_slack, fake_gemini, uid)
+    wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    for q in asked:
+        wait_for(partial(posted_question, q), timeout=60, what="the question's post")
+
+    def killed(*args: Any, **kwargs: Any) -> Any:
+        raise Killed
+
+    monkeypatch.setattr(stopping, "end_waits", killed)
+    newer = ids.question_id(f"{thread.session_id}-b", 1, 0)
+    with pytest.raises(Killed):
+        questions.cancel_older(thread.channel, thread.ts, keep=newer, asker=f"{thread.session_id}-b", seq=1)
+    monkeypatch.undo()
+    assert sessions.get_session(thread.session_id).status == SessionStatus.ABANDONED  # type: ignore[union-attr]
+    [left] = [q for q in asked if stored_questions.get_question(q).status == QuestionStatus.OPEN]  # type: ignore[union-attr]
+    assert pick(fake_slack, thread, left, 1)["status"] == 200
+    told = [e["text"] for e in fake_slack.ephemerals(thread.channel, user=OPERATOR)]
+    assert any("Nothing waits on this question any more" in text for text in told), told
+    closed = stored_questions.get_question(left)
+    assert closed is not None
+    assert closed.status == QuestionStatus.CANCELLED
+    assert closed.answer is None
+    resumed = [ids.continuation_id(q) for q in asked] + [ids.resume_id(thread.session_id, 1)]
+    assert [s for s in resumed if sessions.get_session(s) is not None] == []
+    assert [r for r in requests_for(fake_gemini, f"[C{uid}]") if function_responses(r)] == []
