@@ -91,10 +91,13 @@ class Ender:
         else:
             self.run.commit(StepKind.END, None, [], status=SessionStatus.ABANDONED, error=why, ended_at=now(),
                             waiting=list(turn.record), wait_for_notes=False)  # fmt: skip
-            self.surface.paused()
+        # Its waits end before any call to Slack: a retry of this run finds the session ended and does nothing, so a
+        # kill or a Slack error here is left to the refused answer or decision (``stopping.close_unwaited``).
         self.session.waiting = list(turn.record)
         stopping.end_waits(self.session, why=why, by=by)
         delegation.release_askers(self.session, delegated=delegation.delegated_in(self.steps))
+        if not self.session.reports_to_parent:
+            self.surface.paused()
         log.info("session abandoned: a question of its turn was closed as it paused", extra={"closed": turn.closed})
         return SessionStatus.ABANDONED
 

@@ -152,9 +152,10 @@ def _settled(result: stored.Answered, *, user: str, answer_ts: str, pressed: boo
         return Outcome(AnswerOutcome.DUPLICATE, found.question_id)
     if result.unwaited:  # its session was stopped or abandoned a moment ago: the question is being cancelled
         slack.ephemeral(channel, user, UNWAITED, thread_ts=thread_ts)
-        # A Stop killed before it closed the question would leave it open (refusing every answer) until the sweep:
-        # the refusal closes what the stopped session still has open itself (nothing, once the Stop has).
-        stopping.close_stopped(found.session_id)
+        # An end cut off before it closed the question (a Stop, an abandon killed or failed part way) would leave it
+        # open, refusing every answer, until the sweep: the refusal closes what the ended (or ending) session still
+        # has open itself (nothing, once its end has).
+        stopping.close_unwaited(found.session_id)
         log.info("answer refused: nothing waits on the question any more", extra={"question_id": found.question_id})
         return Outcome(AnswerOutcome.NOT_OPEN, found.question_id)
     if result.still_waits:  # the paused turn resumes once the rest of its waiting record is resolved

@@ -287,10 +287,10 @@ def _not_counted(found: Approval, decision: Decision, *, quiet: bool, unwaited: 
     if not quiet:
         place = found.card_place()
         slack.ephemeral(place[0], decision.by, UNWAITED if unwaited else edited_since_note(found), thread_ts=place[1])
-    if unwaited:  # a Stop killed before it denied the call left its card pending: closed now, as the Stop would have
+    if unwaited:  # an end cut off before it closed the call left its card pending: closed now, as the end would have
         from shared.asks import stopping  # (it asks this module to deny the calls)
 
-        stopping.close_stopped(found.session_id)
+        stopping.close_unwaited(found.session_id)
     return DecisionOutcome.NOT_WAITED if unwaited else DecisionOutcome.EDITED_SINCE
 
 

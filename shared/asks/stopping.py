@@ -19,7 +19,7 @@ from shared.slack.surface import Reaction
 from shared.state import approvals as stored_approvals
 from shared.state import origin, sessions, stop_requests
 from shared.state import questions as stored_questions
-from shared.state.models import Approval, Question, SessionStatus
+from shared.state.models import Approval, Question, QuestionStatus, SessionStatus, WaitKind
 from shared.state.session_model import Session
 
 log = logging.getLogger(__name__)
@@ -112,6 +112,43 @@ def close_stopped(session_id: str) -> Session | None:
     close_waits(found, by=stopped_by(found))
     delegation.release_askers(found)
     return found
+
+
+CLOSED_UNANSWERED = "a question of its turn was closed unanswered"
+
+
+def close_unwaited(session_id: str) -> Session | None:
+    """What a refused answer or decision (nothing waits on it: its session ended, or is ending) leaves behind, closed
+    as the end would have: a stopped session's (``close_stopped``); an abandoned one's, whose end was cut off before
+    it ended its waits (killed, or a Slack error, after committing the end); a paused one's whose turn had a question
+    closed unanswered (a newer question replaced it, the sweep abandoned it) by a path cut off before it ended the
+    session: it ends abandoned here, as that path would have ended it. Each end is guarded by its own transaction, so
+    a second call (or the cut-off path's retry) ends nothing more. Returns the session it closed (None: nothing)."""
+    stopped = close_stopped(session_id)
+    if stopped is not None:
+        return stopped
+    found = sessions.get_session(session_id)
+    if found is not None and found.status == SessionStatus.PAUSED and not found.reports_to_parent:
+        why = _closed_unanswered(found)
+        ended = sessions.end_session(session_id, expect=SessionStatus.PAUSED, status=SessionStatus.ABANDONED,
+                                     error=why) if why else None  # fmt: skip
+        found = ended or sessions.get_session(session_id)
+    if found is None or found.status != SessionStatus.ABANDONED:
+        return None
+    end_waits(found, why=found.error or f"its session stopped waiting: {CLOSED_UNANSWERED}", by="sweep")
+    delegation.release_askers(found)
+    return found
+
+
+def _closed_unanswered(paused: Session) -> str | None:
+    """Why ``paused`` can never resume, when a question its turn waits on was closed unanswered (None: none was)."""
+    asked = [w.key for w in paused.waiting if w.kind in {WaitKind.QUESTION, WaitKind.MCP_INPUT} and not w.released]
+    found = stored_questions.get_questions(asked) if asked else {}
+    closed = [q.status for q in found.values() if q.status in {QuestionStatus.CANCELLED, QuestionStatus.ABANDONED}]
+    if not closed:
+        return None
+    replaced = QuestionStatus.CANCELLED in closed
+    return f"its session stopped waiting: {'a newer question replaces it' if replaced else CLOSED_UNANSWERED}"
 
 
 def stop_children(session: Session, *, by: str) -> list[str]:

@@ -172,7 +172,7 @@ def decide(approval_id: str, decision: Decision, resume: Resume, admit: Callable
                 return Decided(Approval.from_doc({**data, "approved_by": approved_by, **edited}), won=True,
                                partial=True)  # fmt: skip
         siblings, asker = _turn_and_asker(transaction, approval, read)
-        if waited_only and asker.get("status") not in _WAITING:  # nothing waits on this call any more
+        if waited_only and _unwaited(transaction, asker):  # nothing waits on this call any more
             return Decided(approval, unwaited=True)
         fields: dict[str, Any] = {
             **approval_update(
@@ -261,6 +261,17 @@ def _turn_and_asker(transaction: firestore.Transaction | None, approval: Approva
         read.update({snap.reference.path: snap for snap in db().get_all(more, transaction=_reading(transaction))})
     siblings = [Approval.from_doc(read[o.path].to_dict() or {}) for o in others if read[o.path].exists]
     return siblings, read[asker_ref.path].to_dict() or {}
+
+
+def _unwaited(transaction: firestore.Transaction | None, asker: dict[str, Any]) -> bool:
+    """Whether nothing waits on the decisions of ``asker``'s turn: it ended, or a question of its turn was closed
+    unanswered (a newer question replaced it, the sweep abandoned it) and whoever closed it is ending it, so a
+    decision would run nothing, as an answer to another of its questions is refused (``shared.state.questions``).
+    Reads more only for a turn that asked."""
+    if asker.get("status") not in _WAITING:
+        return True
+    asked = [w for w in waiting.record_of(asker) if w.kind in {WaitKind.QUESTION, WaitKind.MCP_INPUT}]
+    return bool(asked) and bool(waiting.outcomes(transaction, asker, asked, fenced=transaction is None).closed)
 
 
 def _reading(transaction: firestore.Transaction | None) -> firestore.Transaction:

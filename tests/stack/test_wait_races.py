@@ -500,3 +500,153 @@ def test_the_card_a_stop_killed_part_way_left_pending_is_closed_by_a_refused_dec
     assert executions(thread.session_id) == []
     assert sessions.get_session(ids.resume_id(thread.session_id, 1)) is None
     assert [r for r in requests_for(fake_gemini, f"[C{uid}]") if function_responses(r)] == []
+
+
+class Killed(Exception):
+    """A process dying at this point (the test's own process: its next step never runs)."""
+
+
+def test_an_answer_to_the_other_question_of_a_turn_whose_abandon_was_cut_off_ends_it(
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect: the sweep's abandon closed the first of two twin questions and died before ending the session paused
+    on them. The next sweep left the session alone (its second question open), every answer to the second was
+    refused (its turn is being ended) and, hours later, the sweep posted "Nobody answered" about a question that
+    had been answered. Now the refused answer ends the session (abandoned) as the abandon would have: the second
+    question is cancelled, nothing resumes, the sweep finds nothing open to abandon."""
+    thread, asked = twin_questions(fake_slack, fake_gemini, uid)
+    wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    first = wait_for(partial(posted_question, asked[0]), timeout=60, what="the question's post")
+
+    def killed(*args: Any, **kwargs: Any) -> Any:
+        raise Killed
+
+    monkeypatch.setattr(sessions, "end_session", killed)
+    with pytest.raises(Killed):
+        questions.abandon(first, firestore.now() + timedelta(hours=500))
+    monkeypatch.undo()
+    assert sessions.get_session(thread.session_id).status == SessionStatus.PAUSED  # type: ignore[union-attr]
+    second = wait_for(partial(posted_question, asked[1]), timeout=60, what="the other question's post")
+    assert pick(fake_slack, thread, asked[1], 1)["status"] == 200
+    told = [e["text"] for e in fake_slack.ephemerals(thread.channel, user=OPERATOR)]
+    assert any("Nothing waits on this question any more" in text for text in told), told
+    ended = sessions.get_session(thread.session_id)
+    assert ended is not None
+    assert ended.status == SessionStatus.ABANDONED
+    closed = stored_questions.get_question(asked[1])
+    assert closed is not None
+    assert closed.status == QuestionStatus.CANCELLED
+    assert closed.answer is None
+    assert not questions.abandon(second, firestore.now() + timedelta(hours=500))  # nothing left for the sweep
+    shown = [m["text"] for m in fake_slack.messages(thread.channel, thread.ts)]
+    assert not any("Nobody answered" in t for t in shown), shown
+    resumed = [ids.continuation_id(q) for q in asked] + [ids.resume_id(thread.session_id, 1)]
+    assert [s for s in resumed if sessions.get_session(s) is not None] == []
+    assert [r for r in requests_for(fake_gemini, f"[C{uid}]") if function_responses(r)] == []
+
+
+def test_an_approval_of_a_call_of_a_turn_being_ended_is_refused_and_never_runs(
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect: a turn waits on a question and an approve-tier call; a newer question in the thread cancels the
+    question, and the call is approved before the cancel ends the session. The approval was recorded (the card
+    said approved), the end could not expire it, and the call never ran. Now the decision is refused as an answer
+    to another question of the turn is: its approver told nothing waits on it, the call expired with the turn, its
+    card saying so; nothing runs or resumes."""
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(ASK, TWIN)),
+                       FakeGemini.matching(f"[C{uid}]", G.text("never said")))  # fmt: skip
+    thread = mention(fake_slack, f"C{uid}", "scale the api in a zone")
+    wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    wait_for(partial(posted_question, ids.question_id(thread.session_id, 1, 0)), timeout=60, what="the question")
+    card = wait_for(partial(carded, ids.approval_id(thread.session_id, 1, 1)), timeout=30, what="the card")
+    pressed: list[dict[str, Any]] = []
+    real = sessions.end_session
+
+    def approved_first(ended: Any, *args: Any, **kwargs: Any) -> Any:
+        if not pressed:
+            pressed.append(press(fake_slack, card, blocks.APPROVE_ACTION))  # handled by the stack's own function
+        return real(ended, *args, **kwargs)
+
+    monkeypatch.setattr(sessions, "end_session", approved_first)
+    newer = ids.question_id(f"{thread.session_id}-b", 1, 0)
+    questions.cancel_older(thread.channel, thread.ts, keep=newer, asker=f"{thread.session_id}-b", seq=1)
+    assert [p["status"] for p in pressed] == [200]
+    told = [e["text"] for e in fake_slack.ephemerals(thread.channel, user=OPERATOR)]
+    assert any("Nothing waits on this call any more" in text for text in told), told
+    ended = sessions.get_session(thread.session_id)
+    assert ended is not None
+    assert ended.status == SessionStatus.ABANDONED
+    expired = stored_approvals.get_approval(card.approval_id)
+    assert expired is not None
+    assert expired.status not in {ApprovalStatus.PENDING, ApprovalStatus.APPROVED}, expired.status
+    assert executions(thread.session_id) == []
+    assert sessions.get_session(ids.resume_id(thread.session_id, 1)) is None
+    assert [r for r in requests_for(fake_gemini, f"[C{uid}]") if function_responses(r)] == []
+
+
+@pytest.mark.timeout(300)
+def test_a_turn_ended_abandoned_whose_worker_dies_in_its_slack_calls_has_ended_its_waits(
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """Defect: a turn whose question a newer one cancelled ends abandoned when it pauses; its worker committed the
+    end, then cleared its status in Slack before ending what the turn waited on. Killed (or failed) there, the
+    retry found the session ended and did nothing: the blocking child it delegated kept waiting on its card for
+    ever. Now its waits end before any call to Slack: the child is stopped, its call never runs."""
+    task = f"resize the workers {uid}"
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(ASK, ("delegate", {"task": task}))),
+                       FakeGemini.matching(f"[C{uid}]", G.text("never said")))  # fmt: skip
+    for_child(fake_gemini, task, idless(("scale_service", {"name": "workers", "replicas": 4})),
+              G.text("The workers run 4 replicas."))  # fmt: skip
+    fake_slack.slow("reactions.add", 20, match=Reaction.QUESTION.value)  # the worker held after its question's post
+    thread = mention(fake_slack, f"C{uid}", "pick a zone and scale")
+    parent = thread.session_id
+    wait_for(lambda: [c for c in fake_slack.calls("reactions.add") if Reaction.QUESTION.value in repr(c["args"])],
+             timeout=60, what="the question's post")  # fmt: skip
+    other = f"{parent}-b"
+    questions.cancel_older(thread.channel, thread.ts, keep=ids.question_id(other, 1, 0), asker=other, seq=1)
+    fake_slack.slow("assistant.threads.setStatus", 120, match='"status": ""')  # the end's status cleared: held
+    try:
+        wait_status(parent, SessionStatus.ABANDONED, timeout=90)
+        wait_for(lambda: [c for c in fake_slack.calls("assistant.threads.setStatus") if '""' in repr(c["args"])
+                          or "''" in repr(c["args"])], timeout=60, what="the end's status cleared")  # fmt: skip
+        stack.kill_function("agent_session")
+    finally:
+        stack.start_function("agent_session")
+    child = wait_status(ids.child_id(parent, 1, 1), SessionStatus.STOPPED, timeout=90)
+    assert executions(child.session_id) == []
+    assert sessions.get_session(ids.resume_id(parent, 1)) is None
+    assert [r for r in requests_for(fake_gemini, f"[C{uid}]") if function_responses(r)] == []
+
+
+def test_an_answer_to_a_question_an_abandoned_session_left_open_closes_it(
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect: a newer question cancelled the first of two twin questions and ended the session paused on them
+    (abandoned), then died before ending the rest of its turn. The second question stayed open, every answer to it
+    refused, and only a Stop's end was closed by a refusal. Now the refusal ends what the abandoned session left
+    open, as its end would have: the question cancelled, its post saying why; nothing resumes."""
+    thread, asked = twin_questions(fake_slack, fake_gemini, uid)
+    wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    for q in asked:
+        wait_for(partial(posted_question, q), timeout=60, what="the question's post")
+
+    def killed(*args: Any, **kwargs: Any) -> Any:
+        raise Killed
+
+    monkeypatch.setattr(stopping, "end_waits", killed)
+    newer = ids.question_id(f"{thread.session_id}-b", 1, 0)
+    with pytest.raises(Killed):
+        questions.cancel_older(thread.channel, thread.ts, keep=newer, asker=f"{thread.session_id}-b", seq=1)
+    monkeypatch.undo()
+    assert sessions.get_session(thread.session_id).status == SessionStatus.ABANDONED  # type: ignore[union-attr]
+    [left] = [q for q in asked if stored_questions.get_question(q).status == QuestionStatus.OPEN]  # type: ignore[union-attr]
+    assert pick(fake_slack, thread, left, 1)["status"] == 200
+    told = [e["text"] for e in fake_slack.ephemerals(thread.channel, user=OPERATOR)]
+    assert any("Nothing waits on this question any more" in text for text in told), told
+    closed = stored_questions.get_question(left)
+    assert closed is not None
+    assert closed.status == QuestionStatus.CANCELLED
+    assert closed.answer is None
+    resumed = [ids.continuation_id(q) for q in asked] + [ids.resume_id(thread.session_id, 1)]
+    assert [s for s in resumed if sessions.get_session(s) is not None] == []
+    assert [r for r in requests_for(fake_gemini, f"[C{uid}]") if function_responses(r)] == []
