@@ -36,7 +36,7 @@ from shared.state import questions as stored_questions
 from shared.state.models import ApprovalStatus, QuestionStatus, SessionStatus, StepKind
 from shared.state.session_model import Session
 from tests import delivery
-from tests.agent_helpers import function_responses, mention, wait_status
+from tests.agent_helpers import Thread, function_responses, mention, wait_status
 from tests.poll import wait_for
 from tests.stack.test_approvals import executions, press
 from tests.stack.test_call_identity import idless
@@ -334,19 +334,9 @@ def test_a_newer_question_that_cancels_a_question_of_a_turn_still_running_ends_i
     session abandoned instead, as the cancel ends a paused asker: the child is stopped (its card says so, its call
     never runs), nothing resumes the turn, the model is never called with its responses, the thread is not told
     "Nobody answered"."""
-    task = f"resize the workers {uid}"
-    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(ASK, ("delegate", {"task": task}))),
-                       FakeGemini.matching(f"[C{uid}]", G.text("never said")))  # fmt: skip
-    for_child(fake_gemini, task, idless(("scale_service", {"name": "workers", "replicas": 4})),
-              G.text("The workers run 4 replicas."))  # fmt: skip
-    fake_slack.slow("reactions.add", 20, match=Reaction.QUESTION.value)  # the worker held after its question's post
-    thread = mention(fake_slack, f"C{uid}", "pick a zone and scale")
+    thread = question_replaced_while_its_turn_runs(fake_slack, fake_gemini, uid)
     parent = thread.session_id
     asked = ids.question_id(parent, 1, 0)
-    wait_for(lambda: [c for c in fake_slack.calls("reactions.add") if Reaction.QUESTION.value in repr(c["args"])],
-             timeout=60, what="the question's post")  # fmt: skip
-    other = f"{parent}-b"  # the session asking the newer question: its ask cancels the older ones first
-    questions.cancel_older(thread.channel, thread.ts, keep=ids.question_id(other, 1, 0), asker=other, seq=1)
     cancelled = stored_questions.get_question(asked)
     assert cancelled is not None
     assert cancelled.status == QuestionStatus.CANCELLED
@@ -368,6 +358,23 @@ def test_a_newer_question_that_cancels_a_question_of_a_turn_still_running_ends_i
     shown = [m["text"] for m in fake_slack.messages(thread.channel, thread.ts)]
     assert not any("Nobody answered" in t or "stopped waiting" in t for t in shown), shown
     assert any(blocks.cancelled_text("Which zone?") in t for t in shown), shown
+
+
+def question_replaced_while_its_turn_runs(fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str) -> Thread:
+    """A turn asks a blocking question and delegates a blocking child; its worker is held after the question's post
+    while a newer question in the thread (another session's) cancels the first, before the turn's pause commits."""
+    task = f"resize the workers {uid}"
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(ASK, ("delegate", {"task": task}))),
+                       FakeGemini.matching(f"[C{uid}]", G.text("never said")))  # fmt: skip
+    for_child(fake_gemini, task, idless(("scale_service", {"name": "workers", "replicas": 4})),
+              G.text("The workers run 4 replicas."))  # fmt: skip
+    fake_slack.slow("reactions.add", 20, match=Reaction.QUESTION.value)  # the worker held after its question's post
+    thread = mention(fake_slack, f"C{uid}", "pick a zone and scale")
+    wait_for(lambda: [c for c in fake_slack.calls("reactions.add") if Reaction.QUESTION.value in repr(c["args"])],
+             timeout=60, what="the question's post")  # fmt: skip
+    other = f"{thread.session_id}-b"  # the session asking the newer question: its ask cancels the older ones first
+    questions.cancel_older(thread.channel, thread.ts, keep=ids.question_id(other, 1, 0), asker=other, seq=1)
+    return thread
 
 
 STOP_KILLED = ["Slack's retry of the stop", "an answer", "the sweep"]
@@ -592,18 +599,8 @@ def test_a_turn_ended_abandoned_whose_worker_dies_in_its_slack_calls_has_ended_i
     end, then cleared its status in Slack before ending what the turn waited on. Killed (or failed) there, the
     retry found the session ended and did nothing: the blocking child it delegated kept waiting on its card for
     ever. Now its waits end before any call to Slack: the child is stopped, its call never runs."""
-    task = f"resize the workers {uid}"
-    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(ASK, ("delegate", {"task": task}))),
-                       FakeGemini.matching(f"[C{uid}]", G.text("never said")))  # fmt: skip
-    for_child(fake_gemini, task, idless(("scale_service", {"name": "workers", "replicas": 4})),
-              G.text("The workers run 4 replicas."))  # fmt: skip
-    fake_slack.slow("reactions.add", 20, match=Reaction.QUESTION.value)  # the worker held after its question's post
-    thread = mention(fake_slack, f"C{uid}", "pick a zone and scale")
+    thread = question_replaced_while_its_turn_runs(fake_slack, fake_gemini, uid)
     parent = thread.session_id
-    wait_for(lambda: [c for c in fake_slack.calls("reactions.add") if Reaction.QUESTION.value in repr(c["args"])],
-             timeout=60, what="the question's post")  # fmt: skip
-    other = f"{parent}-b"
-    questions.cancel_older(thread.channel, thread.ts, keep=ids.question_id(other, 1, 0), asker=other, seq=1)
     fake_slack.slow("assistant.threads.setStatus", 120, match='"status": ""')  # the end's status cleared: held
     try:
         wait_status(parent, SessionStatus.ABANDONED, timeout=90)
