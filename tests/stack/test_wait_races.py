@@ -33,7 +33,7 @@ from shared.slack.surface import Reaction
 from shared.state import approvals as stored_approvals
 from shared.state import firestore, ids, sessions, steps
 from shared.state import questions as stored_questions
-from shared.state.models import ApprovalStatus, QuestionStatus, SessionStatus, StepKind
+from shared.state.models import Approval, ApprovalStatus, QuestionStatus, SessionStatus, StepKind
 from shared.state.session_model import Session
 from tests import delivery
 from tests.agent_helpers import Thread, function_responses, mention, wait_status
@@ -377,21 +377,10 @@ def question_replaced_while_its_turn_runs(fake_slack: FakeSlack, fake_gemini: Fa
     return thread
 
 
-STOP_KILLED = ["Slack's retry of the stop", "an answer", "the sweep"]
-
-
-@pytest.mark.parametrize("then", STOP_KILLED)
-def test_the_questions_a_stop_killed_part_way_left_open_are_closed_by_what_comes_next(
-    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, then: str
-) -> None:
-    """Defect: a Stop SIGKILLed after marking the paused session stopped and before closing its second question
-    left that question open; Slack's retry of the Stop finds the session ended and closes nothing, so a press on it
-    was refused for ever, its buttons and 💬 still there, and the sweep then posted "Nobody answered" to the stopped
-    thread. Now the refused press (or the sweep) closes it as the Stop would have: cancelled, its post saying the
-    session was stopped, 💬 off; nothing resumes, the thread is never told "Nobody answered"."""
-    thread, asked = twin_questions(fake_slack, fake_gemini, uid)
-    wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
-    posts = {q: wait_for(partial(posted_question, q), timeout=60, what="the question's post") for q in asked}
+def stop_killed_after_its_first_cancel(stack: Stack, fake_slack: FakeSlack, thread: Thread) -> list[dict[str, Any]]:
+    """The word "stop" typed in the thread of a paused session; the Slack ingress is SIGKILLed while it updates the
+    post of the first thing the Stop cancels (held there), after marking the session stopped, and started again. What
+    the operator's message sent (its deliveries)."""
     fake_slack.slow("chat.update", 60, match="session was stopped")  # the ingress held after its first cancel
     sent: list[dict[str, Any]] = []
 
@@ -407,6 +396,38 @@ def test_the_questions_a_stop_killed_part_way_left_open_are_closed_by_what_comes
     finally:
         stack.start_function("slack_events")
     sending.join(timeout=60)
+    return sent
+
+
+def paused_on_a_question_and_a_card(
+    fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> tuple[Thread, Approval]:
+    """A session (no call ids) paused on one turn's question and approve-tier call, both posted; its model is never
+    asked again. The thread and the call's approval (as posted)."""
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(ASK, TWIN)),
+                       FakeGemini.matching(f"[C{uid}]", G.text("never said")))  # fmt: skip
+    thread = mention(fake_slack, f"C{uid}", "scale the api in a zone")
+    wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    wait_for(partial(posted_question, ids.question_id(thread.session_id, 1, 0)), timeout=60, what="the question")
+    return thread, wait_for(partial(carded, ids.approval_id(thread.session_id, 1, 1)), timeout=30, what="the card")
+
+
+STOP_KILLED = ["Slack's retry of the stop", "an answer", "the sweep"]
+
+
+@pytest.mark.parametrize("then", STOP_KILLED)
+def test_the_questions_a_stop_killed_part_way_left_open_are_closed_by_what_comes_next(
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, then: str
+) -> None:
+    """Defect: a Stop SIGKILLed after marking the paused session stopped and before closing its second question
+    left that question open; Slack's retry of the Stop finds the session ended and closes nothing, so a press on it
+    was refused for ever, its buttons and 💬 still there, and the sweep then posted "Nobody answered" to the stopped
+    thread. Now the refused press (or the sweep) closes it as the Stop would have: cancelled, its post saying the
+    session was stopped, 💬 off; nothing resumes, the thread is never told "Nobody answered"."""
+    thread, asked = twin_questions(fake_slack, fake_gemini, uid)
+    wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    posts = {q: wait_for(partial(posted_question, q), timeout=60, what="the question's post") for q in asked}
+    sent = stop_killed_after_its_first_cancel(stack, fake_slack, thread)
     assert sessions.get_session(thread.session_id).status == SessionStatus.STOPPED  # type: ignore[union-attr]
     left = [q for q in asked if (stored_questions.get_question(q) or posts[q]).status == QuestionStatus.OPEN]
     assert len(left) == 1, left  # killed between its two cancels
@@ -477,24 +498,8 @@ def test_the_card_a_stop_killed_part_way_left_pending_is_closed_by_a_refused_dec
     """The same kill, for a turn that waits on a question and an approve-tier call: the Stop cancelled the question
     (its post held) and never denied the call. A press on its card is refused (nothing waits on it) and, now, denies
     it as the Stop would have, its card saying so: the call never runs, nothing resumes."""
-    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(ASK, TWIN)),
-                       FakeGemini.matching(f"[C{uid}]", G.text("never said")))  # fmt: skip
-    thread = mention(fake_slack, f"C{uid}", "scale the api in a zone")
-    wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
-    wait_for(partial(posted_question, ids.question_id(thread.session_id, 1, 0)), timeout=60, what="the question")
-    card = wait_for(partial(carded, ids.approval_id(thread.session_id, 1, 1)), timeout=30, what="the card")
-    fake_slack.slow("chat.update", 60, match="session was stopped")  # the ingress held after the question's cancel
-    sending = threading.Thread(
-        target=lambda: fake_slack.user_message(OPERATOR, thread.channel, "stop", thread_ts=thread.ts), daemon=True
-    )
-    try:
-        sending.start()
-        wait_for(lambda: [c for c in fake_slack.calls("chat.update") if "session was stopped" in repr(c["args"])],
-                 timeout=60, what="the question's cancel")  # fmt: skip
-        stack.kill_function("slack_events")
-    finally:
-        stack.start_function("slack_events")
-    sending.join(timeout=60)
+    thread, card = paused_on_a_question_and_a_card(fake_slack, fake_gemini, uid)
+    stop_killed_after_its_first_cancel(stack, fake_slack, thread)
     pending = stored_approvals.get_approval(card.approval_id)
     assert pending is not None
     assert pending.status == ApprovalStatus.PENDING  # killed before the Stop denied it
@@ -560,12 +565,7 @@ def test_an_approval_of_a_call_of_a_turn_being_ended_is_refused_and_never_runs(
     said approved), the end could not expire it, and the call never ran. Now the decision is refused as an answer
     to another question of the turn is: its approver told nothing waits on it, the call expired with the turn, its
     card saying so; nothing runs or resumes."""
-    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(ASK, TWIN)),
-                       FakeGemini.matching(f"[C{uid}]", G.text("never said")))  # fmt: skip
-    thread = mention(fake_slack, f"C{uid}", "scale the api in a zone")
-    wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
-    wait_for(partial(posted_question, ids.question_id(thread.session_id, 1, 0)), timeout=60, what="the question")
-    card = wait_for(partial(carded, ids.approval_id(thread.session_id, 1, 1)), timeout=30, what="the card")
+    thread, card = paused_on_a_question_and_a_card(fake_slack, fake_gemini, uid)
     pressed: list[dict[str, Any]] = []
     real = sessions.end_session
 
