@@ -119,10 +119,11 @@ def decide(record: AnswerRecord, question: Question, asker: Asker) -> Resolution
 
 
 def answer(question: Question, *, user: str, text: str, answer_ts: str, label: str | None = None,
-           pressed: bool = False, place: tuple[str, str | None] | None = None) -> Outcome:  # fmt: skip
+           pressed: bool = False, place: tuple[str, str | None] | None = None,
+           redelivered: bool = False) -> Outcome:  # fmt: skip
     """Record ``user``'s answer to ``question`` (a reply's text, or a button's label) and resume the session.
     ``place``: the channel and thread the answer came from (the question's own thread, or the thread its post
-    starts in the operator channel)."""
+    starts in the operator channel); ``redelivered``: Slack's retry of the reply's event."""
     place = place or (question.channel, question.thread_ts)
     if not may_answer(user, question):
         _refuse(question, user, place)
@@ -133,11 +134,11 @@ def answer(question: Question, *, user: str, text: str, answer_ts: str, label: s
         answer=text, answered_by=user, matched_option=matched, answer_ts=answer_ts, text=text, pressed=pressed
     )
     result = stored.answer_question(question.question_id, record, lambda q, a: decide(record, q, a))
-    return _settled(result, user=user, answer_ts=answer_ts, pressed=pressed, place=place)
+    return _settled(result, user=user, answer_ts=answer_ts, pressed=pressed, place=place, redelivered=redelivered)
 
 
 def _settled(result: stored.Answered, *, user: str, answer_ts: str, pressed: bool,
-             place: tuple[str, str | None] | None = None) -> Outcome:  # fmt: skip
+             place: tuple[str, str | None] | None = None, redelivered: bool = False) -> Outcome:  # fmt: skip
     """What an answer transaction did, made known: the continuation's task queued, the question's post updated, a
     loser told (``place``: where the answer came from; the question's thread by default)."""
     found, continuation = result.question, result.continuation
@@ -173,7 +174,7 @@ def _settled(result: stored.Answered, *, user: str, answer_ts: str, pressed: boo
             # The same message again (a Slack retry, or its app_mention twin): make sure the work is queued.
             if found.continuation_id and found.continuation_id != found.session_id:
                 _requeue_if_queued(found.continuation_id)
-            if not pressed:  # its first delivery may have answered 503 before its acknowledgement: shown again
+            if redelivered:  # its first delivery may have answered 503 before its acknowledgement: shown again
                 _acknowledge(found, answer_ts, pressed=False, channel=channel)
             return Outcome(AnswerOutcome.DUPLICATE, found.question_id, found.continuation_id)
         requeue_answered(found)  # the winner's delivery may have found Cloud Tasks down
@@ -272,21 +273,24 @@ def strip_mention(text: str, bot_user_id: str | None) -> str:
 
 
 def answer_reply(*, channel: str, thread_ts: str, user: str, text: str, ts: str, bot_user_id: str | None,
-                 thread: stored.ThreadQuestions | None = None) -> Outcome:  # fmt: skip
-    """A message in a thread: an answer if the thread has an open question (``thread``: already read)."""
+                 thread: stored.ThreadQuestions | None = None, redelivered: bool = False) -> Outcome:  # fmt: skip
+    """A message in a thread: an answer if the thread has an open question (``thread``: already read).
+    ``redelivered``: Slack's retry of its event (its first delivery may have failed before its acknowledgement, which
+    is then made again; the reply's other event, its app_mention twin, is no retry and makes none)."""
     thread = thread or stored.thread_questions(channel, thread_ts)
     if thread.open:
         return answer(thread.open[0], user=user, text=strip_mention(text, bot_user_id), answer_ts=ts,
-                      place=(channel, thread_ts))  # fmt: skip
+                      place=(channel, thread_ts), redelivered=redelivered)  # fmt: skip
     last = thread.last_answer
-    if last and last.get("ts") == ts:  # the answer itself, again (Slack's redelivery): make sure it is queued
+    if last and last.get("ts") == ts:  # the answer itself, again (Slack's redelivery, its twin): make sure it is queued
         answered = stored.get_question(str(last["question_id"]))
         if answered is None:
             return Outcome(AnswerOutcome.DUPLICATE, str(last["question_id"]))
         requeue_answered(answered)
-        # Slack redelivers what got no 2xx: the first delivery may have found Cloud Tasks down and answered 503
-        # before its acknowledgement. Shown again, as a second press does (each call is idempotent).
-        _acknowledge(answered, ts, pressed=False, channel=channel)
+        if redelivered:
+            # Slack redelivers what got no 2xx: the first delivery may have found Cloud Tasks down and answered 503
+            # before its acknowledgement. Shown again, as a second press does (each call is idempotent).
+            _acknowledge(answered, ts, pressed=False, channel=channel)
         return Outcome(AnswerOutcome.DUPLICATE, answered.question_id)
     if last and user in config.settings().operator_user_ids and now() - last["at"] < RACE_WINDOW:
         # It lost a race it could not see: the question closed while this reply was on its way.

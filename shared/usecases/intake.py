@@ -49,7 +49,7 @@ def route(start: Message, *, bot_user_id: str | None, retry_num: str | None) -> 
             return stopped
     if message.in_thread:
         thread = stored_questions.thread_questions(message.channel, message.thread_ts)  # one read: questions, approvals
-        asked = _answer_or_deny(message, thread, bot_user_id=bot_user_id)
+        asked = _answer_or_deny(message, thread, bot_user_id=bot_user_id, redelivered=retry_num is not None)
         if asked is not None:
             return asked
         # The thread's running session as the thread was read (one moment: no session asks and pauses between the
@@ -66,7 +66,7 @@ def route(start: Message, *, bot_user_id: str | None, retry_num: str | None) -> 
             # of being dropped.
             again = stored_questions.thread_questions(message.channel, message.thread_ts)
             if _opened_since(thread, again):
-                asked = _answer_or_deny(message, again, bot_user_id=bot_user_id)
+                asked = _answer_or_deny(message, again, bot_user_id=bot_user_id, redelivered=retry_num is not None)
                 if asked is not None:
                     return asked
             if not start.starts_session:
@@ -76,10 +76,10 @@ def route(start: Message, *, bot_user_id: str | None, retry_num: str | None) -> 
     return start_session(start, retry_num=retry_num)
 
 
-def _answer_or_deny(message: Message, thread: stored_questions.ThreadQuestions, *,
-                    bot_user_id: str | None) -> Routed | None:  # fmt: skip
+def _answer_or_deny(message: Message, thread: stored_questions.ThreadQuestions, *, bot_user_id: str | None,
+                    redelivered: bool) -> Routed | None:  # fmt: skip
     """A thread reply to what the thread has open (``thread``, as read): a denial of the calls awaiting approval, or
-    an answer to its open question; None if it is neither."""
+    an answer to its open question; None if it is neither. ``redelivered``: Slack's retry of this event."""
     # A reply answers an open blocking question first (one turn may wait on a question and approvals at once).
     deniable = [] if any(q.blocking for q in thread.open) else thread.open_approval_ids
     decided = approvals.deny_by_reply(
@@ -99,6 +99,7 @@ def _answer_or_deny(message: Message, thread: stored_questions.ThreadQuestions, 
         text=message.text,
         ts=message.ts,
         bot_user_id=bot_user_id,
+        redelivered=redelivered,
     )
     if outcome.result != AnswerOutcome.NO_QUESTION:
         return Routed({"ok": True, "answer": outcome.result.value})

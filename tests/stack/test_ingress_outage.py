@@ -206,3 +206,20 @@ def test_a_note_for_a_dead_worker_whose_takeover_found_cloud_tasks_down_queues_i
     reply, status = slack_events.handle(*again(message))
     assert (status, reply) == (200, {"ok": True, "duplicate": True})
     assert outage.created[before:] == [session_id]  # its takeover, queued on the redelivery
+
+
+def test_the_twin_of_an_answering_reply_makes_no_second_acknowledgement(rig: cost.Rig, fake_slack: FakeSlack) -> None:
+    """A reply that mentions the bot comes as two events (message and app_mention), and the second takes the
+    duplicate path: only Slack's retry of an event (its first delivery may have failed before the acknowledgement)
+    acknowledges again; the twin, delivered without a retry header, makes no Slack call (it re-made all three)."""
+    session_id, question_id = asked(rig)
+    answer = rig.reply(session_id, "a")
+    reply, status = slack_events.handle(*answer)
+    assert (status, reply) == (200, {"ok": True, "answer": "answered"})
+    acknowledging = ("chat.update", "reactions.add", "reactions.remove")
+    made = {api: len(fake_slack.calls(api)) for api in acknowledging}
+    assert made["chat.update"] >= 1
+    reply, status = slack_events.handle(*answer)  # the twin: the same message, no retry header
+    assert (status, reply) == (200, {"ok": True, "answer": "duplicate"})
+    assert {api: len(fake_slack.calls(api)) for api in acknowledging} == made
+    assert rig.session(ids.resumed_by(question_id)).status == SessionStatus.QUEUED
