@@ -505,7 +505,15 @@ def test_twin_answer_child_calls_answer_the_child_once(
     assert len([s for s in steps.load_steps(child_id) if s.kind == StepKind.ANSWER]) == 1
     told = [r for r in function_responses(requests_for(fake_gemini, f"[C{uid}]")[-1]) if r["name"] == "answer_child"]
     assert [r["response"] for r in told] == [
-        {"result": {"answered": child_id, "child": "resumed"}},
+        {
+            "result": {
+                "answered": child_id,
+                "child": "resumed",
+                "question_id": f"pq-{child_id}-1-0",
+                "question": "Is 4 enough?",
+                "still_waiting": [],
+            }
+        },
         {"error": f"{child_id} is not a child of this session with an open question"},
     ]  # each at its own position
     assert final_replies(fake_slack, thread, "The workers run 4 replicas.") == 1
