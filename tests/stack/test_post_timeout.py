@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from infra.fakes.slack.client import FakeSlack
+from shared.slack import backpressure
 from shared.slack import client as slack
 
 pytestmark = pytest.mark.stack
@@ -83,6 +84,18 @@ def test_a_post_slack_makes_after_a_gateway_gave_up_is_made_once(fake_slack: Fak
         return found if any(float(t) >= failed + 1.5 for t in found) else []
 
     assert fake_slack.wait_for(made, what="the post made 1.5 s after its 504") == [ts]
+
+
+def test_a_post_is_looked_for_only_while_the_session_has_time(fake_slack: FakeSlack, uid: str) -> None:
+    """With 2 s left, the post a gateway answered 504 (and Slack never made) is looked for at once and after 1 s,
+    not after 3 s: it is sent again within the session's budget, and made once."""
+    channel = f"C{uid}"
+    root = slack.post(channel, None, "the thread", key=f"root-{uid}")
+    fake_slack.fail("chat.postMessage", status=504, match=f"short-{uid}")
+    with backpressure.within(2.0):
+        ts = slack.post(channel, root, f"short-{uid}", key=f"short-key-{uid}")
+    assert [m["ts"] for m in fake_slack.messages(channel, root) if m.get("text") == f"short-{uid}"] == [ts]
+    assert len(fake_slack.calls("conversations.replies", channel=channel)) == 2
 
 
 def test_a_post_looked_for_in_a_long_thread_reads_one_page(
