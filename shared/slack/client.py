@@ -71,17 +71,24 @@ MARKDOWN_REFUSALS = frozenset({"invalid_blocks", "msg_blocks_too_long"})
 POST_FAILURES: tuple[type[Exception], ...] = (SlackApiError, *backpressure.CONNECTION_ERRORS)
 
 
+# Seconds after a failure that Slack may have taken a post is looked for: at once, then twice more, since behind a
+# gateway's 504 (or a read timeout) Slack may still be making it. Never past the session's deadline.
+FIND_POST_AFTER = (0.0, 1.0, 3.0)
+SENT_MARGIN = 60.0  # seconds before a post was sent that its lookup reads from (clocks differ)
+
+
 def _post(channel: str, thread_ts: str | None, text: str, *, key: str, blocks: list[dict[str, Any]] | None) -> str:
     """A post answered too late (a read timeout), whose connection was cut after it was sent (reset, or closed
-    without an answer), or answered by a gateway's 502 or 504 may have been made: it is looked for by its key before
-    it is sent again, once (slack-sdk's handlers never repeat it: ``backpressure.maybe_taken``)."""
+    without an answer), or answered by a gateway's 502 or 504 may have been made: it is looked for by its key
+    (``_look_for_post``) before it is sent again, once (slack-sdk's handlers never repeat it:
+    ``backpressure.maybe_taken``)."""
     sent = time.time()
     try:
         return _send_post(channel, thread_ts, text, key=key, blocks=blocks)
     except POST_FAILURES as exc:
         if not backpressure.maybe_taken(exc):
             raise
-        made = _find_post(channel, thread_ts, key, since=sent)
+        made = _look_for_post(channel, thread_ts, key, since=sent)
         if made is not None:
             log.warning("a post Slack may have taken was made; not sent again", extra={"key": key,
                                                                                       "error": repr(exc)})  # fmt: skip
@@ -90,12 +97,29 @@ def _post(channel: str, thread_ts: str | None, text: str, *, key: str, blocks: l
         return _send_post(channel, thread_ts, text, key=key, blocks=blocks)
 
 
+def _look_for_post(channel: str, thread_ts: str | None, key: str, *, since: float) -> str | None:
+    """The ts of the post keyed ``key``, looked for ``FIND_POST_AFTER`` seconds after its failure; a look that
+    would start past the session's deadline is not made."""
+    failed = time.monotonic()
+    for after in FIND_POST_AFTER:
+        wait, left = failed + after - time.monotonic(), backpressure.time_left()
+        if wait > 0:
+            if left is not None and wait >= left:
+                return None
+            time.sleep(wait)
+        made = _find_post(channel, thread_ts, key, since=since)
+        if made is not None:
+            return made
+    return None
+
+
 def _find_post(channel: str, thread_ts: str | None, key: str, *, since: float) -> str | None:
-    """The ts of the post keyed ``key`` in the thread (or, at the top level, among the channel's messages since a
-    little before ``since``), if Slack has it."""
+    """The ts of the post keyed ``key`` among the thread's replies (or, at the top level, the channel's messages)
+    since a little before ``since``, if Slack has it: one page, however long the thread."""
+    oldest = f"{since - SENT_MARGIN:.6f}"
     if thread_ts:
-        return posted_keys(channel, thread_ts).get(key)
-    return posted_keys_after(channel, f"{since - 60:.6f}").get(key)
+        return posted_keys(channel, thread_ts, oldest=oldest).get(key)
+    return posted_keys_after(channel, oldest).get(key)
 
 
 def _send_post(channel: str, thread_ts: str | None, text: str, *, key: str,
@@ -253,14 +277,16 @@ def _reaction(method: Callable[..., Any], channel: str, ts: str, name: str, *, f
     return True
 
 
-def thread_messages(channel: str, thread_ts: str, *, limit: int = THREAD_READ_LIMIT) -> list[dict[str, Any]]:
-    """The thread's messages, oldest first, at most ``limit`` (the newest ones if there are more)."""
+def thread_messages(
+    channel: str, thread_ts: str, *, limit: int = THREAD_READ_LIMIT, oldest: str | None = None
+) -> list[dict[str, Any]]:
+    """The thread's messages, oldest first, at most ``limit`` (the newest ones if there are more); with ``oldest``,
+    its opening message then only the replies after ``oldest`` (Slack always answers the opening message first)."""
     messages: list[dict[str, Any]] = []
     cursor = None
     while True:
-        response = client().conversations_replies(
-            channel=channel, ts=thread_ts, limit=min(limit, 200), cursor=cursor, include_all_metadata=True
-        )
+        response = client().conversations_replies(channel=channel, ts=thread_ts, oldest=oldest, limit=min(limit, 200),
+                                                  cursor=cursor, include_all_metadata=True)  # fmt: skip
         messages.extend(response.get("messages") or [])
         cursor = (response.get("response_metadata") or {}).get("next_cursor")
         if not cursor or not response.get("has_more"):
@@ -301,9 +327,10 @@ def _newest(messages: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
     return messages if len(messages) <= limit else messages[:1] + messages[-(limit - 1) :]
 
 
-def posted_keys(channel: str, thread_ts: str) -> dict[str, str]:
-    """Post keys already in the thread, mapped to their message ts (read once, after a crash)."""
-    return _keys(thread_messages(channel, thread_ts, limit=1000))
+def posted_keys(channel: str, thread_ts: str, *, oldest: str | None = None) -> dict[str, str]:
+    """Post keys already in the thread (with ``oldest``, its opening message's and those of the replies after
+    ``oldest``), mapped to their message ts (read once, after a crash)."""
+    return _keys(thread_messages(channel, thread_ts, limit=1000, oldest=oldest))
 
 
 def posted_keys_after(channel: str, oldest: str, *, limit: int = 1000) -> dict[str, str]:

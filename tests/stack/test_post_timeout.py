@@ -4,11 +4,13 @@ sent) is looked for by its key, not posted again; one that never reached Slack i
 from __future__ import annotations
 
 import socket
+import time
 from typing import Any
 
 import pytest
 
 from infra.fakes.slack.client import FakeSlack
+from shared.slack import backpressure
 from shared.slack import client as slack
 
 pytestmark = pytest.mark.stack
@@ -64,7 +66,53 @@ def test_a_post_whose_connection_is_cut_after_it_was_sent_is_made_once(
     fake_slack.fail("chat.postMessage", cut=cut, match=f"cut-{uid}", applied=applied)
     ts = slack.post(channel, root, f"cut-{uid}", key=f"cut-key-{uid}")
     assert [m["ts"] for m in fake_slack.messages(channel, root) if m.get("text") == f"cut-{uid}"] == [ts]
-    assert len(fake_slack.calls("conversations.replies", channel=channel)) == 1  # looked for once
+    looked = len(fake_slack.calls("conversations.replies", channel=channel))
+    assert looked == (1 if applied else len(slack.FIND_POST_AFTER))  # found at once, or looked for each time
+
+
+def test_a_post_slack_makes_after_a_gateway_gave_up_is_made_once(fake_slack: FakeSlack, uid: str) -> None:
+    """Defect: the post a gateway answered 504 was looked for at once, while Slack was still making it: not found,
+    it was sent again and made twice. It is looked for again over a few seconds before it is sent again."""
+    channel = f"C{uid}"
+    root = slack.post(channel, None, "the thread", key=f"root-{uid}")
+    fake_slack.fail("chat.postMessage", status=504, match=f"slow-{uid}", applied_after=1.5)
+    failed = time.time()
+    ts = slack.post(channel, root, f"slow-{uid}", key=f"slow-key-{uid}")
+
+    def made() -> list[str]:  # once the call the gateway gave up on took effect (1.5 s after it failed)
+        found = [m["ts"] for m in fake_slack.messages(channel, root) if m.get("text") == f"slow-{uid}"]
+        return found if any(float(t) >= failed + 1.5 for t in found) else []
+
+    assert fake_slack.wait_for(made, what="the post made 1.5 s after its 504") == [ts]
+
+
+def test_a_post_is_looked_for_only_while_the_session_has_time(fake_slack: FakeSlack, uid: str) -> None:
+    """With 2 s left, the post a gateway answered 504 (and Slack never made) is looked for at once and after 1 s,
+    not after 3 s: it is sent again within the session's budget, and made once."""
+    channel = f"C{uid}"
+    root = slack.post(channel, None, "the thread", key=f"root-{uid}")
+    fake_slack.fail("chat.postMessage", status=504, match=f"short-{uid}")
+    with backpressure.within(2.0):
+        ts = slack.post(channel, root, f"short-{uid}", key=f"short-key-{uid}")
+    assert [m["ts"] for m in fake_slack.messages(channel, root) if m.get("text") == f"short-{uid}"] == [ts]
+    assert len(fake_slack.calls("conversations.replies", channel=channel)) == 2
+
+
+def test_a_post_looked_for_in_a_long_thread_reads_one_page(
+    fake_slack: FakeSlack, uid: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect: the lookup read the whole thread, oldest first, a page at a time. It reads the replies since the
+    post was sent: one page (the thread's opening message first, as Slack answers), and finds the post."""
+    monkeypatch.setattr(slack, "SENT_MARGIN", 0.0)  # the fake and this client share one clock
+    channel = f"C{uid}"
+    root = slack.post(channel, None, "the thread", key=f"root-{uid}")
+    for n in range(200):  # with the root, more than one page of 200
+        slack.post(channel, root, f"earlier {n}", key=f"earlier-{uid}-{n}")
+    fake_slack.fail("chat.postMessage", status=504, match=f"long-{uid}", applied=True)
+    ts = slack.post(channel, root, f"long-{uid}", key=f"long-key-{uid}")
+    assert [m["ts"] for m in fake_slack.messages(channel, root) if m.get("text") == f"long-{uid}"] == [ts]
+    (read,) = fake_slack.calls("conversations.replies", channel=channel)
+    assert [m["ts"] for m in read["response"]["messages"]] == [root, ts]
 
 
 def test_a_post_refused_at_connect_is_sent_again_by_slack_sdk(

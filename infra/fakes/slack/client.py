@@ -128,16 +128,18 @@ class FakeSlack(ControlClient):
         match: str | None = None,
         applied: bool = False,
         cut: str | None = None,
+        applied_after: float | None = None,
     ) -> None:
         """Make the next ``times`` calls of ``method`` (whose arguments contain ``match``, if given) fail: an HTTP
         ``status`` and/or an ``error`` body; ``applied``: each takes effect first (a gateway's 502 or 504). ``cut``
         answers nothing and cuts the connection instead: "reset" (the client reads ``ConnectionResetError``) or
-        "close" (``RemoteDisconnected``); with ``applied``, after Slack took the call.
+        "close" (``RemoteDisconnected``); with ``applied``, after Slack took the call. ``applied_after``: each takes
+        effect that many seconds after its failure is answered (Slack's backend still completing it behind a 504).
 
         A 429 carries ``Retry-After`` (1 second unless told otherwise), as Slack's do.
         """
         self._post("fail", method=method, times=times, status=status, error=error, retry_after=retry_after, match=match,
-                   applied=applied, cut=cut)  # fmt: skip
+                   applied=applied, cut=cut, applied_after=applied_after)  # fmt: skip
 
     def views(self, user: str | None = None) -> list[Json]:
         """The modals open now (``views.open``), for one person or all."""

@@ -94,8 +94,9 @@ def ctl_fail(ws: Workspace, args: Json) -> Json:
     if status == 429 and retry_after is None:
         retry_after = 1
     retry_after = None if retry_after is None else int(retry_after)
+    after = None if args.get("applied_after") is None else float(args["applied_after"])
     ws.add_failure(method, Failure(int(args.get("times", 1)), status, error, retry_after, args.get("match"),
-                                    bool(args.get("applied")), cut))  # fmt: skip
+                                    bool(args.get("applied")), cut, after))  # fmt: skip
     return {"ok": True}
 
 

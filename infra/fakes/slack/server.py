@@ -361,6 +361,28 @@ def _echo_events(ws: Workspace) -> list[Json]:
         return [message_event(ws, m) if old is None else message_changed_event(ws, m, old) for m, old in echoes]
 
 
+def _apply_later(ws: Workspace, method: str, args: Json, seconds: float) -> None:
+    """A failed call takes effect ``seconds`` from now (``Failure.applied_after``), unless the fake is reset first."""
+
+    def apply() -> None:
+        with ws.lock:
+            if timer not in ws.pending:
+                return
+            ws.pending.remove(timer)
+            with contextlib.suppress(SlackError):
+                API[method](ws, args)
+            echo = _echo_events(ws)
+        if echo:
+            deliver_events(ws, echo)
+        ws.touch()
+
+    timer = threading.Timer(seconds, apply)
+    timer.daemon = True
+    with ws.lock:
+        ws.pending.append(timer)
+    timer.start()
+
+
 # -- HTTP -------------------------------------------------------------------------------
 
 
@@ -486,6 +508,8 @@ class Handler(BaseHTTPRequestHandler):
         if failure.applied:  # the call took effect; its answer is the gateway's error (or none: a cut)
             with contextlib.suppress(SlackError):
                 API[method](ws, args)
+        elif failure.applied_after is not None:
+            _apply_later(ws, method, copy.deepcopy(args), failure.applied_after)
         if failure.cut is not None:
             self.cut = failure.cut
             return 0, {"ok": False, "error": f"connection_{failure.cut}"}, {}

@@ -102,6 +102,7 @@ class Failure:
     match: str | None = None
     applied: bool = False  # the call takes effect before the failure is answered (a gateway's 502 or 504)
     cut: str | None = None  # "reset" or "close": the connection is cut instead of answered (``CUTS``)
+    applied_after: float | None = None  # the call takes effect this many seconds after its failure is answered
 
 
 @dataclass
@@ -243,6 +244,9 @@ class Workspace:
             self.deliveries: list[Json] = []
             self.failures: dict[str, list[Failure]] = {}
             self.delays: dict[str, list[Delay]] = {}
+            for timer in getattr(self, "pending", []):  # calls a failure makes take effect later (``applied_after``)
+                timer.cancel()
+            self.pending: list[threading.Timer] = []
             self.response_urls: dict[str, Json] = {}
             self.echoes: list[tuple[Message, Json | None]] = []
             self.channel_types: dict[str, str] = {}
