@@ -459,16 +459,6 @@ def update_card(approval: Approval, verdict: str, *, result: str | None = None) 
                      blocks=approval_card.decided_blocks(card, verdict, result=result))  # fmt: skip
 
 
-def edited_response(approval: Approval, response: dict[str, Any]) -> dict[str, Any]:
-    """The model's function response for a call an operator edited: it ran with these arguments, not the model's."""
-    if approval.edited_args is None:
-        return response
-    edit = {"by": approval.edited_by, "arguments": json.loads(approval.edited_args),
-            "note": "An operator edited this call's arguments before approving it; it ran with these arguments, "
-                    "not the ones you asked for."}  # fmt: skip
-    return {**response, "edited": edit}
-
-
 RESULT_CHARS = 1_500  # of a call's result on its card (plain text; the model gets it whole)
 
 

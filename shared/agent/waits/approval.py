@@ -4,7 +4,9 @@ digest), and its card says so."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from typing import Any
 
 from google.cloud import firestore
 from google.genai import types
@@ -65,7 +67,7 @@ def decided_response(resumed: Resumed, approval: Approval, call: types.FunctionC
     resumed.after_step.append(("the approved call's result", show_result))
     if isinstance(outcome, Suspend):
         return outcome
-    return ToolResult.from_dict(approvals.edited_response(approval, result.to_dict()))
+    return ToolResult.from_dict(edited_response(approval, result.to_dict()))
 
 
 def _approval_ref(approval_id: str) -> firestore.DocumentReference:
@@ -107,3 +109,13 @@ class ApprovalResume:
 
 
 WAIT = ApprovalResume()
+
+
+def edited_response(approval: Approval, response: dict[str, Any]) -> dict[str, Any]:
+    """The model's function response for a call an operator edited: it ran with these arguments, not the model's."""
+    if approval.edited_args is None:
+        return response
+    edit = {"by": approval.edited_by, "arguments": json.loads(approval.edited_args),
+            "note": "An operator edited this call's arguments before approving it; it ran with these arguments, "
+                    "not the ones you asked for."}  # fmt: skip
+    return {**response, "edited": edit}
