@@ -177,6 +177,18 @@ def _hours_open(question: Question, at: datetime) -> int:
     return int((at - question.asked_at).total_seconds() // 3600)
 
 
+def show_closed(closed: list[Question], at: datetime) -> None:
+    """Questions closed unanswered by a path stopped before it ended their session, shown as that path would have
+    shown them: an abandoned question's post updated and the thread told once; a question a newer one replaced
+    shown so, the thread told nothing (it has that one to answer)."""
+    for question in closed:
+        if question.status == QuestionStatus.CANCELLED:
+            cancelling.show_cancelled(question, why=REPLACED)
+    abandoned = [q for q in closed if q.status == QuestionStatus.ABANDONED]
+    for n, question in enumerate(abandoned):
+        show_abandoned(question, at, tell=n == 0)
+
+
 def show_abandoned(question: Question, at: datetime, *, tell: bool = True) -> None:
     """An abandoned question made known: 💬 off, its post updated, (``tell``) the thread told how to start again."""
     hours = _hours_open(question, at)

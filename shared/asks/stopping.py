@@ -19,6 +19,7 @@ from shared.slack.surface import Reaction
 from shared.state import approvals as stored_approvals
 from shared.state import origin, sessions, stop_requests
 from shared.state import questions as stored_questions
+from shared.state.firestore import now
 from shared.state.models import Approval, Question, QuestionStatus, SessionStatus, WaitKind
 from shared.state.session_model import Session
 
@@ -129,10 +130,14 @@ def close_unwaited(session_id: str) -> Session | None:
         return stopped
     found = sessions.get_session(session_id)
     if found is not None and found.status == SessionStatus.PAUSED and not found.reports_to_parent:
-        why = _closed_unanswered(found)
+        closed = _closed_unanswered(found)
+        why = _why_closed(closed)
         ended = sessions.end_session(session_id, expect=SessionStatus.PAUSED, status=SessionStatus.ABANDONED,
                                      error=why) if why else None  # fmt: skip
-        found = ended or sessions.get_session(session_id)
+        if ended is not None:  # ended here: the thread shown what the cut-off path would have shown, once
+            _show_closed(ended, closed)
+            return ended
+        found = sessions.get_session(session_id)
     if found is None or found.status != SessionStatus.ABANDONED:
         return None
     end_waits(found, why=found.error or f"its session stopped waiting: {CLOSED_UNANSWERED}", by="sweep")
@@ -140,14 +145,31 @@ def close_unwaited(session_id: str) -> Session | None:
     return found
 
 
-def _closed_unanswered(paused: Session) -> str | None:
-    """Why ``paused`` can never resume, when a question its turn waits on was closed unanswered (None: none was)."""
+def _show_closed(ended: Session, closed: list[Question]) -> None:
+    """``ended`` (abandoned here on ``closed``, its turn's questions closed unanswered) shown as the paths that
+    closed them would have shown it (``shared.asks.questions.show_closed``), first: a process killed in the rest
+    has told the thread, and a failure there still ends the rest."""
+    from shared.asks import questions  # (it asks this module to end what a replaced question's turn waited on)
+
+    try:
+        questions.show_closed(closed, now())
+    finally:
+        end_waits(ended, why=ended.error or f"its session stopped waiting: {CLOSED_UNANSWERED}", by="sweep")
+        delegation.release_askers(ended)
+
+
+def _closed_unanswered(paused: Session) -> list[Question]:
+    """The questions ``paused``'s turn waits on that were closed unanswered (cancelled or abandoned)."""
     asked = [w.key for w in paused.waiting if w.kind in {WaitKind.QUESTION, WaitKind.MCP_INPUT} and not w.released]
     found = stored_questions.get_questions(asked) if asked else {}
-    closed = [q.status for q in found.values() if q.status in {QuestionStatus.CANCELLED, QuestionStatus.ABANDONED}]
+    return [q for q in found.values() if q.status in {QuestionStatus.CANCELLED, QuestionStatus.ABANDONED}]
+
+
+def _why_closed(closed: list[Question]) -> str | None:
+    """Why a paused session whose turn had ``closed`` can never resume (None: nothing was closed)."""
     if not closed:
         return None
-    replaced = QuestionStatus.CANCELLED in closed
+    replaced = any(q.status == QuestionStatus.CANCELLED for q in closed)
     return f"its session stopped waiting: {'a newer question replaces it' if replaced else CLOSED_UNANSWERED}"
 
 

@@ -165,14 +165,15 @@ def decide(approval_id: str, decision: Decision, resume: Resume, admit: Callable
             approved_by = [*approved_by, decision.by]
             if len(approved_by) < approval.approvals_needed:  # one of several: recorded, still pending
                 asking = read.get(session_ref(approval.session_id).path) or session_ref(approval.session_id).get(
-                    transaction=_reading(transaction), field_paths=["status"])  # fmt: skip
-                if waited_only and (asking.to_dict() or {}).get("status") not in _WAITING:
-                    return Decided(approval, unwaited=True)
+                    transaction=_reading(transaction))  # fmt: skip
+                if waited_only and _unwaited(transaction, asking.to_dict() or {}, approval)[0]:
+                    return Decided(approval, unwaited=True)  # as the last approver of the call would be
                 out.update(ref, {**approval_update(approved_by=approved_by), **edited})
                 return Decided(Approval.from_doc({**data, "approved_by": approved_by, **edited}), won=True,
                                partial=True)  # fmt: skip
         siblings, asker = _turn_and_asker(transaction, approval, read)
-        if waited_only and _unwaited(transaction, asker):  # nothing waits on this call any more
+        unwaited, others = _unwaited(transaction, asker, approval) if waited_only else (False, None)
+        if unwaited:  # nothing waits on this call any more
             return Decided(approval, unwaited=True)
         fields: dict[str, Any] = {
             **approval_update(
@@ -188,7 +189,8 @@ def decide(approval_id: str, decision: Decision, resume: Resume, admit: Callable
         approval = Approval.from_doc({**approval.to_doc(), **fields})
         complete = all(s.status != ApprovalStatus.PENDING for s in siblings)
         continuation, resumes = _resume_asker(transaction, out, approval, asker, complete=complete,
-                                              decision=decision, resume=resume, when=when, read=read)  # fmt: skip
+                                              decision=decision, resume=resume, when=when, read=read,
+                                              found=others)  # fmt: skip
         if continuation is not None:
             fields |= approval_update(continuation_id=continuation.session_id)
         out.update(ref, fields)  # what the same decision again finds: decided, with its decision_ts
@@ -229,20 +231,22 @@ def _decided_meanwhile(approval_id: str, admit: Callable[[Approval], bool] | Non
 
 def _resume_asker(transaction: firestore.Transaction | None, out: firestore.WriteBatch, approval: Approval,
                   asker: dict[str, Any], *, complete: bool, decision: Decision, resume: Resume, when: datetime,
-                  read: dict[str, Any]) -> tuple[Session | None, bool]:  # fmt: skip
+                  read: dict[str, Any],
+                  found: waiting.Outcomes | None = None) -> tuple[Session | None, bool]:  # fmt: skip
     """What a decision does to its asker, read (in ``transaction``; None: from ``read`` only) and written (in ``out``)
     with the decision: a paused turn resumes once everything in its waiting record is resolved; an asker still
     running (``complete``: its turn's calls all decided) gets the note ``resume`` chose, read at its pause. Returns
-    the session to queue and whether a run is queued (or noted) for the turn."""
+    the session to queue and whether a run is queued (or noted) for the turn. ``found``: the outcomes of the rest of
+    the turn's record, as the decision read them already (``_unwaited``), not read again."""
     asker_ref = session_ref(approval.session_id)
     status = SessionStatus(asker["status"]) if asker.get("status") else None
     if waiting.waits_on(asker, WaitKind.APPROVAL, approval.approval_id):
-        found = waiting.check(transaction, approval.session_id, asker,
+        woken = waiting.check(transaction, approval.session_id, asker,
                               resolving=(WaitKind.APPROVAL, approval.approval_id), read=read,
-                              fenced=transaction is None)  # fmt: skip
-        if found is None:
+                              fenced=transaction is None, found=found)  # fmt: skip
+        if woken is None:
             return None, False
-        return waiting.wake(out, found, trigger_ts=decision.ts, user=decision.by, at=when), True
+        return waiting.wake(out, woken, trigger_ts=decision.ts, user=decision.by, at=when), True
     outcome = resume(approval, status, asker.get("trace_id")) if complete else None
     if outcome is not None:  # still running: it finds the decisions at its pause
         out.update(asker_ref, appended(notes=[outcome]))
@@ -263,15 +267,21 @@ def _turn_and_asker(transaction: firestore.Transaction | None, approval: Approva
     return siblings, read[asker_ref.path].to_dict() or {}
 
 
-def _unwaited(transaction: firestore.Transaction | None, asker: dict[str, Any]) -> bool:
+def _unwaited(transaction: firestore.Transaction | None, asker: dict[str, Any],
+              approval: Approval) -> tuple[bool, waiting.Outcomes | None]:  # fmt: skip
     """Whether nothing waits on the decisions of ``asker``'s turn: it ended, or a question of its turn was closed
     unanswered (a newer question replaced it, the sweep abandoned it) and whoever closed it is ending it, so a
     decision would run nothing, as an answer to another of its questions is refused (``shared.state.questions``).
-    Reads more only for a turn that asked."""
+    Reads more only for a turn that asked: the outcomes of its whole record but ``approval`` (one batch), returned
+    so that the decision does not read them again (``waiting.check``'s ``found``)."""
     if asker.get("status") not in _WAITING:
-        return True
-    asked = [w for w in waiting.record_of(asker) if w.kind in {WaitKind.QUESTION, WaitKind.MCP_INPUT}]
-    return bool(asked) and bool(waiting.outcomes(transaction, asker, asked, fenced=transaction is None).closed)
+        return True, None
+    record = waiting.record_of(asker)
+    if not any(w.kind in {WaitKind.QUESTION, WaitKind.MCP_INPUT} for w in record):
+        return False, None
+    found = waiting.outcomes(transaction, asker, record, besides=(WaitKind.APPROVAL, approval.approval_id),
+                             fenced=transaction is None)  # fmt: skip
+    return bool(found.closed), found
 
 
 def _reading(transaction: firestore.Transaction | None) -> firestore.Transaction:

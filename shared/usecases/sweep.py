@@ -37,14 +37,14 @@ from typing import Any
 
 from shared import config
 from shared.agent import followup
-from shared.asks import cancelling, delegation, lifecycle, questions, stopping, tree_status
+from shared.asks import delegation, lifecycle, questions, stopping, tree_status
 from shared.logs import session_context
 from shared.queue import tasks
 from shared.state import children, ids, parent_questions, sessions, steps, waiting
 from shared.state import feedback as stored_feedback
 from shared.state import questions as stored_questions
 from shared.state.firestore import now
-from shared.state.models import ParentQuestion, QuestionStatus, SessionStatus
+from shared.state.models import ParentQuestion, SessionStatus
 from shared.state.session_model import Session
 from shared.state.stale import stale_sessions
 
@@ -183,13 +183,7 @@ def _closed_shown(closed: dict[str, str], at: datetime) -> Callable[[Session], N
     answer)."""
 
     def shown(_ended: Session) -> None:
-        found = list(stored_questions.get_questions(list(closed)).values())  # one batched read
-        for question in found:
-            if question.status == QuestionStatus.CANCELLED:
-                cancelling.show_cancelled(question, why=questions.REPLACED)
-        abandoned = [q for q in found if q.status == QuestionStatus.ABANDONED]
-        for n, question in enumerate(abandoned):
-            questions.show_abandoned(question, at, tell=n == 0)
+        questions.show_closed(list(stored_questions.get_questions(list(closed)).values()), at)  # one batched read
 
     return shown
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -17,14 +18,16 @@ from infra import stack as local
 from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
+from shared.asks import questions
 from shared.slack import blocks
 from shared.state import approvals as stored
-from shared.state import firestore, ids
+from shared.state import firestore, ids, sessions
 from shared.state.models import ApprovalStatus, SessionStatus, WaitKind
 from tests.agent_helpers import agent_with, mention, wait_status
 from tests.poll import wait_for
 from tests.stack.test_approvals import asks_approval, executions, press, resumed
 from tests.stack.test_edits import open_editor
+from tests.stack.test_wait_races import Killed, paused_on_a_question_and_a_card, posted_question
 
 pytestmark = pytest.mark.stack
 G = FakeGemini
@@ -245,3 +248,31 @@ def test_a_denying_replys_twin_event_that_read_the_thread_before_the_denial_is_n
     assert twin is not None  # a decision (the reply's own), not a message to handle as any other
     assert firestore.event_ref(ids.message_key(thread.channel, sent["ts"])).get().exists  # claimed: no third event
     assert stored.get_approval(pin.approval_id).status == ApprovalStatus.PENDING  # type: ignore[union-attr]
+
+
+def test_the_first_of_two_approvals_of_a_turn_whose_question_was_closed_is_refused(
+    rules: None, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect: a turn asks a question and a call two approvers must approve; the sweep's abandon closes the question
+    and is cut off before ending the session. The first approval was counted (the card said 1 of 2) though nothing
+    waits on the call any more: only the asker's status was checked. Now it is refused as the last one would be,
+    its approver told so, and the call ends with the turn."""
+    thread, approval = paused_on_a_question_and_a_card(fake_slack, fake_gemini, uid)
+    assert approval.approvals_needed == 2
+    question = posted_question(ids.question_id(thread.session_id, 1, 0))
+
+    def killed(*args: Any, **kwargs: Any) -> Any:
+        raise Killed
+
+    monkeypatch.setattr(sessions, "end_session", killed)
+    with pytest.raises(Killed):
+        questions.abandon(question, firestore.now() + timedelta(hours=500))
+    monkeypatch.undo()
+    assert press(fake_slack, approval, blocks.APPROVE_ACTION, user=OPERATOR)["status"] == 200
+    told = [e["text"] for e in fake_slack.ephemerals(thread.channel, OPERATOR)]
+    assert any("Nothing waits on this call any more" in text for text in told), told
+    closed = stored.get_approval(approval.approval_id)
+    assert closed is not None
+    assert closed.approved_by == []
+    assert closed.status not in {ApprovalStatus.PENDING, ApprovalStatus.APPROVED}, closed.status
+    assert executions(thread.session_id) == []
