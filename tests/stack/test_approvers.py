@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterator
-from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -18,16 +17,15 @@ from infra import stack as local
 from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
-from shared.asks import questions
 from shared.slack import blocks
 from shared.state import approvals as stored
-from shared.state import firestore, ids, sessions
+from shared.state import firestore, ids
 from shared.state.models import ApprovalStatus, SessionStatus, WaitKind
 from tests.agent_helpers import agent_with, mention, wait_status
 from tests.poll import wait_for
 from tests.stack.test_approvals import asks_approval, executions, press, resumed
 from tests.stack.test_edits import open_editor
-from tests.stack.test_wait_races import Killed, paused_on_a_question_and_a_card, posted_question
+from tests.stack.test_wait_races import abandon_cut_off, paused_on_a_question_and_a_card, posted_question
 
 pytestmark = pytest.mark.stack
 G = FakeGemini
@@ -260,14 +258,7 @@ def test_the_first_of_two_approvals_of_a_turn_whose_question_was_closed_is_refus
     thread, approval = paused_on_a_question_and_a_card(fake_slack, fake_gemini, uid)
     assert approval.approvals_needed == 2
     question = posted_question(ids.question_id(thread.session_id, 1, 0))
-
-    def killed(*args: Any, **kwargs: Any) -> Any:
-        raise Killed
-
-    monkeypatch.setattr(sessions, "end_session", killed)
-    with pytest.raises(Killed):
-        questions.abandon(question, firestore.now() + timedelta(hours=500))
-    monkeypatch.undo()
+    abandon_cut_off(question, monkeypatch)
     assert press(fake_slack, approval, blocks.APPROVE_ACTION, user=OPERATOR)["status"] == 200
     told = [e["text"] for e in fake_slack.ephemerals(thread.channel, OPERATOR)]
     assert any("Nothing waits on this call any more" in text for text in told), told

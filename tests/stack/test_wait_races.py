@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
@@ -518,6 +518,19 @@ class Killed(Exception):
     """A process dying at this point (the test's own process: its next step never runs)."""
 
 
+def abandon_cut_off(question: Any, monkeypatch: pytest.MonkeyPatch, at: datetime | None = None) -> None:
+    """The sweep's abandon of ``question`` (as of ``at``: long past its bound by default) closes it and dies before
+    ending the session paused on it."""
+
+    def killed(*args: Any, **kwargs: Any) -> Any:
+        raise Killed
+
+    monkeypatch.setattr(sessions, "end_session", killed)
+    with pytest.raises(Killed):
+        questions.abandon(question, at or firestore.now() + timedelta(hours=500))
+    monkeypatch.undo()
+
+
 def test_an_answer_to_the_other_question_of_a_turn_whose_abandon_was_cut_off_ends_it(
     stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -530,14 +543,7 @@ def test_an_answer_to_the_other_question_of_a_turn_whose_abandon_was_cut_off_end
     thread, asked = twin_questions(fake_slack, fake_gemini, uid)
     wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
     first = wait_for(partial(posted_question, asked[0]), timeout=60, what="the question's post")
-
-    def killed(*args: Any, **kwargs: Any) -> Any:
-        raise Killed
-
-    monkeypatch.setattr(sessions, "end_session", killed)
-    with pytest.raises(Killed):
-        questions.abandon(first, firestore.now() + timedelta(hours=500))
-    monkeypatch.undo()
+    abandon_cut_off(first, monkeypatch)
     assert sessions.get_session(thread.session_id).status == SessionStatus.PAUSED  # type: ignore[union-attr]
     second = wait_for(partial(posted_question, asked[1]), timeout=60, what="the other question's post")
     assert pick(fake_slack, thread, asked[1], 1)["status"] == 200
@@ -603,14 +609,7 @@ def test_an_approval_of_a_turn_whose_abandon_was_cut_off_shows_the_abandoned_que
     thread, card = paused_on_a_question_and_a_card(fake_slack, fake_gemini, uid)
     question = posted_question(ids.question_id(thread.session_id, 1, 0))
     at = firestore.now() + timedelta(hours=500)
-
-    def killed(*args: Any, **kwargs: Any) -> Any:
-        raise Killed
-
-    monkeypatch.setattr(sessions, "end_session", killed)
-    with pytest.raises(Killed):
-        questions.abandon(question, at)
-    monkeypatch.undo()
+    abandon_cut_off(question, monkeypatch, at)
     assert press(fake_slack, card, blocks.APPROVE_ACTION)["status"] == 200
     told = [e["text"] for e in fake_slack.ephemerals(thread.channel, user=OPERATOR)]
     assert any("Nothing waits on this call any more" in text for text in told), told
