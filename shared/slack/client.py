@@ -99,7 +99,9 @@ def _post(channel: str, thread_ts: str | None, text: str, *, key: str, blocks: l
 
 def _look_for_post(channel: str, thread_ts: str | None, key: str, *, since: float) -> str | None:
     """The ts of the post keyed ``key``, looked for ``FIND_POST_AFTER`` seconds after its failure; a look that
-    would start past the session's deadline is not made."""
+    would start past the session's deadline is not made. A look Slack rate-limits for longer than a thread read
+    waits (``conversations.replies`` allows an app outside the Marketplace one request a minute) ends the looking:
+    the post is then sent again rather than lost (a duplicate only if Slack had made it)."""
     failed = time.monotonic()
     for after in FIND_POST_AFTER:
         wait, left = failed + after - time.monotonic(), backpressure.time_left()
@@ -107,7 +109,15 @@ def _look_for_post(channel: str, thread_ts: str | None, key: str, *, since: floa
             if left is not None and wait >= left:
                 return None
             time.sleep(wait)
-        made = _find_post(channel, thread_ts, key, since=since)
+        try:
+            with backpressure.waiting_at_most(THREAD_READ_MAX_WAIT):
+                made = _find_post(channel, thread_ts, key, since=since)
+        except SlackApiError as exc:
+            if exc.response.get("error") != "ratelimited" and exc.response.status_code != 429:
+                raise
+            log.warning("a post's lookup was rate-limited; it cannot tell whether Slack made it",
+                        extra={"key": key, "retry_after": backpressure.retry_after(exc.response)})  # fmt: skip
+            return None
         if made is not None:
             return made
     return None

@@ -134,3 +134,19 @@ def test_a_post_refused_at_connect_is_sent_again_by_slack_sdk(
     assert [m["ts"] for m in fake_slack.messages(channel) if m.get("text") == f"refused-{uid}"] == [ts]
     assert len(fake_slack.calls("chat.postMessage", channel=channel)) == 1
     assert fake_slack.calls("conversations.history", channel=channel) == []
+
+
+def test_a_post_whose_lookup_slack_rate_limits_is_sent_again_not_lost(fake_slack: FakeSlack, uid: str) -> None:
+    """conversations.replies allows an app outside the Marketplace one request a minute: the lookup of a post a
+    gateway answered 504 (and Slack never made) is rate-limited for 60 s. Outside a session that 429 was raised out
+    of the post, which was then neither found nor sent again: lost. Now the looking ends there and the post is sent
+    again, once, without waiting out the minute."""
+    channel = f"C{uid}"
+    root = slack.post(channel, None, "the thread", key=f"root-{uid}")
+    fake_slack.fail("chat.postMessage", status=504, match=f"limited-{uid}")
+    fake_slack.fail("conversations.replies", status=429, error="ratelimited", retry_after=60)
+    began = time.monotonic()
+    ts = slack.post(channel, root, f"limited-{uid}", key=f"limited-key-{uid}")
+    assert [m["ts"] for m in fake_slack.messages(channel, root) if m.get("text") == f"limited-{uid}"] == [ts]
+    assert len(fake_slack.calls("conversations.replies", channel=channel)) == 1
+    assert time.monotonic() - began < 30  # the minute was not waited out
