@@ -65,3 +65,18 @@ def deliver(url: str, session_id: str, *, task: str, copies: int = 1, max_attemp
     for thread in threads:
         thread.join(timeout * max_attempts)
     return attempts
+
+
+def last_of(attempts: list[Attempt]) -> dict[int, Attempt]:
+    """Each copy's last attempt: what Cloud Tasks settled on for it after its retries."""
+    last: dict[int, Attempt] = {}
+    for attempt in attempts:
+        if attempt.copy not in last or attempt.attempt > last[attempt.copy].attempt:
+            last[attempt.copy] = attempt
+    return last
+
+
+def settled(attempts: list[Attempt]) -> bool:
+    """Whether every copy ended 2xx, after whatever retries it took: a copy that lost a race (a claim whose
+    transaction gave up for contention answers 503) is delivered again, as Cloud Tasks does."""
+    return bool(attempts) and all(200 <= a.status < 300 for a in last_of(attempts).values())

@@ -53,6 +53,15 @@ def contended(run: Callable[[firestore.Transaction], T], *, attempts: int = 8) -
     raise AssertionError("unreachable")
 
 
+def exhausted(exc: BaseException) -> bool:
+    """Whether a transaction gave up for contention: the client's ``ValueError`` after its attempts (its commit
+    aborted each time), or an ``Aborted`` that ``contended`` stopped retrying. Nothing of it was applied, and a later
+    delivery may well get through: a busy document, not a fault."""
+    if isinstance(exc, gexc.Aborted):
+        return True
+    return isinstance(exc, ValueError) and str(exc).startswith("Failed to commit transaction in")
+
+
 def forgotten(exc: BaseException) -> bool:
     """Whether Firestore refused a transaction it no longer knows (its server restarted, or it expired): nothing of
     it was applied, so it may run again from its reads. The emulator says INVALID_ARGUMENT, Firestore may say so or

@@ -22,7 +22,7 @@ from shared.slack import backpressure
 from shared.state import lease, sessions, steps, transcript_ahead
 from shared.state.batched import Docs
 from shared.state.claim_step import FirstStep
-from shared.state.firestore import now
+from shared.state.firestore import exhausted, now
 from shared.state.models import Question, SessionStatus, Step, Waiting
 from shared.state.session_model import Session
 from shared.state.sessions import Claim, ClaimResult
@@ -42,6 +42,13 @@ class Delivery:
 
     retry: bool
     detail: dict[str, str]
+    busy: bool = False  # a retry asked for because Firestore was contended (a 503), not because anything failed
+
+
+def _contended(what: str, exc: Exception, **extra: object) -> Delivery:
+    """A transaction gave up for contention (nothing of it applied): a warning, and a later delivery asked for."""
+    log.warning(f"{what} met contention; asking for a later delivery", extra={**extra, "reason": str(exc)})
+    return Delivery(True, {"error": "contended, retry"}, busy=True)
 
 
 def run_delivery(session_id: str, *, task: str, attempt: int, resumes: list[Waiting] | None = None) -> Delivery:
@@ -50,17 +57,22 @@ def run_delivery(session_id: str, *, task: str, attempt: int, resumes: list[Wait
     worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     # A continuation's transcript is queried beside its claim, and used only if the claim leaves it as read; the
     # step resuming its turn is stored in the claim's commit when it can be made from what the claim read.
-    with transcript_ahead.beside_claim(session_id) as ahead:
-        claim = sessions.claim_session(
-            session_id,
-            worker=worker,
-            task=task,
-            attempt=attempt,
-            lease_seconds=config.settings().session_lease_seconds,
-            resumes=resumes,
-            first_step=_first_step(ahead, resumes),
-        )
-        transcript = ahead.usable(claim) if ahead is not None else None
+    try:
+        with transcript_ahead.beside_claim(session_id) as ahead:
+            claim = sessions.claim_session(
+                session_id,
+                worker=worker,
+                task=task,
+                attempt=attempt,
+                lease_seconds=config.settings().session_lease_seconds,
+                resumes=resumes,
+                first_step=_first_step(ahead, resumes),
+            )
+            transcript = ahead.usable(claim) if ahead is not None else None
+    except Exception as exc:
+        if not exhausted(exc):
+            raise
+        return _contended("the claim", exc, task=task, attempt=attempt)
     if transcript is not None and claim.stepped is not None:
         transcript = [*transcript, claim.stepped]
     elif claim.stepped is not None and claim.stepped.seq == 0:  # a child's opening: nothing was stored before it
@@ -155,12 +167,16 @@ def _crashed(session: Session, exc: Exception, attempt: int) -> Delivery:
         return Delivery(False, {"status": "failed"})
     if attempt + 1 < GIVE_UP_AFTER_ATTEMPTS:
         # Probably transient (Slack or Firestore hiccup): Cloud Tasks redelivers and the next attempt resumes.
-        log.error("session attempt crashed; asking Cloud Tasks to retry", extra={"attempt": attempt}, exc_info=exc)
+        if exhausted(exc):
+            retry = _contended("a commit of the session", exc, attempt=attempt)
+        else:
+            log.error("session attempt crashed; asking Cloud Tasks to retry", extra={"attempt": attempt}, exc_info=exc)
+            retry = Delivery(True, {"error": "session attempt failed, retry"})
         try:  # the retry takes the session over at once, not a heartbeat later (it cannot tell this one is gone)
             lease.release(session)
         except Exception:  # the same hiccup, probably: the retry waits a heartbeat instead
             log.warning("could not release the lease of the crashed attempt", exc_info=True)
-        return Delivery(True, {"error": "session attempt failed, retry"})
+        return retry
     log.error("session crashed on every attempt; giving up", extra={"attempt": attempt}, exc_info=exc)
     give_up(session, f"{type(exc).__name__}: {exc}")
     return Delivery(False, {"status": "failed"})
