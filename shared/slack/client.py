@@ -206,14 +206,29 @@ def _key_metadata(key: str) -> dict[str, Any]:
 
 def _team_id() -> str:
     """The workspace's team id (auth.test, asked once per client)."""
+    return str(_identity()["team_id"])
+
+
+def bot_user_id() -> str | None:
+    """This app's bot user id (auth.test, asked once per client): what tells its own posts in a thread from those
+    of other apps; None if Slack would not say."""
+    try:
+        user = _identity().get("user_id")
+    except POST_FAILURES as exc:  # Slack refused or could not be reached: no post is shown as the assistant's
+        log.warning("could not learn the bot's own user id", extra={"error": repr(exc)})
+        return None
+    return str(user) if user else None
+
+
+def _identity() -> dict[str, Any]:
     web = client()
-    team = _TEAMS.get(id(web))
-    if team is None:
-        team = _TEAMS[id(web)] = str(web.auth_test()["team_id"])
-    return team
+    found = _IDENTITIES.get(id(web))
+    if found is None:
+        found = _IDENTITIES[id(web)] = dict(web.auth_test().data)  # type: ignore[arg-type]
+    return found
 
 
-_TEAMS: dict[int, str] = {}  # filled on first use, per WebClient
+_IDENTITIES: dict[int, dict[str, Any]] = {}  # auth.test's answer, filled on first use, per WebClient
 
 
 def ephemeral(channel: str, user: str, text: str, *, thread_ts: str | None = None) -> None:
