@@ -256,14 +256,9 @@ def _acknowledge(question: Question, answer_ts: str, *, pressed: bool, channel: 
         acks.append(lambda: slack.update(post_channel, post_ts, questions.answered_text(question)))
     if not pressed:
         acks.append(lambda: slack.react(channel, answer_ts, Reaction.ANSWERED))
-    try:
-        batched.together(*acks)  # independent Slack calls, made at once: the click's handler answers Slack sooner
-    except slack.POST_FAILURES as exc:
-        # The answer is recorded and what it woke is queued: a post Slack will not update now (rate-limited past
-        # the ingress's wait, deleted) is no reason to answer 500 (the presser sees an error; Slack redelivers a
-        # reply). A post left with its buttons is shown answered by the next press of one (``answer_press``).
-        log.warning("the question's post could not be shown answered", extra={"question_id": question.question_id,
-                                                                              "error": repr(exc)})  # fmt: skip
+    # Independent Slack calls, made at once (the click's handler answers Slack sooner), once the answer is recorded
+    # and what it woke queued: a post left with its buttons is shown answered by the next press of one.
+    slack.best_effort("the answered question's post", lambda: batched.together(*acks))
 
 
 def closed_note(question: Question) -> str:

@@ -71,6 +71,16 @@ MARKDOWN_REFUSALS = frozenset({"invalid_blocks", "msg_blocks_too_long"})
 POST_FAILURES: tuple[type[Exception], ...] = (SlackApiError, *backpressure.CONNECTION_ERRORS)
 
 
+def best_effort(what: str, show: Callable[[], object]) -> None:
+    """A message's update that shows what was already recorded (and queued): one Slack will not make now
+    (rate-limited past the ingress's wait, the message deleted) is logged, never a 500 for a click or a reply
+    (Slack would show the person an error, or deliver the reply again)."""
+    try:
+        show()
+    except POST_FAILURES as exc:
+        log.warning("could not update %s", what, extra={"error": repr(exc)})
+
+
 # Seconds after a failure that Slack may have taken a post is looked for: at once, then twice more, since behind a
 # gateway's 504 (or a read timeout) Slack may still be making it. Never past the session's deadline.
 FIND_POST_AFTER = (0.0, 1.0, 3.0)
