@@ -72,13 +72,13 @@ POST_FAILURES: tuple[type[Exception], ...] = (SlackApiError, *backpressure.CONNE
 
 
 def best_effort(what: str, show: Callable[[], object]) -> None:
-    """A message's update that shows what was already recorded (and queued): one Slack will not make now
+    """A call that shows what was already recorded (and queued): one Slack will not make now
     (rate-limited past the ingress's wait, the message deleted) is logged, never a 500 for a click or a reply
     (Slack would show the person an error, or deliver the reply again)."""
     try:
         show()
     except POST_FAILURES as exc:
-        log.warning("could not update %s", what, extra={"error": repr(exc)})
+        log.warning("could not show %s", what, extra={"error": repr(exc)})
 
 
 # Seconds after a failure that Slack may have taken a post is looked for: at once, then twice more, since behind a
@@ -242,10 +242,12 @@ _IDENTITIES: dict[int, dict[str, Any]] = {}  # auth.test's answer, filled on fir
 
 
 def ephemeral(channel: str, user: str, text: str, *, thread_ts: str | None = None) -> None:
+    """A note only ``user`` sees. Always a courtesy, told after what it reports was decided and recorded: one Slack
+    will not show now (rate-limited past the ingress's wait, the person not in the channel) is logged, never a 500
+    for the click or the message that caused it (Slack would show an error, or deliver the message again)."""
     # Slack's chat.postEphemeral takes no unfurl arguments.
-    client().chat_postEphemeral(
-        channel=channel, user=user, text=neutralise(text), thread_ts=thread_ts, link_names=False
-    )
+    best_effort("an ephemeral note", lambda: client().chat_postEphemeral(
+        channel=channel, user=user, text=neutralise(text), thread_ts=thread_ts, link_names=False))  # fmt: skip
 
 
 def set_status(channel: str, thread_ts: str, status: str) -> str | None:
