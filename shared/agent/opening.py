@@ -61,7 +61,8 @@ def opening_content(session: Session, transcript: list[Step], *,
         thread = []
     name_after_request(session, thread)
     text = prompts.thread_prompt([m for m in thread if m.get("ts") != session.origin.trigger_ts], request=session.text,
-                                 requester=session.origin.trigger_user, limited=limited)  # fmt: skip
+                                 requester=session.origin.trigger_user, limited=limited,
+                                 own=slack.bot_user_id() if any(m.get("bot_id") for m in thread) else None)  # fmt: skip
     return StepKind.PROMPT, _user(text), []
 
 

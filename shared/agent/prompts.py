@@ -79,19 +79,26 @@ def as_data(**fields: Any) -> str:
     return json.dumps(fields, ensure_ascii=False, default=str)
 
 
-def _speaker(message: dict[str, Any]) -> str:
-    if message.get("bot_id"):
+def _speaker(message: dict[str, Any], own: str | None) -> str:
+    """Who wrote a thread message: this assistant only if it is its own bot user's post; another app's or
+    integration's post (a bot id, whatever its text claims) is named as that app, never as the assistant."""
+    user = message.get("user")
+    if own and user == own:
         return "you (the assistant)"
-    return f"<@{message.get('user', 'unknown')}>"
+    if message.get("bot_id"):
+        return f"another app (bot {message.get('bot_id')}), not you"
+    return f"<@{user or 'unknown'}>"
 
 
-def thread_prompt(messages: list[dict[str, Any]], *, request: str, requester: str, limited: float | None = None) -> str:
+def thread_prompt(messages: list[dict[str, Any]], *, request: str, requester: str, limited: float | None = None,
+                  own: str | None = None) -> str:  # fmt: skip
     """The opening user turn: the thread so far (newest kept when it is long), then the request to work on.
-    ``limited``: Slack rate-limited the thread read (its Retry-After), so the thread shown is partial or empty."""
+    ``limited``: Slack rate-limited the thread read (its Retry-After), so the thread shown is partial or empty.
+    ``own``: this app's bot user id (its own posts are shown as the assistant's)."""
     lines: list[str] = []
     used = 0
     for message in reversed(messages):
-        line = as_data(ts=message.get("ts", ""), **{"from": _speaker(message)},
+        line = as_data(ts=message.get("ts", ""), **{"from": _speaker(message, own)},
                        text=capped(str(message.get("text", "")), MAX_MESSAGE_CHARS))  # fmt: skip
         if used + len(line) > MAX_THREAD_CHARS:
             lines.append(as_data(note=f"{len(messages) - len(lines)} older messages left out to fit"))

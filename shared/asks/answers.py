@@ -256,7 +256,9 @@ def _acknowledge(question: Question, answer_ts: str, *, pressed: bool, channel: 
         acks.append(lambda: slack.update(post_channel, post_ts, questions.answered_text(question)))
     if not pressed:
         acks.append(lambda: slack.react(channel, answer_ts, Reaction.ANSWERED))
-    batched.together(*acks)  # independent Slack calls, made at once: the click's handler answers Slack sooner
+    # Independent Slack calls, made at once (the click's handler answers Slack sooner), once the answer is recorded
+    # and what it woke queued: a post left with its buttons is shown answered by the next press of one.
+    slack.best_effort("the answered question's post", lambda: batched.together(*acks))
 
 
 def closed_note(question: Question) -> str:

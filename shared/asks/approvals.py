@@ -6,8 +6,7 @@ reply in the thread, which denies with its text as the reason) decides it in one
 when a racing write moved what it read: ``shared.state.fenced``); when every call of the turn is decided, the
 paused session resumes in a continuation that runs the approved calls through the ledger. Who may decide: the
 approvers the tool's rule names, else the operators (and the requester only with ``ALLOW_REQUESTER_APPROVALS``); a
-rule may ask for two distinct approvers (``shared.asks.approvers``). The card is ``shared.slack.approval_card``: a
-sentence of what will happen, then every character of the call.
+rule may ask for two distinct approvers (``shared.asks.approvers``). The card: ``shared.slack.approval_card``.
 """
 
 from __future__ import annotations
@@ -236,9 +235,9 @@ def _shown(result: stored.Decided, decision: Decision, *, quiet: bool = False) -
         return _lost(found, decision, again=result.again, quiet=quiet)
     if result.partial:  # one approver of several: the card counts it and keeps its buttons
         if found.card_ts:
-            card = card_of(found)
-            slack.update(found.card_place()[0], found.card_ts, approval_card.text(card),
-                         blocks=approval_card.blocks(card))  # fmt: skip
+            card, ts = card_of(found), found.card_ts
+            slack.best_effort("the counted card", lambda: slack.update(
+                found.card_place()[0], ts, approval_card.text(card), blocks=approval_card.blocks(card)))  # fmt: skip
         log.info("approval counted", extra={"approval_id": found.approval_id, "approved_by": found.approved_by})
         return DecisionOutcome.DECIDED
     if result.continuation is not None:  # the work first (a slow or failing card update must not hold it back)
@@ -251,13 +250,17 @@ def _shown(result: stored.Decided, decision: Decision, *, quiet: bool = False) -
         # itself): a retry after Slack's rate limit or an error would land after the result.
         _show_running(found)
     if found.status == ApprovalStatus.DENIED and found.card_ts:
-        update_card(found, f":no_entry_sign: denied by <@{found.decided_by}>" + (
+        _show(found, f":no_entry_sign: denied by <@{found.decided_by}>" + (
             f": {blocks.escaped(found.reason)}" if found.reason else ""))  # fmt: skip
     elif found.card_ts and not result.resumes:
-        update_card(found, f":hourglass_flowing_sand: approved by {_people(found)}; it runs once the other calls of "
-                    "its turn are decided")  # fmt: skip
+        _show(found, f":hourglass_flowing_sand: approved by {_people(found)}; it runs once the other calls of its turn "
+              "are decided")  # fmt: skip
     log.info("approval decided", extra={"approval_id": found.approval_id, "status": found.status.value})
     return DecisionOutcome.DECIDED
+
+
+def _show(found: Approval, verdict: str) -> None:  # recorded and queued: a card not updated now never fails the click
+    slack.best_effort("the decided card", lambda: update_card(found, verdict))
 
 
 def _show_running(approval: Approval) -> None:

@@ -71,6 +71,16 @@ MARKDOWN_REFUSALS = frozenset({"invalid_blocks", "msg_blocks_too_long"})
 POST_FAILURES: tuple[type[Exception], ...] = (SlackApiError, *backpressure.CONNECTION_ERRORS)
 
 
+def best_effort(what: str, show: Callable[[], object]) -> None:
+    """A call that shows what was already recorded (and queued): one Slack will not make now
+    (rate-limited past the ingress's wait, the message deleted) is logged, never a 500 for a click or a reply
+    (Slack would show the person an error, or deliver the reply again)."""
+    try:
+        show()
+    except POST_FAILURES as exc:
+        log.warning("could not show %s", what, extra={"error": repr(exc)})
+
+
 # Seconds after a failure that Slack may have taken a post is looked for: at once, then twice more, since behind a
 # gateway's 504 (or a read timeout) Slack may still be making it. Never past the session's deadline.
 FIND_POST_AFTER = (0.0, 1.0, 3.0)
@@ -206,21 +216,38 @@ def _key_metadata(key: str) -> dict[str, Any]:
 
 def _team_id() -> str:
     """The workspace's team id (auth.test, asked once per client)."""
+    return str(_identity()["team_id"])
+
+
+def bot_user_id() -> str | None:
+    """This app's bot user id (auth.test, asked once per client): what tells its own posts in a thread from those
+    of other apps; None if Slack would not say."""
+    try:
+        user = _identity().get("user_id")
+    except POST_FAILURES as exc:  # Slack refused or could not be reached: no post is shown as the assistant's
+        log.warning("could not learn the bot's own user id", extra={"error": repr(exc)})
+        return None
+    return str(user) if user else None
+
+
+def _identity() -> dict[str, Any]:
     web = client()
-    team = _TEAMS.get(id(web))
-    if team is None:
-        team = _TEAMS[id(web)] = str(web.auth_test()["team_id"])
-    return team
+    found = _IDENTITIES.get(id(web))
+    if found is None:
+        found = _IDENTITIES[id(web)] = dict(web.auth_test().data)  # type: ignore[arg-type]
+    return found
 
 
-_TEAMS: dict[int, str] = {}  # filled on first use, per WebClient
+_IDENTITIES: dict[int, dict[str, Any]] = {}  # auth.test's answer, filled on first use, per WebClient
 
 
 def ephemeral(channel: str, user: str, text: str, *, thread_ts: str | None = None) -> None:
+    """A note only ``user`` sees. Always a courtesy, told after what it reports was decided and recorded: one Slack
+    will not show now (rate-limited past the ingress's wait, the person not in the channel) is logged, never a 500
+    for the click or the message that caused it (Slack would show an error, or deliver the message again)."""
     # Slack's chat.postEphemeral takes no unfurl arguments.
-    client().chat_postEphemeral(
-        channel=channel, user=user, text=neutralise(text), thread_ts=thread_ts, link_names=False
-    )
+    best_effort("an ephemeral note", lambda: client().chat_postEphemeral(
+        channel=channel, user=user, text=neutralise(text), thread_ts=thread_ts, link_names=False))  # fmt: skip
 
 
 def set_status(channel: str, thread_ts: str, status: str) -> str | None:

@@ -117,6 +117,21 @@ def test_a_non_operator_gets_an_ephemeral_note_and_nothing_changes(
     assert sessions.get_session(ids.resumed_by(question.question_id)) is None
 
 
+def test_a_refusal_slack_will_not_show_now_is_still_a_200(script: Script, fake_slack: FakeSlack, uid: str) -> None:
+    """chat.postEphemeral rate-limited past the ingress's wait: a stranger's press and reply are still refused
+    (nothing changes) and answered 200, not 500 (an error shown to the presser; Slack redelivering the reply)."""
+    thread, question = ask(script, fake_slack, uid, options=OPTIONS)
+    fake_slack.fail("chat.postEphemeral", times=10, status=429, error="ratelimited", retry_after=30)
+    clicked = fake_slack.click(
+        "U0STRANGER", thread.channel, question.post_ts or "", "answer_1", value=f"{question.question_id}|1"
+    )
+    assert clicked["status"] == 200, clicked
+    reply = fake_slack.user_message("U0STRANGER", thread.channel, "sqlite!", thread_ts=thread.ts)
+    assert [d["status"] for d in reply["deliveries"]] == [200], reply
+    assert questions.get_question(question.question_id).status == QuestionStatus.OPEN  # type: ignore[union-attr]
+    assert sessions.get_session(ids.resumed_by(question.question_id)) is None
+
+
 def test_racing_replies_make_exactly_one_continuation(script: Script, fake_slack: FakeSlack, uid: str) -> None:
     thread, question = ask(script, fake_slack, uid)
     script(G.text("done"))
@@ -186,6 +201,29 @@ def test_a_button_press_answers_and_updates_the_question(
     assert not post.get("blocks")
     [response] = function_responses(fake_gemini.requests()[-1])
     assert response["response"]["result"]["matched_option"] == "postgres with replicas"
+
+
+def test_an_answer_whose_post_slack_will_not_update_now_is_still_a_200(
+    script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    """chat.update rate-limited for longer than the ingress may wait (or the post gone): the answer is recorded and
+    its continuation queued before the post is updated, so the press and the reply are answered 200 (a 500 showed
+    the presser an error, and made Slack deliver the reply again and again), and the session resumes."""
+    thread, question = ask(script, fake_slack, uid, options=OPTIONS)
+    script(G.text("Going with sqlite."))
+    fake_slack.fail("chat.update", times=10, status=429, error="ratelimited", retry_after=30)
+    clicked = fake_slack.click(
+        OPERATOR, thread.channel, question.post_ts or "", "answer_1", value=f"{question.question_id}|1"
+    )
+    assert clicked["status"] == 200, clicked
+    wait_status(ids.resumed_by(question.question_id), SessionStatus.DONE)
+
+    other, asked = ask(script, fake_slack, f"{uid}b", options=OPTIONS)
+    script(G.text("Going with postgres."))
+    fake_slack.fail("chat.update", times=10, error="message_not_found")
+    reply = fake_slack.user_message(OPERATOR, other.channel, "2", thread_ts=other.ts)
+    assert [d["status"] for d in reply["deliveries"]] == [200], reply
+    wait_status(ids.resumed_by(asked.question_id), SessionStatus.DONE)
 
 
 @pytest.mark.parametrize("value", ["q-nope|1", "{qid}|9", "{qid}", "garbage"])

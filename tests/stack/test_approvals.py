@@ -161,6 +161,19 @@ def test_deny_never_runs_it_and_the_model_hears_why(
     assert f"denied by <@{OPERATOR}>" in card["text"]
 
 
+def test_a_deny_whose_card_slack_will_not_update_now_is_still_a_200(
+    script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    """chat.update rate-limited past the ingress's wait: the denial is recorded and its continuation queued before
+    the card is updated, so the press is answered 200 (it was a 500: an error shown to the operator) and the
+    session resumes."""
+    thread, approval = asks_to_scale(script, fake_slack, uid)
+    fake_slack.fail("chat.update", times=10, status=429, error="ratelimited", retry_after=30)
+    assert press(fake_slack, approval, blocks.DENY_ACTION)["status"] == 200
+    wait_status(resumed(approval), SessionStatus.DONE, timeout=30)
+    assert executions(thread.session_id) == []
+
+
 def test_an_operator_reply_denies_with_its_text_as_the_reason(
     script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
 ) -> None:
