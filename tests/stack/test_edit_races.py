@@ -287,3 +287,28 @@ def forget_groups(stack: Stack) -> None:
     them from Slack)."""
     stack.stop_process("slack_interactivity")
     stack.start_function("slack_interactivity")
+
+
+def test_an_edit_submitted_twice_at_once_under_a_rule_of_two_approvers_counts_its_editor_once(
+    rules: None, group: None, script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    """Both submissions of one edit (a double click) are the editor's one approval (1 of 2) of the edited call: both
+    close the modal, and neither is told of "another edit"."""
+    _, approval = asks_to_scale(script, fake_slack, uid)
+    view = editor(fake_slack, approval, OPERATOR)
+    start = threading.Barrier(2)
+    answers: list[dict[str, Any]] = []
+
+    def submit() -> None:
+        start.wait()
+        answers.append(fake_slack.submit_view(view["id"], OPERATOR, {"arg:replicas": "4"}))
+
+    submitting = [threading.Thread(target=submit, daemon=True) for _ in range(2)]
+    for t in submitting:
+        t.start()
+    for t in submitting:
+        t.join(120)
+    assert [a["answer"] for a in answers if a["status"] == 200] in ([{}], [{}, {}])  # a closed view: Slack's 404
+    edited = current(approval)
+    assert (edited.status, edited.approved_by) == (ApprovalStatus.PENDING, [OPERATOR])
+    assert edited.edited_digest == digest("scale_service", canonical({"name": "api", "replicas": 4}))
