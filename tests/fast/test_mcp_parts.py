@@ -335,3 +335,17 @@ def test_what_a_server_asked_mid_call_is_told_to_the_model_with_the_result_or_th
     plain = results.declined_mid_call("old", asked, ToolResult.ok("deployed"))  # a body that is not an object
     assert plain.to_dict()["result"] == "deployed"
     assert "answered 'decline'" in plain.to_dict()["input_declined"]
+
+
+def test_tools_whose_names_clash_once_made_safe_are_left_out_and_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``a b`` and ``a_b`` (or one tool listed twice) would be one declaration calling whichever came last."""
+    listed = [mcp_types.Tool(name=name, input_schema={"type": "object"}) for name in ("a b", "a_b", "c", "d", "d")]
+    monkeypatch.setattr(config, "settings", lambda: config.Settings({"MCP_SERVERS": f'[{{"name": "tickets", '
+                                                                     f'"url": "{SERVER.url}"}}]'}))  # fmt: skip
+    monkeypatch.setattr(catalog, "_tools_of", lambda server: listed)
+    found = catalog.catalog()
+    assert [t.name for t in found.tools] == ["mcp.tickets.c"]
+    assert len(found.unavailable) == 2
+    assert "'a b', 'a_b'" in found.unavailable[0]
+    assert "mcp.tickets.a_b" in found.unavailable[0]
+    assert "'d', 'd'" in found.unavailable[1]
