@@ -19,3 +19,8 @@ class Refused(ProductError):
 
 class Unavailable(ProductError):
     """A service the product depends on kept failing after its retries."""
+
+
+class ShowLater(Unavailable):
+    """Slack would not show now what was recorded (rate-limited, a server error, no connection), and only a
+    redelivery of the message that caused it would show it: the entry point asks Slack to deliver it again."""

@@ -76,7 +76,8 @@ def last_of(attempts: list[Attempt]) -> dict[int, Attempt]:
     return last
 
 
-def settled(attempts: list[Attempt]) -> bool:
-    """Whether every copy ended 2xx, after whatever retries it took: a copy that lost a race (a claim whose
-    transaction gave up for contention answers 503) is delivered again, as Cloud Tasks does."""
-    return bool(attempts) and all(200 <= a.status < 300 for a in last_of(attempts).values())
+def settled(attempts: list[Attempt], copies: int) -> bool:
+    """Whether each of the ``copies`` ended 2xx, after whatever retries it took: a copy that lost a race (a claim
+    whose transaction gave up for contention) is delivered again, as Cloud Tasks does."""
+    last = last_of(attempts)
+    return len(last) == copies and all(200 <= a.status < 300 for a in last.values())

@@ -257,8 +257,9 @@ def _acknowledge(question: Question, answer_ts: str, *, pressed: bool, channel: 
     if not pressed:
         acks.append(lambda: slack.react(channel, answer_ts, Reaction.ANSWERED))
     # Independent Slack calls, made at once (the click's handler answers Slack sooner), once the answer is recorded
-    # and what it woke queued: a post left with its buttons is shown answered by the next press of one.
-    slack.best_effort("the answered question's post", lambda: batched.together(*acks))
+    # and what it woke queued: a post left with its buttons is shown answered by the next press of one; a reply
+    # whose acknowledgement may pass later fails its event, and Slack's redelivery shows it (``redelivered``).
+    slack.best_effort("the answered question's post", lambda: batched.together(*acks), transient_raises=not pressed)
 
 
 def closed_note(question: Question) -> str:

@@ -1,8 +1,9 @@
 """The ``agent_session`` entry point: Cloud Tasks' OIDC token checked, the task parsed, one delivery run.
 
 A malformed task answers 2xx (it would never succeed, so there is nothing to retry); a crash answers 500 so
-Cloud Tasks redelivers and the next attempt takes the session over; a transaction that gave up for contention
-answers 503 (nothing of it was applied), so it is delivered again too.
+Cloud Tasks redelivers and the next attempt takes the session over; so does a transaction that gave up for
+contention (nothing of it applied), with a warning and no traceback. Never a 503 or 429: Cloud Tasks would slow
+the whole queue's dispatch for them.
 """
 
 from __future__ import annotations
@@ -66,5 +67,4 @@ def handle(body: bytes, headers: Mapping[str, str]) -> Reply:
         attempt = 0
     with session_context(named.session_id, trace=trace_from(headers)):
         delivery = run_delivery(named.session_id, task=task, attempt=attempt, resumes=named.resumes)
-    code = (503 if delivery.busy else 500) if delivery.retry else 200  # Cloud Tasks retries either
-    return {"ok": not delivery.retry, **delivery.detail}, code
+    return {"ok": not delivery.retry, **delivery.detail}, 500 if delivery.retry else 200

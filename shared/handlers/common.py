@@ -8,6 +8,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from shared.errors import ShowLater
 from shared.queue import tasks
 from shared.slack.verify import verify
 
@@ -54,5 +55,9 @@ def slack_entry_point(answer: Handler) -> Handler:
                 return answer(body, headers)
             except tasks.QueueUnavailable as exc:
                 return queue_unavailable(exc)
+            except ShowLater as exc:  # recorded and queued; Slack's redelivery shows it (a warning, no traceback)
+                log.warning("Slack would not show what was recorded; asking Slack to deliver again",
+                            extra={"reason": str(exc)})  # fmt: skip
+                return {"error": "recorded; Slack would not show it now; retry"}, 503
 
     return handle

@@ -23,6 +23,7 @@ from slack_sdk.models.blocks import Block
 from slack_sdk.models.messages.chunk import Chunk
 
 from shared import config, deps
+from shared.errors import ShowLater
 from shared.slack import backpressure
 from shared.slack.safety import neutralise, neutralise_blocks
 
@@ -71,14 +72,26 @@ MARKDOWN_REFUSALS = frozenset({"invalid_blocks", "msg_blocks_too_long"})
 POST_FAILURES: tuple[type[Exception], ...] = (SlackApiError, *backpressure.CONNECTION_ERRORS)
 
 
-def best_effort(what: str, show: Callable[[], object]) -> None:
+def best_effort(what: str, show: Callable[[], object], *, transient_raises: bool = False) -> None:
     """A call that shows what was already recorded (and queued): one Slack will not make now
-    (rate-limited past the ingress's wait, the message deleted) is logged, never a 500 for a click or a reply
-    (Slack would show the person an error, or deliver the reply again)."""
+    (rate-limited past the ingress's wait, the message deleted) is logged, never a 500 for a click (Slack would
+    show the person an error). ``transient_raises``: a failure that may pass (a 429, a 5xx, a lost connection) is
+    raised as ``ShowLater``, for a message event whose redelivery by Slack shows it again (a reply's
+    acknowledgement)."""
     try:
         show()
     except POST_FAILURES as exc:
+        if transient_raises and transient(exc):
+            raise ShowLater(f"could not show {what} now: {exc!r}") from exc
         log.warning("could not show %s", what, extra={"error": repr(exc)})
+
+
+def transient(exc: BaseException) -> bool:
+    """Whether a Slack call's failure may pass if made again later: rate-limited, a server error, no connection."""
+    if isinstance(exc, SlackApiError):
+        status = getattr(exc.response, "status_code", 0) or 0
+        return status == 429 or status >= 500
+    return isinstance(exc, backpressure.CONNECTION_ERRORS)
 
 
 # Seconds after a failure that Slack may have taken a post is looked for: at once, then twice more, since behind a

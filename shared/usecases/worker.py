@@ -42,13 +42,13 @@ class Delivery:
 
     retry: bool
     detail: dict[str, str]
-    busy: bool = False  # a retry asked for because Firestore was contended (a 503), not because anything failed
 
 
 def _contended(what: str, exc: Exception, **extra: object) -> Delivery:
     """A transaction gave up for contention (nothing of it applied): a warning, and a later delivery asked for."""
-    log.warning(f"{what} met contention; asking for a later delivery", extra={**extra, "reason": str(exc)})
-    return Delivery(True, {"error": "contended, retry"}, busy=True)
+    log.warning("a transaction met contention; asking for a later delivery",
+                extra={**extra, "what": what, "reason": str(exc)})  # fmt: skip
+    return Delivery(True, {"error": "contended, retry"})
 
 
 def run_delivery(session_id: str, *, task: str, attempt: int, resumes: list[Waiting] | None = None) -> Delivery:

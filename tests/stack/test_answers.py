@@ -207,11 +207,12 @@ def test_an_answer_whose_post_slack_will_not_update_now_is_still_a_200(
     script: Script, fake_slack: FakeSlack, uid: str
 ) -> None:
     """chat.update rate-limited for longer than the ingress may wait (or the post gone): the answer is recorded and
-    its continuation queued before the post is updated, so the press and the reply are answered 200 (a 500 showed
-    the presser an error, and made Slack deliver the reply again and again), and the session resumes."""
+    its continuation queued before the post is updated, so the press and the reply to a deleted post are answered
+    200 (a 500 showed the presser an error, and made Slack deliver the reply again and again), and the session
+    resumes."""
     thread, question = ask(script, fake_slack, uid, options=OPTIONS)
     script(G.text("Going with sqlite."))
-    fake_slack.fail("chat.update", times=10, status=429, error="ratelimited", retry_after=30)
+    fake_slack.fail("chat.update", times=1, status=429, error="ratelimited", retry_after=30)
     clicked = fake_slack.click(
         OPERATOR, thread.channel, question.post_ts or "", "answer_1", value=f"{question.question_id}|1"
     )
@@ -224,6 +225,26 @@ def test_an_answer_whose_post_slack_will_not_update_now_is_still_a_200(
     reply = fake_slack.user_message(OPERATOR, other.channel, "2", thread_ts=other.ts)
     assert [d["status"] for d in reply["deliveries"]] == [200], reply
     wait_status(ids.resumed_by(asked.question_id), SessionStatus.DONE)
+
+
+def test_a_reply_whose_acknowledgement_slack_limits_for_now_is_shown_by_slacks_redelivery(
+    script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    """A free-text question (no buttons: no later press could show it answered) answered by a reply while
+    chat.update is rate-limited past the ingress's wait: the answer is recorded and queued, and the reply's event
+    fails so that Slack delivers it again, and that delivery shows the post answered (a 200 left 💬 and the
+    unanswered text for good)."""
+    thread, question = ask(script, fake_slack, uid)
+    script(G.text("Going with sqlite."))
+    fake_slack.fail("chat.update", times=1, status=429, error="ratelimited", retry_after=30)
+    reply = fake_slack.user_message(OPERATOR, thread.channel, "sqlite", thread_ts=thread.ts)
+    [first] = [d for d in reply["deliveries"] if d["type"] == "message"]
+    assert first["status"] != 200, reply
+    wait_status(ids.resumed_by(question.question_id), SessionStatus.DONE)  # the answer was taken all the same
+    assert fake_slack.redeliver(first["event_id"])["status"] == 200  # Slack's retry
+    [post] = [m for m in fake_slack.messages(thread.channel) if m["ts"] == question.post_ts]
+    assert "sqlite" in post["text"], post
+    assert "speech_balloon" not in fake_slack.reactions(thread.channel, question.post_ts or "")
 
 
 @pytest.mark.parametrize("value", ["q-nope|1", "{qid}|9", "{qid}", "garbage"])

@@ -171,7 +171,7 @@ def test_twin_questions_twin_approvals_and_a_child_in_one_turn_resume_it_once(
     assert [c["status"] for c in at_once(*(actions[step] for step in together))] == [200, 200]
     wait_for(lambda: sessions.get_session(resumed), timeout=90, what="the resuming continuation")
     attempts = delivery.deliver(stack.function_url("agent_session"), resumed, task="resume", copies=2)
-    assert delivery.settled(attempts), attempts
+    assert delivery.settled(attempts, 2), attempts
     wait_status(resumed, SessionStatus.DONE, timeout=90)
     responses = resumed_once(fake_gemini, thread, 5)
     assert [r["name"] for r in responses] == ["ask_operator"] * 2 + ["scale_service"] * 2 + ["delegate"]
