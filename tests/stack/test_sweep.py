@@ -399,6 +399,32 @@ def test_a_child_whose_worker_died_for_good_fails_and_its_parent_resumes(
     assert sweep(stack)["children_failed"] == 0
 
 
+def test_a_child_whose_worker_died_for_good_stops_what_it_delegated(
+    stack: Stack, empty_db: None, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """A child the sweep fails (its worker died for good) ends as a child that fails in its run does: what it
+    delegated is stopped. Its non-blocking grandchild ran on, spending the tree's budget on work whose result goes
+    nowhere (a child that ended has reported), and kept the tree's status message showing a task working."""
+    parent, child_id = parent_paused_on_a_dead_child(fake_slack, uid)
+    channel, child = parent.origin.channel, sessions.get_session(child_id)
+    assert child is not None
+    fake_gemini.script(FakeGemini.matching(f"[{channel}]", G.text("The disk check could not finish; I will retry.")))
+    grandchild = Session.new(
+        session_id=ids.child_id(child_id, 1, 0), kind=SessionKind.CHILD, channel=channel,
+        thread_ts=child.origin.thread_ts, trigger_ts=child.origin.trigger_ts, trigger_user=OPERATOR,
+        text="list the disks", created_at=firestore.now(), status=SessionStatus.RUNNING, worker="alive",
+        lease_until=firestore.now() + timedelta(minutes=5), transcript_writer=ids.child_id(child_id, 1, 0),
+        parent_session_id=child_id, parent_transcript=child_id, depth=2, delegate_seq=1, delegate_index=0,
+        delegate_blocking=False, root_session_id=parent.session_id,
+    )  # fmt: skip
+    firestore.session_ref(grandchild.session_id).create(grandchild.to_doc())
+
+    assert sweep(stack)["children_failed"] == 1
+    stopped = sessions.get_session(grandchild.session_id)
+    assert stopped is not None
+    assert stopped.stop_requested  # it ends at its next step, its result going nowhere
+
+
 def tree_message(channel: str, root: str) -> str:
     """A tree's status message in the thread, as its root posts it when it first delegates; returns its ts."""
     return slack.post(channel, root, ":busts_in_silhouette: *Delegated tasks*", key=f"{channel}:{root}:tree")
