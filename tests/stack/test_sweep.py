@@ -239,6 +239,33 @@ def test_a_dead_retry_alerts_the_operators_instead_of_retrying(
     assert sweep(stack)["escalated"] == 0
 
 
+def test_two_sweeps_at_once_alert_the_operators_of_a_silent_retry_once(
+    stack: Stack, empty_db: None, fake_slack: FakeSlack, uid: str
+) -> None:
+    """Cloud Scheduler may run the sweep twice at once: both read a silent narration not followed up yet, and each
+    posted its alert (in the thread and in the operator channel), the session marked only after the posts. The alert
+    is now claimed first: one of the two posts it."""
+    session = dead_session(uid, kind=SessionKind.RETRY, audit=WORK)
+    firestore.session_ref(session.session_id).update(
+        {"status": SessionStatus.SILENT_EXIT.value, "updated_at": firestore.now() - timedelta(hours=2)}
+    )
+    fake_slack.slow("chat.postMessage", 3, match=":warning:")  # real Slack latency: the first alert answered late
+    summaries: list[dict[str, Any]] = []
+    sweeps = [threading.Thread(target=lambda: summaries.append(sweep(stack))) for _ in range(2)]
+    for each in sweeps:
+        each.start()
+    for each in sweeps:
+        each.join(90)
+    assert len(summaries) == 2
+    assert [m["text"][:9] for m in fake_slack.bot_replies(session.origin.channel, session.origin.thread_ts)] == [
+        ":warning:"
+    ]
+    assert len([m for m in fake_slack.messages("C0OPERATORS") if "could not be narrated" in m["text"]]) == 1
+    followed = sessions.get_session(session.session_id)
+    assert followed is not None
+    assert followed.followed_up
+
+
 def test_a_silent_session_is_narrated_at_once(
     script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
 ) -> None:
