@@ -552,6 +552,31 @@ def test_a_child_waiting_on_its_parents_answer_is_reminded_then_ended_by_the_swe
     assert sweep(stack, asked_at + timedelta(hours=bound + 2))["children_abandoned"] == 0
 
 
+def test_a_child_the_sweep_abandons_on_its_unanswered_question_stops_what_it_delegated(
+    stack: Stack, empty_db: None, fake_slack: FakeSlack, uid: str
+) -> None:
+    """A child ended on its question to its parent stops its non-blocking children too (its waiting record names
+    only the blocking ones): their results would go nowhere, a child reports once."""
+    asked_at = firestore.now()
+    parent = paused_parent(fake_slack, uid, asked_at)
+    child = asking_child(uid, parent, asked_at)
+    grandchild_id = ids.child_id(child.session_id, 1, 0)
+    grandchild = Session.new(
+        session_id=grandchild_id, kind=SessionKind.CHILD, channel=parent.origin.channel,
+        thread_ts=parent.origin.thread_ts, trigger_ts=parent.origin.trigger_ts, trigger_user=OPERATOR,
+        text="list the keys", created_at=asked_at, status=SessionStatus.QUEUED, transcript_writer=grandchild_id,
+        parent_session_id=child.session_id, parent_transcript=child.session_id, depth=2, delegate_seq=1,
+        delegate_index=0, delegate_blocking=False, root_session_id=parent.session_id,
+    )  # fmt: skip
+    firestore.session_ref(grandchild_id).create(grandchild.to_doc())
+    bound = config.settings().question_remind_hours + config.settings().question_abandon_hours
+
+    assert sweep(stack, asked_at + timedelta(hours=bound + 1))["children_abandoned"] == 1
+    stopped = sessions.get_session(grandchild_id)
+    assert stopped is not None
+    assert stopped.stop_requested
+
+
 def test_a_childs_second_question_waits_its_own_time_once_the_first_is_answered(
     stack: Stack, empty_db: None, fake_slack: FakeSlack, uid: str
 ) -> None:
