@@ -146,6 +146,11 @@ def claim_for(key: str, *, kind: str, hold: timedelta) -> bool:
     return claimed
 
 
+def release(key: str) -> None:
+    """Give up a claim (``claim_for``) whose act failed: the next actor may try at once."""
+    event_ref(key).delete()
+
+
 def event_seen(event_id: str) -> bool:
     """Whether a Slack event was recorded (``claim_event``)."""
     return bool(event_ref(event_id).get().exists)

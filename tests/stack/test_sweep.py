@@ -366,6 +366,26 @@ def test_a_reminder_is_marked_sent_only_once_its_post_succeeded(
     assert stored.get_question(question.question_id).reminded_at is not None  # type: ignore[union-attr]
 
 
+def test_two_sweeps_at_once_remind_a_question_once(
+    stack: Stack, empty_db: None, script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    """Cloud Scheduler may run the sweep twice at once: both read the question not reminded yet (it is marked only
+    once its post succeeded), and each posted the reminder. It is now claimed first: one of the two posts it."""
+    thread = paused_with_question(script, fake_slack, f"C{uid}", "deploy on friday?")
+    question = open_question(thread.session_id)
+    age_question(question.question_id, 25)
+    fake_slack.slow("chat.postMessage", 3, match=":alarm_clock:")  # real Slack latency: the first answered late
+    summaries: list[dict[str, Any]] = []
+    sweeps = [threading.Thread(target=lambda: summaries.append(sweep(stack))) for _ in range(2)]
+    for each in sweeps:
+        each.start()
+    for each in sweeps:
+        each.join(90)
+    assert sorted(s["reminded"] for s in summaries) == [0, 1]
+    replies = fake_slack.bot_replies(thread.channel, thread.ts)
+    assert len([m for m in replies if m["text"].startswith(":alarm_clock:")]) == 1
+
+
 def parent_paused_on_a_dead_child(fake_slack: FakeSlack, uid: str, *, legacy: bool = False) -> tuple[Session, str]:
     """A top-level session paused on its one blocking child, whose worker died for good hours ago (its lease long
     expired): the parent and the child's id. ``legacy``: the parent stored as paused before every pause was a
