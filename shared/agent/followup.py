@@ -6,12 +6,13 @@ Retries never spawn retries, so a failing narration cannot loop: it escalates to
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 
 from shared import config
 from shared.queue import tasks
 from shared.slack import blocks, placement
 from shared.slack import client as slack
-from shared.state import dm_conversations, origin, sessions
+from shared.state import dm_conversations, events, origin, sessions
 from shared.state import questions as stored_questions
 from shared.state.firestore import now
 from shared.state.models import Note, NoteKind, SessionKind
@@ -32,8 +33,16 @@ def after_silent_exit(session: Session, *, reason: str) -> str:
     return "narrated"
 
 
+# How long an alert's claim holds off a sweep running beside the one posting it (longer than its posts take).
+ALERT_HOLD = timedelta(minutes=10)
+
+
 def alert(session: Session, *, reason: str) -> None:
-    """Tell the operators, in the thread and in the operator channel if one is set, that work went unreported."""
+    """Tell the operators, in the thread and in the operator channel if one is set, that work went unreported: once,
+    however many sweeps find it at once (claimed first; a claim its sweep did not follow up is taken again later)."""
+    if not events.claim_for(f"{session.session_id}:alert", kind="alert", hold=ALERT_HOLD):
+        log.info("the operators' alert is another sweep's", extra={"reason": reason})  # two sweeps at once
+        return
     settings = config.settings()
     mentions = blocks.operator_mentions(settings.operator_user_ids)
     original = session.narrated_session_id if session.kind == SessionKind.RETRY else session.session_id

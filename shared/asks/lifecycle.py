@@ -30,8 +30,12 @@ from itertools import chain
 from typing import Any, Protocol
 
 from shared.asks import approvals, cancelling, questions
+from shared.state import events
 from shared.state.models import Approval, Question
 from shared.state.stale import stale_approvals, stale_questions
+
+# How long a reminder's claim holds off a sweep running beside the one posting it (longer than its post takes).
+REMIND_HOLD = timedelta(minutes=10)
 
 
 class _Cancel(Protocol):
@@ -100,7 +104,20 @@ class Ask:
         return self._steps.expired
 
     def remind(self, at: datetime) -> bool:
-        return self._steps.remind(self.item, at)
+        """Its one reminder, claimed first: two sweeps at once (Cloud Scheduler may run it twice) both read it not
+        reminded, and each posted it. A failed post gives the claim up (the next sweep tries again)."""
+        key = f"{self.item_id}:reminder"
+        if not events.claim_for(key, kind="reminder", hold=REMIND_HOLD):
+            return False
+        try:
+            return self._steps.remind(self.item, at)
+        except Exception:
+            events.release(key)
+            raise
+
+    @property
+    def item_id(self) -> str:
+        return self.item.question_id if isinstance(self.item, Question) else self.item.approval_id
 
     def expire(self, at: datetime) -> bool:
         return self._steps.expire(self.item, at)

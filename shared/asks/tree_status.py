@@ -112,7 +112,45 @@ def _show(child: Session, surface: ThreadSurface) -> None:
         _refresh(child, surface)
 
 
+# How often a session whose end it showed reads the view again after its update (each read a point read).
+_RECHECKS = 3
+
+
 def _present(session: Session, surface: ThreadSurface, view: View, root: Session | None) -> None:
+    """Show ``view`` in the tree's status message. Updates from several sessions reach Slack in any order (real
+    latency): one made from an older view may land last and hide an end shown before it. So a session that will
+    not show the tree again (its own line ended, or the root's refresh) and showed tasks still working reads the
+    view again after its update and shows it again if it changed: the update that lands last then shows every line
+    stored before it landed. A session still working shows the tree again itself later, and a view whose every
+    task ended cannot go stale."""
+    for _ in range(_RECHECKS):
+        shown = _show_view(session, surface, view, root)
+        if shown is None or _all_ended(view) or not _wont_show_again(session, view):
+            return
+        again = tree_view.read(session.tree_root)
+        if _shown(again) == shown:
+            return
+        view = again
+
+
+def _all_ended(view: View) -> bool:
+    return all(line.ended for line in view.lines)
+
+
+def _wont_show_again(session: Session, view: View) -> bool:
+    """Whether ``session``'s own line, if it has one, shows it ended (else it updates the message again itself)."""
+    own = next((line for line in view.lines if line.child_id == session.session_id), None)
+    return own is None or own.ended
+
+
+def _shown(view: View) -> list[tuple[str, str, bool]]:
+    return [(line.child_id, line.text + line.state, line.ended) for line in in_tree_order(view.lines)]
+
+
+def _show_view(session: Session, surface: ThreadSurface, view: View,
+               root: Session | None) -> list[tuple[str, str, bool]] | None:  # fmt: skip
+    """One update (or the first post) of the status message; what it showed if it was an update (None: posted, or
+    nowhere to show it)."""
     root_id = session.tree_root
     lines = in_tree_order(view.lines)
     shown_lines = [(line.depth, line.text, line.state) for line in lines]
@@ -122,8 +160,10 @@ def _present(session: Session, surface: ThreadSurface, view: View, root: Session
     ts = view.status_ts or (root or sessions.get_session(root_id) or session).tree.status_ts
     if ts:
         slack.update(session.origin.channel, ts, text, blocks=shown)
-    elif not surface.quiet:
+        return _shown(view)
+    if not surface.quiet:
         ts = surface.post(text, key=f"{root_id}:tree", blocks=shown)
         tree_view.set_status_ts(root_id, ts)
         if session.session_id == root_id:
             session.tree.status_ts = ts
+    return None

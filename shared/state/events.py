@@ -16,7 +16,7 @@ from google.cloud import firestore
 
 from shared import config
 from shared.state import ids, quotas
-from shared.state.firestore import ALREADY_EXISTS, EVENT_EXPIRES_FIELD, db, event_ref, now, session_ref
+from shared.state.firestore import ALREADY_EXISTS, EVENT_EXPIRES_FIELD, db, event_ref, now, session_ref, transact
 from shared.state.session_model import Session
 
 log = logging.getLogger(__name__)
@@ -125,6 +125,30 @@ def claim_event(event_id: str, *, kind: str) -> bool:
     except ALREADY_EXISTS:
         return False
     return True
+
+
+def claim_for(key: str, *, kind: str, hold: timedelta) -> bool:
+    """Claim ``key`` for one actor (two sweeps at once: one acts); False if another claimed it less than ``hold``
+    ago. A claim older than that is taken again: its actor may have died before acting (then acting twice beats
+    never acting)."""
+    ref = event_ref(key)
+
+    @firestore.transactional
+    def run(transaction: firestore.Transaction) -> bool:
+        found = ref.get(transaction=transaction, field_paths=["received_at"]).to_dict()
+        at = now()
+        if found is not None and found.get("received_at") is not None and found["received_at"] > at - hold:
+            return False
+        transaction.set(ref, record(kind, "", at))
+        return True
+
+    claimed: bool = transact(run)
+    return claimed
+
+
+def release(key: str) -> None:
+    """Give up a claim (``claim_for``) whose act failed: the next actor may try at once."""
+    event_ref(key).delete()
 
 
 def event_seen(event_id: str) -> bool:

@@ -8,7 +8,9 @@
 - A silent exit that was neither narrated nor escalated is followed up (a narration retry, or an alert).
 - A ``running`` session whose lease expired STALE_LEASE_MINUTES ago lost its worker for good (its task ran out
   of retries): it becomes a silent exit and is narrated from its audit log, or escalated.
-- A delegated child in that state fails instead, and its parent hears it (the parent never waits for ever).
+- A delegated child in that state fails instead, and its parent hears it (the parent never waits for ever). A child
+  the sweep ends (failed, or abandoned below) stops what it delegated, as a child failing in its run does: a
+  child's result after its end goes nowhere.
 - A child paused on its blocking question to its parent (``ask_parent``) ages as a question does: the parent's
   conversation is asked again once, and QUESTION_ABANDON_HOURS later the child is ended (abandoned), the parent's
   conversation told why as the child's result.
@@ -51,6 +53,8 @@ from shared.state.stale import stale_sessions
 log = logging.getLogger(__name__)
 
 QUEUED_GRACE = timedelta(minutes=15)
+# Who stops what a child the sweep ended had delegated (a child's result after its end goes nowhere: it reported).
+DELEGATOR_ENDED = "the session that delegated it ended"
 
 
 def run(when: datetime | None = None) -> dict[str, Any]:
@@ -150,6 +154,7 @@ def _asking_action(child: Session, at: datetime, remind_after: timedelta, abando
         if not delegation.abandon_asking(child, at):
             return "unchanged"
         stopping.end_waits(child, why="its session stopped waiting: its question to its parent went unanswered")
+        stopping.stop_children(child, by=DELEGATOR_ENDED)  # its non-blocking ones too: a child reports only once
         return "children_abandoned"
     if asked.reminded_at is None and since <= at - remind_after:
         return "parents_reminded" if children.remind_parent(child, at) else "unchanged"
@@ -171,6 +176,8 @@ def _unwaited_action(session: Session, at: datetime, before: datetime) -> str:
         return "unchanged"
     if session.reports_to_parent:
         failed = delegation.fail_unwaited(session, before, f"it stopped waiting: {stopping.UNWAITED}")
+        if failed:
+            stopping.stop_children(session, by=DELEGATOR_ENDED)
         return "unwaited_ended" if failed else "unchanged"
     shown = _closed_shown(settled.closed, at) if settled.closed else None
     return "unwaited_ended" if stopping.end_unwaited(session, shown=shown) else "unchanged"
@@ -228,6 +235,7 @@ def _dead_child(child: Session) -> str:
     except steps.LeaseLost:
         return "unchanged"  # taken over meanwhile
     delegation.resume_parent(child, finished)
+    stopping.stop_children(child, by=DELEGATOR_ENDED)  # as a child that fails in its run: their work has nobody
     tree_status.show_ended(child.session_id)
     return "children_failed"
 

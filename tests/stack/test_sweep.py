@@ -239,6 +239,33 @@ def test_a_dead_retry_alerts_the_operators_instead_of_retrying(
     assert sweep(stack)["escalated"] == 0
 
 
+def test_two_sweeps_at_once_alert_the_operators_of_a_silent_retry_once(
+    stack: Stack, empty_db: None, fake_slack: FakeSlack, uid: str
+) -> None:
+    """Cloud Scheduler may run the sweep twice at once: both read a silent narration not followed up yet, and each
+    posted its alert (in the thread and in the operator channel), the session marked only after the posts. The alert
+    is now claimed first: one of the two posts it."""
+    session = dead_session(uid, kind=SessionKind.RETRY, audit=WORK)
+    firestore.session_ref(session.session_id).update(
+        {"status": SessionStatus.SILENT_EXIT.value, "updated_at": firestore.now() - timedelta(hours=2)}
+    )
+    fake_slack.slow("chat.postMessage", 3, match=":warning:")  # real Slack latency: the first alert answered late
+    summaries: list[dict[str, Any]] = []
+    sweeps = [threading.Thread(target=lambda: summaries.append(sweep(stack))) for _ in range(2)]
+    for each in sweeps:
+        each.start()
+    for each in sweeps:
+        each.join(90)
+    assert len(summaries) == 2
+    assert [m["text"][:9] for m in fake_slack.bot_replies(session.origin.channel, session.origin.thread_ts)] == [
+        ":warning:"
+    ]
+    assert len([m for m in fake_slack.messages("C0OPERATORS") if "could not be narrated" in m["text"]]) == 1
+    followed = sessions.get_session(session.session_id)
+    assert followed is not None
+    assert followed.followed_up
+
+
 def test_a_silent_session_is_narrated_at_once(
     script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
 ) -> None:
@@ -339,6 +366,26 @@ def test_a_reminder_is_marked_sent_only_once_its_post_succeeded(
     assert stored.get_question(question.question_id).reminded_at is not None  # type: ignore[union-attr]
 
 
+def test_two_sweeps_at_once_remind_a_question_once(
+    stack: Stack, empty_db: None, script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    """Cloud Scheduler may run the sweep twice at once: both read the question not reminded yet (it is marked only
+    once its post succeeded), and each posted the reminder. It is now claimed first: one of the two posts it."""
+    thread = paused_with_question(script, fake_slack, f"C{uid}", "deploy on friday?")
+    question = open_question(thread.session_id)
+    age_question(question.question_id, 25)
+    fake_slack.slow("chat.postMessage", 3, match=":alarm_clock:")  # real Slack latency: the first answered late
+    summaries: list[dict[str, Any]] = []
+    sweeps = [threading.Thread(target=lambda: summaries.append(sweep(stack))) for _ in range(2)]
+    for each in sweeps:
+        each.start()
+    for each in sweeps:
+        each.join(90)
+    assert sorted(s["reminded"] for s in summaries) == [0, 1]
+    replies = fake_slack.bot_replies(thread.channel, thread.ts)
+    assert len([m for m in replies if m["text"].startswith(":alarm_clock:")]) == 1
+
+
 def parent_paused_on_a_dead_child(fake_slack: FakeSlack, uid: str, *, legacy: bool = False) -> tuple[Session, str]:
     """A top-level session paused on its one blocking child, whose worker died for good hours ago (its lease long
     expired): the parent and the child's id. ``legacy``: the parent stored as paused before every pause was a
@@ -397,6 +444,32 @@ def test_a_child_whose_worker_died_for_good_fails_and_its_parent_resumes(
     assert "worker died" in response["error"]
     shows_ended(fake_slack, channel, parent.tree.status_ts or "", ":x: failed")
     assert sweep(stack)["children_failed"] == 0
+
+
+def test_a_child_whose_worker_died_for_good_stops_what_it_delegated(
+    stack: Stack, empty_db: None, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """A child the sweep fails (its worker died for good) ends as a child that fails in its run does: what it
+    delegated is stopped. Its non-blocking grandchild ran on, spending the tree's budget on work whose result goes
+    nowhere (a child that ended has reported), and kept the tree's status message showing a task working."""
+    parent, child_id = parent_paused_on_a_dead_child(fake_slack, uid)
+    channel, child = parent.origin.channel, sessions.get_session(child_id)
+    assert child is not None
+    fake_gemini.script(FakeGemini.matching(f"[{channel}]", G.text("The disk check could not finish; I will retry.")))
+    grandchild = Session.new(
+        session_id=ids.child_id(child_id, 1, 0), kind=SessionKind.CHILD, channel=channel,
+        thread_ts=child.origin.thread_ts, trigger_ts=child.origin.trigger_ts, trigger_user=OPERATOR,
+        text="list the disks", created_at=firestore.now(), status=SessionStatus.RUNNING, worker="alive",
+        lease_until=firestore.now() + timedelta(minutes=5), transcript_writer=ids.child_id(child_id, 1, 0),
+        parent_session_id=child_id, parent_transcript=child_id, depth=2, delegate_seq=1, delegate_index=0,
+        delegate_blocking=False, root_session_id=parent.session_id,
+    )  # fmt: skip
+    firestore.session_ref(grandchild.session_id).create(grandchild.to_doc())
+
+    assert sweep(stack)["children_failed"] == 1
+    stopped = sessions.get_session(grandchild.session_id)
+    assert stopped is not None
+    assert stopped.stop_requested  # it ends at its next step, its result going nowhere
 
 
 def tree_message(channel: str, root: str) -> str:
@@ -497,6 +570,31 @@ def test_a_child_waiting_on_its_parents_answer_is_reminded_then_ended_by_the_swe
     assert tree_view.allotted(parent.session_id) == {"turns": 1, "tool_calls": 1}
     shows_ended(fake_slack, channel, parent.tree.status_ts or "", "abandoned")  # not ":gear: working" for ever
     assert sweep(stack, asked_at + timedelta(hours=bound + 2))["children_abandoned"] == 0
+
+
+def test_a_child_the_sweep_abandons_on_its_unanswered_question_stops_what_it_delegated(
+    stack: Stack, empty_db: None, fake_slack: FakeSlack, uid: str
+) -> None:
+    """A child ended on its question to its parent stops its non-blocking children too (its waiting record names
+    only the blocking ones): their results would go nowhere, a child reports once."""
+    asked_at = firestore.now()
+    parent = paused_parent(fake_slack, uid, asked_at)
+    child = asking_child(uid, parent, asked_at)
+    grandchild_id = ids.child_id(child.session_id, 1, 0)
+    grandchild = Session.new(
+        session_id=grandchild_id, kind=SessionKind.CHILD, channel=parent.origin.channel,
+        thread_ts=parent.origin.thread_ts, trigger_ts=parent.origin.trigger_ts, trigger_user=OPERATOR,
+        text="list the keys", created_at=asked_at, status=SessionStatus.QUEUED, transcript_writer=grandchild_id,
+        parent_session_id=child.session_id, parent_transcript=child.session_id, depth=2, delegate_seq=1,
+        delegate_index=0, delegate_blocking=False, root_session_id=parent.session_id,
+    )  # fmt: skip
+    firestore.session_ref(grandchild_id).create(grandchild.to_doc())
+    bound = config.settings().question_remind_hours + config.settings().question_abandon_hours
+
+    assert sweep(stack, asked_at + timedelta(hours=bound + 1))["children_abandoned"] == 1
+    stopped = sessions.get_session(grandchild_id)
+    assert stopped is not None
+    assert stopped.stop_requested
 
 
 def test_a_childs_second_question_waits_its_own_time_once_the_first_is_answered(

@@ -76,11 +76,15 @@ def _first_child_end(rig: cost.Rig, children: int) -> Ops:
 def test_a_childs_end_costs_the_same_in_a_tree_of_one_and_of_eight(
     stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A child that ends beside siblings still working reads the tree's view once more after its update of the
+    status message (an older view's update may land after a newer one's): one read, however many siblings."""
     with counted_rig(stack, monkeypatch, **ROOMY) as rig:
         alone = _first_child_end(rig, 1)
+        among_two = _first_child_end(rig, 2)
         among_eight = _first_child_end(rig, 8)
         rig.gemini.reset()  # the late results' continuations are not delivered: their replies are not asked for
-    assert among_eight.billed() == alone.billed()
+    assert among_eight.billed() == among_two.billed()
+    assert among_two.billed() == {**alone.billed(), "reads": alone.billed()["reads"] + 1}
     assert alone.queries == 0  # the tree is not read whole at a child's end
 
 
@@ -263,3 +267,42 @@ def test_a_child_of_a_tree_shown_before_views_were_kept_still_shows_its_end(
     [status] = [m for m in fake_slack.bot_replies(origin.channel, origin.thread_ts) if m["text"].startswith(TREE_MARK)]
     assert status["ts"] == posted
     assert "(1 of 2 finished)" in status["text"]
+
+
+@pytest.mark.timeout(300)
+def test_a_child_end_whose_status_update_reaches_slack_after_its_siblings_still_leaves_every_end_shown(
+    stack: Stack, fake_slack: FakeSlack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two children ending together, with real Slack latency: the first read the tree's view while its sibling
+    still worked, and its chat.update reached Slack after the sibling's, which showed both ended. The message was
+    left showing the sibling working (and the tree's Stop button) for good: nothing else refreshes a tree whose
+    parent has ended. A child whose end it showed beside tasks still working now reads the view again after its
+    update, and shows what changed meanwhile."""
+    from shared.slack import client as slack_client
+
+    update = slack_client.update
+    last_landed = threading.Event()
+    held: list[str] = []
+
+    def late_for_the_first(channel: str, ts: str, text: str, **kwargs: Any) -> None:
+        if "(1 of 2 finished)" in text and not held:  # the first end's update: it reaches Slack after the second's
+            held.append(text)
+            assert last_landed.wait(120), "the second child's end never updated the message"
+        update(channel, ts, text, **kwargs)
+        if "(2 of 2 finished)" in text:
+            last_landed.set()
+
+    with counted_rig(stack, monkeypatch, **ROOMY) as rig:
+        parent, child_ids = _fan_out(rig, 2)
+        monkeypatch.setattr(slack_client, "update", late_for_the_first)
+        first = threading.Thread(target=rig.deliver, args=(child_ids[0],))
+        first.start()
+        wait_for(lambda: bool(held), what="the first child's end to update the message")
+        rig.deliver(child_ids[1])
+        first.join(120)
+        for child in child_ids:
+            rig.expect(child, SessionStatus.DONE)
+        origin = rig.session(parent).origin
+        rig.gemini.reset()  # the late results' continuations are not delivered
+    [status] = [m for m in fake_slack.bot_replies(origin.channel, origin.thread_ts) if m["text"].startswith(TREE_MARK)]
+    assert "(2 of 2 finished)" in status["text"]
