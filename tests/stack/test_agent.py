@@ -18,7 +18,7 @@ from infra.stack import Stack
 from shared.asks.answers import decide
 from shared.queue import tasks
 from shared.slack import blocks
-from shared.state import firestore, questions, sessions, steps
+from shared.state import firestore, ids, questions, sessions, steps
 from shared.state.models import QuestionStatus, SessionStatus
 from shared.state.questions import AnswerRecord
 from shared.state.sessions import ClaimResult
@@ -71,6 +71,25 @@ def test_mention_gets_a_final_reply_with_reactions_in_order(
     assert request["body"]["systemInstruction"]["parts"][0]["text"].startswith("You are a helpful")
     declared = {d["name"] for tool in request["body"]["tools"] for d in tool["functionDeclarations"]}
     assert {"ask_operator", "post_update", "read_thread", "fetch_url"} <= declared
+
+
+def test_a_follow_up_shows_the_model_its_own_earlier_answer_as_its_own(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """The opening names a thread message "you (the assistant)" only when this app's bot user wrote it (auth.test):
+    a follow-up mention's model reads the earlier answer as its own, and the person's words as theirs."""
+    script(G.text("The answer is 42."))
+    thread = mention(fake_slack, f"C{uid}", "what is the answer")
+    wait_status(thread.session_id, SessionStatus.DONE)
+    script(G.text("Still 42."))
+    sent = fake_slack.user_message(
+        "U0HUMAN", thread.channel, f"<@{local.BOT_USER_ID}> are you sure? [{thread.channel}]", thread_ts=thread.ts
+    )
+    [delivery] = [d for d in sent["deliveries"] if d["type"] == "app_mention"]
+    wait_status(ids.session_for_event(delivery["event_id"]), SessionStatus.DONE)
+    shown = texts(fake_gemini.requests()[-1])
+    assert '"from": "you (the assistant)", "text": "The answer is 42."' in shown, shown
+    assert "another app" not in shown
 
 
 def test_long_answers_are_split_into_several_messages(
