@@ -112,25 +112,20 @@ def _show(child: Session, surface: ThreadSurface) -> None:
         _refresh(child, surface)
 
 
-# How often a session whose end it showed reads the view again after its update (each read a point read).
-_RECHECKS = 3
-
-
 def _present(session: Session, surface: ThreadSurface, view: View, root: Session | None) -> None:
     """Show ``view`` in the tree's status message. Updates from several sessions reach Slack in any order (real
-    latency): one made from an older view may land last and hide an end shown before it. So a session that will
-    not show the tree again (its own line ended, or the root's refresh) and showed tasks still working reads the
-    view again after its update and shows it again if it changed: the update that lands last then shows every line
-    stored before it landed. A session still working shows the tree again itself later, and a view whose every
-    task ended cannot go stale."""
-    for _ in range(_RECHECKS):
-        shown = _show_view(session, surface, view, root)
-        if shown is None or _all_ended(view) or not _wont_show_again(session, view):
-            return
-        again = tree_view.read(session.tree_root)
-        if _shown(again) == shown:
-            return
-        view = again
+    latency): one made from an older view may land after a sibling's that showed every task ended, and leave the
+    tree shown working for good. So a session that will not show the tree again (its own line ended, or the root's
+    refresh) and showed tasks still working reads the view once more after its update, and shows it again only if
+    every task has ended since: the last update then shows the tree finished, and a tree still working is shown
+    again by the end still to come. One point read more for such an end, and at most one update more per session
+    (a tree of 32 ending together makes a few, not 32, within chat.update's rate)."""
+    shown = _show_view(session, surface, view, root)
+    if shown is None or _all_ended(view) or not _wont_show_again(session, view):
+        return
+    again = tree_view.read(session.tree_root)
+    if _all_ended(again) and _shown(again) != shown:
+        _show_view(session, surface, again, root)
 
 
 def _all_ended(view: View) -> bool:
