@@ -18,7 +18,7 @@ from shared.asks import cancelling, delegation, routing
 from shared.slack import blocks, placement
 from shared.slack import client as slack
 from shared.slack.surface import Reaction, ThreadSurface
-from shared.state import ids, sessions
+from shared.state import events, ids, sessions
 from shared.state import questions as stored
 from shared.state.firestore import now
 from shared.state.models import Question, QuestionStatus, SessionStatus
@@ -198,14 +198,15 @@ def show_abandoned(question: Question, at: datetime, *, tell: bool = True) -> No
             slack.update(question.post_place()[0], question.post_ts, blocks.abandoned_text(question.text, hours))
         except SlackApiError as exc:  # the thread is told below either way
             log.warning("could not update the abandoned question", extra={"error": exc.response.get("error")})
-    if not tell:
+    key = f"{question.question_id}:abandoned"
+    if not tell or not events.claim_notice(key):  # claimed: the sweep's abandon and a refused answer both show it
         return
     slack.post(
         question.channel,
         _reply_ts(question),
         f"Nobody answered this question for {hours} hours, so I have stopped waiting. "
         "To start again, mention me in this thread with what you would like.",
-        key=f"{question.question_id}:abandoned",
+        key=key,
     )
 
 

@@ -127,6 +127,19 @@ def claim_event(event_id: str, *, kind: str) -> bool:
     return True
 
 
+def claim_notice(key: str) -> bool:
+    """Claim the one post of a notice two paths may both make (the sweep's abandon, and a refused answer or decision
+    ending the same session: ``shared.asks.questions.show_abandoned``), with ``create()``; False if the other
+    claimed it first. A post's key alone cannot keep two concurrent posters apart: each looks for it only after a
+    failure."""
+    try:
+        event_ref(f"notice-{key}").create(record("notice", "", now()))
+    except ALREADY_EXISTS:
+        log.info("a notice already claimed; not posted again", extra={"key": key})
+        return False
+    return True
+
+
 def event_seen(event_id: str) -> bool:
     """Whether a Slack event was recorded (``claim_event``)."""
     return bool(event_ref(event_id).get().exists)
