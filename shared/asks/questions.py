@@ -8,6 +8,7 @@ once and then abandons.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -28,6 +29,18 @@ from shared.state.session_model import Session
 log = logging.getLogger(__name__)
 
 REPLACED = "a newer question replaces it"
+
+
+def replaced(statuses: Iterable[str]) -> bool:
+    """Whether a turn whose questions closed unanswered with ``statuses`` had one replaced by a newer question (else
+    they went unanswered)."""
+    return QuestionStatus.CANCELLED.value in statuses
+
+
+def why_closed(statuses: Iterable[str], *, unanswered: str) -> str:
+    """Why a session whose turn had questions closed unanswered with ``statuses`` stopped waiting: a newer question
+    replaces one (``REPLACED``), or ``unanswered``."""
+    return f"its session stopped waiting: {REPLACED if replaced(statuses) else unanswered}"
 
 
 def ask(session: Session, *, seq: int, call_index: int, call_id: str | None, question: str, options: list[str],
