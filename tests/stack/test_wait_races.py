@@ -456,7 +456,7 @@ def paused_on_a_question_and_a_card(
     return thread, wait_for(partial(carded, ids.approval_id(thread.session_id, 1, 1)), timeout=30, what="the card")
 
 
-STOP_KILLED = ["Slack's retry of the stop", "an answer", "the sweep"]
+STOP_KILLED = ["Slack's retry of the stop", "an answer", "the sweep", "the sweep's reminder"]
 
 
 @pytest.mark.parametrize("then", STOP_KILLED)
@@ -482,7 +482,15 @@ def test_the_questions_a_stop_killed_part_way_left_open_are_closed_by_what_comes
         assert fake_slack.redeliver(event["event_id"])["status"] == 200
     elif then == "an answer":
         assert pick(fake_slack, thread, open_one, 1)["status"] == 200
-    if then != "the sweep":
+    if then == "the sweep's reminder":  # 24 h on: never reminded, closed as the Stop would have closed it
+        assert not questions.remind(question, firestore.now() + timedelta(hours=30))
+        closed = stored_questions.get_question(open_one)
+        assert closed is not None
+        assert closed.status == QuestionStatus.CANCELLED
+        assert closed.reminded_at is None
+        shown = [m["text"] for m in fake_slack.messages(thread.channel, thread.ts)]
+        assert not any("this question has waited" in t for t in shown), shown
+    elif then != "the sweep":
         told = [e["text"] for e in fake_slack.ephemerals(thread.channel, user=OPERATOR)]
         assert any("Nothing waits on this question any more" in text for text in told), told
         closed = stored_questions.get_question(open_one)
