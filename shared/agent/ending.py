@@ -19,8 +19,7 @@ from shared.agent.pausing import Pauses
 from shared.agent.run_state import RunState, text_of
 from shared.agent.tools.base import short
 from shared.agent.transcript import contents_of, shorten_tool_results
-from shared.asks import delegation, stopping
-from shared.asks.questions import REPLACED
+from shared.asks import delegation, questions, stopping
 from shared.state import children as stored_children
 from shared.state import ids, parent_questions, steps
 from shared.state import questions as stored_questions
@@ -29,7 +28,6 @@ from shared.state.models import (
     Audit,
     AuditType,
     Note,
-    QuestionStatus,
     SessionStatus,
     Step,
     StepKind,
@@ -78,9 +76,9 @@ class Ender:
         a paused asker, and everything else its turn waited on ends with it (its children stopped: their results
         go nowhere; its other questions cancelled, its approvals expired), the children asking it released. The
         thread hears nothing more: the replaced question's post says so, and the newer question is there."""
-        replaced = QuestionStatus.CANCELLED.value in turn.closed.values()
-        why = f"its session stopped waiting: {REPLACED if replaced else 'a question went unanswered'}"
-        by = _replacer(turn.closed) if replaced else "sweep"
+        statuses = list(turn.closed.values())
+        why = questions.why_closed(statuses, unanswered="a question went unanswered")
+        by = _replacer(turn.closed) if questions.replaced(statuses) else "sweep"
         if self.session.reports_to_parent:  # (an MCP server's request for input, the one question a child asks)
             self.run.record_calls()
             step = Step(seq=self.session.next_seq, session_id=self.session.session_id, kind=StepKind.END,

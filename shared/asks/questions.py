@@ -8,7 +8,8 @@ once and then abandons.
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from collections.abc import Iterable
+from datetime import datetime, timedelta
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -18,7 +19,7 @@ from shared.asks import cancelling, delegation, routing
 from shared.slack import blocks, placement
 from shared.slack import client as slack
 from shared.slack.surface import Reaction, ThreadSurface
-from shared.state import ids, sessions
+from shared.state import events, ids, sessions
 from shared.state import questions as stored
 from shared.state.firestore import now
 from shared.state.models import Question, QuestionStatus, SessionStatus
@@ -28,6 +29,19 @@ from shared.state.session_model import Session
 log = logging.getLogger(__name__)
 
 REPLACED = "a newer question replaces it"
+NOTICE_HOLD = timedelta(minutes=10)  # how long a claim of an abandoned question's notice keeps others from posting it
+
+
+def replaced(statuses: Iterable[str]) -> bool:
+    """Whether a turn whose questions closed unanswered with ``statuses`` had one replaced by a newer question (else
+    they went unanswered)."""
+    return QuestionStatus.CANCELLED.value in statuses
+
+
+def why_closed(statuses: Iterable[str], *, unanswered: str) -> str:
+    """Why a session whose turn had questions closed unanswered with ``statuses`` stopped waiting: a newer question
+    replaces one (``REPLACED``), or ``unanswered``."""
+    return f"its session stopped waiting: {REPLACED if replaced(statuses) else unanswered}"
 
 
 def ask(session: Session, *, seq: int, call_index: int, call_id: str | None, question: str, options: list[str],
@@ -121,11 +135,17 @@ def _abandon_asker(older: Question, *, asker: str, again: bool = False) -> None:
 
 
 def remind(question: Question, at: datetime) -> bool:
-    """The one reminder of a question left open too long, mentioning the operators; False if already done.
+    """The one reminder of a question left open too long, mentioning the operators; False if already done, or if
+    its session was stopped (a Stop killed before it closed the question): closed now as that Stop would have
+    closed it (``stopping.close_stopped``), never reminded in a stopped thread.
 
     Marked as sent only once the post succeeded: a failed post is tried again by the next sweep.
     """
+    from shared.asks import stopping  # (as in ``_end_waits``)
+
     if question.reminded_at is not None or question.status != QuestionStatus.OPEN:
+        return False
+    if stopping.close_stopped(question.session_id) is not None:  # a killed Stop left it open: closed as it would be
         return False
     operators = blocks.operator_mentions(config.settings().operator_user_ids)
     hours = int((at - question.asked_at).total_seconds() // 3600)
@@ -198,14 +218,17 @@ def show_abandoned(question: Question, at: datetime, *, tell: bool = True) -> No
             slack.update(question.post_place()[0], question.post_ts, blocks.abandoned_text(question.text, hours))
         except SlackApiError as exc:  # the thread is told below either way
             log.warning("could not update the abandoned question", extra={"error": exc.response.get("error")})
-    if not tell:
+    key = f"{question.question_id}:abandoned"
+    # The sweep's abandon and a refused answer may both show it: whoever claims it posts it (a claimant that died
+    # before posting leaves it to the next one after NOTICE_HOLD).
+    if not tell or not events.claim_for(f"notice-{key}", kind="notice", hold=NOTICE_HOLD):
         return
     slack.post(
         question.channel,
         _reply_ts(question),
         f"Nobody answered this question for {hours} hours, so I have stopped waiting. "
         "To start again, mention me in this thread with what you would like.",
-        key=f"{question.question_id}:abandoned",
+        key=key,
     )
 
 

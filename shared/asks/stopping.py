@@ -17,10 +17,10 @@ from shared.slack import client as slack
 from shared.slack import placement
 from shared.slack.surface import Reaction
 from shared.state import approvals as stored_approvals
-from shared.state import origin, sessions, stop_requests
+from shared.state import origin, sessions, stop_requests, waiting
 from shared.state import questions as stored_questions
 from shared.state.firestore import now
-from shared.state.models import Approval, Question, QuestionStatus, SessionStatus, WaitKind
+from shared.state.models import Approval, Question, SessionStatus
 from shared.state.session_model import Session
 
 log = logging.getLogger(__name__)
@@ -140,9 +140,15 @@ def close_unwaited(session_id: str) -> Session | None:
         found = sessions.get_session(session_id)
     if found is None or found.status != SessionStatus.ABANDONED:
         return None
-    end_waits(found, why=found.error or f"its session stopped waiting: {CLOSED_UNANSWERED}", by="sweep")
-    delegation.release_askers(found)
+    _end_abandoned(found)
     return found
+
+
+def _end_abandoned(ended: Session) -> None:
+    """What an abandoned session (ended on its turn's closed questions) still names ends, and the children asking
+    it are released, for the reason its end recorded."""
+    end_waits(ended, why=ended.error or f"its session stopped waiting: {CLOSED_UNANSWERED}", by="sweep")
+    delegation.release_askers(ended)
 
 
 def _show_closed(ended: Session, closed: list[Question]) -> None:
@@ -154,23 +160,22 @@ def _show_closed(ended: Session, closed: list[Question]) -> None:
     try:
         questions.show_closed(closed, now())
     finally:
-        end_waits(ended, why=ended.error or f"its session stopped waiting: {CLOSED_UNANSWERED}", by="sweep")
-        delegation.release_askers(ended)
+        _end_abandoned(ended)
 
 
 def _closed_unanswered(paused: Session) -> list[Question]:
     """The questions ``paused``'s turn waits on that were closed unanswered (cancelled or abandoned)."""
-    asked = [w.key for w in paused.waiting if w.kind in {WaitKind.QUESTION, WaitKind.MCP_INPUT} and not w.released]
+    asked = waiting.asked(paused.waiting)
     found = stored_questions.get_questions(asked) if asked else {}
-    return [q for q in found.values() if q.status in {QuestionStatus.CANCELLED, QuestionStatus.ABANDONED}]
+    closed = waiting.closed_unanswered(paused.waiting, {key: q.status.value for key, q in found.items()})
+    return [found[key] for key in closed]
 
 
 def _why_closed(closed: list[Question]) -> str | None:
     """Why a paused session whose turn had ``closed`` can never resume (None: nothing was closed)."""
-    if not closed:
-        return None
-    replaced = any(q.status == QuestionStatus.CANCELLED for q in closed)
-    return f"its session stopped waiting: {'a newer question replaces it' if replaced else CLOSED_UNANSWERED}"
+    from shared.asks import questions  # (as in ``_show_closed``)
+
+    return questions.why_closed([q.status.value for q in closed], unanswered=CLOSED_UNANSWERED) if closed else None
 
 
 def stop_children(session: Session, *, by: str) -> list[str]:

@@ -88,9 +88,21 @@ def outcomes(transaction: firestore.Transaction | None, asker: dict[str, Any], r
         snaps = db().get_all(list(refs.values()), field_paths=["status"], transaction=transaction)
         found = {snap.reference.path: snap.to_dict() or {} for snap in snaps if snap.exists}
     read = {w: found.get(refs[w].path) if w in refs else None for w in others}
-    closed = {w.key: str((read[w] or {}).get("status")) for w in others
-              if w.kind in _ASKED and (read[w] or {}).get("status") in _ENDS_ITS_SESSION}  # fmt: skip
+    closed = closed_unanswered(others, {w.key: (read[w] or {}).get("status") for w in others})
     return Outcomes([w for w in others if not waits.of(w.kind).resolved(w, read[w], asker)], closed)
+
+
+def closed_unanswered(record: list[Waiting], statuses: Mapping[str, Any]) -> dict[str, str]:
+    """The questions of ``record`` (entries not released) closed unanswered (cancelled, abandoned: whoever closed one
+    is ending the session), by id: their status, from ``statuses`` (by key, as read: by ``outcomes`` in a pause's
+    commit or an answer's transaction, or with the questions themselves)."""
+    return {w.key: str(statuses.get(w.key)) for w in record
+            if not w.released and w.kind in _ASKED and statuses.get(w.key) in _ENDS_ITS_SESSION}  # fmt: skip
+
+
+def asked(record: list[Waiting]) -> list[str]:
+    """The ids of the questions ``record`` still waits on (entries not released)."""
+    return [w.key for w in record if w.kind in _ASKED and not w.released]
 
 
 def unresolved(transaction: firestore.Transaction | None, asker: dict[str, Any], record: list[Waiting], *,

@@ -119,6 +119,50 @@ def test_an_answer_that_arrives_while_the_sweep_abandons_its_twin_resumes_nothin
     assert ended is not None
     assert ended.status == SessionStatus.ABANDONED
     assert [r for r in requests_for(fake_gemini, f"[C{uid}]") if function_responses(r)] == []
+    assert len(notices(fake_slack, thread)) == 1, fake_slack.messages(thread.channel, thread.ts)
+
+
+def test_a_refused_answer_between_the_sweeps_close_and_its_end_leaves_one_notice(
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect (a reviewer's): the sweep's abandon closes the first of two twin questions, then ends the session; an
+    answer to the second landing between the two is refused, and its ``close_unwaited`` ends the session and shows
+    the abandoned question; the sweep's end then finds the session ended and showed it too: "Nobody answered"
+    twice. Now whoever shows it first claims the notice (``events.claim_for``): it is posted once. The sweep runs
+    in a thread of its own, held in the window while the stack's function handles the answer."""
+    thread, asked = twin_questions(fake_slack, fake_gemini, uid)
+    wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    first = wait_for(partial(posted_question, asked[0]), timeout=60, what="the question's post")
+    closed, go_on = threading.Event(), threading.Event()
+    real = sessions.end_session
+
+    def held(*args: Any, **kwargs: Any) -> Any:
+        closed.set()  # the question is closed; the session not ended yet
+        assert go_on.wait(120)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sessions, "end_session", held)
+    outcome: list[bool] = []
+    sweep = threading.Thread(target=lambda: outcome.append(questions.abandon(first, firestore.now() + timedelta(
+        hours=500))))  # fmt: skip
+    sweep.start()
+    try:
+        assert closed.wait(60)
+        assert pick(fake_slack, thread, asked[1], 1)["status"] == 200  # handled by the stack's own function
+        wait_status(thread.session_id, SessionStatus.ABANDONED, timeout=60)  # ended by the refused answer
+        wait_for(lambda: notices(fake_slack, thread), timeout=60, what="the refused answer's notice")
+    finally:
+        go_on.set()
+        sweep.join(120)
+    assert outcome == [True]
+    told = [e["text"] for e in fake_slack.ephemerals(thread.channel, user=OPERATOR)]
+    assert any("Nothing waits on this question any more" in text for text in told), told
+    assert len(notices(fake_slack, thread)) == 1, fake_slack.messages(thread.channel, thread.ts)
+
+
+def notices(fake_slack: FakeSlack, thread: Thread) -> list[str]:
+    """The thread's "Nobody answered" notices."""
+    return [m["text"] for m in fake_slack.messages(thread.channel, thread.ts) if "Nobody answered" in m["text"]]
 
 
 ASK = ("ask_operator", {"question": "Which zone?", "options": ["north", "south"]})
@@ -411,7 +455,7 @@ def paused_on_a_question_and_a_card(
     return thread, wait_for(partial(carded, ids.approval_id(thread.session_id, 1, 1)), timeout=30, what="the card")
 
 
-STOP_KILLED = ["Slack's retry of the stop", "an answer", "the sweep"]
+STOP_KILLED = ["Slack's retry of the stop", "an answer", "the sweep", "the sweep's reminder"]
 
 
 @pytest.mark.parametrize("then", STOP_KILLED)
@@ -437,7 +481,15 @@ def test_the_questions_a_stop_killed_part_way_left_open_are_closed_by_what_comes
         assert fake_slack.redeliver(event["event_id"])["status"] == 200
     elif then == "an answer":
         assert pick(fake_slack, thread, open_one, 1)["status"] == 200
-    if then != "the sweep":
+    if then == "the sweep's reminder":  # 24 h on: never reminded, closed as the Stop would have closed it
+        assert not questions.remind(question, firestore.now() + timedelta(hours=30))
+        closed = stored_questions.get_question(open_one)
+        assert closed is not None
+        assert closed.status == QuestionStatus.CANCELLED
+        assert closed.reminded_at is None
+        shown = [m["text"] for m in fake_slack.messages(thread.channel, thread.ts)]
+        assert not any("this question has waited" in t for t in shown), shown
+    elif then != "the sweep":
         told = [e["text"] for e in fake_slack.ephemerals(thread.channel, user=OPERATOR)]
         assert any("Nothing waits on this question any more" in text for text in told), told
         closed = stored_questions.get_question(open_one)
