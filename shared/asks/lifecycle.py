@@ -110,10 +110,12 @@ class Ask:
         if not events.claim_for(key, kind="reminder", hold=REMIND_HOLD):
             return False
         try:
-            return self._steps.remind(self.item, at)
+            reminded = self._steps.remind(self.item, at)
         except Exception:
             events.release(key)
             raise
+        events.acted(key)  # a sweep whose page was read before this reminder never posts it again
+        return reminded
 
     @property
     def item_id(self) -> str:

@@ -230,6 +230,7 @@ def show_abandoned(question: Question, at: datetime, *, tell: bool = True) -> No
         "To start again, mention me in this thread with what you would like.",
         key=key,
     )
+    events.acted(f"notice-{key}")
 
 
 def _end_waits(ended: Session, *, why: str, by: str) -> None:

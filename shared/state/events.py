@@ -128,22 +128,28 @@ def claim_event(event_id: str, *, kind: str) -> bool:
 
 
 def claim_for(key: str, *, kind: str, hold: timedelta) -> bool:
-    """Claim ``key`` for one actor (two sweeps at once: one acts); False if another claimed it less than ``hold``
-    ago. A claim older than that is taken again: its actor may have died before acting (then acting twice beats
-    never acting)."""
+    """Claim ``key`` for one actor (two sweeps at once: one acts); False if another acted on it (``acted``), or
+    claimed it less than ``hold`` ago. A claim older than that and not acted on is taken again: its actor may have
+    died before acting (then acting twice beats never acting)."""
     ref = event_ref(key)
 
     @firestore.transactional
     def run(transaction: firestore.Transaction) -> bool:
-        found = ref.get(transaction=transaction, field_paths=["received_at"]).to_dict()
+        found = ref.get(transaction=transaction, field_paths=["received_at", "acted"]).to_dict()
         at = now()
-        if found is not None and found.get("received_at") is not None and found["received_at"] > at - hold:
+        if found is not None and (found.get("acted") or (found.get("received_at") or at - hold) > at - hold):
             return False
         transaction.set(ref, record(kind, "", at))
         return True
 
     claimed: bool = transact(run)
     return claimed
+
+
+def acted(key: str) -> None:
+    """A claim (``claim_for``) acted on: never taken again, however late another actor reaches it (a sweep whose
+    page was read before the act, reaching it after the hold)."""
+    event_ref(key).update({"acted": True})
 
 
 def release(key: str) -> None:

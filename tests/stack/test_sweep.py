@@ -22,7 +22,7 @@ from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
 from shared import config, deps
 from shared.agent.transcript import to_json
-from shared.asks import delegation
+from shared.asks import delegation, lifecycle
 from shared.asks import questions as asking
 from shared.queue import tasks
 from shared.slack import client as slack
@@ -382,6 +382,25 @@ def test_two_sweeps_at_once_remind_a_question_once(
     for each in sweeps:
         each.join(90)
     assert sorted(s["reminded"] for s in summaries) == [0, 1]
+    replies = fake_slack.bot_replies(thread.channel, thread.ts)
+    assert len([m for m in replies if m["text"].startswith(":alarm_clock:")]) == 1
+
+
+def test_a_sweep_that_reaches_a_question_after_anothers_reminder_and_its_hold_does_not_remind_again(
+    stack: Stack, empty_db: None, script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    """A sweep reads its page of stale questions, then reaches one long after another sweep reminded it (a large
+    backlog): the reminder's claim is older than its hold, and the page says it was never reminded. The claim is
+    marked acted on once the reminder is posted, so it is never taken again."""
+    thread = paused_with_question(script, fake_slack, f"C{uid}", "deploy on monday?")
+    age_question(thread_question := open_question(thread.session_id).question_id, 25)
+    paged = stored.get_question(thread_question)  # as the late sweep's page holds it: not reminded
+    assert paged is not None
+    assert paged.reminded_at is None
+    assert sweep(stack)["reminded"] == 1
+    claim = firestore.event_ref(f"{thread_question}:reminder")
+    claim.update({"received_at": firestore.now() - lifecycle.REMIND_HOLD - timedelta(minutes=1)})
+    assert lifecycle.Ask(paged).remind(firestore.now()) is False
     replies = fake_slack.bot_replies(thread.channel, thread.ts)
     assert len([m for m in replies if m["text"].startswith(":alarm_clock:")]) == 1
 
