@@ -19,3 +19,9 @@ class Refused(ProductError):
 
 class Unavailable(ProductError):
     """A service the product depends on kept failing after its retries."""
+
+
+class Contended(Unavailable):
+    """A Firestore transaction gave up for contention (its commit aborted on every attempt, or its reads kept timing
+    out on other transactions' locks): nothing of it was written, so the request may simply come again. Entry
+    points answer it with a 503 and one WARNING line, not a crash's traceback."""

@@ -1,7 +1,8 @@
 """The ``agent_session`` entry point: Cloud Tasks' OIDC token checked, the task parsed, one delivery run.
 
 A malformed task answers 2xx (it would never succeed, so there is nothing to retry); a crash answers 500 so
-Cloud Tasks redelivers and the next attempt takes the session over.
+Cloud Tasks redelivers and the next attempt takes the session over; a transaction that gave up for contention
+answers 503 (a warning, not a crash: the redelivery carries on).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from typing import Any
 
 from shared import config
 from shared.auth import oidc
-from shared.handlers.common import INTERNAL_MAX_BODY_BYTES, Reply, too_large
+from shared.errors import Contended
+from shared.handlers.common import INTERNAL_MAX_BODY_BYTES, Reply, too_large, try_again
 from shared.logs import session_context, trace_from
 from shared.queue import tasks
 from shared.state.models import Waiting
@@ -64,5 +66,8 @@ def handle(body: bytes, headers: Mapping[str, str]) -> Reply:
     except ValueError:
         attempt = 0
     with session_context(named.session_id, trace=trace_from(headers)):
-        delivery = run_delivery(named.session_id, task=task, attempt=attempt, resumes=named.resumes)
+        try:
+            delivery = run_delivery(named.session_id, task=task, attempt=attempt, resumes=named.resumes)
+        except Contended as exc:  # its claim or a step's commit: the retry carries on from what was stored
+            return try_again(exc)
     return {"ok": not delivery.retry, **delivery.detail}, 500 if delivery.retry else 200

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from shared import config
 from shared.agent import heartbeat, opening
 from shared.agent.waits import in_claim
+from shared.errors import Contended
 from shared.logs import current_trace, session_context
 from shared.queue import tasks
 from shared.slack import backpressure
@@ -136,6 +137,9 @@ def _run(session: Session, takeover: bool, reason: str, *, task: str, attempt: i
                 crash = exc
             else:
                 return Delivery(False, {"status": status.value})
+        if isinstance(crash, Contended):  # a commit gave up for contention: not a crash, and the retry carries on
+            _release(session)
+            raise crash  # the handler answers it with a 503
         return _crashed(session, crash, attempt)  # its heartbeat has stopped: a retry may take the lease at once
 
 
@@ -143,6 +147,14 @@ def _time_left(session: Session) -> float:
     """Seconds left of the session's wall budget, counted from its first claim (a takeover's clock runs on)."""
     elapsed = (now() - session.started_at).total_seconds() if session.started_at else 0.0
     return config.settings().session_wall_seconds - max(0.0, elapsed)
+
+
+def _release(session: Session) -> None:
+    """The retry takes the session over at once, not a heartbeat later (it cannot tell this attempt is gone)."""
+    try:
+        lease.release(session)
+    except Exception:  # the same hiccup, probably: the retry waits a heartbeat instead
+        log.warning("could not release the lease of the failed attempt", exc_info=True)
 
 
 def _crashed(session: Session, exc: Exception, attempt: int) -> Delivery:
@@ -156,10 +168,7 @@ def _crashed(session: Session, exc: Exception, attempt: int) -> Delivery:
     if attempt + 1 < GIVE_UP_AFTER_ATTEMPTS:
         # Probably transient (Slack or Firestore hiccup): Cloud Tasks redelivers and the next attempt resumes.
         log.error("session attempt crashed; asking Cloud Tasks to retry", extra={"attempt": attempt}, exc_info=exc)
-        try:  # the retry takes the session over at once, not a heartbeat later (it cannot tell this one is gone)
-            lease.release(session)
-        except Exception:  # the same hiccup, probably: the retry waits a heartbeat instead
-            log.warning("could not release the lease of the crashed attempt", exc_info=True)
+        _release(session)
         return Delivery(True, {"error": "session attempt failed, retry"})
     log.error("session crashed on every attempt; giving up", extra={"attempt": attempt}, exc_info=exc)
     give_up(session, f"{type(exc).__name__}: {exc}")
