@@ -454,8 +454,7 @@ def test_parallel_deliveries_of_the_resuming_task_run_the_approved_call_once(
     attempts = delivery.deliver(stack.function_url("agent_session"), resumed(approval), task="resume", copies=4)
     # Each copy ends in a 2xx: one that met its siblings' contention (a 500 or a dropped connection on a loaded
     # machine) is retried, as Cloud Tasks retries it; the call still runs once.
-    last = {copy: max((a for a in attempts if a.copy == copy), key=lambda a: a.attempt) for copy in range(4)}
-    assert {a.status for a in last.values()} == {200}
+    delivery.settled(attempts)  # a copy that lost the race was retried, as Cloud Tasks does
     wait_status(resumed(approval), SessionStatus.DONE, timeout=30)
     assert len(executions(thread.session_id)) == 1
 

@@ -198,7 +198,7 @@ def test_a_double_submission_with_the_continuation_delivered_in_parallel_runs_th
         t.join(120)
     assert [a["status"] for a in answers] == [200, 200]
     attempts = delivery.deliver(stack.function_url("agent_session"), resumed(approval), task="edit", copies=4)
-    assert {a.status for a in attempts} == {200}
+    delivery.settled(attempts)  # a copy whose claim lost the race (or was contended) was retried, as Cloud Tasks does
     wait_status(resumed(approval), SessionStatus.DONE, timeout=120)
     assert [(e["service"], e["environment"]) for e in executions(thread.session_id)] == [("db", "staging")]
     assert current(approval).edited_digest == digest("restart_service", canonical({"environment": "staging",

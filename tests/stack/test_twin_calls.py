@@ -182,8 +182,7 @@ def test_twin_decisions_pressed_at_once_and_the_resume_delivered_twice_at_once(
     resumed = ids.resume_id(thread.session_id, 1)
     wait_for(lambda: sessions.get_session(resumed), timeout=30, what="the resuming continuation")
     attempts = delivery.deliver(stack.function_url("agent_session"), resumed, task="resume", copies=2)
-    last = {copy: max((a for a in attempts if a.copy == copy), key=lambda a: a.attempt) for copy in range(2)}
-    assert {a.status for a in last.values()} == {200}
+    delivery.settled(attempts)  # a copy that lost the race was retried, as Cloud Tasks does
     wait_status(resumed, SessionStatus.DONE, timeout=60)
     ran = executions(thread.session_id)
     responses = resumed_once(fake_gemini, thread, 2)
@@ -264,8 +263,7 @@ def test_a_question_an_approval_and_a_child_resolved_at_once_resume_the_turn_onc
     assert [r["status"] for r in results[1:]] == [200, 200]
     wait_for(lambda: sessions.get_session(turn.resumed), timeout=90, what="the resuming continuation")
     attempts = delivery.deliver(stack.function_url("agent_session"), turn.resumed, task="resume", copies=2)
-    last = {copy: max((a for a in attempts if a.copy == copy), key=lambda a: a.attempt) for copy in range(2)}
-    assert {a.status for a in last.values()} == {200}
+    delivery.settled(attempts)  # a copy that lost the race was retried, as Cloud Tasks does
     wait_status(turn.resumed, SessionStatus.DONE, timeout=90)
     responses = turn.final_responses()
     assert [r["name"] for r in responses] == ["ask_operator", "scale_service", "delegate"]
@@ -310,8 +308,7 @@ def test_twin_questions_pressed_at_once_and_the_resume_delivered_twice_at_once(
     resumed = ids.resume_id(thread.session_id, 1)
     wait_for(lambda: sessions.get_session(resumed), timeout=30, what="the resuming continuation")
     attempts = delivery.deliver(stack.function_url("agent_session"), resumed, task="resume", copies=2)
-    last = {copy: max((a for a in attempts if a.copy == copy), key=lambda a: a.attempt) for copy in range(2)}
-    assert {a.status for a in last.values()} == {200}
+    delivery.settled(attempts)  # a copy that lost the race was retried, as Cloud Tasks does
     wait_status(resumed, SessionStatus.DONE, timeout=60)
     assert answered_in_order(fake_gemini, thread) == ["north", "south"]
     replied_once(fake_slack, thread, "Zones noted.")

@@ -171,8 +171,7 @@ def test_twin_questions_twin_approvals_and_a_child_in_one_turn_resume_it_once(
     assert [c["status"] for c in at_once(*(actions[step] for step in together))] == [200, 200]
     wait_for(lambda: sessions.get_session(resumed), timeout=90, what="the resuming continuation")
     attempts = delivery.deliver(stack.function_url("agent_session"), resumed, task="resume", copies=2)
-    last = {copy: max((a for a in attempts if a.copy == copy), key=lambda a: a.attempt) for copy in range(2)}
-    assert {a.status for a in last.values()} == {200}
+    delivery.settled(attempts)  # a copy that lost the race was retried, as Cloud Tasks does
     wait_status(resumed, SessionStatus.DONE, timeout=90)
     responses = resumed_once(fake_gemini, thread, 5)
     assert [r["name"] for r in responses] == ["ask_operator"] * 2 + ["scale_service"] * 2 + ["delegate"]
