@@ -63,7 +63,7 @@ def test_a_claim_whose_transaction_gives_up_for_contention_answers_503_and_the_r
         if transaction:
             aborted.append(transaction)  # an aborted commit ends its transaction, releasing its locks
             self.rollback(request={"database": sent["database"], "transaction": transaction})
-            raise gexc.Aborted("Transaction lock timeout (contended)")
+            raise gexc.Aborted("Transaction lock timeout (contended)")  # type: ignore[no-untyped-call]
         return real_commit(self, request, **kwargs)
 
     with counted_rig(stack, monkeypatch) as rig:
