@@ -109,3 +109,19 @@ def test_only_a_transaction_that_gave_up_for_contention_is_contended() -> None:
         assert raised.value.__cause__ is exc
     gave_up(ValueError("a bug"))  # not contention: nothing raised here
     gave_up(gexc.InvalidArgument("bad field"))  # type: ignore[no-untyped-call]
+
+
+def test_a_sweep_item_that_gave_up_for_contention_is_a_warning_counted_as_contended(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Left to the next sweep: one WARNING line, no traceback, and the sweep goes on."""
+    import logging
+
+    from shared.usecases import sweep
+
+    def action(item: object) -> str:
+        raise Contended("a Firestore transaction gave up for contention")
+
+    with caplog.at_level(logging.WARNING, logger="shared.usecases.sweep"):
+        assert sweep._guarded(action, object()) == "contended"
+    assert [(r.levelname, r.exc_info) for r in caplog.records] == [("WARNING", None)]
