@@ -24,3 +24,9 @@ class Unavailable(ProductError):
 class ShowLater(Unavailable):
     """Slack would not show now what was recorded (rate-limited, a server error, no connection), and only a
     redelivery of the message that caused it would show it: the entry point asks Slack to deliver it again."""
+
+
+class Contended(Unavailable):
+    """A Firestore transaction gave up for contention (its commit aborted on every attempt, or its reads kept timing
+    out on other transactions' locks): nothing of it was written, so the request may simply come again. Entry
+    points answer it with a retry status and one WARNING line, not a crash's traceback."""

@@ -16,7 +16,8 @@ from typing import Any
 
 from shared import config
 from shared.auth import oidc
-from shared.handlers.common import INTERNAL_MAX_BODY_BYTES, Reply, too_large
+from shared.errors import Contended
+from shared.handlers.common import INTERNAL_MAX_BODY_BYTES, Reply, too_large, try_again
 from shared.logs import session_context, trace_from
 from shared.queue import tasks
 from shared.state.models import Waiting
@@ -66,5 +67,8 @@ def handle(body: bytes, headers: Mapping[str, str]) -> Reply:
     except ValueError:
         attempt = 0
     with session_context(named.session_id, trace=trace_from(headers)):
-        delivery = run_delivery(named.session_id, task=task, attempt=attempt, resumes=named.resumes)
+        try:
+            delivery = run_delivery(named.session_id, task=task, attempt=attempt, resumes=named.resumes)
+        except Contended as exc:  # its claim or a step's commit: the retry carries on from what was stored
+            return try_again(exc, status=500)  # a 503 or 429 would make Cloud Tasks slow the whole queue
     return {"ok": not delivery.retry, **delivery.detail}, 500 if delivery.retry else 200

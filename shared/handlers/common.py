@@ -8,7 +8,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from shared.errors import ShowLater
+from shared.errors import Contended, ShowLater
 from shared.queue import tasks
 from shared.slack.verify import verify
 
@@ -36,12 +36,36 @@ def queue_unavailable(exc: Exception) -> Reply:
     return {"error": "the task queue is unavailable; retry"}, 503
 
 
+def try_again(exc: Contended, *, status: int = 503) -> Reply:
+    """A Firestore transaction gave up for contention (nothing of it was written): a 503 (``status``), which Cloud
+    Scheduler and Slack each deliver again (Cloud Tasks is answered 500: a 503 would slow its whole queue). One
+    WARNING line (under the session's id when one is in context), no traceback: a busy document, not a bug."""
+    log.warning(
+        "a Firestore transaction gave up for contention; asking for a later delivery", extra={"reason": str(exc)}
+    )
+    return {"error": "contended; retry"}, status
+
+
+def retry_contended(answer: Handler) -> Handler:
+    """``answer``, with a ``Contended`` it raises answered by ``try_again``."""
+
+    @functools.wraps(answer)
+    def handle(body: bytes, headers: Mapping[str, str]) -> Reply:
+        try:
+            return answer(body, headers)
+        except Contended as exc:
+            return try_again(exc)
+
+    return handle
+
+
 def slack_entry_point(answer: Handler) -> Handler:
     """A Slack entry point's ``handle``: a body over SLACK_MAX_BODY_BYTES is a 413 and one without a valid Slack
     signature a 401, before ``answer`` reads anything. Slack waits 3 s, so every task creation of one request
     together waits at most INGRESS_PATIENCE_SECONDS for Cloud Tasks, then the answer is a 503 (Slack delivers
-    again; what was recorded is kept)."""
+    again; what was recorded is kept), as it is for a transaction that gave up for contention."""
 
+    @retry_contended
     @functools.wraps(answer)
     def handle(body: bytes, headers: Mapping[str, str]) -> Reply:
         refused = too_large(body, SLACK_MAX_BODY_BYTES)

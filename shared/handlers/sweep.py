@@ -14,12 +14,13 @@ from datetime import datetime
 
 from shared import config
 from shared.auth import oidc
-from shared.handlers.common import INTERNAL_MAX_BODY_BYTES, Reply, too_large
+from shared.handlers.common import INTERNAL_MAX_BODY_BYTES, Reply, retry_contended, too_large
 from shared.usecases import sweep
 
 MAX_BODY_BYTES = INTERNAL_MAX_BODY_BYTES
 
 
+@retry_contended
 def handle(body: bytes, headers: Mapping[str, str]) -> Reply:
     settings = config.settings()
     refused = oidc.check(

@@ -22,6 +22,7 @@ from typing import Any
 
 from google.cloud import firestore
 
+from shared.errors import Contended
 from shared.state import fenced, ids, waiting
 from shared.state.firestore import (
     ALREADY_EXISTS,
@@ -204,7 +205,7 @@ def decide(approval_id: str, decision: Decision, resume: Resume, admit: Callable
         result = fenced.resolve(refs, run, depends=refs[:2])
     except ALREADY_EXISTS:
         return Decided(get_approval(approval_id), repeated=True)
-    except ValueError:  # the client gave up on a contended commit: a racing decision may have won meanwhile
+    except Contended:  # the transaction gave up for contention: a racing decision may have won meanwhile
         lost = _decided_meanwhile(approval_id, admit)
         if lost is None:
             raise  # still pending: the sender's retry decides it

@@ -16,6 +16,7 @@ from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
 from shared import deps
+from shared.errors import Contended
 from shared.state import ids
 
 EVENTS = "events"
@@ -42,24 +43,27 @@ def contended(run: Callable[[firestore.Transaction], T], *, attempts: int = 8) -
     """Run a ``@firestore.transactional`` function on a document many transactions want at once (the children of
     one parent ending together): its commit is retried more often than the client's default of 5, and the whole
     transaction again (with jittered backoff) when a read is aborted, which the client does not retry: a read
-    times out waiting for another transaction's lock."""
+    times out waiting for another transaction's lock. ``Contended`` when it gives up for contention."""
     for attempt in range(attempts):
         try:
             return run(db().transaction(max_attempts=attempts))
         except (gexc.Aborted, gexc.InvalidArgument) as exc:
             if attempt == attempts - 1 or not (isinstance(exc, gexc.Aborted) or forgotten(exc)):
+                gave_up(exc)
                 raise
             time.sleep(random.uniform(0.05, 0.2) * (attempt + 1))  # noqa: S311 - jitter, not secrecy
+        except ValueError as exc:
+            gave_up(exc)
+            raise
     raise AssertionError("unreachable")
 
 
-def exhausted(exc: BaseException) -> bool:
-    """Whether a transaction gave up for contention: the client's ``ValueError`` after its attempts (its commit
-    aborted each time), or an ``Aborted`` that ``contended`` stopped retrying. Nothing of it was applied, and a later
-    delivery may well get through: a busy document, not a fault."""
-    if isinstance(exc, gexc.Aborted):
-        return True
-    return isinstance(exc, ValueError) and str(exc).startswith("Failed to commit transaction in")
+def gave_up(exc: Exception) -> None:
+    """``Contended`` (from ``exc``) if a transaction's ``exc`` says it gave up for contention: an ``Aborted``, or the
+    ``ValueError`` the client's ``transactional`` raises from the ``Aborted`` of its last commit attempt. Any other
+    error is the caller's to raise."""
+    if isinstance(exc, gexc.Aborted) or (isinstance(exc, ValueError) and isinstance(exc.__cause__, gexc.Aborted)):
+        raise Contended(f"a Firestore transaction gave up for contention: {exc}") from exc
 
 
 def forgotten(exc: BaseException) -> bool:
@@ -71,13 +75,17 @@ def forgotten(exc: BaseException) -> bool:
 
 def transact(run: Callable[[firestore.Transaction], T], *, attempts: int = 3) -> T:
     """Run a ``@firestore.transactional`` function; again, from its reads, if Firestore forgot the transaction
-    meanwhile (an outage between its reads and its commit). Any other error is the caller's."""
+    meanwhile (an outage between its reads and its commit); ``Contended`` if its commit kept aborting. Any other
+    error is the caller's."""
     for attempt in range(attempts):
         try:
             return run(db().transaction())
         except gexc.InvalidArgument as exc:
             if not forgotten(exc) or attempt == attempts - 1:
                 raise
+        except (gexc.Aborted, ValueError) as exc:
+            gave_up(exc)
+            raise
     raise AssertionError("unreachable")
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from google.cloud import firestore
 
+from shared.errors import Contended
 from shared.state import events, fenced, ids, waiting
 from shared.state.firestore import (
     ALREADY_EXISTS,
@@ -289,7 +290,7 @@ def answer_question(question_id: str, record: AnswerRecord | Callable[[Question]
         result = fenced.resolve(refs, answer_it, depends=refs[:2])
     except ALREADY_EXISTS:
         return Answered(get_question(question_id), repeated=True)
-    except ValueError:  # the client gave up on a contended commit: a racing answer may have won meanwhile
+    except Contended:  # the transaction gave up for contention: a racing answer may have won meanwhile
         lost = _answered_meanwhile(question_id, record)
         if lost is None:
             raise  # still open: the sender's retry (Slack's) answers it

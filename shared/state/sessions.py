@@ -17,6 +17,7 @@ from google.api_core import exceptions as gexc
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
+from shared.errors import Contended
 from shared.state import claim_reads, claim_step, events, ids, lease, quotas, results, step_fence
 from shared.state.firestore import (
     ALREADY_EXISTS,
@@ -161,7 +162,7 @@ def claim_session(session_id: str, *, worker: str, task: str, attempt: int, leas
 
     try:
         claimed: Claim = _claim_again_if_changed(claim)  # parallel deliveries of one task race for it
-    except (gexc.Aborted, ValueError):  # the client gives up on a contended commit with a ValueError
+    except Contended:  # parallel deliveries contended for the session until its transaction gave up
         lost = _lost_to_a_copy(session_id, task=task, attempt=attempt, when=at or now())
         if lost is None:
             raise

@@ -40,6 +40,7 @@ from typing import Any
 from shared import config
 from shared.agent import followup
 from shared.asks import delegation, lifecycle, questions, stopping, tree_status
+from shared.errors import Contended
 from shared.logs import session_context
 from shared.queue import tasks
 from shared.state import children, ids, parent_questions, sessions, steps, waiting
@@ -120,12 +121,16 @@ def feedback_summary(day: datetime) -> dict[str, Any]:
 
 def _guarded(action: Callable[..., str], *args: Any) -> str:
     """One item's action, logged under its session and trace; a failure is logged and counted, and the sweep goes on
-    with the next item."""
+    with the next item (a transaction that gave up for contention: a warning, counted as contended)."""
     item = args[0] if args else None
     session_id = getattr(item, "session_id", None)
     try:
         with session_context(session_id, trace=getattr(item, "trace_id", None)):
-            return action(*args)
+            try:
+                return action(*args)
+            except Contended as exc:  # the next sweep tries it again
+                log.warning("sweep action contended; left to the next sweep", extra={"reason": str(exc)})
+                return "contended"
     except Exception:
         log.exception("sweep action failed", extra={"action": action.__name__})
         return "errors"

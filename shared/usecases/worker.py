@@ -16,13 +16,14 @@ from dataclasses import dataclass
 from shared import config
 from shared.agent import heartbeat, opening
 from shared.agent.waits import in_claim
+from shared.errors import Contended
 from shared.logs import current_trace, session_context
 from shared.queue import tasks
 from shared.slack import backpressure
 from shared.state import lease, sessions, steps, transcript_ahead
 from shared.state.batched import Docs
 from shared.state.claim_step import FirstStep
-from shared.state.firestore import exhausted, now
+from shared.state.firestore import now
 from shared.state.models import Question, SessionStatus, Step, Waiting
 from shared.state.session_model import Session
 from shared.state.sessions import Claim, ClaimResult
@@ -44,35 +45,23 @@ class Delivery:
     detail: dict[str, str]
 
 
-def _contended(what: str, exc: Exception, **extra: object) -> Delivery:
-    """A transaction gave up for contention (nothing of it applied): a warning, and a later delivery asked for."""
-    log.warning("a transaction met contention; asking for a later delivery",
-                extra={**extra, "what": what, "reason": str(exc)})  # fmt: skip
-    return Delivery(True, {"error": "contended, retry"})
-
-
 def run_delivery(session_id: str, *, task: str, attempt: int, resumes: list[Waiting] | None = None) -> Delivery:
     """One delivery of ``session_id``'s task; ``resumes``: the waiting record the task names (a continuation's), whose
     outcomes the claim reads in its own batch (used only if the session's own record is that one)."""
     worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     # A continuation's transcript is queried beside its claim, and used only if the claim leaves it as read; the
     # step resuming its turn is stored in the claim's commit when it can be made from what the claim read.
-    try:
-        with transcript_ahead.beside_claim(session_id) as ahead:
-            claim = sessions.claim_session(
-                session_id,
-                worker=worker,
-                task=task,
-                attempt=attempt,
-                lease_seconds=config.settings().session_lease_seconds,
-                resumes=resumes,
-                first_step=_first_step(ahead, resumes),
-            )
-            transcript = ahead.usable(claim) if ahead is not None else None
-    except Exception as exc:
-        if not exhausted(exc):
-            raise
-        return _contended("the claim", exc, task=task, attempt=attempt)
+    with transcript_ahead.beside_claim(session_id) as ahead:
+        claim = sessions.claim_session(
+            session_id,
+            worker=worker,
+            task=task,
+            attempt=attempt,
+            lease_seconds=config.settings().session_lease_seconds,
+            resumes=resumes,
+            first_step=_first_step(ahead, resumes),
+        )
+        transcript = ahead.usable(claim) if ahead is not None else None
     if transcript is not None and claim.stepped is not None:
         transcript = [*transcript, claim.stepped]
     elif claim.stepped is not None and claim.stepped.seq == 0:  # a child's opening: nothing was stored before it
@@ -148,6 +137,9 @@ def _run(session: Session, takeover: bool, reason: str, *, task: str, attempt: i
                 crash = exc
             else:
                 return Delivery(False, {"status": status.value})
+        if isinstance(crash, Contended):  # a commit gave up for contention: not a crash, and the retry carries on
+            _release(session)
+            raise crash  # the handler asks for a retry (a warning, no traceback)
         return _crashed(session, crash, attempt)  # its heartbeat has stopped: a retry may take the lease at once
 
 
@@ -155,6 +147,14 @@ def _time_left(session: Session) -> float:
     """Seconds left of the session's wall budget, counted from its first claim (a takeover's clock runs on)."""
     elapsed = (now() - session.started_at).total_seconds() if session.started_at else 0.0
     return config.settings().session_wall_seconds - max(0.0, elapsed)
+
+
+def _release(session: Session) -> None:
+    """The retry takes the session over at once, not a heartbeat later (it cannot tell this attempt is gone)."""
+    try:
+        lease.release(session)
+    except Exception:  # the same hiccup, probably: the retry waits a heartbeat instead
+        log.warning("could not release the lease of the failed attempt", exc_info=True)
 
 
 def _crashed(session: Session, exc: Exception, attempt: int) -> Delivery:
@@ -167,16 +167,9 @@ def _crashed(session: Session, exc: Exception, attempt: int) -> Delivery:
         return Delivery(False, {"status": "failed"})
     if attempt + 1 < GIVE_UP_AFTER_ATTEMPTS:
         # Probably transient (Slack or Firestore hiccup): Cloud Tasks redelivers and the next attempt resumes.
-        if exhausted(exc):
-            retry = _contended("a commit of the session", exc, attempt=attempt)
-        else:
-            log.error("session attempt crashed; asking Cloud Tasks to retry", extra={"attempt": attempt}, exc_info=exc)
-            retry = Delivery(True, {"error": "session attempt failed, retry"})
-        try:  # the retry takes the session over at once, not a heartbeat later (it cannot tell this one is gone)
-            lease.release(session)
-        except Exception:  # the same hiccup, probably: the retry waits a heartbeat instead
-            log.warning("could not release the lease of the crashed attempt", exc_info=True)
-        return retry
+        log.error("session attempt crashed; asking Cloud Tasks to retry", extra={"attempt": attempt}, exc_info=exc)
+        _release(session)
+        return Delivery(True, {"error": "session attempt failed, retry"})
     log.error("session crashed on every attempt; giving up", extra={"attempt": attempt}, exc_info=exc)
     give_up(session, f"{type(exc).__name__}: {exc}")
     return Delivery(False, {"status": "failed"})

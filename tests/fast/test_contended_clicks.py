@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from shared.errors import Contended
 from shared.state import approvals, fenced, questions
 from shared.state.models import Approval, ApprovalStatus, Question, QuestionStatus
 from shared.state.questions import AnswerRecord, Resolution
@@ -24,8 +25,9 @@ RECORD = AnswerRecord(answer="b", answered_by="U2", matched_option="b", answer_t
 
 
 def _gives_up(*_: object, **__: object) -> object:
-    """The fenced commit failed its precondition, then the transaction's client gave up on its commit."""
-    raise ValueError("Failed to commit transaction in 8 attempts.")
+    """The fenced commit failed its precondition, then the transaction's client gave up on its commit (what
+    ``contended`` raises for the client's ``ValueError``)."""
+    raise Contended("a Firestore transaction gave up for contention: Failed to commit transaction in 8 attempts.")
 
 
 Record = AnswerRecord | Callable[[Question], AnswerRecord | None]
@@ -56,7 +58,7 @@ def test_a_press_refused_by_its_check_stays_refused(monkeypatch: pytest.MonkeyPa
 def test_a_question_still_open_keeps_the_error_for_the_senders_retry(
     monkeypatch: pytest.MonkeyPatch, still: Question | None
 ) -> None:
-    with pytest.raises(ValueError, match="Failed to commit"):
+    with pytest.raises(Contended, match="Failed to commit"):
         _answer(monkeypatch, still)
 
 
@@ -87,5 +89,39 @@ def test_a_decision_that_loses_a_contended_race_finds_the_approval_decided(monke
 def test_an_approval_still_pending_keeps_the_error_for_the_senders_retry(
     monkeypatch: pytest.MonkeyPatch, still: Approval | None
 ) -> None:
-    with pytest.raises(ValueError, match="Failed to commit"):
+    with pytest.raises(Contended, match="Failed to commit"):
         _decide(monkeypatch, still)
+
+
+def test_only_a_transaction_that_gave_up_for_contention_is_contended() -> None:
+    """The client's ``ValueError`` from an aborted last commit, or an ``Aborted``, is ``Contended``; any other error
+    (a bug's ``ValueError``) stays itself, for the caller to raise."""
+    from google.api_core import exceptions as gexc
+
+    from shared.state.firestore import gave_up
+
+    aborted = gexc.Aborted("lock timeout")  # type: ignore[no-untyped-call]
+    exhausted = ValueError("Failed to commit transaction in 8 attempts.")
+    exhausted.__cause__ = aborted
+    for exc in (aborted, exhausted):
+        with pytest.raises(Contended) as raised:
+            gave_up(exc)
+        assert raised.value.__cause__ is exc
+    gave_up(ValueError("a bug"))  # not contention: nothing raised here
+    gave_up(gexc.InvalidArgument("bad field"))  # type: ignore[no-untyped-call]
+
+
+def test_a_sweep_item_that_gave_up_for_contention_is_a_warning_counted_as_contended(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Left to the next sweep: one WARNING line, no traceback, and the sweep goes on."""
+    import logging
+
+    from shared.usecases import sweep
+
+    def action(item: object) -> str:
+        raise Contended("a Firestore transaction gave up for contention")
+
+    with caplog.at_level(logging.WARNING, logger="shared.usecases.sweep"):
+        assert sweep._guarded(action, object()) == "contended"
+    assert [(r.levelname, r.exc_info) for r in caplog.records] == [("WARNING", None)]

@@ -223,6 +223,7 @@ def test_a_copy_of_a_delivery_that_loses_the_claim_for_contention_is_a_duplicate
     """Parallel copies of one task delivery all want the session document: one that cannot commit its claim after
     the retries, while a copy of the same delivery holds a live lease, is a duplicate (200), not a failure (500);
     one that loses to anything else still fails, for Cloud Tasks to retry."""
+    from shared.errors import Contended
     from shared.state.models import SessionKind
     from shared.state.session_model import Session
 
@@ -234,13 +235,13 @@ def test_a_copy_of_a_delivery_that_loses_the_claim_for_contention_is_a_duplicate
     assert sessions.claim_session(session.session_id, worker="w1", task="t1", attempt=2, lease_seconds=60).session
 
     def contended(*_: object, **__: object) -> object:
-        raise ValueError("Failed to commit transaction in 8 attempts.")
+        raise Contended("a Firestore transaction gave up for contention: Failed to commit transaction in 8 attempts.")
 
     monkeypatch.setattr(sessions, "contended", contended)
     copy = sessions.claim_session(session.session_id, worker="w2", task="t1", attempt=2, lease_seconds=60)
     assert (copy.result, copy.session) == (ClaimResult.LIVE_LEASE, None)
     for task, attempt in (("t1", 3), ("t2", 0)):  # a later attempt, or another task: not a copy of the winner
-        with pytest.raises(ValueError, match="Failed to commit"):
+        with pytest.raises(Contended, match="Failed to commit"):
             sessions.claim_session(session.session_id, worker="w3", task=task, attempt=attempt, lease_seconds=60)
 
 

@@ -47,7 +47,7 @@ def deliver(session_id: str, task: str, crashed: list[str]) -> None:
         reply, status = agent_session.handle(body, headers)
         if status == 200:
             return
-        if reply.get("error") in {"session attempt failed, retry", "contended, retry"}:  # a commit aborted, say
+        if reply.get("error") in {"session attempt failed, retry", "contended; retry"}:  # a commit aborted, say
             crashed.append(f"{session_id}: attempt {attempt} crashed")
         time.sleep(0.2 * (attempt + 1))
     crashed.append(f"{session_id}: never delivered")
