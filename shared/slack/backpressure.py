@@ -36,10 +36,13 @@ CONNECTION_ERRORS: tuple[type[Exception], ...] = (URLError, ConnectionError, Rem
 # its text twice, open a second message, or find its stream stopped; the stream degrades instead (slack/stream.py).
 STREAM_CALLS = frozenset({"chat.startStream", "chat.appendStream", "chat.stopStream"})
 # Calls never sent again after a read timeout, a connection cut after they were sent (reset, or closed without an
-# answer) or a gateway's error: Slack may have taken them. A post is looked for by its key instead (slack/client.py);
-# a stream degrades. Only a connection that never reached Slack (refused, a name not found) is tried again.
+# answer), or an answer in ``MAYBE_APPLIED``: Slack may have taken them. A post is looked for by its key instead
+# (slack/client.py); a stream degrades. Only a connection that never reached Slack (refused, a name not found), a 503
+# or a 429 is tried again.
 UNREPEATED_AFTER_TIMEOUT = STREAM_CALLS | {"chat.postMessage"}
-MAYBE_APPLIED = frozenset({502, 504})  # a gateway's answer: the call behind it may have been made
+# Answers after which the call may have been made: Slack's 500 (``internal_error``: "some aspect of the operation
+# succeeded before the error was raised"), a gateway's 502 or 504. A 503 (or a 429) is Slack refusing the call.
+MAYBE_APPLIED = frozenset({500, 502, 504})
 NEVER_SENT: tuple[type[OSError], ...] = (ConnectionRefusedError, socket.gaierror)  # a connect that failed
 
 
@@ -58,7 +61,7 @@ def never_sent(error: BaseException) -> bool:
 
 def maybe_taken(error: BaseException) -> bool:
     """A call that failed with ``error`` may have taken effect at Slack: a connection error other than one that never
-    reached Slack (``never_sent``), or a gateway's 502 or 504."""
+    reached Slack (``never_sent``), Slack's 500, or a gateway's 502 or 504 (``MAYBE_APPLIED``)."""
     from slack_sdk.errors import SlackApiError
 
     if isinstance(error, SlackApiError):
@@ -152,13 +155,14 @@ def retry_handlers() -> list[RetryHandler]:
             return ok and _fits(retry_after(response) + 1.0)
 
     class ServerErrors(ServerErrorRetryHandler):
-        """500, 502, 503 and 504 (slack-sdk's own covers 500 and 503), after its backoff, if that ends in time."""
+        """500, 502, 503 and 504 (slack-sdk's own covers 500 and 503), after its backoff, if that ends in time; for a
+        post or a stream's call only a 503 (``MAYBE_APPLIED``)."""
 
         def can_retry(self, *, state: Any, request: Any, response: Any = None, error: Any = None) -> bool:
             if state.current_attempt >= _limit(self) or response is None:
                 return False
             if response.status_code in MAYBE_APPLIED and _method(request) in UNREPEATED_AFTER_TIMEOUT:
-                return False  # a gateway's error: Slack may have taken it (a chunk appended twice, a second post)
+                return False  # Slack may have taken it (a chunk appended twice, a second post): MAYBE_APPLIED
             return response.status_code in SERVER_ERRORS and _fits(0.5 * 2**state.current_attempt)
 
         def prepare_for_next_attempt(

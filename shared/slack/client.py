@@ -95,15 +95,15 @@ def transient(exc: BaseException) -> bool:
 
 
 # Seconds after a failure that Slack may have taken a post is looked for: at once, then twice more, since behind a
-# gateway's 504 (or a read timeout) Slack may still be making it. Never past the session's deadline.
+# 500, a gateway's 504 (or a read timeout) Slack may still be making it. Never past the session's deadline.
 FIND_POST_AFTER = (0.0, 1.0, 3.0)
 SENT_MARGIN = 60.0  # seconds before a post was sent that its lookup reads from (clocks differ)
 
 
 def _post(channel: str, thread_ts: str | None, text: str, *, key: str, blocks: list[dict[str, Any]] | None) -> str:
     """A post answered too late (a read timeout), whose connection was cut after it was sent (reset, or closed
-    without an answer), or answered by a gateway's 502 or 504 may have been made: it is looked for by its key
-    (``_look_for_post``) before it is sent again, once (slack-sdk's handlers never repeat it:
+    without an answer), or answered by Slack's 500 or a gateway's 502 or 504 may have been made: it is looked for by
+    its key (``_look_for_post``) before it is sent again, once (slack-sdk's handlers never repeat it:
     ``backpressure.maybe_taken``)."""
     sent = time.time()
     try:

@@ -1,5 +1,5 @@
-"""A post Slack may have made (answered too late, by a gateway's 502 or 504, or its connection cut after it was
-sent) is looked for by its key, not posted again; one that never reached Slack is sent again."""
+"""A post Slack may have made (answered too late, by Slack's 500 or a gateway's 502 or 504, or its connection cut
+after it was sent) is looked for by its key, not posted again; one that never reached Slack is sent again."""
 
 from __future__ import annotations
 
@@ -52,6 +52,24 @@ def test_a_post_a_gateway_fails_after_slack_made_it_is_made_once(fake_slack: Fak
     fake_slack.fail("chat.postMessage", status=status, match=f"gw-{uid}", applied=True)
     ts = slack.post(channel, root, f"gw-{uid}", key=f"gw-key-{uid}")
     assert [m["ts"] for m in fake_slack.messages(channel, root) if m.get("text") == f"gw-{uid}"] == [ts]
+
+
+@pytest.mark.parametrize("applied", [True, False])
+def test_a_post_slack_answers_500_is_looked_for_before_it_is_sent_again(
+    fake_slack: FakeSlack, uid: str, applied: bool
+) -> None:
+    """Defect: slack-sdk's 5xx handler sent again the chat.postMessage Slack answered 500 (its ``internal_error``:
+    some aspect of the operation may have succeeded) after making it: two posts. It is looked for by its key, and
+    sent again only if absent."""
+    channel = f"C{uid}"
+    root = slack.post(channel, None, "the thread", key=f"root-{uid}")
+    fake_slack.fail("chat.postMessage", status=500, error="internal_error", match=f"ie-{uid}", applied=applied)
+    ts = slack.post(channel, root, f"ie-{uid}", key=f"ie-key-{uid}")
+    assert [m["ts"] for m in fake_slack.messages(channel, root) if m.get("text") == f"ie-{uid}"] == [ts]
+    sent = [c for c in fake_slack.calls("chat.postMessage", channel=channel) if c["args"].get("text") == f"ie-{uid}"]
+    assert len(sent) == (1 if applied else 2)  # found, or sent again once it was not there
+    looked = len(fake_slack.calls("conversations.replies", channel=channel))
+    assert looked == (1 if applied else len(slack.FIND_POST_AFTER))
 
 
 @pytest.mark.parametrize("applied", [True, False])
