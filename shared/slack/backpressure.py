@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from http.client import RemoteDisconnected
+from http.client import IncompleteRead, RemoteDisconnected
 from typing import TYPE_CHECKING, Any
 from urllib.error import HTTPError, URLError
 
@@ -31,14 +31,17 @@ OUTSIDE_SESSION_RETRIES = 2  # the ingress answers Slack within 3 seconds; the s
 OUTSIDE_SESSION_MAX_WAIT = 3.0  # seconds one retry may wait there: a longer Retry-After fails the call at once
 SESSION_MAX_RETRIES = 8  # the budget bounds them first: slack-sdk's backoff doubles from 0.5 s
 SERVER_ERRORS = frozenset({500, 502, 503, 504})
-CONNECTION_ERRORS: tuple[type[Exception], ...] = (URLError, ConnectionError, RemoteDisconnected, TimeoutError)
+# A connection that failed, was cut, or ended before the answer's body did (IncompleteRead: Slack answered, so it may
+# have taken the call; urllib raises it bare, as no OSError).
+CONNECTION_ERRORS: tuple[type[Exception], ...] = (URLError, ConnectionError, RemoteDisconnected, TimeoutError,
+                                                  IncompleteRead)  # fmt: skip
 # A stream's calls: one Slack answered too late (a read timeout) may have taken effect, and sent again it would show
 # its text twice, open a second message, or find its stream stopped; the stream degrades instead (slack/stream.py).
 STREAM_CALLS = frozenset({"chat.startStream", "chat.appendStream", "chat.stopStream"})
-# Calls never sent again after a read timeout, a connection cut after they were sent (reset, or closed without an
-# answer), or an answer in ``MAYBE_APPLIED``: Slack may have taken them. A post is looked for by its key instead
-# (slack/client.py); a stream degrades. Only a connection that never reached Slack (refused, a name not found), a 503
-# or a 429 is tried again.
+# Calls never sent again after a read timeout, a connection cut after they were sent (reset, closed without an
+# answer, or halfway through the answer), or an answer in ``MAYBE_APPLIED``: Slack may have taken them. A post is
+# looked for by its key instead (slack/client.py); a stream degrades. Only a connection that never reached Slack
+# (refused, a name not found), a 503 or a 429 is tried again.
 UNREPEATED_AFTER_TIMEOUT = STREAM_CALLS | {"chat.postMessage"}
 # Answers after which the call may have been made: Slack's 500 (``internal_error``: "some aspect of the operation
 # succeeded before the error was raised"), a gateway's 502 or 504. A 503 (or a 429) is Slack refusing the call.
@@ -53,8 +56,8 @@ def _method(request: Any) -> str:
 def never_sent(error: BaseException) -> bool:
     """``error`` is a connection that failed before the request reached Slack: a refused connect (urllib wraps the
     connect's error in ``URLError``), or a host name not found. A read timeout, a reset or a remote disconnect
-    while the answer was awaited (urllib raises those bare), or a reset while sending may have come after Slack
-    took the call."""
+    while the answer was awaited or read (urllib raises those bare, and ``IncompleteRead``), or a reset while sending
+    may have come after Slack took the call."""
     reason = error.reason if isinstance(error, URLError) and not isinstance(error, HTTPError) else error
     return isinstance(reason, NEVER_SENT)
 

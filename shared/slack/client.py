@@ -101,10 +101,10 @@ SENT_MARGIN = 60.0  # seconds before a post was sent that its lookup reads from 
 
 
 def _post(channel: str, thread_ts: str | None, text: str, *, key: str, blocks: list[dict[str, Any]] | None) -> str:
-    """A post answered too late (a read timeout), whose connection was cut after it was sent (reset, or closed
-    without an answer), or answered by Slack's 500 or a gateway's 502 or 504 may have been made: it is looked for by
-    its key (``_look_for_post``) before it is sent again, once (slack-sdk's handlers never repeat it:
-    ``backpressure.maybe_taken``)."""
+    """A post answered too late (a read timeout), whose connection was cut after it was sent (reset, closed
+    without an answer, or halfway through it: ``IncompleteRead``), or answered by Slack's 500 or a gateway's 502 or
+    504 may have been made: it is looked for by its key (``_look_for_post``) before it is sent again, once
+    (slack-sdk's handlers never repeat it: ``backpressure.maybe_taken``)."""
     sent = time.time()
     try:
         return _send_post(channel, thread_ts, text, key=key, blocks=blocks)
