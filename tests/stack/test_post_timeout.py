@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import pytest
+from slack_sdk.errors import SlackApiError
 
 from infra.fakes.slack.client import FakeSlack
 from shared.slack import backpressure
@@ -116,6 +117,30 @@ def test_a_post_is_looked_for_only_while_the_session_has_time(fake_slack: FakeSl
         ts = slack.post(channel, root, f"short-{uid}", key=f"short-key-{uid}")
     assert [m["ts"] for m in fake_slack.messages(channel, root) if m.get("text") == f"short-{uid}"] == [ts]
     assert len(fake_slack.calls("conversations.replies", channel=channel)) == 2
+
+
+def test_a_post_is_neither_looked_for_nor_sent_again_past_the_sessions_deadline(
+    fake_slack: FakeSlack, uid: str
+) -> None:
+    """Defect: only the sleeps between lookups were bounded by the session's time. With 1.5 s left, a post a gateway
+    answered 504 (Slack never made it) was looked for at once, in a read Slack answered 2 s late; then looked for
+    again (its wait had passed) and sent again, past the deadline. Now nothing starts past it: the post fails with
+    the gateway's error (the session ends failed, with its plain reason), after one lookup."""
+    channel = f"C{uid}"
+    root = slack.post(channel, None, "the thread", key=f"root-{uid}")
+    fake_slack.fail("chat.postMessage", status=504, match=f"over-{uid}")
+    fake_slack.slow("conversations.replies", 2, match=channel)
+    with backpressure.within(1.5), pytest.raises(SlackApiError) as raised:
+        slack.post(channel, root, f"over-{uid}", key=f"over-key-{uid}")
+    assert raised.value.response.status_code == 504
+    assert [m for m in fake_slack.messages(channel, root) if m.get("text") == f"over-{uid}"] == []
+    assert (
+        len(
+            [c for c in fake_slack.calls("chat.postMessage", channel=channel) if c["args"].get("text") == f"over-{uid}"]
+        )
+        == 1
+    )
+    assert len(fake_slack.calls("conversations.replies", channel=channel)) == 1
 
 
 def test_a_post_looked_for_in_a_long_thread_reads_one_page(
