@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from http.client import RemoteDisconnected
+from http.client import IncompleteRead, RemoteDisconnected
 from typing import TYPE_CHECKING, Any
 from urllib.error import HTTPError, URLError
 
@@ -31,15 +31,21 @@ OUTSIDE_SESSION_RETRIES = 2  # the ingress answers Slack within 3 seconds; the s
 OUTSIDE_SESSION_MAX_WAIT = 3.0  # seconds one retry may wait there: a longer Retry-After fails the call at once
 SESSION_MAX_RETRIES = 8  # the budget bounds them first: slack-sdk's backoff doubles from 0.5 s
 SERVER_ERRORS = frozenset({500, 502, 503, 504})
-CONNECTION_ERRORS: tuple[type[Exception], ...] = (URLError, ConnectionError, RemoteDisconnected, TimeoutError)
+# A connection that failed, was cut, or ended before the answer's body did (IncompleteRead: Slack answered, so it may
+# have taken the call; urllib raises it bare, as no OSError).
+CONNECTION_ERRORS: tuple[type[Exception], ...] = (URLError, ConnectionError, RemoteDisconnected, TimeoutError,
+                                                  IncompleteRead)  # fmt: skip
 # A stream's calls: one Slack answered too late (a read timeout) may have taken effect, and sent again it would show
 # its text twice, open a second message, or find its stream stopped; the stream degrades instead (slack/stream.py).
 STREAM_CALLS = frozenset({"chat.startStream", "chat.appendStream", "chat.stopStream"})
-# Calls never sent again after a read timeout, a connection cut after they were sent (reset, or closed without an
-# answer) or a gateway's error: Slack may have taken them. A post is looked for by its key instead (slack/client.py);
-# a stream degrades. Only a connection that never reached Slack (refused, a name not found) is tried again.
+# Calls never sent again after a read timeout, a connection cut after they were sent (reset, closed without an
+# answer, or halfway through the answer), or an answer in ``MAYBE_APPLIED``: Slack may have taken them. A post is
+# looked for by its key instead (slack/client.py); a stream degrades. Only a connection that never reached Slack
+# (refused, a name not found), a 503 or a 429 is tried again.
 UNREPEATED_AFTER_TIMEOUT = STREAM_CALLS | {"chat.postMessage"}
-MAYBE_APPLIED = frozenset({502, 504})  # a gateway's answer: the call behind it may have been made
+# Answers after which the call may have been made: Slack's 500 (``internal_error``: "some aspect of the operation
+# succeeded before the error was raised"), a gateway's 502 or 504. A 503 (or a 429) is Slack refusing the call.
+MAYBE_APPLIED = frozenset({500, 502, 504})
 NEVER_SENT: tuple[type[OSError], ...] = (ConnectionRefusedError, socket.gaierror)  # a connect that failed
 
 
@@ -50,15 +56,15 @@ def _method(request: Any) -> str:
 def never_sent(error: BaseException) -> bool:
     """``error`` is a connection that failed before the request reached Slack: a refused connect (urllib wraps the
     connect's error in ``URLError``), or a host name not found. A read timeout, a reset or a remote disconnect
-    while the answer was awaited (urllib raises those bare), or a reset while sending may have come after Slack
-    took the call."""
+    while the answer was awaited or read (urllib raises those bare, and ``IncompleteRead``), or a reset while sending
+    may have come after Slack took the call."""
     reason = error.reason if isinstance(error, URLError) and not isinstance(error, HTTPError) else error
     return isinstance(reason, NEVER_SENT)
 
 
 def maybe_taken(error: BaseException) -> bool:
     """A call that failed with ``error`` may have taken effect at Slack: a connection error other than one that never
-    reached Slack (``never_sent``), or a gateway's 502 or 504."""
+    reached Slack (``never_sent``), Slack's 500, or a gateway's 502 or 504 (``MAYBE_APPLIED``)."""
     from slack_sdk.errors import SlackApiError
 
     if isinstance(error, SlackApiError):
@@ -152,13 +158,14 @@ def retry_handlers() -> list[RetryHandler]:
             return ok and _fits(retry_after(response) + 1.0)
 
     class ServerErrors(ServerErrorRetryHandler):
-        """500, 502, 503 and 504 (slack-sdk's own covers 500 and 503), after its backoff, if that ends in time."""
+        """500, 502, 503 and 504 (slack-sdk's own covers 500 and 503), after its backoff, if that ends in time; for a
+        post or a stream's call only a 503 (``MAYBE_APPLIED``)."""
 
         def can_retry(self, *, state: Any, request: Any, response: Any = None, error: Any = None) -> bool:
             if state.current_attempt >= _limit(self) or response is None:
                 return False
             if response.status_code in MAYBE_APPLIED and _method(request) in UNREPEATED_AFTER_TIMEOUT:
-                return False  # a gateway's error: Slack may have taken it (a chunk appended twice, a second post)
+                return False  # Slack may have taken it (a chunk appended twice, a second post): MAYBE_APPLIED
             return response.status_code in SERVER_ERRORS and _fits(0.5 * 2**state.current_attempt)
 
         def prepare_for_next_attempt(

@@ -68,6 +68,24 @@ def test_every_web_api_call_the_product_makes_is_retried(fake_slack: FakeSlack, 
     assert fake_slack.reactions(channel, ts) == []
 
 
+@pytest.mark.parametrize("failure", [500, "partial"])
+def test_a_500_or_half_an_answer_on_a_call_that_is_neither_a_post_nor_a_streams_is_retried(
+    fake_slack: FakeSlack, product_client: None, uid: str, failure: int | str
+) -> None:
+    """Only a post and a stream's calls are never sent again after Slack's 500 or an answer cut halfway
+    (test_post_timeout.py): an edit and a reaction are, as slack-sdk's handlers do a 500 or a cut connection."""
+    channel = f"C{uid}"
+    ts = slack.post(channel, None, "first", key="k0")
+    how: dict[str, Any] = {"status": 500, "error": "internal_error"} if failure == 500 else {"cut": failure}
+    fake_slack.fail("chat.update", match=channel, **how)
+    fake_slack.fail("reactions.add", match=channel, **how)
+    slack.update(channel, ts, "first, edited")
+    assert slack.react(channel, ts, "eyes")
+    failed = 500 if failure == 500 else 0  # a cut is recorded as status 0
+    assert calls(fake_slack, "chat.update", channel) == calls(fake_slack, "reactions.add", channel) == [failed, 200]
+    assert calls(fake_slack, "chat.postMessage", channel) == [200]
+
+
 def test_a_retry_after_longer_than_the_time_left_fails_at_once(
     fake_slack: FakeSlack, product_client: None, uid: str
 ) -> None:
@@ -116,7 +134,7 @@ def test_inside_a_session_retries_go_on_while_the_budget_lasts(
 
 def test_backoff_never_runs_past_the_budget(fake_slack: FakeSlack, product_client: None, uid: str) -> None:
     channel = f"C{uid}"
-    fake_slack.fail("chat.postMessage", times=20, status=500, match=channel)
+    fake_slack.fail("chat.postMessage", times=20, status=503, match=channel)  # refused: retried, backoff
     started = time.monotonic()
     with backpressure.within(2.5), pytest.raises(SlackApiError):
         slack.post(channel, None, "hello", key="k")

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from http.client import RemoteDisconnected
+from http.client import IncompleteRead, RemoteDisconnected
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -320,15 +320,18 @@ def test_server_errors_and_error_bodies(fake: FakeSlack, server_url: str, web: W
     assert web.chat_postMessage(channel="C7", text="x")["ok"]
 
 
-@pytest.mark.parametrize(("cut", "raised"), [("reset", ConnectionResetError), ("close", RemoteDisconnected)])
+@pytest.mark.parametrize(
+    ("cut", "raised"), [("reset", ConnectionResetError), ("close", RemoteDisconnected), ("partial", IncompleteRead)]
+)
 @pytest.mark.parametrize("applied", [True, False])
 def test_a_cut_connection_answers_nothing(
     fake: FakeSlack, server_url: str, cut: str, raised: type[Exception], applied: bool
 ) -> None:
-    """``cut`` answers nothing: the client reads a reset or a closed connection; with ``applied``, after the post."""
+    """``cut`` answers nothing: the client reads a reset or a closed connection, or half an answer's body; with
+    ``applied``, after the post."""
     bare = WebClient(token=TOKEN, base_url=f"{server_url}/api/", retry_handlers=[])
     fake.fail("chat.postMessage", cut=cut, applied=applied)
-    with pytest.raises(ConnectionError) as caught:
+    with pytest.raises(raised) as caught:
         bare.chat_postMessage(channel="C9", text="cut")
     assert type(caught.value) is raised  # RemoteDisconnected is a ConnectionResetError too
     assert [m["text"] for m in fake.messages("C9")] == (["cut"] if applied else [])

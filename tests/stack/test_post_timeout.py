@@ -1,5 +1,5 @@
-"""A post Slack may have made (answered too late, by a gateway's 502 or 504, or its connection cut after it was
-sent) is looked for by its key, not posted again; one that never reached Slack is sent again."""
+"""A post Slack may have made (answered too late, by Slack's 500 or a gateway's 502 or 504, or its connection cut
+after it was sent) is looked for by its key, not posted again; one that never reached Slack is sent again."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import pytest
+from slack_sdk.errors import SlackApiError
 
 from infra.fakes.slack.client import FakeSlack
 from shared.slack import backpressure
@@ -55,12 +56,32 @@ def test_a_post_a_gateway_fails_after_slack_made_it_is_made_once(fake_slack: Fak
 
 
 @pytest.mark.parametrize("applied", [True, False])
-@pytest.mark.parametrize("cut", ["reset", "close"])
+def test_a_post_slack_answers_500_is_looked_for_before_it_is_sent_again(
+    fake_slack: FakeSlack, uid: str, applied: bool
+) -> None:
+    """Defect: slack-sdk's 5xx handler sent again the chat.postMessage Slack answered 500 (its ``internal_error``:
+    some aspect of the operation may have succeeded) after making it: two posts. It is looked for by its key, and
+    sent again only if absent."""
+    channel = f"C{uid}"
+    root = slack.post(channel, None, "the thread", key=f"root-{uid}")
+    fake_slack.fail("chat.postMessage", status=500, error="internal_error", match=f"ie-{uid}", applied=applied)
+    ts = slack.post(channel, root, f"ie-{uid}", key=f"ie-key-{uid}")
+    assert [m["ts"] for m in fake_slack.messages(channel, root) if m.get("text") == f"ie-{uid}"] == [ts]
+    sent = [c for c in fake_slack.calls("chat.postMessage", channel=channel) if c["args"].get("text") == f"ie-{uid}"]
+    assert len(sent) == (1 if applied else 2)  # found, or sent again once it was not there
+    looked = len(fake_slack.calls("conversations.replies", channel=channel))
+    assert looked == (1 if applied else len(slack.FIND_POST_AFTER))
+
+
+@pytest.mark.parametrize("applied", [True, False])
+@pytest.mark.parametrize("cut", ["reset", "close", "partial"])
 def test_a_post_whose_connection_is_cut_after_it_was_sent_is_made_once(
     fake_slack: FakeSlack, uid: str, cut: str, applied: bool
 ) -> None:
     """Defect: slack-sdk's connection handler sent again the chat.postMessage whose connection was reset (or closed
-    without an answer) after Slack made it: two posts. It is looked for by its key, and sent again only if absent."""
+    without an answer) after Slack made it: two posts; one whose answer was cut halfway (``IncompleteRead``) was
+    raised out of the post, neither looked for nor sent again. It is looked for by its key, and sent again only if
+    absent."""
     channel = f"C{uid}"
     root = slack.post(channel, None, "the thread", key=f"root-{uid}")
     fake_slack.fail("chat.postMessage", cut=cut, match=f"cut-{uid}", applied=applied)
@@ -96,6 +117,30 @@ def test_a_post_is_looked_for_only_while_the_session_has_time(fake_slack: FakeSl
         ts = slack.post(channel, root, f"short-{uid}", key=f"short-key-{uid}")
     assert [m["ts"] for m in fake_slack.messages(channel, root) if m.get("text") == f"short-{uid}"] == [ts]
     assert len(fake_slack.calls("conversations.replies", channel=channel)) == 2
+
+
+def test_a_post_is_neither_looked_for_nor_sent_again_past_the_sessions_deadline(
+    fake_slack: FakeSlack, uid: str
+) -> None:
+    """Defect: only the sleeps between lookups were bounded by the session's time. With 1.5 s left, a post a gateway
+    answered 504 (Slack never made it) was looked for at once, in a read Slack answered 2 s late; then looked for
+    again (its wait had passed) and sent again, past the deadline. Now nothing starts past it: the post fails with
+    the gateway's error (the session ends failed, with its plain reason), after one lookup."""
+    channel = f"C{uid}"
+    root = slack.post(channel, None, "the thread", key=f"root-{uid}")
+    fake_slack.fail("chat.postMessage", status=504, match=f"over-{uid}")
+    fake_slack.slow("conversations.replies", 2, match=channel)
+    with backpressure.within(1.5), pytest.raises(SlackApiError) as raised:
+        slack.post(channel, root, f"over-{uid}", key=f"over-key-{uid}")
+    assert raised.value.response.status_code == 504
+    assert [m for m in fake_slack.messages(channel, root) if m.get("text") == f"over-{uid}"] == []
+    assert (
+        len(
+            [c for c in fake_slack.calls("chat.postMessage", channel=channel) if c["args"].get("text") == f"over-{uid}"]
+        )
+        == 1
+    )
+    assert len(fake_slack.calls("conversations.replies", channel=channel)) == 1
 
 
 def test_a_post_looked_for_in_a_long_thread_reads_one_page(

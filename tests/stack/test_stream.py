@@ -292,14 +292,15 @@ def test_a_failed_model_turn_takes_its_text_back_and_the_retry_replaces_it(
     assert slack.posted_keys("C1", thread.thread_ts) == {"s:5:answer:0": ts}
 
 
-@pytest.mark.parametrize("failure", ["late", 502, 504, "reset", "close"])
+@pytest.mark.parametrize("failure", ["late", 500, 502, 504, "reset", "close", "partial"])
 def test_a_stream_call_slack_took_but_did_not_answer_is_never_sent_twice(
     surface: tuple[ThreadSurface, FakeSlack, list[str]], failure: str | int
 ) -> None:
-    """Slack takes an append, then its answer is lost: it comes after the client gave up (a read timeout), the
-    gateway in front answers 502 or 504 (slack-sdk's 5xx handler), or the connection is reset or closed without an
-    answer (its connection handler). Sent again, its text showed twice. It is not; the stream stops appending and the
-    answer replaces its message, whole, once."""
+    """Slack takes an append, then its answer is lost: it comes after the client gave up (a read timeout), Slack
+    answers 500 (its ``internal_error``: some of the call may have succeeded) or the gateway in front 502 or 504
+    (slack-sdk's 5xx handler), or the connection is reset or closed without an answer (its connection handler). Sent
+    again, its text showed twice (an answer cut halfway, ``IncompleteRead``, was raised out of the stream). It is
+    not; the stream stops appending and the answer replaces its message, whole, once."""
     thread, fake, _ = surface
     web = WebClient(token=TOKEN, base_url=f"{fake.base_url}/api/", timeout=1,
                     retry_handlers=backpressure.retry_handlers())  # fmt: skip

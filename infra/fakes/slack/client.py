@@ -133,7 +133,8 @@ class FakeSlack(ControlClient):
         """Make the next ``times`` calls of ``method`` (whose arguments contain ``match``, if given) fail: an HTTP
         ``status`` and/or an ``error`` body; ``applied``: each takes effect first (a gateway's 502 or 504). ``cut``
         answers nothing and cuts the connection instead: "reset" (the client reads ``ConnectionResetError``) or
-        "close" (``RemoteDisconnected``); with ``applied``, after Slack took the call. ``applied_after``: each takes
+        "close" (``RemoteDisconnected``), or answers 200 and closes it halfway through the body: "partial"
+        (``http.client.IncompleteRead``); with ``applied``, after Slack took the call. ``applied_after``: each takes
         effect that many seconds after its failure is answered (Slack's backend still completing it behind a 504).
 
         A 429 carries ``Retry-After`` (1 second unless told otherwise), as Slack's do.

@@ -407,6 +407,7 @@ class Handler(BaseHTTPRequestHandler):
     server: FakeSlackServer
     server_version = "fakeslack/1.0"
     cut: str | None = None  # this request's answer is a cut connection (``Failure.cut``)
+    partial = b""  # the answer whose first half a "partial" cut sends
     reset = False  # the connection is reset when the handler finishes (``_cut``)
 
     def do_GET(self) -> None:
@@ -505,21 +506,31 @@ class Handler(BaseHTTPRequestHandler):
 
     def _failure(self, ws: Workspace, method: str, args: Json, failure: Failure) -> tuple[int, Json, dict[str, str]]:
         """The answer of an injected failure (``FakeSlack.fail``); a cut one is recorded as status 0."""
+        default = {429: "ratelimited", 503: "service_unavailable"}.get(failure.status, "fatal_error")
+        made: Json = {"ok": False, "error": failure.error or default}
         if failure.applied:  # the call took effect; its answer is the gateway's error (or none: a cut)
-            with contextlib.suppress(SlackError):
-                API[method](ws, args)
+            try:
+                made = API[method](ws, args)
+            except SlackError as exc:
+                made = {"ok": False, "error": exc.code}
         elif failure.applied_after is not None:
             _apply_later(ws, method, copy.deepcopy(args), failure.applied_after)
         if failure.cut is not None:
-            self.cut = failure.cut
+            self.cut, self.partial = failure.cut, json.dumps(made).encode()
             return 0, {"ok": False, "error": f"connection_{failure.cut}"}, {}
-        default = {429: "ratelimited", 503: "service_unavailable"}.get(failure.status, "fatal_error")
         headers = {} if failure.retry_after is None else {"Retry-After": str(failure.retry_after)}
         return failure.status, {"ok": False, "error": failure.error or default}, headers
 
     def _cut(self, how: str) -> None:
-        """No answer: the connection is reset (an RST, SO_LINGER 0) or closed (a FIN) when this request finishes."""
+        """No answer: the connection is reset (an RST, SO_LINGER 0) or closed (a FIN) when this request finishes; or
+        (``partial``) a 200 with the call's answer, closed halfway through its body."""
         self.close_connection = True
+        if how == "partial":
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json; charset=utf-8")
+            self.send_header("Content-Length", str(len(self.partial)))
+            self.end_headers()
+            self.wfile.write(self.partial[: len(self.partial) // 2])
         if how == "reset":
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             self.reset = True

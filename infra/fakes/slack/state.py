@@ -86,9 +86,10 @@ class Message:
     stream: Json | None = None  # a streamed message: {"until": when its stream ends (None: stopped), "tasks": {...}}
 
 
-# How a failure may cut its connection instead of answering: "reset" (an RST: the client reads ConnectionResetError) or
-# "close" (closed without an answer: RemoteDisconnected), as a load balancer or a restarting host may.
-CUTS = frozenset({"reset", "close"})
+# How a failure may cut its connection instead of answering: "reset" (an RST: the client reads ConnectionResetError),
+# "close" (closed without an answer: RemoteDisconnected), as a load balancer or a restarting host may, or "partial"
+# (a 200 whose body is closed halfway: http.client.IncompleteRead).
+CUTS = frozenset({"reset", "close", "partial"})
 
 
 @dataclass
@@ -101,7 +102,7 @@ class Failure:
     retry_after: int | None = None
     match: str | None = None
     applied: bool = False  # the call takes effect before the failure is answered (a gateway's 502 or 504)
-    cut: str | None = None  # "reset" or "close": the connection is cut instead of answered (``CUTS``)
+    cut: str | None = None  # "reset", "close" or "partial": the connection is cut instead of answered (``CUTS``)
     applied_after: float | None = None  # the call takes effect this many seconds after its failure is answered
 
 
