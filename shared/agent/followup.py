@@ -60,10 +60,10 @@ def alert(session: Session, *, reason: str) -> None:
     if settings.operator_channel:
         link = f"thread {session.origin.thread_ts} in <#{session.origin.channel}>"
         slack.post(settings.operator_channel, None, f"{text} ({link})", key=f"{key}:channel")
-    events.acted(key)  # a sweep whose page was read before this alert never posts it again
     sessions.mark_followed_up(session.session_id)
     if original and original != session.session_id:
         sessions.mark_followed_up(original)
+    events.acted(key)  # once marked: a sweep whose page was read before this alert never posts it again
     log.warning("operators alerted about an unreported session", extra={"reason": reason})
 
 

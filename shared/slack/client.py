@@ -95,34 +95,40 @@ def transient(exc: BaseException) -> bool:
 
 
 # Seconds after a failure that Slack may have taken a post is looked for: at once, then twice more, since behind a
-# 500, a gateway's 504 (or a read timeout) Slack may still be making it. Never past the session's deadline.
+# 500, a gateway's 504 (or a read timeout) Slack may still be making it. Only the first past the session's deadline.
 FIND_POST_AFTER = (0.0, 1.0, 3.0)
 SENT_MARGIN = 60.0  # seconds before a post was sent that its lookup reads from (clocks differ)
+
+
+POST_ROUNDS = 3  # sends of one post whose answer was lost (each after looking for it): a burst of 500s, not a storm
 
 
 def _post(channel: str, thread_ts: str | None, text: str, *, key: str, blocks: list[dict[str, Any]] | None) -> str:
     """A post answered too late (a read timeout), whose connection was cut after it was sent (reset, closed
     without an answer, or halfway through it: ``IncompleteRead``), or answered by Slack's 500 or a gateway's 502 or
-    504 may have been made: it is looked for by its key (``_look_for_post``) before it is sent again, once
-    (slack-sdk's handlers never repeat it: ``backpressure.maybe_taken``). Neither starts past the session's
-    deadline: a post not found by then fails with its error (the session ends ``failed``, ``backpressure.storm``)."""
+    504 may have been made: it is looked for by its key (``_look_for_post``) before it is sent again, up to
+    ``POST_ROUNDS`` sends (slack-sdk's handlers never repeat it: ``backpressure.maybe_taken``). Past the session's
+    deadline (a wall-time wrap-up's answer is posted there) it is looked for at once and sent again once, so an
+    answer is not lost; nothing more: a post still not made then fails with its error (the session ends ``failed``,
+    ``backpressure.storm``)."""
     sent = time.time()
-    try:
-        return _send_post(channel, thread_ts, text, key=key, blocks=blocks)
-    except POST_FAILURES as exc:
-        if not backpressure.maybe_taken(exc):
-            raise
-        made = _look_for_post(channel, thread_ts, key, since=sent)
-        if made is not None:
-            log.warning("a post Slack may have taken was made; not sent again", extra={"key": key,
-                                                                                      "error": repr(exc)})  # fmt: skip
-            return made
-        if _past_deadline():
-            log.warning("a post Slack may have taken was not found before the session's deadline; not sent again",
-                        extra={"key": key, "error": repr(exc)})  # fmt: skip
-            raise
-        log.warning("a post Slack may have taken was not made; sent again", extra={"key": key, "error": repr(exc)})
-        return _send_post(channel, thread_ts, text, key=key, blocks=blocks)
+    for round_ in range(POST_ROUNDS):
+        try:
+            return _send_post(channel, thread_ts, text, key=key, blocks=blocks)
+        except POST_FAILURES as exc:
+            if not backpressure.maybe_taken(exc):
+                raise
+            made = _look_for_post(channel, thread_ts, key, since=sent)
+            if made is not None:
+                log.warning("a post Slack may have taken was made; not sent again",
+                            extra={"key": key, "error": repr(exc)})  # fmt: skip
+                return made
+            if round_ == POST_ROUNDS - 1 or (round_ > 0 and _past_deadline()):
+                log.warning("a post Slack may have taken was not found; not sent again",
+                            extra={"key": key, "error": repr(exc)})  # fmt: skip
+                raise
+            log.warning("a post Slack may have taken was not made; sent again", extra={"key": key, "error": repr(exc)})
+    raise AssertionError("unreachable")
 
 
 def _past_deadline(wait: float = 0.0) -> bool:
@@ -133,14 +139,14 @@ def _past_deadline(wait: float = 0.0) -> bool:
 
 def _look_for_post(channel: str, thread_ts: str | None, key: str, *, since: float) -> str | None:
     """The ts of the post keyed ``key``, looked for ``FIND_POST_AFTER`` seconds after its failure (or as soon as the
-    look before it ended, if that took longer); a look that would start past the session's deadline is not made. A
+    look before it ended, if that took longer); past the session's deadline only the look at once is made. A
     look Slack rate-limits for longer than a thread read waits (``conversations.replies`` allows an app outside the
     Marketplace one request a minute) ends the looking: the post is then sent again rather than lost (a duplicate
     only if Slack had made it)."""
     failed = time.monotonic()
     for after in FIND_POST_AFTER:
         wait = max(0.0, failed + after - time.monotonic())
-        if _past_deadline(wait):
+        if after and _past_deadline(wait):  # the look at once is made even past it (a wrap-up's answer)
             return None
         time.sleep(wait)
         try:

@@ -137,7 +137,9 @@ def _run(session: Session, takeover: bool, reason: str, *, task: str, attempt: i
                 crash = exc
             else:
                 return Delivery(False, {"status": status.value})
-        if isinstance(crash, Contended):  # a commit gave up for contention: not a crash, and the retry carries on
+        if isinstance(crash, Contended) and attempt + 1 < GIVE_UP_AFTER_ATTEMPTS:
+            # A commit gave up for contention: not a crash, and the retry carries on (on the last attempt it is
+            # given up as a crash is: Cloud Tasks would stop retrying and leave the session running, untold).
             _release(session)
             raise crash  # the handler asks for a retry (a warning, no traceback)
         return _crashed(session, crash, attempt)  # its heartbeat has stopped: a retry may take the lease at once

@@ -18,9 +18,10 @@ from google.api_core import exceptions as gexc
 from google.cloud.firestore_v1.services.firestore.client import FirestoreClient
 
 from infra.stack import Stack
+from shared.errors import Contended
 from shared.handlers import agent_session
 from shared.logs import JsonFormatter
-from shared.state import steps
+from shared.state import firestore, steps
 from shared.state.models import SessionStatus, StepKind
 from tests.rigs import counted_rig
 
@@ -91,3 +92,31 @@ def test_a_claim_whose_transaction_gives_up_for_contention_asks_for_a_retry_that
         kinds = [step.kind for step in steps.load_steps(session_id)]
         assert kinds.count(StepKind.MODEL) == 1, kinds  # the model's answer, stored once
         rig.script_used()
+
+
+@pytest.mark.parametrize(("attempt", "ends"), [(0, None), (2, SessionStatus.FAILED)])
+def test_a_session_whose_commits_keep_giving_up_for_contention_is_given_up_on_its_last_attempt(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, attempt: int, ends: SessionStatus | None
+) -> None:
+    """A commit of a running session that gives up for contention asks for a retry (its lease released), except on
+    the attempt a crash is given up on: it is failed and told then too (the reviewer: Cloud Tasks stopped retrying
+    after its attempts and left the session running, untold, until the sweep's net)."""
+    from shared.agent.runner import Runner
+
+    def contended(self: Runner) -> SessionStatus:
+        raise Contended("a Firestore transaction gave up for contention: test")
+
+    with counted_rig(stack, monkeypatch) as rig:
+        session_id = rig.start("keep trying")
+        monkeypatch.setattr(Runner, "run", contended)
+        body = json.dumps({"session_id": session_id}).encode()
+        headers = {"x-cloudtasks-taskname": "t", "x-cloudtasks-taskretrycount": str(attempt)}
+        reply, status = agent_session.handle(body, headers)
+        if ends is None:
+            assert status == 500, reply
+            lease = rig.session(session_id).lease
+            assert lease.until is not None
+            assert lease.until <= firestore.now()  # released: the retry takes it over at once
+        else:
+            assert status == 200, reply
+            rig.expect(session_id, ends)
