@@ -239,6 +239,17 @@ def test_a_dead_retry_alerts_the_operators_instead_of_retrying(
     assert sweep(stack)["escalated"] == 0
 
 
+def two_sweeps_at_once(stack: Stack) -> list[dict[str, Any]]:
+    """Two sweeps run at the same time, as Cloud Scheduler may run it: their summaries."""
+    summaries: list[dict[str, Any]] = []
+    sweeps = [threading.Thread(target=lambda: summaries.append(sweep(stack))) for _ in range(2)]
+    for each in sweeps:
+        each.start()
+    for each in sweeps:
+        each.join(90)
+    return summaries
+
+
 def test_two_sweeps_at_once_alert_the_operators_of_a_silent_retry_once(
     stack: Stack, empty_db: None, fake_slack: FakeSlack, uid: str
 ) -> None:
@@ -250,12 +261,7 @@ def test_two_sweeps_at_once_alert_the_operators_of_a_silent_retry_once(
         {"status": SessionStatus.SILENT_EXIT.value, "updated_at": firestore.now() - timedelta(hours=2)}
     )
     fake_slack.slow("chat.postMessage", 3, match=":warning:")  # real Slack latency: the first alert answered late
-    summaries: list[dict[str, Any]] = []
-    sweeps = [threading.Thread(target=lambda: summaries.append(sweep(stack))) for _ in range(2)]
-    for each in sweeps:
-        each.start()
-    for each in sweeps:
-        each.join(90)
+    summaries = two_sweeps_at_once(stack)
     assert len(summaries) == 2
     assert [m["text"][:9] for m in fake_slack.bot_replies(session.origin.channel, session.origin.thread_ts)] == [
         ":warning:"
@@ -375,12 +381,7 @@ def test_two_sweeps_at_once_remind_a_question_once(
     question = open_question(thread.session_id)
     age_question(question.question_id, 25)
     fake_slack.slow("chat.postMessage", 3, match=":alarm_clock:")  # real Slack latency: the first answered late
-    summaries: list[dict[str, Any]] = []
-    sweeps = [threading.Thread(target=lambda: summaries.append(sweep(stack))) for _ in range(2)]
-    for each in sweeps:
-        each.start()
-    for each in sweeps:
-        each.join(90)
+    summaries = two_sweeps_at_once(stack)
     assert sorted(s["reminded"] for s in summaries) == [0, 1]
     replies = fake_slack.bot_replies(thread.channel, thread.ts)
     assert len([m for m in replies if m["text"].startswith(":alarm_clock:")]) == 1
