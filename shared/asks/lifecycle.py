@@ -105,7 +105,13 @@ class Ask:
 
     def remind(self, at: datetime) -> bool:
         """Its one reminder, claimed first: two sweeps at once (Cloud Scheduler may run it twice) both read it not
-        reminded, and each posted it. A failed post gives the claim up (the next sweep tries again)."""
+        reminded, and each posted it. A failed post gives the claim up (the next sweep tries again). Never in a
+        stopped thread: a session a killed Stop left stopped has it closed now, as that Stop would have (a question
+        cancelled, a call denied: ``stopping.close_stopped``)."""
+        from shared.asks import stopping  # (stopping closes asks through this module)
+
+        if self.item.reminded_at is None and stopping.close_stopped(self.session_id) is not None:
+            return False
         key = f"{self.item_id}:reminder"
         if not events.claim_for(key, kind="reminder", hold=REMIND_HOLD):
             return False

@@ -135,17 +135,12 @@ def _abandon_asker(older: Question, *, asker: str, again: bool = False) -> None:
 
 
 def remind(question: Question, at: datetime) -> bool:
-    """The one reminder of a question left open too long, mentioning the operators; False if already done, or if
-    its session was stopped (a Stop killed before it closed the question): closed now as that Stop would have
-    closed it (``stopping.close_stopped``), never reminded in a stopped thread.
+    """The one reminder of a question left open too long, mentioning the operators; False if already done (the
+    sweep's ``lifecycle.Ask.remind`` never reminds in a stopped thread).
 
     Marked as sent only once the post succeeded: a failed post is tried again by the next sweep.
     """
-    from shared.asks import stopping  # (as in ``_end_waits``)
-
     if question.reminded_at is not None or question.status != QuestionStatus.OPEN:
-        return False
-    if stopping.close_stopped(question.session_id) is not None:  # a killed Stop left it open: closed as it would be
         return False
     operators = blocks.operator_mentions(config.settings().operator_user_ids)
     hours = int((at - question.asked_at).total_seconds() // 3600)

@@ -27,7 +27,7 @@ from infra import stack as local
 from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
-from shared.asks import questions, stopping
+from shared.asks import lifecycle, questions, stopping
 from shared.slack import blocks
 from shared.slack.surface import Reaction
 from shared.state import approvals as stored_approvals
@@ -482,7 +482,7 @@ def test_the_questions_a_stop_killed_part_way_left_open_are_closed_by_what_comes
     elif then == "an answer":
         assert pick(fake_slack, thread, open_one, 1)["status"] == 200
     if then == "the sweep's reminder":  # 24 h on: never reminded, closed as the Stop would have closed it
-        assert not questions.remind(question, firestore.now() + timedelta(hours=30))
+        assert not lifecycle.Ask(question).remind(firestore.now() + timedelta(hours=30))
         closed = stored_questions.get_question(open_one)
         assert closed is not None
         assert closed.status == QuestionStatus.CANCELLED
@@ -543,20 +543,27 @@ def test_a_stop_while_the_sweep_abandons_the_question_tells_the_thread_once(
     assert [r for r in requests_for(fake_gemini, f"[C{uid}]") if function_responses(r)] == []
 
 
-def test_the_card_a_stop_killed_part_way_left_pending_is_closed_by_a_refused_decision(
-    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+@pytest.mark.parametrize("then", ["a press", "the sweep's reminder"])
+def test_the_card_a_stop_killed_part_way_left_pending_is_closed_by_what_comes_next(
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, then: str
 ) -> None:
     """The same kill, for a turn that waits on a question and an approve-tier call: the Stop cancelled the question
     (its post held) and never denied the call. A press on its card is refused (nothing waits on it) and, now, denies
-    it as the Stop would have, its card saying so: the call never runs, nothing resumes."""
+    it as the Stop would have, its card saying so: the call never runs, nothing resumes. The sweep's 24 h reminder
+    (it reminded the stopped thread) denies it the same way and reminds nothing."""
     thread, card = paused_on_a_question_and_a_card(fake_slack, fake_gemini, uid)
     stop_killed_after_its_first_cancel(stack, fake_slack, thread)
     pending = stored_approvals.get_approval(card.approval_id)
     assert pending is not None
     assert pending.status == ApprovalStatus.PENDING  # killed before the Stop denied it
-    assert press(fake_slack, card, blocks.APPROVE_ACTION)["status"] == 200
-    told = [e["text"] for e in fake_slack.ephemerals(thread.channel, user=OPERATOR)]
-    assert any("Nothing waits on this call any more" in text for text in told), told
+    if then == "a press":
+        assert press(fake_slack, card, blocks.APPROVE_ACTION)["status"] == 200
+        told = [e["text"] for e in fake_slack.ephemerals(thread.channel, user=OPERATOR)]
+        assert any("Nothing waits on this call any more" in text for text in told), told
+    else:
+        assert not lifecycle.Ask(pending).remind(firestore.now() + timedelta(hours=30))
+        shown = [m["text"] for m in fake_slack.messages(thread.channel, thread.ts)]
+        assert not any("waited" in t and "for approval" in t for t in shown), shown
     denied = stored_approvals.get_approval(card.approval_id)
     assert denied is not None
     assert denied.status == ApprovalStatus.DENIED
