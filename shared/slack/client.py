@@ -81,17 +81,9 @@ def best_effort(what: str, show: Callable[[], object], *, transient_raises: bool
     try:
         show()
     except POST_FAILURES as exc:
-        if transient_raises and transient(exc):
+        if transient_raises and backpressure.storm(exc) is not None:  # a 429, a 5xx, no connection: may pass
             raise ShowLater(f"could not show {what} now: {exc!r}") from exc
         log.warning("could not show %s", what, extra={"error": repr(exc)})
-
-
-def transient(exc: BaseException) -> bool:
-    """Whether a Slack call's failure may pass if made again later: rate-limited, a server error, no connection."""
-    if isinstance(exc, SlackApiError):
-        status = getattr(exc.response, "status_code", 0) or 0
-        return status == 429 or status >= 500
-    return isinstance(exc, backpressure.CONNECTION_ERRORS)
 
 
 # Seconds after a failure that Slack may have taken a post is looked for: at once, then twice more, since behind a
