@@ -30,10 +30,12 @@ MAX_TASK_BODY_BYTES = INTERNAL_MAX_BODY_BYTES
 
 @dataclass(frozen=True)
 class TaskBody:
-    """What a task names: its session, and the waiting record a continuation resumes (None: none named)."""
+    """What a task names: its session, and the waiting record a continuation resumes and its transcript's first free
+    step id then (None: none named)."""
 
     session_id: str
     resumes: list[Waiting] | None = None
+    transcript_next: int | None = None
 
 
 def parse_task(body: bytes) -> TaskBody:
@@ -46,7 +48,8 @@ def parse_task(body: bytes) -> TaskBody:
     session_id = payload.get("session_id") if isinstance(payload, dict) else None
     if not isinstance(session_id, str) or not session_id:
         raise ValueError("body.session_id is missing")
-    return TaskBody(session_id, tasks.resumes_named(payload))
+    resumes = tasks.resumes_named(payload)
+    return TaskBody(session_id, resumes, tasks.transcript_next_named(payload) if resumes else None)
 
 
 def handle(body: bytes, headers: Mapping[str, str]) -> Reply:
@@ -68,7 +71,8 @@ def handle(body: bytes, headers: Mapping[str, str]) -> Reply:
         attempt = 0
     with session_context(named.session_id, trace=trace_from(headers)):
         try:
-            delivery = run_delivery(named.session_id, task=task, attempt=attempt, resumes=named.resumes)
+            delivery = run_delivery(named.session_id, task=task, attempt=attempt, resumes=named.resumes,
+                                    transcript_next=named.transcript_next)  # fmt: skip
         except Contended as exc:  # its claim or a step's commit: the retry carries on from what was stored
             return try_again(exc, status=500)  # a 503 or 429 would make Cloud Tasks slow the whole queue
     return {"ok": not delivery.retry, **delivery.detail}, 500 if delivery.retry else 200

@@ -83,14 +83,19 @@ def _patience(patience: float) -> float:
 
 
 # A continuation's task names the waiting record it resumes (``resumes``), so its claim reads what the record came to
-# in its own batched read (issue 28.1). A hint only: the claim checks it against the session's own record. A record
-# longer than this is not named (the body stays small, and the claim's read with it).
+# in its own batched read (issue 28.1), and its transcript's first free step id (``transcript_next``), so the same
+# read has the transcript's steps. Hints only: the claim checks the record against the session's own, and uses the
+# steps only if that id is still free. A record longer than this is not named (the body stays small, and the claim's
+# read with it), nor a transcript of more steps than this (the run queries it after the claim).
 MAX_RESUMES_NAMED = 16
+MAX_STEPS_NAMED = 64
 
 
-def build_session_task(session_id: str, *, attempt: str = "", resumes: Sequence[Waiting] = ()) -> tasks_v2.Task:
+def build_session_task(session_id: str, *, attempt: str = "", resumes: Sequence[Waiting] = (),
+                       transcript_next: int = 0) -> tasks_v2.Task:  # fmt: skip
     """The HTTP task that runs ``session_id`` on agent_session, with an OIDC token when deployed; ``resumes``: the
-    waiting record a continuation resumes, named in the body (``resumes_named``)."""
+    waiting record a continuation resumes, named in the body (``resumes_named``) with ``transcript_next``, its
+    transcript's first free step id (``transcript_next_named``; 0: not named)."""
     settings = config.settings()
     queue = tasks_v2.CloudTasksClient.parse_queue_path(settings.tasks_queue)
     name = tasks_v2.CloudTasksClient.task_path(
@@ -107,17 +112,19 @@ def build_session_task(session_id: str, *, attempt: str = "", resumes: Sequence[
             http_method=tasks_v2.HttpMethod.POST,
             url=settings.tasks_target_url,
             headers=_headers(),
-            body=json.dumps(_body(session_id, resumes)).encode(),
+            body=json.dumps(_body(session_id, resumes, transcript_next)).encode(),
             oidc_token=oidc,
         ),
         dispatch_deadline=duration_pb2.Duration(seconds=settings.tasks_dispatch_deadline_seconds),
     )
 
 
-def _body(session_id: str, resumes: Sequence[Waiting]) -> dict[str, Any]:
+def _body(session_id: str, resumes: Sequence[Waiting], transcript_next: int) -> dict[str, Any]:
     body: dict[str, Any] = {"session_id": session_id}
     if resumes and len(resumes) <= MAX_RESUMES_NAMED:
         body["resumes"] = [entry.to_doc() for entry in resumes]
+        if 0 < transcript_next <= MAX_STEPS_NAMED:
+            body["transcript_next"] = transcript_next
     return body
 
 
@@ -138,6 +145,14 @@ def resumes_named(payload: Mapping[str, Any]) -> list[Waiting] | None:
     return record if fields_ok and unique else None
 
 
+def transcript_next_named(payload: Mapping[str, Any]) -> int | None:
+    """The first free step id of the continued transcript a task's body names (None: none, or not as ``_body``
+    writes it)."""
+    named = payload.get("transcript_next")
+    valid = isinstance(named, int) and not isinstance(named, bool) and 0 < named <= MAX_STEPS_NAMED
+    return named if valid else None
+
+
 def _document_id(key: object) -> bool:
     """Whether ``key`` can name a document of its kind's collection (the claim reads it): a Firestore document id,
     not a path, nor a name Firestore reserves."""
@@ -155,12 +170,12 @@ def _headers() -> dict[str, str]:
 
 
 def enqueue_session(session_id: str, *, attempt: str = "", patience: float = ENQUEUE_PATIENCE_SECONDS,
-                    resumes: Sequence[Waiting] = ()) -> str:  # fmt: skip
+                    resumes: Sequence[Waiting] = (), transcript_next: int = 0) -> str:  # fmt: skip
     """Create the task for ``session_id``, retried with backoff for ``patience`` seconds (or what is left of the
     caller's ``within``) while Cloud Tasks is unavailable; a task that already exists counts as enqueued. Raises
     ``QueueUnavailable`` when that time runs out. ``resumes``: the waiting record a continuation resumes (a hint its
-    claim reads with; ``build_session_task``)."""
-    task = build_session_task(session_id, attempt=attempt, resumes=resumes)
+    claim reads with, and ``transcript_next``: ``build_session_task``)."""
+    task = build_session_task(session_id, attempt=attempt, resumes=resumes, transcript_next=transcript_next)
     wait = _patience(patience)
     if wait <= 0.05:
         raise QueueUnavailable(f"no time left to create the task of {session_id}")
@@ -188,5 +203,7 @@ def enqueue_session(session_id: str, *, attempt: str = "", patience: float = ENQ
 def enqueue_continuation(continuation: Session, *, attempt: str = "") -> str:
     """``enqueue_session`` for a queued continuation (or a session that resumes itself): its task names the waiting
     record it resumes, so its claim reads what the record came to (the answers, the decisions and their calls' ledger
-    entries) in its own batched read."""
-    return enqueue_session(continuation.session_id, attempt=attempt, resumes=continuation.waiting)
+    entries) in its own batched read, with its transcript (a continuation starts at the first free step id of its
+    asker's transcript, ``waiting.wake``)."""
+    return enqueue_session(continuation.session_id, attempt=attempt, resumes=continuation.waiting,
+                           transcript_next=continuation.next_seq)  # fmt: skip

@@ -1,7 +1,9 @@
 """What a claim reads, in one round trip (issue 28.1): the session and, as far as its id names them, its
 transcript's root, the session that wrote that transcript last and the question it answers; and, as far as its task
 names the waiting record a continuation resumes (``shared.queue.tasks``), the questions and approvals that record
-waited on (what they came to: the resumption's outcomes, handed to it so it reads them no more).
+waited on (what they came to: the resumption's outcomes, handed to it so it reads them no more) and the transcript's
+steps by their ids, up to the first free one when the task was made (``steps``: the transcript as the claim leaves
+it; the task names that id, the continuation's ``next_seq``, copied from its asker when it was woken).
 
 Session ids are derived from their cause (``shared.state.ids``): an answer's continuation is named after its
 question, whose id names its asker; a resumption after the session it resumes. Those names are only hints, read in
@@ -19,8 +21,8 @@ from typing import Any
 from google.cloud import firestore
 
 from shared.state import child_questions, ids, results
-from shared.state.firestore import APPROVALS, db, ledger_ref, question_ref, session_ref
-from shared.state.models import Waiting, WaitKind
+from shared.state.firestore import APPROVALS, db, ledger_ref, question_ref, session_ref, step_ref
+from shared.state.models import Step, Waiting, WaitKind
 
 _ANSWER = "answer-"  # ids.continuation_id
 _RESUME = "resume-"  # ids.resume_id
@@ -86,6 +88,7 @@ class ClaimReads:
     updated: dict[str, datetime] = field(default_factory=dict)
     resumes: list[Waiting] | None = None  # the waiting record the task named (its documents are in ``beside``)
     transcript: str | None = None  # the transcript the session's id names (its ledger entries are in ``beside``)
+    through: int | None = None  # that transcript's steps 0 to this one are in ``beside`` (the task's free step id)
 
     def noted(self, snap: Any) -> dict[str, Any]:
         """A document the claim read in its transaction after this batch: its update time kept; its data."""
@@ -93,10 +96,19 @@ class ClaimReads:
             self.updated[snap.reference.path] = snap.update_time
         return snap.to_dict() or {}
 
-    def newest_update(self) -> datetime | None:
-        """The latest update time of the documents this claim read (existing ones), the session's included."""
-        times = [t for t in [self.session.update_time if self.session.exists else None, *self.updated.values()] if t]
-        return max(times, key=stamp) if times else None
+    def steps(self, transcript: str) -> list[Step] | None:
+        """``transcript``'s steps in order, as read with the claim, if that read is the whole of it (None: the run
+        queries it). It is when the last id read is free: a transcript's steps are numbered one after another, each
+        the one after the last, by the one session writing it at a time, so none follows a free id. Read in the
+        claim's transaction, they hold until it commits, and once it has, only the claimed session adds to the
+        transcript (its claim took the writership, or held it). A task whose id was taken since (a stale one) costs
+        the query it saved."""
+        if self.through is None or transcript != self.transcript:
+            return None
+        found = [self.beside.get(step_ref(transcript, seq).path) for seq in range(self.through + 1)]
+        if found[-1] is not None:
+            return None
+        return [Step.from_doc(data) for data in found if data is not None]
 
     def read(self, ref: firestore.DocumentReference) -> bool:
         """Whether ``ref`` was read beside the session."""
@@ -127,9 +139,14 @@ class ClaimReads:
         return found  # type: ignore[return-value]
 
 
-def read(transaction: firestore.Transaction, session_id: str, resumes: list[Waiting] | None = None) -> ClaimReads:
-    """The session and the documents its id (and ``resumes``, the record its task names) name, in ``transaction``,
-    in one batched read."""
+def read(
+    transaction: firestore.Transaction,
+    session_id: str,
+    resumes: list[Waiting] | None = None,
+    transcript_next: int | None = None,
+) -> ClaimReads:
+    """The session and the documents its id (and ``resumes``, the record its task names, and ``transcript_next``,
+    the first free step id of its transcript it names) name, in ``transaction``, in one batched read."""
     ref = session_ref(session_id)
     refs = [ref]
     for hinted in (transcript_hint(session_id), writer_hint(session_id)):
@@ -140,12 +157,14 @@ def read(transaction: firestore.Transaction, session_id: str, resumes: list[Wait
         refs.append(question_ref(question))
     transcript = transcript_hint(session_id)
     refs += [r for r in outcome_refs(resumes, transcript) if all(r.path != known.path for known in refs)]
+    through = transcript_next if resumes and transcript != session_id else None
+    refs += [step_ref(transcript, seq) for seq in range(through + 1)] if through is not None else []
     if len(refs) == 1:
         return ClaimReads(ref.get(transaction=transaction))
     snaps = {snap.reference.path: snap for snap in db().get_all(refs, transaction=transaction)}
     beside = {path: (snap.to_dict() if snap.exists else None) for path, snap in snaps.items() if path != ref.path}
     updated = {path: snap.update_time for path, snap in snaps.items() if snap.exists and snap.update_time}
-    return ClaimReads(snaps[ref.path], beside, updated, resumes, transcript)
+    return ClaimReads(snaps[ref.path], beside, updated, resumes, transcript, through)
 
 
 def stamp(when: datetime) -> tuple[int, int]:

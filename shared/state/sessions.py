@@ -84,9 +84,9 @@ class Claim:
     writer_dead: bool = False  # HANDED_OVER: that session runs under an expired lease (its worker is gone)
     found: Session | None = None  # FINISHED: the session as found (a delivery after its end still has duties)
     question: Question | None = None  # a continuation's question, read with the claim (its opening starts from it)
-    # Claimed: the newest update time of the documents the claim read (the session's, its transcript's root's and
-    # its writer's among them): no step of its transcript was stored after it (``shared.state.transcript_ahead``).
-    settled: datetime | None = None
+    # Claimed: its transcript's steps as the claim read and left them, when its task named the turn it resumes and
+    # they are all of it (``claim_reads.ClaimReads.steps``; None: the run queries them).
+    transcript: list[Step] | None = None
     # Claimed: what its waiting record came to, read with the claim, by path (``claim_reads.ClaimReads.outcomes``).
     outcomes: dict[str, dict[str, Any] | None] | None = None
     stepped: Step | None = None  # Claimed: the resumed turn's step, stored in the claim's commit (``claim_step``)
@@ -94,6 +94,7 @@ class Claim:
 
 def claim_session(session_id: str, *, worker: str, task: str, attempt: int, lease_seconds: int,
                   at: datetime | None = None, resumes: list[Waiting] | None = None,
+                  transcript_next: int | None = None,
                   first_step: claim_step.FirstStep | None = None) -> Claim:  # fmt: skip
     """Claim a session for this worker in a transaction.
 
@@ -103,7 +104,8 @@ def claim_session(session_id: str, *, worker: str, task: str, attempt: int, leas
     a retry beside a copy of the delivery) both see an earlier attempt's lease, and only the first to claim it
     may run; the other finds the lease just taken and is asked to retry later (``RENEWED_LATELY``). A worker that
     really died is taken over at most one heartbeat later than without that rule. Anything else is a duplicate
-    delivery and is left alone. ``resumes``: the record the task names (its outcomes read in the claim's batch);
+    delivery and is left alone. ``resumes``: the record the task names (its outcomes read in the claim's batch, and
+    with ``transcript_next``, its transcript's first free step id then, the steps before it: ``claim_reads``);
     ``first_step``: the resumed turn's step, stored in the claim's commit if it can be made from what it read.
     """
     ref = session_ref(session_id)
@@ -115,7 +117,7 @@ def claim_session(session_id: str, *, worker: str, task: str, attempt: int, leas
         used.append(transaction)
         when = at or now()  # each attempt's own: the lease it writes starts when it commits, not when it began
         # One round trip: the session, and the transcript, writer and question its id names (hints, checked).
-        reads = claim_reads.read(transaction, session_id, resumes)
+        reads = claim_reads.read(transaction, session_id, resumes, transcript_next)
         snap = reads.session
         data = snap.to_dict() if snap.exists else None
         if data is None:
@@ -157,7 +159,7 @@ def claim_session(session_id: str, *, worker: str, task: str, attempt: int, leas
         session.apply(fields)
         calm[len(used)] = step_fence.at_claim(transaction, session, reads)
         return Claim(result, session, trace_id=session.trace_id, question=_question_read(session, reads),
-                     settled=reads.newest_update(), outcomes=reads.outcomes(session.waiting),
+                     transcript=reads.steps(session.transcript), outcomes=reads.outcomes(session.waiting),
                      stepped=stepped)  # fmt: skip
 
     try:

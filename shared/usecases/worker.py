@@ -20,7 +20,7 @@ from shared.errors import Contended
 from shared.logs import current_trace, session_context
 from shared.queue import tasks
 from shared.slack import backpressure
-from shared.state import lease, sessions, steps, transcript_ahead
+from shared.state import claim_reads, lease, sessions, steps
 from shared.state.batched import Docs
 from shared.state.claim_step import FirstStep
 from shared.state.firestore import now
@@ -45,23 +45,25 @@ class Delivery:
     detail: dict[str, str]
 
 
-def run_delivery(session_id: str, *, task: str, attempt: int, resumes: list[Waiting] | None = None) -> Delivery:
+def run_delivery(session_id: str, *, task: str, attempt: int, resumes: list[Waiting] | None = None,
+                 transcript_next: int | None = None) -> Delivery:  # fmt: skip
     """One delivery of ``session_id``'s task; ``resumes``: the waiting record the task names (a continuation's), whose
-    outcomes the claim reads in its own batch (used only if the session's own record is that one)."""
+    outcomes the claim reads in its own batch (used only if the session's own record is that one), with its
+    transcript's steps before ``transcript_next`` (used only if that id is still free)."""
     worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-    # A continuation's transcript is queried beside its claim, and used only if the claim leaves it as read; the
-    # step resuming its turn is stored in the claim's commit when it can be made from what the claim read.
-    with transcript_ahead.beside_claim(session_id) as ahead:
-        claim = sessions.claim_session(
-            session_id,
-            worker=worker,
-            task=task,
-            attempt=attempt,
-            lease_seconds=config.settings().session_lease_seconds,
-            resumes=resumes,
-            first_step=_first_step(ahead, resumes),
-        )
-        transcript = ahead.usable(claim) if ahead is not None else None
+    # A continuation's claim reads its transcript's steps in its batch when its task names the turn it resumes; the
+    # step resuming that turn is stored in the claim's commit when it can be made from what the claim read.
+    claim = sessions.claim_session(
+        session_id,
+        worker=worker,
+        task=task,
+        attempt=attempt,
+        lease_seconds=config.settings().session_lease_seconds,
+        resumes=resumes,
+        transcript_next=transcript_next,
+        first_step=_first_step(session_id, resumes),
+    )
+    transcript = claim.transcript
     if transcript is not None and claim.stepped is not None:
         transcript = [*transcript, claim.stepped]
     elif claim.stepped is not None and claim.stepped.seq == 0:  # a child's opening: nothing was stored before it
@@ -70,10 +72,10 @@ def run_delivery(session_id: str, *, task: str, attempt: int, resumes: list[Wait
         return _after_claim(claim, task=task, attempt=attempt, transcript=transcript)
 
 
-def _first_step(ahead: transcript_ahead.Ahead | None, resumes: list[Waiting] | None) -> FirstStep | None:
-    if ahead is None or not resumes:
+def _first_step(session_id: str, resumes: list[Waiting] | None) -> FirstStep | None:
+    if not resumes or claim_reads.transcript_hint(session_id) == session_id:
         return opening.child_opening  # a delegated child taken fresh opens in its claim's commit (issue 28.4)
-    return in_claim.for_claim(ahead, resumes)
+    return in_claim.for_claim(resumes)
 
 
 def _after_claim(claim: Claim, *, task: str, attempt: int, transcript: list[Step] | None = None) -> Delivery:

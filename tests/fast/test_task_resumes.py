@@ -57,8 +57,72 @@ def test_a_continuations_task_names_the_record_it_resumes() -> None:
     named = parse_task(_body(task))
     assert named.session_id == ids.resume_id(ASKER, 3)
     assert named.resumes == record
+    assert named.transcript_next is None  # no transcript's free step id named
     # the name is the session's alone: the same task whoever queues it, with or without the record
     assert task.name == tasks.build_session_task(ids.resume_id(ASKER, 3)).name
+    with_steps = parse_task(_body(tasks.build_session_task(ids.resume_id(ASKER, 3), resumes=record, transcript_next=5)))
+    assert (with_steps.resumes, with_steps.transcript_next) == (record, 5)
+
+
+@pytest.mark.usefixtures("settings")
+@pytest.mark.parametrize("named", [0, -1, tasks.MAX_STEPS_NAMED + 1, "5", 5.0, True, None])
+def test_a_transcript_step_id_out_of_bounds_or_not_an_int_is_not_named(named: object) -> None:
+    """A task names its transcript's first free step id only with a record, and only up to ``MAX_STEPS_NAMED``
+    (its claim reads every step before it); parsed, anything else is read as none, and the task still runs."""
+    if isinstance(named, int) and not isinstance(named, bool):
+        body = _body(tasks.build_session_task(ids.resume_id(ASKER, 3), resumes=[QUESTION], transcript_next=named))
+        assert "transcript_next" not in json.loads(body)
+    payload = {"session_id": "resume-ev-1-3", "resumes": [QUESTION.to_doc()], "transcript_next": named}
+    assert parse_task(json.dumps(payload).encode()).transcript_next is None
+    alone = parse_task(json.dumps({"session_id": "resume-ev-1-3", "transcript_next": 5}).encode())
+    assert alone.transcript_next is None  # without a record: a stale or hand-made task
+
+
+@pytest.mark.usefixtures("offline")
+def test_the_claims_steps_are_the_transcript_only_up_to_a_free_step_id() -> None:
+    """The steps before the first free id the task named, read with the claim, are the whole transcript when that id
+    is still free (nothing follows a free id); a step stored at it since (a stale task) leaves the run to query."""
+    session = SimpleNamespace(update_time=None, exists=True)
+
+    def step(seq: int) -> dict[str, Any]:
+        return {"seq": seq, "session_id": ASKER, "kind": "model", "content": None, "audit": [], "at": None}
+
+    stored: dict[str, dict[str, Any] | None] = {
+        f"sessions/{ASKER}/steps/{ids.step_doc(seq)}": step(seq) for seq in range(3)
+    }
+    free = {**stored, f"sessions/{ASKER}/steps/{ids.step_doc(3)}": None}
+    reads = claim_reads.ClaimReads(session, free, resumes=[QUESTION], transcript=ASKER, through=3)
+    assert [found.seq for found in reads.steps(ASKER) or []] == [0, 1, 2]
+    assert reads.steps("ev-other") is None  # the claimed session continues another transcript than its id names
+    taken = {**stored, f"sessions/{ASKER}/steps/{ids.step_doc(3)}": step(3)}
+    assert claim_reads.ClaimReads(session, taken, resumes=[QUESTION], transcript=ASKER, through=3).steps(ASKER) is None
+    assert claim_reads.ClaimReads(session, free, resumes=[QUESTION], transcript=ASKER).steps(ASKER) is None  # unnamed
+
+
+@pytest.mark.usefixtures("offline")
+def test_the_claim_reads_the_steps_before_the_named_free_id_in_its_batch() -> None:
+    reads: list[list[str]] = []
+
+    class Transaction:
+        pass
+
+    def get_all(refs: list[Any], transaction: object) -> list[Any]:
+        reads.append([ref.path for ref in refs])
+        return [SimpleNamespace(reference=ref, exists=False, update_time=None, to_dict=lambda: None) for ref in refs]
+
+    from shared.state.firestore import db
+
+    client: Any = db()
+    original = client.get_all
+    client.get_all = get_all
+    try:
+        claim_reads.read(Transaction(), ids.resume_id(ASKER, 3), [QUESTION], 4)  # type: ignore[arg-type]
+        claim_reads.read(Transaction(), ids.resume_id(ASKER, 3), [QUESTION])  # type: ignore[arg-type]
+    finally:
+        client.get_all = original
+    steps = [f"sessions/{ASKER}/steps/{ids.step_doc(seq)}" for seq in range(5)]
+    assert reads[0][-5:] == steps
+    assert not [path for path in reads[1] if "/steps/" in path]
 
 
 @pytest.mark.usefixtures("settings")
@@ -81,11 +145,13 @@ def test_a_continuation_is_enqueued_with_the_record_it_resumes(monkeypatch: pyte
 
     monkeypatch.setattr("shared.deps.tasks", lambda: SimpleNamespace(create_task=create_task))
     continuation = Session(ids.resume_id(ASKER, 3), SessionKind.CONTINUATION, Origin("C1", "1.0", "1.1", "U1"), "",
-                           datetime.now(UTC), waiting=[QUESTION, APPROVAL])  # fmt: skip
+                           datetime.now(UTC), waiting=[QUESTION, APPROVAL], next_seq=5)  # fmt: skip
     name = tasks.enqueue_continuation(continuation, attempt="decided-3")
     [task] = created
     assert name == task.name == tasks.build_session_task(continuation.session_id, attempt="decided-3").name
-    assert parse_task(_body(task)).resumes == [QUESTION, APPROVAL]
+    named = parse_task(_body(task))
+    assert named.resumes == [QUESTION, APPROVAL]
+    assert named.transcript_next == 5  # where its asker's transcript stood when it was woken
 
 
 @pytest.mark.parametrize(
@@ -150,14 +216,12 @@ def test_what_the_claim_read_is_handed_on_only_for_the_record_it_named() -> None
 def test_only_a_record_of_operator_questions_is_resumed_in_its_claims_commit() -> None:
     from shared.agent.waits import in_claim
 
-    ahead: Any = SimpleNamespace()  # never asked: these are refused before the claim reads anything
-    assert in_claim.for_claim(None, [QUESTION]) is None  # no transcript queried beside the claim
-    assert in_claim.for_claim(ahead, None) is None  # the task names no record
+    assert in_claim.for_claim(None) is None  # the task names no record
     for other in (APPROVAL, CHILD, PARENT, Waiting(3, 5, WaitKind.MCP_INPUT, "q-x")):
-        assert in_claim.for_claim(ahead, [QUESTION, other]) is None
+        assert in_claim.for_claim([QUESTION, other]) is None
     released = Waiting(3, 0, WaitKind.QUESTION, QUESTION.key, released=True)
-    assert in_claim.for_claim(ahead, [released]) is None
-    assert in_claim.for_claim(ahead, [QUESTION]) is not None
+    assert in_claim.for_claim([released]) is None
+    assert in_claim.for_claim([QUESTION]) is not None
 
 
 def test_what_an_answered_question_gives_its_call_is_decided_from_the_question_alone() -> None:

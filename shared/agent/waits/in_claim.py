@@ -1,13 +1,13 @@
 """A resumed turn's first step made from what its claim read, so the claim stores it in its own commit (issue 28.1):
 a turn that waited only on operator questions, resumed by the continuation the answer queued, whose task names that
-waiting record (``shared.queue.tasks``). The claim read the questions in its batch (``claim_reads``), the transcript
-was queried beside it (``transcript_ahead``); the step is what the ``Resumer`` would store after the claim, one
-function response per call in call order (``Resuming``), with the same audit.
+waiting record (``shared.queue.tasks``). The claim read the questions and the transcript's steps in its batch
+(``claim_reads``); the step is what the ``Resumer`` would store after the claim, one function response per call in
+call order (``Resuming``), with the same audit.
 
 Anything else is left to the run, as before (None): another kind of wait (an approved call runs through the ledger,
 an MCP request's call runs again, a child's result may still change its tree's records), a record other than the
-one the task named, a transcript the claim cannot vouch for, a root with children's results or questions to collect
-(a step commit reads them), a session asked to stop, or a pending turn that is not the record's.
+one the task named, a transcript the claim did not read whole, a root with children's results or questions to
+collect (a step commit reads them), a session asked to stop, or a pending turn that is not the record's.
 """
 
 from __future__ import annotations
@@ -22,28 +22,17 @@ from shared.state.claim_step import FirstStep
 from shared.state.firestore import now
 from shared.state.models import Audit, AuditType, SessionKind, Step, StepKind, Waiting, WaitKind
 from shared.state.session_model import Session
-from shared.state.transcript_ahead import Ahead
 
 
-def for_claim(ahead: Ahead | None, resumes: list[Waiting] | None) -> FirstStep | None:
+def for_claim(resumes: list[Waiting] | None) -> FirstStep | None:
     """What makes the resumed step inside the claim of a delivery whose task names ``resumes`` (None: nothing can be
-    made there: no transcript queried beside the claim, or a record not only of operator questions)."""
-    if ahead is None or not resumes or any(w.kind != WaitKind.QUESTION or w.released for w in resumes):
+    made there: a record not only of operator questions)."""
+    if not resumes or any(w.kind != WaitKind.QUESTION or w.released for w in resumes):
         return None
-
-    def step(session: Session, reads: ClaimReads) -> Step | None:
-        return resumed_step(session, reads, ahead)
-
-    return step
+    return resumed_step
 
 
-# How long the claim's transaction waits for the transcript's query sent beside it (started with the claim, it is
-# usually done by then): the claim holds its documents meanwhile, so a long transcript's query is not waited for
-# there; the step is then written after the claim, as without the query.
-QUERY_WAIT_SECONDS = 0.25
-
-
-def resumed_step(session: Session, reads: ClaimReads, ahead: Ahead) -> Step | None:
+def resumed_step(session: Session, reads: ClaimReads) -> Step | None:
     """The step resuming ``session``'s paused turn, from what its claim read (None: the run makes it after the
     claim, as the module's docstring says)."""
     record = session.waiting
@@ -54,7 +43,7 @@ def resumed_step(session: Session, reads: ClaimReads, ahead: Ahead) -> Step | No
         return None
     if reads.quiet_root(session.transcript) is None:
         return None
-    transcript = ahead.as_of(session.transcript, reads.newest_update(), within=QUERY_WAIT_SECONDS)
+    transcript = reads.steps(session.transcript)
     seq = record[0].seq
     turn = pending_turn(transcript or [])
     if transcript is None or turn is None or turn.seq != seq:

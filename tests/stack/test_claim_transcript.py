@@ -1,13 +1,13 @@
-"""A continuation's reads before its first model request (issue 28.1), with real threads on the emulator: its
-transcript's query starts beside its claim and is used only if the claim leaves the transcript as the query read
-it (``shared.state.transcript_ahead``); what its waiting record came to is read in one batched read, beside the
-transcript's query when that one runs after the claim (``shared.agent.waits.outcomes``)."""
+"""A continuation's reads before its first model request (issue 28.1), on the emulator: its task names the record it
+resumes and its transcript's first free step id when it was woken, so its claim reads the transcript's steps by id in
+its one batched read (``shared.state.claim_reads``), used only if that id is still free; else, or with a task that
+names nothing, the run queries the transcript after the claim, reading what its record came to beside the query
+(``shared.agent.waits.outcomes``)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -16,7 +16,7 @@ import pytest
 from bench import cost
 from infra.fakes.gemini.client import FakeGemini
 from infra.stack import Stack
-from shared.state import ids, sessions, steps, transcript_ahead
+from shared.state import ids, sessions, steps
 from shared.state.firestore import now, session_ref
 from shared.state.models import SessionStatus, Step, StepKind, Waiting, WaitKind
 from shared.state.session_model import Session
@@ -55,35 +55,22 @@ def issued(rig: cost.Rig, since: int, prefix: str) -> Callable[[], bool]:
     return lambda: any(entry.startswith(prefix) for entry in rig.counter.snapshot().trace[since:])
 
 
-def test_the_transcript_query_starts_beside_the_claim_and_is_used(rig: cost.Rig,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    _, continuation = asked_and_answered(rig)
-    since = len(rig.counter.snapshot().trace)
-    claim = sessions.claim_session
-
-    def claim_once_the_query_is_out(*args: Any, **kwargs: Any) -> Claim:  # the claim waits for the query to be sent
-        wait_for(issued(rig, since, "RunQuery"), timeout=30, what="the transcript's query sent before the claim")
-        return claim(*args, **kwargs)
-
-    monkeypatch.setattr(sessions, "claim_session", claim_once_the_query_is_out)
+def test_the_claim_reads_the_transcript_by_id_and_nothing_queries_it(rig: cost.Rig) -> None:
+    asker, continuation = asked_and_answered(rig)
+    stored = steps.load_steps(asker)
+    body = json.loads(rig.created_tasks.bodies[continuation])
+    assert body["transcript_next"] == stored[-1].seq + 1 == rig.session(continuation).next_seq
     rig.script(FakeGemini.text("Going with postgres."))
     ops = rig.delivered(continuation, SessionStatus.DONE)
-    assert [entry for entry in ops.trace if entry.startswith("RunQuery")] == ["RunQuery 3r"]  # not queried again
+    assert not [entry for entry in ops.trace if entry.startswith("RunQuery")], ops.trace
     assert not [entry for entry in ops.trace if entry.endswith(" 0r")], ops.trace
 
 
-def test_the_outcomes_are_read_beside_the_transcripts_query(rig: cost.Rig, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without a query beside the claim (here: switched off) and a task that names no record (one queued by an older
-    version), the run queries its transcript and reads what its record came to at the same time: the query waits here
-    until the outcomes' read has been sent."""
+def test_a_task_naming_no_record_has_its_transcript_queried(rig: cost.Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task that names no record (one queued by an older version): the run queries its transcript after the claim
+    and reads what its record came to at the same time: the query waits here until the outcomes' read is sent."""
     _, continuation = asked_and_answered(rig)
     rig.created_tasks.bodies.pop(continuation)  # delivered as {"session_id": ...} alone
-
-    @contextmanager
-    def no_query_ahead(session_id: str) -> Iterator[None]:
-        yield None
-
-    monkeypatch.setattr(transcript_ahead, "beside_claim", no_query_ahead)
     load = steps.load_steps
 
     def load_once_the_outcomes_are_asked_for(transcript_id: str) -> list[Step]:
@@ -111,10 +98,11 @@ def _run_again_under_a_dead_lease(session_id: str) -> Session:
     return found
 
 
-def _store_a_step(writer: Session) -> None:
+def _store_a_step(writer: Session) -> Step:
     latest = steps.load_steps(writer.transcript)[-1].seq
     step = Step(seq=latest + 1, session_id=writer.session_id, kind=StepKind.NOTES, content=None, audit=[], at=now())
     steps.commit_step(writer, step, lease_seconds=60)
+    return step
 
 
 def _writer(asker: str, continuation: str, *, other: bool) -> Session:
@@ -129,79 +117,61 @@ def _writer(asker: str, continuation: str, *, other: bool) -> Session:
     return _run_again_under_a_dead_lease(other_id)
 
 
-def _claim(continuation: str) -> Claim:
+def _claim(continuation: str, resumes: list[Waiting], transcript_next: int) -> Claim:
     claim = sessions.claim_session(continuation, worker="w-new", task="t", attempt=0, lease_seconds=60,
-                                   at=datetime.now(UTC) + LATER)  # fmt: skip
+                                   at=datetime.now(UTC) + LATER, resumes=resumes,
+                                   transcript_next=transcript_next)  # fmt: skip
     assert claim.result == ClaimResult.CLAIMED, claim
     assert claim.session is not None
     return claim
 
 
 @pytest.mark.parametrize("other", [False, True], ids=["the root writes", "another session writes"])
-def test_a_query_read_before_the_last_step_is_dropped(rig: cost.Rig, other: bool) -> None:
-    """The writer stores a step after the query read the transcript, then the claim takes the transcript over:
-    the query misses that step, so the run must not use it."""
+def test_a_step_stored_after_the_task_was_made_is_not_missed(rig: cost.Rig, other: bool) -> None:
+    """The writer stores a step at the id the task named as free, then the claim takes the transcript over: the
+    claim's steps are not the whole transcript, so the run is not handed them (it queries, and has that step)."""
     asker, continuation = asked_and_answered(rig)
+    record, named = rig.session(continuation).waiting, rig.session(continuation).next_seq
     writer = _writer(asker, continuation, other=other)
-    ahead = transcript_ahead.Ahead(asker)
-    ahead.wait()  # the query has read the transcript
-    _store_a_step(writer)
-    claim = _claim(continuation)
-    assert ahead.usable(claim) is None
-    assert len(steps.load_steps(asker)) == len(transcript_ahead.read_steps(asker).steps)
+    late = _store_a_step(writer)
+    assert late.seq == named
+    assert _claim(continuation, record, named).transcript is None
 
 
 @pytest.mark.parametrize("other", [False, True], ids=["the root writes", "another session writes"])
-def test_a_query_read_after_the_last_step_is_used(rig: cost.Rig, other: bool) -> None:
+def test_the_claims_steps_are_the_whole_transcript_when_the_named_id_is_free(rig: cost.Rig, other: bool) -> None:
     asker, continuation = asked_and_answered(rig)
     writer = _writer(asker, continuation, other=other)
-    _store_a_step(writer)
-    ahead = transcript_ahead.Ahead(asker)
-    claim = _claim(continuation)
-    assert ahead.usable(claim) == steps.load_steps(asker)
+    _store_a_step(writer)  # before the free id is taken as named: a continuation woken after it
+    claim = _claim(continuation, rig.session(continuation).waiting, len(steps.load_steps(asker)))
+    assert claim.transcript == steps.load_steps(asker)
+    # the writer's next step is refused now: the claim took the transcript
+    with pytest.raises(steps.LeaseLost):
+        _store_a_step(writer)
 
 
-def test_a_query_of_another_transcript_is_dropped(rig: cost.Rig) -> None:
-    asker, continuation = asked_and_answered(rig)
-    ahead = transcript_ahead.Ahead(asker)
-    ahead.wait()
-    session = rig.session(continuation)
-    settled = datetime(2000, 1, 1, tzinfo=UTC)  # long before the query
-    session.transcript_id = f"{asker}-elsewhere"  # the claimed session continues another transcript than its id names
-    assert ahead.usable(Claim(ClaimResult.CLAIMED, session, settled=settled)) is None
-    session.transcript_id = asker
-    assert ahead.usable(Claim(ClaimResult.CLAIMED, session, settled=settled)) == steps.load_steps(asker)
-    assert ahead.usable(Claim(ClaimResult.LIVE_LEASE, None, settled=settled)) is None  # the claim does not run it
-
-
-def test_only_a_continuations_id_starts_a_query_beside_its_claim() -> None:
-    with transcript_ahead.beside_claim("ev-123") as ahead:
-        assert ahead is None  # a mention may have no transcript yet: a query for nothing would cost a read
-    with transcript_ahead.beside_claim(ids.child_id("ev-123", 1, 0)) as ahead:
-        assert ahead is None
-
-
-def test_the_delivery_hands_the_run_what_the_query_read(rig: cost.Rig, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A step stored between the query beside the claim and the claim: the run is not handed that query's steps."""
+def test_the_delivery_hands_the_run_the_whole_transcript(rig: cost.Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step stored after the continuation's task was made, before its claim: the run is not handed the claim's
+    steps (they miss it); it queries, and resumes with that step in its transcript."""
     asker, continuation = asked_and_answered(rig)
     writer = _writer(asker, continuation, other=False)
     handed: list[list[Step] | None] = []
     claim = sessions.claim_session
 
     def claim_after_a_step(*args: Any, **kwargs: Any) -> Claim:
-        wait_for(issued(rig, since, "RunQuery "), timeout=30, what="the query beside the claim to have read")
-        _store_a_step(writer)  # after the query read the transcript, before the claim
+        _store_a_step(writer)  # after the task named the free id, before the claim
         return claim(*args, **{**kwargs, "at": datetime.now(UTC) + LATER})
 
     def recorded(found: Claim, **kwargs: Any) -> Any:
         handed.append(kwargs.get("transcript"))
         return None
 
-    since = len(rig.counter.snapshot().trace)
     monkeypatch.setattr(sessions, "claim_session", claim_after_a_step)
     monkeypatch.setattr(worker, "_after_claim", recorded)
-    worker.run_delivery(continuation, task="t", attempt=0)
-    assert handed == [None]  # dropped: the run queries again, and has the step
+    body = json.loads(rig.created_tasks.bodies[continuation])
+    resumes = [Waiting.from_doc(entry) for entry in body["resumes"]]
+    worker.run_delivery(continuation, task="t", attempt=0, resumes=resumes, transcript_next=body["transcript_next"])
+    assert handed == [None]  # the run queries again, and has the step
 
 
 def _answered_step(asker: str) -> dict[str, Any]:
@@ -213,16 +183,19 @@ def _answered_step(asker: str) -> dict[str, Any]:
 
 
 def test_the_answered_question_is_read_and_its_step_stored_by_the_claim(rig: cost.Rig) -> None:
-    """The continuation's task names the record it resumes: the claim reads the question with the session and its
-    transcript's root, and stores the step resuming the turn in its own commit; nothing is read or written after it
-    before the model is asked (its turn is the next transaction)."""
+    """The continuation's task names the record it resumes: the claim reads the question and the transcript's steps
+    with the session and its transcript's root, and stores the step resuming the turn in its own commit; nothing is
+    read or written after it before the model is asked (its turn is the next transaction)."""
     asker, continuation = asked_and_answered(rig)
     assert b'"resumes"' in rig.created_tasks.bodies[continuation]
+    stored = len(steps.load_steps(asker))
     rig.script(FakeGemini.text("Going with postgres."))
     ops = rig.delivered(continuation, SessionStatus.DONE)
-    rest = [entry for entry in ops.trace if not entry.startswith("RunQuery")]
+    rest = list(ops.trace)
     claimed = rest.index("Commit 3w")  # the claim's commit: the session, the root's writer, the resumed step
-    assert rest[: claimed + 1] == ["BeginTransaction", "BatchGetDocuments 3r", "Commit 3w"], ops.trace
+    # the session, its root, the question, the steps and the free id after them
+    batch = f"BatchGetDocuments {3 + stored + 1}r"
+    assert rest[: claimed + 1] == ["BeginTransaction", batch, "Commit 3w"], ops.trace
     assert rest[claimed + 1 : claimed + 3] == ["BeginTransaction", "BatchGetDocuments 2r"], ops.trace  # its turn
     assert _answered_step(asker)["result"]["matched_option"] == "postgres"
     [stored] = [step for step in steps.load_steps(asker) if step.kind == StepKind.ANSWER]
@@ -236,13 +209,15 @@ def test_a_task_naming_another_record_reads_the_outcomes_after_the_claim(rig: co
     asker, continuation = asked_and_answered(rig)
     [entry] = rig.session(continuation).waiting
     other = Waiting(entry.seq, entry.index + 1, WaitKind.QUESTION, ids.question_id(asker, entry.seq, entry.index + 1))
+    stored = len(steps.load_steps(asker))
     rig.created_tasks.bodies[continuation] = json.dumps(
-        {"session_id": continuation, "resumes": [other.to_doc()]}
+        {"session_id": continuation, "resumes": [other.to_doc()], "transcript_next": stored}
     ).encode()
     rig.script(FakeGemini.text("Going with postgres."))
     ops = rig.delivered(continuation, SessionStatus.DONE)
-    rest = [entry for entry in ops.trace if not entry.startswith("RunQuery")]
-    claimed = rest.index("Commit 2w")
-    assert rest[claimed - 1] == "BatchGetDocuments 3r", ops.trace  # the question it named, read for nothing
-    assert rest[claimed + 1] == "BatchGetDocuments 1r", ops.trace  # the session's own record's question
+    claimed = ops.trace.index("Commit 2w")
+    # the question it named, read for nothing, with the transcript's steps (used: the free id was free)
+    assert ops.trace[claimed - 1] == f"BatchGetDocuments {3 + stored + 1}r", ops.trace
+    assert ops.trace[claimed + 1] == "BatchGetDocuments 1r", ops.trace  # the session's own record's question
+    assert not [entry for entry in ops.trace if entry.startswith("RunQuery")], ops.trace
     assert _answered_step(asker)["result"]["matched_option"] == "postgres"
