@@ -188,13 +188,13 @@ def test_the_answered_question_is_read_and_its_step_stored_by_the_claim(rig: cos
     read or written after it before the model is asked (its turn is the next transaction)."""
     asker, continuation = asked_and_answered(rig)
     assert b'"resumes"' in rig.created_tasks.bodies[continuation]
-    stored = len(steps.load_steps(asker))
+    before = len(steps.load_steps(asker))
     rig.script(FakeGemini.text("Going with postgres."))
     ops = rig.delivered(continuation, SessionStatus.DONE)
     rest = list(ops.trace)
     claimed = rest.index("Commit 3w")  # the claim's commit: the session, the root's writer, the resumed step
     # the session, its root, the question, the steps and the free id after them
-    batch = f"BatchGetDocuments {3 + stored + 1}r"
+    batch = f"BatchGetDocuments {3 + before + 1}r"
     assert rest[: claimed + 1] == ["BeginTransaction", batch, "Commit 3w"], ops.trace
     assert rest[claimed + 1 : claimed + 3] == ["BeginTransaction", "BatchGetDocuments 2r"], ops.trace  # its turn
     assert _answered_step(asker)["result"]["matched_option"] == "postgres"
