@@ -52,9 +52,9 @@ class RunState:
         # A mention or a child on its first claim has no steps yet (next_seq moves with every step): skip the query.
         fresh = session.kind in {SessionKind.MENTION, SessionKind.CHILD} and not takeover and session.next_seq == 0
         # What its paused turn waited on came to (if it resumes one), read beside the transcript's query: both wait
-        # only for the claim, which is over (``shared.agent.waits.outcomes``); the query is skipped if the delivery
-        # ran it beside the claim already (``transcript``: ``shared.state.transcript_ahead``), and what the claim read
-        # of the outcomes is not read again (``claimed_outcomes``: its task named the record, ``claim_reads``).
+        # only for the claim, which is over (``shared.agent.waits.outcomes``); the query is skipped if the claim read
+        # the transcript already (``transcript``: its task named it, ``shared.state.claim_reads``), and what the claim
+        # read of the outcomes is not read again (``claimed_outcomes``: its task named the record, ``claim_reads``).
         record = [] if session.stop_requested else list(session.waiting)  # (one queued only to end resumes nothing)
         wanted = [ref for ref in outcomes.refs(session, record) if ref.path not in (claimed_outcomes or {})]
         if fresh or transcript is not None:

@@ -1,5 +1,5 @@
 """A resumed turn's first step stored in its claim's own commit (issue 28.1): the agent makes it from what the claim
-read (``FirstStep``: the waiting record's outcomes read in the claim's batch, the transcript queried beside it), and
+read (``FirstStep``: the waiting record's outcomes and the transcript's steps read in the claim's batch), and
 the claim creates it with its update of the session, which takes the lease and the transcript's writership. That
 fences it as a step commit is fenced: no other worker holds the session and no other session writes the transcript
 once the claim commits, and the claim's reads hold until then (a serializable transaction)."""

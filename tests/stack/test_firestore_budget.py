@@ -66,7 +66,7 @@ def test_firestore_operations_stay_within_the_budget(rig: cost.Rig) -> None:
 # round 3's session 5: answer 6, approve 4 (the continuation's existence read apart in the click's transaction);
 # before session 6: answer 5, approve 3 (the click's transaction), continuation 16, approved_run 20 (an empty read;
 # the approval and its ledger entry read apart; the done record its own commit), ledger_outward_call 4. A
-# continuation's transcript query runs beside its claim (an RPC counted here, not waited for after the claim), and
+# continuation's transcript query ran beside its claim (an RPC counted here, not waited for after the claim), and
 # what its waiting record came to is read in ONE batch for every kind of wait (an approval with its call's ledger
 # entry). Since round 3's session 7, an answer's continuation reads the answered question in its claim's own batch
 # (its task names the record it resumes) and stores the step resuming its turn in the claim's commit (no transaction
