@@ -88,7 +88,7 @@ def _patience(patience: float) -> float:
 # steps only if that id is still free. A record longer than this is not named (the body stays small, and the claim's
 # read with it), nor a transcript of more steps than this (the run queries it after the claim).
 MAX_RESUMES_NAMED = 16
-MAX_STEPS_NAMED = 64
+MAX_STEPS_NAMED = 32  # read in the claim's transaction, which holds the session meanwhile
 
 
 def build_session_task(session_id: str, *, attempt: str = "", resumes: Sequence[Waiting] = (),

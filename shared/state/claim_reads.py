@@ -98,17 +98,17 @@ class ClaimReads:
 
     def steps(self, transcript: str) -> list[Step] | None:
         """``transcript``'s steps in order, as read with the claim, if that read is the whole of it (None: the run
-        queries it). It is when the last id read is free: a transcript's steps are numbered one after another, each
-        the one after the last, by the one session writing it at a time, so none follows a free id. Read in the
-        claim's transaction, they hold until it commits, and once it has, only the claimed session adds to the
-        transcript (its claim took the writership, or held it). A task whose id was taken since (a stale one) costs
-        the query it saved."""
+        queries it). It is when every id before the last one read is taken and that one is free: a transcript's
+        steps are numbered one after another from 0, each the one after the last, by the one session writing it at a
+        time, so none follows a free id. Read in the claim's transaction, they hold until it commits, and once it
+        has, only the claimed session adds to the transcript (its claim took the writership, or held it). A task
+        whose id was taken since (a stale one), or anything else read (a gap), costs the query it saved."""
         if self.through is None or transcript != self.transcript:
             return None
         found = [self.beside.get(step_ref(transcript, seq).path) for seq in range(self.through + 1)]
-        if found[-1] is not None:
+        if found[-1] is not None or any(data is None for data in found[:-1]):
             return None
-        return [Step.from_doc(data) for data in found if data is not None]
+        return [Step.from_doc(data) for data in found[:-1] if data is not None]
 
     def read(self, ref: firestore.DocumentReference) -> bool:
         """Whether ``ref`` was read beside the session."""

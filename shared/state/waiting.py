@@ -192,7 +192,7 @@ def wake(transaction: firestore.Transaction | firestore.WriteBatch, found: Wake,
         created_at=at,
         waiting=list(asker.waiting),
         notes=[*asker.notes, *news],
-        next_seq=asker.next_seq,  # its asker's transcript's first free step id (paused, nothing adds to it)
+        next_seq=asker.next_seq,  # its asker's transcript's first free step id (its claim checks it is still free)
     )
     transaction.create(session_ref(continuation.session_id), continuation.to_doc())
     transaction.update(ref, {**session_update(status=SessionStatus.RESUMED, notes=[], updated_at=at), **(extra or {})},

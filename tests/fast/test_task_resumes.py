@@ -97,6 +97,8 @@ def test_the_claims_steps_are_the_transcript_only_up_to_a_free_step_id() -> None
     taken = {**stored, f"sessions/{ASKER}/steps/{ids.step_doc(3)}": step(3)}
     assert claim_reads.ClaimReads(session, taken, resumes=[QUESTION], transcript=ASKER, through=3).steps(ASKER) is None
     assert claim_reads.ClaimReads(session, free, resumes=[QUESTION], transcript=ASKER).steps(ASKER) is None  # unnamed
+    gap = {**free, f"sessions/{ASKER}/steps/{ids.step_doc(1)}": None}  # never so: a broken invariant is not trusted
+    assert claim_reads.ClaimReads(session, gap, resumes=[QUESTION], transcript=ASKER, through=3).steps(ASKER) is None
 
 
 @pytest.mark.usefixtures("offline")

@@ -7,6 +7,7 @@ names nothing, the run queries the transcript after the claim, reading what its 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -16,7 +17,7 @@ import pytest
 from bench import cost
 from infra.fakes.gemini.client import FakeGemini
 from infra.stack import Stack
-from shared.state import ids, sessions, steps
+from shared.state import claim_reads, ids, sessions, steps
 from shared.state.firestore import now, session_ref
 from shared.state.models import SessionStatus, Step, StepKind, Waiting, WaitKind
 from shared.state.session_model import Session
@@ -148,6 +149,42 @@ def test_the_claims_steps_are_the_whole_transcript_when_the_named_id_is_free(rig
     # the writer's next step is refused now: the claim took the transcript
     with pytest.raises(steps.LeaseLost):
         _store_a_step(writer)
+
+
+def test_a_step_committed_during_the_claim_is_never_missed(rig: cost.Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The old writer, alive under an expired lease, stores a step at the named free id while the claim's
+    transaction has read the steps and not committed yet (on a thread of its own, as another instance would). Either
+    the step lands first and the claim, retried, finds the id taken (the run queries), or the claim commits first and
+    the writer is refused: never a claim that hands on steps missing a stored one."""
+    asker, continuation = asked_and_answered(rig)
+    record, named = rig.session(continuation).waiting, rig.session(continuation).next_seq
+    writer = _writer(asker, continuation, other=False)
+    outcome: dict[str, Any] = {}
+    read = claim_reads.read
+
+    def store() -> None:
+        try:
+            outcome["stored"] = _store_a_step(writer)
+        except steps.LeaseLost as refused:
+            outcome["refused"] = refused
+
+    def read_then_a_step(*args: Any, **kwargs: Any) -> claim_reads.ClaimReads:
+        found = read(*args, **kwargs)
+        if "thread" not in outcome:  # the claim's first attempt, between its batched read and its commit
+            outcome["thread"] = threading.Thread(target=store)
+            outcome["thread"].start()
+            outcome["thread"].join(timeout=3)  # the emulator may hold the step's commit until the claim ends
+        return found
+
+    monkeypatch.setattr(claim_reads, "read", read_then_a_step)
+    claim = _claim(continuation, record, named)
+    outcome["thread"].join()
+    assert ("stored" in outcome) != ("refused" in outcome), outcome
+    if "stored" in outcome:
+        assert outcome["stored"].seq == named
+        assert claim.transcript is None  # the id was taken before the claim committed: the run queries
+    else:
+        assert claim.transcript == steps.load_steps(asker)
 
 
 def test_the_delivery_hands_the_run_the_whole_transcript(rig: cost.Rig, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,9 +2,9 @@
 live entries' outcomes are in (``refs``), the resumption reads them all in ONE batched read (none when nothing is
 to be read: a record of a parent's answer reads nothing), and each kind takes its own from that read (``found``).
 
-A run reads them as it starts, beside its transcript's query (``RunState``): both only after its claim, so what they
-read is final (a record is resumed once everything in it is resolved, and the approved call's ledger entries are
-written only under the lease this run now holds)."""
+A run reads them as it starts, beside its transcript's query when its claim did not read either (``RunState``): both
+only after its claim, so what they read is final (a record is resumed once everything in it is resolved, and the
+approved call's ledger entries are written only under the lease this run now holds)."""
 
 from __future__ import annotations
 
