@@ -257,6 +257,9 @@ def report_late(child: Session, *, when: datetime | None = None) -> Session | No
     writer_id = root.get("transcript_writer") or root_id
     data = root if writer_id == root_id else session_ref(writer_id).get().to_dict()
     parent = Session.from_doc(data) if data else None
+    # A writer whose paused turn woke hands the transcript to that turn's continuation, which reads it once it claims
+    # (a late-result continuation beside it would take the transcript before the turn got its responses).
+    parent = _resuming(None, parent) if parent is not None else None
     if parent is None or parent.status.value in _STILL_READING:
         return None  # the writer's next step commit reads it
     return _late_continuation(child, parent, when=when or now())

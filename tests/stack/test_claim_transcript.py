@@ -258,3 +258,31 @@ def test_a_task_naming_another_record_reads_the_outcomes_after_the_claim(rig: co
     assert ops.trace[claimed + 1] == "BatchGetDocuments 1r", ops.trace  # the session's own record's question
     assert not [entry for entry in ops.trace if entry.startswith("RunQuery")], ops.trace
     assert _answered_step(asker)["result"]["matched_option"] == "postgres"
+
+
+def test_a_child_ending_while_the_turns_continuation_is_queued_reports_to_it(rig: cost.Rig) -> None:
+    """A non-blocking child ends after the operator's answer woke its parent's turn and before that turn's
+    continuation claimed the transcript: the continuation reads its result (its step commits read the root's list),
+    so no late-result continuation is started beside it, which would take the transcript and add steps after the
+    turn still waiting for its responses."""
+    question = {"question": "sqlite or postgres?", "options": ["sqlite", "postgres"]}
+    asks = FakeGemini.calls(("delegate", {"task": f"find the latest schema [{rig.uid}]", "blocking": False}),
+                            ("ask_operator", question))  # fmt: skip
+    parent = rig.paused("set up the database", asks)
+    [child] = [c for c in rig.created_tasks.bodies if c.startswith(f"child-{parent}-")]
+    question_id = rig.session(parent).awaited_question
+    assert question_id
+    reply: dict[str, Any] = {}
+    rig.ingress(rig.reply(parent, "2"), reply)
+    assert reply.get("answer") == "answered", reply
+    continuation = ids.resumed_by(question_id)
+    rig.expect(parent, SessionStatus.RESUMED)
+    rig.script(FakeGemini.text(f"the schema is v7 [{rig.uid}]"))
+    rig.deliver(child)
+    rig.expect(child, SessionStatus.DONE)
+    assert sessions.get_session(ids.child_result_id(child)) is None  # nobody else takes the transcript
+    rig.script(FakeGemini.text("Going with postgres, schema v7."))
+    rig.deliver(continuation)
+    rig.expect(continuation, SessionStatus.DONE)
+    shown = json.dumps([step.content for step in steps.load_steps(parent)])
+    assert shown.count(f"the schema is v7 [{rig.uid}]") == 1  # the result reached the transcript once
