@@ -66,10 +66,11 @@ def resume_parent(child: Session, finished: Finished) -> None:
 
 def wake_parent(child: Session) -> None:
     """Queue the parent of this ended blocking child if its turn's children have all ended. The task name carries
-    the parent's step count: endings that find the turn done at once queue one task, and each turn its own."""
+    the parent's step count: endings that find the turn done at once queue one task, and each turn its own. The
+    task names the record it resumes (and the transcript's first free step id), as every continuation's does."""
     parent = children.parent_to_wake(child)
     if parent is not None:
-        tasks.enqueue_session(parent.session_id, attempt=f"after-{parent.next_seq}")
+        tasks.enqueue_continuation(parent, attempt=f"after-{parent.next_seq}")
         log.info("the children's ends resume their parent", extra={"resumed": parent.session_id})
 
 
