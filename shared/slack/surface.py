@@ -53,11 +53,11 @@ MAX_STATUS_CHARS = 100  # a status is one short line under the thread
 STATUS_REFRESH_SECONDS = 90.0  # Slack removes a status 2 minutes after it was set with no message since: set again
 
 # Runs a display update (named) beside the caller's work, its failure logged (the run's ``RunState.show_beside``).
-Beside = Callable[[str, Callable[[], object]], Future[None]]
+ShowBeside = Callable[[str, Callable[[], object]], Future[None]]
 
 
 def _stale(at: float) -> bool:
-    """A status set at ``at`` (time.monotonic) is set again: Slack may have removed it."""
+    """Whether a status set at ``at`` (time.monotonic) is to be set again: Slack may have removed it."""
     return time.monotonic() - at >= STATUS_REFRESH_SECONDS
 
 
@@ -77,7 +77,7 @@ class ThreadSurface:
         self.status_refused = False  # Slack refused a status: the 👀 reaction shows the work instead
         self.reacted = False  # the 👀 reaction was added to the trigger message (the fallback), or tried
         self.stream: AnswerStream | None = None  # streamed answers with task cards (shared/slack/stream.py)
-        self.beside: Beside | None = None  # where a status is set beside the run's work (None: before it returns)
+        self.beside: ShowBeside | None = None  # where a status is set beside the run's work (None: before it returns)
         self._setting: Future[None] | None = None  # the status being set beside: any later Slack call waits for it
         self._asked = ("", 0.0)  # the status it sets, and when it was asked for
 
