@@ -74,6 +74,7 @@ class RunState:
         # A continuation appends to its asker's transcript: its first step follows the last stored one.
         session.next_seq = max(session.next_seq, self.steps[-1].seq + 1 if self.steps else 0)
         self.surface = streamed.surface_for(session, takeover=takeover)  # a takeover reads what Slack has
+        self.surface.beside = self.show_beside  # its status is set beside the model's request (``shown`` waits)
         self.tools = (deps.get().tools or toolset.for_session)(session)
         # Calls made so far, by tool (the policy bounds some of them per session).
         self.used = Counter(

@@ -42,7 +42,8 @@ def surface_for(session: Session, *, takeover: bool) -> ThreadSurface:
 
         surface.stream = AnswerStream(session.origin.channel, session.origin.thread_ts, recipient=session.requester,
                                       on_open=opened, buffer_chars=settings.slack_stream_buffer_chars,
-                                      stream_seconds=settings.slack_stream_seconds)  # fmt: skip
+                                      stream_seconds=settings.slack_stream_seconds,
+                                      settle=surface.settled)  # fmt: skip
     if takeover:
         surface.recover()
         left = session.stream.ts

@@ -63,6 +63,7 @@ class AnswerStream:
     def __init__(
         self, channel: str, thread_ts: str, *, recipient: str, on_open: Callable[[str], None], buffer_chars: int,
         stream_seconds: float = 300.0, clock: Callable[[], float] = time.monotonic,
+        settle: Callable[[], None] = lambda: None,
     ) -> None:  # fmt: skip
         self.channel = channel
         self.thread_ts = thread_ts
@@ -71,6 +72,7 @@ class AnswerStream:
         self.buffer_chars = buffer_chars
         self.lifetime = stream_seconds - min(30.0, stream_seconds / 10)  # rolled over before Slack closes it
         self.clock = clock
+        self.settle = settle  # called before each call to Slack: a status its surface is setting gets there first
         self.opened_at = 0.0
         self.rolled: list[str] = []  # the earlier messages of this run's stream, finished with their part
         self.ts: str | None = None  # the stream's message
@@ -167,6 +169,7 @@ class AnswerStream:
     def _stop_answer(self, key: str, blocks: Sequence[Block]) -> bool:
         """Stop the stream with the answer's key and buttons; a stream Slack closed meanwhile (its text is all
         there) rolls over, and the key and buttons end a new message that carries the cards."""
+        self.settle()
         for attempt in range(2):
             if not self.open or self.ts is None:
                 return False
@@ -222,6 +225,7 @@ class AnswerStream:
         """The model turn failed part-way: the text it had shown is taken back (the session says what happened, or
         the answer of a turn tried again replaces it; nothing more is streamed in this run)."""
         if self.ts is not None and self.sent:
+            self.settle()
             self.broken = "cut off"
             self._stop(key=None)
             try:
@@ -245,6 +249,7 @@ class AnswerStream:
         if self.ts is None or not self.open:
             return
         self.open = False
+        self.settle()
         *first, last = _batches(list(chunks)) or [[]]
         try:
             for batch in first:  # more than one call holds: the last batch goes with the stop
@@ -290,6 +295,7 @@ class AnswerStream:
         if self.open and self.broken is None and self.clock() - self.opened_at >= self.lifetime:
             self._roll_over()
         pending = _batches(chunks)
+        self.settle()
         while pending or self.done:
             if not self._ensure_open():
                 return False

@@ -4,9 +4,12 @@ The agent talks to a ``ThreadSurface`` (working, doing, paused, done, failed, po
 itself, so this is the one place that decides how work shows: Slack's own status under the thread ("is
 thinking…", "is fetching example.com"), cleared when the session pauses or ends. Slack removes a status two minutes
 after it was set if the app posted nothing meanwhile, so a step that finds it older than ``STATUS_REFRESH_SECONDS``
-sets it again, unchanged. Where Slack refuses a status (a missing scope, a token or a channel it does not allow),
-the surface falls back to the 👀 reaction for the rest of its session, without asking again. The end of a session
-is marked with a reaction either way: a status is gone once the session stops, a reaction stays.
+sets it again, unchanged. In a session's run a status is set beside what the run does next (``beside``: its model
+request need not wait for Slack), and every later Slack call of the surface (its answer stream's too) waits for it
+first, so Slack sees them in the order the run made them. Where Slack refuses a status (a missing scope, a token or
+a channel it does not allow), the surface falls back to the 👀 reaction for the rest of its session, without asking
+again. The end of a session is marked with a reaction either way: a status is gone once the session stops, a
+reaction stays.
 
 Posts carry a key in message metadata; after a crash ``recover`` reads the thread once so no key is posted twice.
 A top-level session's surface also has an answer stream (``shared/slack/stream.py``): its tool steps as task cards
@@ -17,7 +20,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from enum import StrEnum
 
 from slack_sdk.errors import SlackApiError
@@ -48,6 +52,14 @@ THINKING = "is thinking…"
 MAX_STATUS_CHARS = 100  # a status is one short line under the thread
 STATUS_REFRESH_SECONDS = 90.0  # Slack removes a status 2 minutes after it was set with no message since: set again
 
+# Runs a display update (named) beside the caller's work, its failure logged (the run's ``RunState.show_beside``).
+ShowBeside = Callable[[str, Callable[[], object]], Future[None]]
+
+
+def _stale(at: float) -> bool:
+    """Whether a status set at ``at`` (time.monotonic) is to be set again: Slack may have removed it."""
+    return time.monotonic() - at >= STATUS_REFRESH_SECONDS
+
 
 class ThreadSurface:
     """One session's view of its thread: the message that started it, and the posts it made."""
@@ -65,10 +77,21 @@ class ThreadSurface:
         self.status_refused = False  # Slack refused a status: the 👀 reaction shows the work instead
         self.reacted = False  # the 👀 reaction was added to the trigger message (the fallback), or tried
         self.stream: AnswerStream | None = None  # streamed answers with task cards (shared/slack/stream.py)
+        self.beside: ShowBeside | None = None  # where a status is set beside the run's work (None: before it returns)
+        self._setting: Future[None] | None = None  # the status being set beside: any later Slack call waits for it
+        self._asked = ("", 0.0)  # the status it sets, and when it was asked for
+
+    def settled(self) -> None:
+        """Wait for the status being set beside the run (if one is), so Slack has it before this surface's next
+        call. Its failure was logged there, never raised here (the work shows without it)."""
+        setting, self._setting = self._setting, None
+        if setting is not None:
+            setting.result()
 
     def recover(self) -> None:
         """After a takeover: learn which of this session's posts Slack already has (one read of the thread, or of
         the DM after the request)."""
+        self.settled()
         if self.reply_ts is None:
             self.posted = slack.posted_keys_after(self.channel, self.trigger_ts)
         else:
@@ -79,24 +102,42 @@ class ThreadSurface:
         self.doing(THINKING)
 
     def doing(self, status: str) -> None:
-        """What the session is doing now ("is reading the thread"); Slack is asked only when it changes."""
+        """What the session is doing now ("is reading the thread"); Slack is asked only when it changes, beside
+        what the run does next where it can (``beside``)."""
         if self.quiet:
             return
         status = status[:MAX_STATUS_CHARS]
-        stale = time.monotonic() - self.status_at >= STATUS_REFRESH_SECONDS
-        if not self.status_refused and (status != self.status or stale):
-            if slack.set_status(self.channel, self.thread_ts, status) is None:
-                self.status, self.status_at = status, time.monotonic()
-                return
-            self.status_refused = True  # for the rest of this session: no retry on every step
-        if self.status_refused and not self.reacted:
-            slack.react(self.channel, self.trigger_ts, Reaction.WORKING)
-            self.reacted = True  # tried: a refused reaction is not asked for again at every step either
+        if self._setting is not None and self._asked[0] == status and not _stale(self._asked[1]):
+            return  # that status is being set: what the run does next need not wait for it
+        self.settled()  # the last status's outcome decides this one
+        if not self.status_refused and (status != self.status or _stale(self.status_at)):
+            self._show(status, lambda: self._set_status(status))
+        elif self.status_refused and not self.reacted:
+            self._show(status, self._react_working)
+
+    def _show(self, status: str, work: Callable[[], None]) -> None:
+        if self.beside is None:
+            work()
+        else:
+            self._setting, self._asked = self.beside("the status", work), (status, time.monotonic())
+
+    def _set_status(self, status: str) -> None:
+        if slack.set_status(self.channel, self.thread_ts, status) is None:
+            self.status, self.status_at = status, time.monotonic()
+            return
+        self.status_refused = True  # for the rest of this session: no retry on every step
+        if not self.reacted:
+            self._react_working()
+
+    def _react_working(self) -> None:
+        slack.react(self.channel, self.trigger_ts, Reaction.WORKING)
+        self.reacted = True  # tried: a refused reaction is not asked for again at every step either
 
     def paused(self) -> None:
         """The session waits (or ends): its status is cleared, or the fallback's 👀 removed."""
         if self.quiet:
             return
+        self.settled()
         if self.stream is not None:
             self.stream.close()
         if not self.status_refused and self.status != "":
@@ -134,6 +175,7 @@ class ThreadSurface:
         """
         if self.quiet and not for_operators:
             return ""
+        self.settled()
         ts = self.posted.get(key)
         if not ts and self.stream is not None and (reused := self.stream.reuse(key)):
             try:  # the answer replaces the message its stream left
@@ -186,7 +228,9 @@ class ThreadSurface:
             self.stream.task_done(task_id, failed=failed)
 
     def react(self, ts: str, reaction: Reaction) -> None:
+        self.settled()
         slack.react(self.channel, ts, reaction)
 
     def unreact(self, ts: str, reaction: Reaction) -> None:
+        self.settled()
         slack.unreact(self.channel, ts, reaction)

@@ -345,6 +345,19 @@ def test_fail_takes_one_of_the_cuts(fake: FakeSlack) -> None:
         fake.fail("chat.postMessage", cut="drop")
 
 
+def test_a_slow_answer_takes_effect_at_once_and_is_answered_when_released(fake: FakeSlack, web: WebClient) -> None:
+    fake.slow("chat.postMessage", 120, match="held")
+    answered: list[str] = []
+    call = threading.Thread(target=lambda: answered.append(web.chat_postMessage(channel="C9", text="held")["ts"]))
+    call.start()
+    fake.wait_for_calls("chat.postMessage", 1, channel="C9")  # it took effect
+    assert answered == []  # its answer is held
+    fake.release("chat.postMessage")
+    call.join(timeout=30)
+    assert answered == [fake.messages("C9")[0]["ts"]]
+    assert web.chat_postMessage(channel="C9", text="held again")["ok"]  # a released delay slows nothing more
+
+
 # -- what Slack delivers to the app ------------------------------------------------------------
 
 

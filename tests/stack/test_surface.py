@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Callable
 
 import pytest
@@ -11,7 +13,7 @@ from infra.fakes.slack.client import FakeSlack
 from shared.agent.activity import doing
 from shared.slack import surface
 from shared.state.models import SessionStatus
-from tests.agent_helpers import mention, wait_status
+from tests.agent_helpers import Thread, mention, wait_status
 from tests.poll import wait_for
 from tests.surfaces import CHANNEL, slack_thread
 
@@ -48,6 +50,59 @@ def test_the_status_follows_the_work_and_is_cleared_at_the_end(
         "is thinking…", "is reading the thread", "is thinking…", "is posting an update", "is thinking…", "",
     ]  # fmt: skip
     assert fake_slack.snapshot()["statuses"] == {}
+
+
+SHOWN = {"assistant.threads.setStatus", "reactions.add", "reactions.remove", "chat.startStream", "chat.postMessage"}
+
+
+def shown_in(fake_slack: FakeSlack, channel: str) -> list[str]:
+    """How the work showed in ``channel``, in the order Slack took the calls: 'status:is thinking…', '+eyes',
+    'chat.startStream'."""
+    sign = {"reactions.add": "+", "reactions.remove": "-"}
+    return [
+        f"status:{c['args']['status']}" if c["method"] == "assistant.threads.setStatus"
+        else sign[c["method"]] + c["args"]["name"] if c["method"] in sign else c["method"]
+        for c in fake_slack.calls() if c["method"] in SHOWN and channel in (c["args"].get("channel"),
+                                                                           c["args"].get("channel_id"))
+    ]  # fmt: skip
+
+
+def answered_beside_a_held_status(fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, *,
+                                   refused: bool) -> tuple[Thread, float]:  # fmt: skip
+    """A mention in C<uid> (its model's turn scripted by the caller) while Slack holds the answer to its first
+    status: the model's request goes out meanwhile, beside it. The thread, once done, and when Slack answered."""
+    channel = f"C{uid}"
+    if refused:
+        fake_slack.refuse_status(channel)
+    fake_slack.slow("assistant.threads.setStatus", 120, match=channel)  # answered when released
+    thread = mention(fake_slack, channel, "answer while Slack is slow")
+    wait_for(lambda: [r for r in fake_gemini.requests() if uid in json.dumps(r)], timeout=30,
+             what="the model's request while Slack has not answered the status")  # fmt: skip
+    # Taken, its answer held (the old code waited for it: Slack's client gave up after 10 s and sent it again).
+    assert shown_in(fake_slack, channel) == [f"status:{surface.THINKING}"]
+    released = time.time()
+    fake_slack.release("assistant.threads.setStatus")
+    wait_status(thread.session_id, SessionStatus.DONE)
+    wait_for(lambda: reaction_calls(fake_slack, thread.ts)[-1:] == ["+white_check_mark"], what="the end's reaction")
+    assert [r["text"] for r in fake_slack.bot_replies(channel, thread.ts)] == ["Done."]
+    return thread, released
+
+
+@pytest.mark.stack
+@pytest.mark.parametrize("refused", [False, True], ids=["shown", "refused"])
+def test_the_model_is_asked_while_slack_still_sets_the_status(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, refused: bool
+) -> None:
+    """A status costs a Slack round trip: the model's request goes out beside it, not after it. Slack still gets
+    the status (or, where it refuses one, the 👀 reaction instead) before the answer (streamed: test_stream.py)."""
+    script(G.text("Done."))
+    thread, released = answered_beside_a_held_status(fake_slack, fake_gemini, uid, refused=refused)
+    working = ["+eyes"] if refused else []
+    cleared = ["-eyes"] if refused else ["status:"]
+    assert shown_in(fake_slack, thread.channel) == [
+        f"status:{surface.THINKING}", *working, "chat.postMessage", *cleared, "+white_check_mark",
+    ]  # fmt: skip
+    assert fake_slack.calls("chat.postMessage", channel=thread.channel)[0]["time"] > released  # after the answer
 
 
 @pytest.mark.stack

@@ -159,6 +159,11 @@ class FakeSlack(ControlClient):
         takes effect at once, as a slow Slack does."""
         self._post("slow", method=method, seconds=seconds, times=times, match=match)
 
+    def release(self, method: str) -> None:
+        """Answer the calls of ``method`` that ``slow`` holds back now, at once; the rest of its ``times`` are not
+        slowed."""
+        self._post("release", method=method)
+
     def refuse_status(self, channel: str, error: str | None = "missing_scope") -> None:
         """Make ``assistant.threads.setStatus`` answer ``error`` in ``channel`` (None: show statuses there again)."""
         self._post("refuse_status", channel=channel, error=error)

@@ -106,6 +106,11 @@ def ctl_slow(ws: Workspace, args: Json) -> Json:
     return {"ok": True}
 
 
+def ctl_release(ws: Workspace, args: Json) -> Json:
+    (method,) = _required(args, "method")
+    return {"ok": True, "released": ws.release(method)}
+
+
 STATUS_REFUSALS = frozenset({"missing_scope", "not_allowed_token_type", "channel_not_found", "access_denied",
                              "team_access_not_granted", "method_deprecated"})  # fmt: skip
 
@@ -231,6 +236,7 @@ CONTROL: dict[tuple[str, str], Route] = {
     ("GET", "deliveries"): ctl_deliveries,
     ("POST", "fail"): ctl_fail,
     ("POST", "slow"): ctl_slow,
+    ("POST", "release"): ctl_release,
     ("POST", "refuse_status"): ctl_refuse_status,
     ("POST", "refuse_streams"): ctl_refuse_streams,
     ("GET", "status"): ctl_status,

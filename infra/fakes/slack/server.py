@@ -484,8 +484,8 @@ class Handler(BaseHTTPRequestHandler):
         if echo:  # after the answer, as Slack does: the app may be the one waiting for it
             threading.Thread(target=deliver_events, args=(ws, echo), daemon=True).start()
         delay = ws.take_delay(method, args)
-        if delay:  # a slow Slack: the call took effect, its answer is late
-            time.sleep(delay)
+        if delay is not None:  # a slow Slack: the call took effect, its answer is late (or released)
+            delay.released.wait(delay.seconds)
         return status, body, headers
 
     def _control(self, ws: Workspace, verb: str, name: str, args: Json, parse_error: str | None) -> tuple[int, Json]:

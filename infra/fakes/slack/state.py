@@ -113,6 +113,7 @@ class Delay:
     seconds: float
     remaining: int
     match: str | None = None
+    released: threading.Event = field(default_factory=threading.Event)  # set: its calls are answered at once
 
 
 def ts_key(ts: str, error: str = "invalid_ts") -> int:
@@ -244,6 +245,8 @@ class Workspace:
             self.calls: list[Json] = []
             self.deliveries: list[Json] = []
             self.failures: dict[str, list[Failure]] = {}
+            for delay in (d for queue in getattr(self, "delays", {}).values() for d in queue):
+                delay.released.set()  # a call held back is answered now
             self.delays: dict[str, list[Delay]] = {}
             for timer in getattr(self, "pending", []):  # calls a failure makes take effect later (``applied_after``)
                 timer.cancel()
@@ -410,18 +413,23 @@ class Workspace:
         with self.lock:
             self.delays.setdefault(method, []).append(delay)
 
-    def take_delay(self, method: str, args: Json) -> float:
-        """Seconds to hold this answer to ``method`` (its effect is already visible), or 0."""
+    def take_delay(self, method: str, args: Json) -> Delay | None:
+        """The delay that holds this answer to ``method`` back (its effect is already visible), or None."""
         with self.lock:
-            queue = self.delays.get(method, [])
             text = json.dumps(args, default=str)
-            for delay in queue:
-                if delay.match is None or delay.match in text:
+            for delay in self.delays.get(method, []):
+                if delay.remaining > 0 and (delay.match is None or delay.match in text):
                     delay.remaining -= 1
-                    if delay.remaining <= 0:
-                        queue.remove(delay)
-                    return delay.seconds
-            return 0.0
+                    return delay
+            return None
+
+    def release(self, method: str) -> int:
+        """Answer the calls of ``method`` held back now at once; its delays still to come are dropped."""
+        with self.lock:
+            delays = self.delays.pop(method, [])
+        for delay in delays:
+            delay.released.set()
+        return len(delays)
 
     def record(self, method: str, args: Json, status: int, response: Json) -> None:
         with self.lock:
