@@ -10,7 +10,8 @@ classifies it the way Firestore bills it:
 - ``Commit`` and ``BatchWrite``: one write per write in the request (a field
   transform such as ``Increment`` rides on its write and costs nothing extra);
   the serialized size of the request is summed as ``write_bytes``;
-- ``BeginTransaction`` and ``Rollback``: counted, not billed.
+- ``BeginTransaction`` and ``Rollback``: counted, not billed; a ``BeginTransaction`` that names the transaction it
+  retries (the client runs a transaction again after an aborted commit, reading again) counts as a retry too.
 
 ``CountingClient`` is a ``firestore.Client`` whose channel to the emulator goes
 through the interceptor; hand it in with ``shared.deps.override(firestore=...)`` and every query
@@ -42,6 +43,7 @@ class Ops:
     queries: int = 0
     transactions: int = 0
     rollbacks: int = 0
+    retries: int = 0  # transactions begun again after an aborted commit (their reads counted again)
     rpcs: int = 0
     write_bytes: int = 0
     # The RPCs in order, e.g. ``BatchGetDocuments 1r``; kept by sums, dropped by differences.
@@ -59,7 +61,7 @@ class Ops:
         return {"reads": self.reads, "writes": self.writes, "queries": self.queries}
 
 
-_COUNTS = ("reads", "writes", "queries", "transactions", "rollbacks", "rpcs", "write_bytes")
+_COUNTS = ("reads", "writes", "queries", "transactions", "rollbacks", "retries", "rpcs", "write_bytes")
 
 
 @dataclass
@@ -144,7 +146,8 @@ class OpCounter(
             self._add(reads=1)
             self._note(f"{method} 1r")
         elif method == "BeginTransaction":
-            self._add(transactions=1)
+            retried = bool(request.options.read_write.retry_transaction)
+            self._add(transactions=1, retries=int(retried))
             self._note(method)
         elif method == "Rollback":
             self._add(rollbacks=1)

@@ -22,6 +22,7 @@ from bench.sink import Sink
 from infra.fakes.gemini.client import FakeGemini
 from infra.stack import Stack
 from shared import config, deps
+from shared.state import ids
 from shared.state.models import SessionStatus
 from tests.poll import wait_for
 
@@ -177,3 +178,19 @@ def unmatched(request: dict[str, Any], scripted: list[dict[str, Any]], journal: 
         lines.append(f"    seq {r.get('seq')} ({size} contents) {last.get('role')}: {parts[:240]}")
         lines.append(f"      {r['reply'].get('source')}: took the item matching {took!r}: {answered_with[:200]}")
     return "\n".join(lines)
+
+
+def asked_and_answered(rig: cost.Rig, asks: dict[str, Any] | None = None, *,
+                       text: str = "set up the database") -> tuple[str, str]:  # fmt: skip
+    """A mention of ``text`` whose session pauses on an operator question (its model's turn: ``asks``), answered by
+    a thread reply: its id and its queued continuation's."""
+    asks = asks or FakeGemini.call("ask_operator", question="sqlite or postgres?", options=["sqlite", "postgres"])
+    session_id = rig.paused(text, asks)
+    question_id = rig.session(session_id).awaited_question
+    assert question_id
+    reply: dict[str, Any] = {}
+    rig.ingress(rig.reply(session_id, "2"), reply)
+    assert reply.get("answer") == "answered", reply
+    continuation = ids.resumed_by(question_id)
+    rig.expect(continuation, SessionStatus.QUEUED)
+    return session_id, continuation

@@ -25,7 +25,7 @@ from shared.state.sessions import Claim, ClaimResult
 from shared.state.updates import session_update
 from shared.usecases import worker
 from tests.poll import wait_for
-from tests.rigs import counted_rig
+from tests.rigs import asked_and_answered, counted_rig
 
 pytestmark = pytest.mark.stack
 
@@ -36,20 +36,6 @@ LATER = timedelta(minutes=10)  # a claim this much later finds every lease taken
 def rig(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Iterator[cost.Rig]:
     with counted_rig(stack, monkeypatch) as rig:
         yield rig
-
-
-def asked_and_answered(rig: cost.Rig) -> tuple[str, str]:
-    """A session paused on an operator question, answered: its id and its queued continuation's."""
-    asks = FakeGemini.call("ask_operator", question="sqlite or postgres?", options=["sqlite", "postgres"])
-    session_id = rig.paused("set up the database", asks)
-    question_id = rig.session(session_id).awaited_question
-    assert question_id
-    reply: dict[str, Any] = {}
-    rig.ingress(rig.reply(session_id, "2"), reply)
-    assert reply.get("answer") == "answered", reply
-    continuation = ids.resumed_by(question_id)
-    rig.expect(continuation, SessionStatus.QUEUED)
-    return session_id, continuation
 
 
 def issued(rig: cost.Rig, since: int, prefix: str) -> Callable[[], bool]:
@@ -268,14 +254,8 @@ def test_a_child_ending_while_the_turns_continuation_is_queued_reports_to_it(rig
     question = {"question": "sqlite or postgres?", "options": ["sqlite", "postgres"]}
     asks = FakeGemini.calls(("delegate", {"task": f"find the latest schema [{rig.uid}]", "blocking": False}),
                             ("ask_operator", question))  # fmt: skip
-    parent = rig.paused("set up the database", asks)
+    parent, continuation = asked_and_answered(rig, asks)
     [child] = [c for c in rig.created_tasks.bodies if c.startswith(f"child-{parent}-")]
-    question_id = rig.session(parent).awaited_question
-    assert question_id
-    reply: dict[str, Any] = {}
-    rig.ingress(rig.reply(parent, "2"), reply)
-    assert reply.get("answer") == "answered", reply
-    continuation = ids.resumed_by(question_id)
     rig.expect(parent, SessionStatus.RESUMED)
     rig.script(FakeGemini.text(f"the schema is v7 [{rig.uid}]"))
     rig.deliver(child)

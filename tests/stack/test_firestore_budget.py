@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from google.api_core import exceptions as gexc
+from google.cloud.firestore_v1.services.firestore.client import FirestoreClient
 
 from bench import cost
 from bench.firestore_ops import Ops
@@ -138,3 +140,37 @@ def test_a_mention_in_a_thread_with_no_running_session_reads_the_thread_once(rig
     in_thread = rig.measure(lambda: rig.ingress(again, started))
     assert started.get("session_id") not in (None, session_id), started
     assert in_thread.trace == ("BatchGetDocuments 1r", "RunQuery 1r", *top_level.trace), in_thread.trace
+
+
+def test_a_sweep_with_an_aborted_commit_is_measured_again(rig: cost.Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a busy machine the emulator aborts a commit now and then, and the client runs its transaction again,
+    reading again: a figure that is the difference of two sweeps would count those reads as the item's. The commit
+    of the first transaction in the sweep of two stale questions is aborted once here: the counter sees the retry,
+    and that sweep is measured again (``cost.unretried``), so the figure stays what one more question costs."""
+    real_commit = FirestoreClient.commit
+    armed: list[bool] = []
+    retried: list[bool] = []
+
+    def aborted_once(self: FirestoreClient, request: Any = None, **kwargs: Any) -> Any:
+        sent = request if isinstance(request, dict) else {}
+        if sent.get("transaction") and armed:
+            armed.clear()
+            retried.append(True)
+            self.rollback(request={"database": sent["database"], "transaction": sent["transaction"]})
+            raise gexc.Aborted("Transaction lock timeout (contended)")  # type: ignore[no-untyped-call]
+        return real_commit(self, request, **kwargs)
+
+    stale = cost._stale_question
+
+    def stale_question(rig: cost.Rig, at: Any, age: Any, n: int) -> None:
+        stale(rig, at, age, n)
+        if n == 1 and not retried:  # the second of two: the sweep that follows has its first commit aborted
+            armed.append(True)
+
+    monkeypatch.setattr(FirestoreClient, "commit", aborted_once)
+    monkeypatch.setattr(cost, "_stale_question", stale_question)
+    measured = cost.sweep_items(rig)
+    assert retried == [True]
+    budget = cost.load_budget()
+    for name in ("sweep_reminded_question", "sweep_abandoned_question"):
+        assert measured[name].billed() == budget[name], (name, measured[name].billed())

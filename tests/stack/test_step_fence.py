@@ -7,20 +7,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 
 from bench import cost
-from infra.fakes.gemini.client import FakeGemini
 from infra.stack import Stack
-from shared.state import ids, lease, results, sessions, steps
+from shared.state import lease, results, sessions, steps
 from shared.state.firestore import now, session_ref, step_ref
-from shared.state.models import Note, NoteKind, SessionStatus, Step, StepKind
+from shared.state.models import Note, NoteKind, Step, StepKind
 from shared.state.session_model import Session
 from shared.state.sessions import ClaimResult
 from shared.state.updates import appended, session_update
-from tests.rigs import counted_rig
+from tests.rigs import asked_and_answered, counted_rig
 
 pytestmark = pytest.mark.stack
 
@@ -37,15 +35,7 @@ def rig(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Iterator[cost.Rig]:
 def claimed_continuation(rig: cost.Rig, worker: str) -> tuple[str, Session]:
     """A session paused on an operator question, answered; its continuation claimed by ``worker`` (no step stored
     by the claim: its task names no record). Returns the asker's id and the claimed continuation."""
-    asks = FakeGemini.call("ask_operator", question="sqlite or postgres?", options=["sqlite", "postgres"])
-    asker = rig.paused(f"set up the database ({worker})", asks)
-    question_id = rig.session(asker).awaited_question
-    assert question_id
-    reply: dict[str, Any] = {}
-    rig.ingress(rig.reply(asker, "2"), reply)
-    assert reply.get("answer") == "answered", reply
-    continuation = ids.resumed_by(question_id)
-    rig.expect(continuation, SessionStatus.QUEUED)
+    asker, continuation = asked_and_answered(rig, text=f"set up the database ({worker})")
     claim = sessions.claim_session(continuation, worker=worker, task="t", attempt=0, lease_seconds=LEASE,
                                    at=datetime.now(UTC) + LATER)  # fmt: skip
     assert claim.result == ClaimResult.CLAIMED, claim
