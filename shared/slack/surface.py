@@ -107,8 +107,9 @@ class ThreadSurface:
         if self.quiet:
             return
         status = status[:MAX_STATUS_CHARS]
-        if self._setting is not None and self._asked[0] == status and not _stale(self._asked[1]):
-            return  # that status is being set: what the run does next need not wait for it
+        setting = self._setting
+        if setting is not None and not setting.done() and self._asked[0] == status and not _stale(self._asked[1]):
+            return  # that status is being set: what the run does next need not wait for it (one that failed is not)
         self.settled()  # the last status's outcome decides this one
         if not self.status_refused and (status != self.status or _stale(self.status_at)):
             self._show(status, lambda: self._set_status(status))

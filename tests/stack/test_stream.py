@@ -4,6 +4,7 @@ chat.postMessage / chat.update with the whole text delivered."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -25,8 +26,9 @@ from shared.slack.surface import THINKING, ThreadSurface
 from shared.state import feedback, ids, sessions
 from shared.state.firestore import now
 from shared.state.models import SessionStatus
-from tests.agent_helpers import HUMAN, mention, wait_status
+from tests.agent_helpers import HUMAN, function_responses, mention, wait_status
 from tests.poll import wait_for
+from tests.stack.test_crashes import Hold, executions, kill_at
 from tests.stack.test_surface import answered_beside_a_held_status, shown_in
 from tests.surfaces import TOKEN, slack_thread
 
@@ -160,6 +162,28 @@ def test_a_worker_killed_while_streaming_leaves_exactly_one_answer(
     assert list(slack.posted_keys(thread.channel, thread.ts).values()) == [reply["ts"]]
     model_calls = [r for r in fake_gemini.requests() if uid in repr(r["body"])]
     assert len(model_calls) == (3 if where == "mid-stream" else 2)  # a finished answer is not asked for again
+
+
+@pytest.mark.usefixtures("streaming")
+def test_a_restart_whose_worker_died_before_its_done_record_is_reported_unknown_and_not_run_again(
+    script: Script, stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """A restart's done record waits for the run's next commit (issue 28.1): killed after the first restart ran and
+    before that commit, as the thread's read starts (its task card waits for its status, which Slack answers late),
+    the takeover finds the restart started and not done, reports its outcome unknown and does not run it again."""
+    fake_slack.slow("assistant.threads.setStatus", 60, times=3, match="is reading the thread")
+    restarts = [("restart_service", {"name": name, "environment": "staging"}) for name in ("api", "web")]
+    script(G.calls(restarts[0], ("read_thread", {"limit": 5}), restarts[1]), G.text("Both restarted."))
+    before = len(fake_gemini.requests())
+    thread = mention(fake_slack, f"C{uid}", "restart api and web in staging")
+    kill_at(Hold("as the read starts", "assistant.threads.setStatus", match="is reading the thread"), stack,
+            fake_slack, fake_gemini, before)  # fmt: skip
+    fake_slack.release("assistant.threads.setStatus")
+    wait_status(thread.session_id, SessionStatus.DONE, timeout=90)
+    assert executions(thread.session_id) == Counter({"api": 1, "web": 1})
+    responses = function_responses(fake_gemini.requests()[-1])
+    unknown = [r for r in responses if "outcome unknown" in str(r["response"].get("error", ""))]
+    assert [r["name"] for r in unknown] == ["restart_service"], responses
 
 
 FALLBACKS = ["msg_too_long", "missing_recipient_user_id", "channel_type_not_supported"]
