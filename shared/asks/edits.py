@@ -83,6 +83,16 @@ def _errors(approval: Approval | None, message: str) -> Reply:
     return {"response_action": "errors", "errors": {first or "arg:": message[:150]}}
 
 
+CHANGED = "The call changed since this editor opened (another edit); nothing changed."
+
+
+def _stands(approval: Approval, user: str, args: dict[str, Any]) -> bool:
+    """The call is now ``user``'s own edit with these very arguments, counted as their approval and still pending:
+    a submission of that edit again (a double click) stands as it is, and closes its modal."""
+    edited = approval.edited_args is not None and approval.edited_args == approvals.canonical(args)
+    return edited and user in approval.approved_by and approval.status == ApprovalStatus.PENDING
+
+
 def submit(payload: dict[str, Any]) -> Reply:
     """A submitted Edit modal: errors to show in it, or ``{}`` (Slack closes it) once the edit is the decision."""
     view = payload.get("view") or {}
@@ -101,10 +111,12 @@ def submit(payload: dict[str, Any]) -> Reply:
         if approval.decision_ts == f"edit-{view_id}":  # this very edit decided it: it stands, the modal closes
             return {}
         return _errors(approval, approvals.closed_note(approval))
-    if meta[1] != (approval.edited_digest or approval.digest):
-        return _errors(approval, "The call changed since this editor opened (another edit); nothing changed.")
     values = ((view.get("state") or {}).get("values")) or {}
     args, errors = edit_modal.parse(json.loads(approval.schema), values)
+    if meta[1] != (approval.edited_digest or approval.digest):
+        if not errors and _stands(approval, user, args):  # this very edit, submitted again after it counted
+            return {}
+        return _errors(approval, CHANGED)
     if errors:
         return {"response_action": "errors", "errors": errors}
     if not approvers.same_case(approval, args):
@@ -117,17 +129,22 @@ def submit(payload: dict[str, Any]) -> Reply:
     edit = None if unchanged else (edited, approvals.digest(approval.tool, edited))
     decision = Decision(ApprovalStatus.APPROVED, user, None, f"edit-{view_id}", edit, shown=meta[1])
     outcome = approvals.decide_edit(approval, decision)
-    if outcome == approvals.DecisionOutcome.EDITED_SINCE:  # another edit committed since the checks above
-        return _errors(approval, "The call changed since this editor opened (another edit); nothing changed.")
-    if outcome == approvals.DecisionOutcome.ALREADY_DECIDED:
-        fresh = stored.get_approval(approval.approval_id) or approval
-        # This edit runs, approved by its editor (a double submission): it stands, and the modal closes.
-        standing = edit is not None and fresh.edited_digest == edit[1] and user in fresh.approved_by
-        if standing and fresh.status == ApprovalStatus.PENDING:
-            return {}
-        return _errors(fresh, approvals.closed_note(fresh) if fresh.status != ApprovalStatus.PENDING else
-                       "You have approved this call already; it needs another approver.")  # fmt: skip
+    if outcome in {approvals.DecisionOutcome.EDITED_SINCE, approvals.DecisionOutcome.ALREADY_DECIDED}:
+        return _decided_meanwhile(approval, outcome, user, args if edit is not None else None)
     if outcome == approvals.DecisionOutcome.NOT_WAITED:
         return _errors(approval, approvals.UNWAITED)
     log.info("approval edited", extra={"approval_id": approval.approval_id, "outcome": outcome.value})
     return {}
+
+
+def _decided_meanwhile(approval: Approval, outcome: approvals.DecisionOutcome, user: str,
+                       edited: dict[str, Any] | None) -> Reply:  # fmt: skip
+    """The edit's decision found the approval changed since it was read: by this very edit (a double submission,
+    which stands, and the modal closes), by another edit, or by a decision."""
+    fresh = stored.get_approval(approval.approval_id) or approval
+    if edited is not None and _stands(fresh, user, edited):
+        return {}
+    if outcome == approvals.DecisionOutcome.EDITED_SINCE:  # another edit committed since the checks above
+        return _errors(approval, CHANGED)
+    return _errors(fresh, approvals.closed_note(fresh) if fresh.status != ApprovalStatus.PENDING else
+                   "You have approved this call already; it needs another approver.")  # fmt: skip

@@ -422,6 +422,28 @@ def test_an_edit_held_while_another_approver_approves_starts_the_count_again_wit
     assert _continuations(session_id) == []
 
 
+def test_an_edit_submitted_again_after_it_counted_under_a_two_approver_rule_stands(two_approvers: cost.Rig) -> None:
+    """The second submission of a double click read the approval only after the first committed: the call it sees
+    is its own edit, approved by its editor, not "another edit" (a fresh clone's CI met this order)."""
+    rig = two_approvers
+    session_id, approval = _approval_asked(rig)
+    submission = _submission(approval, local.OPERATOR_ID, f"V{rig.uid}", 5)
+    first, again = dict[str, Any](), dict[str, Any]()
+    _click(submission, first)()
+    _click(submission, again)()
+    assert (first, again) == ({}, {})
+    edited = _stored(approval)
+    assert (edited.status, edited.approved_by, edited.edited_by) == (
+        ApprovalStatus.PENDING, [local.OPERATOR_ID], local.OPERATOR_ID)  # fmt: skip
+    assert json.loads(edited.edited_args or "{}") == {"name": "api", "replicas": 5}
+    assert _continuations(session_id) == []
+    other = _submission(approval, local.OPERATOR_ID, f"W{rig.uid}", 6)  # an older editor with other arguments
+    refused = dict[str, Any]()
+    _click(other, refused)()
+    assert "another edit" in json.dumps(refused), refused
+    assert json.loads(_stored(approval).edited_args or "{}") == {"name": "api", "replicas": 5}
+
+
 def test_an_edit_submitted_twice_at_once_under_a_two_approver_rule_counts_its_editor_once(
     fake_slack: FakeSlack, two_approvers: cost.Rig, held: Held
 ) -> None:
