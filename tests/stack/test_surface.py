@@ -13,7 +13,7 @@ from infra.fakes.slack.client import FakeSlack
 from shared.agent.activity import doing
 from shared.slack import surface
 from shared.state.models import SessionStatus
-from tests.agent_helpers import Thread, mention, wait_status
+from tests.agent_helpers import mention, wait_status
 from tests.poll import wait_for
 from tests.surfaces import CHANNEL, slack_thread
 
@@ -67,10 +67,12 @@ def shown_in(fake_slack: FakeSlack, channel: str) -> list[str]:
     ]  # fmt: skip
 
 
-def answered_beside_a_held_status(fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, *,
-                                   refused: bool) -> tuple[Thread, float]:  # fmt: skip
+def answered_beside_a_held_status(fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, *, refused: bool,
+                                   answered_by: str) -> None:  # fmt: skip
     """A mention in C<uid> (its model's turn scripted by the caller) while Slack holds the answer to its first
-    status: the model's request goes out meanwhile, beside it. The thread, once done, and when Slack answered."""
+    status: the model's request goes out meanwhile, beside it. Slack then takes the status (or, refused, the 👀
+    reaction instead) before the answer (``answered_by``: its post or its stream's start), made only once the
+    status was answered."""
     channel = f"C{uid}"
     if refused:
         fake_slack.refuse_status(channel)
@@ -85,7 +87,12 @@ def answered_beside_a_held_status(fake_slack: FakeSlack, fake_gemini: FakeGemini
     wait_status(thread.session_id, SessionStatus.DONE)
     wait_for(lambda: reaction_calls(fake_slack, thread.ts)[-1:] == ["+white_check_mark"], what="the end's reaction")
     assert [r["text"] for r in fake_slack.bot_replies(channel, thread.ts)] == ["Done."]
-    return thread, released
+    working = ["+eyes"] if refused else []
+    cleared = ["-eyes"] if refused else ["status:"]
+    assert shown_in(fake_slack, channel) == [
+        f"status:{surface.THINKING}", *working, answered_by, *cleared, "+white_check_mark",
+    ]  # fmt: skip
+    assert fake_slack.calls(answered_by, channel=channel)[0]["time"] > released  # after the status's answer
 
 
 @pytest.mark.stack
@@ -96,13 +103,7 @@ def test_the_model_is_asked_while_slack_still_sets_the_status(
     """A status costs a Slack round trip: the model's request goes out beside it, not after it. Slack still gets
     the status (or, where it refuses one, the 👀 reaction instead) before the answer (streamed: test_stream.py)."""
     script(G.text("Done."))
-    thread, released = answered_beside_a_held_status(fake_slack, fake_gemini, uid, refused=refused)
-    working = ["+eyes"] if refused else []
-    cleared = ["-eyes"] if refused else ["status:"]
-    assert shown_in(fake_slack, thread.channel) == [
-        f"status:{surface.THINKING}", *working, "chat.postMessage", *cleared, "+white_check_mark",
-    ]  # fmt: skip
-    assert fake_slack.calls("chat.postMessage", channel=thread.channel)[0]["time"] > released  # after the answer
+    answered_beside_a_held_status(fake_slack, fake_gemini, uid, refused=refused, answered_by="chat.postMessage")
 
 
 @pytest.mark.stack
