@@ -6,7 +6,6 @@ Retries never spawn retries, so a failing narration cannot loop: it escalates to
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
 
 from shared import config
 from shared.queue import tasks
@@ -33,14 +32,11 @@ def after_silent_exit(session: Session, *, reason: str) -> str:
     return "narrated"
 
 
-# How long an alert's claim holds off a sweep running beside the one posting it (longer than its posts take).
-ALERT_HOLD = timedelta(minutes=10)
-
-
 def alert(session: Session, *, reason: str) -> None:
     """Tell the operators, in the thread and in the operator channel if one is set, that work went unreported: once,
     however many sweeps find it at once (claimed first; a claim its sweep did not follow up is taken again later)."""
-    if not events.claim_for(f"{session.session_id}:alert", kind="alert", hold=ALERT_HOLD):
+    key = f"{session.session_id}:alert"
+    if not events.claim_for(key, kind="alert"):
         log.info("the operators' alert is another sweep's", extra={"reason": reason})  # two sweeps at once
         return
     settings = config.settings()
@@ -50,7 +46,6 @@ def alert(session: Session, *, reason: str) -> None:
         f":warning: {mentions}: a session in this thread did work but never reported back, and it could not be "
         f"narrated automatically ({reason}). Please check session `{original}`."
     )
-    key = f"{session.session_id}:alert"
     slack.post(
         session.origin.channel,
         placement.reply_ts(session.origin.channel, session.origin.thread_ts, origin.request_ts(session)),

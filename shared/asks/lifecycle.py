@@ -35,7 +35,7 @@ from shared.state.models import Approval, Question
 from shared.state.stale import stale_approvals, stale_questions
 
 # How long a reminder's claim holds off a sweep running beside the one posting it (longer than its post takes).
-REMIND_HOLD = timedelta(minutes=10)
+REMIND_HOLD = events.CLAIM_HOLD
 
 
 class _Cancel(Protocol):
@@ -110,10 +110,10 @@ class Ask:
         cancelled, a call denied: ``stopping.close_stopped``)."""
         from shared.asks import stopping  # (stopping closes asks through this module)
 
-        if self.item.reminded_at is None and stopping.close_stopped(self.session_id) is not None:
+        if stopping.close_stopped(self.session_id) is not None:
             return False
         key = f"{self.item_id}:reminder"
-        if not events.claim_for(key, kind="reminder", hold=REMIND_HOLD):
+        if not events.claim_for(key, kind="reminder"):
             return False
         try:
             reminded = self._steps.remind(self.item, at)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -29,7 +29,6 @@ from shared.state.session_model import Session
 log = logging.getLogger(__name__)
 
 REPLACED = "a newer question replaces it"
-NOTICE_HOLD = timedelta(minutes=10)  # how long a claim of an abandoned question's notice keeps others from posting it
 
 
 def replaced(statuses: Iterable[str]) -> bool:
@@ -215,8 +214,9 @@ def show_abandoned(question: Question, at: datetime, *, tell: bool = True) -> No
             log.warning("could not update the abandoned question", extra={"error": exc.response.get("error")})
     key = f"{question.question_id}:abandoned"
     # The sweep's abandon and a refused answer may both show it: whoever claims it posts it (a claimant that died
-    # before posting leaves it to the next one after NOTICE_HOLD).
-    if not tell or not events.claim_for(f"notice-{key}", kind="notice", hold=NOTICE_HOLD):
+    # before posting leaves it to the next one after the claim's hold).
+    claim = f"notice-{key}"
+    if not tell or not events.claim_for(claim, kind="notice"):
         return
     slack.post(
         question.channel,
@@ -225,7 +225,7 @@ def show_abandoned(question: Question, at: datetime, *, tell: bool = True) -> No
         "To start again, mention me in this thread with what you would like.",
         key=key,
     )
-    events.acted(f"notice-{key}")
+    events.acted(claim)
 
 
 def _end_waits(ended: Session, *, why: str, by: str) -> None:

@@ -123,7 +123,7 @@ def _body(session_id: str, resumes: Sequence[Waiting], transcript_next: int) -> 
     body: dict[str, Any] = {"session_id": session_id}
     if resumes and len(resumes) <= MAX_RESUMES_NAMED:
         body["resumes"] = [entry.to_doc() for entry in resumes]
-        if 0 < transcript_next <= MAX_STEPS_NAMED:
+        if _nameable(transcript_next):
             body["transcript_next"] = transcript_next
     return body
 
@@ -149,8 +149,12 @@ def transcript_next_named(payload: Mapping[str, Any]) -> int | None:
     """The first free step id of the continued transcript a task's body names (None: none, or not as ``_body``
     writes it)."""
     named = payload.get("transcript_next")
-    valid = isinstance(named, int) and not isinstance(named, bool) and 0 < named <= MAX_STEPS_NAMED
-    return named if valid else None
+    return named if isinstance(named, int) and not isinstance(named, bool) and _nameable(named) else None
+
+
+def _nameable(transcript_next: int) -> bool:
+    """A step id a task may name: one the claim reads every step before (``MAX_STEPS_NAMED``)."""
+    return 0 < transcript_next <= MAX_STEPS_NAMED
 
 
 def _document_id(key: object) -> bool:

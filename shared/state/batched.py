@@ -48,11 +48,6 @@ class Beside(Generic[T]):
         except BaseException as exc:  # raised again in the caller's thread by result()
             self._error = exc
 
-    def done(self, within: float) -> bool:
-        """Whether it has ended, waiting at most ``within`` seconds."""
-        self._thread.join(within)
-        return not self._thread.is_alive()
-
     def result(self) -> T:
         self._thread.join()
         if self._error is not None:

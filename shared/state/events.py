@@ -127,7 +127,12 @@ def claim_event(event_id: str, *, kind: str) -> bool:
     return True
 
 
-def claim_for(key: str, *, kind: str, hold: timedelta) -> bool:
+# How long a claim keeps others from acting on its key (longer than the act, a post or two, takes): a claimant that
+# died before acting leaves it to the next one after that.
+CLAIM_HOLD = timedelta(minutes=10)
+
+
+def claim_for(key: str, *, kind: str, hold: timedelta = CLAIM_HOLD) -> bool:
     """Claim ``key`` for one actor (two sweeps at once: one acts); False if another acted on it (``acted``), or
     claimed it less than ``hold`` ago. A claim older than that and not acted on is taken again: its actor may have
     died before acting (then acting twice beats never acting)."""

@@ -296,8 +296,8 @@ def settle_unwaited(session_id: str, *, before: datetime, at: datetime, grace: t
         found = check(transaction, session_id, data, net=True)
         if found is None or found.resumed:
             return Settled(Unwaited.WAITS)
-        asked = [question_ref(w.key) for w in record if w.kind in _ASKED and not w.released]
-        snaps = list(db().get_all(asked, field_paths=["status", "closed_at"], transaction=transaction)) if asked else []
+        refs = [question_ref(key) for key in asked(record)]
+        snaps = list(db().get_all(refs, field_paths=["status", "closed_at"], transaction=transaction)) if refs else []
         closed = {snap.id: snap.to_dict() or {} for snap in snaps if snap.exists}
         closed = {key: data for key, data in closed.items() if data.get("status") in _ENDS_ITS_SESSION}
         if any(data.get("closed_at") is not None and data["closed_at"] > at - grace for data in closed.values()):

@@ -7,8 +7,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, replace
 
-from slack_sdk.errors import SlackApiError
-
 from shared.asks import answers, approvals
 from shared.asks.answers import AnswerOutcome
 from shared.limits import MAX_MESSAGE_CHARS, TOO_LARGE_REQUEST_CHARS, capped
@@ -221,9 +219,6 @@ def _refuse(start: Message, refusal: quotas.Refusal) -> Routed:
     """A start over a rate limit: one short note only its sender sees, and nothing else."""
     when = f"after {refusal.resets:%H:%M} UTC" if refusal.resets else "when one of the running requests ends"
     text = f"I can't take this now: the limit of {refusal.limit} is reached. Try again {when}."
-    try:
-        slack.ephemeral(start.channel, start.user, text, thread_ts=start.thread_ts if start.in_thread else None)
-    except SlackApiError as exc:
-        log.warning("could not tell the sender about the rate limit", extra={"error": str(exc)})
+    slack.ephemeral(start.channel, start.user, text, thread_ts=start.thread_ts if start.in_thread else None)
     log.info("start refused by a rate limit", extra={"limit": refusal.limit, "user": start.user})
     return Routed({"ok": True, "limited": refusal.limit})

@@ -139,11 +139,6 @@ def _run(session: Session, takeover: bool, reason: str, *, task: str, attempt: i
                 crash = exc
             else:
                 return Delivery(False, {"status": status.value})
-        if isinstance(crash, Contended) and attempt + 1 < GIVE_UP_AFTER_ATTEMPTS:
-            # A commit gave up for contention: not a crash, and the retry carries on (on the last attempt it is
-            # given up as a crash is: Cloud Tasks would stop retrying and leave the session running, untold).
-            _release(session)
-            raise crash  # the handler asks for a retry (a warning, no traceback)
         return _crashed(session, crash, attempt)  # its heartbeat has stopped: a retry may take the lease at once
 
 
@@ -164,6 +159,11 @@ def _release(session: Session) -> None:
 def _crashed(session: Session, exc: Exception, attempt: int) -> Delivery:
     from shared.agent.failure import give_up, slack_storm
 
+    if isinstance(exc, Contended) and attempt + 1 < GIVE_UP_AFTER_ATTEMPTS:
+        # A commit gave up for contention: not a crash, and the retry carries on (on the last attempt it is given
+        # up as a crash is: Cloud Tasks would stop retrying and leave the session running, untold).
+        _release(session)
+        raise exc  # the handler asks for a retry (a warning, no traceback)
     storm = backpressure.storm(exc)
     if storm is not None:  # Slack refused past the budget: a plain, persisted failure, not a retry loop
         log.error("Slack kept refusing; the session ends failed", extra={"reason": storm}, exc_info=exc)

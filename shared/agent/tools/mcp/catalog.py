@@ -52,17 +52,17 @@ def catalog() -> Catalog:
             log.warning("MCP server skipped", extra={"server": server.name, "error": str(exc)})
             unavailable.append(f"{server.name}: {exc}")
             continue
-        wanted = [t for t in listed if _wanted(server, t.name)]
+        wanted = [(registry_name(server.name, t.name), t) for t in listed if _wanted(server, t.name)]
         named: dict[str, list[str]] = {}
-        for listed_tool in wanted:
-            named.setdefault(registry_name(server.name, listed_tool.name), []).append(listed_tool.name)
+        for name, listed_tool in wanted:
+            named.setdefault(name, []).append(listed_tool.name)
         for name, clash in named.items():
             if len(clash) > 1:  # one declaration would silently stand for several tools (or one listed twice)
                 log.warning("MCP tools skipped", extra={"server": server.name, "tool": name, "error": "name clash"})
                 unavailable.append(f"{server.name}: its tools {', '.join(map(repr, clash))} would all be named "
                                    f"{name!r}, so none of them is offered")  # fmt: skip
-        for listed_tool in wanted:
-            if len(named[registry_name(server.name, listed_tool.name)]) > 1:
+        for name, listed_tool in wanted:
+            if len(named[name]) > 1:
                 continue
             problem = schema_problem(listed_tool.input_schema)
             if problem is None:
