@@ -124,12 +124,15 @@ class ClaimReads:
         return {ref.path: self.beside.get(ref.path) for ref in named if ref.path in self.beside}
 
     def quiet_root(self, transcript: str) -> firestore.DocumentReference | None:
-        """The root of ``transcript`` if it was read beside the session and awaits no child's result or question
-        (nothing the turn would collect first); else None."""
+        """The root of ``transcript`` (the session itself, or a document read beside it) if it awaits no child's
+        result or question (nothing the turn would collect first); else None."""
         root = session_ref(transcript)
-        if not self.read(root):
+        if root.path == self.session.reference.path:  # the session is its own root
+            found = self.session.to_dict() or {}
+        elif self.read(root):
+            found = self.data(root) or {}
+        else:
             return None
-        found = self.data(root) or {}
         return None if results.awaiting_of(found) or child_questions.may_ask_of(found) else root
 
     def data(self, ref: firestore.DocumentReference) -> dict[str, Any] | None:

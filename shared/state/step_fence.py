@@ -1,4 +1,4 @@
-"""A continuation's first step commit after its claim, fenced without a read (issue 28.1): one commit instead of a
+"""A session's step commits after its claim, fenced without a read (issue 28.1): one commit instead of a
 transaction's three round trips (begin, the batched read of the session and its transcript's root, commit).
 
 A step commit reads the session and its transcript's root to check what must hold before the step is stored
@@ -9,15 +9,19 @@ it took the transcript over), so as long as nobody else wrote either since, they
 them. That is what this commit is fenced on: the session's update is preconditioned on the update time of this
 worker's own last write of it (``lease.last_written``: the claim's, or a later ledger touch, stream record or
 heartbeat, none of which change what the step commit checks; each of the first two rests on the write before it,
-and a heartbeat that read someone else's write since, a note or a stop, says so: ``lease.unbroken``), and the root's
-on the update time the claim left it with (an update of its writer to the same value, which is what it is). Any
-other write since (a takeover's claim, a note, a stop, a child's result or question, another continuation's
-hand-over) fails a precondition, the commit writes nothing, and the step commit runs its transaction as before.
+and a heartbeat that read someone else's write since, a note or a stop, says so: ``lease.unbroken``), and a
+continuation's root on the update time the claim left it with (an update of its writer to the same value, which is
+what it is). A session that is its own transcript's root (a mention's, a delegated child's) has the one document,
+fenced by the session's precondition alone. Any other write since (a takeover's claim, a note, a stop, a child's
+result or question, another continuation's hand-over) fails a precondition, the commit writes nothing, and the step
+commit runs its transaction as before.
 
-Only what the claim saw settled is committed so: a continuation (its root is another document) whose claim found no
-pending notes, no stop and, on the root, no children's results or questions to read, for its first step commit
-(``take`` forgets it: later commits read, as before), storing a step that leaves the session running, consuming no
-notes and spending no tokens. Anything else reads in its transaction.
+A commit made so leaves both documents as the worker knows them, so the next step commit may rest on it in turn:
+the chain holds while every step commit is made this way, and ends at the first that is not (``take`` forgets it; a
+transaction reads, as before). Only what the claim saw settled starts one: a session whose claim found no pending
+notes, no stop, another session writing its transcript or, on the root, no children's results or questions to read;
+and only a step that leaves the session running, consumes no notes and records no spend against a daily budget is
+committed so. Anything else reads in its transaction.
 """
 
 from __future__ import annotations
@@ -51,8 +55,8 @@ class Settled:
     """What a claim saw settled: its transcript's root, and the update time the claim left it with (as read, or as
     the claim's own write of it gave it: ``claimed``)."""
 
-    root: str  # the root's document path
-    root_time: datetime | None
+    root: str | None  # a continuation's root's document path; None: the session is its own transcript's root
+    root_time: datetime | None = None
     root_written: int | None = None  # the position of the claim's write of the root among its writes, if it wrote it
 
 
@@ -65,8 +69,12 @@ _LOCK = threading.Lock()
 def at_claim(transaction: firestore.Transaction, session: Session, reads: ClaimReads) -> Settled | None:
     """At the end of the claim's ``transaction``, once it takes ``session`` (as claimed) and wrote everything it
     writes: what it saw settled, if it did."""
-    if session.transcript == session.session_id or session.notes or session.stop_requested:
+    if session.notes or session.stop_requested:
         return None
+    if session.transcript == session.session_id:  # its own root, as the claim read it
+        writer = (reads.session.to_dict() or {}).get("transcript_writer")
+        mine = writer in (None, session.session_id)
+        return Settled(None) if mine and reads.quiet_root(session.transcript) is not None else None
     root = reads.quiet_root(session.transcript)
     if root is None:
         return None
@@ -80,34 +88,43 @@ def claimed(session: Session, transaction: firestore.Transaction, settled: Settl
     worker = session.lease.worker
     if settled is None or not worker:
         return
+    if settled.root is None:
+        _keep(worker, settled)
+        return
     root_time = settled.root_time  # as read: a claim that commits leaves what it read unchanged
     if settled.root_written is not None:
         written = getattr(transaction, "write_results", None) or []
         root_time = written[settled.root_written].update_time if settled.root_written < len(written) else None
-    if root_time is None:
-        return
+    if root_time is not None:
+        _keep(worker, Settled(settled.root, root_time))
+
+
+def _keep(worker: str, settled: Settled) -> None:
     with _LOCK:
-        _SETTLED[worker] = Settled(settled.root, root_time)
+        _SETTLED[worker] = settled
         _SETTLED.move_to_end(worker)
         while len(_SETTLED) > _KEPT:
             _SETTLED.popitem(last=False)
 
 
 def take(session: Session) -> Settled | None:
-    """What ``session``'s claim saw settled, forgotten (only its first step commit may rest on it)."""
+    """What ``session``'s claim, and the step commits fenced since, left settled, forgotten (only the next step
+    commit may rest on it, and that commit keeps it again only if it is made here)."""
     with _LOCK:
         return _SETTLED.pop(session.lease.worker or "", None)
 
 
-def first_commit(session: Session, step: Step | None, updates: dict[str, Any], fenced: Sequence[FencedWrite], *,
-                 plain: bool) -> bool:  # fmt: skip
+def commit(session: Session, step: Step | None, updates: dict[str, Any], fenced: Sequence[FencedWrite], *,
+           plain: bool) -> bool:  # fmt: skip
     """``step``, the session's ``updates`` and the ``fenced`` writes in one commit, preconditioned as the module
-    says, if this is the session's first step commit since its claim saw it settled and the step is ``plain`` (it
-    leaves the session running, consumes no notes, spends no tokens). False (nothing written) if not, if this worker
-    knows no write of its own to rest on, or if a precondition failed: the caller's transaction decides."""
-    settled = take(session)  # only the first step commit after the claim, whether it commits here or not
+    says, if every step commit since the session's claim saw it settled was made so and the step is ``plain`` (it
+    leaves the session running, consumes no notes, records no spend). False (nothing written) if not, if this
+    worker knows no write of its own to rest on, or if a precondition failed: the caller's transaction decides."""
+    settled = take(session)  # only the next step commit, whether it commits here or not
     known = lease.last_written(session)
-    if settled is None or step is None or not plain or known is None or settled.root_time is None:
+    if settled is None or step is None or not plain or known is None:
+        return False
+    if settled.root is not None and settled.root_time is None:
         return False
     if not lease.unbroken(session):  # a renewal found someone else's write (a note, a stop) since the claim
         return False
@@ -116,11 +133,12 @@ def first_commit(session: Session, step: Step | None, updates: dict[str, Any], f
     for write in fenced:
         write.apply(batch)
     batch.create(step_ref(session.transcript, step.seq), step.to_doc())
-    batch.update(
-        client.document(settled.root),
-        session_update(transcript_writer=session.session_id),
-        option=client.write_option(last_update_time=settled.root_time),
-    )
+    if settled.root is not None:  # a continuation's root, as the claim (or the last commit made here) left it
+        batch.update(
+            client.document(settled.root),
+            session_update(transcript_writer=session.session_id),
+            option=client.write_option(last_update_time=settled.root_time),
+        )
     # The session's update last: its update time is this worker's last write of it.
     batch.update(session_ref(session.session_id), updates, option=client.write_option(last_update_time=known))
     try:
@@ -128,4 +146,6 @@ def first_commit(session: Session, step: Step | None, updates: dict[str, Any], f
     except FENCE_FAILED:
         return False
     lease.wrote(session, written[-1].update_time)
+    root_time = written[-2].update_time if settled.root is not None else None
+    _keep(session.lease.worker or "", Settled(settled.root, root_time))  # the next step commit may rest on this one
     return True

@@ -188,18 +188,18 @@ def commit_step(
     when = now()
     consumed = [note.to_doc() for note in consumed_notes or []]
     updates = _progress(step, fields, consumed, lease_seconds=lease_seconds, when=when)
-    ending = updates["lease_until"] is None
+    ending, spending = updates["lease_until"] is None, bool(spent) and spend.in_force().on
 
     continuing = session.transcript != session.session_id
-    root_ref = session_ref(session.transcript)
+    root_ref = session_ref(session.transcript) if continuing else None
 
-    used: list[firestore.Transaction] = []  # the attempt that committed is the last
+    used: list[firestore.Transaction] = []  # the attempt that committed is the last (none: ``step_fence`` committed)
 
     @firestore.transactional
     def write(transaction: firestore.Transaction) -> list[Note] | _Pending:
         used.append(transaction)
         # The session and its transcript's root (for a continuation), in one round trip.
-        current, root = _read_with_root(transaction, ref, root_ref if continuing else None, _FENCE_FIELDS)
+        current, root = _read_with_root(transaction, ref, root_ref, _FENCE_FIELDS)
         if current.get("worker") != session.lease.worker or current.get("status") != SessionStatus.RUNNING.value:
             raise LeaseLost(f"session is now {current.get('status')} under worker {current.get('worker')}")
         pausing = updates.get("status") == SessionStatus.PAUSED.value
@@ -239,8 +239,7 @@ def commit_step(
             write_with_step.apply(transaction)
         if step is not None:
             transaction.create(step_ref(session.transcript, step.seq), step.to_doc())
-        if spent and spend.in_force().on:  # the turn's tokens count against its person's daily budget
-            spend.record(transaction, session, spent, when)
+        spend.record(transaction, session, spent if spending else 0, when)  # against its person's daily budget
         # A mention's session that pauses or ends no longer runs: it stops counting against the rate limits.
         released = quotas.released(transaction, session.session_id, current) if ending else {}
         transaction.update(ref, {**writes, **released})
@@ -248,15 +247,12 @@ def commit_step(
 
     # A parent's step contends with its children writing to its document (their ends, their questions): retried as
     # such, its commit more often and an aborted (lock-timed-out) read again, as the answers and the claims are.
-    # A continuation's first step after its claim, when the claim saw everything this commit checks settled: one
-    # commit fenced on nobody having written the session or its root since (``step_fence``), else the transaction.
-    # (plain: a step that leaves the session running and reads nothing more)
+    # A step after the claim, when the claim saw everything this commit checks settled and every step commit since
+    # was made so: one commit fenced on nobody having written the session or its root since (``step_fence``), else
+    # the transaction. (plain: a step that leaves the session running and reads and records nothing more)
+    plain = not (ending or pausing_on_record or consumed or spending)
     pending: list[Note] | _Pending = (
-        []
-        if step_fence.first_commit(
-            session, step, updates, fenced, plain=not (ending or pausing_on_record or consumed or spent)
-        )
-        else contended(write)
+        [] if step_fence.commit(session, step, updates, fenced, plain=plain) else contended(write)
     )
     _wrote(session, used, running=not ending and not isinstance(pending, _Pending))
     if isinstance(pending, _Pending):

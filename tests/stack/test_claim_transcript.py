@@ -208,7 +208,8 @@ def _answered_step(asker: str) -> dict[str, Any]:
 def test_the_answered_question_is_read_and_its_step_stored_by_the_claim(rig: cost.Rig) -> None:
     """The continuation's task names the record it resumes: the claim reads the question and the transcript's steps
     with the session and its transcript's root, and stores the step resuming the turn in its own commit; nothing is
-    read or written after it before the model is asked (its turn is the next transaction)."""
+    read or written after it before the model is asked (its turn's step is the next commit, fenced on what the claim
+    left: ``step_fence``)."""
     asker, continuation = asked_and_answered(rig)
     assert b'"resumes"' in rig.created_tasks.bodies[continuation]
     before = len(steps.load_steps(asker))
@@ -219,7 +220,7 @@ def test_the_answered_question_is_read_and_its_step_stored_by_the_claim(rig: cos
     # the session, its root, the question, the steps and the free id after them
     batch = f"BatchGetDocuments {3 + before + 1}r"
     assert rest[: claimed + 1] == ["BeginTransaction", batch, "Commit 3w"], ops.trace
-    assert rest[claimed + 1 : claimed + 3] == ["BeginTransaction", "BatchGetDocuments 2r"], ops.trace  # its turn
+    assert rest[claimed + 1] == "Commit 3w", ops.trace  # its turn's step, the root's writer, the session
     assert _answered_step(asker)["result"]["matched_option"] == "postgres"
     [stored] = [step for step in steps.load_steps(asker) if step.kind == StepKind.ANSWER]
     assert stored.session_id == continuation

@@ -79,8 +79,10 @@ def test_firestore_operations_stay_within_the_budget(rig: cost.Rig) -> None:
 # either changed): approved_run 16 before (the resumed step's begin, read and commit). Since round 3's session 13, a
 # continuation's task names its transcript's first free step id too, and its claim reads the steps before it in the
 # same batch (used while that id is still free): no query beside the claim (continuation 11 and approved_run 14
-# before; one read more: the free id's).
-ROUND_TRIPS = {"answer": 4, "approve": 2, "continuation": 10, "approved_run": 13, "ledger_outward_call": 3}
+# before; one read more: the free id's). Since round 3's session 14, every plain step commit after a claim that saw
+# its session settled rests on the one before it (a continuation's turn after its resumed step; a mention's and a
+# child's too, fenced by the session alone): continuation 10 and approved_run 13 before (the turn's begin and read).
+ROUND_TRIPS = {"answer": 4, "approve": 2, "continuation": 8, "approved_run": 11, "ledger_outward_call": 3}
 # The click's own RPCs, in order (the decision: a batched read of 3 documents, one commit of 4 writes: the approval,
 # its thread, the continuation and the asker; before round 3's session 11, 5: the press was claimed too).
 CLICK_TRACES = {"approve": ("BatchGetDocuments 3r", "Commit 4w")}

@@ -1,12 +1,15 @@
-"""A continuation's first step commit after its claim, fenced without a read (issue 28.1, ``shared.state.step_fence``):
-one commit while nobody but its worker wrote the session and its transcript's root since the claim; anything else
-that wrote either meanwhile (a takeover, a note, a stop, another writer of the transcript, a child's result listed on
-the root) makes it write nothing, and the step commit's transaction decides as before. Real emulator, real claims."""
+"""A session's step commits after its claim, fenced without a read (issue 28.1, ``shared.state.step_fence``): one
+commit each while nobody but its worker wrote the session and its transcript's root since the claim, for a
+continuation (the root another document) and for a session that is its own root (a mention's, a child's); anything
+else that wrote either meanwhile (a takeover, a note, a stop, another writer of the transcript, a child's result
+listed on the root) makes it write nothing, and the step commit's transaction decides as before, and so do the
+commits after it. Real emulator, real claims."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -44,8 +47,20 @@ def claimed_continuation(rig: cost.Rig, worker: str) -> tuple[str, Session]:
     return asker, claim.session
 
 
+def claimed_root(rig: cost.Rig, worker: str, **before: Any) -> Session:
+    """A mention's queued session (its own transcript's root, ``before`` written on it first) claimed by ``worker``."""
+    session_id = rig.start(f"check the hosts ({worker})")
+    if before:
+        session_ref(session_id).update(before)
+    claim = sessions.claim_session(session_id, worker=worker, task="t", attempt=0, lease_seconds=LEASE)
+    assert claim.result == ClaimResult.CLAIMED, claim
+    assert claim.session is not None
+    return claim.session
+
+
 def next_step(session: Session) -> Step:
-    seq = steps.load_steps(session.transcript)[-1].seq + 1
+    stored_steps = steps.load_steps(session.transcript)
+    seq = stored_steps[-1].seq + 1 if stored_steps else 0
     return Step(seq=seq, session_id=session.session_id, kind=StepKind.NOTES, content=None, audit=[], at=now())
 
 
@@ -59,17 +74,65 @@ def stored(session: Session, step: Step) -> bool:
     return bool(step_ref(session.transcript, step.seq).get().exists)
 
 
-def test_the_first_step_after_the_claim_is_one_commit_and_the_next_reads_again(rig: cost.Rig, uid: str) -> None:
+def test_each_step_after_the_claim_is_one_commit_until_one_reads(rig: cost.Rig, uid: str) -> None:
+    """Each plain step commit rests on the one before it (round 3's session 14: only the first did, the second read
+    in a transaction); a commit that reads (here for a note written meanwhile) ends that, and the commits after it
+    read too."""
     _, session = claimed_continuation(rig, f"w-{uid}")
-    first = next_step(session)
-    trace = traced(rig, lambda: steps.commit_step(session, first, lease_seconds=LEASE))
-    assert trace == ("Commit 3w",), trace  # the step, the root's writer (as it is), the session: no transaction
-    assert stored(session, first)
-    assert session.next_seq == first.seq + 1
-    second = next_step(session)
-    trace = traced(rig, lambda: steps.commit_step(session, second, lease_seconds=LEASE))
-    assert trace[0] == "BeginTransaction", trace  # only the first commit rests on the claim's reads
-    assert stored(session, second)
+    for _ in range(2):
+        step = next_step(session)
+        trace = traced(rig, lambda step=step: steps.commit_step(session, step, lease_seconds=LEASE))
+        assert trace == ("Commit 3w",), trace  # the step, the root's writer (as it is), the session: no transaction
+        assert stored(session, step)
+        assert session.next_seq == step.seq + 1
+    note = Note(NoteKind.STEER, "also use a replica", "U1", "1700000000.000400")
+    session_ref(session.session_id).update(appended(notes=[note]))
+    third = next_step(session)
+    trace = traced(rig, lambda: steps.commit_step(session, third, lease_seconds=LEASE, consumed_notes=[note]))
+    assert trace[0] == "BeginTransaction", trace
+    fourth = next_step(session)
+    trace = traced(rig, lambda: steps.commit_step(session, fourth, lease_seconds=LEASE))
+    assert trace[0] == "BeginTransaction", trace  # the chain ended at the commit that read
+    assert stored(session, fourth)
+
+
+def test_a_sessions_own_root_is_fenced_by_the_session_alone(rig: cost.Rig, uid: str) -> None:
+    """A mention's session is its transcript's root: its step commits after the claim are one commit of two writes
+    (the step and the session), each resting on the last (round 3's session 14: a transaction of three round trips
+    each); a stop written meanwhile fails the fence and the transaction refuses the step."""
+    session = claimed_root(rig, f"w-{uid}")
+    for _ in range(2):
+        step = next_step(session)
+        trace = traced(rig, lambda step=step: steps.commit_step(session, step, lease_seconds=LEASE))
+        assert trace == ("Commit 2w",), trace
+        assert stored(session, step)
+    session_ref(session.session_id).update(session_update(stop_requested="U9"))
+    stopped = next_step(session)
+    with pytest.raises(steps.StopRequested):
+        steps.commit_step(session, stopped, lease_seconds=LEASE)
+    assert not stored(session, stopped)
+
+
+def test_a_note_for_a_sessions_own_root_after_the_claim_is_read(rig: cost.Rig, uid: str) -> None:
+    session = claimed_root(rig, f"w-{uid}")
+    note = Note(NoteKind.STEER, "only the eu hosts", "U1", "1700000000.000500")
+    session_ref(session.session_id).update(appended(notes=[note]))
+    step = next_step(session)
+    assert [n.text for n in steps.commit_step(session, step, lease_seconds=LEASE)] == ["only the eu hosts"]
+    assert stored(session, step)
+
+
+def test_a_root_awaiting_a_childs_result_at_its_claim_reads_in_every_step(rig: cost.Rig, uid: str) -> None:
+    """Its claim read a child's result still to collect on the session: no commit rests on the claim; the result is
+    collected by the first step commit, in its transaction."""
+    child = f"{uid}-child"
+    session = claimed_root(rig, f"w-{uid}", **{results.AWAITING: [child]})
+    note = Note(NoteKind.CHILD_RESULT, "the child found 2 hosts", child, "1700000000.000600", question_id=child)
+    results.result_ref(session.session_id, child).set({"note": note.to_doc(), "at": now()})
+    step = next_step(session)
+    trace = traced(rig, lambda: steps.commit_step(session, step, lease_seconds=LEASE))
+    assert trace[0] == "BeginTransaction", trace
+    assert [n.text for n in session.notes] == ["the child found 2 hosts"]
 
 
 def test_a_takeover_after_the_claim_stops_the_first_worker_storing_its_step(rig: cost.Rig, uid: str) -> None:
