@@ -20,7 +20,17 @@ from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.errors import Refused
-from shared.state import child_questions, ids, parent_questions, results, sessions, tree_view, waiting
+from shared.state import (
+    child_end,
+    child_questions,
+    ids,
+    parent_questions,
+    results,
+    sessions,
+    step_fence,
+    tree_view,
+    waiting,
+)
 from shared.state.firestore import SESSIONS, contended, db, now, session_ref, step_ref
 from shared.state.models import Note, NoteKind, ParentQuestion, SessionKind, SessionStatus, Step, WaitKind
 from shared.state.origin import continuing, same_thread
@@ -122,17 +132,6 @@ def create_child(child: Session, budget: TreeBudget) -> Session:
     return created
 
 
-def _settle_allotment(transaction: firestore.Transaction, child: Session, *, status: SessionStatus,
-                      error: str | None, turns: int, tool_calls: int, tokens: dict[str, int]) -> None:  # fmt: skip
-    """An ended child gives its tree back what it did not use and adds the tokens it used to the tree's, in its
-    tree's view with its line as it ends (one write that reads nothing; the root is not written)."""
-    returned = {}
-    if child.limits.max_turns is not None:
-        returned = {"turns": max(0, child.limits.max_turns - turns),
-                    "tool_calls": max(0, (child.limits.max_tool_calls or 0) - tool_calls)}  # fmt: skip
-    tree_view.ended(transaction, child, status=status, error=error, returned=returned, tokens=tokens)
-
-
 def unfinished_of(parent_id: str) -> list[str]:
     """The children ``parent_id`` delegated to that have not ended."""
     return [c.session_id for c in sessions.children_of(parent_id) if c.status.value in _UNFINISHED]
@@ -190,6 +189,7 @@ def finish(child: Session, step: Step | None, *, status: SessionStatus, result: 
     """
     ref = session_ref(child.session_id)
     when = now()
+    end = child_end.End(child, status, result, error, when)
 
     @firestore.transactional
     def run(transaction: firestore.Transaction) -> Finished | NotesPending:
@@ -221,19 +221,16 @@ def finish(child: Session, step: Step | None, *, status: SessionStatus, result: 
         if step is not None:
             transaction.create(step_ref(child.transcript, step.seq), step.to_doc())
         used = {"turns": int(current.get("turns") or 0), "tool_calls": int(current.get("tool_calls") or 0)}
-        _settle_allotment(transaction, child, status=status, error=error, **used, tokens=current.get("tokens") or {})
-        ending: dict[str, Any] = {
-            **session_update(
-                status=status, result=result, error=error, lease_until=None, ended_at=when, updated_at=when, notes=[]
-            ),
-            **dropped,
-        }
-        if step is not None:
-            ending |= session_update(next_seq=step.seq + 1)
-        transaction.update(ref, ending)
+        child_end.settle_allotment(
+            transaction, child, status=status, error=error, **used, tokens=current.get("tokens") or {}
+        )
+        transaction.update(ref, {**end.updates(step), **dropped})
         return Finished(None, blocking)
 
-    finished: Finished | NotesPending = contended(run)
+    # Its own run's end, when nothing was written since its claim saw it settled: one commit that reads nothing.
+    own = asking is None and paused_before is None
+    fenced = own and step_fence.commit(child, step, end.updates(step), [end], plain=True, ends=True)
+    finished: Finished | NotesPending = Finished(None, end.blocking) if fenced else contended(run)
     if isinstance(finished, NotesPending):
         raise finished
     child.apply(session_update(status=status, result=result, error=error))

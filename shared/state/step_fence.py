@@ -115,11 +115,12 @@ def take(session: Session) -> Settled | None:
 
 
 def commit(session: Session, step: Step | None, updates: dict[str, Any], fenced: Sequence[FencedWrite], *,
-           plain: bool) -> bool:  # fmt: skip
+           plain: bool, ends: bool = False) -> bool:  # fmt: skip
     """``step``, the session's ``updates`` and the ``fenced`` writes in one commit, preconditioned as the module
     says, if every step commit since the session's claim saw it settled was made so and the step is ``plain`` (it
-    leaves the session running, consumes no notes, records no spend). False (nothing written) if not, if this
-    worker knows no write of its own to rest on, or if a precondition failed: the caller's transaction decides."""
+    leaves the session running, consumes no notes, records no spend; or it ``ends`` a delegated child, whose end
+    reads nothing else: ``children.finish``). False (nothing written) if not, if this worker knows no write of its
+    own to rest on, or if a precondition failed: the caller's transaction decides."""
     settled = take(session)  # only the next step commit, whether it commits here or not
     known = lease.last_written(session)
     if settled is None or step is None or not plain or known is None:
@@ -145,6 +146,9 @@ def commit(session: Session, step: Step | None, updates: dict[str, Any], fenced:
         written = batch.commit()
     except FENCE_FAILED:
         return False
+    if ends:  # the session no longer runs under this worker: nothing rests on this write
+        lease.forget(session)
+        return True
     lease.wrote(session, written[-1].update_time)
     root_time = written[-2].update_time if settled.root is not None else None
     _keep(session.lease.worker or "", Settled(settled.root, root_time))  # the next step commit may rest on this one

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 import pytest
 
 from bench import cost
+from infra.fakes.gemini.client import FakeGemini
 from infra.stack import Stack
-from shared.state import lease, results, sessions, steps
+from shared.state import children, ids, lease, results, sessions, steps, tree_view
 from shared.state.firestore import now, session_ref, step_ref
-from shared.state.models import Note, NoteKind, Step, StepKind
+from shared.state.models import Note, NoteKind, SessionStatus, Step, StepKind
 from shared.state.session_model import Session
 from shared.state.sessions import ClaimResult
 from shared.state.updates import appended, session_update
@@ -81,7 +83,7 @@ def test_each_step_after_the_claim_is_one_commit_until_one_reads(rig: cost.Rig, 
     _, session = claimed_continuation(rig, f"w-{uid}")
     for _ in range(2):
         step = next_step(session)
-        trace = traced(rig, lambda step=step: steps.commit_step(session, step, lease_seconds=LEASE))
+        trace = traced(rig, partial(steps.commit_step, session, step, lease_seconds=LEASE))
         assert trace == ("Commit 3w",), trace  # the step, the root's writer (as it is), the session: no transaction
         assert stored(session, step)
         assert session.next_seq == step.seq + 1
@@ -103,7 +105,7 @@ def test_a_sessions_own_root_is_fenced_by_the_session_alone(rig: cost.Rig, uid: 
     session = claimed_root(rig, f"w-{uid}")
     for _ in range(2):
         step = next_step(session)
-        trace = traced(rig, lambda step=step: steps.commit_step(session, step, lease_seconds=LEASE))
+        trace = traced(rig, partial(steps.commit_step, session, step, lease_seconds=LEASE))
         assert trace == ("Commit 2w",), trace
         assert stored(session, step)
     session_ref(session.session_id).update(session_update(stop_requested="U9"))
@@ -213,3 +215,86 @@ def test_a_childs_result_listed_on_the_root_after_the_claim_is_collected(rig: co
     assert [n.text for n in pending] == ["the child found 3 hosts"]
     assert results.awaiting_of(session_ref(asker).get().to_dict()) == []
     assert stored(session, step)
+
+
+def delegated_child(rig: cost.Rig, uid: str, *, blocking: bool) -> str:
+    """A mention whose first turn delegates one task (its parent pauses on it if ``blocking``, else runs on to its
+    answer); the child's id, queued."""
+    parent = rig.start(f"compare the error rates ({uid})")
+    rig.script(FakeGemini.call("delegate", task=f"count the errors of the api [{rig.uid}] ({uid})", blocking=blocking))
+    if not blocking:
+        rig.script(FakeGemini.text("I asked a helper."))
+    rig.deliver(parent)
+    child = ids.child_id(parent, 1, 0)
+    rig.expect(child, SessionStatus.QUEUED)
+    return child
+
+
+def claimed_child(child_id: str, worker: str) -> Session:
+    claim = sessions.claim_session(child_id, worker=worker, task="t", attempt=0, lease_seconds=LEASE)
+    assert claim.result == ClaimResult.CLAIMED, claim
+    assert claim.session is not None
+    return claim.session
+
+
+def ended(session: Session, text: str) -> children.Finished:
+    step = next_step(session)
+    return children.finish(session, step, status=SessionStatus.DONE, result=text)
+
+
+@pytest.mark.parametrize("blocking", [False, True])
+def test_a_childs_own_end_after_its_fenced_steps_is_one_commit(rig: cost.Rig, uid: str, blocking: bool) -> None:
+    """A delegated child's run: its claim, its turn's step and its end, each one commit (round 3's session 14: its end
+    was a transaction, begin, read and commit); its result reaches its parent as before (a record the parent's
+    transcript reads, or, blocking, its paused parent woken)."""
+    child = delegated_child(rig, uid, blocking=blocking)
+    rig.script(FakeGemini.text("The api logged 3 errors."))
+    trace = traced(rig, lambda: rig.deliver(child))
+    rig.expect(child, SessionStatus.DONE)
+    commits = [entry for entry in trace if entry.startswith(("BeginTransaction", "Commit"))]
+    # its claim (with its opening step), its turn's step, its end: its result record (or its question record's
+    # end), its line in the tree's view, its last step and its session
+    assert commits[:4] == ["BeginTransaction", "Commit 2w", "Commit 2w", "Commit 4w"], trace
+    parent = rig.session(child).tree.parent_id
+    assert parent is not None
+    if blocking:
+        rig.expect(parent, SessionStatus.RESUMED)  # its end woke the parent's paused turn
+    else:
+        assert results.result_ref(parent, child).get().exists
+    line = tree_view.view_ref(rig.session(child).tree_root).get().to_dict() or {}
+    assert child in str(line), line  # its line in the tree's view, with its end
+
+
+def test_a_note_to_a_child_after_its_claim_is_read_by_its_end(rig: cost.Rig, uid: str) -> None:
+    child = claimed_child(delegated_child(rig, uid, blocking=False), f"w-{uid}")
+    steps.commit_step(child, next_step(child), lease_seconds=LEASE)  # fenced: the chain holds
+    note = Note(NoteKind.STEER, "count the warnings too", "U1", "1700000000.000700")
+    session_ref(child.session_id).update(appended(notes=[note]))
+    with pytest.raises(steps.NotesPending) as pending:
+        ended(child, "3 errors")
+    assert [n.text for n in pending.value.notes] == ["count the warnings too"]
+    assert rig.session(child.session_id).status == SessionStatus.RUNNING
+
+
+def test_a_child_released_after_its_claim_reports_its_result_as_a_record(rig: cost.Rig, uid: str) -> None:
+    """Blocking when claimed, released since (a sibling's question to the parent): its end must write the result
+    record its parent's transcript now reads, not what the run knew at its claim."""
+    child = claimed_child(delegated_child(rig, uid, blocking=True), f"w-{uid}")
+    steps.commit_step(child, next_step(child), lease_seconds=LEASE)
+    parent = child.tree.parent_id
+    assert parent is not None
+    children.release(rig.session(parent), [child.session_id])
+    assert child.tree.delegate_blocking  # as the run knows it
+    finished = ended(child, "3 errors")
+    assert not finished.blocking
+    assert results.result_ref(parent, child.session_id).get().exists
+
+
+def test_a_takeover_of_a_child_after_its_claim_stops_its_end(rig: cost.Rig, uid: str) -> None:
+    child = claimed_child(delegated_child(rig, uid, blocking=False), f"w-{uid}")
+    taken = sessions.claim_session(child.session_id, worker=f"w2-{uid}", task="t2", attempt=0, lease_seconds=LEASE,
+                                   at=datetime.now(UTC) + 3 * LATER)  # fmt: skip
+    assert taken.result == ClaimResult.TOOK_OVER_EXPIRED, taken
+    with pytest.raises(steps.LeaseLost):
+        ended(child, "3 errors")
+    assert rig.session(child.session_id).status == SessionStatus.RUNNING
