@@ -60,7 +60,8 @@ class Settled:
     root_written: int | None = None  # the position of the claim's write of the root among its writes, if it wrote it
 
 
-# By worker: what its claim saw settled, until its first step commit (a hint: a precondition checks it).
+# By worker: what its claim saw settled, until its next step commit that is not made here (a hint: a precondition
+# checks it).
 _SETTLED: OrderedDict[str, Settled] = OrderedDict()
 _KEPT = 1024
 _LOCK = threading.Lock()

@@ -180,9 +180,9 @@ def commit_step(
     ``ChildAsked`` if a child it waits on has asked a question; the notes that brought outcomes it waits on are
     dropped (the resumption reads each from its own document). ``fenced`` are written with the step, under the same
     fence (the ``done`` records of the calls whose results it carries: ``shared.state.ledger``); only a commit that
-    returns wrote them (one that raises, or stores the notes it found instead, wrote none of them). A continuation's
-    first step commit after its claim needs no read while nobody else wrote the session or its root since
-    (``step_fence``: one commit fenced on their update times, else this transaction).
+    returns wrote them (one that raises, or stores the notes it found instead, wrote none of them). A plain step
+    commit after the claim needs no read while nobody else wrote the session or its root since and every step commit
+    before it was made so (``step_fence``: one commit fenced on their update times, else this transaction).
     """
     ref = session_ref(session.session_id)
     when = now()
