@@ -228,7 +228,7 @@ def finish(child: Session, step: Step | None, *, status: SessionStatus, result: 
         return Finished(None, blocking)
 
     # Its own run's end, when nothing was written since its claim saw it settled: one commit that reads nothing.
-    own = asking is None and paused_before is None
+    own = asking is None and paused_before is None and step is not None  # not the sweep's end of a dead worker's
     fenced = own and step_fence.commit(child, step, end.updates(step), [end], plain=True, ends=True)
     finished: Finished | NotesPending = Finished(None, end.blocking) if fenced else contended(run)
     if isinstance(finished, NotesPending):
