@@ -7,6 +7,7 @@ as its own process (as the local stack runs it) and is stopped by its pid.
 
 from __future__ import annotations
 
+import http.client
 import json
 import subprocess
 import urllib.error
@@ -183,6 +184,33 @@ def test_multi_turn_carries_the_function_response(stub: Stub) -> None:
     assert sent[2]["parts"] == [
         {"functionResponse": {"id": call.id, "name": "get_weather", "response": {"result": {"temp": 3}}}}
     ]
+
+
+def test_the_connection_stays_open_between_replies(stub: Stub) -> None:
+    """As Gemini's endpoint keeps it: two model requests on one connection, each answered in turn (round 3's session
+    14: HTTP/1.0, every reply closed its connection, so every model request of the product opened a new one); one
+    whose body cannot be read is answered and its connection closed, its leftover never read as a request."""
+    stub.control.script(FakeGemini.text("one"), FakeGemini.text("two"))
+    host = stub.url.split("//", 1)[1]
+    connection = http.client.HTTPConnection(host, timeout=10)
+    path = f"/v1beta/models/{MODEL}:generateContent"
+    body = json.dumps({"contents": [{"role": "user", "parts": [{"text": "hi"}]}]})
+    headers = {"x-goog-api-key": KEY, "Content-Type": "application/json"}
+    try:
+        texts = []
+        for _ in range(2):
+            connection.request("POST", path, body=body, headers=headers)
+            reply = connection.getresponse()
+            assert reply.status == 200
+            assert not reply.will_close
+            texts.append(json.loads(reply.read())["candidates"][0]["content"]["parts"][0]["text"])
+        assert texts == ["one", "two"]
+        connection.request("POST", path, body=body, headers={**headers, "Content-Length": "-1"})
+        refused = connection.getresponse()
+        assert refused.status == 400
+        assert refused.will_close
+    finally:
+        connection.close()
 
 
 def test_503_then_success_is_retried_by_the_sdk(stub: Stub) -> None:

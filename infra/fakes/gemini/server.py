@@ -99,6 +99,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     server: FakeGeminiServer
     server_version = "fakegemini/1"
+    # A connection stays open between replies, as Gemini's endpoint keeps it (a client's pool reuses it); a stream
+    # ends its connection (it is not chunked), and so does a request whose body could not be read whole.
+    protocol_version = "HTTP/1.1"
+    _raw: bytes | None = None  # the request's body, read whole before any reply (None: its length was refused)
 
     def do_GET(self) -> None:
         path = urlsplit(self.path).path
@@ -113,6 +117,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._control(404, error_reply(404, f"fakegemini: no route for GET {path}", source="route").body)
 
     def do_POST(self) -> None:
+        try:
+            self._raw = read_body(self)
+        except ValueError:
+            self._raw, self.close_connection = None, True  # what is left of it must not be read as a request
         split = urlsplit(self.path)
         if split.path.startswith("/_stub/"):
             self._post_control(split.path)
@@ -133,7 +141,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._control(404, error_reply(404, f"fakegemini: no route for POST {path}", source="route").body)
             return
         try:
-            payload = json.loads(read_body(self) or b"null")
+            payload = json.loads(self._body() or b"null")
             if not isinstance(payload, dict) or not isinstance(payload.get("responses"), list):
                 raise ScriptItemError('expected {"responses": [items]}')
             remaining = script.extend(payload["responses"])
@@ -141,6 +149,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._control(400, error_reply(400, f"fakegemini: {exc}", source="control").body)
             return
         self._control(200, {"queued": len(payload["responses"]), "remaining": remaining})
+
+    def _body(self) -> bytes:
+        """The request's body, read by ``do_POST``; a ``ValueError`` if its length was refused."""
+        if self._raw is None:
+            raise ValueError("body length out of range")
+        return self._raw
 
     def _model_request(self, query: str, model: str, action: str, version: str) -> None:
         started = time.monotonic()
@@ -160,7 +174,7 @@ class _Handler(BaseHTTPRequestHandler):
         body: Any = None
         if reply is None:
             try:
-                body = json.loads(read_body(self) or b"{}")
+                body = json.loads(self._body() or b"{}")
             except ValueError:
                 reply = error_reply(400, "Invalid JSON payload received.", source="invalid")
             else:
@@ -199,6 +213,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", "application/json; charset=UTF-8")
         self.send_header("Content-Length", str(len(data)))
+        if self.close_connection:  # its body was not read whole: the client must not send another on it
+            self.send_header("Connection", "close")
         for name, value in headers:
             self.send_header(name, value)
         self.end_headers()
