@@ -35,7 +35,7 @@ from typing import Any, Protocol
 
 from google.cloud import firestore
 
-from shared.state import lease
+from shared.state import lease, quotas
 from shared.state.claim_reads import ClaimReads
 from shared.state.fenced import FENCE_FAILED
 from shared.state.firestore import db, session_ref, step_ref
@@ -58,6 +58,7 @@ class Settled:
     root: str | None  # a continuation's root's document path; None: the session is its own transcript's root
     root_time: datetime | None = None
     root_written: int | None = None  # the position of the claim's write of the root among its writes, if it wrote it
+    counted: bool = False  # its start counts against rate limits: its end takes its counters back (a transaction)
 
 
 # By worker: what its claim saw settled, until its next step commit that is not made here (a hint: a precondition
@@ -72,16 +73,18 @@ def at_claim(transaction: firestore.Transaction, session: Session, reads: ClaimR
     writes: what it saw settled, if it did."""
     if session.notes or session.stop_requested:
         return None
+    own = reads.session.to_dict() or {}
+    counted = bool(own.get(quotas.RELEASES))
     if session.transcript == session.session_id:  # its own root, as the claim read it
-        writer = (reads.session.to_dict() or {}).get("transcript_writer")
-        mine = writer in (None, session.session_id)
-        return Settled(None) if mine and reads.quiet_root(session.transcript) is not None else None
+        mine = own.get("transcript_writer") in (None, session.session_id)
+        quiet = mine and reads.quiet_root(session.transcript) is not None
+        return Settled(None, counted=counted) if quiet else None
     root = reads.quiet_root(session.transcript)
     if root is None:
         return None
     writes = [pb.update.name for pb in getattr(transaction, "_write_pbs", None) or []]
     written = [i for i, name in enumerate(writes) if name == root._document_path]
-    return Settled(root.path, reads.updated.get(root.path), written[-1] if written else None)
+    return Settled(root.path, reads.updated.get(root.path), written[-1] if written else None, counted)
 
 
 def claimed(session: Session, transaction: firestore.Transaction, settled: Settled | None) -> None:
@@ -97,7 +100,7 @@ def claimed(session: Session, transaction: firestore.Transaction, settled: Settl
         written = getattr(transaction, "write_results", None) or []
         root_time = written[settled.root_written].update_time if settled.root_written < len(written) else None
     if root_time is not None:
-        _keep(worker, Settled(settled.root, root_time))
+        _keep(worker, Settled(settled.root, root_time, counted=settled.counted))
 
 
 def _keep(worker: str, settled: Settled) -> None:
@@ -119,12 +122,13 @@ def commit(session: Session, step: Step | None, updates: dict[str, Any], fenced:
            plain: bool, ends: bool = False) -> bool:  # fmt: skip
     """``step``, the session's ``updates`` and the ``fenced`` writes in one commit, preconditioned as the module
     says, if every step commit since the session's claim saw it settled was made so and the step is ``plain`` (it
-    leaves the session running, consumes no notes, records no spend; or it ``ends`` a delegated child, whose end
-    reads nothing else: ``children.finish``). False (nothing written) if not, if this worker knows no write of its
-    own to rest on, or if a precondition failed: the caller's transaction decides."""
+    consumes no notes, records no spend and leaves the session running, or ``ends`` it done: a mention's answer, a
+    delegated child's end, ``children.finish``, whose transaction would read nothing it does not know, unless its
+    start counts against rate limits, whose counters its end takes back). False (nothing written) if not, if this
+    worker knows no write of its own to rest on, or if a precondition failed: the caller's transaction decides."""
     settled = take(session)  # only the next step commit, whether it commits here or not
     known = lease.last_written(session)
-    if settled is None or step is None or not plain or known is None:
+    if settled is None or step is None or not plain or known is None or (ends and settled.counted):
         return False
     if settled.root is not None and settled.root_time is None:
         return False
@@ -152,5 +156,7 @@ def commit(session: Session, step: Step | None, updates: dict[str, Any], fenced:
         return True
     lease.wrote(session, written[-1].update_time)
     root_time = written[-2].update_time if settled.root is not None else None
-    _keep(session.lease.worker or "", Settled(settled.root, root_time))  # the next step commit may rest on this one
+    _keep(
+        session.lease.worker or "", Settled(settled.root, root_time, counted=settled.counted)
+    )  # the next may rest on it
     return True

@@ -149,6 +149,13 @@ def _wrote(session: Session, used: list[firestore.Transaction], *, running: bool
         lease.forget(session)
 
 
+def _plain(updates: dict[str, Any], *, ending: bool, pausing: bool, consumed: bool, spending: bool) -> bool:
+    """Whether a step commit may rest on the last one (``step_fence``): it consumes no notes, records no spend and
+    leaves the session running, or ends it done (an end that would wait for notes: the fence says there are none)."""
+    done = ending and updates.get("status") in _WAITS_FOR_NOTES
+    return (done or not ending) and not (pausing or consumed or spending)
+
+
 @dataclass(frozen=True)
 class _Pending:
     """An ending that found notes: the children's results it read are stored as notes, nothing else."""
@@ -249,10 +256,11 @@ def commit_step(
     # such, its commit more often and an aborted (lock-timed-out) read again, as the answers and the claims are.
     # A step after the claim, when the claim saw everything this commit checks settled and every step commit since
     # was made so: one commit fenced on nobody having written the session or its root since (``step_fence``), else
-    # the transaction. (plain: a step that leaves the session running and reads and records nothing more)
-    plain = not (ending or pausing_on_record or consumed or spending)
+    # the transaction. (plain: a step that leaves the session running, or ends it done, and reads and records
+    # nothing more)
+    plain = _plain(updates, ending=ending, pausing=bool(pausing_on_record), consumed=bool(consumed), spending=spending)
     pending: list[Note] | _Pending = (
-        [] if step_fence.commit(session, step, updates, fenced, plain=plain) else contended(write)
+        [] if step_fence.commit(session, step, updates, fenced, plain=plain, ends=ending) else contended(write)
     )
     _wrote(session, used, running=not ending and not isinstance(pending, _Pending))
     if isinstance(pending, _Pending):

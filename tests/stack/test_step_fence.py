@@ -17,10 +17,10 @@ import pytest
 from bench import cost
 from infra.fakes.gemini.client import FakeGemini
 from infra.stack import Stack
-from shared.state import children, ids, lease, results, sessions, steps, tree_view
+from shared.state import children, ids, lease, quotas, results, sessions, steps, tree_view
 from shared.state.firestore import now, session_ref, step_ref
 from shared.state.models import Note, NoteKind, SessionStatus, Step, StepKind
-from shared.state.session_model import Session
+from shared.state.session_model import Session, SessionUpdate
 from shared.state.sessions import ClaimResult
 from shared.state.updates import appended, session_update
 from tests.rigs import asked_and_answered, counted_rig
@@ -298,3 +298,40 @@ def test_a_takeover_of_a_child_after_its_claim_stops_its_end(rig: cost.Rig, uid:
     with pytest.raises(steps.LeaseLost):
         ended(child, "3 errors")
     assert rig.session(child.session_id).status == SessionStatus.RUNNING
+
+
+def test_a_sessions_end_after_its_fenced_steps_is_one_commit(rig: cost.Rig, uid: str) -> None:
+    """A mention's session answering: its last step and its end done in one commit resting on the last (round 3's
+    session 14: a transaction, which read the session for notes that the fence says are not there)."""
+    session = claimed_root(rig, f"w-{uid}")
+    steps.commit_step(session, next_step(session), lease_seconds=LEASE)
+    last = next_step(session)
+    done: SessionUpdate = {"status": SessionStatus.DONE}
+    trace = traced(rig, partial(steps.commit_step, session, last, lease_seconds=LEASE, fields=done))
+    assert trace == ("Commit 2w",), trace
+    assert rig.session(session.session_id).status == SessionStatus.DONE
+    assert lease.last_written(session) is None  # it no longer runs: nothing rests on its last write
+
+
+def test_an_end_that_finds_a_note_waits_for_it(rig: cost.Rig, uid: str) -> None:
+    session = claimed_root(rig, f"w-{uid}")
+    steps.commit_step(session, next_step(session), lease_seconds=LEASE)
+    note = Note(NoteKind.STEER, "and the staging hosts", "U1", "1700000000.000800")
+    session_ref(session.session_id).update(appended(notes=[note]))
+    last = next_step(session)
+    with pytest.raises(steps.NotesPending):
+        steps.commit_step(session, last, lease_seconds=LEASE, fields={"status": SessionStatus.DONE})
+    assert not stored(session, last)
+    assert rig.session(session.session_id).status == SessionStatus.RUNNING
+
+
+def test_an_end_whose_start_counted_against_limits_takes_its_counters_back(rig: cost.Rig, uid: str) -> None:
+    """Its claim read the counters its start counted against: its end is the transaction that takes them back."""
+    counter = f"person-{uid}"
+    session = claimed_root(rig, f"w-{uid}", **{quotas.RELEASES: [counter]})
+    steps.commit_step(session, next_step(session), lease_seconds=LEASE)
+    last = next_step(session)
+    done: SessionUpdate = {"status": SessionStatus.DONE}
+    trace = traced(rig, partial(steps.commit_step, session, last, lease_seconds=LEASE, fields=done))
+    assert trace[0] == "BeginTransaction", trace
+    assert (session_ref(session.session_id).get().to_dict() or {}).get(quotas.RELEASES) == []
