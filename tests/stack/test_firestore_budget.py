@@ -81,8 +81,10 @@ def test_firestore_operations_stay_within_the_budget(rig: cost.Rig) -> None:
 # same batch (used while that id is still free): no query beside the claim (continuation 11 and approved_run 14
 # before; one read more: the free id's). Since round 3's session 14, every plain step commit after a claim that saw
 # its session settled rests on the one before it (a continuation's turn after its resumed step; a mention's and a
-# child's too, fenced by the session alone): continuation 10 and approved_run 13 before (the turn's begin and read).
-ROUND_TRIPS = {"answer": 4, "approve": 2, "continuation": 8, "approved_run": 11, "ledger_outward_call": 3}
+# child's too, fenced by the session alone), and so does its end done (a child's own end too): continuation 10 and
+# approved_run 13 before (the turn's begin and read, and the end's), each such commit one write more for a
+# continuation (its root's writer, as it is: the fence on the root) and two reads less.
+ROUND_TRIPS = {"answer": 4, "approve": 2, "continuation": 6, "approved_run": 9, "ledger_outward_call": 3}
 # The click's own RPCs, in order (the decision: a batched read of 3 documents, one commit of 4 writes: the approval,
 # its thread, the continuation and the asker; before round 3's session 11, 5: the press was claimed too).
 CLICK_TRACES = {"approve": ("BatchGetDocuments 3r", "Commit 4w")}
