@@ -22,8 +22,8 @@ document preconditioned on the update time this worker's own last write gave it 
 holds only if nobody wrote the document since, so the session is still running under this worker's lease. When
 anything else wrote it meanwhile (a heartbeat, a note), the precondition fails, nothing is written, and the record
 is committed in a transaction that reads the session first. A step commit reads the session in its transaction,
-except a continuation's first after its claim, fenced as a started record is (``step_fence``): an approved call's
-done record rides in that one commit.
+except while every step commit since a claim that saw the session settled was one commit fenced as a started
+record is (``step_fence``): an approved call's done record rides in that one commit.
 
 ``sessions/{transcript}/calls/{seq}-{index}``. After a takeover the runner reads the entries of the turn it
 re-runs: a ``done`` call is not run again (its stored response is reused); a ``started`` one may or may not have
