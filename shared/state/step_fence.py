@@ -20,8 +20,10 @@ A commit made so leaves both documents as the worker knows them, so the next ste
 the chain holds while every step commit is made this way, and ends at the first that is not (``take`` forgets it; a
 transaction reads, as before). Only what the claim saw settled starts one: a session whose claim found no pending
 notes, no stop, another session writing its transcript or, on the root, no children's results or questions to read;
-and only a step that leaves the session running, consumes no notes and records no spend against a daily budget is
-committed so. Anything else reads in its transaction.
+and only a step that consumes no notes and records no spend against a daily budget, and leaves the session running
+or ends it done (a mention's answer, a delegated child's own end: ``children.finish``; not a session whose start
+counted against rate limits, whose end takes its counters back), is committed so. Anything else reads in its
+transaction.
 """
 
 from __future__ import annotations
