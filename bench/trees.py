@@ -19,11 +19,11 @@ Everything runs in this process through the agent_session handler against the Fi
 section 3 counts), the Gemini stub and the fake Slack; a delivery that asks for a retry is delivered again, as
 Cloud Tasks would. After a warm-up, the non-blocking trees of every size take turns for five rounds (so the
 machine's drift falls on every size) and each asking size is measured once; the wall time is the median, and the
-32-child ratio is judged as section 1's ratios are, by its 95% interval (a paired bootstrap over the rounds). With it: the Firestore operations per child (reads, writes, queries, transactions begun,
-rollbacks: aborted commits retried) of the last tree, and how many deliveries were retried (a non-2xx answer) and
-how many children did not end done (a commit aborted for contention and surfaced as a failure). The targets
-(issue 28.4): 32 non-blocking children at most twice one child's wall time, no child failed, the operations per
-child the same at every size.
+32-child ratio is judged as section 1's ratios are, by its 95% interval (a paired bootstrap over the rounds).
+With it: the Firestore operations per child (reads, writes, queries, transactions begun, rollbacks: aborted commits
+retried) of the last tree, and how many deliveries were retried (a non-2xx answer) and how many children did not
+end done (a commit aborted for contention and surfaced as a failure). The targets (issue 28.4): 32 non-blocking
+children at most twice one child's wall time, no child failed, the operations per child the same at every size.
 """
 
 from __future__ import annotations
