@@ -1,6 +1,6 @@
-"""What a delegated child's end writes besides its session: its allotment given back and its tokens, with its line,
-in its tree's view; and, when its own run ends it with nothing to read, the whole end as writes for one fenced
-commit (``step_fence``)."""
+"""What a delegated child's end writes besides its session: its result (or its question record's end), and its
+allotment given back and its tokens, with its line, in its tree's view; in its ending transaction, or, when its own
+run ends it with nothing to read, as writes for one fenced commit (``step_fence``)."""
 
 from __future__ import annotations
 
@@ -12,18 +12,6 @@ from shared.state import child_questions, results, tree_view
 from shared.state.models import SessionStatus, Step
 from shared.state.session_model import Session
 from shared.state.updates import session_update
-
-
-def settle_allotment(writes: Any, child: Session, *, status: SessionStatus, error: str | None, turns: int,
-                     tool_calls: int, tokens: dict[str, int]) -> None:  # fmt: skip
-    """An ended child gives its tree back what it did not use and adds the tokens it used to the tree's, in its
-    tree's view with its line as it ends (one write that reads nothing; the root is not written), among ``writes``
-    (its ending transaction, or the batch of its fenced end)."""
-    returned = {}
-    if child.limits.max_turns is not None:
-        returned = {"turns": max(0, child.limits.max_turns - turns),
-                    "tool_calls": max(0, (child.limits.max_tool_calls or 0) - tool_calls)}  # fmt: skip
-    tree_view.ended(writes, child, status=status, error=error, returned=returned, tokens=tokens)
 
 
 @dataclass(frozen=True)
@@ -54,11 +42,23 @@ class End:
         return ending | (session_update(next_seq=step.seq + 1) if step is not None else {})
 
     def apply(self, batch: Any) -> None:
-        """Its result record (or, blocking, its question record's end) and its line and returns in the tree's view."""
-        child, limits = self.child, self.child.limits
-        if not self.blocking:
-            results.record(batch, child, results.result_note(child, result=self.result, status=self.status), self.when)
-        else:
-            child_questions.ended(batch, child)
-        settle_allotment(batch, child, status=self.status, error=self.error, turns=limits.turns,
-                         tool_calls=limits.tool_calls, tokens=limits.tokens)  # fmt: skip
+        """Its end's other writes as the run knows them (its fenced commit)."""
+        limits = self.child.limits
+        self.write(batch, blocking=self.blocking, turns=limits.turns, tool_calls=limits.tool_calls,
+                   tokens=limits.tokens)  # fmt: skip
+
+    def write(self, writes: Any, *, blocking: bool, turns: int, tool_calls: int, tokens: dict[str, int]) -> None:
+        """Among ``writes`` (its ending transaction, with what it read, or the batch of its fenced end): its result
+        record (or, ``blocking``, its question record's end), and its line in its tree's view with what it gives back
+        to its tree and the tokens it used (one write that reads nothing; the root is not written)."""
+        child = self.child
+        if not blocking:  # its result record: its parent's transcript reads it, its parent's document is untouched
+            results.record(writes, child, results.result_note(child, result=self.result, status=self.status),
+                           self.when)  # fmt: skip
+        else:  # it will not ask again: its parent's transcript stops reading its question record
+            child_questions.ended(writes, child)
+        returned = {}
+        if child.limits.max_turns is not None:
+            returned = {"turns": max(0, child.limits.max_turns - turns),
+                        "tool_calls": max(0, (child.limits.max_tool_calls or 0) - tool_calls)}  # fmt: skip
+        tree_view.ended(writes, child, status=self.status, error=self.error, returned=returned, tokens=tokens)

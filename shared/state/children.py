@@ -214,16 +214,10 @@ def finish(child: Session, step: Step | None, *, status: SessionStatus, result: 
             return NotesPending(pending)
         # Read here, not from the claim: a sibling's question to the parent may have released this child meanwhile.
         blocking = bool(current.get("delegate_blocking", child.tree.delegate_blocking))
-        if not blocking:  # its result record: its parent's transcript reads it, its parent's document is untouched
-            results.record(transaction, child, results.result_note(child, result=result, status=status), when)
-        else:  # it will not ask again: its parent's transcript stops reading its question record
-            child_questions.ended(transaction, child)
+        used = {"turns": int(current.get("turns") or 0), "tool_calls": int(current.get("tool_calls") or 0)}
+        end.write(transaction, blocking=blocking, **used, tokens=current.get("tokens") or {})
         if step is not None:
             transaction.create(step_ref(child.transcript, step.seq), step.to_doc())
-        used = {"turns": int(current.get("turns") or 0), "tool_calls": int(current.get("tool_calls") or 0)}
-        child_end.settle_allotment(
-            transaction, child, status=status, error=error, **used, tokens=current.get("tokens") or {}
-        )
         transaction.update(ref, {**end.updates(step), **dropped})
         return Finished(None, blocking)
 
