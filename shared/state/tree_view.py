@@ -18,7 +18,7 @@ hides its end.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -56,16 +56,24 @@ class Line:
     state: str
     ended: bool
     at: datetime | None  # the session document's update time this line was made from
+    # When the view stored it (the commit's time; None before views kept it): not part of what the line shows.
+    written: datetime | None = field(default=None, compare=False)
 
     def to_doc(self) -> dict[str, Any]:
+        """The line as stored: every write of a line stamps it with its commit's time (``written``)."""
         return {"parent": self.parent_id, "depth": self.depth, "seq": self.seq, "index": self.index,
-                "text": self.text, "state": self.state, "ended": self.ended, "at": self.at}  # fmt: skip
+                "text": self.text, "state": self.state, "ended": self.ended, "at": self.at,
+                "written": firestore.SERVER_TIMESTAMP}  # fmt: skip
 
     @classmethod
     def from_doc(cls, child_id: str, doc: dict[str, Any]) -> Line:
         return cls(child_id, doc.get("parent"), int(doc.get("depth") or 1), int(doc.get("seq") or 0),
                    int(doc.get("index") or 0), str(doc.get("text") or ""), str(doc.get("state") or ""),
-                   bool(doc.get("ended")), doc.get("at"))  # fmt: skip
+                   bool(doc.get("ended")), doc.get("at"), _time(doc.get("written")))  # fmt: skip
+
+
+def _time(value: Any) -> datetime | None:
+    return value if isinstance(value, datetime) else None
 
 
 @dataclass(frozen=True)
@@ -73,6 +81,15 @@ class View:
     lines: list[Line]
     status_ts: str | None  # the thread message showing the tree, once posted
     complete: bool  # written by a full read of the tree (else only children's own lines: read the tree)
+
+    def stored_after(self, child_id: str) -> bool:
+        """Whether another task's line was stored after ``child_id``'s own (by the commits' times). Its writer reads
+        the view after that write, so it reads this line too, and shows the tree (or leaves it to a writer after it,
+        down to the last, which nothing follows): this one's update of the status message would be overtaken."""
+        own = next((line.written for line in self.lines if line.child_id == child_id), None)
+        return own is not None and any(
+            line.written is not None and line.written > own for line in self.lines if line.child_id != child_id
+        )
 
 
 def state_of(child: Session) -> str:
