@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 from shared.agent import followup
-from shared.asks import delegation, stopping
+from shared.asks import delegation, stopping, tree_status
 from shared.slack import backpressure
 from shared.slack.surface import ThreadSurface
 from shared.state import children as stored_children
@@ -32,8 +32,11 @@ def fail_session(session: Session, reason: str, surface: ThreadSurface, *, detai
                     audit=[Audit(AuditType.FAILURE, now(), error=reason)], at=now())  # fmt: skip
         finished = stored_children.finish(session, step, status=SessionStatus.FAILED, result=reason,
                                           error=f"{reason}: {detail}", wait_for_notes=False)  # fmt: skip
-        delegation.resume_parent(session, finished)
-        stopping.stop_children(session, by="the session that delegated it failed")
+        try:
+            delegation.resume_parent(session, finished)
+            stopping.stop_children(session, by="the session that delegated it failed")
+        finally:  # its line is stored with its end: reached outside its run too (a crash, a storm), so shown here
+            tree_status.show_ended(session.session_id)
         return
     text = (
         f"Sorry, I could not finish this: {reason}. Nothing more will happen on its own. Mention me again in this "

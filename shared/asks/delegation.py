@@ -140,8 +140,10 @@ def abandon_asking(child: Session, at: datetime) -> bool:
                                    wait_for_notes=False, asking=asked.question_id)  # fmt: skip
     except LeaseLost:
         return False
-    resume_parent(child, finished)
-    tree_status.show_ended(child.session_id)
+    try:
+        resume_parent(child, finished)
+    finally:  # every line stored is shown by its writer: a sibling's update may have been left to this one
+        tree_status.show_ended(child.session_id)
     log.info("a child's unanswered question ended it", extra={"child": child.session_id, "hours": hours})
     return True
 
@@ -156,8 +158,10 @@ def fail_unwaited(child: Session, before: datetime, why: str) -> bool:
                                    wait_for_notes=False, paused_before=before)  # fmt: skip
     except LeaseLost:
         return False
-    resume_parent(child, finished)
-    tree_status.show_ended(child.session_id)
+    try:
+        resume_parent(child, finished)
+    finally:
+        tree_status.show_ended(child.session_id)
     release_askers(child)
     log.warning("a paused child nothing could resume failed", extra={"child": child.session_id})
     return True

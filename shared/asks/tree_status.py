@@ -73,7 +73,13 @@ def show_ended(child_id: str) -> None:
     unanswered, a worker that died for good): its line is stored with its end, and the status message must say so
     too, or it would show the child working for ever."""
     child = sessions.get_session(child_id)
-    if child is None or child.status not in _ENDED_LINES:
+    if child is not None:
+        show_end(child)
+
+
+def show_end(child: Session) -> None:
+    """``show_ended`` for a child as read (its delivery after its end: its worker may have died before showing it)."""
+    if child.status not in _ENDED_LINES:
         return
     origin = child.origin
     show(child, ThreadSurface(origin.channel, origin.thread_ts, origin.trigger_ts, quiet=True))
@@ -103,7 +109,7 @@ def _show(child: Session, surface: ThreadSurface) -> None:
             return
         view = tree_view.put(child.tree_root, line_of(*stored))
     if view.complete:
-        if view.stored_after(child.session_id):  # a sibling's later line: its writer shows this one's too
+        if view.stored_after(child.session_id):  # every writer of a line shows it: the later one shows this too
             log.debug("a later line of the tree's view shows this child's; its writer updates the message")
             return
         _present(child, surface, view, None)
@@ -165,4 +171,9 @@ def _show_view(session: Session, surface: ThreadSurface, view: View,
         tree_view.set_status_ts(root_id, ts)
         if session.session_id == root_id:
             session.tree.status_ts = ts
+        # Children that stored their lines before the message's ts was found it missing and showed nothing (a
+        # sibling after them may have left its update to them): read once more, and show what changed.
+        again = tree_view.read(root_id)
+        if _shown(again) != _shown(view):
+            return _show_view(session, surface, again, root)
     return None

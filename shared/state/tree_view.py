@@ -13,7 +13,8 @@ children ending together never queue their commits on the root document that the
 and queue them on one document, not two. The full picture is read from the sessions themselves (one query) only
 where the tree grows or a parent resumes on its children (``merge``); that merge keeps, per task, the newer of its
 stored line and the one read (by the session's update time), so a refresh that read a task before it ended never
-hides its end.
+hides its end. Every stored line carries its write's commit time (``written``): a child that finds a sibling's line
+stored after its own leaves the status message's update to that sibling (``View.stored_after``).
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ class Line:
     state: str
     ended: bool
     at: datetime | None  # the session document's update time this line was made from
-    # When the view stored it (the commit's time; None before views kept it): not part of what the line shows.
+    # When the view stored it (its commit's time; None for a line made in memory, or stored before lines carried
+    # it): not part of what the line shows.
     written: datetime | None = field(default=None, compare=False)
 
     def to_doc(self) -> dict[str, Any]:

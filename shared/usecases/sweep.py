@@ -239,9 +239,11 @@ def _dead_child(child: Session) -> str:
                                    wait_for_notes=False)  # fmt: skip
     except steps.LeaseLost:
         return "unchanged"  # taken over meanwhile
-    delegation.resume_parent(child, finished)
-    stopping.stop_children(child, by=DELEGATOR_ENDED)  # as a child that fails in its run: their work has nobody
-    tree_status.show_ended(child.session_id)
+    try:
+        delegation.resume_parent(child, finished)
+        stopping.stop_children(child, by=DELEGATOR_ENDED)  # as a child that fails in its run: their work has nobody
+    finally:  # every line stored is shown by its writer: a sibling's update may have been left to this one
+        tree_status.show_ended(child.session_id)
     return "children_failed"
 
 

@@ -92,16 +92,8 @@ def _after_claim(claim: Claim, *, task: str, attempt: int, transcript: list[Step
         return Delivery(False, {"handed_to": claim.handed_to or ""})
     reason = f"already {claim.status.value}" if claim.status else claim.result.value
     ended_child = claim.found if claim.found is not None and claim.found.reports_to_parent else None
-    if ended_child is not None and ended_child.tree.delegate_blocking and claim.status in _ENDED:
-        from shared.asks import delegation
-
-        delegation.wake_parent(ended_child)  # its worker may have died between storing its end and this
-    elif ended_child is not None and claim.status in _ENDED:
-        from shared.asks import delegation
-        from shared.state import children
-
-        # Its result is read by its parent's transcript; one that ended meanwhile gets it in a continuation.
-        delegation.resume_parent(ended_child, children.Finished(children.report_late(ended_child), False))
+    if ended_child is not None and claim.status in _ENDED:
+        _after_child_end(ended_child)
     if session is None:
         log.info("nothing to do for this delivery", extra={"reason": reason, "task": task, "attempt": attempt})
         return Delivery(False, {"skipped": reason})
@@ -115,6 +107,21 @@ def _after_claim(claim: Claim, *, task: str, attempt: int, transcript: list[Step
     opened = claim.stepped is not None and claim.stepped.seq == 0  # its first step, stored by the claim
     return _run(session, claim.result.takeover, reason, task=task, attempt=attempt, question=claim.question,
                 transcript=transcript, outcomes=claim.outcomes, opened=opened)  # fmt: skip
+
+
+def _after_child_end(child: Session) -> None:
+    """A delivery of a delegated child that has ended: what its worker may have died before doing, between storing
+    its end and this (its parent woken or resumed, its line in the tree's status message shown)."""
+    from shared.asks import delegation, tree_status
+    from shared.state import children
+
+    try:
+        if child.tree.delegate_blocking:
+            delegation.wake_parent(child)
+        else:  # its result is read by its parent's transcript; one that ended meanwhile gets it in a continuation
+            delegation.resume_parent(child, children.Finished(children.report_late(child), False))
+    finally:  # a sibling's update of the message may have been left to this end (shared/asks/tree_status.py)
+        tree_status.show_end(child)
 
 
 def _run(session: Session, takeover: bool, reason: str, *, task: str, attempt: int,

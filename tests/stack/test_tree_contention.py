@@ -23,6 +23,7 @@ from bench.firestore_ops import Ops
 from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
+from shared.asks import tree_status
 from shared.state import firestore, ids, parent_asks, sessions, tree_view
 from shared.state.models import SessionStatus
 from tests.poll import wait_for
@@ -336,12 +337,24 @@ def test_a_child_whose_sibling_stored_its_line_after_it_leaves_the_status_messag
         parent, child_ids = _fan_out(rig, 2)
         monkeypatch.setattr(tree_view, "read", late_for_the_first)
         monkeypatch.setattr(slack_client, "update", counted)
-        first.append(threading.Thread(target=rig.deliver, args=(child_ids[0],)))
+        failed: list[BaseException] = []
+
+        def first_end() -> None:
+            try:
+                rig.deliver(child_ids[0])
+            except BaseException as exc:  # (asserted below: a thread's failure is not the test's)
+                failed.append(exc)
+
+        first.append(threading.Thread(target=first_end))
         first[0].start()
-        wait_for(lambda: rig.session(child_ids[0]).status == SessionStatus.DONE, what="the first child's end")
-        rig.deliver(child_ids[1])
-        second_shown.set()
+        try:
+            wait_for(lambda: rig.session(child_ids[0]).status == SessionStatus.DONE, what="the first child's end")
+            rig.deliver(child_ids[1])
+        finally:
+            second_shown.set()
         first[0].join(120)
+        assert not first[0].is_alive()
+        assert failed == []
         rig.expect(child_ids[1], SessionStatus.DONE)
         origin = rig.session(parent).origin
         rig.gemini.reset()  # the late results' continuations are not delivered
@@ -349,3 +362,99 @@ def test_a_child_whose_sibling_stored_its_line_after_it_leaves_the_status_messag
     assert "(2 of 2 finished)" in shown
     [status] = [m for m in fake_slack.bot_replies(origin.channel, origin.thread_ts) if m["text"].startswith(TREE_MARK)]
     assert "(2 of 2 finished)" in status["text"]
+
+
+def _status_message(fake_slack: FakeSlack, rig: cost.Rig, parent: str) -> str:
+    origin = rig.session(parent).origin
+    [status] = [m for m in fake_slack.bot_replies(origin.channel, origin.thread_ts) if m["text"].startswith(TREE_MARK)]
+    text: str = status["text"]
+    return text
+
+
+@pytest.mark.timeout(300)
+def test_a_child_given_up_outside_its_run_shows_its_end(
+    stack: Stack, fake_slack: FakeSlack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A child whose worker died at the same step on every attempt is failed by its next delivery before any run
+    (``give_up``): its end and its line were stored, and the status message showed it working for good. Every
+    writer of a line now shows it, which a sibling that left its update to it relies on."""
+    with counted_rig(stack, monkeypatch, **ROOMY) as rig:
+        parent, child_ids = _fan_out(rig, 2)
+        rig.deliver(child_ids[0])
+        claimed = sessions.claim_session(child_ids[1], worker="dead", task="t-dead", attempt=0, lease_seconds=0)
+        assert claimed.session is not None
+        firestore.session_ref(child_ids[1]).update({"takeovers_without_progress": 3})
+        rig.deliver(child_ids[1])  # a fourth takeover without progress: given up
+        rig.expect(child_ids[1], SessionStatus.FAILED)
+        text = _status_message(fake_slack, rig, parent)
+        rig.gemini.reset()  # the late results' continuations are not delivered
+    assert "(2 of 2 finished)" in text
+
+
+@pytest.mark.timeout(300)
+def test_a_childs_end_its_worker_died_before_showing_is_shown_by_its_next_delivery(
+    stack: Stack, fake_slack: FakeSlack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker that dies between storing its child's end and showing it (its task is delivered again, as Cloud Tasks
+    retries a delivery that never answered): the retry finds the child ended and shows its end."""
+    show = tree_status.show
+    died: list[str] = []
+
+    def dies_after_the_end(child: Any, surface: Any) -> None:
+        if child.session_id in died or child.status != SessionStatus.DONE:
+            show(child, surface)
+        else:  # the first delivery's show of its end: never made
+            died.append(child.session_id)
+
+    with counted_rig(stack, monkeypatch, **ROOMY) as rig:
+        parent, child_ids = _fan_out(rig, 2)
+        monkeypatch.setattr(tree_status, "show", dies_after_the_end)
+        rig.deliver(child_ids[0])
+        assert died == [child_ids[0]]
+        assert "(0 of 2 finished)" in _status_message(fake_slack, rig, parent)
+        rig.deliver(child_ids[0])  # the retry
+        text = _status_message(fake_slack, rig, parent)
+        rig.gemini.reset()  # the late results' continuations are not delivered
+    assert "(1 of 2 finished)" in text
+
+
+@pytest.mark.timeout(300)
+def test_children_ending_before_their_trees_message_is_known_are_shown_by_the_root_that_posts_it(
+    stack: Stack, fake_slack: FakeSlack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Children delivered as they are created can end between their root's full read of the tree and its storing
+    of the status message's ts: their view was complete but named no message, so they showed nothing (each later
+    one leaving its update to the last), and the root posted the tree as it read it, every task working, for good.
+    The root now reads the view once more after storing the ts and shows what changed."""
+    children = 4
+    tag = uuid.uuid4().hex[:10]
+    tasks = [f"check part {n} [{tag}]" for n in range(children)]
+    ended = threading.Event()
+    set_status_ts = tree_view.set_status_ts
+    root_thread: list[threading.Thread] = []
+
+    def held_for_the_children(root_id: str, ts: str) -> None:
+        if threading.current_thread() in root_thread:  # the message is posted: its ts stored once children ended
+            assert ended.wait(120), "the children did not end"
+        set_status_ts(root_id, ts)
+
+    monkeypatch.setattr(tree_view, "set_status_ts", held_for_the_children)
+    with counted_rig(stack, monkeypatch, **ROOMY) as rig:
+        parent = rig.start(f"check every part {tag}")
+        rig.script(FakeGemini.calls(*[("delegate", {"task": task, "blocking": False}) for task in tasks]),
+                   *[FakeGemini.text("Noted.") for _ in range(children + 2)])  # fmt: skip
+        for n, task in enumerate(tasks):
+            rig.gemini.script(FakeGemini.matching(task, FakeGemini.text(f"part {n} is fine")))
+        root_thread.append(threading.Thread(target=rig.deliver_retried, args=(parent,)))
+        root_thread[0].start()
+        wait_for(lambda: (tree_view.view_ref(parent).get().to_dict() or {}).get("complete"),
+                 what="the root's full read of its tree")  # fmt: skip
+        child_ids = [ids.child_id(parent, 1, n) for n in range(children)]
+        _ending_at_once(rig, child_ids)
+        ended.set()
+        root_thread[0].join(120)
+        for child in child_ids:
+            rig.expect(child, SessionStatus.DONE)
+        text = _status_message(fake_slack, rig, parent)
+        rig.gemini.reset()
+    assert f"({children} of {children} finished)" in text
