@@ -1,12 +1,12 @@
 """The JSON Schemas a server declares for its tools, compiled once per instance rather than once per call.
 
-Every call checks its arguments against the tool's input schema and its structured result against the output
-schema. Compiling a schema (its validator class, a validator bound to a registry of the schema alone, and for an
-output schema the check against its metaschema) costs many times what validating one call's data does, as the
-SDK's own ``ClientSession`` notes where it caches compiled output schemas per session; a session here is one call,
-so the compiled validators are kept for the instance, keyed by the schema's content, its keys' order included (a
-listing that changes a schema gets a validator of its own, and errors come in the order they did). A validator is
-immutable, so threads share it.
+Every session's toolset checks the input schemas of the cached listing (``catalog``), and every call checks its
+arguments against the tool's input schema and its structured result against the output schema. Compiling a schema
+(its validator class, a validator bound to a registry of the schema alone, and for a checked schema the check
+against its metaschema) costs many times what validating one call's data does, as the SDK's own ``ClientSession``
+notes where it caches compiled output schemas per session; a session here is one call, so the compiled validators
+are kept for the instance, keyed by the schema's content, its keys' order included (a listing that changes a schema
+gets a validator of its own, and errors come in the order they did). A validator is immutable, so threads share it.
 """
 
 from __future__ import annotations
