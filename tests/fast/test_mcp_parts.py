@@ -13,7 +13,7 @@ import pytest
 from infra.procs import free_port
 from shared import config, deps
 from shared.agent.tools.base import Tier, ToolContext
-from shared.agent.tools.mcp import catalog, connection, inputs, results
+from shared.agent.tools.mcp import catalog, connection, inputs, results, schemas
 from shared.agent.tools.mcp.tool import MAX_NAME, McpTool, registry_name
 from shared.agent.tools.result import ToolResult
 from shared.config_values import McpServer
@@ -240,6 +240,24 @@ def test_a_tool_with_an_invalid_schema_is_left_out_rather_than_declared() -> Non
     problem = catalog.schema_problem({"type": "object", "properties": {"a": {"type": "text"}}})
     assert problem is not None
     assert "'text'" in problem
+
+
+def test_a_schema_is_compiled_once_and_every_call_is_checked_against_it() -> None:
+    output = {"type": "object", "properties": {"count": {"type": "integer"}}, "required": ["count"]}
+    assert schemas.validator(dict(output), checked=True) is schemas.validator(dict(output), checked=True)
+    assert results.output_problem(output, {"count": 2}) is None
+    assert results.output_problem(output, {"count": "two"}) == "count: 'two' is not of type 'integer'"
+    assert results.output_problem(output, {}) == "'count' is a required property"
+    output["properties"] = {"count": {"type": "string"}}  # the server's listing changed: a schema of its own
+    assert results.output_problem(output, {"count": "two"}) is None
+    invalid = {"type": "object", "properties": {"count": {"type": "number", "minimum": "zero"}}}
+    for _ in range(2):  # refused at every call, as when it was compiled at every call
+        assert (
+            results.output_problem(invalid, {"count": 1})
+            == "its output schema is not valid: 'zero' is not of type 'number'"
+        )
+    unresolvable = {"type": "object", "properties": {"a": {"$ref": "https://example.com/a.json"}}}
+    assert "its output schema is not valid" in (results.output_problem(unresolvable, {"a": 1}) or "")
 
 
 def test_every_connection_shares_one_tls_context(monkeypatch: pytest.MonkeyPatch) -> None:

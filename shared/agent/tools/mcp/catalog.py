@@ -12,12 +12,13 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import jsonschema
 import mcp_types
 
 from shared import config
-from shared.agent.tools.mcp import connection, pool
+from shared.agent.tools.mcp import connection, pool, schemas
 from shared.agent.tools.mcp.tool import McpTool, registry_name
 from shared.config_values import McpServer
 
@@ -74,10 +75,11 @@ def catalog() -> Catalog:
     return Catalog(tools, unavailable)
 
 
-def schema_problem(schema: dict[str, object]) -> str | None:
-    """Why a tool's input schema is not a valid JSON Schema, or None."""
+def schema_problem(schema: dict[str, Any]) -> str | None:
+    """Why a tool's input schema is not a valid JSON Schema, or None (checked once per instance and schema: every
+    session's toolset asks again of the cached listing)."""
     try:
-        jsonschema.validators.validator_for(schema).check_schema(schema)
+        schemas.validator(schema, checked=True)
     except jsonschema.SchemaError as exc:
         return exc.message
     return None

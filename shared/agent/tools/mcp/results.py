@@ -14,9 +14,9 @@ from typing import Any
 
 import jsonschema
 import mcp_types
-from referencing import Registry
 from referencing.exceptions import Unresolvable
 
+from shared.agent.tools.mcp import schemas
 from shared.agent.tools.result import ToolResult
 
 TEXT_LIMIT = 20_000  # characters of an embedded text resource kept
@@ -62,9 +62,7 @@ def output_problem(schema: dict[str, Any], structured: Any) -> str | None:
     if structured is None:
         return "it returned no structured content"
     try:
-        validator = jsonschema.validators.validator_for(schema)
-        validator.check_schema(schema)
-        error = jsonschema.exceptions.best_match(validator(schema, registry=Registry()).iter_errors(structured))
+        error = jsonschema.exceptions.best_match(schemas.validator(schema, checked=True).iter_errors(structured))
     except (jsonschema.SchemaError, Unresolvable) as exc:
         return f"its output schema is not valid: {getattr(exc, 'message', exc)}"
     if error is None:

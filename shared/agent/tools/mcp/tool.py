@@ -17,11 +17,10 @@ from typing import Any
 import jsonschema
 import mcp_types
 from google.genai import types
-from referencing import Registry
 from referencing.exceptions import Unresolvable
 
 from shared.agent.tools.base import Outcome, Suspend, Tier, ToolContext
-from shared.agent.tools.mcp import connection, inputs, results
+from shared.agent.tools.mcp import connection, inputs, results, schemas
 from shared.agent.tools.result import ToolResult
 from shared.asks import questions, routing
 from shared.config_values import McpServer
@@ -162,7 +161,7 @@ class McpTool:
         A ``$ref`` resolves within the schema only: jsonschema would otherwise fetch any URL a server names."""
         schema = self.listed.input_schema
         try:
-            validator = jsonschema.validators.validator_for(schema)(schema, registry=Registry())
+            validator = schemas.validator(schema)
             problems = [
                 f"{'.'.join(map(str, e.absolute_path)) or 'arguments'}: {e.message}"
                 for e in validator.iter_errors(args)
