@@ -32,11 +32,8 @@ def fail_session(session: Session, reason: str, surface: ThreadSurface, *, detai
                     audit=[Audit(AuditType.FAILURE, now(), error=reason)], at=now())  # fmt: skip
         finished = stored_children.finish(session, step, status=SessionStatus.FAILED, result=reason,
                                           error=f"{reason}: {detail}", wait_for_notes=False)  # fmt: skip
-        try:
-            delegation.resume_parent(session, finished)
-            stopping.stop_children(session, by="the session that delegated it failed")
-        finally:  # its line is stored with its end: reached outside its run too (a crash, a storm), so shown here
-            tree_status.show_ended(session.session_id)
+        delegation.resume_parent(session, finished)
+        stopping.stop_children(session, by="the session that delegated it failed")
         return
     text = (
         f"Sorry, I could not finish this: {reason}. Nothing more will happen on its own. Mention me again in this "
@@ -71,7 +68,7 @@ def slack_storm(session: Session, reason: str, detail: str) -> None:
     """End a session whose Slack calls Slack kept refusing past its budget: failed, with the reason stored."""
     request = origin.request_ts(session)
     surface = ThreadSurface(session.origin.channel, session.origin.thread_ts, request, quiet=session.reports_to_parent)
-    fail_session(session, reason, surface, detail=detail)
+    _fail_outside_run(session, reason, surface, detail=detail)
 
 
 def give_up(session: Session, reason: str) -> None:
@@ -79,6 +76,16 @@ def give_up(session: Session, reason: str) -> None:
     try:
         surface = ThreadSurface(session.origin.channel, session.origin.thread_ts, origin.request_ts(session))
         surface.recover()
-        fail_session(session, "an internal error stopped me", surface, detail=reason)
+        _fail_outside_run(session, "an internal error stopped me", surface, detail=reason)
     except Exception:
         log.exception("could not record the failure of a crashing session")
+
+
+def _fail_outside_run(session: Session, reason: str, surface: ThreadSurface, *, detail: str) -> None:
+    """``fail_session`` for a session whose run is over (or never began): a delegated child's end is shown in its
+    tree's status message here, as its run shows an end it stores (its run's last update came before this end)."""
+    try:
+        fail_session(session, reason, surface, detail=detail)
+    finally:
+        if session.reports_to_parent:
+            tree_status.show_ended(session)  # (nothing if its end was not stored: another worker holds it)

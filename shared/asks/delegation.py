@@ -143,7 +143,7 @@ def abandon_asking(child: Session, at: datetime) -> bool:
     try:
         resume_parent(child, finished)
     finally:  # every line stored is shown by its writer: a sibling's update may have been left to this one
-        tree_status.show_ended(child.session_id)
+        tree_status.show_ended(child)
     log.info("a child's unanswered question ended it", extra={"child": child.session_id, "hours": hours})
     return True
 
@@ -161,7 +161,7 @@ def fail_unwaited(child: Session, before: datetime, why: str) -> bool:
     try:
         resume_parent(child, finished)
     finally:
-        tree_status.show_ended(child.session_id)
+        tree_status.show_ended(child)
     release_askers(child)
     log.warning("a paused child nothing could resume failed", extra={"child": child.session_id})
     return True

@@ -18,7 +18,7 @@ import logging
 from google.api_core import exceptions as gexc
 from slack_sdk.errors import SlackApiError
 
-from shared.slack import blocks
+from shared.slack import backpressure, blocks
 from shared.slack import client as slack
 from shared.slack.surface import ThreadSurface
 from shared.state import sessions, tree_view
@@ -27,6 +27,9 @@ from shared.state.session_model import Session
 from shared.state.tree_view import Line, View
 
 log = logging.getLogger(__name__)
+
+# What a refresh of the message may meet and only logs: Slack refusing or out of reach, Firestore failing.
+_MISSED: tuple[type[Exception], ...] = (SlackApiError, gexc.GoogleAPIError, *backpressure.CONNECTION_ERRORS)
 
 state_of = tree_view.state_of  # a child's state as the thread shows it
 line_of = tree_view.line_of  # a task's line, from its session as stored
@@ -55,7 +58,7 @@ def refresh(session: Session, surface: ThreadSurface) -> None:
     session has not yet)."""
     try:
         _refresh(session, surface)
-    except (SlackApiError, gexc.GoogleAPICallError) as exc:
+    except _MISSED as exc:
         log.warning("could not refresh the delegated tasks' status message", extra={"error": str(exc)})
 
 
@@ -64,21 +67,15 @@ def show(child: Session, surface: ThreadSurface) -> None:
     from the tree's view (the whole tree read only if no full read stored the view yet)."""
     try:
         _show(child, surface)
-    except (SlackApiError, gexc.GoogleAPICallError) as exc:
+    except _MISSED as exc:
         log.warning("could not refresh the delegated tasks' status message", extra={"error": str(exc)})
 
 
-def show_ended(child_id: str) -> None:
-    """Show a child that something other than its own run ended (the sweep: a question to its parent that went
-    unanswered, a worker that died for good): its line is stored with its end, and the status message must say so
-    too, or it would show the child working for ever."""
-    child = sessions.get_session(child_id)
-    if child is not None:
-        show_end(child)
-
-
-def show_end(child: Session) -> None:
-    """``show_ended`` for a child as read (its delivery after its end: its worker may have died before showing it)."""
+def show_ended(child: Session) -> None:
+    """Show the end of a child that something other than its own run ended (the sweep: a question to its parent
+    that went unanswered, a worker that died for good; a crash or a Slack storm after its run; a delivery after its
+    end, whose worker may have died before showing it): its line is stored with its end, and the status message must
+    say so too, or it would show the child working for ever (and a sibling may have left its update to it)."""
     if child.status not in _ENDED_LINES:
         return
     origin = child.origin

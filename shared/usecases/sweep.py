@@ -243,7 +243,7 @@ def _dead_child(child: Session) -> str:
         delegation.resume_parent(child, finished)
         stopping.stop_children(child, by=DELEGATOR_ENDED)  # as a child that fails in its run: their work has nobody
     finally:  # every line stored is shown by its writer: a sibling's update may have been left to this one
-        tree_status.show_ended(child.session_id)
+        tree_status.show_ended(child)
     return "children_failed"
 
 

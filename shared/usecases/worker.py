@@ -34,7 +34,7 @@ GIVE_UP_AFTER_ATTEMPTS = 3  # a session that crashes this often is failed, and t
 # A session taken over more often than this without storing a step is failed too: its worker is killed at the same
 # point every time (out of memory, a timeout), where no exception is ever raised, and the rescue would loop for ever.
 MAX_TAKEOVERS_WITHOUT_PROGRESS = 3
-_ENDED = {SessionStatus.DONE, SessionStatus.FAILED, SessionStatus.STOPPED}
+_ENDED = {SessionStatus.DONE, SessionStatus.FAILED, SessionStatus.STOPPED, SessionStatus.ABANDONED}
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,7 @@ def _after_child_end(child: Session) -> None:
         else:  # its result is read by its parent's transcript; one that ended meanwhile gets it in a continuation
             delegation.resume_parent(child, children.Finished(children.report_late(child), False))
     finally:  # a sibling's update of the message may have been left to this end (shared/asks/tree_status.py)
-        tree_status.show_end(child)
+        tree_status.show_ended(child)
 
 
 def _run(session: Session, takeover: bool, reason: str, *, task: str, attempt: int,

@@ -35,15 +35,16 @@ ROOMY = {"TREE_MAX_TURNS": "200", "TREE_MAX_TOOL_CALLS": "400"}  # room for 8 ch
 TREE_MARK = ":busts_in_silhouette:"  # the status message listing a tree's delegated tasks
 
 
-def _fan_out(rig: cost.Rig, children: int) -> tuple[str, list[str]]:
-    """A parent whose one turn starts ``children`` non-blocking children and ends; returns it and its children."""
+def _fan_out(rig: cost.Rig, children: int, *, reply: dict[str, Any] | None = None) -> tuple[str, list[str]]:
+    """A parent whose one turn starts ``children`` non-blocking children and ends; returns it and its children
+    (each child's model gives ``reply``, by default a text)."""
     tag = uuid.uuid4().hex[:10]
     tasks = [f"check part {n} [{tag}]" for n in range(children)]
     parent = rig.start(f"check every part {tag}")
     rig.script(FakeGemini.calls(*[("delegate", {"task": task, "blocking": False}) for task in tasks]),
                FakeGemini.text("Started them."))  # fmt: skip
     for n, task in enumerate(tasks):  # after the parent's replies: its second request holds the tasks too
-        rig.gemini.script(FakeGemini.matching(task, FakeGemini.text(f"part {n} is fine")))
+        rig.gemini.script(FakeGemini.matching(task, reply or FakeGemini.text(f"part {n} is fine")))
     rig.deliver(parent)
     rig.expect(parent, SessionStatus.DONE)
     started = [ids.child_id(parent, 1, n) for n in range(children)]
@@ -458,3 +459,52 @@ def test_children_ending_before_their_trees_message_is_known_are_shown_by_the_ro
         text = _status_message(fake_slack, rig, parent)
         rig.gemini.reset()
     assert f"({children} of {children} finished)" in text
+
+
+@pytest.mark.timeout(300)
+def test_a_childs_end_shown_while_slack_is_unreachable_is_still_a_delivery_done(
+    stack: Stack, fake_slack: FakeSlack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Showing a child's end is best effort: Slack out of reach (the SDK's retries given up) is logged, and the
+    delivery of an ended child still answers 2xx, as before it showed anything; a 5xx would have Cloud Tasks deliver
+    it again for as long as Slack stays away."""
+    from urllib.error import URLError
+
+    from shared.slack import client as slack_client
+
+    def unreachable(*args: Any, **kwargs: Any) -> None:
+        raise URLError("slack.com unreachable")
+
+    with counted_rig(stack, monkeypatch, **ROOMY) as rig:
+        _, child_ids = _fan_out(rig, 2)
+        rig.deliver(child_ids[0])
+        monkeypatch.setattr(slack_client, "update", unreachable)
+        rig.deliver(child_ids[0])  # again, as Cloud Tasks may: it shows the end once more, and cannot
+        rig.expect(child_ids[0], SessionStatus.DONE)
+        rig.gemini.reset()  # the late results' continuations are not delivered
+
+
+@pytest.mark.timeout(300)
+def test_a_child_failing_in_its_run_updates_the_status_message_once(
+    stack: Stack, fake_slack: FakeSlack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A child whose model stays unavailable fails in its run, which shows its end once (the run's last update), not
+    again from the failure's own path, which shows ends stored outside a run."""
+    from shared.slack import client as slack_client
+
+    update = slack_client.update
+    updates: list[str] = []
+
+    def counted(channel: str, ts: str, text: str, **kwargs: Any) -> None:
+        updates.append(text)
+        update(channel, ts, text, **kwargs)
+
+    with counted_rig(stack, monkeypatch, **ROOMY) as rig:
+        parent, [child] = _fan_out(rig, 1, reply=FakeGemini.error(503, "UNAVAILABLE", "overloaded", times=3))
+        monkeypatch.setattr(slack_client, "update", counted)
+        rig.deliver(child)
+        rig.expect(child, SessionStatus.FAILED)
+        text = _status_message(fake_slack, rig, parent)
+        rig.gemini.reset()  # the late result's continuation is not delivered
+    assert "(1 of 1 finished)" in text
+    assert len(updates) == 1
