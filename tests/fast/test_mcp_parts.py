@@ -3,6 +3,7 @@ made of a server's request for input and the answer made of a reply, and results
 
 from __future__ import annotations
 
+import socket
 import ssl
 from typing import Any, cast
 
@@ -242,7 +243,11 @@ def test_a_tool_with_an_invalid_schema_is_left_out_rather_than_declared() -> Non
     assert "'text'" in problem
 
 
-def test_a_schema_is_compiled_once_and_every_call_is_checked_against_it() -> None:
+def test_a_schema_is_compiled_once_and_every_call_is_checked_against_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_network(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a schema's $ref was fetched")
+
+    monkeypatch.setattr(socket, "create_connection", no_network)
     output = {"type": "object", "properties": {"count": {"type": "integer"}}, "required": ["count"]}
     assert schemas.validator(dict(output), checked=True) is schemas.validator(dict(output), checked=True)
     assert results.output_problem(output, {"count": 2}) is None
@@ -258,6 +263,9 @@ def test_a_schema_is_compiled_once_and_every_call_is_checked_against_it() -> Non
         )
     unresolvable = {"type": "object", "properties": {"a": {"$ref": "https://example.com/a.json"}}}
     assert "its output schema is not valid" in (results.output_problem(unresolvable, {"a": 1}) or "")
+    large = {"type": "object", "description": "x" * schemas.KEPT_CHARS, "required": ["count"]}
+    assert schemas.validator(large) is not schemas.validator(large)  # compiled at each use: never kept
+    assert results.output_problem(large, {}) == "'count' is a required property"
 
 
 def test_every_connection_shares_one_tls_context(monkeypatch: pytest.MonkeyPatch) -> None:

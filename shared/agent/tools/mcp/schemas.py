@@ -20,13 +20,15 @@ from jsonschema.protocols import Validator
 from referencing import Registry
 
 KEPT = 256  # schemas compiled and kept; a server with more tools than this compiles the others again
+KEPT_CHARS = 65_536  # a schema longer than this (as JSON) is compiled at every use, never kept: memory stays bounded
 
 
 def validator(schema: dict[str, Any], *, checked: bool = False) -> Validator:
     """A validator for ``schema`` whose ``$ref`` resolves within the schema only (jsonschema would otherwise
     fetch any URL a server names). ``checked``: the schema is first checked against its metaschema (a
     ``jsonschema.SchemaError`` if it is not a valid schema)."""
-    compiled = _compiled(json.dumps(schema), checked)
+    text = json.dumps(schema)
+    compiled = _compiled(text, checked) if len(text) <= KEPT_CHARS else _compiled.__wrapped__(text, checked)
     if isinstance(compiled, str):
         raise jsonschema.SchemaError(compiled)
     return compiled
