@@ -38,6 +38,7 @@ class Sample:
     ms: float
     handler_ms: float
     ops: Ops
+    call_ms: float = 0.0  # of ``ms``, the approved call's own work, where the path runs one (figure 10)
 
 
 def model_requests(counter: OpCounter) -> AbstractContextManager[list[tuple[float, Ops]]]:

@@ -5,15 +5,20 @@ How it is measured and read: ``bench/sections/resume.md`` (the section's text in
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 from bench import paths
 from bench.cost import compact
-from bench.figures import Section, missed, paired_ratio, percentile, table, text
+from bench.figures import Section, info, missed, paired_ratio, percentile, table, text
 from bench.harness import Bench
 from bench.paths import Sample
 from bench.rig import Rig
 from infra.fakes.gemini.client import FakeGemini
+from shared.agent.tools import team
 from shared.handlers import slack_events, slack_interactivity
 from shared.state import approvals, ids, questions
 from shared.state.models import Approval, WaitKind
@@ -60,7 +65,30 @@ def approve_click(rig: Rig, *, answer: str = "Scaled.") -> Sample:
         assert reply.get("decision") == "decided", reply
         return ids.resume_id(session_id, approval.seq)
 
-    return paths.timed(rig, slack_interactivity.handle, request, resumption)
+    with example_tool_timed() as spent:
+        sample = paths.timed(rig, slack_interactivity.handle, request, resumption)
+    return replace(sample, call_ms=sum(spent))
+
+
+@contextmanager
+def example_tool_timed() -> Iterator[list[float]]:
+    """The ms the example tools' own work takes each time they run (``team._record``: their Slack post and their
+    record), for the block only."""
+    spent: list[float] = []
+    original = team._record
+
+    def timed(*args: Any, **kwargs: Any) -> None:
+        began = time.perf_counter()
+        try:
+            original(*args, **kwargs)
+        finally:
+            spent.append((time.perf_counter() - began) * 1000)
+
+    team._record = timed
+    try:
+        yield spent
+    finally:
+        team._record = original
 
 
 def measure(rig: Rig, reps: int = REPS, warmup: int = WARMUP) -> dict[str, list[Sample]]:
@@ -79,6 +107,15 @@ def run(bench: Bench) -> Section:
         for q in (50, 95):
             section.add(*paired_ratio(f"resume_{path}_over_mention_p{q}", ms[path], ms["mention"], q,
                                       RATIO_LIMIT).figures())  # fmt: skip
+    # The approval's resumption less its approved call's own work (the example tool's post and record): what
+    # resuming costs beside the call it runs (no target: the call is work a mention does not do).
+    less_call = [sample.ms - sample.call_ms for sample in samples["approve_click"]]
+    section.add(info("resume_approve_call_own_ms_p50", percentile([s.call_ms for s in samples["approve_click"]], 50),
+                     "ms"))  # fmt: skip
+    for q in (50, 95):
+        ratio = paired_ratio(f"resume_approve_click_less_its_call_over_mention_p{q}", less_call, ms["mention"], q,
+                             RATIO_LIMIT)  # fmt: skip
+        section.add(*[info(f.name, f.value, f.unit) for f in ratio.figures()])
     ops = {path: samples[path][-1].ops for path in PATHS}
     header = [*paths.HEADER, "p50 / mention's", "p95 / mention's", "reads/writes/queries before it"]
     rows = [(*row, percentile(ms[row[0]], 50) / base[50], percentile(ms[row[0]], 95) / base[95],
@@ -92,8 +129,12 @@ def run(bench: Bench) -> Section:
     )
     if missed(section.figures):
         rpcs = {path: ops[path].rpcs for path in PATHS}
+        less = {f.name: f.value for f in section.figures if "_less_its_call_" in f.name}
         section.say(*text("resume_missed", missed=missed(section.figures), answer=rpcs["answer_click"],
-                          approve=rpcs["approve_click"], mention=rpcs["mention"]))  # fmt: skip
+                          approve=rpcs["approve_click"], mention=rpcs["mention"],
+                          call_ms=percentile([s.call_ms for s in samples["approve_click"]], 50),
+                          less50=less["resume_approve_click_less_its_call_over_mention_p50"],
+                          less95=less["resume_approve_click_less_its_call_over_mention_p95"]))  # fmt: skip
         section.findings.append(
             f"Resuming takes {percentile(ms['answer_click'], 50) / base[50]:.1f} (answer) and "
             f"{percentile(ms['approve_click'], 50) / base[50]:.1f} (approval) times a mention's time to the first "

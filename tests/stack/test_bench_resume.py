@@ -20,3 +20,6 @@ def test_each_path_reaches_its_first_model_request(stack: Stack, monkeypatch: py
     # A click resumes a paused conversation: it reads what the mention's first claim has no need to.
     assert samples["answer_click"].ops.reads > samples["mention"].ops.reads
     assert samples["approve_click"].ops.writes > samples["answer_click"].ops.writes
+    # Only the approval runs a call before its first model request: its own work is timed apart, inside the path.
+    assert 0 < samples["approve_click"].call_ms < samples["approve_click"].ms
+    assert samples["mention"].call_ms == samples["answer_click"].call_ms == 0
