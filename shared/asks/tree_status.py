@@ -18,6 +18,7 @@ import logging
 from google.api_core import exceptions as gexc
 from slack_sdk.errors import SlackApiError
 
+from shared.errors import Contended
 from shared.slack import backpressure, blocks
 from shared.slack import client as slack
 from shared.slack.surface import ThreadSurface
@@ -28,8 +29,10 @@ from shared.state.tree_view import Line, View
 
 log = logging.getLogger(__name__)
 
-# What a refresh of the message may meet and only logs: Slack refusing or out of reach, Firestore failing.
-_MISSED: tuple[type[Exception], ...] = (SlackApiError, gexc.GoogleAPIError, *backpressure.CONNECTION_ERRORS)
+# What a refresh of the message may meet and only logs: Slack refusing or out of reach, Firestore failing (or its
+# transaction giving up for contention).
+_MISSED: tuple[type[Exception], ...] = (SlackApiError, gexc.GoogleAPIError, Contended,
+                                        *backpressure.CONNECTION_ERRORS)  # fmt: skip
 
 state_of = tree_view.state_of  # a child's state as the thread shows it
 line_of = tree_view.line_of  # a task's line, from its session as stored

@@ -27,7 +27,7 @@ from google.api_core import exceptions as gexc
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.state.firestore import SESSIONS, db, session_ref
+from shared.state.firestore import SESSIONS, db, session_ref, transact
 from shared.state.models import SessionStatus, WaitKind
 from shared.state.session_model import Session
 
@@ -237,7 +237,7 @@ def merge(root_id: str, lines: list[Line], *, first: bool = False) -> View:
             transaction.set(ref, fields, merge=True)
         return View(list(stored.values()), found.status_ts, True)
 
-    view: View = run(db().transaction())
+    view: View = transact(run)  # (``Contended`` if its commit kept aborting)
     return view
 
 
