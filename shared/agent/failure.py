@@ -71,14 +71,20 @@ def slack_storm(session: Session, reason: str, detail: str) -> None:
     _fail_outside_run(session, reason, surface, detail=detail)
 
 
-def give_up(session: Session, reason: str) -> None:
-    """End a session that keeps crashing as failed, telling the thread; best effort."""
+def give_up(session: Session, reason: str) -> bool:
+    """End a session that keeps crashing as failed, telling the thread; best effort for a conversation's own session
+    (a failure here is logged: a later delivery of an ended one does nothing, so a retry would finish nothing). False
+    when a delegated child's failure was left unfinished (its end, its parent told, its own children stopped): its
+    delivery is retried, and the retry finishes it (an ended child's delivery tells its parent and stops what it
+    delegated: ``shared.usecases.worker``)."""
     try:
         surface = ThreadSurface(session.origin.channel, session.origin.thread_ts, origin.request_ts(session))
         surface.recover()
         _fail_outside_run(session, "an internal error stopped me", surface, detail=reason)
     except Exception:
         log.exception("could not record the failure of a crashing session")
+        return not session.reports_to_parent
+    return True
 
 
 def _fail_outside_run(session: Session, reason: str, surface: ThreadSurface, *, detail: str) -> None:

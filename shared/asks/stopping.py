@@ -178,6 +178,10 @@ def _why_closed(closed: list[Question]) -> str | None:
     return questions.why_closed([q.status.value for q in closed], unanswered=CLOSED_UNANSWERED) if closed else None
 
 
+# Who stops what an ended child had delegated (a child's result after its end goes nowhere: it reported).
+DELEGATOR_ENDED = "the session that delegated it ended"
+
+
 def stop_children(session: Session, *, by: str) -> list[str]:
     """Stop what ``session`` delegated (it failed or was stopped itself)."""
     return [s for child in sessions.children_of(session.session_id) for s in stop(child.session_id, by=by)]

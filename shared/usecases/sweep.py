@@ -40,6 +40,7 @@ from typing import Any
 from shared import config
 from shared.agent import followup
 from shared.asks import delegation, lifecycle, questions, stopping, tree_status
+from shared.asks.stopping import DELEGATOR_ENDED
 from shared.errors import Contended
 from shared.logs import session_context
 from shared.queue import tasks
@@ -54,8 +55,6 @@ from shared.state.stale import stale_sessions
 log = logging.getLogger(__name__)
 
 QUEUED_GRACE = timedelta(minutes=15)
-# Who stops what a child the sweep ended had delegated (a child's result after its end goes nowhere: it reported).
-DELEGATOR_ENDED = "the session that delegated it ended"
 
 
 def run(when: datetime | None = None) -> dict[str, Any]:

@@ -35,6 +35,7 @@ GIVE_UP_AFTER_ATTEMPTS = 3  # a session that crashes this often is failed, and t
 # point every time (out of memory, a timeout), where no exception is ever raised, and the rescue would loop for ever.
 MAX_TAKEOVERS_WITHOUT_PROGRESS = 3
 _ENDED = {SessionStatus.DONE, SessionStatus.FAILED, SessionStatus.STOPPED, SessionStatus.ABANDONED}
+_STOPS_CHILDREN = _ENDED - {SessionStatus.DONE}  # a child ended so has stopped what it delegated, or left it to this
 
 
 @dataclass(frozen=True)
@@ -102,17 +103,18 @@ def _after_claim(claim: Claim, *, task: str, attempt: int, transcript: list[Step
         from shared.agent.failure import give_up
 
         log.error("session killed at the same step on every attempt; giving up", extra={"takeovers": stalled})
-        give_up(session, f"its worker stopped {stalled} times in a row without storing a step")
-        return Delivery(False, {"status": "failed"})
+        why = f"its worker stopped {stalled} times in a row without storing a step"
+        return _given_up(session, give_up(session, why))
     opened = claim.stepped is not None and claim.stepped.seq == 0  # its first step, stored by the claim
     return _run(session, claim.result.takeover, reason, task=task, attempt=attempt, question=claim.question,
                 transcript=transcript, outcomes=claim.outcomes, opened=opened)  # fmt: skip
 
 
 def _after_child_end(child: Session) -> None:
-    """A delivery of a delegated child that has ended: what its worker may have died before doing, between storing
-    its end and this (its parent woken or resumed, its line in the tree's status message shown)."""
-    from shared.asks import delegation, tree_status
+    """A delivery of a delegated child that has ended: what its worker may have died or failed before doing, between
+    storing its end and this (its parent woken or resumed, what it delegated stopped unless it ended done, its line
+    in the tree's status message shown)."""
+    from shared.asks import delegation, stopping, tree_status
     from shared.state import children
 
     try:
@@ -120,6 +122,8 @@ def _after_child_end(child: Session) -> None:
             delegation.wake_parent(child)
         else:  # its result is read by its parent's transcript; one that ended meanwhile gets it in a continuation
             delegation.resume_parent(child, children.Finished(children.report_late(child), False))
+        if child.status in _STOPS_CHILDREN:  # a child reports once: what its own children find has nobody to go to
+            stopping.stop_children(child, by=stopping.DELEGATOR_ENDED)
     finally:  # a sibling's update of the message may have been left to this end (shared/asks/tree_status.py)
         tree_status.show_ended(child)
 
@@ -182,5 +186,12 @@ def _crashed(session: Session, exc: Exception, attempt: int) -> Delivery:
         _release(session)
         return Delivery(True, {"error": "session attempt failed, retry"})
     log.error("session crashed on every attempt; giving up", extra={"attempt": attempt}, exc_info=exc)
-    give_up(session, f"{type(exc).__name__}: {exc}")
-    return Delivery(False, {"status": "failed"})
+    return _given_up(session, give_up(session, f"{type(exc).__name__}: {exc}"))
+
+
+def _given_up(session: Session, finished: bool) -> Delivery:
+    """A given-up session's delivery: done, or retried to finish a delegated child's failure (``give_up``)."""
+    if finished:
+        return Delivery(False, {"status": "failed"})
+    _release(session)
+    return Delivery(True, {"error": "the failure of a delegated task is not finished, retry"})
