@@ -53,7 +53,7 @@ def _stop_fails_once(monkeypatch: pytest.MonkeyPatch, child: str) -> list[str]:
     def once(session: Any, *, by: str) -> list[str]:
         calls.append(session.session_id)
         if session.session_id == child and calls.count(child) == 1:
-            raise gexc.ServiceUnavailable("firestore hiccup")
+            raise gexc.ServiceUnavailable("firestore hiccup")  # type: ignore[no-untyped-call]
         return stop_children(session, by=by)
 
     monkeypatch.setattr(stopping, "stop_children", once)
