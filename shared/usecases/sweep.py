@@ -10,7 +10,8 @@
   of retries): it becomes a silent exit and is narrated from its audit log, or escalated.
 - A delegated child in that state fails instead, and its parent hears it (the parent never waits for ever). A child
   the sweep ends (failed, or abandoned below) stops what it delegated, as a child failing in its run does: a
-  child's result after its end goes nowhere.
+  child's result after its end goes nowhere. When what follows a child's end fails here, a delivery of its task is
+  queued, which finishes it (retried by Cloud Tasks until it has: ``shared.usecases.worker``).
 - A child paused on its blocking question to its parent (``ask_parent``) ages as a question does: the parent's
   conversation is asked again once, and QUESTION_ABANDON_HOURS later the child is ended (abandoned), the parent's
   conversation told why as the child's result.
@@ -33,7 +34,8 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -155,10 +157,11 @@ def _asking_action(child: Session, at: datetime, remind_after: timedelta, abando
     answered = parent_questions.last_answered(parent_questions.of(child))
     since = max(since, answered) if answered is not None else since  # a later question waits from the last answer
     if since <= at - abandon_after:
-        if not delegation.abandon_asking(child, at):
-            return "unchanged"
-        stopping.end_waits(child, why="its session stopped waiting: its question to its parent went unanswered")
-        stopping.stop_children(child, by=DELEGATOR_ENDED)  # its non-blocking ones too: a child reports only once
+        with _finished_by_its_delivery(child):
+            if not delegation.abandon_asking(child, at):
+                return "unchanged"
+            stopping.end_waits(child, why="its session stopped waiting: its question to its parent went unanswered")
+            stopping.stop_children(child, by=DELEGATOR_ENDED)  # its non-blocking ones too: a child reports only once
         return "children_abandoned"
     if asked.reminded_at is None and since <= at - remind_after:
         return "parents_reminded" if children.remind_parent(child, at) else "unchanged"
@@ -179,9 +182,10 @@ def _unwaited_action(session: Session, at: datetime, before: datetime) -> str:
     if settled.found != waiting.Unwaited.ENDS:
         return "unchanged"
     if session.reports_to_parent:
-        failed = delegation.fail_unwaited(session, before, f"it stopped waiting: {stopping.UNWAITED}")
-        if failed:
-            stopping.stop_children(session, by=DELEGATOR_ENDED)
+        with _finished_by_its_delivery(session):
+            failed = delegation.fail_unwaited(session, before, f"it stopped waiting: {stopping.UNWAITED}")
+            if failed:
+                stopping.stop_children(session, by=DELEGATOR_ENDED)
         return "unwaited_ended" if failed else "unchanged"
     shown = _closed_shown(settled.closed, at) if settled.closed else None
     return "unwaited_ended" if stopping.end_unwaited(session, shown=shown) else "unchanged"
@@ -238,12 +242,26 @@ def _dead_child(child: Session) -> str:
                                    wait_for_notes=False)  # fmt: skip
     except steps.LeaseLost:
         return "unchanged"  # taken over meanwhile
-    try:
-        delegation.resume_parent(child, finished)
-        stopping.stop_children(child, by=DELEGATOR_ENDED)  # as a child that fails in its run: their work has nobody
-    finally:  # every line stored is shown by its writer: a sibling's update may have been left to this one
-        tree_status.show_ended(child)
+    with _finished_by_its_delivery(child):
+        try:
+            delegation.resume_parent(child, finished)
+            stopping.stop_children(child, by=DELEGATOR_ENDED)  # as a child failing in its run: their work has nobody
+        finally:  # every line stored is shown by its writer: a sibling's update may have been left to this one
+            tree_status.show_ended(child)
     return "children_failed"
+
+
+@contextmanager
+def _finished_by_its_delivery(child: Session) -> Iterator[None]:
+    """A child the sweep ends: if what follows its end fails here (its parent told, what it delegated stopped), a
+    delivery of its task is queued, which finishes it, retried by Cloud Tasks until it has (an ended child's
+    delivery: ``shared.usecases.worker``); the sweep does not come back to a child it ended. A delivery of a child
+    whose end was not stored (a paused one's end failed) does nothing: it is still paused."""
+    try:
+        yield
+    except Exception:
+        tasks.enqueue_session(child.session_id, attempt=f"ended-{now():%Y%m%d%H%M%S}")
+        raise
 
 
 def _requeue_action(session: Session, at: datetime) -> str:

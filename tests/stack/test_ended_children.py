@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -19,25 +20,29 @@ from google.api_core import exceptions as gexc
 from bench import cost
 from infra.fakes.gemini.client import FakeGemini
 from infra.stack import Stack
-from shared.asks import stopping
+from shared.asks import delegation, stopping
 from shared.handlers import agent_session
 from shared.state import ids
+from shared.state.firestore import now
 from shared.state.models import SessionStatus
 from tests.rigs import counted_rig
 
 pytestmark = pytest.mark.stack
 
 
-def _failing_child_with_a_child(rig: cost.Rig) -> tuple[str, str]:
+def _failing_child_with_a_child(rig: cost.Rig, failure: dict[str, Any] | None = None) -> tuple[str, str]:
     """A parent that delegates one non-blocking task and ends; that child delegates one of its own (queued, never
-    delivered here), then fails: its model stays unavailable. Returns the child and the grandchild."""
+    delivered here), then its model request gets ``failure`` (by default it stays unavailable: the child fails).
+    Returns the child and the grandchild."""
     tag = uuid.uuid4().hex[:10]
     task, subtask = f"check the disks [{tag}]", f"check disk one [{tag}]"
     parent = rig.start(f"check the fleet {tag}")
     rig.script(FakeGemini.call("delegate", task=task, blocking=False), FakeGemini.text("Started it."))
     rig.gemini.script(
         FakeGemini.matching(json.dumps({"task": task}), FakeGemini.call("delegate", task=subtask, blocking=False)),
-        FakeGemini.matching(json.dumps({"task": task}), FakeGemini.error(503, "UNAVAILABLE", "overloaded", times=9)),
+        FakeGemini.matching(
+            json.dumps({"task": task}), failure or FakeGemini.error(503, "UNAVAILABLE", "overloaded", times=9)
+        ),
     )
     rig.deliver(parent)
     rig.expect(parent, SessionStatus.DONE)
@@ -87,4 +92,40 @@ def test_a_failed_childs_children_are_stopped_when_stopping_them_failed_after_it
         assert _delivery(child, attempt + 2) == 200  # a duplicate delivery changes nothing more
         rig.deliver(grandchild)  # queued again to end through a worker, as a stopped child is
         rig.expect(grandchild, SessionStatus.STOPPED)
+        rig.gemini.reset()  # the late result's continuation is not delivered
+
+
+@pytest.mark.timeout(300)
+def test_a_child_the_sweep_fails_is_finished_by_its_delivery_when_telling_its_parent_failed(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A child whose worker died for good is failed by the sweep, which then tells its parent and stops what the child
+    delegated. When telling the parent fails (a Firestore hiccup), the sweep queues a delivery of the child's task,
+    whose retries tell the parent and stop the grandchild. Before, the sweep logged the error and never came back
+    to a child it had ended: the grandchild ran on, and the parent heard only from a later sweep's check of it."""
+    with counted_rig(stack, monkeypatch, MODEL_RETRY_ATTEMPTS="1") as rig:
+        # Its model's reply cannot be read as a turn: the attempt crashes and is left for a retry that never comes.
+        child, grandchild = _failing_child_with_a_child(rig, FakeGemini.error(400, "INVALID_ARGUMENT", "no such thing"))
+        assert _delivery(child, 0) == 500
+        rig.expect(child, SessionStatus.RUNNING)
+        resume_parent = delegation.resume_parent
+        told: list[str] = []
+
+        def fails_once(ended: Any, finished: Any) -> None:
+            told.append(ended.session_id)
+            if len(told) == 1:
+                raise gexc.ServiceUnavailable("firestore hiccup")  # type: ignore[no-untyped-call]
+            resume_parent(ended, finished)
+
+        monkeypatch.setattr(delegation, "resume_parent", fails_once)
+        queued = len(rig.created_tasks.order)
+        summary = rig.sweep(now() + timedelta(days=1))
+        rig.expect(child, SessionStatus.FAILED)
+        assert summary["errors"] >= 1
+        assert told == [child]
+        assert rig.session(grandchild).stop_requested is None
+        assert child in rig.created_tasks.order[queued:]  # its delivery, queued by the sweep
+        rig.deliver(child)
+        assert told == [child, child]
+        assert rig.session(grandchild).stop_requested == stopping.DELEGATOR_ENDED
         rig.gemini.reset()  # the late result's continuation is not delivered
