@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
+from contextlib import nullcontext
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -760,6 +761,7 @@ def test_a_parent_left_paused_on_its_ended_child_is_resumed_once_by_racing_sweep
     firestore.session_ref(parent.session_id).update(paused_since)
     channel = parent.origin.channel
     dies_once(monkeypatch, delegation, "resume_parent")
+    monkeypatch.setattr(daily, "_finished_by_its_delivery", nullcontext)  # killed there: it queues nothing either
     assert daily.run()["errors"] == 1  # the child failed; its parent not woken (the failure is injected here)
     assert sessions.get_session(child_id).status == SessionStatus.FAILED  # type: ignore[union-attr]
     assert sessions.get_session(parent.session_id).status == SessionStatus.PAUSED  # type: ignore[union-attr]
@@ -859,6 +861,7 @@ def test_a_child_left_paused_on_its_ended_grandchild_is_woken_once_by_racing_swe
     parent, child_id, grandchild_id = child_paused_on_a_grandchild(fake_slack, uid)
     channel = parent.origin.channel
     dies_once(monkeypatch, delegation, "resume_parent")
+    monkeypatch.setattr(daily, "_finished_by_its_delivery", nullcontext)  # killed there: it queues nothing either
     first = daily.run()  # the grandchild failed; the child not woken (the failure is injected here)
     assert (first["errors"], first["unwaited_resumed"], first["unwaited_ended"]) == (1, 0, 0)
     assert sessions.get_session(grandchild_id).status == SessionStatus.FAILED  # type: ignore[union-attr]
