@@ -185,7 +185,9 @@ def late(calls: Calls, generation: list[int]) -> ASGIApp:
     return HandshakeOnly(server.streamable_http_app())
 
 
-def grow(calls: Calls) -> ASGIApp:
+def grow(calls: Calls, *, legacy: bool = True) -> ASGIApp:
+    """``legacy``: only the older handshake, its standalone GET held (``held_get``); else the SDK's default app,
+    which speaks 2026-07-28, where the notification reaches only a ``subscriptions/listen`` stream."""
     server = MCPServer("grow")
     spoken = asyncio.Event()  # set once enable_extra has said its tools changed
 
@@ -204,7 +206,7 @@ def grow(calls: Calls) -> ASGIApp:
         spoken.set()
         return "extra enabled"
 
-    return held_get(HandshakeOnly(server.streamable_http_app()), spoken)
+    return held_get(HandshakeOnly(server.streamable_http_app()), spoken) if legacy else server.streamable_http_app()
 
 
 def held_get(app: ASGIApp, spoken: asyncio.Event) -> ASGIApp:
@@ -253,11 +255,12 @@ def servers(stack: Stack) -> Iterator[Servers]:
     schemas = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     elsewhere = f"http://127.0.0.1:{schemas.server_port}/internal/schema.json"
     running = {"shapes": Served(lambda: shapes(calls)), "raw": Served(lambda: raw(calls, elsewhere)),
-               "late": Served(lambda: late(calls, generation)), "grow": Served(lambda: grow(calls))}  # fmt: skip
-    for name in ("shapes", "raw", "grow"):  # late is down when the first session starts
+               "late": Served(lambda: late(calls, generation)), "grow": Served(lambda: grow(calls)),
+               "modern": Served(lambda: grow(calls, legacy=False))}  # fmt: skip
+    for name in ("shapes", "raw", "grow", "modern"):  # late is down when the first session starts
         running[name].start()
     configured = [{"name": name, "url": each.url, "timeout_seconds": 2} for name, each in running.items()]
-    tiers = {"mcp.raw.*": "safe", "mcp.grow.*": "safe"}
+    tiers = {"mcp.raw.*": "safe", "mcp.grow.*": "safe", "mcp.modern.*": "safe"}
     try:
         with served(schemas), agent_with(stack, {"MCP_SERVERS": json.dumps(configured),
                                                  "TOOL_TIERS": json.dumps(tiers)}):  # fmt: skip
@@ -390,21 +393,24 @@ def test_a_server_down_at_the_start_is_used_once_up_and_again_after_a_restart_mi
                      f"{uid}-2 answered by start {before + 1}"]  # fmt: skip
 
 
+@pytest.mark.parametrize("name", ["grow", "modern"])
 def test_a_server_that_says_its_tools_changed_shows_its_new_tool_to_the_next_session(
-    servers: Servers, script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+    name: str, servers: Servers, script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
 ) -> None:
     """The listing is kept a minute, but a call that may change the tools of a server on the older handshake
     drops it: the next session declares the new tool and calls it. Defect: only the server's
     ``notifications/tools/list_changed`` dropped it, which the SDK's server sends on the session's standalone GET
     stream; the call's own session opens that stream beside the call and closes it with the call, so the
-    notification was lost when the GET came late (here always: ``held_get``) or its event after the answer."""
-    script(G.call("mcp.grow.enable_extra"), G.text("Enabled."))
+    notification was lost when the GET came late (here always: ``held_get``) or its event after the answer.
+    Defect (``modern``): on 2026-07-28, where the SDK's server sends it only on a ``subscriptions/listen`` stream,
+    which the client never opens, the call did not drop the listing, so the new tool stayed unseen for a minute."""
+    script(G.call(f"mcp.{name}.enable_extra"), G.text("Enabled."))
     first = mention(fake_slack, f"C{uid}", "enable the extra tool")
     wait_status(first.session_id, SessionStatus.DONE)
-    script(G.call("mcp.grow.extra", tag=uid), G.text("Extra ran."))
+    script(G.call(f"mcp.{name}.extra", tag=uid), G.text("Extra ran."))
     second = mention(fake_slack, f"C{uid}2", "run the extra tool")
     wait_status(second.session_id, SessionStatus.DONE)
-    assert "mcp.grow.extra" in declarations(opening(fake_gemini, second.channel))
+    assert f"mcp.{name}.extra" in declarations(opening(fake_gemini, second.channel))
     [(_, response)] = answers(fake_gemini, uid)
     assert response["result"]["text"] == f"extra {uid}"
     assert servers.calls.of("extra", tag=uid) == [{"tag": uid}]
