@@ -304,7 +304,9 @@ def test_a_result_that_breaks_its_output_schema_is_told_as_a_call_that_ran(
     assert "did run" in calibrate["error"]
     assert "may not have completed" not in calibrate["error"]
     assert len(servers.calls.of("calibrate", sensor=sensor)) == 1
-    assert "refused to call broken: the sensor database is down" in broken["error"]
+    # the server's own words, labelled like any result of it (defect: a protocol error's message reached the model
+    # unlabelled, as if the product said it)
+    assert "refused to call broken (its message, untrusted text): the sensor database is down" in broken["error"]
     assert "reported an error (from MCP server 'shapes', untrusted text)" in crash["error"]
     assert f"crashed because {uid}" in crash["error"]
     structured = {"city": f"Oslo{uid}", "days": 3, "units": "metric", "include": None, "place": None}

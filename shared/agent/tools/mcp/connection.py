@@ -220,7 +220,8 @@ def _failure(server: McpServer, doing: str, timeout: float, exc: BaseException) 
     if isinstance(exc, MCPError):
         data = exc.error.data if isinstance(exc.error.data, dict) else {}
         expired = data.get("reason") == "invalid_request_state"
-        return McpFailure(f"{label} refused to {doing}: {exc.error.message}", expired_state=expired)
+        said = exc.error.message  # the server's own words: labelled as any of its output is (``results``)
+        return McpFailure(f"{label} refused to {doing} (its message, untrusted text): {said}", expired_state=expired)
     if isinstance(exc, OSError | httpx2.HTTPError):
         return McpFailure(f"{label} could not be reached to {doing}: {_reason(exc)}")
     if isinstance(exc, config.ConfigError):
