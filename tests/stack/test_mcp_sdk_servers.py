@@ -37,7 +37,8 @@ from infra.procs import free_port
 from infra.stack import Stack
 from shared.state import ids
 from shared.state.models import SessionStatus
-from tests.agent_helpers import agent_with, function_responses, mention, wait_status
+from tests.agent_helpers import agent_with, function_responses, mention, open_question, wait_status
+from tests.mcp_servers import answered
 from tests.served import served
 from tests.stack.test_call_identity import idless
 from tests.stack.test_mcp import approve_when_paused, declarations, system_text
@@ -129,6 +130,18 @@ def shapes(calls: Calls) -> ASGIApp:
         calls.add("slow", {"tag": tag, "seconds": seconds})
         await asyncio.sleep(seconds)
         return f"slow {tag} after {seconds}"
+
+    @server.tool(annotations=READ_ONLY)
+    def sign_in(service: str, url: str, ctx: Context) -> str | mcp_types.InputRequiredResult:
+        """Asks the operator to visit ``url`` (URL-mode elicitation), then answers."""
+        if not ctx.input_responses:
+            calls.add("sign_in", {"service": service, "asked": url})
+            link = mcp_types.ElicitRequestURLParams(message=f"Sign in to {service}, then say done.", url=url)
+            return mcp_types.InputRequiredResult(input_requests={"login": mcp_types.ElicitRequest(params=link)})
+        result = ctx.input_responses.get("login")
+        action = result.action if isinstance(result, mcp_types.ElicitResult) else "none"
+        calls.add("sign_in", {"service": service, "action": action})
+        return f"{service}: {action}"
 
     return server.streamable_http_app()
 
@@ -432,3 +445,38 @@ def test_a_remote_reference_in_a_tools_schema_is_never_fetched(
     [(_, response)] = answers(fake_gemini, uid)
     assert "mcp.raw.lookup cannot be called" in response["error"]
     assert "remote references are never fetched" in response["error"]
+
+
+SPOOF = "https://login.example.com@evil.example.net/steal|https://login.example.com/"  # shows a host it does not open
+
+
+def test_a_url_the_server_asks_the_operator_to_visit_is_shown_whole_with_the_host_it_opens(
+    servers: Servers, script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """MCP's URL mode: a client must show the target host before anyone navigates there. Defect: the question
+    showed only an "Open link" button, and its text put the server's URL in Slack's link form, where a ``|`` gave it
+    a label of the server's choosing (here: a host it does not open). A URL that is not a web address (a button
+    Slack refuses) is refused before anything is posted, and the model is told."""
+    script(G.call("mcp.shapes.sign_in", service=f"bad{uid}", url="javascript:alert(1)"), G.text("Could not."))
+    refused = mention(fake_slack, f"C{uid}", "sign in with a script")
+    wait_status(refused.session_id, SessionStatus.DONE)
+    [(_, response)] = answers(fake_gemini, refused.channel)
+    assert "not a web address" in response["error"]
+    assert "did not complete" in response["error"]
+
+    script(G.call("mcp.shapes.sign_in", service=f"svc{uid}", url=SPOOF), G.text("Signed in."))
+    thread = mention(fake_slack, f"C{uid}2", "sign in to the service")
+    wait_status(thread.session_id, SessionStatus.PAUSED)
+    question = open_question(thread.session_id)
+    post = next(m for m in fake_slack.bot_replies(thread.channel, thread.ts) if m["ts"] == question.post_ts)
+    shown = json.dumps(post["blocks"]) + post["text"]
+    assert "|https://login.example.com/>" not in shown  # no link form: the server chose no label
+    assert "<https://" not in post["text"]
+    assert "evil.example.net" in post["text"]
+    sections = " ".join(b["text"]["text"] for b in post["blocks"] if b["type"] == "section")
+    assert "opens *evil.example.net*" in sections
+    assert "login.example.com@evil.example.net/steal|https://login.example.com/" in sections  # all of it, as text
+    buttons = [e for b in post["blocks"] if b["type"] == "actions" for e in b["elements"]]
+    assert buttons[0]["url"] == SPOOF
+    answered(fake_slack, thread, question, "Cancel")
+    assert servers.calls.of("sign_in", service=f"svc{uid}", action="cancel") != []

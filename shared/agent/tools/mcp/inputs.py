@@ -1,9 +1,10 @@
 """A server's request for input (MCP's input-required result) as an operator question, and back.
 
 What a person can give in a thread is asked: one elicitation, either a form (its fields become the question; a
-single field with choices becomes buttons) or a URL to visit (a link button, then Done or Cancel). Sampling and
-roots requests, several requests at once, and any form field that looks like a secret are refused: secrets are
-never collected through Slack. ``Pending`` is what the question stores so the answer can resume the call.
+single field with choices becomes buttons) or a URL to visit (a web address only: shown whole with its host, a link
+button, then Done or Cancel). Sampling and roots requests, several requests at once, and any form field that looks
+like a secret are refused: secrets are never collected through Slack. ``Pending`` is what the question stores so the
+answer can resume the call.
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ import json
 import re
 from dataclasses import asdict, dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import mcp_types
 
 from shared.errors import Refused
 
 DONE, CANCEL, DECLINE = "Done", "Cancel", "Decline"
+MAX_LINK_CHARS = 3000  # the longest URL Slack takes for a link button
 _SECRET = re.compile(r"pass(word|phrase)?|secret|token|api[\s_-]?key|credential|private[\s_-]?key|otp|pin\b|cvv",
                      re.IGNORECASE)  # fmt: skip
 # What a request's own message may not ask for (narrower: the message is prose, not a field name).
@@ -75,6 +78,10 @@ def ask_for(server: str, result: mcp_types.InputRequiredResult) -> Ask:
     params = request.params
     message = f"MCP server `{server}` asks: {params.message}"
     if isinstance(params, mcp_types.ElicitRequestURLParams):
+        link = urlsplit(params.url)
+        if link.scheme.lower() not in {"http", "https"} or not link.hostname or len(params.url) > MAX_LINK_CHARS:
+            raise InputRefused(f"MCP server {server!r} asked the operator to open {params.url[:200]!r} (untrusted "
+                               "text), which is not a web address a link button can open")  # fmt: skip
         text = f"{message}\nOpen the link, finish there, then answer {DONE} (or {CANCEL})."
         return Ask(text, [DONE, CANCEL], params.url, key, "url", {})
     schema = params.requested_schema
