@@ -161,6 +161,7 @@ def raw(calls: Calls, elsewhere: str) -> ASGIApp:
             mcp_types.Tool(name="calibrate", input_schema=one, output_schema=READING),  # not read-only: it acts
             mcp_types.Tool(name="broken", input_schema={"type": "object", "properties": {}}),
             mcp_types.Tool(name="lookup", input_schema=remote, annotations=READ_ONLY),
+            mcp_types.Tool(name="quota", input_schema=one, output_schema=READING, annotations=READ_ONLY),
         ])  # fmt: skip
 
     async def call_tool(ctx: Any, params: mcp_types.CallToolRequestParams) -> mcp_types.CallToolResult:
@@ -168,6 +169,9 @@ def raw(calls: Calls, elsewhere: str) -> ASGIApp:
         calls.add(params.name, arguments)
         if params.name == "broken":
             raise MCPError(code=mcp_types.INTERNAL_ERROR, message="the sensor database is down")
+        if params.name == "quota":  # an error result that says what went wrong in structured content only
+            detail = {"error": "quota_exceeded", "retry_after_seconds": 60, "sensor": arguments.get("sensor")}
+            return mcp_types.CallToolResult(content=[], structured_content=detail, is_error=True)
         value = {"sensor": arguments.get("sensor"), "value": 21.5}
         if params.name == "calibrate":  # it ran, but its result breaks its own schema
             value = {"sensor": arguments.get("sensor"), "value": "twenty"}
@@ -480,3 +484,18 @@ def test_a_url_the_server_asks_the_operator_to_visit_is_shown_whole_with_the_hos
     assert buttons[0]["url"] == SPOOF
     answered(fake_slack, thread, question, "Cancel")
     assert servers.calls.of("sign_in", service=f"svc{uid}", action="cancel") != []
+
+
+def test_an_error_result_that_explains_itself_in_structured_content_only_is_told_with_it(
+    servers: Servers, script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """Defect: an ``isError`` result with no text content reached the model as "no details", its structured content
+    (what went wrong, when to try again) dropped; it is not held to the output schema, which describes a success."""
+    script(G.call("mcp.raw.quota", sensor=f"q{uid}"), G.text("Over quota."))
+    thread = mention(fake_slack, f"C{uid}", "read the sensor")
+    wait_status(thread.session_id, SessionStatus.DONE)
+    [(_, response)] = answers(fake_gemini, uid)
+    assert "reported an error (from MCP server 'raw', untrusted text)" in response["error"]
+    assert "quota_exceeded" in response["error"]
+    assert '"retry_after_seconds": 60' in response["error"]
+    assert "does not match" not in response["error"]
