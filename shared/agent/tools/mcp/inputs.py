@@ -1,10 +1,10 @@
 """A server's request for input (MCP's input-required result) as an operator question, and back.
 
-What a person can give in a thread is asked: one elicitation, either a form (its fields become the question; a
-single field with choices becomes buttons) or a URL to visit (a web address only: shown whole with its host, a link
-button, then Done or Cancel). Sampling and roots requests, several requests at once, and any form field that looks
-like a secret are refused: secrets are never collected through Slack. ``Pending`` is what the question stores so the
-answer can resume the call.
+What a person can give in a thread is asked (the server's message shown as text: it forms no link or mention): one
+elicitation, either a form (its fields become the question; a single field with choices becomes buttons) or a URL
+to visit (a web address only: shown whole with its host, a link button, then Done or Cancel). Sampling and roots
+requests, several requests at once, and any form field that looks like a secret are refused: secrets are never
+collected through Slack. ``Pending`` is what the question stores so the answer can resume the call.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 import mcp_types
 
 from shared.errors import Refused
+from shared.slack.blocks import escaped
 
 DONE, CANCEL, DECLINE = "Done", "Cancel", "Decline"
 MAX_LINK_CHARS = 3000  # the longest URL Slack takes for a link button
@@ -76,7 +77,7 @@ def ask_for(server: str, result: mcp_types.InputRequiredResult) -> Ask:
     if not isinstance(request, mcp_types.ElicitRequest):
         raise InputRefused(f"MCP server {server!r} asked for {request.method}, which the agent does not provide")
     params = request.params
-    message = f"MCP server `{server}` asks: {params.message}"
+    message = f"MCP server `{server}` asks: {escaped(params.message)}"  # its words: no link or mention forms
     if isinstance(params, mcp_types.ElicitRequestURLParams):
         link = urlsplit(params.url)
         if link.scheme.lower() not in {"http", "https"} or not link.hostname or len(params.url) > MAX_LINK_CHARS:
