@@ -18,12 +18,12 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import mcp_types
 import pytest
 from mcp.server.lowlevel import Server
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context, Elicit, MCPServer, Resolve
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
@@ -38,7 +38,7 @@ from infra.stack import Stack
 from shared.state import ids
 from shared.state.models import SessionStatus
 from tests.agent_helpers import agent_with, function_responses, mention, open_question, wait_status
-from tests.mcp_servers import answered
+from tests.mcp_servers import answered, asked_by_a_server
 from tests.served import served
 from tests.stack.test_call_identity import idless
 from tests.stack.test_mcp import approve_when_paused, declarations, system_text
@@ -102,8 +102,33 @@ class Forecast(BaseModel):
     place: Place | None
 
 
+class Target(BaseModel):
+    environment: Literal["staging", "production"]
+
+
+class Confirm(BaseModel):
+    sure: bool
+
+
+def which_environment(service: str) -> Elicit[Target]:
+    """``release``'s resolvers (at module level: the SDK reads the tool's annotations by name); independent of each
+    other, so the SDK asks both in one round."""
+    return Elicit(f"Release {service} to which environment?", Target)
+
+
+def really(service: str) -> Elicit[Confirm]:
+    return Elicit(f"Really release {service}?", Confirm)
+
+
 def shapes(calls: Calls) -> ASGIApp:
     server = MCPServer("shapes")
+
+    @server.tool(annotations=READ_ONLY)
+    def release(service: str, target: Annotated[Target, Resolve(which_environment)],
+                confirm: Annotated[Confirm, Resolve(really)]) -> str:  # fmt: skip
+        """Release a service; asks where, and whether, in one round."""
+        calls.add("release", {"service": service, "environment": target.environment, "sure": confirm.sure})
+        return f"{service} released to {target.environment}" if confirm.sure else f"{service} not released"
 
     @server.tool(annotations=READ_ONLY)
     def forecast(city: str, days: int = 3, units: Literal["metric", "imperial"] = "metric",
@@ -502,3 +527,24 @@ def test_an_error_result_that_explains_itself_in_structured_content_only_is_told
     assert "quota_exceeded" in response["error"]
     assert '"retry_after_seconds": 60' in response["error"]
     assert "does not match" not in response["error"]
+
+
+def test_two_requests_for_input_in_one_round_are_asked_one_after_the_other_and_the_call_runs_once(
+    servers: Servers, script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """A tool with two resolvers that each ask (the SDK puts both in one input-required result). Defect: the call
+    was refused ("asked for 2 inputs at once"). Now the first is asked; the answer goes back alone, the SDK's
+    server asks what is still missing, and the second answer completes the call, once."""
+    service = f"rel{uid}"
+    thread, first = asked_by_a_server(script, fake_slack, uid, G.call("mcp.shapes.release", service=service),
+                                      "Released.", "release it")  # fmt: skip
+    assert f"Release {service} to which environment?" in first.text
+    assert first.options == ["staging", "production", "Decline"]
+    second = open_question(answered(fake_slack, thread, first, "production", SessionStatus.PAUSED).session_id)
+    assert f"Really release {service}?" in second.text
+    assert second.options == ["yes", "no", "Decline"]
+    answered(fake_slack, thread, second, "yes")
+    assert servers.calls.of("release", service=service) == [
+        {"service": service, "environment": "production", "sure": True}]  # fmt: skip
+    [(_, response)] = answers(fake_gemini, uid)
+    assert response["result"]["text"] == f"{service} released to production"
