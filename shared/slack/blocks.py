@@ -22,7 +22,7 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
-from shared.slack.call_view import visible
+from shared.slack.call_view import inline
 
 LINK_ACTION = "question_link"  # a link button on a question (an MCP server's URL request): Slack opens the URL
 MAX_OPTIONS = 10  # buttons per question; Slack allows 25 per actions block, people read far fewer
@@ -90,7 +90,7 @@ def link_line(link: str) -> str:
     host = urlsplit(link).hostname or "no host"
     with contextlib.suppress(UnicodeError):
         host = host.encode("idna").decode("ascii")  # a look-alike host shows as what it is
-    return f"Link (opens *{visible(host)}*): {visible(link)}"
+    return f"Link (opens {inline(host, len(host))}): {inline(link, len(link))}"  # as code: no markup forms in it
 
 
 def answered_text(user: str, answer: str, question: str, *, pressed: bool) -> str:

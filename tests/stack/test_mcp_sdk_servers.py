@@ -505,8 +505,8 @@ def test_a_url_the_server_asks_the_operator_to_visit_is_shown_whole_with_the_hos
     assert "<https://" not in post["text"]
     assert "evil.example.net" in post["text"]
     sections = " ".join(b["text"]["text"] for b in post["blocks"] if b["type"] == "section")
-    assert "opens *evil.example.net*" in sections
-    assert "login.example.com@evil.example.net/steal|https://login.example.com/" in sections  # all of it, as text
+    assert "opens `evil.example.net`" in sections
+    assert "`https://login.example.com@evil.example.net/steal|https://login.example.com/`" in sections  # as text
     assert "at &lt;https://evil.example.net/x|https://login.example.com/&gt;, then" in sections  # the message: inert
     buttons = [e for b in post["blocks"] if b["type"] == "actions" for e in b["elements"]]
     assert buttons[0]["url"] == SPOOF
