@@ -7,7 +7,9 @@ itself; the product's own texts are mrkdwn in sections.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
+from urllib.parse import urlsplit
 
 from slack_sdk.models.blocks import (
     ActionsBlock,
@@ -19,6 +21,8 @@ from slack_sdk.models.blocks import (
     MarkdownTextObject,
     SectionBlock,
 )
+
+from shared.slack.call_view import inline
 
 LINK_ACTION = "question_link"  # a link button on a question (an MCP server's URL request): Slack opens the URL
 MAX_OPTIONS = 10  # buttons per question; Slack allows 25 per actions block, people read far fewer
@@ -47,7 +51,7 @@ def question_text(
     who = f"{operator_mentions(operators)}: " if operators else ""
     lines = [f":speech_balloon: {who}*Question for the operator:* {question}"]
     if link:
-        lines.append(f"Link: <{link}>")
+        lines.append(link_line(link))
     lines += [f"{i}. {option}" for i, option in enumerate(options, start=1)]
     if options:
         lines.append("Reply in this thread with the number or the option, or press a button.")
@@ -67,7 +71,8 @@ def question_blocks(
     """Block Kit for a question: the text, and one button per option whose value names the question; ``link``
     becomes a link button first (Slack opens it; pressing it answers nothing)."""
     who = f"{operator_mentions(operators)}: " if operators else ""
-    blocks: list[Any] = [SectionBlock(text=MarkdownTextObject(text=f":speech_balloon: {who}*Question:* {question}"))]
+    shown = f":speech_balloon: {who}*Question:* {question}" + (f"\n{link_line(link)}" if link else "")
+    blocks: list[Any] = [SectionBlock(text=MarkdownTextObject(text=shown))]
     elements: list[Any] = [ButtonElement(text="Open link", action_id=LINK_ACTION, url=link)] if link else []
     elements += [
         ButtonElement(text=option[:75], action_id=f"answer_{i}", value=question_value(question_id, i))
@@ -76,6 +81,16 @@ def question_blocks(
     if elements:
         blocks.append(ActionsBlock(block_id=f"question:{question_id}", elements=elements))
     return blocks
+
+
+def link_line(link: str) -> str:
+    """A URL a question asks someone to open (an MCP server's URL request), as MCP's URL mode asks of a client: the
+    host it opens, and every character of it shown inertly, never in Slack's link form (where a ``|`` would give
+    it a label of the server's choosing)."""
+    host = urlsplit(link).hostname or "no host"
+    with contextlib.suppress(UnicodeError):
+        host = host.encode("idna").decode("ascii")  # a look-alike host shows as what it is
+    return f"Link (opens {inline(host, len(host))}): {inline(link, len(link))}"  # as code: no markup forms in it
 
 
 def answered_text(user: str, answer: str, question: str, *, pressed: bool) -> str:

@@ -5,9 +5,9 @@ listing negotiates afresh and keeps what the server chose; a call adopts it (no 
 given the tool's entry of the cached listing, so the session does not list again before it accepts a result (the
 SDK's own response cache is off: servers mark listings uncacheable, and ``catalog`` keeps them). A server that
 refuses the kept protocol is negotiated with again, once; one that says its tools changed, or no longer knows a
-tool, has its listing dropped (``pool.tools_changed``), as has one on the older handshake after a call of a tool
-not marked read-only (its notification may be lost: ``_may_change_tools_unheard``). Responses are read under a
-byte cap (``capped``).
+tool, has its listing dropped (``pool.tools_changed``), as has one after a call of a tool not marked read-only
+(its notification may be lost, and on 2026-07-28 is never heard: ``_may_change_tools_unheard``). Responses are
+read under a byte cap (``capped``).
 
 The client declares form and URL elicitation, so a server may ask for input the way the SDK teaches (a resolver
 returning ``Elicit``). A call is made with ``allow_input_required`` so on the 2026-07-28 revision a server's request
@@ -84,21 +84,20 @@ def call_tool(server: McpServer, name: str, arguments: dict[str, Any], *, listed
             name, arguments, input_responses=responses, request_state=request_state, allow_input_required=True
         )
         unknown = isinstance(outcome, mcp_types.CallToolResult) and outcome.is_error and _unknown_tool(outcome, name)
-        if unknown or _may_change_tools_unheard(client, listed):
+        if unknown or _may_change_tools_unheard(listed):
             pool.tools_changed(server)
         return outcome
 
     return _run(server, f"call {name}", calling, asked=asked_mid_call)
 
 
-def _may_change_tools_unheard(client: Client, listed: mcp_types.Tool | None) -> bool:
+def _may_change_tools_unheard(listed: mcp_types.Tool | None) -> bool:
     """Whether the call may have changed the server's tools without the session hearing it: a tool not marked
-    read-only, on the older handshake. There a server says ``notifications/tools/list_changed`` on the session's
+    read-only. On the older handshake a server says ``notifications/tools/list_changed`` on the session's
     standalone GET stream (the SDK's ``send_tool_list_changed``), which this call's own session opens beside the
     call and closes with it: the server drops the notification when the GET is not open yet (it keeps no events),
-    and the session is gone when the GET's event arrives after the call's answer. So the listing is dropped."""
-    if client.session.discover_result is not None:  # 2026-07-28: changes come only on subscriptions/listen
-        return False
+    and the session is gone when the GET's event arrives after the call's answer. On 2026-07-28 the SDK's server
+    sends it only on a ``subscriptions/listen`` stream, which this client never opens. So the listing is dropped."""
     annotations = listed.annotations if listed is not None else None
     return not (annotations is not None and annotations.read_only_hint)
 
@@ -221,7 +220,8 @@ def _failure(server: McpServer, doing: str, timeout: float, exc: BaseException) 
     if isinstance(exc, MCPError):
         data = exc.error.data if isinstance(exc.error.data, dict) else {}
         expired = data.get("reason") == "invalid_request_state"
-        return McpFailure(f"{label} refused to {doing}: {exc.error.message}", expired_state=expired)
+        said = exc.error.message  # the server's own words: labelled as any of its output is (``results``)
+        return McpFailure(f"{label} refused to {doing} (its message, untrusted text): {said}", expired_state=expired)
     if isinstance(exc, OSError | httpx2.HTTPError):
         return McpFailure(f"{label} could not be reached to {doing}: {_reason(exc)}")
     if isinstance(exc, config.ConfigError):

@@ -1,9 +1,11 @@
 """A server's request for input (MCP's input-required result) as an operator question, and back.
 
-What a person can give in a thread is asked: one elicitation, either a form (its fields become the question; a
-single field with choices becomes buttons) or a URL to visit (a link button, then Done or Cancel). Sampling and
-roots requests, several requests at once, and any form field that looks like a secret are refused: secrets are
-never collected through Slack. ``Pending`` is what the question stores so the answer can resume the call.
+What a person can give in a thread is asked (the server's message shown as text: it forms no link or mention): one
+elicitation, either a form (its fields become the question; a single field with choices becomes buttons) or a URL
+to visit (a web address only: shown whole with its host, a link button, then Done or Cancel). Sampling and roots
+requests and any form field that looks like a secret are refused (secrets are never collected through Slack);
+several requests at once are asked one at a time. ``Pending`` is what the question stores so the answer can resume
+the call.
 """
 
 from __future__ import annotations
@@ -12,12 +14,15 @@ import json
 import re
 from dataclasses import asdict, dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import mcp_types
 
 from shared.errors import Refused
+from shared.slack.blocks import escaped
 
 DONE, CANCEL, DECLINE = "Done", "Cancel", "Decline"
+MAX_LINK_CHARS = 3000  # the longest URL Slack takes for a link button
 _SECRET = re.compile(r"pass(word|phrase)?|secret|token|api[\s_-]?key|credential|private[\s_-]?key|otp|pin\b|cvv",
                      re.IGNORECASE)  # fmt: skip
 # What a request's own message may not ask for (narrower: the message is prose, not a field name).
@@ -64,17 +69,23 @@ class Ask:
 
 
 def ask_for(server: str, result: mcp_types.InputRequiredResult) -> Ask:
-    """The question to post for ``result``, or ``InputRefused``."""
+    """The question to post for ``result``, or ``InputRefused``. Of several requests in one round (a tool whose
+    resolvers each ask) the first is asked: its answer goes back alone, and the server asks again for what it
+    still needs (the SDK's server does), one question at a time."""
     requests = result.input_requests or {}
-    if len(requests) != 1:
-        raise InputRefused(f"MCP server {server!r} asked for {len(requests)} inputs at once; only one at a time "
-                           "is supported")  # fmt: skip
-    [(key, request)] = requests.items()
-    if not isinstance(request, mcp_types.ElicitRequest):
-        raise InputRefused(f"MCP server {server!r} asked for {request.method}, which the agent does not provide")
+    if not requests:
+        raise InputRefused(f"MCP server {server!r} asked for input without saying what it needs")
+    other = next((r for r in requests.values() if not isinstance(r, mcp_types.ElicitRequest)), None)
+    if other is not None:
+        raise InputRefused(f"MCP server {server!r} asked for {other.method}, which the agent does not provide")
+    key, request = next((k, r) for k, r in requests.items() if isinstance(r, mcp_types.ElicitRequest))
     params = request.params
-    message = f"MCP server `{server}` asks: {params.message}"
+    message = f"MCP server `{server}` asks: {escaped(params.message)}"  # its words: no link or mention forms
     if isinstance(params, mcp_types.ElicitRequestURLParams):
+        link = urlsplit(params.url)
+        if link.scheme.lower() not in {"http", "https"} or not link.hostname or len(params.url) > MAX_LINK_CHARS:
+            raise InputRefused(f"MCP server {server!r} asked the operator to open {params.url[:200]!r} (untrusted "
+                               "text), which is not a web address a link button can open")  # fmt: skip
         text = f"{message}\nOpen the link, finish there, then answer {DONE} (or {CANCEL})."
         return Ask(text, [DONE, CANCEL], params.url, key, "url", {})
     schema = params.requested_schema

@@ -10,8 +10,8 @@ parallel. A server's negotiated ``DiscoverResult`` is kept and adopted by later 
 and gets ``initialize`` without the probe first.
 
 What a server may invalidate is dropped when it says so: ``forget_discovery`` when it refuses the kept protocol,
-``tools_changed`` (a ``notifications/tools/list_changed``, a call naming a tool it no longer knows, or on the
-older handshake a call of a tool not marked read-only, whose notification may be lost) bumps the
+``tools_changed`` (a ``notifications/tools/list_changed``, a call naming a tool it no longer knows, or a call
+of a tool not marked read-only, whose notification may be lost or never heard) bumps the
 server's generation, which ``catalog`` compares with its listing's. A new process (a fork) starts afresh.
 """
 

@@ -38,8 +38,9 @@ def response(server: str, tool: str, result: mcp_types.CallToolResult,
         else:
             attachments.append(summary(block))
     text = "\n".join(texts)
-    if result.is_error:
-        said = text or "; ".join(attachments) or "no details"
+    if result.is_error:  # what went wrong, however the server said it (some say it in structured content only)
+        structured = json.dumps(result.structured_content) if result.structured_content is not None else ""
+        said = text or structured or "; ".join(attachments) or "no details"
         return ToolResult.fail(f"{tool} reported an error (from MCP server {server!r}, untrusted text): {said}")
     problem = output_problem(output_schema, result.structured_content) if output_schema is not None else None
     if problem is not None:  # it ran: saying it may not have would invite the model to run it again
