@@ -75,8 +75,12 @@ def open_editor(press: ButtonPress) -> str:
     return "opened"
 
 
-def _errors(approval: Approval | None, message: str) -> Reply:
-    """A modal answer that keeps it open with ``message`` under its first field."""
+def _errors(approval: Approval | None, message: str, *, field: str | None = None) -> Reply:
+    """A modal answer that keeps it open with ``message`` under ``field`` when the modal has that argument's
+    field, else under its first field."""
+    properties = (json.loads(approval.schema).get("properties") or {}) if approval and approval.schema else {}
+    if field is not None and field in properties:
+        return {"response_action": "errors", "errors": {f"arg:{field}": message[:150]}}
     first = f"arg:{approval.shown_order[0]}" if approval is not None and approval.shown_order else None
     if approval is not None and approval.schema and first is None:
         first = next((f"arg:{n}" for n in json.loads(approval.schema).get("properties") or {}), None)
@@ -119,8 +123,9 @@ def submit(payload: dict[str, Any]) -> Reply:
         return _errors(approval, CHANGED)
     if errors:
         return {"response_action": "errors", "errors": errors}
-    if not approvers.same_case(approval, args):
-        return _errors(approval, CROSSES_RULE)
+    crossing = approvers.crossed(approval, args)
+    if crossing is not None:  # shown under the field that crossed (a rule's argument the schema names)
+        return _errors(approval, CROSSES_RULE, field=crossing)
     edited = approvals.canonical(args)
     shown = call_view.shown_call(approval.tool, args, approval.shown_order)
     if not call_view.presentable(shown):
