@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from shared.slack import edit_modal
 
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}, "spec": {"type": "object"},
@@ -17,3 +19,47 @@ def test_a_string_a_json_field_or_the_undeclared_arguments_over_the_limit_do_not
     assert not edit_modal.fits(SCHEMA, {"name": long})
     assert not edit_modal.fits(SCHEMA, {"spec": {"k": long}})
     assert not edit_modal.fits(SCHEMA, {"extra": long})
+
+
+def _submitted_unchanged(view: dict[str, Any]) -> dict[str, Any]:
+    """The ``state.values`` Slack sends when a modal is submitted with every field as it opened."""
+    values: dict[str, Any] = {}
+    for block in view["blocks"]:
+        if block["type"] != "input":
+            continue
+        element = block["element"]
+        state = {"type": element["type"]}
+        if element["type"] == "static_select":
+            state["selected_option"] = element.get("initial_option")
+        else:
+            state["value"] = element.get("initial_value")
+        values[block["block_id"]] = {element["action_id"]: state}
+    return values
+
+
+def test_a_modal_submitted_unchanged_gives_back_every_argument_as_it_was() -> None:
+    """Defect: a value its field could not show (``null``, or a value of another type than the schema's: a number
+    for a string, a string for an integer, a value its enum does not list) opened as an empty field, so that the
+    modal submitted unchanged dropped or changed the argument: an "edit" nobody made, the model told of it."""
+    schema = {"type": "object", "properties": {
+        "name": {"type": "string"}, "replicas": {"type": "integer"}, "ratio": {"type": "number"},
+        "force": {"type": "boolean"}, "mode": {"type": "string", "enum": ["a", "b"]}, "tags": {"type": "array"},
+        "note": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None}, "retries": {"type": "integer"},
+    }}  # fmt: skip
+    valid: list[dict[str, Any]] = [
+        {"name": "api", "replicas": 3, "ratio": 0.5, "force": True, "mode": "b", "tags": ["x"], "note": "n"},
+        {"name": "api", "note": None},  # null, as its schema allows
+    ]
+    for args in valid:
+        view = edit_modal.view("a-1", "d1", "t", schema=schema, args=args, order=list(args)).to_dict()
+        assert edit_modal.parse(schema, _submitted_unchanged(view)) == (args, {}), args
+    # Values the schema refuses: shown as they are, so the submission is refused (never changed without a word).
+    invalid: list[dict[str, Any]] = [
+        {"name": None, "replicas": None, "force": None, "mode": None, "tags": None},
+        {"name": 5, "replicas": "3", "ratio": "half", "force": "yes", "mode": "c", "tags": "x"},
+    ]
+    for args in invalid:
+        view = edit_modal.view("a-1", "d1", "t", schema=schema, args=args, order=list(args)).to_dict()
+        parsed, errors = edit_modal.parse(schema, _submitted_unchanged(view))
+        assert parsed == args, args
+        assert set(errors) == {f"arg:{name}" for name in args}, errors
