@@ -164,6 +164,7 @@ def parse(schema: Mapping[str, Any], values: Mapping[str, Any]) -> tuple[dict[st
     properties: Mapping[str, Any] = schema.get("properties") or {}
     args: dict[str, Any] = {}
     errors: dict[str, str] = {}
+    undeclared: set[str] = set()  # the names given in the JSON field of the arguments the schema does not name
     for block_id, actions in values.items():
         name = block_id.removeprefix("arg:")
         as_json = isinstance(actions, dict) and VALUE not in actions and AS_JSON in actions
@@ -182,6 +183,7 @@ def parse(schema: Mapping[str, Any], values: Mapping[str, Any]) -> tuple[dict[st
                 errors[block_id] = "A JSON object of argument name to value"
             else:
                 args.update(value)
+                undeclared |= set(value)
         else:
             args[name] = value
     if errors:
@@ -196,6 +198,8 @@ def parse(schema: Mapping[str, Any], values: Mapping[str, Any]) -> tuple[dict[st
         for error in validator.iter_errors(args):
             where = str(error.path[0]) if error.path else _missing(error) or ""
             block_id = f"arg:{where}" if where in properties else next(iter(values), "arg:")
+            if where not in properties and (where in undeclared or error.validator == "additionalProperties"):
+                block_id = f"arg:{OTHERS}" if f"arg:{OTHERS}" in values else block_id
             errors.setdefault(block_id, error.message[:150])
     except Unresolvable as exc:
         errors[next(iter(values), "arg:")] = f"The tool's schema refers to {exc.ref!r}, which is not fetched"[:150]

@@ -63,3 +63,19 @@ def test_a_modal_submitted_unchanged_gives_back_every_argument_as_it_was() -> No
         parsed, errors = edit_modal.parse(schema, _submitted_unchanged(view))
         assert parsed == args, args
         assert set(errors) == {f"arg:{name}" for name in args}, errors
+
+
+def test_a_bad_value_among_the_undeclared_arguments_is_named_under_their_field() -> None:
+    """Defect: an error in the arguments the schema does not name (their one JSON field, ``*others``) was shown under
+    the modal's first field, which held nothing wrong."""
+
+    def typed(name: str, others: str) -> dict[str, Any]:
+        return {"arg:name": {"value": {"type": "plain_text_input", "value": name}},
+                "arg:*others": {"value": {"type": "plain_text_input", "value": others}}}  # fmt: skip
+
+    closed = {"type": "object", "properties": {"name": {"type": "string"}}, "additionalProperties": False}
+    assert list(edit_modal.parse(closed, typed("api", '{"extra": 1}'))[1]) == ["arg:*others"]
+    numbers = {**closed, "additionalProperties": {"type": "integer"}}
+    bad = edit_modal.parse(numbers, typed("api", '{"extra": "x"}'))[1]
+    assert bad == {"arg:*others": "'x' is not of type 'integer'"}
+    assert edit_modal.parse(numbers, typed("api", '{"extra": 2}')) == ({"name": "api", "extra": 2}, {})
