@@ -77,13 +77,13 @@ def open_editor(press: ButtonPress) -> str:
 
 def _errors(approval: Approval | None, message: str, *, field: str | None = None) -> Reply:
     """A modal answer that keeps it open with ``message`` under ``field`` when the modal has that argument's
-    field, else under its first field."""
+    field, else under its first field (the first of the card's order the schema names: an argument it does not
+    name has no field of its own)."""
     properties = (json.loads(approval.schema).get("properties") or {}) if approval and approval.schema else {}
     if field is not None and field in properties:
         return {"response_action": "errors", "errors": {f"arg:{field}": message[:150]}}
-    first = f"arg:{approval.shown_order[0]}" if approval is not None and approval.shown_order else None
-    if approval is not None and approval.schema and first is None:
-        first = next((f"arg:{n}" for n in json.loads(approval.schema).get("properties") or {}), None)
+    order = [*(approval.shown_order if approval is not None else []), *properties]
+    first = next((f"arg:{n}" for n in order if n in properties), None)
     return {"response_action": "errors", "errors": {first or "arg:": message[:150]}}
 
 
@@ -103,8 +103,10 @@ def submit(payload: dict[str, Any]) -> Reply:
     user = str((payload.get("user") or {}).get("id") or "")
     meta = edit_modal.metadata(str(view.get("private_metadata") or ""))
     approval = stored.get_approval(meta[0]) if meta else None
-    if meta is None or approval is None or approval.schema is None or not user:
-        return _errors(None, "This editor does not belong to an approval; nothing changed.")
+    if meta is None or approval is None or approval.schema is None or not user:  # under a field the view has
+        first = next(iter((view.get("state") or {}).get("values") or {}), "arg:")
+        return {"response_action": "errors", "errors": {first: "This editor does not belong to an approval; "
+                                                               "nothing changed."}}  # fmt: skip
     if not approvers.may_decide(user, approval):
         return _errors(approval, approvers.refusal(approval))
     view_id = str(view.get("id") or payload.get("trigger_id") or "")
