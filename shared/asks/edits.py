@@ -34,8 +34,8 @@ from shared.state.models import Approval, ApprovalStatus
 log = logging.getLogger(__name__)
 
 Reply = dict[str, Any]
-TOO_LONG = ("An argument of this call is longer than Slack lets an editor hold (3,000 characters), so it cannot be "
-            "edited from Slack; approve or deny it as it stands.")  # fmt: skip
+TOO_LONG = ("This call does not fit Slack's editor (an argument over 3,000 characters, or more arguments than a "
+            "modal holds), so it cannot be edited from Slack; approve or deny it as it stands.")  # fmt: skip
 CROSSES_RULE = ("With these values TOOL_TIERS treats the call otherwise (other approvers, or another tier); an edit "
                 "cannot change that. Nothing changed.")  # fmt: skip
 

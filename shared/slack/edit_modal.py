@@ -35,6 +35,8 @@ VALUE = "value"  # every input's action_id, but that of a value shown as JSON in
 AS_JSON = "json"
 OTHERS = "*others"  # the JSON field for arguments the schema does not name
 TEXT_MAX = 3000  # Slack's plain_text_input max_length
+MAX_BLOCKS = 100  # in a modal (the sentence, a field per declared argument, one for the undeclared ones)
+BLOCK_ID_MAX = 255
 
 
 def _kind(spec: Mapping[str, Any]) -> str:
@@ -93,9 +95,12 @@ def _block(name: str, spec: Mapping[str, Any], value: Any, *, required: bool, pr
 
 def fits(schema: Mapping[str, Any], args: Mapping[str, Any]) -> bool:
     """True if every argument fits its field: Slack refuses a text input whose ``initial_value`` is longer than
-    ``TEXT_MAX`` (``invalid_arguments`` at ``views.open``), so a call with one is offered no Edit button."""
+    ``TEXT_MAX`` (``invalid_arguments`` at ``views.open``), so a call with one is offered no Edit button; so is one
+    whose modal would have more than ``MAX_BLOCKS`` blocks, or a field's block id longer than ``BLOCK_ID_MAX``."""
     properties: Mapping[str, Any] = schema.get("properties") or {}
     others = {k: v for k, v in args.items() if k not in properties}
+    if 1 + len(properties) + bool(others) > MAX_BLOCKS or any(len(f"arg:{n}") > BLOCK_ID_MAX for n in properties):
+        return False
     shown = [json.dumps(others, ensure_ascii=False, indent=1)] if others else []
     for name, value in args.items():
         if name not in properties:

@@ -79,3 +79,15 @@ def test_a_bad_value_among_the_undeclared_arguments_is_named_under_their_field()
     bad = edit_modal.parse(numbers, typed("api", '{"extra": "x"}'))[1]
     assert bad == {"arg:*others": "'x' is not of type 'integer'"}
     assert edit_modal.parse(numbers, typed("api", '{"extra": 2}')) == ({"name": "api", "extra": 2}, {})
+
+
+def test_a_schema_of_more_fields_than_a_modal_holds_or_a_name_longer_than_a_block_id_does_not_fit() -> None:
+    """Defect: Slack refuses a modal of more than 100 blocks, or a block id over 255 characters (invalid_arguments at
+    views.open); such a tool's calls were offered Edit, and each press told the operator to press Edit again."""
+    many = {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(99)}}
+    assert edit_modal.fits(many, {})  # the sentence, then 99 fields: 100 blocks
+    assert not edit_modal.fits(many, {"extra": 1})  # and the field of undeclared arguments: 101
+    more = {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(100)}}
+    assert not edit_modal.fits(more, {})
+    assert edit_modal.fits({"properties": {"n" * 251: {"type": "string"}}}, {})  # "arg:" and 251: 255
+    assert not edit_modal.fits({"properties": {"n" * 252: {"type": "string"}}}, {})
