@@ -483,7 +483,7 @@ def remind(approval: Approval, at: datetime) -> bool:
     hours = int((at - approval.asked_at).total_seconds() // 3600)
     text = f":alarm_clock: {approval_card.who_decides(card)}: this call has waited {hours} hours for approval: " + (
         approval_card.sentence(card))  # fmt: skip
-    slack.post(*approval.card_place(), text, key=f"{approval.approval_id}:reminder")
+    slack.post(*approval.reminder_place(), text, key=f"{approval.approval_id}:reminder")
     return stored.mark_reminded(approval.approval_id, at)
 
 
