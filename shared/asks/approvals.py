@@ -358,9 +358,9 @@ def _press_refusal(press: ButtonPress, pressed_digest: str, approval: Approval) 
         return DecisionOutcome.NO_APPROVAL
     if approval.status != ApprovalStatus.PENDING and pressed_digest in {approval.digest, approval.edited_digest}:
         return DecisionOutcome.ALREADY_DECIDED  # an edit decided it while this card still showed the original
-    if approval.status == ApprovalStatus.PENDING and approval.edited_digest and pressed_digest == approval.digest:
+    runs = approval.edited_digest or approval.digest  # (an edit back to the call asked for is no edit here)
+    if approval.status == ApprovalStatus.PENDING and pressed_digest == approval.digest != runs:
         return DecisionOutcome.EDITED_SINCE  # the card as shown before an operator's edit (two approvers)
-    runs = approval.edited_digest or approval.digest
     if pressed_digest != runs or digest(approval.tool, approval.args) != approval.digest:
         return DecisionOutcome.TAMPERED
     if not may_decide(press.user, approval):
@@ -483,7 +483,7 @@ def remind(approval: Approval, at: datetime) -> bool:
     hours = int((at - approval.asked_at).total_seconds() // 3600)
     text = f":alarm_clock: {approval_card.who_decides(card)}: this call has waited {hours} hours for approval: " + (
         approval_card.sentence(card))  # fmt: skip
-    slack.post(*approval.card_place(), text, key=f"{approval.approval_id}:reminder")
+    slack.post(*approval.reminder_place(), text, key=f"{approval.approval_id}:reminder")
     return stored.mark_reminded(approval.approval_id, at)
 
 

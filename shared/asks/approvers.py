@@ -66,14 +66,22 @@ def may_decide(user: str, approval: Approval) -> bool:
     return settings.allow_requester_approvals and user == approval.requested_by
 
 
-def same_case(approval: Approval, edited: Mapping[str, Any]) -> bool:
-    """True if ``edited`` arguments fall in the same case of the tool's rule (its ``when``, or not) as the call
-    asked: the approvers and tier written on the approval were chosen for that case."""
+def crossed(approval: Approval, edited: Mapping[str, Any]) -> str | None:
+    """None if ``edited`` arguments fall in the same case of the tool's rule (its ``when``, or not) as the call
+    asked: the approvers and tier written on the approval were chosen for that case. Else the argument whose
+    edited value moved the call into the other case (the first of the rule's that did)."""
     if not approval.rule_when:
-        return True
+        return None
     when = tuple((str(k), tuple(v)) for k, v in json.loads(approval.rule_when).items())
+    asked = json.loads(approval.args)
     rule = TierRule(Tier.APPROVE.value, when=when)
-    return rule.matches(edited) == rule.matches(json.loads(approval.args))
+    if rule.matches(edited) == rule.matches(asked):
+        return None
+    for condition in when:
+        alone = TierRule(Tier.APPROVE.value, when=(condition,))
+        if alone.matches(edited) != alone.matches(asked):
+            return condition[0]
+    return when[0][0]
 
 
 def refusal(approval: Approval) -> str:

@@ -34,8 +34,8 @@ from shared.state.models import Approval, ApprovalStatus
 log = logging.getLogger(__name__)
 
 Reply = dict[str, Any]
-TOO_LONG = ("An argument of this call is longer than Slack lets an editor hold (3,000 characters), so it cannot be "
-            "edited from Slack; approve or deny it as it stands.")  # fmt: skip
+TOO_LONG = ("This call does not fit Slack's editor (an argument over 3,000 characters, or more arguments than a "
+            "modal holds), so it cannot be edited from Slack; approve or deny it as it stands.")  # fmt: skip
 CROSSES_RULE = ("With these values TOOL_TIERS treats the call otherwise (other approvers, or another tier); an edit "
                 "cannot change that. Nothing changed.")  # fmt: skip
 
@@ -75,11 +75,15 @@ def open_editor(press: ButtonPress) -> str:
     return "opened"
 
 
-def _errors(approval: Approval | None, message: str) -> Reply:
-    """A modal answer that keeps it open with ``message`` under its first field."""
-    first = f"arg:{approval.shown_order[0]}" if approval is not None and approval.shown_order else None
-    if approval is not None and approval.schema and first is None:
-        first = next((f"arg:{n}" for n in json.loads(approval.schema).get("properties") or {}), None)
+def _errors(approval: Approval | None, message: str, *, field: str | None = None) -> Reply:
+    """A modal answer that keeps it open with ``message`` under ``field`` when the modal has that argument's
+    field, else under its first field (the first of the card's order the schema names: an argument it does not
+    name has no field of its own)."""
+    properties = (json.loads(approval.schema).get("properties") or {}) if approval and approval.schema else {}
+    if field is not None and field in properties:
+        return {"response_action": "errors", "errors": {f"arg:{field}": message[:150]}}
+    order = [*(approval.shown_order if approval is not None else []), *properties]
+    first = next((f"arg:{n}" for n in order if n in properties), None)
     return {"response_action": "errors", "errors": {first or "arg:": message[:150]}}
 
 
@@ -99,8 +103,10 @@ def submit(payload: dict[str, Any]) -> Reply:
     user = str((payload.get("user") or {}).get("id") or "")
     meta = edit_modal.metadata(str(view.get("private_metadata") or ""))
     approval = stored.get_approval(meta[0]) if meta else None
-    if meta is None or approval is None or approval.schema is None or not user:
-        return _errors(None, "This editor does not belong to an approval; nothing changed.")
+    if meta is None or approval is None or approval.schema is None or not user:  # under a field the view has
+        first = next(iter((view.get("state") or {}).get("values") or {}), "arg:")
+        return {"response_action": "errors", "errors": {first: "This editor does not belong to an approval; "
+                                                               "nothing changed."}}  # fmt: skip
     if not approvers.may_decide(user, approval):
         return _errors(approval, approvers.refusal(approval))
     view_id = str(view.get("id") or payload.get("trigger_id") or "")
@@ -119,8 +125,9 @@ def submit(payload: dict[str, Any]) -> Reply:
         return _errors(approval, CHANGED)
     if errors:
         return {"response_action": "errors", "errors": errors}
-    if not approvers.same_case(approval, args):
-        return _errors(approval, CROSSES_RULE)
+    crossing = approvers.crossed(approval, args)
+    if crossing is not None:  # shown under the field that crossed (a rule's argument the schema names)
+        return _errors(approval, CROSSES_RULE, field=crossing)
     edited = approvals.canonical(args)
     shown = call_view.shown_call(approval.tool, args, approval.shown_order)
     if not call_view.presentable(shown):

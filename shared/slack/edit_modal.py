@@ -3,8 +3,10 @@ a submission back into arguments, checked against that schema.
 
 A string is a text input (a select when the schema lists its values), an integer or number a number input, a
 boolean a true/false select; anything a field cannot express (objects, arrays, a value of no declared type,
-arguments the schema does not name) is a JSON text area. Pure: no Slack call, no store. jsonschema is imported
-when a submission is first checked, so the Slack ingress's cold start never loads it.
+arguments the schema does not name) is a JSON text area, and so is a value its own field would not show as it is
+(``null``, a value of another type or one its enum does not list): submitted unchanged, the modal gives back every
+argument as the call has it. Pure: no Slack call, no store. jsonschema is imported when a submission is first
+checked, so the Slack ingress's cold start never loads it.
 """
 
 from __future__ import annotations
@@ -29,9 +31,12 @@ if TYPE_CHECKING:
     import jsonschema
 
 CALLBACK_ID = "approval_edit"
-VALUE = "value"  # every input's action_id
+VALUE = "value"  # every input's action_id, but that of a value shown as JSON instead of its schema's kind of field
+AS_JSON = "json"
 OTHERS = "*others"  # the JSON field for arguments the schema does not name
 TEXT_MAX = 3000  # Slack's plain_text_input max_length
+MAX_BLOCKS = 100  # in a modal (the sentence, a field per declared argument, one for the undeclared ones)
+BLOCK_ID_MAX = 255
 
 
 def _kind(spec: Mapping[str, Any]) -> str:
@@ -41,8 +46,28 @@ def _kind(spec: Mapping[str, Any]) -> str:
     return "json"
 
 
-def _block(name: str, spec: Mapping[str, Any], value: Any, *, required: bool) -> InputBlock:
+def _shown_as(spec: Mapping[str, Any], value: Any) -> str:
+    """The kind of field that shows an argument's ``value`` as it is: its schema's, or JSON for a value that field
+    would show otherwise or not at all (``null``, another type, a value its enum does not list)."""
     kind = _kind(spec)
+    if kind == "string":
+        return kind if isinstance(value, str) else "json"
+    if kind == "enum":
+        listed = [str(v)[:150] for v in spec["enum"][:100] if isinstance(v, str)]
+        return kind if isinstance(value, str) and value in listed else "json"
+    if kind == "boolean":
+        return kind if isinstance(value, bool) else "json"
+    try:  # a number as typed in its field must read back as the very value
+        same = not isinstance(value, bool) and isinstance(value, int | float) and _convert(str(value), kind) == value
+    except ValueError:
+        same = False
+    return kind if same and type(_convert(str(value), kind)) is type(value) else "json"
+
+
+def _block(name: str, spec: Mapping[str, Any], value: Any, *, required: bool, present: bool = False) -> InputBlock:
+    """``present``: the call has this argument (``value``, which may be ``null``), shown as it is."""
+    kind = _shown_as(spec, value) if present else _kind(spec)
+    action = AS_JSON if kind != _kind(spec) else VALUE
     label = name[:2000]
     hint = str(spec.get("description") or "")[:2000] or None
     element: Any
@@ -62,25 +87,28 @@ def _block(name: str, spec: Mapping[str, Any], value: Any, *, required: bool) ->
         element = PlainTextInputElement(action_id=VALUE, initial_value=text, multiline=bool(text and "\n" in text),
                                         max_length=TEXT_MAX)  # fmt: skip
     else:
-        shown = None if value is None else json.dumps(value, ensure_ascii=False, indent=1)
-        element = PlainTextInputElement(action_id=VALUE, multiline=True, initial_value=shown, max_length=TEXT_MAX)
+        shown = json.dumps(value, ensure_ascii=False, indent=1) if present or value is not None else None
+        element = PlainTextInputElement(action_id=action, multiline=True, initial_value=shown, max_length=TEXT_MAX)
         hint = ((hint + " · ") if hint else "") + "JSON"
     return InputBlock(block_id=f"arg:{name}", label=label, element=element, optional=not required, hint=hint)
 
 
 def fits(schema: Mapping[str, Any], args: Mapping[str, Any]) -> bool:
     """True if every argument fits its field: Slack refuses a text input whose ``initial_value`` is longer than
-    ``TEXT_MAX`` (``invalid_arguments`` at ``views.open``), so a call with one is offered no Edit button."""
+    ``TEXT_MAX`` (``invalid_arguments`` at ``views.open``), so a call with one is offered no Edit button; so is one
+    whose modal would have more than ``MAX_BLOCKS`` blocks, or a field's block id longer than ``BLOCK_ID_MAX``."""
     properties: Mapping[str, Any] = schema.get("properties") or {}
     others = {k: v for k, v in args.items() if k not in properties}
+    if 1 + len(properties) + bool(others) > MAX_BLOCKS or any(len(f"arg:{n}") > BLOCK_ID_MAX for n in properties):
+        return False
     shown = [json.dumps(others, ensure_ascii=False, indent=1)] if others else []
     for name, value in args.items():
         if name not in properties:
             continue
-        kind = _kind(properties[name])
-        if kind == "string" and isinstance(value, str):
+        kind = _shown_as(properties[name], value)
+        if kind == "string":
             shown.append(value)
-        elif kind == "json" and value is not None:
+        elif kind == "json":
             shown.append(json.dumps(value, ensure_ascii=False, indent=1))
     return all(len(text) <= TEXT_MAX for text in shown)
 
@@ -96,7 +124,7 @@ def view(approval_id: str, digest: str, tool: str, *, schema: Mapping[str, Any],
         ContextBlock(elements=[MarkdownTextObject(text=f"Edit the arguments of `{tool}`. Submitting approves the "
                                                        "edited call, which then runs instead of the original.")])
     ]  # fmt: skip
-    blocks += [_block(n, properties[n], args.get(n), required=n in required) for n in names]
+    blocks += [_block(n, properties[n], args.get(n), required=n in required, present=n in args) for n in names]
     others = {k: v for k, v in args.items() if k not in properties}
     if others:
         blocks.append(_block(OTHERS, {}, others, required=False))
@@ -141,13 +169,15 @@ def parse(schema: Mapping[str, Any], values: Mapping[str, Any]) -> tuple[dict[st
     properties: Mapping[str, Any] = schema.get("properties") or {}
     args: dict[str, Any] = {}
     errors: dict[str, str] = {}
+    undeclared: set[str] = set()  # the names given in the JSON field of the arguments the schema does not name
     for block_id, actions in values.items():
         name = block_id.removeprefix("arg:")
-        element = actions.get(VALUE) if isinstance(actions, dict) else None
+        as_json = isinstance(actions, dict) and VALUE not in actions and AS_JSON in actions
+        element = (actions.get(AS_JSON if as_json else VALUE)) if isinstance(actions, dict) else None
         raw = _raw(element) if isinstance(element, dict) else None
         if raw is None or raw == "":
             continue
-        kind = _kind(properties.get(name) or {}) if name != OTHERS else "json"
+        kind = _kind(properties.get(name) or {}) if name != OTHERS and not as_json else "json"
         try:
             value = _convert(raw, kind)
         except ValueError as exc:
@@ -158,6 +188,7 @@ def parse(schema: Mapping[str, Any], values: Mapping[str, Any]) -> tuple[dict[st
                 errors[block_id] = "A JSON object of argument name to value"
             else:
                 args.update(value)
+                undeclared |= set(value)
         else:
             args[name] = value
     if errors:
@@ -172,6 +203,8 @@ def parse(schema: Mapping[str, Any], values: Mapping[str, Any]) -> tuple[dict[st
         for error in validator.iter_errors(args):
             where = str(error.path[0]) if error.path else _missing(error) or ""
             block_id = f"arg:{where}" if where in properties else next(iter(values), "arg:")
+            if where not in properties and (where in undeclared or error.validator == "additionalProperties"):
+                block_id = f"arg:{OTHERS}" if f"arg:{OTHERS}" in values else block_id
             errors.setdefault(block_id, error.message[:150])
     except Unresolvable as exc:
         errors[next(iter(values), "arg:")] = f"The tool's schema refers to {exc.ref!r}, which is not fetched"[:150]

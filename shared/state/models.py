@@ -356,3 +356,8 @@ class Approval(Stored):
     def card_place(self) -> tuple[str, str | None]:
         """Where the card is: the operator channel (top level), or the session's thread."""
         return (self.card_channel, None) if self.card_channel else (self.channel, self.thread_ts)
+
+    def reminder_place(self) -> tuple[str, str | None]:
+        """Where its reminder goes: the card's thread (a routed card's is under the card, as a routed question's is
+        under its post)."""
+        return (self.card_channel, self.card_ts) if self.card_channel else (self.channel, self.thread_ts)

@@ -80,6 +80,18 @@ def test_a_tool_describes_its_call_in_one_inert_sentence() -> None:
     )
 
 
+def test_argument_names_the_model_chose_form_no_markup_in_the_sentence() -> None:
+    """Defect: a tool without required arguments (an MCP server's, or ``read_thread``) named the model's own
+    arguments in the card's mrkdwn sentence as they were: a name like ``*approve now*`` was bold, ``_x_`` italic, a
+    backtick broke the value's code span and a URL was a link. Such a name is now inert inline code."""
+    tools = {t.name: t for t in all_tools()}
+    args = {"*approve now*": 1, "_x_": 2, "`c": 3, "https://evil.example/": 4}
+    assert describe.summary(tools["read_thread"], args) == (
+        f"Run `read_thread` with `*approve now*` `1`, `_x_` `2`, `{call_view.GRAVE}c` `3`, 1 more argument"
+    )
+    assert describe.summary(tools["read_thread"], {"limit": 5}) == "Run `read_thread` with limit `5`"
+
+
 def test_the_card_opens_with_the_sentence_who_asked_and_the_expiry_and_shows_the_whole_call() -> None:
     args = {"environment": "staging", "name": "billing"}
     card = approval_card.Card(

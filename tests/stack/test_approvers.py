@@ -165,6 +165,30 @@ def test_an_edit_cannot_move_a_call_into_another_case_of_its_rule(
     assert [(e["service"], e["replicas"]) for e in executions(thread.session_id)] == [("web", 4)]
 
 
+def test_an_edit_refused_for_crossing_its_rule_names_the_field_that_crossed(
+    rules: None, script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    """Defect: the refusal of an edit that moves a call into the other case of its rule's ``when`` was shown under
+    the modal's first field (``name``), not under the field whose value crossed it (``environment``)."""
+    thread, approval = asks_approval(
+        script,
+        fake_slack,
+        f"C{uid}",
+        "restart web in production",
+        G.call("restart_service", name="web", environment="production"),
+        "Restarted.",
+    )
+    view = open_editor(fake_slack, approval)
+    refused = fake_slack.submit_view(view["id"], OPERATOR, {"arg:environment": "staging"})
+    assert (refused["answer"]["response_action"], refused["open"]) == ("errors", True)
+    assert list(refused["answer"]["errors"]) == ["arg:environment"]
+    assert "TOOL_TIERS" in refused["answer"]["errors"]["arg:environment"]
+    pending = stored.get_approval(approval.approval_id)
+    assert pending is not None
+    assert (pending.status, pending.edited_args) == (ApprovalStatus.PENDING, None)
+    assert executions(thread.session_id) == []
+
+
 def test_a_double_click_and_another_approvers_deny_at_once_count_one_approval_and_end_it_denied(
     rules: None, script: Script, fake_slack: FakeSlack, uid: str
 ) -> None:

@@ -312,3 +312,31 @@ def test_an_edit_submitted_twice_at_once_under_a_rule_of_two_approvers_counts_it
     edited = current(approval)
     assert (edited.status, edited.approved_by) == (ApprovalStatus.PENDING, [OPERATOR])
     assert edited.edited_digest == digest("scale_service", canonical({"name": "api", "replicas": 4}))
+
+
+def test_an_edit_back_to_the_call_the_model_asked_for_can_still_be_approved_from_the_card(
+    rules: None, group: None, script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    """Defect: under a rule of two approvers, one operator edited replicas 3 to 5 and another edited it back to 3.
+    The call that runs was then the model's own, its digest the approval's first one, and every Approve press on the
+    card as it now stood was taken for a press on the card before an edit: refused, and the call could only wait
+    for its expiry. An approval of the call that runs counts, whatever edits led back to it."""
+    thread, approval = asks_to_scale(script, fake_slack, uid)
+    view = editor(fake_slack, approval, OPERATOR)
+    assert fake_slack.submit_view(view["id"], OPERATOR, {"arg:replicas": "5"})["answer"] == {}  # 1 of 2, of 5
+    edited = current(approval)
+    value = blocks.approval_value(approval.approval_id, edited.edited_digest or "")
+    assert press(fake_slack, approval, approval_card.EDIT_ACTION, user=OPERATOR2, value=value)["status"] == 200
+    [back] = wait_for(lambda: fake_slack.views(OPERATOR2), timeout=30, what="the second Edit modal")
+    assert fake_slack.submit_view(back["id"], OPERATOR2, {"arg:replicas": "3"})["answer"] == {}  # 1 of 2, of 3
+    again = current(approval)
+    assert (again.status, again.approved_by, again.edited_digest) == (ApprovalStatus.PENDING, [OPERATOR2],
+                                                                      approval.digest)  # fmt: skip
+    card = next(m for m in fake_slack.messages(thread.channel, thread.ts) if m["ts"] == approval.card_ts)
+    [buttons] = [b for b in card["blocks"] if b["type"] == "actions"]
+    assert buttons["elements"][0]["value"] == blocks.approval_value(approval.approval_id, approval.digest)
+    press(fake_slack, approval, blocks.APPROVE_ACTION, user=OPERATOR)  # the card as it stands now
+    assert not told(fake_slack, thread, OPERATOR, "edited this call after this card was shown")
+    wait_status(resumed(approval), SessionStatus.DONE, timeout=120)
+    assert [e["replicas"] for e in executions(thread.session_id)] == [3]
+    assert current(approval).approved_by == [OPERATOR2, OPERATOR]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -61,6 +62,30 @@ def test_an_approval_asked_in_a_dm_goes_to_the_operator_channel_and_resumes_the_
     assert any("Scaled the api to 4." in m["text"] for m in fake_slack.messages(channel) if m.get("bot_id"))
     decided = next(m for m in fake_slack.messages(OPERATORS) if m["ts"] == approval.card_ts)
     assert f"approved by <@{OPERATOR}>" in decided["text"]
+
+
+def test_the_reminder_of_a_routed_card_is_posted_under_the_card(
+    script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    """Defect: a routed card's reminder was posted at the top level of the operator channel, apart from its card (its
+    place there has no thread), so it named no card and a reply under it denied nothing. A routed question's
+    reminder goes under its post; the card's now goes under the card too."""
+    from shared.asks import approvals as asked
+
+    script(G.call("scale_service", name="api", replicas=2), G.text("Scaled the api to 2."))
+    _, _, session_id = dm(fake_slack, uid, "scale the api to 2")
+    paused = wait_status(session_id, SessionStatus.PAUSED, timeout=120)
+    [approval] = stored.get_approvals(paused.awaited(WaitKind.APPROVAL))
+    assert approval.card_channel == OPERATORS
+    top_level = len([m for m in fake_slack.messages(OPERATORS) if m.get("thread_ts") in (None, m["ts"])])
+    assert asked.remind(approval, approval.asked_at + timedelta(hours=25))
+    under = [
+        m["text"] for m in fake_slack.bot_replies(OPERATORS, approval.card_ts or "") if m["ts"] != approval.card_ts
+    ]
+    assert len(under) == 1, under
+    assert "waited 25 hours for approval" in under[0]
+    top = [m for m in fake_slack.messages(OPERATORS) if m.get("thread_ts") in (None, m["ts"])]
+    assert len(top) == top_level  # no new message at the channel's top level
 
 
 def test_an_edit_on_a_routed_card_runs_the_edited_call_in_the_dms_session(

@@ -8,6 +8,7 @@ markup.
 
 from __future__ import annotations
 
+import re
 import string
 from collections.abc import Mapping
 from typing import Any
@@ -18,6 +19,7 @@ from shared.slack import call_view
 from shared.slack.blocks import escaped
 
 NAMED_ARGUMENTS = 3  # in the default sentence
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")  # a name no mrkdwn, link or emoji can form from
 
 
 def schema(tool: Tool) -> dict[str, Any]:
@@ -41,8 +43,14 @@ def summary(tool: Tool, args: Mapping[str, Any]) -> str:
             return escaped(template.replace("`", call_view.GRAVE)).format_map(shown)
     named = [k for k in call_view.order(args, schema(tool)) if k in set(schema(tool).get("required") or [])]
     named = named or sorted(args)
-    parts = [f"{escaped(call_view.visible(k))} {call_view.inline(args[k])}" for k in named[:NAMED_ARGUMENTS]]
+    parts = [f"{_name(k)} {call_view.inline(args[k])}" for k in named[:NAMED_ARGUMENTS]]
     more = len(args) - len(parts)
     if more > 0:
         parts.append(f"{more} more argument{'s' if more > 1 else ''}")
     return f"Run `{escaped(tool.name)}`" + (f" with {', '.join(parts)}" if parts else "")
+
+
+def _name(argument: str) -> str:
+    """An argument's name in the sentence: as itself when nothing can form from it, else as inert inline code (the
+    model chooses the names of the arguments it passes: ``*now*``, a URL or a backtick would be markup)."""
+    return argument if _PLAIN_NAME.fullmatch(argument) else call_view.inline(argument)
