@@ -19,12 +19,14 @@ from slack_sdk.errors import SlackApiError
 
 from shared import config
 from shared.config_values import Tier, TierRule
+from shared.slack import backpressure
 from shared.slack import client as slack
 from shared.state.models import Approval
 
 log = logging.getLogger(__name__)
 
 GROUP_CACHE_SECONDS = 180.0
+UNREADABLE: tuple[type[Exception], ...] = (SlackApiError, *backpressure.CONNECTION_ERRORS)
 
 _lock = threading.Lock()
 _groups: dict[str, tuple[float, frozenset[str]]] = {}
@@ -40,8 +42,9 @@ def group_members(group: str, *, clock: Callable[[], float] = time.monotonic) ->
     try:
         response = slack.client().usergroups_users_list(usergroup=group)
         members = frozenset(str(u) for u in response.get("users") or [])
-    except SlackApiError as exc:
-        log.warning("user group members unreadable", extra={"group": group, "error": exc.response.get("error")})
+    except UNREADABLE as exc:  # refused, or Slack out of reach: not kept
+        error = exc.response.get("error") if isinstance(exc, SlackApiError) else f"{type(exc).__name__}: {exc}"
+        log.warning("user group members unreadable", extra={"group": group, "error": error})
         return frozenset()
     with _lock:
         _groups[group] = (at, members)
