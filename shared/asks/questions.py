@@ -45,14 +45,15 @@ def why_closed(statuses: Iterable[str], *, unanswered: str) -> str:
 
 def ask(session: Session, *, seq: int, call_index: int, call_id: str | None, question: str, options: list[str],
         blocking: bool, surface: ThreadSurface, mcp_input: dict[str, Any] | None = None,
-        link: str | None = None) -> Question:  # fmt: skip
+        link: str | None = None, round: int = 1) -> Question:  # fmt: skip
     """Record ``question`` open, then post it in the session's thread, then note the post on the record.
 
     The record exists before anyone can see the question, so a reply or a button press that comes at once answers
     it. A retried step finds what it did before (the same id, the same post key). ``mcp_input`` is an MCP server's
-    request the answer resumes; ``link`` a URL the question shows as a link button.
+    request the answer resumes (``round``: its request in that call, each its own question and post); ``link`` a
+    URL the question shows as a link button.
     """
-    qid = ids.question_id(session.session_id, seq, call_index)
+    qid = ids.question_id(session.session_id, seq, call_index, round)
     elsewhere = routing.operator_channel(
         session.origin.channel
     )  # operators cannot see this conversation: their channel
@@ -78,7 +79,7 @@ def ask(session: Session, *, seq: int, call_index: int, call_id: str | None, que
     operators = settings.operator_user_ids if settings.question_mentions_operators else None
     text = blocks.question_text(question, options, operators=operators, link=link)
     shown = blocks.question_blocks(qid, question, options, operators=operators, link=link)
-    key = ids.post_key(session.session_id, seq, f"{call_index}:question")
+    key = ids.post_key(session.session_id, seq, f"{call_index}:question" + (f"-r{round}" if round > 1 else ""))
     if asked.post_ts is None and asked.post_channel:  # in the operators' channel, linked back; the person told
         asked = stored.set_post_ts(qid, routing.ask_operators(asked, surface, key=key, text=text, blocks=shown))
     elif asked.post_ts is None:
