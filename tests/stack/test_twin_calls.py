@@ -10,6 +10,7 @@ Firestore (``demo_actions``).
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from datetime import timedelta
@@ -514,3 +515,40 @@ def test_twin_answer_child_calls_answer_the_child_once(
         {"error": f"{child_id} is not a child of this session with an open question"},
     ]  # each at its own position
     assert final_replies(fake_slack, thread, "The workers run 4 replicas.") == 1
+
+
+def test_a_non_blocking_answer_while_its_turns_resumption_is_still_queued_reaches_that_resumption(
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """A blocking and a non-blocking question in one turn (no ids): the blocking one answered, then the non-blocking
+    one before the resuming continuation is claimed. The late answer's own continuation found the paused session
+    resumed (its continuation not claimed yet) and took the transcript over, writing after the turn's unanswered
+    calls; it must hand its answer to the resumption instead, which answers each call at its position."""
+    from infra.fakes.dispatch.client import Dispatcher
+
+    blocking = ("ask_operator", {"question": "Which zone?", "options": ["north", "south"]})
+    aside = ("ask_operator", {"question": "Which size?", "options": ["small", "large"], "blocking": False})
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(blocking, aside)),
+                       FakeGemini.matching(f"[C{uid}]", G.text("Zones noted.")))  # fmt: skip
+    thread = mention(fake_slack, f"C{uid}", "pick a zone and a size")
+    wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    resumed = ids.resume_id(thread.session_id, 1)
+    dispatch = Dispatcher(stack.url("dispatch"))
+    dispatch.hold(resumed)
+    try:
+        assert pick(fake_slack, thread, ids.question_id(thread.session_id, 1, 0), 1)["status"] == 200
+        dispatch.wait_held(1, match=resumed, timeout=30)
+        late = ids.question_id(thread.session_id, 1, 1)
+        assert pick(fake_slack, thread, late, 1)["status"] == 200
+        handed = wait_status(ids.continuation_id(late), SessionStatus.RESUMED, SessionStatus.DONE, timeout=60)
+    finally:
+        dispatch.release(resumed)
+    assert handed.status == SessionStatus.RESUMED
+    assert handed.handed_to == resumed
+    wait_status(resumed, SessionStatus.DONE, timeout=60)
+    [request] = [r for r in requests_for(fake_gemini, f"[{thread.channel}]") if function_responses(r)]
+    responses = function_responses(request)  # one per call, in call order, in the turn after the calls
+    assert [r["response"]["result"].get("answer") for r in responses] == ["north", None]
+    assert responses[1]["response"]["result"]["status"] == "asked"
+    assert "small" in json.dumps(request["body"]["contents"][-1])  # the late answer, as a note beside them
+    replied_once(fake_slack, thread, "Zones noted.")
