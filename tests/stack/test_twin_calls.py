@@ -552,3 +552,41 @@ def test_a_non_blocking_answer_while_its_turns_resumption_is_still_queued_reache
     assert responses[1]["response"]["result"]["status"] == "asked"
     assert "small" in json.dumps(request["body"]["contents"][-1])  # the late answer, as a note beside them
     replied_once(fake_slack, thread, "Zones noted.")
+
+
+def test_a_question_an_approval_and_a_non_blocking_question_clicked_at_once_resume_the_turn_once(
+    fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """One turn (no ids): a blocking question, an approve-tier call and a non-blocking question, all three clicked
+    at once. The turn resumes once, each call answered at its position, the approved call run once, and the
+    non-blocking answer reaches the model as a note, whichever session it finds writing the transcript."""
+    blocking = ("ask_operator", {"question": "Which zone?", "options": ["north", "south"]})
+    aside = ("ask_operator", {"question": "Which size?", "options": ["small", "large"], "blocking": False})
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(blocking, TWIN, aside)),
+                       FakeGemini.matching(f"[C{uid}]", G.text("Zones noted.")),
+                       FakeGemini.matching(f"[C{uid}]", G.text("Zones noted.")))  # fmt: skip
+    thread = mention(fake_slack, f"C{uid}", "pick a zone and a size, and scale")
+    wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    approval = stored.get_approval(ids.approval_id(thread.session_id, 1, 1))
+    assert approval is not None
+    clicks = at_once(lambda: pick(fake_slack, thread, ids.question_id(thread.session_id, 1, 0), 2),
+                     lambda: press(fake_slack, approval, blocks.APPROVE_ACTION),
+                     lambda: pick(fake_slack, thread, ids.question_id(thread.session_id, 1, 2), 1))  # fmt: skip
+    assert [c["status"] for c in clicks] == [200, 200, 200]
+    resumed = ids.resume_id(thread.session_id, 1)
+    wait_status(resumed, SessionStatus.DONE, timeout=90)
+    assert [e["key"] for e in executions(thread.session_id)] == [ids.call_key(thread.session_id, 1, 1)]
+    written = steps.load_steps(thread.session_id)
+    answered = [s for s in written if s.kind == StepKind.ANSWER and s.answers is not None]
+    assert [[(r.seq, r.index) for r in s.answers or []] for s in answered] == [[(1, 0), (1, 1)]]  # resumed once
+    # The non-blocking answer's own continuation never wrote between the turn and its responses: it handed its
+    # answer over (or, had the turn's session ended first, ran after it).
+    late = ids.continuation_id(ids.question_id(thread.session_id, 1, 2))
+    assert all(s.seq > answered[0].seq for s in written if s.session_id == late)
+    called = [r for r in requests_for(fake_gemini, f"[{thread.channel}]") if function_responses(r)]
+    responses = function_responses(called[0])  # (a later turn may follow, for a note that came after it)
+    assert responses[0]["response"]["result"]["answer"] == "south"
+    assert responses[1]["response"] == {"result": RAN}
+    assert responses[2]["response"]["result"]["status"] == "asked"
+    shown = json.dumps([r["body"]["contents"] for r in requests_for(fake_gemini, f"[{thread.channel}]")])
+    assert "small" in shown  # the non-blocking answer, as a note
