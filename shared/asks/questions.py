@@ -154,7 +154,7 @@ def remind(question: Question, at: datetime) -> bool:
 
 def abandon(question: Question, at: datetime) -> bool:
     """Stop waiting for a question: the paused session closed (and everything else its turn waited on), 💬 off, the
-    post updated, the thread told.
+    post updated, the thread told. A non-blocking question closes alone: no turn waits on it.
 
     The session ends right after the question closes, before any call to Slack: a post that fails (the bot removed
     from the channel, Slack down) used to leave it paused for ever on a question the sweep no longer ages. A sweep
@@ -164,7 +164,9 @@ def abandon(question: Question, at: datetime) -> bool:
     if not stored.close_question(question.question_id, QuestionStatus.ABANDONED):
         return False
     hours = _hours_open(question, at)
-    ended = sessions.end_session(question.session_id, expect=SessionStatus.PAUSED, status=SessionStatus.ABANDONED)
+    # Only a blocking question is waited on: a session paused on something else goes on waiting for that.
+    ended = sessions.end_session(question.session_id, expect=SessionStatus.PAUSED,
+                                 status=SessionStatus.ABANDONED) if question.blocking else None  # fmt: skip
     if ended is None and _closed_by_stop(question):
         return True
     try:

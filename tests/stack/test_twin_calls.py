@@ -590,3 +590,40 @@ def test_a_question_an_approval_and_a_non_blocking_question_clicked_at_once_resu
     assert responses[2]["response"]["result"]["status"] == "asked"
     shown = json.dumps([r["body"]["contents"] for r in requests_for(fake_gemini, f"[{thread.channel}]")])
     assert "small" in shown  # the non-blocking answer, as a note
+
+
+def test_the_sweep_abandoning_a_non_blocking_question_leaves_the_turn_paused_on_another(
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """A turn (no ids) asks a non-blocking question and a blocking one, and pauses on the blocking one only. The
+    sweep abandoning the non-blocking one (nothing waits on it) ended the paused session and cancelled the question
+    it waited on; the session must wait on, and the blocking answer resume its turn once."""
+    aside = ("ask_operator", {"question": "Which size?", "options": ["small", "large"], "blocking": False})
+    blocking = ("ask_operator", {"question": "Which zone?", "options": ["north", "south"]})
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(aside, blocking)),
+                       FakeGemini.matching(f"[C{uid}]", G.text("Zones noted.")))  # fmt: skip
+    thread = mention(fake_slack, f"C{uid}", "pick a size and a zone")
+    paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    asked = [ids.question_id(thread.session_id, 1, n) for n in (0, 1)]
+    assert [w.key for w in paused.waiting] == [asked[1]]
+    firestore.db().collection("questions").document(asked[0]).update(
+        {"asked_at": firestore.now() - timedelta(hours=500)}
+    )
+    swept = requests.post(stack.function_url("sweep"), json={}, timeout=60).json()
+    assert swept["abandoned"] >= 1
+    aged = stored_questions.get_question(asked[0])
+    assert aged is not None
+    assert aged.status == QuestionStatus.ABANDONED
+    waited = stored_questions.get_question(asked[1])
+    assert waited is not None
+    assert waited.status == QuestionStatus.OPEN
+    still = sessions.get_session(thread.session_id)
+    assert still is not None
+    assert still.status == SessionStatus.PAUSED
+    assert pick(fake_slack, thread, asked[1], 1)["status"] == 200
+    wait_status(ids.resume_id(thread.session_id, 1), SessionStatus.DONE, timeout=60)
+    [request] = [r for r in requests_for(fake_gemini, f"[{thread.channel}]") if function_responses(r)]
+    responses = function_responses(request)
+    assert responses[0]["response"]["result"]["status"] == "asked"
+    assert responses[1]["response"]["result"]["answer"] == "north"
+    replied_once(fake_slack, thread, "Zones noted.")
