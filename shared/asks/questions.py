@@ -45,14 +45,15 @@ def why_closed(statuses: Iterable[str], *, unanswered: str) -> str:
 
 def ask(session: Session, *, seq: int, call_index: int, call_id: str | None, question: str, options: list[str],
         blocking: bool, surface: ThreadSurface, mcp_input: dict[str, Any] | None = None,
-        link: str | None = None) -> Question:  # fmt: skip
+        link: str | None = None, round: int = 1) -> Question:  # fmt: skip
     """Record ``question`` open, then post it in the session's thread, then note the post on the record.
 
     The record exists before anyone can see the question, so a reply or a button press that comes at once answers
     it. A retried step finds what it did before (the same id, the same post key). ``mcp_input`` is an MCP server's
-    request the answer resumes; ``link`` a URL the question shows as a link button.
+    request the answer resumes (``round``: its request in that call, each its own question and post); ``link`` a
+    URL the question shows as a link button.
     """
-    qid = ids.question_id(session.session_id, seq, call_index)
+    qid = ids.question_id(session.session_id, seq, call_index, round)
     elsewhere = routing.operator_channel(
         session.origin.channel
     )  # operators cannot see this conversation: their channel
@@ -78,7 +79,7 @@ def ask(session: Session, *, seq: int, call_index: int, call_id: str | None, que
     operators = settings.operator_user_ids if settings.question_mentions_operators else None
     text = blocks.question_text(question, options, operators=operators, link=link)
     shown = blocks.question_blocks(qid, question, options, operators=operators, link=link)
-    key = ids.post_key(session.session_id, seq, f"{call_index}:question")
+    key = ids.post_key(session.session_id, seq, f"{call_index}:question" + (f"-r{round}" if round > 1 else ""))
     if asked.post_ts is None and asked.post_channel:  # in the operators' channel, linked back; the person told
         asked = stored.set_post_ts(qid, routing.ask_operators(asked, surface, key=key, text=text, blocks=shown))
     elif asked.post_ts is None:
@@ -153,7 +154,7 @@ def remind(question: Question, at: datetime) -> bool:
 
 def abandon(question: Question, at: datetime) -> bool:
     """Stop waiting for a question: the paused session closed (and everything else its turn waited on), 💬 off, the
-    post updated, the thread told.
+    post updated, the thread told. A non-blocking question closes alone: no turn waits on it.
 
     The session ends right after the question closes, before any call to Slack: a post that fails (the bot removed
     from the channel, Slack down) used to leave it paused for ever on a question the sweep no longer ages. A sweep
@@ -163,7 +164,9 @@ def abandon(question: Question, at: datetime) -> bool:
     if not stored.close_question(question.question_id, QuestionStatus.ABANDONED):
         return False
     hours = _hours_open(question, at)
-    ended = sessions.end_session(question.session_id, expect=SessionStatus.PAUSED, status=SessionStatus.ABANDONED)
+    # Only a blocking question is waited on: a session paused on something else goes on waiting for that.
+    ended = sessions.end_session(question.session_id, expect=SessionStatus.PAUSED,
+                                 status=SessionStatus.ABANDONED) if question.blocking else None  # fmt: skip
     if ended is None and _closed_by_stop(question):
         return True
     try:

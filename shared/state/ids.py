@@ -29,16 +29,21 @@ def retry_id(session_id: str) -> str:
     return f"retry-{session_id}"
 
 
-def question_id(session_id: str, seq: int, call_index: int) -> str:
-    """Derived from the step that asked, so a retried step finds the question it already wrote."""
-    return f"q-{session_id}-{seq}-{call_index}"
+_ROUND = re.compile(r"-r\d+$")  # a later round's question (``question_id``)
+
+
+def question_id(session_id: str, seq: int, call_index: int, round: int = 1) -> str:
+    """Derived from the step that asked, so a retried step finds the question it already wrote. ``round``: an MCP
+    server's later request for input in the same call (2, 3, ...), which the same session may ask (its answer to the
+    round before resumed the call in place, before the session paused): a question of its own."""
+    return f"q-{session_id}-{seq}-{call_index}" + (f"-r{round}" if round > 1 else "")
 
 
 def _named_session(prefix: str, derived_id: str) -> str | None:
     """The session a ``question_id`` or ``approval_id`` was derived from (None if ``derived_id`` is not one)."""
     if not derived_id.startswith(prefix):
         return None
-    session_id, _, rest = derived_id[len(prefix) :].rpartition("-")
+    session_id, _, rest = _ROUND.sub("", derived_id[len(prefix) :]).rpartition("-")
     session_id, _, seq = session_id.rpartition("-")
     return session_id if session_id and seq.isdigit() and rest.isdigit() else None
 

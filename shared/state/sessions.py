@@ -273,17 +273,31 @@ def _transcript_writer(transaction: firestore.Transaction, session: Session, whe
     claim takes it over only from a writer that is not running under a live lease.
     """
     root = session_ref(session.transcript)
-    fields = ["transcript_writer", "status", "lease_until", results.AWAITING]
+    fields = ["transcript_writer", "status", "lease_until", "waiting", results.AWAITING]
     found = _doc(transaction, root, fields, reads)
     awaiting = tuple(str(c) for c in found.get(results.AWAITING) or [])
     writer = found.get("transcript_writer") or session.transcript
     if writer == session.session_id:
         return None
     if writer != session.transcript:
-        found = _doc(transaction, session_ref(writer), ["status", "lease_until"], reads)
+        found = _doc(transaction, session_ref(writer), ["status", "lease_until", "waiting"], reads)
+    heir = _heir(writer, found)
+    if heir is not None and heir != session.session_id:
+        # A writer whose paused turn woke writes on in the continuation that resumes it, queued until claimed: that
+        # one is the writer to be (news goes to it; nothing else takes the transcript from it meanwhile).
+        writer, found = heir, _doc(transaction, session_ref(heir), ["status", "lease_until"], reads)
     until = found.get("lease_until")
     live = found.get("status") == SessionStatus.RUNNING.value and until is not None and until > when
     return _Writer(writer, found.get("status"), live, awaiting)
+
+
+def _heir(writer: str, found: dict[str, Any]) -> str | None:
+    """The continuation that resumes ``writer``'s turn (named after it, ``waiting.wake``), if ``writer`` (its fields
+    ``found``) is a top-level session whose waiting record woke (resumed)."""
+    record = found.get("waiting") or []
+    if found.get("status") != SessionStatus.RESUMED.value or not record or not isinstance(record[0], dict):
+        return None
+    return ids.resume_id(writer, Waiting.from_doc(record[0]).seq)
 
 
 def _doc(transaction: firestore.Transaction, ref: firestore.DocumentReference, fields: list[str],

@@ -20,6 +20,14 @@ def test_a_continuation_that_asks_again_names_its_own_continuation() -> None:
     assert ids.resume_hint(ids.question_id(asker, 9, 0)) == ids.resume_id(asker, 9)
 
 
+def test_a_later_round_of_a_servers_request_is_its_own_question_of_the_same_asker_and_turn() -> None:
+    asker = "ev-Ev123"
+    first, second = ids.question_id(asker, 3, 1), ids.question_id(asker, 3, 1, round=2)
+    assert second != first
+    assert ids.asker_of_question(second) == asker
+    assert ids.resume_hint(second) == ids.resumed_by(second) == ids.resume_id(asker, 3)
+
+
 def test_a_child_or_an_id_that_names_no_asker_has_no_hint() -> None:
     child = ids.child_id("ev-Ev123", 2, 0)  # a child is queued again as itself, never resumed in a continuation
     assert ids.resume_hint(ids.question_id(child, 4, 0)) is None

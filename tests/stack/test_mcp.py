@@ -24,9 +24,10 @@ from infra.stack import Stack
 from shared.slack import blocks
 from shared.state import approvals as stored_approvals
 from shared.state import ids
-from shared.state.models import Approval, SessionStatus, WaitKind
+from shared.state import questions as stored_questions
+from shared.state.models import Approval, Question, QuestionStatus, SessionStatus, WaitKind
 from tests.agent_helpers import agent_with, function_responses, mention, open_question, wait_status
-from tests.mcp_servers import answered, asked_by_a_server, mcp_servers, responses_of, retried_by_cloud_tasks
+from tests.mcp_servers import answered, asked_by_a_server, mcp_servers, reply, responses_of, retried_by_cloud_tasks
 from tests.poll import wait_for
 from tests.stack.test_approvals import press
 
@@ -199,6 +200,44 @@ def test_a_server_that_asks_twice_pauses_twice_and_the_second_answer_completes_t
     assert second.options == ["yes", "no", "Decline"]
     assert f"Rename {service} to billing?" in second.text
     answered(fake_slack, thread, second, "yes")
+    mine = [c for c in servers.calls(servers.demo, "rename_service", "ran") if c["arguments"]["name"] == service]
+    assert [c["arguments"]["to"] for c in mine] == ["billing"]
+    asked = [c for c in servers.calls(servers.demo, "rename_service", "asked") if c["arguments"]["name"] == service]
+    assert [c["arguments"]["step"] for c in asked] == ["new_name", "confirm"]
+    [response] = responses_of(fake_gemini, "mcp.demo.rename_service")
+    assert response["result"]["structured"] == {"renamed": service, "to": "billing"}
+
+
+def test_a_server_that_asks_twice_answered_before_its_turn_pauses_asks_its_second_question_anew(
+    servers: Servers, script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """The first request answered while its turn still runs (a later call's post held by a slow Slack): the turn
+    resumes in place, and the server's second request is a question of its own, shown and waited on, never the
+    first one again (whose id the same call and step would give it)."""
+    service, marker = f"svc{uid}", f"renaming now {uid}"
+    fake_slack.slow("chat.postMessage", 30, match=marker)
+    turn = G.calls(("mcp.demo.rename_service", {"name": service}), ("post_update", {"text": marker}))
+    script(turn, G.text("Renamed."))
+    thread = mention(fake_slack, f"C{uid}", "rename the service")
+    first_id = ids.question_id(thread.session_id, 1, 0)
+
+    def posted() -> Question | None:
+        found = stored_questions.get_question(first_id)
+        return found if found is not None and found.post_ts else None
+
+    wait_for(posted, timeout=60, what="the server's first question")
+    reply(fake_slack, thread.channel, thread.ts, "billing")  # while the turn's update is still being posted
+    fake_slack.release("chat.postMessage")
+    paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    [waits] = paused.waiting
+    second = stored_questions.get_question(waits.key)
+    assert second is not None
+    assert second.question_id != first_id
+    assert second.status == QuestionStatus.OPEN
+    assert f"Rename {service} to billing?" in second.text
+    assert any(m["ts"] == second.post_ts for m in fake_slack.bot_replies(thread.channel, thread.ts))
+    reply(fake_slack, thread.channel, thread.ts, "yes")
+    wait_status(ids.resume_id(thread.session_id, 1), SessionStatus.DONE, timeout=60)
     mine = [c for c in servers.calls(servers.demo, "rename_service", "ran") if c["arguments"]["name"] == service]
     assert [c["arguments"]["to"] for c in mine] == ["billing"]
     asked = [c for c in servers.calls(servers.demo, "rename_service", "asked") if c["arguments"]["name"] == service]

@@ -10,6 +10,7 @@ Firestore (``demo_actions``).
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from datetime import timedelta
@@ -514,3 +515,115 @@ def test_twin_answer_child_calls_answer_the_child_once(
         {"error": f"{child_id} is not a child of this session with an open question"},
     ]  # each at its own position
     assert final_replies(fake_slack, thread, "The workers run 4 replicas.") == 1
+
+
+def test_a_non_blocking_answer_while_its_turns_resumption_is_still_queued_reaches_that_resumption(
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """A blocking and a non-blocking question in one turn (no ids): the blocking one answered, then the non-blocking
+    one before the resuming continuation is claimed. The late answer's own continuation found the paused session
+    resumed (its continuation not claimed yet) and took the transcript over, writing after the turn's unanswered
+    calls; it must hand its answer to the resumption instead, which answers each call at its position."""
+    from infra.fakes.dispatch.client import Dispatcher
+
+    blocking = ("ask_operator", {"question": "Which zone?", "options": ["north", "south"]})
+    aside = ("ask_operator", {"question": "Which size?", "options": ["small", "large"], "blocking": False})
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(blocking, aside)),
+                       FakeGemini.matching(f"[C{uid}]", G.text("Zones noted.")))  # fmt: skip
+    thread = mention(fake_slack, f"C{uid}", "pick a zone and a size")
+    wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    resumed = ids.resume_id(thread.session_id, 1)
+    dispatch = Dispatcher(stack.url("dispatch"))
+    dispatch.hold(resumed)
+    try:
+        assert pick(fake_slack, thread, ids.question_id(thread.session_id, 1, 0), 1)["status"] == 200
+        dispatch.wait_held(1, match=resumed, timeout=30)
+        late = ids.question_id(thread.session_id, 1, 1)
+        assert pick(fake_slack, thread, late, 1)["status"] == 200
+        handed = wait_status(ids.continuation_id(late), SessionStatus.RESUMED, SessionStatus.DONE, timeout=60)
+    finally:
+        dispatch.release(resumed)
+    assert handed.status == SessionStatus.RESUMED
+    assert handed.handed_to == resumed
+    wait_status(resumed, SessionStatus.DONE, timeout=60)
+    [request] = [r for r in requests_for(fake_gemini, f"[{thread.channel}]") if function_responses(r)]
+    responses = function_responses(request)  # one per call, in call order, in the turn after the calls
+    assert [r["response"]["result"].get("answer") for r in responses] == ["north", None]
+    assert responses[1]["response"]["result"]["status"] == "asked"
+    assert "small" in json.dumps(request["body"]["contents"][-1])  # the late answer, as a note beside them
+    replied_once(fake_slack, thread, "Zones noted.")
+
+
+def test_a_question_an_approval_and_a_non_blocking_question_clicked_at_once_resume_the_turn_once(
+    fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """One turn (no ids): a blocking question, an approve-tier call and a non-blocking question, all three clicked
+    at once. The turn resumes once, each call answered at its position, the approved call run once, and the
+    non-blocking answer reaches the model as a note, whichever session it finds writing the transcript."""
+    blocking = ("ask_operator", {"question": "Which zone?", "options": ["north", "south"]})
+    aside = ("ask_operator", {"question": "Which size?", "options": ["small", "large"], "blocking": False})
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(blocking, TWIN, aside)),
+                       FakeGemini.matching(f"[C{uid}]", G.text("Zones noted.")),
+                       FakeGemini.matching(f"[C{uid}]", G.text("Zones noted.")))  # fmt: skip
+    thread = mention(fake_slack, f"C{uid}", "pick a zone and a size, and scale")
+    wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    approval = stored.get_approval(ids.approval_id(thread.session_id, 1, 1))
+    assert approval is not None
+    clicks = at_once(lambda: pick(fake_slack, thread, ids.question_id(thread.session_id, 1, 0), 2),
+                     lambda: press(fake_slack, approval, blocks.APPROVE_ACTION),
+                     lambda: pick(fake_slack, thread, ids.question_id(thread.session_id, 1, 2), 1))  # fmt: skip
+    assert [c["status"] for c in clicks] == [200, 200, 200]
+    resumed = ids.resume_id(thread.session_id, 1)
+    wait_status(resumed, SessionStatus.DONE, timeout=90)
+    assert [e["key"] for e in executions(thread.session_id)] == [ids.call_key(thread.session_id, 1, 1)]
+    written = steps.load_steps(thread.session_id)
+    answered = [s for s in written if s.kind == StepKind.ANSWER and s.answers is not None]
+    assert [[(r.seq, r.index) for r in s.answers or []] for s in answered] == [[(1, 0), (1, 1)]]  # resumed once
+    # The non-blocking answer's own continuation never wrote between the turn and its responses: it handed its
+    # answer over (or, had the turn's session ended first, ran after it).
+    late = ids.continuation_id(ids.question_id(thread.session_id, 1, 2))
+    assert all(s.seq > answered[0].seq for s in written if s.session_id == late)
+    called = [r for r in requests_for(fake_gemini, f"[{thread.channel}]") if function_responses(r)]
+    responses = function_responses(called[0])  # (a later turn may follow, for a note that came after it)
+    assert responses[0]["response"]["result"]["answer"] == "south"
+    assert responses[1]["response"] == {"result": RAN}
+    assert responses[2]["response"]["result"]["status"] == "asked"
+    shown = json.dumps([r["body"]["contents"] for r in requests_for(fake_gemini, f"[{thread.channel}]")])
+    assert "small" in shown  # the non-blocking answer, as a note
+
+
+def test_the_sweep_abandoning_a_non_blocking_question_leaves_the_turn_paused_on_another(
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """A turn (no ids) asks a non-blocking question and a blocking one, and pauses on the blocking one only. The
+    sweep abandoning the non-blocking one (nothing waits on it) ended the paused session and cancelled the question
+    it waited on; the session must wait on, and the blocking answer resume its turn once."""
+    aside = ("ask_operator", {"question": "Which size?", "options": ["small", "large"], "blocking": False})
+    blocking = ("ask_operator", {"question": "Which zone?", "options": ["north", "south"]})
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(aside, blocking)),
+                       FakeGemini.matching(f"[C{uid}]", G.text("Zones noted.")))  # fmt: skip
+    thread = mention(fake_slack, f"C{uid}", "pick a size and a zone")
+    paused = wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
+    asked = [ids.question_id(thread.session_id, 1, n) for n in (0, 1)]
+    assert [w.key for w in paused.waiting] == [asked[1]]
+    firestore.db().collection("questions").document(asked[0]).update(
+        {"asked_at": firestore.now() - timedelta(hours=500)}
+    )
+    swept = requests.post(stack.function_url("sweep"), json={}, timeout=60).json()
+    assert swept["abandoned"] >= 1
+    aged = stored_questions.get_question(asked[0])
+    assert aged is not None
+    assert aged.status == QuestionStatus.ABANDONED
+    waited = stored_questions.get_question(asked[1])
+    assert waited is not None
+    assert waited.status == QuestionStatus.OPEN
+    still = sessions.get_session(thread.session_id)
+    assert still is not None
+    assert still.status == SessionStatus.PAUSED
+    assert pick(fake_slack, thread, asked[1], 1)["status"] == 200
+    wait_status(ids.resume_id(thread.session_id, 1), SessionStatus.DONE, timeout=60)
+    [request] = [r for r in requests_for(fake_gemini, f"[{thread.channel}]") if function_responses(r)]
+    responses = function_responses(request)
+    assert responses[0]["response"]["result"]["status"] == "asked"
+    assert responses[1]["response"]["result"]["answer"] == "north"
+    replied_once(fake_slack, thread, "Zones noted.")

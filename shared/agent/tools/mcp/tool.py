@@ -151,7 +151,7 @@ class McpTool:
                                  caller=ctx.caller, seq=ctx.seq, index=ctx.call_index, round=round)  # fmt: skip
         question = questions.ask(ctx.session, seq=ctx.seq, call_index=ctx.call_index, call_id=ctx.call_id,
                                  question=ask.text, options=ask.options, blocking=True, surface=ctx.surface,
-                                 mcp_input=pending.to_doc(), link=ask.link)  # fmt: skip
+                                 mcp_input=pending.to_doc(), link=ask.link, round=round)  # fmt: skip
         return Suspend(question, {"status": "waiting for the operator's input", "question": ask.text})
 
     def argument_problem(self, args: dict[str, Any]) -> str | None:
