@@ -154,7 +154,8 @@ def remind(question: Question, at: datetime) -> bool:
 
 def abandon(question: Question, at: datetime) -> bool:
     """Stop waiting for a question: the paused session closed (and everything else its turn waited on), 💬 off, the
-    post updated, the thread told. A non-blocking question closes alone: no turn waits on it.
+    post updated, the thread told. A non-blocking question closes alone: no turn waits on it (the thread is told
+    only if its session is not still paused on the rest of its turn).
 
     The session ends right after the question closes, before any call to Slack: a post that fails (the bot removed
     from the channel, Slack down) used to leave it paused for ever on a question the sweep no longer ages. A sweep
@@ -169,13 +170,20 @@ def abandon(question: Question, at: datetime) -> bool:
                                  status=SessionStatus.ABANDONED) if question.blocking else None  # fmt: skip
     if ended is None and _closed_by_stop(question):
         return True
+    # A session still paused on the rest of its turn is not told to start again: the post alone says it.
+    waits_on = not question.blocking and _paused(question.session_id)
     try:
-        show_abandoned(question, at)  # first: a sweep killed in what follows has told the thread
+        show_abandoned(question, at, tell=not waits_on)  # first: a sweep killed in what follows has told the thread
     finally:
         if ended is not None:
             _end_waits(ended, why=f"its session stopped waiting: a question went unanswered for {hours} hours",
                        by="sweep")  # fmt: skip
     return True
+
+
+def _paused(session_id: str) -> bool:
+    found = sessions.get_session(session_id)
+    return found is not None and found.status == SessionStatus.PAUSED
 
 
 def _closed_by_stop(question: Question) -> bool:

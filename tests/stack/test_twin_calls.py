@@ -597,7 +597,8 @@ def test_the_sweep_abandoning_a_non_blocking_question_leaves_the_turn_paused_on_
 ) -> None:
     """A turn (no ids) asks a non-blocking question and a blocking one, and pauses on the blocking one only. The
     sweep abandoning the non-blocking one (nothing waits on it) ended the paused session and cancelled the question
-    it waited on; the session must wait on, and the blocking answer resume its turn once."""
+    it waited on; the session must wait on, its thread not told to start again, and the blocking answer resume its
+    turn once."""
     aside = ("ask_operator", {"question": "Which size?", "options": ["small", "large"], "blocking": False})
     blocking = ("ask_operator", {"question": "Which zone?", "options": ["north", "south"]})
     fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(aside, blocking)),
@@ -620,6 +621,8 @@ def test_the_sweep_abandoning_a_non_blocking_question_leaves_the_turn_paused_on_
     still = sessions.get_session(thread.session_id)
     assert still is not None
     assert still.status == SessionStatus.PAUSED
+    told = [m["text"] for m in fake_slack.bot_replies(thread.channel, thread.ts) if "To start again" in m["text"]]
+    assert told == []  # it waits on: the abandoned post says so, and nobody is told to start again
     assert pick(fake_slack, thread, asked[1], 1)["status"] == 200
     wait_status(ids.resume_id(thread.session_id, 1), SessionStatus.DONE, timeout=60)
     [request] = [r for r in requests_for(fake_gemini, f"[{thread.channel}]") if function_responses(r)]
