@@ -11,7 +11,13 @@ MAX_REQUEST_CHARS = 20_000  # the request that started the session, as the model
 MAX_THREAD_CHARS = 120_000  # the whole thread section of the opening prompt (newest messages kept)
 TOO_LARGE_REQUEST_CHARS = 200_000  # a request longer than this is not used at all: the requester is told
 MAX_TOOL_RESULT_CHARS = 40_000  # one tool result, as stored in its step and sent to the model
-MAX_STEP_CHARS = 400_000  # all the tool results of one step: Firestore's limit is 1 MiB per document
+# All the tool results of one step. Firestore's limit is 1 MiB per document, in UTF-8: up to 4 bytes a character.
+MAX_STEP_CHARS = 200_000
+
+
+def per_call_chars(calls: int) -> int:
+    """What one tool result of a step of ``calls`` results may hold: the step stays within ``MAX_STEP_CHARS``."""
+    return min(MAX_TOOL_RESULT_CHARS, MAX_STEP_CHARS // max(1, calls))
 
 
 def capped(text: str, limit: int) -> str:

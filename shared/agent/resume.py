@@ -24,6 +24,7 @@ from shared.agent.waits import kinds, outcomes
 from shared.agent.waits.base import Resumed
 from shared.agent.waits.resuming import Resuming, WaitOn
 from shared.asks import tree_status
+from shared.limits import per_call_chars
 from shared.state import questions as stored
 from shared.state.models import Audit, Note, Question, SessionKind, StepKind, Waiting, WaitKind
 
@@ -67,6 +68,7 @@ class Resumer:
                 resuming.responses.text(prompts.notes_text(news))
         # Every kind's outcomes in one batched read (none if the run read them as it started, beside its transcript)
         found = outcomes.read(self.session, record, known=self.run.outcomes_read(record))
+        per_call = per_call_chars(len(turn.calls) if turn is not None else len(record))  # as the turn's first pass
         audit: list[Audit] = []
         after_step: list[tuple[str, Callable[[], object]]] = []
         again: list[Waiting] = []
@@ -81,7 +83,7 @@ class Resumer:
                 resuming.arrive(on, then=WaitOn(then.kind, then.key))
                 again.append(then)
                 continue
-            resuming.arrive(on, outcome if isinstance(outcome, ToolResult) else NO_OUTCOME)
+            resuming.arrive(on, outcome.capped(per_call) if isinstance(outcome, ToolResult) else NO_OUTCOME)
         try:
             self.run.commit(StepKind.ANSWER, resuming.responses, audit, consumed=consumed or [], waiting=[])
         finally:  # its display updates, beside the model's request, made by the next step (even if this was refused)

@@ -16,7 +16,7 @@ from shared.agent.tools.base import Outcome, Suspend, Wait
 from shared.agent.tools.result import ToolResult
 from shared.agent.transcript import PendingTurn, Responses
 from shared.asks import tree_status
-from shared.limits import MAX_STEP_CHARS, MAX_TOOL_RESULT_CHARS
+from shared.limits import per_call_chars
 from shared.state import ledger
 from shared.state.models import Audit, Waiting, WaitKind
 
@@ -40,8 +40,7 @@ class ToolTurn:
         audit: list[Audit] = []
         suspended: list[tuple[int, Suspend]] = []  # the calls that wait on an operator question, each its own
         used = run.session.limits.tool_calls
-        # A step stays well under 1 MiB.
-        per_call = min(MAX_TOOL_RESULT_CHARS, MAX_STEP_CHARS // max(1, len(turn.calls)))
+        per_call = per_call_chars(len(turn.calls))  # a step stays under 1 MiB
         # A takeover may re-run a turn whose calls partly ran: the ledger says which.
         recorded = ledger.entries(run.session, seq, [i for i, _ in turn.calls]) if run.replaying() else {}
         held = self.calls.held(turn)
