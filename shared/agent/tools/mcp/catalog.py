@@ -6,8 +6,8 @@ The servers due a listing are listed at once (``connection.list_each``), so a sl
 timeout, not the sum of them. A server that cannot be reached or listed is logged and skipped for that session; the
 session's model is told which servers' tools are unavailable. A listing that timed out (no answer, or no connection,
 in time) is skipped at once by the sessions of the next ``TIMED_OUT_SECONDS``, with the same words for their models:
-a hung server would otherwise hold every session's start for its whole timeout. Any other failed listing cost the
-session no wait and is not kept (a server refusing connections while it restarts is listed again by the next).
+a hung server would otherwise hold every session's start for its whole timeout. Any other failed listing (the
+server answered, or refused the connection at once) is not kept: a server restarting is listed by the next session.
 """
 
 from __future__ import annotations
