@@ -9,7 +9,7 @@ import functools
 import json
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -138,13 +138,13 @@ def server_calls(url: str) -> int:
 def listings() -> Iterator[list[int]]:
     """How many times the product listed a server's tools inside the block (one count per listing)."""
     counted: list[int] = []
-    original = connection.list_tools
+    original = connection.list_each
 
-    def list_tools(server: McpServer) -> list[mcp_types.Tool]:
-        counted.append(1)
-        return original(server)
+    def list_each(servers: Sequence[McpServer]) -> list[list[mcp_types.Tool] | connection.McpFailure]:
+        counted.extend(1 for _ in servers)
+        return original(servers)
 
-    with mock.patch.object(connection, "list_tools", list_tools):
+    with mock.patch.object(connection, "list_each", list_each):
         yield counted
 
 

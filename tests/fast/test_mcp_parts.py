@@ -371,7 +371,7 @@ def test_tools_whose_names_clash_once_made_safe_are_left_out_and_named(monkeypat
     listed = [mcp_types.Tool(name=name, input_schema={"type": "object"}) for name in ("a b", "a_b", "c", "d", "d")]
     monkeypatch.setattr(config, "settings", lambda: config.Settings({"MCP_SERVERS": f'[{{"name": "tickets", '
                                                                      f'"url": "{SERVER.url}"}}]'}))  # fmt: skip
-    monkeypatch.setattr(catalog, "_tools_of", lambda server: listed)
+    monkeypatch.setattr(catalog, "_listings", lambda servers: {server: listed for server in servers})
     found = catalog.catalog()
     assert [t.name for t in found.tools] == ["mcp.tickets.c"]
     assert len(found.unavailable) == 2

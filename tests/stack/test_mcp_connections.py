@@ -1,16 +1,20 @@
 """MCP connections as an instance keeps them, against the sample server as a real process: a result read under its
 byte cap (issue 24.6: memory measured for real, in a process of its own), one connection pool and one negotiation
-per server and no listing per call (issue 28.2), under parallel calls from threads, and a stale listing dropped
-when the server says a tool is gone."""
+per server and no listing per call (issue 28.2), under parallel calls from threads, a stale listing dropped
+when the server says a tool is gone, and servers that never answer (a socket that accepts and stays silent): one is
+not asked again by the sessions right after, and two are asked at once."""
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
 
@@ -156,3 +160,123 @@ def test_a_tool_the_server_no_longer_knows_drops_the_cached_listing(
     monkeypatch.undo()
     config.reset()
     catalog.forget()
+
+
+class Silent:
+    """A hung MCP server: it accepts connections on loopback and never answers, until it hangs up."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}/mcp"
+        self.accepted: list[socket.socket] = []
+        self.changed = threading.Condition()
+        self.thread = threading.Thread(target=self._accepting, name="silent-mcp", daemon=True)
+        self.thread.start()
+
+    def _accepting(self) -> None:
+        while True:
+            try:
+                connection, _ = self.listener.accept()
+            except OSError:  # hung up
+                return
+            with self.changed:
+                self.accepted.append(connection)
+                self.changed.notify_all()
+
+    def connections(self) -> int:
+        with self.changed:
+            return len(self.accepted)
+
+    def connected(self, count: int, timeout: float) -> bool:
+        """Whether ``count`` connections came within ``timeout`` seconds."""
+        with self.changed:
+            return self.changed.wait_for(lambda: len(self.accepted) >= count, timeout)
+
+    def hang_up(self) -> None:
+        """Stop listening and close every connection: a client still waiting fails at once."""
+        if self.listener.fileno() < 0:  # hung up already
+            return
+        self.listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
+        self.listener.close()
+        self.thread.join(10)
+        with self.changed:
+            for connection in self.accepted:
+                connection.close()
+
+
+@contextmanager
+def silent() -> Iterator[Silent]:
+    server = Silent()
+    try:
+        yield server
+    finally:
+        server.hang_up()
+
+
+@pytest.fixture
+def configure(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., None]]:
+    """Set ``MCP_SERVERS`` to the servers given, with nothing cached; undone afterwards."""
+
+    def configuring(*servers: dict[str, Any]) -> None:
+        monkeypatch.setenv("MCP_SERVERS", json.dumps(list(servers)))
+        config.reset()
+        catalog.forget()
+
+    yield configuring
+    monkeypatch.undo()
+    config.reset()
+    catalog.forget()
+
+
+def test_a_server_that_never_answers_is_skipped_at_once_by_the_sessions_right_after(
+    demo: str, sent: list[str], configure: Callable[..., None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hung server costs the session that lists it its timeout; the sessions of the next ``TIMED_OUT_SECONDS``
+    skip it without asking (their models told the same), and the one after asks again. The sample server beside it
+    is listed once and cached, as before; one refusing connections (no wait) is asked by every session."""
+    with silent() as hung:
+        configure({"name": "demo", "url": demo}, {"name": "hung", "url": hung.url, "timeout_seconds": 1},
+                  {"name": "gone", "url": f"http://127.0.0.1:{free_port()}/mcp"})  # fmt: skip
+        started = time.monotonic()
+        first = catalog.catalog()
+        assert time.monotonic() - started >= 1  # it waited the hung server's timeout
+        asked = hung.connections()
+        assert asked >= 1
+        hung_said, gone_said = first.unavailable
+        assert hung_said == "hung: MCP server 'hung' did not answer within 1 s when asked to list its tools"
+        assert gone_said.startswith("gone: MCP server 'gone' could not be reached")
+        assert "mcp.demo.lookup_service" in {t.name for t in first.tools}
+        assert sorted(sent) == ["server/discover"] * 3 + ["tools/list"]  # demo's probe and listing, hung's, gone's
+        sent.clear()
+
+        second = catalog.catalog()
+        assert hung.connections() == asked  # not asked again
+        assert sent == ["server/discover"]  # gone's: demo's listing is cached
+        assert second.unavailable == first.unavailable
+        assert [t.name for t in second.tools] == [t.name for t in first.tools]
+
+        monkeypatch.setattr(catalog, "TIMED_OUT_SECONDS", 0.0)  # the window is over
+        third = catalog.catalog()
+        assert hung.connections() > asked
+        assert third.unavailable == first.unavailable
+
+
+def test_two_servers_are_asked_at_once_so_a_slow_one_does_not_hold_the_other(configure: Callable[..., None]) -> None:
+    """Both silent servers have a request open before either answers: a session lists its servers at the same
+    time, so a slow one costs its own timeout, not the sum (one after the other, the second would be asked only
+    after the first's two minutes)."""
+    with silent() as slow, silent() as slower:
+        configure({"name": "slow", "url": slow.url, "timeout_seconds": 120},
+                  {"name": "slower", "url": slower.url, "timeout_seconds": 120})  # fmt: skip
+        listed: list[catalog.Catalog] = []
+        session = threading.Thread(target=lambda: listed.append(catalog.catalog()), name="session")
+        session.start()
+        try:
+            both = slow.connected(1, timeout=30) and slower.connected(1, timeout=30)
+        finally:
+            slow.hang_up()  # neither answered; now both fail at once
+            slower.hang_up()
+            session.join(60)
+        assert both, (slow.connections(), slower.connections())
+        [found] = listed
+        assert [reason.split(":")[0] for reason in found.unavailable] == ["slow", "slower"]

@@ -1,9 +1,10 @@
 """Talking to one MCP server: list its tools, call one, on the connections ``pool`` keeps for the instance.
 
 The SDK's ``Client`` negotiates the protocol (the stateless 2026-07-28 revision, or the older handshake). A
-listing negotiates afresh and keeps what the server chose; a call adopts it (no ``server/discover`` probe) and is
-given the tool's entry of the cached listing, so the session does not list again before it accepts a result (the
-SDK's own response cache is off: servers mark listings uncacheable, and ``catalog`` keeps them). A server that
+listing negotiates afresh and keeps what the server chose (``list_each`` lists several servers at once, each within
+its own timeout); a call adopts it (no ``server/discover`` probe) and is given the tool's entry of the cached
+listing, so the session does not list again before it accepts a result (the SDK's own response cache is off:
+servers mark listings uncacheable, and ``catalog`` keeps them). A server that
 refuses the kept protocol is negotiated with again, once; one that says its tools changed, or no longer knows a
 tool, has its listing dropped (``pool.tools_changed``), as has one after a call of a tool not marked read-only
 (its notification may be lost, and on 2026-07-28 is never heard: ``_may_change_tools_unheard``). Responses are
@@ -19,8 +20,9 @@ Every failure is an ``McpFailure`` with words fit for the model; the credential 
 
 from __future__ import annotations
 
+import asyncio
 import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import anyio
@@ -40,6 +42,7 @@ from shared.errors import ProductError
 T = TypeVar("T")
 Outcome = mcp_types.CallToolResult | mcp_types.InputRequiredResult
 MAX_PAGES = 20  # a server whose listing never ends is listed this far
+LISTING = "list its tools"
 # What a server answers a request in a protocol it no longer speaks (the kept negotiation is stale): it did not run.
 REFUSED_PROTOCOL = {mcp_types.UNSUPPORTED_PROTOCOL_VERSION}
 
@@ -47,26 +50,47 @@ REFUSED_PROTOCOL = {mcp_types.UNSUPPORTED_PROTOCOL_VERSION}
 class McpFailure(ProductError):
     """The server could not be reached, answered with a protocol error, or took too long."""
 
-    def __init__(self, message: str, *, expired_state: bool = False) -> None:
+    def __init__(self, message: str, *, expired_state: bool = False, timed_out: bool = False) -> None:
         super().__init__(message)
         self.expired_state = expired_state  # the server no longer accepts the request state it gave us
+        self.timed_out = timed_out  # no answer (or no connection) came in time
 
 
 def list_tools(server: McpServer) -> list[mcp_types.Tool]:
     """Every tool the server offers, page by page, on a fresh negotiation (kept for the calls that follow)."""
+    return _run(server, LISTING, _listing, negotiate=True)
 
-    async def listing(client: Client) -> list[mcp_types.Tool]:
-        tools: list[mcp_types.Tool] = []
-        cursor: str | None = None
-        for _ in range(MAX_PAGES):
-            page = await client.list_tools(cursor=cursor)
-            tools.extend(page.tools)
-            cursor = page.next_cursor
-            if cursor is None:
-                break
-        return tools
 
-    return _run(server, "list its tools", listing, negotiate=True)
+def list_each(servers: Sequence[McpServer]) -> list[list[mcp_types.Tool] | McpFailure]:
+    """``list_tools`` of several servers at once on the instance's loop, so a slow server costs its own timeout,
+    not the sum of them: each server's tools, or why not."""
+
+    async def listed(server: McpServer) -> list[mcp_types.Tool] | McpFailure:
+        try:
+            return await _attempt(server, LISTING, _listing, negotiate=True)
+        except McpFailure as exc:
+            return exc
+
+    async def listing_all() -> list[list[mcp_types.Tool] | McpFailure]:
+        return list(await asyncio.gather(*(listed(server) for server in servers)))
+
+    longest = max((server.timeout_seconds for server in servers), default=0.0)
+    try:
+        return pool.run(listing_all, longest)
+    except (Exception, BaseExceptionGroup) as exc:  # the loop did not end them in time (each has its own timeout)
+        return [_failure(server, LISTING, server.timeout_seconds, exc) for server in servers]
+
+
+async def _listing(client: Client) -> list[mcp_types.Tool]:
+    tools: list[mcp_types.Tool] = []
+    cursor: str | None = None
+    for _ in range(MAX_PAGES):
+        page = await client.list_tools(cursor=cursor)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    return tools
 
 
 def call_tool(server: McpServer, name: str, arguments: dict[str, Any], *, listed: mcp_types.Tool | None = None,
@@ -136,10 +160,21 @@ def _unknown_tool(result: mcp_types.CallToolResult, name: str) -> bool:
 
 def _run(server: McpServer, doing: str, operation: Callable[[Client], Awaitable[T]], *, negotiate: bool = False,
          asked: list[str] | None = None) -> T:  # fmt: skip
+    try:
+        return pool.run(lambda: _attempt(server, doing, operation, negotiate=negotiate, asked=asked),
+                        server.timeout_seconds)  # fmt: skip
+    except McpFailure:
+        raise
+    except (Exception, BaseExceptionGroup) as exc:  # the loop did not end it in time (it enforces the timeout)
+        raise _failure(server, doing, server.timeout_seconds, exc) from None
+
+
+async def _attempt(server: McpServer, doing: str, operation: Callable[[Client], Awaitable[T]], *, negotiate: bool,
+                   asked: list[str] | None = None) -> T:  # fmt: skip
+    """The operation on the instance's loop, within the server's timeout; every failure an ``McpFailure``."""
     timeout = server.timeout_seconds
     declining = decline_mid_call(asked if asked is not None else [])
-
-    async def run() -> T:
+    try:
         credential = config.mcp_credential(server)  # a ConfigError naming the variable if it is missing
         kept = pool.kept(server, credential, tls_context())
         if negotiate:
@@ -155,9 +190,6 @@ def _run(server: McpServer, doing: str, operation: Callable[[Client], Awaitable[
                     raise
             # The server refused the kept protocol (the request did not run): negotiate again, once, at once.
             return await _session(server, kept, timeout, declining, operation)
-
-    try:
-        return pool.run(run, timeout)
     except (Exception, BaseExceptionGroup) as exc:  # every failure becomes words for the model
         if _stale_listing(exc):
             pool.tools_changed(server)
@@ -214,7 +246,7 @@ def _failure(server: McpServer, doing: str, timeout: float, exc: BaseException) 
         exc = _first(exc)
     label = f"MCP server {server.name!r}"
     if isinstance(exc, TimeoutError):
-        return McpFailure(f"{label} did not answer within {timeout:g} s when asked to {doing}")
+        return McpFailure(f"{label} did not answer within {timeout:g} s when asked to {doing}", timed_out=True)
     if isinstance(exc, TooLarge):
         return McpFailure(f"{label} was asked to {doing}, but {exc}; the result cannot be used (ask for less)")
     if isinstance(exc, MCPError):
@@ -223,7 +255,8 @@ def _failure(server: McpServer, doing: str, timeout: float, exc: BaseException) 
         said = exc.error.message  # the server's own words: labelled as any of its output is (``results``)
         return McpFailure(f"{label} refused to {doing} (its message, untrusted text): {said}", expired_state=expired)
     if isinstance(exc, OSError | httpx2.HTTPError):
-        return McpFailure(f"{label} could not be reached to {doing}: {_reason(exc)}")
+        timed_out = isinstance(exc, httpx2.TimeoutException)  # httpx's own timeout (connecting, or reading)
+        return McpFailure(f"{label} could not be reached to {doing}: {_reason(exc)}", timed_out=timed_out)
     if isinstance(exc, config.ConfigError):
         return McpFailure(f"{label} is not configured right: {exc}")
     return McpFailure(f"{label} failed to {doing}: {type(exc).__name__}: {_reason(exc)}")
