@@ -5,7 +5,6 @@ thread names that thread as it opens.
 
 from __future__ import annotations
 
-import json
 import logging
 from decimal import Decimal
 from typing import Any
@@ -114,7 +113,7 @@ def _narration(session: Session) -> types.Content:
     """The audit log of the silent session, the ground truth a narration reports from."""
     silent = sessions.get_session(session.narrated_session_id or "")
     records = steps.audit_of(silent) if silent else []
-    lines = [json.dumps(r.to_doc(), default=str, ensure_ascii=False) for r in records] or ["(no records)"]
+    lines = [prompts.as_data(**r.to_doc()) for r in records] or ["(no records)"]  # a page's text makes no record
     request = prompts.as_data(text=capped(session.text, MAX_REQUEST_CHARS))
     text = prompts.NARRATE.format(request=request, reason=session.retry_reason or "unknown", audit="\n".join(lines))
     return _user(text)

@@ -74,9 +74,14 @@ OUTCOME_UNKNOWN = (
 )
 
 
+# Line breaks JSON leaves as they are (it escapes only characters below U+0020): NEL and the Unicode line and
+# paragraph separators, which a reader (and str.splitlines) takes as the start of a new line.
+_RAW_BREAKS = {ord(c): f"\\u{ord(c):04x}" for c in "\x85\u2028\u2029"}
+
+
 def as_data(**fields: Any) -> str:
-    """One item of untrusted data: a single JSON line, so its newlines cannot start a line of the prompt."""
-    return json.dumps(fields, ensure_ascii=False, default=str)
+    """One item of untrusted data: a single JSON line, so no line break inside it can start a line of the prompt."""
+    return json.dumps(fields, ensure_ascii=False, default=str).translate(_RAW_BREAKS)
 
 
 def _speaker(message: dict[str, Any], own: str | None) -> str:
