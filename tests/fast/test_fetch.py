@@ -146,6 +146,10 @@ class _Handler(BaseHTTPRequestHandler):
     def route_latin1(self, path: str, query: dict[str, str]) -> None:
         self._send(200, "café".encode("latin-1"), "text/plain; charset=ISO-8859-1")
 
+    def route_charset(self, path: str, query: dict[str, str]) -> None:
+        """UTF-8 text labelled with the charset the query names."""
+        self._send(200, "café-ok ".encode() * int(query.get("n", "1")), f"text/plain; charset={query['c']}")
+
     def route_bad_utf8(self, path: str, query: dict[str, str]) -> None:
         self._send(200, b"ok \xff\xfe end", "text/plain")
 
@@ -365,6 +369,15 @@ def test_compressed_body_is_limited_after_decompression(server: _Server) -> None
 def test_charset_from_the_header_else_utf8_with_replacement(server: _Server) -> None:
     assert get(server.url("/latin1")).text == "café"
     assert get(server.url("/bad-utf8")).text == "ok \ufffd\ufffd end"
+
+
+@pytest.mark.parametrize("charset", ["punycode", "PunyCode", "idna", "undefined"])
+def test_a_codec_no_page_is_written_in_is_read_as_utf8(server: _Server, charset: str) -> None:
+    """A server picks the codec its page is decoded with: none that takes quadratic time (punycode: half a
+    megabyte took 18 s of CPU, past any deadline) or fails whatever the text (idna, undefined: an exception out of
+    the tool) may be chosen; such a page is read as UTF-8, as one with an unknown charset is."""
+    page = get(server.url(f"/charset?c={charset}&n=3"))
+    assert page.text == "café-ok " * 3
 
 
 def test_slow_drip_hits_the_overall_deadline(server: _Server) -> None:

@@ -10,6 +10,7 @@ pinning. The socket is watched by the fetch's ``Deadline`` from the moment it is
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import email.message
 import http.client
@@ -140,10 +141,17 @@ def parse_content_type(value: str) -> tuple[str, str | None]:
     return message.get_content_type(), message.get_content_charset()
 
 
+# Text codecs no page is written in, which the server must not choose: punycode's decoder takes quadratic time
+# (half a megabyte: many seconds of CPU, past the fetch's deadline); idna and undefined fail whatever the text.
+_NOT_CHARSETS = frozenset({"punycode", "idna", "undefined"})
+
+
 def decode(body: bytes, charset: str | None) -> str:
     if charset:
         try:
-            return body.decode(charset, errors="replace")
+            name = codecs.lookup(charset).name
+            if name not in _NOT_CHARSETS:
+                return body.decode(name, errors="replace")
         except LookupError:  # unknown, or not a text encoding
             pass
     return body.decode("utf-8", errors="replace")
