@@ -422,6 +422,10 @@ class Handler(BaseHTTPRequestHandler):
     def _handle(self, verb: str) -> None:
         started, ws = time.monotonic(), self.server.workspace
         url = urlsplit(self.path)
+        if not url.path.startswith("/api/") and (refused := self._foreign()):  # the Web API needs the bot's token
+            self.close_connection = True  # its body, if any, is never read
+            self._send(403, {"ok": False, "error": refused}, {})
+            return
         if verb == "GET" and self.server.serve_page(self, ws, self.path):
             return
         headers: dict[str, str] = {}
@@ -453,6 +457,21 @@ class Handler(BaseHTTPRequestHandler):
         if verb == "POST":  # every change arrives by POST: the page looks again
             ws.touch()
         print(json.dumps(log), file=sys.stderr, flush=True)
+
+    def _foreign(self) -> str | None:
+        """Why a request for the page or the control API (which acts as anyone: posts, clicks Approve as an
+        operator, reads every message) is not this page's or a local tool's, if it is not: addressed to another
+        name (a site that rebinds its own name to 127.0.0.1), or sent by another site's page (a form posted across
+        origins needs no preflight; the browser names its origin)."""
+        port = self.server.server_address[1]
+        hosts = {f"{name}:{port}" for name in ("127.0.0.1", "localhost", "[::1]")} | {urlsplit(self.server.url).netloc}
+        host = self.headers.get("Host")
+        if host not in hosts:
+            return "forbidden: the local workspace answers only its loopback address"
+        origin = self.headers.get("Origin")
+        if origin is not None and origin != f"http://{host}":
+            return "forbidden: the local workspace answers only its own page"
+        return None
 
     def _web_api(
         self, ws: Workspace, method: str, args: Json, parse_error: str | None
