@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from shared.limits import MAX_MESSAGE_CHARS, MAX_REQUEST_CHARS, MAX_THREAD_CHARS, TOO_LARGE_REQUEST_CHARS, capped
+from shared.slack.call_view import GRAVE, visible
 from shared.state.models import Note, NoteKind, Question
 
 SYSTEM = """\
@@ -170,8 +171,10 @@ def late_result_text(note: Note) -> str:
     (posted as it is: no model turn reads it first)."""
     result = capped(note.text, MAX_REQUEST_CHARS // 4) or "(no result)"
     quoted = "\n".join(f"> {line}" for line in result.splitlines()) or "> (no result)"
-    return (f"A task I delegated (_{capped(note.question or '', 200)}_) finished after this request's budget was "
-            f"spent, so I am passing on its result as it is:\n{quoted}")  # fmt: skip
+    # The task (model text, shaped by the thread) as inline code: it can end no sentence nor start a line of its own.
+    task = visible(" ".join(capped(note.question or "", 200).splitlines())).replace("`", GRAVE)
+    return (f"A task I delegated ({f'`{task}`' if task else 'its task unknown'}) finished after this request's "
+            f"budget was spent, so I am passing on its result as it is:\n{quoted}")  # fmt: skip
 
 
 def late_answer(question: Question) -> str:
