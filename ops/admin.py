@@ -36,6 +36,14 @@ def _age(then: datetime | None, now: datetime) -> str:
     return f"{minutes // 1440}d{minutes // 60 % 24:02d}h" if minutes >= 1440 else f"{minutes // 60}h{minutes % 60:02d}m"
 
 
+def inert(text: str) -> str:
+    """Text others wrote (a question the model wrote from a thread, an MCP server's request, a reason), for a
+    terminal: every character that is not printable (an escape sequence could clear the screen, forge lines, set
+    the clipboard or hide a link's target; a line break or a right-to-left override could reorder the listing)
+    shown as its Python escape."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def waiting_for(session: Session) -> str:
     """What a paused session waits for, as a person says it."""
     from shared.state.models import WaitKind
@@ -67,7 +75,7 @@ def listing(now: datetime, names: Names | None = None) -> list[str]:
     for q in stale.stale_questions(far, page_size=200):
         reminded = "reminded" if q.reminded_at else "-"
         lines.append(f"  {_age(q.asked_at, now):>7}  {q.channel}/{q.thread_ts}  {reminded:8}  "
-                     f"{names.readable(q.text)[:80]}  [{q.question_id}]")  # fmt: skip
+                     f"{inert(names.readable(q.text)[:80])}  [{q.question_id}]")  # fmt: skip
     lines.append("PENDING APPROVALS (age, channel/thread, tool, digest, requested by)")
     for a in stale.stale_approvals(far, page_size=200):
         lines.append(f"  {_age(a.asked_at, now):>7}  {a.channel}/{a.thread_ts}  {a.tool}  {a.digest}  "
@@ -75,7 +83,7 @@ def listing(now: datetime, names: Names | None = None) -> list[str]:
     lines.append("DECISIONS, LAST 7 DAYS (when, decision, by, tool, digest, channel/thread)")
     for a in stale.decided_approvals(now - timedelta(days=7), limit=200):
         when = a.decided_at.isoformat(timespec="minutes") if a.decided_at else "?"
-        reason = f"  reason: {names.readable(a.reason)[:60]}" if a.reason and a.status.value == "denied" else ""
+        reason = f"  reason: {inert(names.readable(a.reason)[:60])}" if a.reason and a.status.value == "denied" else ""
         lines.append(f"  {when}  {a.status.value:8}  {names.name(a.decided_by)}  {a.tool}  {a.digest}  "
                      f"{a.channel}/{a.thread_ts}{reason}  [{a.approval_id}]")  # fmt: skip
     lines.append("FEEDBACK, LAST 7 DAYS (when, rating, by, channel/thread, session)")
