@@ -10,6 +10,8 @@ MAX_MESSAGE_CHARS = 4_000  # one thread message, note or answer
 MAX_REQUEST_CHARS = 20_000  # the request that started the session, as the model sees it
 MAX_THREAD_CHARS = 120_000  # the whole thread section of the opening prompt (newest messages kept)
 TOO_LARGE_REQUEST_CHARS = 200_000  # a request longer than this is not used at all: the requester is told
+# The thread messages a running session has not read yet, together: they are read in one step, kept on its document.
+MAX_PENDING_NOTES_CHARS = 100_000
 MAX_TOOL_RESULT_CHARS = 40_000  # one tool result, as stored in its step and sent to the model
 # All the tool results of one step. Firestore's limit is 1 MiB per document, in UTF-8: up to 4 bytes a character.
 MAX_STEP_CHARS = 200_000

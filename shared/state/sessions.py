@@ -18,6 +18,7 @@ from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.errors import Contended
+from shared.limits import MAX_PENDING_NOTES_CHARS
 from shared.state import claim_reads, claim_step, events, ids, lease, quotas, results, step_fence
 from shared.state.firestore import (
     ALREADY_EXISTS,
@@ -389,6 +390,7 @@ class NoteAdded(StrEnum):
     ADDED = "added"
     NOT_RUNNING = "not_running"  # the session ended meanwhile: the message is handled like any other
     DUPLICATE = "duplicate"  # this message was acted on already (a Slack retry, its app_mention twin)
+    FULL = "full"  # the session has ``MAX_PENDING_NOTES_CHARS`` unread already: the message was not passed on
 
 
 def add_note(session_id: str, note: Note, *, channel: str) -> NoteAdded:
@@ -401,13 +403,17 @@ def add_note(session_id: str, note: Note, *, channel: str) -> NoteAdded:
 
     @firestore.transactional
     def add(transaction: firestore.Transaction) -> NoteAdded:
-        fields = ["status", "kind", "late_note"]
+        fields = ["status", "kind", "late_note", "notes"]
         current = ref.get(transaction=transaction, field_paths=fields).to_dict() or {}
         status = current.get("status")
         queued = status == SessionStatus.QUEUED.value and takes_notes_queued(current.get("kind"),
                                                                             current.get("late_note"))  # fmt: skip
         if status != SessionStatus.RUNNING.value and not queued:
             return NoteAdded.NOT_RUNNING
+        unread = sum(len(str(n.get("text") or "")) for n in current.get("notes") or [] if isinstance(n, dict))
+        if unread + len(note.text) > MAX_PENDING_NOTES_CHARS:  # claimed (its twin is no new message), not kept
+            transaction.create(claim, events.record("note-refused", session_id, now()))
+            return NoteAdded.FULL
         transaction.create(claim, events.record("note", session_id, now()))
         transaction.update(ref, appended(notes=[note]))
         return NoteAdded.ADDED

@@ -134,6 +134,10 @@ def _stop(message: Message, *, notes_in: str | None) -> Routed | None:
     return Routed({"ok": True, "stop": outcomes[0].value})
 
 
+UNREAD_FULL = ("I have not read the messages sent here while I work yet, and I cannot take more before I do: this one "
+               "was not passed on. Send it again once I answer.")  # fmt: skip
+
+
 def _steer(message: Message, running: Session, *, bot_user_id: str | None) -> Routed | None:
     """A message while the thread's session runs (or its continuation is queued to run): a note it reads at its
     next turn, not a second session. None if the session stopped running in between (the caller handles the
@@ -154,6 +158,10 @@ def _steer(message: Message, running: Session, *, bot_user_id: str | None) -> Ro
             if dead:  # Slack's redelivery: the first delivery may have found Cloud Tasks down (same task name)
                 tasks.enqueue_session(session_id, attempt=f"takeover-{message.ts}")
             return Routed({"ok": True, "duplicate": True})
+        if added == NoteAdded.FULL:  # its unread messages are read in one step, which must fit: nothing changed
+            log.warning("message not passed on: the session has too much unread", extra={"ts": message.ts})
+            slack.ephemeral(message.channel, message.user, UNREAD_FULL, thread_ts=message.thread_ts)
+            return Routed({"ok": True, "refused": "too much unread"})
         if added == NoteAdded.ADDED:
             log.info("message queued as a note for the running session", extra={"ts": message.ts})
             if dead:

@@ -15,6 +15,8 @@ import pytest
 
 from bench import cost
 from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
+from shared.limits import MAX_MESSAGE_CHARS, MAX_PENDING_NOTES_CHARS
 from shared.slack import blocks
 from shared.state import ids
 from shared.state import questions as stored
@@ -145,3 +147,31 @@ def test_a_reply_noted_for_a_late_answers_continuation_goes_with_its_hand_over(r
     rig.expect(resumed, SessionStatus.DONE)
     assert texts(last_request(rig)).count(REPLY) == 1, texts(last_request(rig))
     rig.script_used()
+
+
+def test_replies_past_what_a_session_may_hold_unread_are_not_passed_on_and_it_is_said_once(
+    rig: cost.Rig, fake_slack: FakeSlack
+) -> None:
+    """Defect: every reply while a session worked was appended to its document, with no bound on what it held
+    unread, and read in one step: a thread flooded with long messages made that step (and the document) larger
+    than Firestore takes, and the session failed at every attempt. Now a reply past ``MAX_PENDING_NOTES_CHARS``
+    unread is not passed on; its sender is told, once (its twin event and Slack's retry change nothing), and the
+    session reads what it holds."""
+    asker, continuation = answered_and_queued(rig)
+    long = "x" * MAX_MESSAGE_CHARS
+    fits = MAX_PENDING_NOTES_CHARS // MAX_MESSAGE_CHARS
+    for n in range(fits):
+        replied: dict[str, Any] = {}
+        rig.ingress(rig.reply(asker, f"{n} {long}"[:MAX_MESSAGE_CHARS], user="U0HUMAN"), replied)
+        assert replied.get("noted") == continuation, replied
+    over = rig.reply(asker, "one more", user="U0HUMAN")
+    replies = sent_together(rig, over, 2)  # Slack's retry beside the first
+    assert sorted(str(r.get("refused") or r.get("duplicate")) for r in replies) == ["True", "too much unread"]
+    assert len(rig.session(continuation).notes) == fits
+    channel = rig.session(asker).origin.channel
+    told = [e for e in fake_slack.ephemerals(channel, "U0HUMAN") if "was not passed on" in e["text"]]
+    assert len(told) == 1
+    rig.script(G.text("Postgres, and I read your notes."))
+    rig.deliver(continuation)
+    rig.expect(continuation, SessionStatus.DONE)
+    assert "one more" not in texts(last_request(rig))
