@@ -89,6 +89,15 @@ def _text_field(obj: dict[str, Any], key: str, where: str) -> str:
     return value
 
 
+def _not_new(event: dict[str, Any]) -> str | None:
+    """Why this event is no person's new message (an edit, a delete, a join, a bot's post); None if it is one."""
+    if event["type"] == "message" and event.get("subtype") not in _HUMAN_SUBTYPES:
+        return f"message subtype {event.get('subtype')!r}"
+    if event.get("edited"):  # Slack sends a mention again when its message is edited: the request is not new
+        return "edited message"
+    return None
+
+
 def _own_or_bot(body: dict[str, Any], event: dict[str, Any]) -> str | None:
     """Why this event came from a bot, or from this app itself; None for a person."""
     if event.get("bot_id") or event.get("bot_profile") or event.get("subtype") == "bot_message":
@@ -124,9 +133,7 @@ def classify(body: Any) -> Outcome:
     if event_type not in {"app_mention", "message"}:
         return Ignore(f"event type {event_type!r}")
 
-    if event_type == "message" and event.get("subtype") not in _HUMAN_SUBTYPES:
-        return Ignore(f"message subtype {event.get('subtype')!r}")
-    why = _own_or_bot(body, event)
+    why = _not_new(event) or _own_or_bot(body, event)
     if why:
         return Ignore(why)
     ts = _text_field(event, "ts", "event")

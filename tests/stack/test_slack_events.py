@@ -235,6 +235,18 @@ def test_bot_own_and_edited_messages_do_nothing(slack: SlackSender, uid: str, na
     assert_nothing_created(event_id)
 
 
+def test_an_edited_mention_does_nothing(slack: SlackSender, uid: str) -> None:
+    """Editing a message that mentions the bot makes Slack send its app_mention again, with ``edited``: the edit of
+    a mention whose records have expired (or one edited to add the mention) is not a new request."""
+    event_id = f"Ev{uid}"
+    event = mention(channel=f"C{uid}", ts="1700000000.000750", text="deploy it, I mean staging")
+    edited = {**event, "edited": {"user": "U0HUMAN", "ts": "1700000100.000000"}}
+    response = slack.send_event(edited, event_id=event_id)
+    assert response.status_code == 200
+    assert response.json()["ignored"] == "edited message"
+    assert_nothing_created(event_id)
+
+
 def test_own_mention_does_nothing(slack: SlackSender, uid: str) -> None:
     event_id = f"Ev{uid}"
     event = mention(channel=f"C{uid}", ts="1700000000.000800", user=local.BOT_USER_ID)
