@@ -279,6 +279,36 @@ def test_own_mention_does_nothing(slack: SlackSender, uid: str) -> None:
             "event.text is not a string",
         ),
         (b'{"type": "url_verification"}', "body.challenge is missing"),
+        (
+            b'{"type": "event_callback", "event_id": "EvX1", "event": {"type": "message", "subtype": ["x"],'
+            b' "channel": "C1", "ts": "1.2", "user": "U1"}}',
+            "event.subtype is not a string",
+        ),
+        (
+            b'{"type": "event_callback", "event_id": "EvX2", "event": {"type": "app_mention", "channel": "C1",'
+            b' "ts": "1.2", "user": ["U1"]}}',
+            "event.user is missing",
+        ),
+        (
+            b'{"type": "event_callback", "event_id": "EvX3", "authorizations": 5, "event": {"type": "app_mention",'
+            b' "channel": "C1", "ts": "1.2", "user": "U1"}}',
+            "body.authorizations is not a list",
+        ),
+        (
+            b'{"type": "event_callback", "event_id": "EvX4", "event": {"type": "app_mention", "channel": "C1/x",'
+            b' "ts": "1.2", "user": "U1"}}',
+            "event.channel is not a Slack id",
+        ),
+        (
+            b'{"type": "event_callback", "event_id": "EvX5", "event": {"type": "app_mention", "channel": "C1",'
+            b' "ts": "1.2/3", "user": "U1"}}',
+            "event.ts is not a Slack id",
+        ),
+        (
+            b'{"type": "event_callback", "event_id": "Ev/X6", "event": {"type": "app_mention", "channel": "C1",'
+            b' "ts": "1.2", "user": "U1"}}',
+            "body.event_id is not a Slack id",
+        ),
     ],
 )
 def test_malformed_bodies_are_400_and_change_nothing(slack: SlackSender, body: bytes, reason: str) -> None:
