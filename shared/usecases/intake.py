@@ -132,7 +132,7 @@ def _stop(message: Message, *, notes_in: str | None) -> Routed | None:
     # The message is claimed first, so that its other events (Slack's retry, its app_mention twin) stop nothing
     # again and, finding the session ended, start no session "stop"; a stop that fails part way gives the claim up
     # for Slack's retry.
-    if not events.claim_message(message.channel, message.ts, kind="stop", session_id=active[0].session_id):
+    if not events.claim_message(message.channel, message.ts, kind="stop", session_id=""):
         return Routed({"ok": True, "duplicate": True})
     try:
         outcomes = [stop.stop_by_person(s.session_id, user=message.user, channel=message.channel,
