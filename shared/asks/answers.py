@@ -126,6 +126,10 @@ def answer(question: Question, *, user: str, text: str, answer_ts: str, label: s
     starts in the operator channel); ``redelivered``: Slack's retry of the reply's event."""
     place = place or (question.channel, question.thread_ts)
     if not may_answer(user, question):
+        # Claimed, so that a message acted on already (the request that started the session, a note, a refusal) is
+        # not refused when Slack redelivers it or its app_mention twin arrives after the question opened.
+        if not events.claim_message(place[0], answer_ts, kind="refused_answer", session_id=""):
+            return Outcome(AnswerOutcome.DUPLICATE, question.question_id)
         _refuse(question, user, place)
         return Outcome(AnswerOutcome.NOT_ALLOWED, question.question_id)
     text = capped(text, MAX_MESSAGE_CHARS)  # stored with the question and handed to the model

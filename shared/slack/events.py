@@ -89,6 +89,26 @@ def _text_field(obj: dict[str, Any], key: str, where: str) -> str:
     return value
 
 
+def _not_new(event: dict[str, Any]) -> str | None:
+    """Why this event is no person's new message (an edit, a delete, a join, a bot's post); None if it is one."""
+    subtype = event.get("subtype")
+    if subtype is not None and not isinstance(subtype, str):
+        raise BadEvent("event.subtype is not a string")
+    if event["type"] == "message" and subtype not in _HUMAN_SUBTYPES:
+        return f"message subtype {subtype!r}"
+    if event.get("edited"):  # Slack sends a mention again when its message is edited: the request is not new
+        return "edited message"
+    return None
+
+
+def _id_field(obj: dict[str, Any], key: str, where: str) -> str:
+    """A Slack id or ts, which names Firestore documents: no "/" (a path separator there)."""
+    value = _text_field(obj, key, where)
+    if "/" in value:
+        raise BadEvent(f"{where}.{key} is not a Slack id")
+    return value
+
+
 def _own_or_bot(body: dict[str, Any], event: dict[str, Any]) -> str | None:
     """Why this event came from a bot, or from this app itself; None for a person."""
     if event.get("bot_id") or event.get("bot_profile") or event.get("subtype") == "bot_message":
@@ -96,8 +116,12 @@ def _own_or_bot(body: dict[str, Any], event: dict[str, Any]) -> str | None:
     app_id = body.get("api_app_id")
     if app_id and event.get("app_id") == app_id:
         return "own message"
-    bot_users = {a.get("user_id") for a in body.get("authorizations") or [] if isinstance(a, dict) and a.get("is_bot")}
-    if event.get("user") in bot_users:
+    authorizations = body.get("authorizations") or []
+    if not isinstance(authorizations, list):
+        raise BadEvent("body.authorizations is not a list")
+    bot_users = {a.get("user_id") for a in authorizations if isinstance(a, dict) and a.get("is_bot")}
+    user = event.get("user")
+    if isinstance(user, str) and user in bot_users:
         return "own message"
     return None
 
@@ -112,7 +136,7 @@ def classify(body: Any) -> Outcome:
     if kind != "event_callback":
         return Ignore(f"envelope type {kind!r}")
 
-    event_id = _text_field(body, "event_id", "body")
+    event_id = _id_field(body, "event_id", "body")
     event = body.get("event")
     if not isinstance(event, dict):
         raise BadEvent("body.event is missing")
@@ -124,15 +148,15 @@ def classify(body: Any) -> Outcome:
     if event_type not in {"app_mention", "message"}:
         return Ignore(f"event type {event_type!r}")
 
-    if event_type == "message" and event.get("subtype") not in _HUMAN_SUBTYPES:
-        return Ignore(f"message subtype {event.get('subtype')!r}")
-    why = _own_or_bot(body, event)
+    why = _not_new(event) or _own_or_bot(body, event)
     if why:
         return Ignore(why)
-    ts = _text_field(event, "ts", "event")
+    ts = _id_field(event, "ts", "event")
     thread_ts = event.get("thread_ts") or ts
     if not isinstance(thread_ts, str):
         raise BadEvent("event.thread_ts is not a string")
+    if "/" in thread_ts:
+        raise BadEvent("event.thread_ts is not a Slack id")
     direct = event_type == "message" and event.get("channel_type") == "im"
     if event_type == "message" and not direct and thread_ts == ts:
         # A top-level channel message without a mention is not for the bot (its mention twin is).
@@ -143,7 +167,7 @@ def classify(body: Any) -> Outcome:
     return Message(
         event_id=event_id,
         event_type=event_type,
-        channel=_text_field(event, "channel", "event"),
+        channel=_id_field(event, "channel", "event"),
         thread_ts=thread_ts,
         ts=ts,
         user=_text_field(event, "user", "event"),
@@ -180,7 +204,8 @@ def _agent_view(event_id: str, event: dict[str, Any]) -> AssistantThread | Ignor
                                thread_ts=None, user=user, context_channel=None)  # fmt: skip
     context = event.get("context")
     entities = context.get("entities") if isinstance(context, dict) else None
-    channels = [e.get("value") for e in entities or [] if isinstance(e, dict) and e.get("type") == CHANNEL_ENTITY]
+    entities = entities if isinstance(entities, list) else []
+    channels = [e.get("value") for e in entities if isinstance(e, dict) and e.get("type") == CHANNEL_ENTITY]
     viewed = next((c for c in channels if isinstance(c, str)), None)
     dm = event.get("channel")
     return AssistantThread(event_id=event_id, started=False, channel=dm if isinstance(dm, str) else "",

@@ -14,7 +14,7 @@ from shared.logs import current_trace, session_context
 from shared.queue import tasks
 from shared.slack import client as slack
 from shared.slack.events import Message
-from shared.state import dm_conversations, events, quotas, sessions
+from shared.state import dm_conversations, events, ids, quotas, sessions
 from shared.state import questions as stored_questions
 from shared.state.firestore import now
 from shared.state.models import Note, NoteKind, SessionStatus
@@ -129,8 +129,17 @@ def _stop(message: Message, *, notes_in: str | None) -> Routed | None:
     active = sessions.active_sessions_in_thread(message.channel, message.thread_ts)
     if not active:
         return None
-    outcomes = [stop.stop_by_person(s.session_id, user=message.user, channel=message.channel,
-                                    thread_ts=notes_in) for s in active]  # fmt: skip
+    # The message is claimed first, so that its other events (Slack's retry, its app_mention twin) stop nothing
+    # again and, finding the session ended, start no session "stop"; a stop that fails part way gives the claim up
+    # for Slack's retry.
+    if not events.claim_message(message.channel, message.ts, kind="stop", session_id=""):
+        return Routed({"ok": True, "duplicate": True})
+    try:
+        outcomes = [stop.stop_by_person(s.session_id, user=message.user, channel=message.channel,
+                                        thread_ts=notes_in) for s in active]  # fmt: skip
+    except Exception:
+        events.release(ids.message_key(message.channel, message.ts))
+        raise
     return Routed({"ok": True, "stop": outcomes[0].value})
 
 

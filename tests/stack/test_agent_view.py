@@ -46,6 +46,9 @@ def test_the_agent_view_events_are_classified() -> None:
     empty = classify(payload({"type": "app_context_changed", "user": "U1", "channel": "D1", "context": {}}))
     assert isinstance(empty, AssistantThread)
     assert (empty.channel, empty.context_channel) == ("D1", None)
+    odd = classify(payload({"type": "app_context_changed", "channel": "D1", "context": {"entities": 5}}))
+    assert isinstance(odd, AssistantThread)
+    assert odd.context_channel is None
 
 
 def answered(fake_slack: FakeSlack, delivery: dict[str, Any]) -> dict[str, Any]:

@@ -449,3 +449,22 @@ def test_a_non_blocking_answer_while_paused_waits_for_the_continuation(
     last = fake_gemini.requests()[-1]
     assert '"question": "Dark mode?", "answer": "yes"' in texts(last)
     assert [r["response"]["result"].get("answer") for r in function_responses(last)][-1] == "2.0"
+
+
+def test_the_redelivered_request_of_a_non_operator_is_no_refused_answer(
+    script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    """A person (no operator) asks in a thread; their session asks the operator. Slack's retry of the request (its
+    first answer was slow) finds the question open: it was acted on already, so it is no answer the person must be
+    told was refused."""
+    requester, channel = "U0STRANGER", f"C{uid}"
+    script(G.call("ask_operator", question="which database?"))
+    root = fake_slack.user_message(requester, channel, "about the database")
+    sent = fake_slack.user_message(requester, channel, f"<@{local.BOT_USER_ID}> pick one [{uid}]", thread_ts=root["ts"])
+    [request] = [d for d in sent["deliveries"] if d["type"] == "app_mention"]
+    session_id = ids.session_for_event(request["event_id"])
+    wait_status(session_id, SessionStatus.PAUSED)
+    for delivery in sent["deliveries"]:
+        assert fake_slack.redeliver(delivery["event_id"])["status"] == 200
+    assert fake_slack.ephemerals(channel, user=requester) == []
+    assert open_question(session_id).status == QuestionStatus.OPEN

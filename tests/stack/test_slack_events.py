@@ -235,6 +235,18 @@ def test_bot_own_and_edited_messages_do_nothing(slack: SlackSender, uid: str, na
     assert_nothing_created(event_id)
 
 
+def test_an_edited_mention_does_nothing(slack: SlackSender, uid: str) -> None:
+    """Editing a message that mentions the bot makes Slack send its app_mention again, with ``edited``: the edit of
+    a mention whose records have expired (or one edited to add the mention) is not a new request."""
+    event_id = f"Ev{uid}"
+    event = mention(channel=f"C{uid}", ts="1700000000.000750", text="deploy it, I mean staging")
+    edited = {**event, "edited": {"user": "U0HUMAN", "ts": "1700000100.000000"}}
+    response = slack.send_event(edited, event_id=event_id)
+    assert response.status_code == 200
+    assert response.json()["ignored"] == "edited message"
+    assert_nothing_created(event_id)
+
+
 def test_own_mention_does_nothing(slack: SlackSender, uid: str) -> None:
     event_id = f"Ev{uid}"
     event = mention(channel=f"C{uid}", ts="1700000000.000800", user=local.BOT_USER_ID)
@@ -267,6 +279,36 @@ def test_own_mention_does_nothing(slack: SlackSender, uid: str) -> None:
             "event.text is not a string",
         ),
         (b'{"type": "url_verification"}', "body.challenge is missing"),
+        (
+            b'{"type": "event_callback", "event_id": "EvX1", "event": {"type": "message", "subtype": ["x"],'
+            b' "channel": "C1", "ts": "1.2", "user": "U1"}}',
+            "event.subtype is not a string",
+        ),
+        (
+            b'{"type": "event_callback", "event_id": "EvX2", "event": {"type": "app_mention", "channel": "C1",'
+            b' "ts": "1.2", "user": ["U1"]}}',
+            "event.user is missing",
+        ),
+        (
+            b'{"type": "event_callback", "event_id": "EvX3", "authorizations": 5, "event": {"type": "app_mention",'
+            b' "channel": "C1", "ts": "1.2", "user": "U1"}}',
+            "body.authorizations is not a list",
+        ),
+        (
+            b'{"type": "event_callback", "event_id": "EvX4", "event": {"type": "app_mention", "channel": "C1/x",'
+            b' "ts": "1.2", "user": "U1"}}',
+            "event.channel is not a Slack id",
+        ),
+        (
+            b'{"type": "event_callback", "event_id": "EvX5", "event": {"type": "app_mention", "channel": "C1",'
+            b' "ts": "1.2/3", "user": "U1"}}',
+            "event.ts is not a Slack id",
+        ),
+        (
+            b'{"type": "event_callback", "event_id": "Ev/X6", "event": {"type": "app_mention", "channel": "C1",'
+            b' "ts": "1.2", "user": "U1"}}',
+            "body.event_id is not a Slack id",
+        ),
     ],
 )
 def test_malformed_bodies_are_400_and_change_nothing(slack: SlackSender, body: bytes, reason: str) -> None:

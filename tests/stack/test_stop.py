@@ -15,11 +15,11 @@ import pytest
 
 from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.slack.client import FakeSlack
-from infra.stack import OPERATOR_ID
+from infra.stack import BOT_USER_ID, OPERATOR_ID
 from shared.asks.answers import decide
 from shared.queue import tasks
 from shared.slack import blocks
-from shared.state import ids, questions, steps
+from shared.state import ids, questions, sessions, steps
 from shared.state.models import SessionStatus, StepKind
 from shared.state.questions import AnswerRecord
 from shared.usecases.stop import is_stop
@@ -220,3 +220,37 @@ def test_a_waiting_session_stopped_shows_one_message_and_its_button_goes_first(
     # A press on a copy of the button still on someone's screen (the fake Slack sends the value it was given):
     fake_slack.click(HUMAN, thread.channel, first["ts"], blocks.STOP_ACTION, value=thread.session_id)
     assert ephemeral_texts(fake_slack, thread.channel, HUMAN) == ["That session has already ended."]
+
+
+@pytest.mark.stack
+def test_stop_with_a_mention_stops_once_and_starts_nothing(script: Script, fake_slack: FakeSlack, uid: str) -> None:
+    """A "@bot stop" in a waiting session's thread arrives as two events (its message, then its app_mention twin): the
+    first stops the session, and the twin, finding nothing left to stop, is no new request "stop"."""
+    script(G.call("ask_operator", question="which bucket?"))
+    thread = mention(fake_slack, f"C{uid}", "clean a bucket")
+    wait_status(thread.session_id, SessionStatus.PAUSED)
+    sent = fake_slack.user_message(HUMAN, thread.channel, f"<@{BOT_USER_ID}> stop", thread_ts=thread.ts)
+    assert sorted(d["type"] for d in sent["deliveries"]) == ["app_mention", "message"]
+    assert all(d["status"] == 200 for d in sent["deliveries"]), sent
+    wait_status(thread.session_id, SessionStatus.STOPPED)
+    assert [sessions.get_session(ids.session_for_event(d["event_id"])) for d in sent["deliveries"]] == [None, None]
+    assert sessions.active_sessions_in_thread(thread.channel, thread.ts) == []
+    assert ephemeral_texts(fake_slack, thread.channel, HUMAN) == []
+
+
+@pytest.mark.stack
+def test_a_stop_redelivered_by_slack_says_nothing_more(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """Slack's retry of a "stop" (its first answer was slow) while the session runs on to its step boundary: the
+    stop is acted on once, so the requester is told "Stopping…" once, never "already ended" as well."""
+    script(G.delayed(4, G.call("read_thread")), G.text("never said"))
+    thread = mention(fake_slack, f"C{uid}", "think slowly")
+    wait_for(lambda: len(fake_gemini.requests()) == 1, what="the model call in flight")
+    sent = fake_slack.user_message(HUMAN, thread.channel, "stop", thread_ts=thread.ts)
+    [delivery] = sent["deliveries"]
+    assert fake_slack.redeliver(delivery["event_id"])["status"] == 200
+    wait_status(thread.session_id, SessionStatus.STOPPED)
+    assert ephemeral_texts(fake_slack, thread.channel, HUMAN) == [
+        "Stopping: the session ends after the step it is on now."
+    ]
