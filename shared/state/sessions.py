@@ -18,14 +18,12 @@ from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.errors import Contended
-from shared.limits import MAX_PENDING_NOTES_CHARS
-from shared.state import claim_reads, claim_step, events, ids, lease, quotas, results, step_fence
+from shared.state import claim_reads, claim_step, ids, lease, quotas, results, step_fence
 from shared.state.firestore import (
     ALREADY_EXISTS,
     SESSIONS,
     contended,
     db,
-    event_ref,
     now,
     question_ref,
     session_ref,
@@ -347,7 +345,7 @@ def _hand_over(transaction: firestore.Transaction, session: Session, writer: _Wr
     """News whose transcript another session is writing (running, or paused on its own question, approvals or
     children) goes to that session as a note, read at its next turn or by its continuation; this one ends.
     Running instead would answer nothing the model asked and interleave two sessions in one transcript. The thread's
-    messages noted for this one while it was queued (``add_note``) go there with it."""
+    messages noted for this one while it was queued (``steering.add_note``) go there with it."""
     transaction.update(session_ref(writer.session_id), appended(notes=[note, *session.notes]))
     transaction.update(
         session_ref(session.session_id),
@@ -384,45 +382,6 @@ def end_session(session_id: str, *, expect: SessionStatus, status: SessionStatus
 
     ended: Session | None = transact(end)
     return ended
-
-
-class NoteAdded(StrEnum):
-    ADDED = "added"
-    NOT_RUNNING = "not_running"  # the session ended meanwhile: the message is handled like any other
-    DUPLICATE = "duplicate"  # this message was acted on already (a Slack retry, its app_mention twin)
-    FULL = "full"  # the session has ``MAX_PENDING_NOTES_CHARS`` unread already: the message was not passed on
-
-
-def add_note(session_id: str, note: Note, *, channel: str) -> NoteAdded:
-    """Queue a thread message as a note for a running session (or a queued continuation that takes notes: it reads
-    them at its first turn), claiming the message in the same transaction: a crash can neither lose the note after
-    the claim nor queue it twice, and the session's claim, a transaction over the same document, reads it or runs
-    before it (then the note finds it running and its next step commit reads it)."""
-    ref = session_ref(session_id)
-    claim = event_ref(ids.message_key(channel, note.ts))
-
-    @firestore.transactional
-    def add(transaction: firestore.Transaction) -> NoteAdded:
-        fields = ["status", "kind", "late_note", "notes"]
-        current = ref.get(transaction=transaction, field_paths=fields).to_dict() or {}
-        status = current.get("status")
-        queued = status == SessionStatus.QUEUED.value and takes_notes_queued(current.get("kind"),
-                                                                            current.get("late_note"))  # fmt: skip
-        if status != SessionStatus.RUNNING.value and not queued:
-            return NoteAdded.NOT_RUNNING
-        unread = sum(len(str(n.get("text") or "")) for n in current.get("notes") or [] if isinstance(n, dict))
-        if unread + len(note.text) > MAX_PENDING_NOTES_CHARS:  # claimed (its twin is no new message), not kept
-            transaction.create(claim, events.record("note-refused", session_id, now()))
-            return NoteAdded.FULL
-        transaction.create(claim, events.record("note", session_id, now()))
-        transaction.update(ref, appended(notes=[note]))
-        return NoteAdded.ADDED
-
-    try:
-        added: NoteAdded = transact(add)
-    except ALREADY_EXISTS:
-        return NoteAdded.DUPLICATE
-    return added
 
 
 def children_of(session_id: str) -> list[Session]:

@@ -14,13 +14,13 @@ from shared.logs import current_trace, session_context
 from shared.queue import tasks
 from shared.slack import client as slack
 from shared.slack.events import Message
-from shared.state import dm_conversations, events, ids, quotas, sessions
+from shared.state import dm_conversations, events, ids, quotas, sessions, steering
 from shared.state import questions as stored_questions
 from shared.state.firestore import now
 from shared.state.models import Note, NoteKind, SessionStatus
 from shared.state.new_sessions import mention_session
 from shared.state.session_model import Session
-from shared.state.sessions import NoteAdded
+from shared.state.steering import NoteAdded
 from shared.usecases import stop
 
 log = logging.getLogger(__name__)
@@ -161,7 +161,7 @@ def _steer(message: Message, running: Session, *, bot_user_id: str | None) -> Ro
         mentions = message.starts_session or bool(bot_user_id and f"<@{bot_user_id}>" in message.text)
         note = Note(kind=NoteKind.STEER, text=capped(message.text, MAX_MESSAGE_CHARS), user=message.user, ts=message.ts,
                     starts_session=mentions or None)  # fmt: skip
-        added = sessions.add_note(session_id, note, channel=message.channel)
+        added = steering.add_note(session_id, note, channel=message.channel)
         dead = running.lease.until is not None and running.lease.until <= now()
         if added == NoteAdded.DUPLICATE:
             if dead:  # Slack's redelivery: the first delivery may have found Cloud Tasks down (same task name)
