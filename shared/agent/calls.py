@@ -16,12 +16,14 @@ from shared import config
 from shared.agent import activity, prompts
 from shared.agent.run_state import RunState
 from shared.agent.tools import policy
-from shared.agent.tools.base import Outcome, Tier, ToolContext, short
+from shared.agent.tools.base import Outcome, Suspend, Tier, ToolContext, short
 from shared.agent.tools.result import ToolResult
 from shared.agent.transcript import PendingTurn
+from shared.asks import questions
 from shared.asks.approvals import Held
 from shared.slack import blocks
-from shared.state import ledger
+from shared.state import ids, ledger
+from shared.state import questions as stored_questions
 from shared.state.firestore import now
 from shared.state.models import Audit, AuditType
 
@@ -84,6 +86,9 @@ class ToolCalls:
         if entry is not None and entry.status == ledger.CallStatus.DONE and entry.response is not None:
             return ToolResult.from_dict(entry.response)  # it ran to the end before the crash: its result stands
         if entry is not None and not spec.idempotent:
+            asked = _asked_before(ctx, part)
+            if asked is not None:  # the call had come back asking the operator: it waits on that question again
+                return asked
             self._tell_outcome_unknown(name, call, ctx)
             return ToolResult.fail(prompts.OUTCOME_UNKNOWN)
         if entry is None:  # its start, with the results of the calls that ran before it (one commit)
@@ -112,3 +117,22 @@ class ToolCalls:
         )
         self.run.surface.post(text, key=ctx.post_key(":unknown"), for_operators=True)
         log.warning("a started call's outcome is unknown; not run again", extra={"tool": name})
+
+
+def _asked_before(ctx: ToolContext, part: str) -> Suspend | None:
+    """The operator question a started call's round asked before a crash, if it did: an MCP server's request for the
+    operator's input, whose question is written (keyed by the call and its round) only once the server answered so.
+    That round ran nothing on the server; it waits on its question, as it did before the crash. None: it asked none,
+    and its outcome is unknown."""
+    asked_round = int(part.removeprefix("-r")) + 1 if part else 1  # a resumed round ``-rN`` asks question N + 1
+    question_id = ids.question_id(ctx.session.session_id, ctx.seq, ctx.call_index, asked_round)
+    question = stored_questions.get_question(question_id)
+    if question is None or question.mcp_input is None:
+        return None
+    log.warning("a started call had asked the operator for input; it waits on that question",
+                extra={"question_id": question_id})  # fmt: skip
+    # Shown as a retried ask shows it: posted if the crash came before its post (its key: never twice), its 💬 added.
+    shown = questions.ask(ctx.session, seq=ctx.seq, call_index=ctx.call_index, call_id=ctx.call_id,
+                          question=question.text, options=question.options, blocking=question.blocking,
+                          surface=ctx.surface, mcp_input=question.mcp_input, round=asked_round)  # fmt: skip
+    return Suspend(shown, {"status": "waiting for the operator's input", "question": question.text})

@@ -25,6 +25,10 @@ from shared.state.updates import session_update
 log = logging.getLogger(__name__)
 
 BEATS_PER_LEASE = 4  # a running worker renews its lease every quarter of it (``shared.agent.heartbeat``)
+# A live worker's next write lands a heartbeat interval after its last renewal returned, plus that renewal's read and
+# write: a session is still renewed lately for half an interval more (a retry that read it within that gap took a
+# live worker's session over, as a dead one's).
+RENEWAL_SLACK = 0.5
 
 # When this instance's workers last wrote their sessions' documents (Firestore's update time, by worker): a write
 # preconditioned on that update time is fenced by the lease without reading the document first (``fenced_write``).
@@ -79,14 +83,15 @@ def beat_seconds(lease_seconds: int) -> float:
 
 def renewed_lately(updated_at: datetime | None, read_at: datetime | None, *, lease_seconds: int,
                    at: datetime) -> bool:  # fmt: skip
-    """Whether a running session's document was written less than a heartbeat interval ago: its claim, a step
-    commit, a heartbeat (or news for it, a note) since the last beat its worker owed. Measured by Firestore's own
-    clock, from the document's update time to the moment the claim read it (``read_at``; ``at`` if later, a time a
-    test gives): a worker's clock, or a ``now`` taken before a slow claim, cannot make a fresh claim look old."""
+    """Whether a running session's document was written less than a heartbeat interval ago (and the slack of a
+    renewal's own round trips, ``RENEWAL_SLACK``): its claim, a step commit, a heartbeat (or news for it, a note)
+    since the last beat its worker owed. Measured by Firestore's own clock, from the document's update time to the
+    moment the claim read it (``read_at``; ``at`` if later, a time a test gives): a worker's clock, or a ``now`` taken
+    before a slow claim, cannot make a fresh claim look old."""
     if updated_at is None:
         return False
     current = max(at, read_at) if read_at is not None else at
-    return current - updated_at < timedelta(seconds=beat_seconds(lease_seconds))
+    return current - updated_at < timedelta(seconds=beat_seconds(lease_seconds) * (1 + RENEWAL_SLACK))
 
 
 def renew(session: Session, *, lease_seconds: int) -> bool:

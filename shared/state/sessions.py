@@ -99,12 +99,13 @@ def claim_session(session_id: str, *, worker: str, task: str, attempt: int, leas
 
     Claimable: ``queued``; or ``running`` with an expired lease (its worker died); or ``running`` under a lease
     held by an earlier attempt of this same task, because Cloud Tasks only redelivers a task after that attempt
-    failed, once that lease has gone a heartbeat interval without a renewal: two retries delivered together (or
-    a retry beside a copy of the delivery) both see an earlier attempt's lease, and only the first to claim it
-    may run; the other finds the lease just taken and is asked to retry later (``RENEWED_LATELY``). A worker that
-    really died is taken over at most one heartbeat later than without that rule. Anything else is a duplicate
-    delivery and is left alone. ``resumes``: the record the task names (its outcomes read in the claim's batch, and
-    with ``transcript_next``, its transcript's first free step id then, the steps before it: ``claim_reads``);
+    failed, once that lease has gone a heartbeat interval (and the slack of a renewal's round trips:
+    ``lease.renewed_lately``) without a renewal: two retries delivered together (or a retry beside a copy of the
+    delivery) both see an earlier attempt's lease, and only the first to claim it may run; the other finds the lease
+    just taken and is asked to retry later (``RENEWED_LATELY``). A worker that really died is taken over at most one
+    and a half heartbeats later than without that rule. Anything else is a duplicate delivery and is left alone.
+    ``resumes``: the record the task names (its outcomes read in the claim's batch, and with ``transcript_next``,
+    its transcript's first free step id then, the steps before it: ``claim_reads``);
     ``first_step``: the resumed turn's step, stored in the claim's commit if it can be made from what it read.
     """
     ref = session_ref(session_id)

@@ -155,6 +155,43 @@ def test_a_resolver_elicitation_survives_a_kill(
     assert sum(f"Deploy {service} to which environment?" in t for t in texts) == 1, texts
 
 
+@pytest.mark.timeout(360)  # a restart on a busy machine, and Cloud Tasks' retry
+def test_a_kill_after_a_server_asked_for_input_pauses_on_its_question_not_an_unknown_outcome(
+    servers: Servers, stack: Stack, script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """SIGKILL once the server's request for input became an operator question (posted, its 💬 on the way), before
+    the pause was stored. The takeover found the call's ledger entry started and, the tool not being idempotent, told
+    the model and the operators that its outcome was unknown, leaving the question open in the thread with nothing
+    waiting on it. The server had run nothing: the call asked, and its question is what the call waits on."""
+    service = f"q{uid}"
+    fake_slack.slow("reactions.add", 60, match="speech_balloon")
+    script(G.call("mcp.demo.deploy_service", service=service), G.text("Deployed to staging."))
+    try:
+        thread = mention(fake_slack, f"C{uid}", "deploy it")
+        wait_for(lambda: [c for c in fake_slack.calls("reactions.add") if "speech_balloon" in repr(c["args"])],
+                 timeout=60, what="the question's reaction")  # fmt: skip
+        stack.kill_function("agent_session")
+        stack.start_function("agent_session")
+        retried_by_cloud_tasks(stack, thread.session_id)
+        ended = wait_status(thread.session_id, SessionStatus.PAUSED, SessionStatus.DONE, timeout=120)
+    finally:
+        if "agent_session" not in stack.procs:
+            stack.start_function("agent_session")
+    texts = [m["text"] for m in fake_slack.bot_replies(thread.channel, thread.ts)]
+    assert ended.status == SessionStatus.PAUSED, texts
+    question = open_question(ended.session_id)
+    assert question.question_id == ids.question_id(thread.session_id, 1, 0)  # the one the killed worker asked
+    reply(fake_slack, thread.channel, thread.ts, "staging")
+    wait_status(ids.resumed_by(question.question_id), SessionStatus.DONE, timeout=120)
+    [deployed] = servers.deployed(servers.demo, service)
+    assert deployed["arguments"]["environment"] == "staging"
+    [response] = responses_of(fake_gemini, "mcp.demo.deploy_service")
+    assert response["result"]["structured"] == {"deployed": service, "environment": "staging"}
+    texts = [m["text"] for m in fake_slack.bot_replies(thread.channel, thread.ts)]
+    assert sum(f"Deploy {service} to which environment?" in t for t in texts) == 1, texts
+    assert not [t for t in texts if "cannot tell whether it happened" in t], texts
+
+
 @pytest.mark.parametrize("answer_first", [True, False], ids=["answer-then-approve", "approve-then-answer"])
 def test_an_elicitation_beside_an_approval_in_one_turn_is_waited_on_too(
     answer_first: bool, servers: Servers, stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str

@@ -20,6 +20,7 @@ from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
 from shared import config
+from shared.agent import heartbeat
 from shared.state import firestore, lease, sessions
 from shared.state.models import SessionKind, SessionStatus
 from shared.state.session_model import Session
@@ -41,8 +42,8 @@ def post(url: str, session_id: str, *, task: str, retry: int) -> requests.Respon
 
 
 def quiet(written: datetime, lease_seconds: int) -> None:
-    """Until a heartbeat interval has passed since ``written`` (a session document's update time)."""
-    beat = timedelta(seconds=lease.beat_seconds(lease_seconds) + 0.5)
+    """Until a heartbeat interval (and a renewal's slack) has passed since ``written`` (a document's update time)."""
+    beat = timedelta(seconds=lease.beat_seconds(lease_seconds) * (1 + lease.RENEWAL_SLACK) + 0.5)
     wait_for(lambda: firestore.now() > written + beat, timeout=lease_seconds, what="a heartbeat without a write")
 
 
@@ -165,3 +166,41 @@ def claimed_together(session_id: str, lease_seconds: int, *, attempts: tuple[int
     for thread in threads:
         thread.join(60)
     return results
+
+
+def test_a_retry_never_takes_a_live_worker_over_while_its_renewal_is_on_the_wire(
+    stack: Stack, uid: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A live worker's beat waits a heartbeat interval after its last renewal, then reads and writes: its next write
+    lands a heartbeat interval plus those round trips after the last one. A retry of its task (a copy's retry after a
+    refusal, a missed dispatch deadline) whose claim read the session in that gap took the session over from the live
+    worker, which was then told nothing until its next commit: an outward call it was making was reported to the
+    model as "outcome unknown" by the takeover, and its answer could be posted by both."""
+    seconds = 20  # a heartbeat of 5 s, and 2.5 s of slack for the claim below on a loaded machine
+    at = firestore.now()
+    queued = Session.new(session_id=f"alive-{uid}", kind=SessionKind.MENTION, channel=f"C{uid}", thread_ts="1.0",
+                         trigger_ts="1.0", trigger_user=HUMAN, text="x", created_at=at)  # fmt: skip
+    firestore.session_ref(queued.session_id).create(queued.to_doc())
+    live = sessions.claim_session(queued.session_id, worker="alive", task="t", attempt=0, lease_seconds=seconds)
+    assert live.result == ClaimResult.CLAIMED
+    assert live.session is not None
+    due, landed = threading.Event(), threading.Event()
+    renew = lease.renew
+
+    def on_the_wire(session: Session, *, lease_seconds: int) -> bool:
+        due.set()  # the beat is due: its read and write are on their way (as slow as the claim below)
+        landed.wait(60)
+        return renew(session, lease_seconds=lease_seconds)
+
+    monkeypatch.setattr(lease, "renew", on_the_wire)
+    with heartbeat.kept(live.session, lease_seconds=seconds, for_seconds=60):
+        assert due.wait(30), "the heartbeat never beat"
+        try:
+            retry = sessions.claim_session(queued.session_id, worker="retry", task="t", attempt=1,
+                                           lease_seconds=seconds)  # fmt: skip
+        finally:
+            landed.set()
+    assert retry.result == ClaimResult.RENEWED_LATELY, retry.result
+    found = sessions.get_session(queued.session_id)
+    assert found is not None
+    assert found.lease.worker == "alive"
