@@ -31,9 +31,17 @@ _SPECIAL = frozenset({"http", "https", "ftp", "ws", "wss", "file"})  # a browser
 _LABEL_URL = re.compile(r"[a-z][a-z0-9+.-]*:[/\\]{2}[^/\\?#\s]*", re.IGNORECASE)
 _DOTTED = re.compile(r"(?:[^\W_]|-)+(?:\.(?:[^\W_]|-)+)+")
 _ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
+# Emphasis markers, and the invisible (format, "Cf") characters: soft hyphen, zero-width and direction controls,
+# word joiners, the byte order mark, tags and the rest.
+_HIDDEN = re.compile(
+    "[*_~`\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0000-\U000e007f]"
+)
+_LONG_LABEL = 500  # a label longer than this is not judged: it is given its link's host (unless it ends with it)
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")
 _SHOWN_URL = 40  # a URL with no host is shown this far: a label grows by little, however odd its link
-_MAX_DESTINATION = 2_048  # a link destination longer than this is taken for text, not a link still being written
+_DESTINATION = re.compile(r"\s*(\S{0,2048})")  # a link's URL: its destination's first word (a title may follow)
 
 
 def mrkdwn_disclosures(view: str) -> list[tuple[int, str]]:
@@ -51,12 +59,16 @@ def markdown_disclosures(view: str) -> list[tuple[int, str]]:
     could come in a later piece of a stream, after its uses were sent). Brackets are paired as written, escapes
     aside, code spans and all: a link Slack would not make gets at most a host it would not need."""
     found: list[tuple[int, str]] = []
-    for start, end in _brackets(view)[0]:
+    pairs, _, closes = _structure(view)
+    for start, end in pairs:
         after = view[end + 1 : end + 2]
         if after == ":":
             found.append((start, "\\"))
-        elif after == "(" and (add := _disclosure(view[start + 1 : end], _url(_destination(view, end + 2)[0]))):
-            found.append((end, add))
+        elif after == "(":
+            url = _DESTINATION.match(view, end + 2, closes.get(end + 1, len(view)))
+            assert url is not None
+            if add := _disclosure(view[start + 1 : end], _url(url.group(1))):
+                found.append((end, add))
     return found
 
 
@@ -65,20 +77,22 @@ def unfinished_links(view: str) -> list[int]:
     closed, or closed at the very end, or its destination not closed; never across a blank line."""
     blank = [m.start() for m in _BLANK_LINE.finditer(view)]
     last_blank = blank[-1] if blank else -1
-    pairs, opened = _brackets(view)
+    pairs, opened, closes = _structure(view)
     starts = [s for s in opened if s > last_blank]
     for start, end in pairs:
-        if start <= last_blank:
-            continue
-        if end == len(view) - 1 or (view[end + 1] == "(" and _destination(view, end + 2)[1] == len(view)):
+        unclosed = end == len(view) - 1 or (view[end + 1] == "(" and end + 1 not in closes)
+        if start > last_blank and unclosed:
             starts.append(start)
     return starts
 
 
-def _brackets(view: str) -> tuple[list[tuple[int, int]], list[int]]:
-    """Each unescaped ``[`` with the ``]`` that closes it, and each that none closes."""
+def _structure(view: str) -> tuple[list[tuple[int, int]], list[int], dict[int, int]]:
+    """Each unescaped ``[`` with the ``]`` that closes it, each that none closes, and each ``(`` with the ``)``
+    that closes it (a link's destination ends there): one pass, however many brackets."""
     pairs: list[tuple[int, int]] = []
     opened: list[int] = []
+    parens: list[int] = []
+    closes: dict[int, int] = {}
     i = 0
     while i < len(view):
         char = view[i]
@@ -89,32 +103,12 @@ def _brackets(view: str) -> tuple[list[tuple[int, int]], list[int]]:
             opened.append(i)
         elif char == "]" and opened:
             pairs.append((opened.pop(), i))
+        elif char == "(":
+            parens.append(i)
+        elif char == ")" and parens:
+            closes[parens.pop()] = i
         i += 1
-    return pairs, opened
-
-
-def _destination(view: str, start: int) -> tuple[str, int]:
-    """A link destination from ``start`` (after the ``(``), leniently: the URL, and where the link ends (after its
-    ``)``), or ``len(view)`` if it has not ended yet."""
-    i = start
-    while i < len(view) and view[i] in " \t\n":
-        i += 1
-    url_start, depth = i, 0
-    limit = min(len(view), start + _MAX_DESTINATION)
-    while i < limit:
-        char = view[i]
-        if char == "\\":
-            i += 2
-            continue
-        if char == "(":
-            depth += 1
-        elif char == ")":
-            if depth == 0:
-                return view[url_start:i].split(maxsplit=1)[0] if view[url_start:i].strip() else "", i + 1
-            depth -= 1
-        i += 1
-    url = view[url_start:i].split(maxsplit=1)
-    return (url[0] if url else ""), (len(view) if i >= len(view) else i)
+    return pairs, opened, closes
 
 
 def _url(destination: str) -> str:
@@ -126,13 +120,15 @@ def _disclosure(label: str, url: str) -> str:
     """What to add at the end of ``label`` so the reader sees where ``url`` goes ("" if the label does not hide
     it)."""
     target = host_of(url)
+    shown = f" ({_shown(url, target)})"
+    if _visible(label[-8 * len(shown) - 64 :]).endswith(_visible(shown)):
+        return ""  # the host is shown already
+    if len(label) > _LONG_LABEL:
+        return shown
     seen = _visible(label)
     named = {_key(host) for m in _LABEL_URL.finditer(seen) if (host := host_of(m.group())) is not None}
     named |= {_key(m.group()) for m in _DOTTED.finditer(seen) if _is_host(m.group())}
-    if not named or (target is not None and named == {_key(target)}):
-        return ""
-    shown = f" ({_shown(url, target)})"
-    return "" if seen.endswith(_visible(shown)) else shown
+    return "" if not named or (target is not None and named == {_key(target)}) else shown
 
 
 def host_of(url: str) -> str | None:
@@ -159,7 +155,7 @@ def _visible(text: str) -> str:
     """``text`` as a reader compares it: references decoded, escapes and emphasis markers gone, invisible
     characters dropped, compatibility forms folded, one case."""
     text = _ESCAPE.sub(r"\1", html.unescape(text))
-    text = "".join(c for c in text if c not in "*_~`" and unicodedata.category(c) != "Cf")
+    text = _HIDDEN.sub("", text)
     return unicodedata.normalize("NFKC", text).casefold().replace("\u3002", ".")
 
 

@@ -113,9 +113,10 @@ def inert(text: str) -> str:
     zero-width space after its opening character (a link a backslash before its "["), so what the message gets
     next cannot finish it."""
     for _ in range(len(text) + 1):
-        ending = [(at, mark) for start, at, end, mark in _openings(text) if start < len(text) <= end]
+        ending = {(at, mark) for start, at, end, mark in _openings(text) if start < len(text) <= end}
         if not ending:
             return text
-        at, mark = max(ending)
-        text = text[:at] + mark + text[at:]
+        links = [(at, mark) for at, mark in ending if mark == _ESCAPE]  # every unfinished link's "[" at once
+        for at, mark in sorted(links, reverse=True) or [max(ending)]:
+            text = text[:at] + mark + text[at:]
     return text

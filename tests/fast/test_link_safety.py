@@ -56,6 +56,7 @@ def labels_hiding(text: str) -> list[str]:
         "&#91;sso.corp.example&#93;(https://evil.example)",  # brackets written as references
         "<https://evil.example/login|sso.corp.example>",  # mrkdwn's form
         "&lt;https://evil.example|sso.corp.example&gt;",
+        "[sso.corp.example" + " and more" * 60 + "](https://evil.example)",  # a long label: not judged, given the host
     ],
 )
 def test_a_label_that_names_another_host_shows_the_real_one(markdown: str) -> None:
