@@ -48,7 +48,7 @@ def mrkdwn_disclosures(view: str) -> list[tuple[int, str]]:
     """For each ``<url|label>`` in ``view`` whose label hides its host: where to insert what shows it."""
     found = []
     for link in _MRKDWN_LINK.finditer(view):
-        if add := _disclosure(link.group(2), html.unescape(link.group(1))):
+        if add := disclosure(link.group(2), html.unescape(link.group(1))):
             found.append((link.end() - 1, add))
     return found
 
@@ -67,7 +67,7 @@ def markdown_disclosures(view: str) -> list[tuple[int, str]]:
         elif after == "(":
             url = _DESTINATION.match(view, end + 2, closes.get(end + 1, len(view)))
             assert url is not None
-            if add := _disclosure(view[start + 1 : end], _url(url.group(1))):
+            if add := disclosure(view[start + 1 : end], _url(url.group(1))):
                 found.append((end, add))
     return found
 
@@ -116,7 +116,7 @@ def _url(destination: str) -> str:
     return _ESCAPE.sub(r"\1", html.unescape(destination)).strip("<>")
 
 
-def _disclosure(label: str, url: str) -> str:
+def disclosure(label: str, url: str) -> str:
     """What to add at the end of ``label`` so the reader sees where ``url`` goes ("" if the label does not hide
     it)."""
     target = host_of(url)

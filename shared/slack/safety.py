@@ -18,8 +18,8 @@ decode, and quiets them where they are written. A streamed answer reaches Slack 
 is ``shared/slack/stream_safety.py``'s.
 
 A link whose label reads like another address than the one it opens (``[sso.corp.example](https://evil.example)``,
-``<https://evil.example|sso.corp.example>``) gets its real host into its label, in every view and round above:
-``shared/slack/links.py``.
+``<https://evil.example|sso.corp.example>``, a rich text ``link`` element) gets its real host into its label, in
+every view and round above: ``shared/slack/links.py``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from shared.slack.links import markdown_disclosures, mrkdwn_disclosures
+from shared.slack.links import disclosure, markdown_disclosures, mrkdwn_disclosures
 
 # A zero-width space after "@" keeps the word readable and makes it no mention.
 _QUIET_AT = "@\u200b"
@@ -132,6 +132,8 @@ def _walk(value: Any) -> Any:
             return {"type": "text", "text": f"{_QUIET_AT}group"}
         if value.get("type") == "markdown" and isinstance(value.get("text"), str):
             return {**value, "text": neutralise_markdown(value["text"])}
+        if value.get("type") == "link" and isinstance(value.get("text"), str):  # rich text's link: its label
+            value = {**value, "text": value["text"] + disclosure(value["text"], str(value.get("url") or ""))}
         return {k: neutralise(v) if k == "text" and isinstance(v, str) else _walk(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_walk(item) for item in value]

@@ -98,6 +98,13 @@ def test_every_post_path_shows_the_host() -> None:
     )
     assert markdown["text"] == "[https://sso.corp.example (evil.example)](https://evil.example/login)"
     assert labels_hiding(context["elements"][0]["text"]) == []
+    rich = {"type": "rich_text", "elements": [{"type": "rich_text_section", "elements": [
+        {"type": "link", "url": "https://evil.example/login", "text": "sso.corp.example"},
+        {"type": "link", "url": "https://x.example/r", "text": "the runbook"},
+    ]}]}  # fmt: skip
+    [shown] = neutralise_blocks([rich])
+    links = shown["elements"][0]["elements"]
+    assert [link["text"] for link in links] == ["sso.corp.example (evil.example)", "the runbook"]
 
 
 def test_a_reference_definition_makes_no_link() -> None:
