@@ -1,4 +1,5 @@
-"""What no bot post may do: ping a whole channel or a user group, whoever wrote the text.
+"""What no bot post may do: ping a whole channel or a user group, or show a link whose label hides where it goes,
+whoever wrote the text.
 
 The model's text, and untrusted text it repeats, may carry Slack's broadcast tokens (``<!channel>``, ``<!here>``,
 ``<!everyone>``, the legacy ``<!group>``, ``<!subteam^…>``, each with or without a ``|label``) or their plain
@@ -15,6 +16,10 @@ there a character reference (``&lt;!channel&gt;``, ``&#60;!here&#62;``, ``&#x3c;
 becomes the character it names, so ``neutralise_markdown`` looks for the tokens in the text as the references
 decode, and quiets them where they are written. A streamed answer reaches Slack in pieces; what may be cut where
 is ``shared/slack/stream_safety.py``'s.
+
+A link whose label reads like another address than the one it opens (``[sso.corp.example](https://evil.example)``,
+``<https://evil.example|sso.corp.example>``, a rich text ``link`` element) gets its real host into its label, in
+every view and round above: ``shared/slack/links.py``.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ import html
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from shared.slack.links import disclosure, markdown_disclosures, mrkdwn_disclosures
 
 # A zero-width space after "@" keeps the word readable and makes it no mention.
 _QUIET_AT = "@\u200b"
@@ -37,13 +44,21 @@ _ROUNDS = 64  # every round takes a token out; a text holding more nested tokens
 
 
 def neutralise(text: str) -> str:
-    """``text`` with every broadcast and user-group mention turned into text that pings nobody."""
+    """``text`` with every broadcast and user-group mention turned into text that pings nobody, and every link
+    label that hides where its link goes followed by its host (``shared.slack.links``)."""
     for _ in range(_ROUNDS):
-        quiet = _quiet_once(text)
+        quiet = _inserted(_quiet_once(text), mrkdwn_disclosures)
         if quiet == text:
             return text
         text = quiet
     return text.replace("<", "&lt;").replace("@", _QUIET_AT)  # too deeply nested to take apart: no brackets left
+
+
+def _inserted(text: str, find: Callable[[str], list[tuple[int, str]]]) -> str:
+    """``text`` with what ``find`` says inserted where it says."""
+    for at, add in sorted(find(text), reverse=True):
+        text = text[:at] + add + text[at:]
+    return text
 
 
 def _quiet_once(text: str) -> str:
@@ -82,23 +97,26 @@ _QUIETED: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...] = (
 
 
 def neutralise_markdown(text: str) -> str:
-    """``neutralise`` for Markdown: the tokens are caught however Markdown spells their characters."""
+    """``neutralise`` for Markdown: the tokens are caught however Markdown spells their characters, and so are
+    links whose label hides where they go (``[label](url)`` as well as mrkdwn's form)."""
     for _ in range(_ROUNDS):
-        text = neutralise(text)
+        written = text
+        text = _inserted(neutralise(text), markdown_disclosures)
         plain, spans = decoded(text)
-        if plain == text:
+        if plain != text:
+            found: list[tuple[int, int, str]] = []
+            for pattern, name in _QUIETED:
+                found += [(spans[m.start()][0], spans[m.end() - 1][1], f"{_QUIET_AT}{name(m)}")
+                          for m in pattern.finditer(plain)]  # fmt: skip
+            found += [(spans[at][0], spans[at][0], add)
+                      for at, add in markdown_disclosures(plain) + mrkdwn_disclosures(plain)]  # fmt: skip
+            end = len(text) + 1
+            for start, stop, shown in sorted(found, reverse=True):  # from the end, so spans stay valid; no overlaps
+                if stop <= end:
+                    text, end = text[:start] + shown + text[stop:], start
+        if text == written:
             return text
-        found: list[tuple[int, int, str]] = []
-        for pattern, name in _QUIETED:
-            found += [(spans[m.start()][0], spans[m.end() - 1][1], f"{_QUIET_AT}{name(m)}")
-                      for m in pattern.finditer(plain)]  # fmt: skip
-        if not found:
-            return text
-        end = len(text) + 1
-        for start, stop, shown in sorted(found, reverse=True):  # from the end, so spans stay valid; no overlaps
-            if stop <= end:
-                text, end = text[:start] + shown + text[stop:], start
-    return neutralise(text.replace("&", "&amp;"))
+    return _inserted(neutralise(text.replace("&", "&amp;")), markdown_disclosures)
 
 
 def neutralise_blocks(blocks: Sequence[Any]) -> list[dict[str, Any]]:
@@ -114,6 +132,8 @@ def _walk(value: Any) -> Any:
             return {"type": "text", "text": f"{_QUIET_AT}group"}
         if value.get("type") == "markdown" and isinstance(value.get("text"), str):
             return {**value, "text": neutralise_markdown(value["text"])}
+        if value.get("type") == "link" and isinstance(value.get("text"), str):  # rich text's link: its label
+            value = {**value, "text": value["text"] + disclosure(value["text"], str(value.get("url") or ""))}
         return {k: neutralise(v) if k == "text" and isinstance(v, str) else _walk(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_walk(item) for item in value]

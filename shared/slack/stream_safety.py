@@ -1,4 +1,4 @@
-"""Where a streamed answer may be cut: no broadcast or user-group token may form across two appends.
+"""Where a streamed answer may be cut: no broadcast or user-group token, and no link, may form across two appends.
 
 Slack assembles a streamed message from every ``markdown_text`` piece appended to it, so a token split over two
 pieces (``<!chan`` then ``nel>``, a ``<!channel|…>`` whose label is longer than any fixed look-back, ``&l`` then
@@ -9,6 +9,10 @@ follows it. Where the message must end there (a turn's last piece), that beginni
 a zero-width space after its opening character). Both look at the text as written and as its character references
 decode, as ``neutralise_markdown`` does.
 
+A link is held the same way (``[label`` until its ``](url)`` is closed, ``<url|label`` until its ``>``), so
+``neutralise_markdown`` sees it whole and can show its host in its label; one made inert gets a backslash before
+its ``[`` (Markdown then reads the bracket as text).
+
 Why that suffices: a token in the assembled message either lies inside one piece (which was neutralised until
 nothing changed) or starts before a cut and ends after it; then the text from its start to the cut was the
 unfinished beginning of a token when the cut was made, which ``safe_cut`` never allows.
@@ -18,10 +22,13 @@ from __future__ import annotations
 
 import re
 
+from shared.slack.links import unfinished_links
 from shared.slack.safety import NAMES, PLAIN_NAMES, decoded
 
 _ZWSP = "\u200b"
+_ESCAPE = "\\"  # before a "[", it opens no link
 _PARTIAL_REFERENCE = re.compile(r"&[#\w]*")  # a character reference still being written ("&", "&l", "&#6", "&lt")
+_LINK_URL = re.compile(r"<(?!\u200b)[^\s<>|]*")  # "<" and what may be a mrkdwn link's URL ("<url|label>")
 _WORD = re.compile(r"\w")
 
 
@@ -34,8 +41,11 @@ def _extent(view: str, q: int, stops: list[int]) -> int:
         return q + 1 + max(min(_common(view, q + 1, name), len(name) - 1) for name in PLAIN_NAMES)
     if view[q] != "<":
         return q
-    if q + 1 == len(view) or view[q + 1] != "!":
-        return q + 1
+    if q + 1 == len(view) or view[q + 1] != "!":  # a link "<url|label>": its label up to what closes it
+        url = _LINK_URL.match(view, q)
+        if url is None:  # made inert
+            return q + 1
+        return len(view) if url.end() == len(view) else stops[url.end()] if view[url.end()] == "|" else q + 1
     at = best = q + 2
     for name in NAMES:
         common = _common(view, at, name)
@@ -63,25 +73,28 @@ def _stops(view: str, chars: str) -> list[int]:
     return stops
 
 
-def _openings(text: str) -> list[tuple[int, int, int]]:
-    """Every place in ``text`` where a token could begin: (where it is written, where a zero-width space makes it
-    inert, the furthest cut that ends in its unfinished beginning); ``text[:c]`` ends in it for start < c <= end."""
-    found: list[tuple[int, int, int]] = []
+def _openings(text: str) -> list[tuple[int, int, int, str]]:
+    """Every place in ``text`` where a token or a link could begin: (where it is written, where a mark makes it
+    inert, the furthest cut that ends in its unfinished beginning, the mark: a zero-width space after a token's
+    opening character, a backslash before a link's "["); ``text[:c]`` ends in it for start < c <= end."""
+    found: list[tuple[int, int, int, str]] = []
     stops = _stops(text, "<>")  # the text as written: mrkdwn reads tokens here (its labels may span lines)
     for i, char in enumerate(text):
         if char in "<@":
-            found.append((i, i + 1, _extent(text, i, stops)))
+            found.append((i, i + 1, _extent(text, i, stops), _ZWSP))
         elif char == "&":
             partial = _PARTIAL_REFERENCE.match(text, i)
             assert partial is not None
-            found.append((i, i + 1, partial.end()))  # "&lt" may still become "&lt;": held while it is written
+            found.append((i, i + 1, partial.end(), _ZWSP))  # "&lt" may still become "&lt;": held while it is written
+    found += [(i, i, len(text), _ESCAPE) for i in unfinished_links(text)]  # "[label](url" waits for its ")"
     plain, spans = decoded(text)
     if plain != text:  # as Markdown reads it, references decoded (a label ends at a line's end there)
         stops = _stops(plain, "<>\n")
         for j, char in enumerate(plain):
             if char in "<@":
                 extent = _extent(plain, j, stops)
-                found.append((spans[j][0], spans[j][1], spans[extent - 1][1] if extent > j else spans[j][0]))
+                found.append((spans[j][0], spans[j][1], spans[extent - 1][1] if extent > j else spans[j][0], _ZWSP))
+        found += [(spans[j][0], spans[j][0], len(text), _ESCAPE) for j in unfinished_links(plain)]
     return found
 
 
@@ -89,7 +102,7 @@ def safe_cut(text: str) -> int:
     """The longest start ``text[:c]`` of a neutralised piece that ends in no unfinished token: what may be appended
     now (the rest waits for more text)."""
     cut = len(text)
-    for start, _, end in sorted(_openings(text), reverse=True):
+    for start, _, end, _ in sorted(_openings(text), reverse=True):
         if start < cut <= end:
             cut = start
     return cut
@@ -97,11 +110,13 @@ def safe_cut(text: str) -> int:
 
 def inert(text: str) -> str:
     """``text`` (neutralised) made safe to end a message's text at: every unfinished token at its end gets a
-    zero-width space after its opening character, so what the message gets next cannot finish it."""
+    zero-width space after its opening character (a link a backslash before its "["), so what the message gets
+    next cannot finish it."""
     for _ in range(len(text) + 1):
-        ending = [inert_at for start, inert_at, end in _openings(text) if start < len(text) <= end]
+        ending = {(at, mark) for start, at, end, mark in _openings(text) if start < len(text) <= end}
         if not ending:
             return text
-        at = max(ending)
-        text = text[:at] + _ZWSP + text[at:]
+        links = [(at, mark) for at, mark in ending if mark == _ESCAPE]  # every unfinished link's "[" at once
+        for at, mark in sorted(links, reverse=True) or [max(ending)]:
+            text = text[:at] + mark + text[at:]
     return text

@@ -140,3 +140,24 @@ def test_an_answer_whose_markdown_block_slack_refuses_goes_out_as_mrkdwn(
     assert markdown_of(answer) == []
     assert answer["text"] == "The answer is *42*."
     assert [b["type"] for b in answer["blocks"]] == ["context_actions"]  # the feedback buttons stay
+
+
+@pytest.mark.stack
+def test_a_link_whose_label_names_another_host_shows_the_host_it_opens(
+    script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    """A label reading like one address on a link to another (prompt injection's phishing link) names its real
+    host, in the markdown block and in the mrkdwn text; an ordinary label stays as it is."""
+    script(
+        G.text(
+            "Sign in at [https://sso.corp.example](https://evil.example/login), see [the runbook](https://x.example/r)."
+        )
+    )
+    thread = mention(fake_slack, f"C{uid}", "where do I sign in?")
+    wait_status(thread.session_id, SessionStatus.DONE)
+    [answer] = fake_slack.bot_replies(thread.channel, thread.ts)
+    [shown] = markdown_of(answer)
+    assert "[https://sso.corp.example (evil.example)](https://evil.example/login)" in shown
+    assert "<https://evil.example/login|https://sso.corp.example (evil.example)>" in answer["text"]
+    assert "[the runbook](https://x.example/r)" in shown
+    assert "<https://x.example/r|the runbook>" in answer["text"]
