@@ -14,7 +14,7 @@ locals {
       cpu         = "1"
       concurrency = 20
       max         = 20
-      environment = ["common", "tasks", "slack", "assistant"]
+      environment = ["common", "tasks", "slack", "answers", "assistant"]
       secrets     = ["SLACK_SIGNING_SECRET", "SLACK_BOT_TOKEN"]
       calls_model = false
     }
@@ -27,7 +27,7 @@ locals {
       cpu         = "1"
       concurrency = 20
       max         = 10
-      environment = ["common", "tasks", "slack"]
+      environment = ["common", "tasks", "slack", "answers"]
       secrets     = ["SLACK_SIGNING_SECRET", "SLACK_BOT_TOKEN"]
       calls_model = false
     }
@@ -42,7 +42,7 @@ locals {
       concurrency = 1
       # One session per instance, as many instances as Cloud Tasks may dispatch at once.
       max         = var.tasks.max_concurrent_dispatches
-      environment = concat(["common", "tasks", "internal", "agent"], var.gemini.use_vertex_ai ? ["vertex_ai"] : [])
+      environment = concat(["common", "tasks", "internal", "answers", "agent"], var.gemini.use_vertex_ai ? ["vertex_ai"] : [])
       # Only agent_session talks to MCP servers, so only it reads their credentials.
       secrets     = concat(["SLACK_BOT_TOKEN"], var.gemini.use_vertex_ai ? [] : ["GEMINI_API_KEY"], keys(local.mcp_credentials))
       calls_model = true
@@ -75,6 +75,8 @@ locals {
       FIRESTORE_DATABASE   = google_firestore_database.main.name
       LOG_LEVEL            = var.log_level
       OPERATOR_USER_IDS    = join(",", var.operator_user_ids)
+      # Every function writes de-duplication records: the ingress of Slack events, the others of alerts and reminders.
+      EVENT_TTL_HOURS = tostring(var.event_ttl_hours)
     }
     tasks = {
       TASKS_QUEUE                     = google_cloud_tasks_queue.sessions.id
@@ -83,9 +85,12 @@ locals {
       TASKS_DISPATCH_DEADLINE_SECONDS = tostring(var.tasks.dispatch_deadline_seconds)
     }
     slack = {
-      EVENT_TTL_HOURS           = tostring(var.event_ttl_hours)
-      ALLOW_REQUESTER_ANSWERS   = tostring(var.allow_requester_answers)
       ALLOW_REQUESTER_APPROVALS = tostring(var.allow_requester_approvals)
+    }
+    # The Slack functions take a requester's answer; agent_session asks a question in a direct message only if the
+    # requester may answer it there (shared/asks/routing.py's nobody_can_answer).
+    answers = {
+      ALLOW_REQUESTER_ANSWERS = tostring(var.allow_requester_answers)
     }
     # slack_events sets these on every thread opened in Slack's assistant pane (shared/usecases/assistant_pane.py).
     assistant = {
