@@ -75,12 +75,17 @@ def template() -> dict[str, Any]:
 
 
 def methods_the_code_calls() -> set[str]:
-    """Slack Web API methods used through slack-sdk's WebClient anywhere in the deployed code.
+    """Slack Web API methods used through slack-sdk's WebClient anywhere in the deployed code, and in the operator
+    tools (``ops/``), which call Slack with the deployed bot token (``make admin`` names people with ``users.info``).
 
     A method counts whether it is called (``client().chat_update(...)``) or passed on
     (``_reaction(client().reactions_add, ...)``): any attribute named like a WebClient method.
     """
-    sources = [ROOT / "functions" / "main.py", *sorted((ROOT / "shared").rglob("*.py"))]
+    sources = [
+        ROOT / "functions" / "main.py",
+        *sorted((ROOT / "shared").rglob("*.py")),
+        *sorted((ROOT / "ops").rglob("*.py")),
+    ]
     pattern = re.compile(
         r"\.(?P<family>chat|reactions|conversations|users|views|files|pins|auth|team|bots)_(?P<name>[A-Za-z]+)\b"
     )
