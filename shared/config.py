@@ -414,7 +414,7 @@ class Settings:
     )  # fmt: skip
     token_prices = Var(
         "TOKEN_PRICES", '{"prompt": 0.30, "cached": 0.03, "output": 2.50, "thinking": 2.50}',
-        "US dollars per million tokens by kind, for the cost estimates of `make admin usage` (the model's list price).",
+        "US dollars per million tokens by kind, for the cost estimates of `make usage` (the model's list price).",
         frozenset(), price_map,
     )  # fmt: skip
     # --- OIDC ---

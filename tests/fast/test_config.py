@@ -78,6 +78,25 @@ def test_every_variable_is_documented_in_the_readme() -> None:
     assert table <= declared, f"documented but not declared: {sorted(table - declared)}"
 
 
+def test_the_readme_gives_each_variables_default_and_readers() -> None:
+    """The table's default and "used by" columns say what shared/config.py declares (a tool, not a function, for a
+    variable no entry point reads)."""
+    readme = (ROOT / "README.md").read_text()
+    rows = {m.group(1): (m.group(2), m.group(3)) for m in re.finditer(r"^\| `([A-Z_]+)` \| (.*?) \| (.*?) \|", readme,
+                                                                     re.MULTILINE)}  # fmt: skip
+    for var in config.VARIABLES:
+        default, used_by = rows[var.name]
+        if var.default is None:
+            assert default == "required", var.name
+        elif len(var.default) <= 80:
+            assert default == (f"`{var.default}`" if var.default else "empty"), var.name
+        readers = ", ".join(entry for entry in config.ENTRY_POINTS if entry in var.used_by)
+        if readers:
+            assert used_by == readers, var.name
+        else:
+            assert used_by.startswith("`make "), var.name
+
+
 def test_every_entry_point_requires_its_slack_and_tasks_settings() -> None:
     names = {v.name for v in config.required_for(config.SLACK_EVENTS)}
     assert {"SLACK_SIGNING_SECRET", "TASKS_QUEUE", "TASKS_TARGET_URL"} <= names
