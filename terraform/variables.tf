@@ -160,7 +160,7 @@ variable "session" {
       var.session.max_tool_calls >= 0 && var.session.max_tool_calls <= 1000 &&
       var.session.max_fetches >= 0 && var.session.max_fetches <= 1000
     )
-    error_message = "session: wall_seconds 10..1700, max_turns 1..200, max_tool_calls 0..1000 (the ranges shared/config.py accepts)."
+    error_message = "session: wall_seconds 10..1700, max_turns 1..200, max_tool_calls 0..1000, max_fetches 0..1000 (the ranges shared/config.py accepts)."
   }
 }
 
