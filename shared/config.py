@@ -275,8 +275,7 @@ class Settings:
     )  # fmt: skip
     allow_requester_answers = Var(
         "ALLOW_REQUESTER_ANSWERS", "false",
-        "'true' lets the person who started a session answer its questions too, besides the operators (and a "
-        "question in a direct message is asked there even with no operator channel).",
+        "'true' lets the person who started a session answer its questions too, besides the operators.",
         _SLACK_FACING | _AGENT, boolean,
     )  # fmt: skip
     # --- Cloud Tasks ---
@@ -302,9 +301,8 @@ class Settings:
     )  # fmt: skip
     event_ttl_hours = Var(
         "EVENT_TTL_HOURS", "72",
-        "How long de-duplication records (of Slack events, and of alerts, notices and reminders) are kept before "
-        "Firestore's TTL deletes them.", _ALL,
-        integer(1, 24 * 365),
+        "How long de-duplication records (Slack events, alerts, reminders) are kept before Firestore's TTL deletes "
+        "them.", _ALL, integer(1, 24 * 365),
     )  # fmt: skip
     log_level = Var("LOG_LEVEL", "INFO", "Python log level for the JSON logs.", _ALL, level)
     # --- Firestore ---
