@@ -53,7 +53,7 @@ _SLACK_FACING = frozenset({SLACK_EVENTS, SLACK_INTERACTIVITY})
 _ALL = frozenset(ENTRY_POINTS)
 _ENQUEUERS = _ALL  # ingress enqueues sessions, sessions enqueue retries, the sweep enqueues narrations
 _AGENT = frozenset({AGENT_SESSION})
-_LIMITED = frozenset({SLACK_EVENTS, AGENT_SESSION})  # the ingress counts sessions, a session's end releases one
+_LIMITED = frozenset({SLACK_EVENTS})  # the ingress counts sessions (an end releases its stored count, reading none)
 _INTERNAL = frozenset({AGENT_SESSION, SWEEP})
 _SWEEP = frozenset({SWEEP})
 
