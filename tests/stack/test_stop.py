@@ -194,6 +194,8 @@ def test_the_trees_stop_button_stops_the_tasks_still_running_after_their_convers
     wait_status(child_id, SessionStatus.STOPPED, timeout=30)
     assert "That session has already ended." not in ephemeral_texts(fake_slack, thread.channel, HUMAN)
     assert session(ids.child_result_id(child_id)) is None  # a stopped task reports nothing
+    wait_for(lambda: not stop_buttons(next(m for m in fake_slack.bot_replies(thread.channel, thread.ts)
+                                           if m["ts"] == tree["ts"])), what="the tree's Stop gone")  # fmt: skip
 
 
 @pytest.mark.stack
