@@ -440,9 +440,10 @@ def takes_notes_queued(kind: SessionKind | str | None, late_note: object) -> boo
     return kind == SessionKind.CONTINUATION.value and late_note is None
 
 
-def active_sessions_in_thread(channel: str, thread_ts: str) -> list[Session]:
+def active_sessions_in_thread(channel: str, thread_ts: str, *, delegated: bool = False) -> list[Session]:
     """The thread's top-level sessions that have not ended (queued, running or paused), with one indexed query
-    (channel, thread_ts, status): what a person's "stop" in the thread stops."""
+    (channel, thread_ts, status): what a person's "stop" in the thread stops (``delegated``: its delegated tasks
+    that have not ended instead)."""
     active = [SessionStatus.QUEUED.value, SessionStatus.RUNNING.value, SessionStatus.PAUSED.value]
     query = (
         db()
@@ -452,7 +453,7 @@ def active_sessions_in_thread(channel: str, thread_ts: str) -> list[Session]:
         .where(filter=FieldFilter("status", "in", active))
     )
     found = [Session.from_doc(snap.to_dict() or {}) for snap in query.stream()]
-    return [s for s in found if s.top_level]
+    return [s for s in found if (s.reports_to_parent if delegated else s.top_level)]
 
 
 def mark_followed_up(session_id: str) -> None:

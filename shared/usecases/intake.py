@@ -127,6 +127,9 @@ def _stop(message: Message, *, notes_in: str | None) -> Routed | None:
     may); None if nothing in the thread is working, and the message is handled like any other. Private notes go to
     ``notes_in`` (None: the DM itself, where a top-level conversation is)."""
     active = sessions.active_sessions_in_thread(message.channel, message.thread_ts)
+    if not active:  # its conversation answered while tasks it did not wait for still run: their trees stop
+        tasks_of = sessions.active_sessions_in_thread(message.channel, message.thread_ts, delegated=True)
+        active = [root for root in map(sessions.get_session, sorted({t.tree_root for t in tasks_of})) if root]
     if not active:
         return None
     # The message is claimed first, so that its other events (Slack's retry, its app_mention twin) stop nothing

@@ -80,11 +80,20 @@ _UNFINISHED = {SessionStatus.QUEUED, SessionStatus.RUNNING, SessionStatus.PAUSED
 def _conversation(session: Session) -> list[Session]:
     """What a stop of ``session`` stops: itself while it has not ended, else the session that continues its
     conversation now, if another does (a Stop button names the session that posted it; an answer may have
-    continued it since)."""
+    continued it since), else the tasks its conversation delegated that still run."""
     if session.status in _UNFINISHED:
         return [session]
     active = sessions.active_sessions_in_thread(session.origin.channel, session.origin.thread_ts)
-    return [o for o in active if o.transcript == session.transcript and o.session_id != session.session_id]
+    found = [o for o in active if o.transcript == session.transcript and o.session_id != session.session_id]
+    return found or _tasks_running(session)
+
+
+def _tasks_running(session: Session) -> list[Session]:
+    """The conversation answered while tasks it did not wait for still run (its tree's message offers Stop): the
+    topmost of its tree's sessions that have not ended (stopping each stops what it delegated)."""
+    members = sessions.tree_members(session.tree_root)
+    running = {m.session_id for m in members if m.status in _UNFINISHED}
+    return [m for m in members if m.session_id in running and m.tree.parent_id not in running]
 
 
 def remove_stop_buttons(session: Session) -> None:

@@ -452,6 +452,42 @@ def test_a_depth_3_chain_whose_grandchild_asks_never_hands_an_empty_result_up(
     assert "(2 of 2 finished)" in status["text"]
 
 
+def test_a_grandchild_that_asks_after_its_parent_waits_for_it_is_never_reported_as_failed(
+    fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """Defect: a child reported early, so it waited for its still-running grandchild; the grandchild then asked it a
+    question, which released that wait and woke the child. Resuming, the child was handed a result note for every
+    child its wait had named, the released grandchild's too: "failed", "(error: the helper ended without a result)"
+    while it ran, and its real result came later as a second note. Now the released grandchild's result reaches the
+    child once, when it ends."""
+    child_task, grandchild_task = f"plan the copy of the shop database {uid}", f"copy the first table {uid}"
+    thread, child_id = delegating(fake_slack, fake_gemini, uid, child_task, "copy the shop database")
+    grandchild_id = ids.child_id(child_id, 1, 0)
+    for_child(fake_gemini, grandchild_task,
+              G.delayed(3, G.call("ask_parent", question="Which table first?", blocking=True)),  # once the child waits
+              G.text("Copied the users table."))  # fmt: skip
+    for_child(
+        fake_gemini, child_task,
+        G.call("delegate", task=grandchild_task, blocking=False),
+        G.text("Started the copy."),  # an early result: it waits for the grandchild, which has not asked yet
+        G.call("answer_child", child_id=grandchild_id, answer="users"),
+        G.text("Answered the helper."),
+        G.text("The users table is copied."),
+    )  # fmt: skip
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.text("The helper copied the users table.")))
+    conversation_done(thread.session_id, timeout=90)
+    child = wait_status(child_id, SessionStatus.DONE, timeout=30)
+    assert child.result == "The users table is copied."
+    requests = child_requests(fake_gemini, child_task)
+    assert "Which table first?" in texts(requests[2])  # the question woke it
+    last = json.dumps(requests[-1]["body"]["contents"])
+    assert NO_RESULT_NOTE not in last  # never told the running grandchild ended without a result
+    assert last.count("Copied the users table.") == 1  # its result, once
+
+
+NO_RESULT_NOTE = stored_children.NO_RESULT
+
+
 BACKUP_DONE = "Last night's backup is complete."  # the grandchild's result: only the child's requests hold it
 BACKUP_REPORT = "Last night's backup in backups-eu is complete."  # the child's result, once it has read it
 

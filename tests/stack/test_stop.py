@@ -23,7 +23,7 @@ from shared.state import ids, questions, sessions, steps
 from shared.state.models import SessionStatus, StepKind
 from shared.state.questions import AnswerRecord
 from shared.usecases.stop import is_stop
-from tests.agent_helpers import HUMAN, mention, open_question, session, texts, wait_status
+from tests.agent_helpers import HUMAN, Thread, mention, open_question, session, texts, wait_status
 from tests.poll import wait_for
 
 G = FakeGemini
@@ -165,6 +165,58 @@ def test_stop_typed_by_an_operator_while_children_run(fake_slack: FakeSlack, fak
     # Once every task has ended, the tree's message no longer offers a Stop.
     wait_for(lambda: not stop_buttons(next(m for m in fake_slack.bot_replies(thread.channel, thread.ts)
                                            if m["ts"] == tree["ts"])), what="the tree's Stop gone")  # fmt: skip
+
+
+def answered_while_a_task_runs(
+    fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str, task: str
+) -> tuple[Thread, str]:
+    """A conversation that started ``task`` without waiting for it and answered while it runs (its model reply is
+    slow): the thread and the task's id."""
+    fake_gemini.script(
+        FakeGemini.matching(f"[C{uid}]", G.call("delegate", task=task, blocking=False)),
+        FakeGemini.matching(f"[C{uid}]", G.text("A helper is scanning the buckets.")),
+    )
+    fake_gemini.script(*(FakeGemini.matching(json.dumps({"task": task}), item)
+                         for item in (G.delayed(4, G.call("read_thread")), G.text("child never said"))))  # fmt: skip
+    thread = mention(fake_slack, f"C{uid}", "scan the buckets")
+    child_id = ids.child_id(thread.session_id, 1, 0)
+    wait_status(thread.session_id, SessionStatus.DONE, timeout=60)
+    wait_for(lambda: any(json.dumps({"task": task}) in texts(r) for r in fake_gemini.requests()), what="the child")
+    child = session(child_id)
+    assert child is not None
+    assert child.status in {SessionStatus.QUEUED, SessionStatus.RUNNING}  # its slow model reply is on its way
+    return thread, child_id
+
+
+@pytest.mark.stack
+def test_the_trees_stop_button_stops_the_tasks_still_running_after_their_conversation_answered(
+    fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """Defect: the session answered while a task it did not wait for still ran; the tree's message offered Stop,
+    and pressing it said "That session has already ended." and stopped nothing (the task ran on)."""
+    thread, child_id = answered_while_a_task_runs(fake_slack, fake_gemini, uid, f"scan every bucket {uid}")
+    tree = next(m for m in fake_slack.bot_replies(thread.channel, thread.ts) if stop_buttons(m))
+    assert stop_buttons(tree)[0]["value"] == thread.session_id
+
+    fake_slack.click(HUMAN, thread.channel, tree["ts"], blocks.STOP_ACTION)
+    wait_status(child_id, SessionStatus.STOPPED, timeout=30)
+    assert "That session has already ended." not in ephemeral_texts(fake_slack, thread.channel, HUMAN)
+    assert session(ids.child_result_id(child_id)) is None  # a stopped task reports nothing
+    wait_for(lambda: not stop_buttons(next(m for m in fake_slack.bot_replies(thread.channel, thread.ts)
+                                           if m["ts"] == tree["ts"])), what="the tree's Stop gone")  # fmt: skip
+
+
+@pytest.mark.stack
+def test_stop_typed_after_the_conversation_answered_stops_the_tasks_still_running(
+    fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """Defect: "stop" typed in a thread whose conversation had answered, while a task it did not wait for still ran,
+    found no session working there and stopped nothing."""
+    task = f"scan every bucket {uid}"
+    thread, child_id = answered_while_a_task_runs(fake_slack, fake_gemini, uid, task)
+    fake_slack.user_message(HUMAN, thread.channel, "stop", thread_ts=thread.ts)
+    wait_status(child_id, SessionStatus.STOPPED, timeout=30)
+    assert session(ids.child_result_id(child_id)) is None  # a stopped task reports nothing
 
 
 @pytest.mark.stack

@@ -61,9 +61,12 @@ class ChildResume:
         return ended
 
     def news(self, entries: list[Waiting]) -> list[Note]:
-        if not entries:
+        # A released child (one of them asked its parent) may still run: its result comes as a note of its own, from
+        # its end (or, ended before the release, from the release itself), never from here.
+        ended = [w.key for w in entries if not w.released]
+        if not ended:
             return []  # no read with nothing to read
-        return [stored_children.result_note(c) for c in stored_children.get_children([w.key for w in entries])]
+        return [stored_children.result_note(c) for c in stored_children.get_children(ended)]
 
 
 WAIT = ChildResume()
