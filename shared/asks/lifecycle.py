@@ -30,7 +30,9 @@ from itertools import chain
 from typing import Any, Protocol
 
 from shared.asks import approvals, cancelling, questions
+from shared.state import approvals as stored_approvals
 from shared.state import events
+from shared.state import questions as stored_questions
 from shared.state.models import Approval, Question
 from shared.state.stale import stale_approvals, stale_questions
 
@@ -52,11 +54,18 @@ class _Steps:
     remind: Callable[[Any, datetime], bool]
     expire: Callable[[Any, datetime], bool]
     cancel: _Cancel
+    current: Callable[[str], Any]
 
 
 _STEPS: dict[type, _Steps] = {
     Question: _Steps(
-        "questions", "reminded", "abandoned", questions.remind, questions.abandon, cancelling.cancel_question
+        "questions",
+        "reminded",
+        "abandoned",
+        questions.remind,
+        questions.abandon,
+        cancelling.cancel_question,
+        stored_questions.get_question,
     ),
     Approval: _Steps(
         "approvals",
@@ -65,6 +74,7 @@ _STEPS: dict[type, _Steps] = {
         approvals.remind,
         approvals.expire,
         cancelling.cancel_approval,
+        stored_approvals.get_approval,
     ),
 }
 
@@ -107,7 +117,8 @@ class Ask:
         """Its one reminder, claimed first: two sweeps at once (Cloud Scheduler may run it twice) both read it not
         reminded, and each posted it. A failed post gives the claim up (the next sweep tries again). Never in a
         stopped thread: a session a killed Stop left stopped has it closed now, as that Stop would have (a question
-        cancelled, a call denied: ``stopping.close_stopped``)."""
+        cancelled, a call denied: ``stopping.close_stopped``). Read again once claimed: one answered, decided or
+        closed since the sweep's page read it is not reminded (the thread would be told it still waits)."""
         from shared.asks import stopping  # (stopping closes asks through this module)
 
         if stopping.close_stopped(self.session_id) is not None:
@@ -115,8 +126,12 @@ class Ask:
         key = f"{self.item_id}:reminder"
         if not events.claim_for(key, kind="reminder"):
             return False
+        current = self._steps.current(self.item_id)  # as it is now, not as the sweep's page read it
+        if current is None:
+            events.release(key)
+            return False
         try:
-            reminded = self._steps.remind(self.item, at)
+            reminded = self._steps.remind(current, at)
         except Exception:
             events.release(key)
             raise

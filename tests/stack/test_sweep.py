@@ -407,6 +407,26 @@ def test_a_sweep_that_reaches_a_question_after_anothers_reminder_and_its_hold_do
     assert len([m for m in replies if m["text"].startswith(":alarm_clock:")]) == 1
 
 
+def test_a_question_answered_after_the_sweeps_page_read_it_is_not_reminded(
+    stack: Stack, empty_db: None, script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    """Defect: the reminder went by the sweep's page, read before the operator answered (a large backlog, or a
+    reply racing the sweep): the answered question was reminded, the thread told it still waited for an answer. It
+    is read again once claimed."""
+    thread = paused_with_question(script, fake_slack, f"C{uid}", "deploy on tuesday?")
+    age_question(question_id := open_question(thread.session_id).question_id, 25)
+    paged = stored.get_question(question_id)  # as the sweep's page holds it: open, not reminded
+    assert paged is not None
+    assert paged.status == QuestionStatus.OPEN
+    script(G.text("Deploying on tuesday."))
+    fake_slack.user_message(OPERATOR, thread.channel, "yes", thread_ts=thread.ts)
+    wait_for(lambda: (q := stored.get_question(question_id)) and q.status == QuestionStatus.ANSWERED,
+             what="the answer")  # fmt: skip
+    assert lifecycle.Ask(paged).remind(firestore.now()) is False
+    replies = fake_slack.bot_replies(thread.channel, thread.ts)
+    assert not [m for m in replies if m["text"].startswith(":alarm_clock:")]
+
+
 def parent_paused_on_a_dead_child(fake_slack: FakeSlack, uid: str, *, legacy: bool = False) -> tuple[Session, str]:
     """A top-level session paused on its one blocking child, whose worker died for good hours ago (its lease long
     expired): the parent and the child's id. ``legacy``: the parent stored as paused before every pause was a
