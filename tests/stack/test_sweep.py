@@ -7,10 +7,11 @@ The clock is injected: question and lease times are written into the documents, 
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Callable
 from contextlib import nullcontext
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -28,7 +29,7 @@ from shared.asks import questions as asking
 from shared.queue import tasks
 from shared.slack import client as slack
 from shared.slack.surface import Reaction
-from shared.state import firestore, ids, results, sessions, tree_view
+from shared.state import feedback, firestore, ids, results, sessions, tree_view
 from shared.state import questions as stored
 from shared.state.models import (
     Audit,
@@ -47,6 +48,7 @@ from shared.state.models import (
 from shared.state.new_sessions import retry_session
 from shared.state.origin import asked_by
 from shared.state.session_model import Session
+from shared.usecases import sweep as sweeping
 from tests.agent_helpers import Thread, function_responses, mention, open_question, texts, wait_status
 from tests.poll import wait_for
 
@@ -425,6 +427,24 @@ def test_a_question_answered_after_the_sweeps_page_read_it_is_not_reminded(
     assert lifecycle.Ask(paged).remind(firestore.now()) is False
     replies = fake_slack.bot_replies(thread.channel, thread.ts)
     assert not [m for m in replies if m["text"].startswith(":alarm_clock:")]
+
+
+def test_a_sweep_given_its_clock_in_another_zone_sums_up_the_last_utc_day(
+    stack: Stack, empty_db: None, uid: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Defect: the sweep named the day it sums up (and its tasks) in the zone its clock was given in, while feedback
+    is stored by its UTC day: a clock in another zone summed up the wrong day."""
+    at = firestore.now().astimezone(UTC)
+    yesterday = at - timedelta(days=1)
+    given = feedback.Feedback(f"s-{uid}", OPERATOR, "positive", f"C{uid}", "1.0", at=yesterday, updated_at=yesterday,
+                              day=f"{yesterday:%Y-%m-%d}")  # fmt: skip
+    firestore.db().collection(firestore.FEEDBACK).document(f"s-{uid}-{OPERATOR}").create(given.to_doc())
+    zone = timezone(timedelta(hours=-12 if at.hour < 12 else 12))  # a zone whose date differs from UTC's now
+    assert f"{at.astimezone(zone):%Y-%m-%d}" != f"{at:%Y-%m-%d}"
+    with caplog.at_level(logging.INFO, logger="shared.usecases.sweep"):
+        sweeping.run(at.astimezone(zone))
+    [summed] = [r.feedback for r in caplog.records if hasattr(r, "feedback")]
+    assert (summed["day"], summed["positive"]) == (f"{yesterday:%Y-%m-%d}", 1)
 
 
 def parent_paused_on_a_dead_child(fake_slack: FakeSlack, uid: str, *, legacy: bool = False) -> tuple[Session, str]:
