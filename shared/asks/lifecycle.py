@@ -51,7 +51,8 @@ class _Steps:
     kind: str
     reminded: str
     expired: str
-    remind: Callable[[Any, datetime], bool]
+    remind: Callable[[Any, datetime], bool]  # posts it (False: reminded already, or closed)
+    mark_reminded: Callable[[Any, datetime], bool]
     expire: Callable[[Any, datetime], bool]
     cancel: _Cancel
     current: Callable[[str], Any]
@@ -62,7 +63,8 @@ _STEPS: dict[type, _Steps] = {
         "questions",
         "reminded",
         "abandoned",
-        questions.remind,
+        questions.post_reminder,
+        questions.mark_reminded,
         questions.abandon,
         cancelling.cancel_question,
         stored_questions.get_question,
@@ -71,7 +73,8 @@ _STEPS: dict[type, _Steps] = {
         "approvals",
         "approvals_reminded",
         "approvals_expired",
-        approvals.remind,
+        approvals.post_reminder,
+        approvals.mark_reminded,
         approvals.expire,
         cancelling.cancel_approval,
         stored_approvals.get_approval,
@@ -115,10 +118,11 @@ class Ask:
 
     def remind(self, at: datetime) -> bool:
         """Its one reminder, claimed first: two sweeps at once (Cloud Scheduler may run it twice) both read it not
-        reminded, and each posted it. A failed post gives the claim up (the next sweep tries again). Never in a
-        stopped thread: a session a killed Stop left stopped has it closed now, as that Stop would have (a question
-        cancelled, a call denied: ``stopping.close_stopped``). Read again once claimed: one answered, decided or
-        closed since the sweep's page read it is not reminded (the thread would be told it still waits)."""
+        reminded, and each posted it. A failed post gives the claim up (the next sweep tries again); a posted one is
+        never posted again, even if marking it failed. Never in a stopped thread: a session a killed Stop left
+        stopped has it closed now, as that Stop would have (a question cancelled, a call denied:
+        ``stopping.close_stopped``). Read again once claimed: one answered, decided or closed since the sweep's page
+        read it is not reminded (the thread would be told it still waits)."""
         from shared.asks import stopping  # (stopping closes asks through this module)
 
         if stopping.close_stopped(self.session_id) is not None:
@@ -131,12 +135,14 @@ class Ask:
             events.release(key)
             return False
         try:
-            reminded = self._steps.remind(current, at)
+            posted = self._steps.remind(current, at)
         except Exception:
             events.release(key)
             raise
-        events.acted(key)  # a sweep whose page was read before this reminder never posts it again
-        return reminded
+        # Posted: never again, though its mark below fail (a sweep re-run after it, or whose page was read before
+        # this reminder, would post it a second time).
+        events.acted(key)
+        return posted and self._steps.mark_reminded(current, at)
 
     @property
     def item_id(self) -> str:

@@ -140,6 +140,16 @@ def remind(question: Question, at: datetime) -> bool:
 
     Marked as sent only once the post succeeded: a failed post is tried again by the next sweep.
     """
+    return post_reminder(question, at) and mark_reminded(question, at)
+
+
+def mark_reminded(question: Question, at: datetime) -> bool:
+    """Record a question's reminder as sent; False if it was already, or is not open any more."""
+    return stored.mark_reminded(question.question_id, at)
+
+
+def post_reminder(question: Question, at: datetime) -> bool:
+    """Post the reminder (not marked: ``mark_reminded``); False if it was reminded already or is not open."""
     if question.reminded_at is not None or question.status != QuestionStatus.OPEN:
         return False
     operators = blocks.operator_mentions(config.settings().operator_user_ids)
@@ -149,7 +159,7 @@ def remind(question: Question, at: datetime) -> bool:
         slack.post(question.post_channel, question.post_ts, text, key=f"{question.question_id}:reminder")
     else:
         slack.post(question.channel, _reply_ts(question), text, key=f"{question.question_id}:reminder")
-    return stored.mark_reminded(question.question_id, at)
+    return True
 
 
 def abandon(question: Question, at: datetime) -> bool:

@@ -409,6 +409,28 @@ def test_a_sweep_that_reaches_a_question_after_anothers_reminder_and_its_hold_do
     assert len([m for m in replies if m["text"].startswith(":alarm_clock:")]) == 1
 
 
+def test_a_reminder_posted_whose_mark_failed_is_not_posted_again(
+    stack: Stack, empty_db: None, script: Script, fake_slack: FakeSlack, uid: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect: a reminder posted, then its mark failed (Firestore refused the write), gave its claim up as a failed
+    post does: the next sweep posted it again. A posted reminder is never posted again."""
+    thread = paused_with_question(script, fake_slack, f"C{uid}", "deploy on wednesday?")
+    age_question(question_id := open_question(thread.session_id).question_id, 25)
+    paged = stored.get_question(question_id)
+    assert paged is not None
+
+    def refused(*_: Any) -> bool:
+        raise RuntimeError("firestore refused the write")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(stored, "mark_reminded", refused)
+        with pytest.raises(RuntimeError):
+            lifecycle.Ask(paged).remind(firestore.now())
+    assert lifecycle.Ask(paged).remind(firestore.now()) is False  # the next sweep
+    replies = fake_slack.bot_replies(thread.channel, thread.ts)
+    assert len([m for m in replies if m["text"].startswith(":alarm_clock:")]) == 1
+
+
 def test_a_question_answered_after_the_sweeps_page_read_it_is_not_reminded(
     stack: Stack, empty_db: None, script: Script, fake_slack: FakeSlack, uid: str
 ) -> None:
