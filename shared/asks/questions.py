@@ -180,8 +180,9 @@ def abandon(question: Question, at: datetime) -> bool:
                                  status=SessionStatus.ABANDONED) if question.blocking else None  # fmt: skip
     if ended is None and _closed_by_stop(question):
         return True
-    # A session still paused on the rest of its turn is not told to start again: the post alone says it.
-    waits_on = not question.blocking and _paused(question.session_id)
+    # A thread still waiting (its session paused on the rest of its turn, or a later session of the thread on a
+    # question or an approval of its own) is not told to start again: the post alone says it.
+    waits_on = not question.blocking and (_paused(question.session_id) or _thread_waits(question))
     try:
         show_abandoned(question, at, tell=not waits_on)  # first: a sweep killed in what follows has told the thread
     finally:
@@ -189,6 +190,14 @@ def abandon(question: Question, at: datetime) -> bool:
             _end_waits(ended, why=f"its session stopped waiting: a question went unanswered for {hours} hours",
                        by="sweep")  # fmt: skip
     return True
+
+
+def _thread_waits(question: Question) -> bool:
+    """Whether the question's thread waits on something else asked of the operators (a blocking question, an
+    approval): a conversation there goes on, and a mention would answer that, not start again."""
+    thread = stored.thread_questions(question.channel, question.thread_ts)
+    others = [q for q in thread.open if q.question_id != question.question_id and q.blocking]
+    return bool(others or thread.open_approval_ids)
 
 
 def _paused(session_id: str) -> bool:

@@ -769,6 +769,35 @@ def test_a_question_whose_abandon_notice_slack_refuses_still_ends_its_session(
     assert sessions.get_session(thread.session_id).status == SessionStatus.ABANDONED  # type: ignore[union-attr]
 
 
+def test_a_non_blocking_question_abandoned_while_its_thread_waits_on_another_does_not_say_start_again(
+    stack: Stack, empty_db: None, script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    """Defect: a non-blocking question left open while the conversation went on (its session resumed in a
+    continuation, now paused on a question of its own) was abandoned with "To start again, mention me in this
+    thread": the thread still waited, and a mention there answers the open question."""
+    script(
+        G.call("ask_operator", question="Prefer tabs?", blocking=False),
+        G.call("ask_operator", question="Deploy now?", options=["yes", "no"]),
+    )
+    thread = mention(fake_slack, f"C{uid}", "format and deploy")
+    wait_status(thread.session_id, SessionStatus.PAUSED)
+    [deploy, tabs] = stored.thread_questions(thread.channel, thread.ts).open  # newest first
+    assert (tabs.blocking, deploy.blocking) == (False, True)
+    script(G.call("ask_operator", question="Which region?", options=["eu", "us"]))
+    fake_slack.user_message(OPERATOR, thread.channel, "yes", thread_ts=thread.ts)
+    answered = wait_for(lambda: (q := stored.get_question(deploy.question_id)) and q.continuation_id and q,
+                        what="the answer")  # fmt: skip
+    wait_status(answered.continuation_id, SessionStatus.PAUSED)
+    age_question(tabs.question_id, 73)
+
+    assert sweep(stack)["abandoned"] == 1
+    assert stored.get_question(tabs.question_id).status == QuestionStatus.ABANDONED  # type: ignore[union-attr]
+    replies = fake_slack.bot_replies(thread.channel, thread.ts)
+    assert not [m for m in replies if "mention me in this thread" in m["text"]]
+    post = next(m for m in replies if m["ts"] == tabs.post_ts)
+    assert "Abandoned" in post["text"]
+
+
 def test_an_abandon_killed_between_its_question_and_its_session_is_finished_by_the_next_sweep(
     stack: Stack, empty_db: None, script: Script, fake_slack: FakeSlack, uid: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
