@@ -475,18 +475,8 @@ def ran(approval: Approval, response: Mapping[str, Any]) -> None:
     update_card(approval, verdict, result=("Error: " if failed else "Result: ") + result)
 
 
-def remind(approval: Approval, at: datetime) -> bool:
-    """The one reminder of a pending approval, after QUESTION_REMIND_HOURS, marked once its post succeeded."""
-    return post_reminder(approval, at) and mark_reminded(approval, at)
-
-
-def mark_reminded(approval: Approval, at: datetime) -> bool:
-    """Record an approval's reminder as sent; False if it was already, or is not pending any more."""
-    return stored.mark_reminded(approval.approval_id, at)
-
-
-def post_reminder(approval: Approval, at: datetime) -> bool:
-    """Post the reminder (not marked: ``mark_reminded``); False if it was reminded already or is not pending."""
+def remind(approval: Approval, at: datetime, *, mark: bool = True) -> bool:
+    """The one reminder of a pending approval, after QUESTION_REMIND_HOURS, marked once posted (``mark``: here)."""
     if approval.reminded_at is not None or approval.status != ApprovalStatus.PENDING:
         return False
     card = card_of(approval)
@@ -494,7 +484,7 @@ def post_reminder(approval: Approval, at: datetime) -> bool:
     text = f":alarm_clock: {approval_card.who_decides(card)}: this call has waited {hours} hours for approval: " + (
         approval_card.sentence(card))  # fmt: skip
     slack.post(*approval.reminder_place(), text, key=f"{approval.approval_id}:reminder")
-    return True
+    return stored.mark_reminded(approval.approval_id, at) if mark else True
 
 
 def expire(approval: Approval, at: datetime) -> bool:

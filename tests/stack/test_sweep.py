@@ -785,9 +785,9 @@ def test_a_non_blocking_question_abandoned_while_its_thread_waits_on_another_doe
     assert (tabs.blocking, deploy.blocking) == (False, True)
     script(G.call("ask_operator", question="Which region?", options=["eu", "us"]))
     fake_slack.user_message(OPERATOR, thread.channel, "yes", thread_ts=thread.ts)
-    answered = wait_for(lambda: (q := stored.get_question(deploy.question_id)) and q.continuation_id and q,
-                        what="the answer")  # fmt: skip
-    wait_status(answered.continuation_id, SessionStatus.PAUSED)
+    resumed = wait_for(lambda: (q := stored.get_question(deploy.question_id)) and q.continuation_id,
+                       what="the answer")  # fmt: skip
+    wait_status(str(resumed), SessionStatus.PAUSED)
     age_question(tabs.question_id, 73)
 
     assert sweep(stack)["abandoned"] == 1
