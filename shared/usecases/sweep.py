@@ -212,7 +212,10 @@ def _silent_action(session: Session) -> str:
         sessions.mark_followed_up(session.session_id)  # narrated; the record just missed it
         return "settled"
     if retry is not None:
-        followup.alert(session, reason="its narration never reported back")
+        # A narration itself silent (its end's alert cut off) is read by this sweep too: escalated through it, once
+        # for both (one claim, both marked), as its end would have.
+        followup.alert(retry if retry.status == SessionStatus.SILENT_EXIT else session,
+                       reason="its narration never reported back")  # fmt: skip
         return "escalated"
     return followup.after_silent_exit(session, reason="no narration was ever started")
 

@@ -242,6 +242,32 @@ def test_a_dead_retry_alerts_the_operators_instead_of_retrying(
     assert sweep(stack)["escalated"] == 0
 
 
+def test_a_silent_session_whose_narration_was_silent_too_is_escalated_once(
+    stack: Stack, empty_db: None, fake_slack: FakeSlack, uid: str
+) -> None:
+    """Defect: a narration that ended silent, its worker killed before its own alert, left both sessions silent and
+    not followed up: the sweep alerted for the session (its narration never reported back) and again for the
+    narration (a silent retry), two alerts for one piece of unreported work."""
+    session = dead_session(uid, audit=WORK)
+    firestore.session_ref(session.session_id).update(
+        {"status": SessionStatus.SILENT_EXIT.value, "updated_at": firestore.now() - timedelta(hours=3)}
+    )
+    retry = retry_session(session, reason="the session ended without reporting back",
+                          at=firestore.now() - timedelta(hours=3))  # fmt: skip
+    retry.status = SessionStatus.SILENT_EXIT
+    firestore.session_ref(retry.session_id).create(
+        {**retry.to_doc(), "updated_at": firestore.now() - timedelta(hours=2)}
+    )
+    assert sweep(stack)["escalated"] >= 1
+    alerts = [m for m in fake_slack.bot_replies(session.origin.channel, session.origin.thread_ts)
+              if m["text"].startswith(":warning:")]  # fmt: skip
+    assert len(alerts) == 1, alerts
+    assert session.session_id in alerts[0]["text"]
+    for followed in (session.session_id, retry.session_id):
+        assert sessions.get_session(followed).followed_up  # type: ignore[union-attr]
+    assert sweep(stack)["escalated"] == 0
+
+
 def two_sweeps_at_once(stack: Stack) -> list[dict[str, Any]]:
     """Two sweeps run at the same time, as Cloud Scheduler may run it: their summaries."""
     summaries: list[dict[str, Any]] = []
