@@ -779,6 +779,26 @@ def after_remind_hours() -> datetime:
     return firestore.now() + timedelta(hours=config.settings().question_remind_hours + 1)
 
 
+def test_a_document_the_sweep_cannot_read_does_not_stop_it(
+    stack: Stack, empty_db: None, script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    """Defect: one stale document that could not be read (malformed, or written by something else) raised out of
+    the sweep's query: the whole sweep stopped there, every day, and nothing after it was ever reminded, abandoned
+    or narrated. It is logged and passed over."""
+    old = firestore.now() - timedelta(hours=30)
+    firestore.db().collection(firestore.QUESTIONS).document(f"broken-{uid}").create({"status": "open", "asked_at": old})
+    firestore.db().collection(firestore.SESSIONS).document(f"broken-{uid}").create(
+        {"status": SessionStatus.SILENT_EXIT.value, "followed_up": False, "updated_at": old, "kind": "nonsense"}
+    )
+    thread = paused_with_question(script, fake_slack, f"C{uid}", "deploy on thursday?")
+    age_question(open_question(thread.session_id).question_id, 25)
+    dead = dead_session(uid, kind=SessionKind.RETRY, audit=WORK)
+
+    summary = sweep(stack)
+    assert (summary["reminded"], summary["escalated"]) == (1, 1)
+    assert sessions.get_session(dead.session_id).status == SessionStatus.SILENT_EXIT  # type: ignore[union-attr]
+
+
 def test_a_question_whose_abandon_notice_slack_refuses_still_ends_its_session(
     stack: Stack, empty_db: None, script: Script, fake_slack: FakeSlack, uid: str
 ) -> None:
