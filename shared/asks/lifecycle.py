@@ -51,8 +51,8 @@ class _Steps:
     kind: str
     reminded: str
     expired: str
-    remind: Callable[[Any, datetime], bool]  # posts it (False: reminded already, or closed)
-    mark_reminded: Callable[[Any, datetime], bool]
+    remind: Callable[..., bool]  # (item, at, mark=): posts it, and marks it if ``mark`` (False: reminded, or closed)
+    mark_reminded: Callable[[str, datetime], bool]  # by its id
     expire: Callable[[Any, datetime], bool]
     cancel: _Cancel
     current: Callable[[str], Any]
@@ -63,8 +63,8 @@ _STEPS: dict[type, _Steps] = {
         "questions",
         "reminded",
         "abandoned",
-        questions.post_reminder,
-        questions.mark_reminded,
+        questions.remind,
+        stored_questions.mark_reminded,
         questions.abandon,
         cancelling.cancel_question,
         stored_questions.get_question,
@@ -73,8 +73,8 @@ _STEPS: dict[type, _Steps] = {
         "approvals",
         "approvals_reminded",
         "approvals_expired",
-        lambda approval, at: approvals.remind(approval, at, mark=False),
-        lambda approval, at: stored_approvals.mark_reminded(approval.approval_id, at),
+        approvals.remind,
+        stored_approvals.mark_reminded,
         approvals.expire,
         cancelling.cancel_approval,
         stored_approvals.get_approval,
@@ -135,14 +135,14 @@ class Ask:
             events.release(key)
             return False
         try:
-            posted = self._steps.remind(current, at)
+            posted = self._steps.remind(current, at, mark=False)
         except Exception:
             events.release(key)
             raise
         # Posted: never again, though its mark below fail (a sweep re-run after it, or whose page was read before
         # this reminder, would post it a second time).
         events.acted(key)
-        return posted and self._steps.mark_reminded(current, at)
+        return posted and self._steps.mark_reminded(self.item_id, at)
 
     @property
     def item_id(self) -> str:

@@ -134,22 +134,13 @@ def _abandon_asker(older: Question, *, asker: str, again: bool = False) -> None:
         _end_waits(ended, why=f"its session stopped waiting: {REPLACED}", by=asker)
 
 
-def remind(question: Question, at: datetime) -> bool:
+def remind(question: Question, at: datetime, *, mark: bool = True) -> bool:
     """The one reminder of a question left open too long, mentioning the operators; False if already done (the
     sweep's ``lifecycle.Ask.remind`` never reminds in a stopped thread).
 
-    Marked as sent only once the post succeeded: a failed post is tried again by the next sweep.
+    Marked as sent only once the post succeeded (``mark``: here; else its caller marks it): a failed post is tried
+    again by the next sweep.
     """
-    return post_reminder(question, at) and mark_reminded(question, at)
-
-
-def mark_reminded(question: Question, at: datetime) -> bool:
-    """Record a question's reminder as sent; False if it was already, or is not open any more."""
-    return stored.mark_reminded(question.question_id, at)
-
-
-def post_reminder(question: Question, at: datetime) -> bool:
-    """Post the reminder (not marked: ``mark_reminded``); False if it was reminded already or is not open."""
     if question.reminded_at is not None or question.status != QuestionStatus.OPEN:
         return False
     operators = blocks.operator_mentions(config.settings().operator_user_ids)
@@ -159,7 +150,7 @@ def post_reminder(question: Question, at: datetime) -> bool:
         slack.post(question.post_channel, question.post_ts, text, key=f"{question.question_id}:reminder")
     else:
         slack.post(question.channel, _reply_ts(question), text, key=f"{question.question_id}:reminder")
-    return True
+    return stored.mark_reminded(question.question_id, at) if mark else True
 
 
 def abandon(question: Question, at: datetime) -> bool:

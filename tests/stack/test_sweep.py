@@ -449,7 +449,7 @@ def test_a_reminder_posted_whose_mark_failed_is_not_posted_again(
         raise RuntimeError("firestore refused the write")
 
     with monkeypatch.context() as patched:
-        patched.setattr(stored, "mark_reminded", refused)
+        patched.setattr(stored, "remind_once", refused)
         with pytest.raises(RuntimeError):
             lifecycle.Ask(paged).remind(firestore.now())
     assert lifecycle.Ask(paged).remind(firestore.now()) is False  # the next sweep
