@@ -475,8 +475,8 @@ def ran(approval: Approval, response: Mapping[str, Any]) -> None:
     update_card(approval, verdict, result=("Error: " if failed else "Result: ") + result)
 
 
-def remind(approval: Approval, at: datetime) -> bool:
-    """The one reminder of a pending approval, after QUESTION_REMIND_HOURS, marked once its post succeeded."""
+def remind(approval: Approval, at: datetime, *, mark: bool = True) -> bool:
+    """The one reminder of a pending approval, after QUESTION_REMIND_HOURS, marked once posted (``mark``: here)."""
     if approval.reminded_at is not None or approval.status != ApprovalStatus.PENDING:
         return False
     card = card_of(approval)
@@ -484,7 +484,7 @@ def remind(approval: Approval, at: datetime) -> bool:
     text = f":alarm_clock: {approval_card.who_decides(card)}: this call has waited {hours} hours for approval: " + (
         approval_card.sentence(card))  # fmt: skip
     slack.post(*approval.reminder_place(), text, key=f"{approval.approval_id}:reminder")
-    return stored.mark_reminded(approval.approval_id, at)
+    return stored.mark_reminded(approval.approval_id, at) if mark else True
 
 
 def expire(approval: Approval, at: datetime) -> bool:

@@ -30,7 +30,9 @@ from itertools import chain
 from typing import Any, Protocol
 
 from shared.asks import approvals, cancelling, questions
+from shared.state import approvals as stored_approvals
 from shared.state import events
+from shared.state import questions as stored_questions
 from shared.state.models import Approval, Question
 from shared.state.stale import stale_approvals, stale_questions
 
@@ -49,22 +51,33 @@ class _Steps:
     kind: str
     reminded: str
     expired: str
-    remind: Callable[[Any, datetime], bool]
+    remind: Callable[..., bool]  # (item, at, mark=): posts it, and marks it if ``mark`` (False: reminded, or closed)
+    mark_reminded: Callable[[str, datetime], bool]  # by its id
     expire: Callable[[Any, datetime], bool]
     cancel: _Cancel
+    current: Callable[[str], Any]
 
 
 _STEPS: dict[type, _Steps] = {
     Question: _Steps(
-        "questions", "reminded", "abandoned", questions.remind, questions.abandon, cancelling.cancel_question
+        "questions",
+        "reminded",
+        "abandoned",
+        questions.remind,
+        stored_questions.mark_reminded,
+        questions.abandon,
+        cancelling.cancel_question,
+        stored_questions.get_question,
     ),
     Approval: _Steps(
         "approvals",
         "approvals_reminded",
         "approvals_expired",
         approvals.remind,
+        stored_approvals.mark_reminded,
         approvals.expire,
         cancelling.cancel_approval,
+        stored_approvals.get_approval,
     ),
 }
 
@@ -105,9 +118,11 @@ class Ask:
 
     def remind(self, at: datetime) -> bool:
         """Its one reminder, claimed first: two sweeps at once (Cloud Scheduler may run it twice) both read it not
-        reminded, and each posted it. A failed post gives the claim up (the next sweep tries again). Never in a
-        stopped thread: a session a killed Stop left stopped has it closed now, as that Stop would have (a question
-        cancelled, a call denied: ``stopping.close_stopped``)."""
+        reminded, and each posted it. A failed post gives the claim up (the next sweep tries again); a posted one is
+        never posted again, even if marking it failed. Never in a stopped thread: a session a killed Stop left
+        stopped has it closed now, as that Stop would have (a question cancelled, a call denied:
+        ``stopping.close_stopped``). Read again once claimed: one answered, decided or closed since the sweep's page
+        read it is not reminded (the thread would be told it still waits)."""
         from shared.asks import stopping  # (stopping closes asks through this module)
 
         if stopping.close_stopped(self.session_id) is not None:
@@ -115,13 +130,19 @@ class Ask:
         key = f"{self.item_id}:reminder"
         if not events.claim_for(key, kind="reminder"):
             return False
+        current = self._steps.current(self.item_id)  # as it is now, not as the sweep's page read it
+        if current is None:
+            events.release(key)
+            return False
         try:
-            reminded = self._steps.remind(self.item, at)
+            posted = self._steps.remind(current, at, mark=False)
         except Exception:
             events.release(key)
             raise
-        events.acted(key)  # a sweep whose page was read before this reminder never posts it again
-        return reminded
+        # Posted: never again, though its mark below fail (a sweep re-run after it, or whose page was read before
+        # this reminder, would post it a second time).
+        events.acted(key)
+        return posted and self._steps.mark_reminded(self.item_id, at)
 
     @property
     def item_id(self) -> str:

@@ -134,11 +134,12 @@ def _abandon_asker(older: Question, *, asker: str, again: bool = False) -> None:
         _end_waits(ended, why=f"its session stopped waiting: {REPLACED}", by=asker)
 
 
-def remind(question: Question, at: datetime) -> bool:
+def remind(question: Question, at: datetime, *, mark: bool = True) -> bool:
     """The one reminder of a question left open too long, mentioning the operators; False if already done (the
     sweep's ``lifecycle.Ask.remind`` never reminds in a stopped thread).
 
-    Marked as sent only once the post succeeded: a failed post is tried again by the next sweep.
+    Marked as sent only once the post succeeded (``mark``: here; else its caller marks it): a failed post is tried
+    again by the next sweep.
     """
     if question.reminded_at is not None or question.status != QuestionStatus.OPEN:
         return False
@@ -149,7 +150,7 @@ def remind(question: Question, at: datetime) -> bool:
         slack.post(question.post_channel, question.post_ts, text, key=f"{question.question_id}:reminder")
     else:
         slack.post(question.channel, _reply_ts(question), text, key=f"{question.question_id}:reminder")
-    return stored.mark_reminded(question.question_id, at)
+    return stored.mark_reminded(question.question_id, at) if mark else True
 
 
 def abandon(question: Question, at: datetime) -> bool:
@@ -170,8 +171,9 @@ def abandon(question: Question, at: datetime) -> bool:
                                  status=SessionStatus.ABANDONED) if question.blocking else None  # fmt: skip
     if ended is None and _closed_by_stop(question):
         return True
-    # A session still paused on the rest of its turn is not told to start again: the post alone says it.
-    waits_on = not question.blocking and _paused(question.session_id)
+    # A thread still waiting (its session paused on the rest of its turn, or a later session of the thread on a
+    # question or an approval of its own) is not told to start again: the post alone says it.
+    waits_on = not question.blocking and (_paused(question.session_id) or _thread_waits(question))
     try:
         show_abandoned(question, at, tell=not waits_on)  # first: a sweep killed in what follows has told the thread
     finally:
@@ -179,6 +181,14 @@ def abandon(question: Question, at: datetime) -> bool:
             _end_waits(ended, why=f"its session stopped waiting: a question went unanswered for {hours} hours",
                        by="sweep")  # fmt: skip
     return True
+
+
+def _thread_waits(question: Question) -> bool:
+    """Whether the question's thread waits on something else asked of the operators (a blocking question, an
+    approval): a conversation there goes on, and a mention would answer that, not start again."""
+    thread = stored.thread_questions(question.channel, question.thread_ts)
+    others = [q for q in thread.open if q.question_id != question.question_id and q.blocking]
+    return bool(others or thread.open_approval_ids)
 
 
 def _paused(session_id: str) -> bool:

@@ -6,15 +6,19 @@ documents, however large the collection grows.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import logging
+from collections.abc import Callable, Iterator
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.state.firestore import APPROVALS, QUESTIONS, SESSIONS, db
 from shared.state.models import Approval, ApprovalStatus, Question, QuestionStatus, SessionStatus
 from shared.state.session_model import Session
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def _stale(collection: str, filters: list[tuple[str, str, Any]], order: str, cutoff: datetime,
@@ -33,16 +37,26 @@ def _stale(collection: str, filters: list[tuple[str, str, Any]], order: str, cut
         last = page[-1]
 
 
+def _read(snaps: Iterator[Any], read: Callable[[dict[str, Any]], T]) -> Iterator[T]:
+    """Each document read as its type; one that cannot be read (a malformed or foreign document) is logged and
+    passed over, never stopping the sweep at it (every later run would stop there too)."""
+    for snap in snaps:
+        try:
+            yield read(snap.to_dict() or {})
+        except Exception:
+            log.exception("a stale document could not be read; passed over", extra={"document": snap.reference.path})
+
+
 def stale_questions(cutoff: datetime, *, page_size: int) -> Iterator[Question]:
     """Open questions asked at or before ``cutoff``."""
-    for snap in _stale(QUESTIONS, [("status", "==", QuestionStatus.OPEN.value)], "asked_at", cutoff, page_size):
-        yield Question.from_doc(snap.to_dict() or {})
+    found = _stale(QUESTIONS, [("status", "==", QuestionStatus.OPEN.value)], "asked_at", cutoff, page_size)
+    return _read(found, Question.from_doc)
 
 
 def stale_approvals(cutoff: datetime, *, page_size: int) -> Iterator[Approval]:
     """Pending approvals asked at or before ``cutoff``."""
-    for snap in _stale(APPROVALS, [("status", "==", ApprovalStatus.PENDING.value)], "asked_at", cutoff, page_size):
-        yield Approval.from_doc(snap.to_dict() or {})
+    found = _stale(APPROVALS, [("status", "==", ApprovalStatus.PENDING.value)], "asked_at", cutoff, page_size)
+    return _read(found, Approval.from_doc)
 
 
 def sessions_created(start: datetime, end: datetime, *, page_size: int) -> Iterator[Session]:
@@ -83,5 +97,4 @@ def stale_sessions(status: SessionStatus, field_path: str, cutoff: datetime, *, 
     filters: list[tuple[str, str, Any]] = [("status", "==", status.value)]
     if not_followed_up:
         filters.append(("followed_up", "==", False))
-    for snap in _stale(SESSIONS, filters, field_path, cutoff, page_size):
-        yield Session.from_doc(snap.to_dict() or {})
+    return _read(_stale(SESSIONS, filters, field_path, cutoff, page_size), Session.from_doc)

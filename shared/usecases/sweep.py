@@ -36,7 +36,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from shared import config
@@ -62,7 +62,7 @@ QUEUED_GRACE = timedelta(minutes=15)
 def run(when: datetime | None = None) -> dict[str, Any]:
     """One sweep at ``when`` (injected by tests; the clock otherwise). Returns counts per action."""
     settings = config.settings()
-    at = when or now()
+    at = (when or now()).astimezone(UTC)  # a clock given in another zone: days and task names are UTC's
     remind_after = timedelta(hours=settings.question_remind_hours)
     abandon_after = remind_after + timedelta(hours=settings.question_abandon_hours)
     page = settings.sweep_page_size
@@ -112,6 +112,7 @@ def run(when: datetime | None = None) -> dict[str, Any]:
 
 def feedback_summary(day: datetime) -> dict[str, Any]:
     """The 👍/👎 first given on ``day`` (UTC), logged: the sweep logs the last whole day at every run."""
+    day = day.astimezone(UTC)  # feedback is stored by its UTC day
     given = stored_feedback.on_day(f"{day:%Y-%m-%d}")
     ratings = Counter(f.rating for f in given)
     summary = {"day": f"{day:%Y-%m-%d}", "positive": ratings["positive"], "negative": ratings["negative"],
@@ -211,7 +212,10 @@ def _silent_action(session: Session) -> str:
         sessions.mark_followed_up(session.session_id)  # narrated; the record just missed it
         return "settled"
     if retry is not None:
-        followup.alert(session, reason="its narration never reported back")
+        # A narration itself silent (its end's alert cut off) is read by this sweep too: escalated through it, once
+        # for both (one claim, both marked), as its end would have.
+        followup.alert(retry if retry.status == SessionStatus.SILENT_EXIT else session,
+                       reason="its narration never reported back")  # fmt: skip
         return "escalated"
     return followup.after_silent_exit(session, reason="no narration was ever started")
 
@@ -281,7 +285,7 @@ def rescue(when: datetime | None = None) -> dict[str, Any]:
     worker died and Cloud Tasks will not deliver again). Task names are fixed per minute, so two runs in the same
     minute queue one task; a takeover's claim makes any extra delivery a no-op."""
     settings = config.settings()
-    at = when or now()
+    at = (when or now()).astimezone(UTC)  # task names fixed per UTC minute, whatever zone the clock was given in
     counts: Counter[str] = Counter()
     attempt = f"rescue-{at:%Y%m%d%H%M}"
     dead_after = at - timedelta(minutes=settings.stale_lease_minutes)

@@ -7,10 +7,11 @@ The clock is injected: question and lease times are written into the documents, 
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Callable
 from contextlib import nullcontext
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -28,7 +29,7 @@ from shared.asks import questions as asking
 from shared.queue import tasks
 from shared.slack import client as slack
 from shared.slack.surface import Reaction
-from shared.state import firestore, ids, results, sessions, tree_view
+from shared.state import feedback, firestore, ids, results, sessions, tree_view
 from shared.state import questions as stored
 from shared.state.models import (
     Audit,
@@ -47,6 +48,7 @@ from shared.state.models import (
 from shared.state.new_sessions import retry_session
 from shared.state.origin import asked_by
 from shared.state.session_model import Session
+from shared.usecases import sweep as sweeping
 from tests.agent_helpers import Thread, function_responses, mention, open_question, texts, wait_status
 from tests.poll import wait_for
 
@@ -240,6 +242,32 @@ def test_a_dead_retry_alerts_the_operators_instead_of_retrying(
     assert sweep(stack)["escalated"] == 0
 
 
+def test_a_silent_session_whose_narration_was_silent_too_is_escalated_once(
+    stack: Stack, empty_db: None, fake_slack: FakeSlack, uid: str
+) -> None:
+    """Defect: a narration that ended silent, its worker killed before its own alert, left both sessions silent and
+    not followed up: the sweep alerted for the session (its narration never reported back) and again for the
+    narration (a silent retry), two alerts for one piece of unreported work."""
+    session = dead_session(uid, audit=WORK)
+    firestore.session_ref(session.session_id).update(
+        {"status": SessionStatus.SILENT_EXIT.value, "updated_at": firestore.now() - timedelta(hours=3)}
+    )
+    retry = retry_session(session, reason="the session ended without reporting back",
+                          at=firestore.now() - timedelta(hours=3))  # fmt: skip
+    retry.status = SessionStatus.SILENT_EXIT
+    firestore.session_ref(retry.session_id).create(
+        {**retry.to_doc(), "updated_at": firestore.now() - timedelta(hours=2)}
+    )
+    assert sweep(stack)["escalated"] >= 1
+    alerts = [m for m in fake_slack.bot_replies(session.origin.channel, session.origin.thread_ts)
+              if m["text"].startswith(":warning:")]  # fmt: skip
+    assert len(alerts) == 1, alerts
+    assert session.session_id in alerts[0]["text"]
+    for followed in (session.session_id, retry.session_id):
+        assert sessions.get_session(followed).followed_up  # type: ignore[union-attr]
+    assert sweep(stack)["escalated"] == 0
+
+
 def two_sweeps_at_once(stack: Stack) -> list[dict[str, Any]]:
     """Two sweeps run at the same time, as Cloud Scheduler may run it: their summaries."""
     summaries: list[dict[str, Any]] = []
@@ -405,6 +433,66 @@ def test_a_sweep_that_reaches_a_question_after_anothers_reminder_and_its_hold_do
     assert lifecycle.Ask(paged).remind(firestore.now()) is False
     replies = fake_slack.bot_replies(thread.channel, thread.ts)
     assert len([m for m in replies if m["text"].startswith(":alarm_clock:")]) == 1
+
+
+def test_a_reminder_posted_whose_mark_failed_is_not_posted_again(
+    stack: Stack, empty_db: None, script: Script, fake_slack: FakeSlack, uid: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect: a reminder posted, then its mark failed (Firestore refused the write), gave its claim up as a failed
+    post does: the next sweep posted it again. A posted reminder is never posted again."""
+    thread = paused_with_question(script, fake_slack, f"C{uid}", "deploy on wednesday?")
+    age_question(question_id := open_question(thread.session_id).question_id, 25)
+    paged = stored.get_question(question_id)
+    assert paged is not None
+
+    def refused(*_: Any) -> bool:
+        raise RuntimeError("firestore refused the write")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(stored, "remind_once", refused)
+        with pytest.raises(RuntimeError):
+            lifecycle.Ask(paged).remind(firestore.now())
+    assert lifecycle.Ask(paged).remind(firestore.now()) is False  # the next sweep
+    replies = fake_slack.bot_replies(thread.channel, thread.ts)
+    assert len([m for m in replies if m["text"].startswith(":alarm_clock:")]) == 1
+
+
+def test_a_question_answered_after_the_sweeps_page_read_it_is_not_reminded(
+    stack: Stack, empty_db: None, script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    """Defect: the reminder went by the sweep's page, read before the operator answered (a large backlog, or a
+    reply racing the sweep): the answered question was reminded, the thread told it still waited for an answer. It
+    is read again once claimed."""
+    thread = paused_with_question(script, fake_slack, f"C{uid}", "deploy on tuesday?")
+    age_question(question_id := open_question(thread.session_id).question_id, 25)
+    paged = stored.get_question(question_id)  # as the sweep's page holds it: open, not reminded
+    assert paged is not None
+    assert paged.status == QuestionStatus.OPEN
+    script(G.text("Deploying on tuesday."))
+    fake_slack.user_message(OPERATOR, thread.channel, "yes", thread_ts=thread.ts)
+    wait_for(lambda: (q := stored.get_question(question_id)) and q.status == QuestionStatus.ANSWERED,
+             what="the answer")  # fmt: skip
+    assert lifecycle.Ask(paged).remind(firestore.now()) is False
+    replies = fake_slack.bot_replies(thread.channel, thread.ts)
+    assert not [m for m in replies if m["text"].startswith(":alarm_clock:")]
+
+
+def test_a_sweep_given_its_clock_in_another_zone_sums_up_the_last_utc_day(
+    stack: Stack, empty_db: None, uid: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Defect: the sweep named the day it sums up (and its tasks) in the zone its clock was given in, while feedback
+    is stored by its UTC day: a clock in another zone summed up the wrong day."""
+    at = firestore.now().astimezone(UTC)
+    yesterday = at - timedelta(days=1)
+    given = feedback.Feedback(f"s-{uid}", OPERATOR, "positive", f"C{uid}", "1.0", at=yesterday, updated_at=yesterday,
+                              day=f"{yesterday:%Y-%m-%d}")  # fmt: skip
+    firestore.db().collection(firestore.FEEDBACK).document(f"s-{uid}-{OPERATOR}").create(given.to_doc())
+    zone = timezone(timedelta(hours=-12 if at.hour < 12 else 12))  # a zone whose date differs from UTC's now
+    assert f"{at.astimezone(zone):%Y-%m-%d}" != f"{at:%Y-%m-%d}"
+    with caplog.at_level(logging.INFO, logger="shared.usecases.sweep"):
+        sweeping.run(at.astimezone(zone))
+    [summed] = [r.feedback for r in caplog.records if hasattr(r, "feedback")]
+    assert (summed["day"], summed["positive"]) == (f"{yesterday:%Y-%m-%d}", 1)
 
 
 def parent_paused_on_a_dead_child(fake_slack: FakeSlack, uid: str, *, legacy: bool = False) -> tuple[Session, str]:
@@ -691,6 +779,26 @@ def after_remind_hours() -> datetime:
     return firestore.now() + timedelta(hours=config.settings().question_remind_hours + 1)
 
 
+def test_a_document_the_sweep_cannot_read_does_not_stop_it(
+    stack: Stack, empty_db: None, script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    """Defect: one stale document that could not be read (malformed, or written by something else) raised out of
+    the sweep's query: the whole sweep stopped there, every day, and nothing after it was ever reminded, abandoned
+    or narrated. It is logged and passed over."""
+    old = firestore.now() - timedelta(hours=30)
+    firestore.db().collection(firestore.QUESTIONS).document(f"broken-{uid}").create({"status": "open", "asked_at": old})
+    firestore.db().collection(firestore.SESSIONS).document(f"broken-{uid}").create(
+        {"status": SessionStatus.SILENT_EXIT.value, "followed_up": False, "updated_at": old, "kind": "nonsense"}
+    )
+    thread = paused_with_question(script, fake_slack, f"C{uid}", "deploy on thursday?")
+    age_question(open_question(thread.session_id).question_id, 25)
+    dead = dead_session(uid, kind=SessionKind.RETRY, audit=WORK)
+
+    summary = sweep(stack)
+    assert (summary["reminded"], summary["escalated"]) == (1, 1)
+    assert sessions.get_session(dead.session_id).status == SessionStatus.SILENT_EXIT  # type: ignore[union-attr]
+
+
 def test_a_question_whose_abandon_notice_slack_refuses_still_ends_its_session(
     stack: Stack, empty_db: None, script: Script, fake_slack: FakeSlack, uid: str
 ) -> None:
@@ -705,6 +813,35 @@ def test_a_question_whose_abandon_notice_slack_refuses_still_ends_its_session(
     assert failed["errors"] == 1
     assert stored.get_question(question.question_id).status == QuestionStatus.ABANDONED  # type: ignore[union-attr]
     assert sessions.get_session(thread.session_id).status == SessionStatus.ABANDONED  # type: ignore[union-attr]
+
+
+def test_a_non_blocking_question_abandoned_while_its_thread_waits_on_another_does_not_say_start_again(
+    stack: Stack, empty_db: None, script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    """Defect: a non-blocking question left open while the conversation went on (its session resumed in a
+    continuation, now paused on a question of its own) was abandoned with "To start again, mention me in this
+    thread": the thread still waited, and a mention there answers the open question."""
+    script(
+        G.call("ask_operator", question="Prefer tabs?", blocking=False),
+        G.call("ask_operator", question="Deploy now?", options=["yes", "no"]),
+    )
+    thread = mention(fake_slack, f"C{uid}", "format and deploy")
+    wait_status(thread.session_id, SessionStatus.PAUSED)
+    [deploy, tabs] = stored.thread_questions(thread.channel, thread.ts).open  # newest first
+    assert (tabs.blocking, deploy.blocking) == (False, True)
+    script(G.call("ask_operator", question="Which region?", options=["eu", "us"]))
+    fake_slack.user_message(OPERATOR, thread.channel, "yes", thread_ts=thread.ts)
+    resumed = wait_for(lambda: (q := stored.get_question(deploy.question_id)) and q.continuation_id,
+                       what="the answer")  # fmt: skip
+    wait_status(str(resumed), SessionStatus.PAUSED)
+    age_question(tabs.question_id, 73)
+
+    assert sweep(stack)["abandoned"] == 1
+    assert stored.get_question(tabs.question_id).status == QuestionStatus.ABANDONED  # type: ignore[union-attr]
+    replies = fake_slack.bot_replies(thread.channel, thread.ts)
+    assert not [m for m in replies if "mention me in this thread" in m["text"]]
+    post = next(m for m in replies if m["ts"] == tabs.post_ts)
+    assert "Abandoned" in post["text"]
 
 
 def test_an_abandon_killed_between_its_question_and_its_session_is_finished_by_the_next_sweep(
