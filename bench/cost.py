@@ -99,7 +99,7 @@ FIGURES: dict[str, str] = {
     "sweep_empty": "a sweep that finds nothing (its six indexed queries and yesterday's feedback, an empty page each)",
     "sweep_reminded_question": (
         "one more open question older than 24h in a sweep: reminded (its paused session is read by the sweep's "
-        "paused query, and found asking)"
+        "paused query, and found asking; the question read again once its reminder is claimed)"
     ),
     "sweep_abandoned_question": "one more open question past the abandon age in a sweep: abandoned, session closed",
     "sweep_dead_session": "one more running session with a long-dead lease in a sweep: silent exit, narration queued",
