@@ -135,9 +135,10 @@ def _run(session: Session, takeover: bool, reason: str, *, task: str, attempt: i
 
     log.info("session claimed", extra={"reason": reason, "task": task, "attempt": attempt, "kind": session.kind.value})
     # Slack's retries (a 429's Retry-After, a 5xx's backoff) wait only while the session's wall budget lasts. The
-    # heartbeat keeps the short lease alive meanwhile (a long model call or tool included), a wrap-up's time more.
+    # heartbeat keeps the short lease alive meanwhile (a long model call or tool included), a wrap-up's time more:
+    # from now for a takeover that starts past the budget (its worker died long ago), whose run is that wrap-up.
     seconds = config.settings().session_lease_seconds
-    beating = heartbeat.kept(session, lease_seconds=seconds, for_seconds=_time_left(session) + 2 * seconds)
+    beating = heartbeat.kept(session, lease_seconds=seconds, for_seconds=max(0.0, _time_left(session)) + 2 * seconds)
     with backpressure.within(_time_left(session)):  # the failure notice too waits for Slack within the budget
         with beating:
             try:

@@ -108,3 +108,32 @@ def test_a_killed_worker_is_known_within_a_lease_and_a_message_takes_it_over_at_
     done = wait_status(queued.session_id, SessionStatus.DONE, timeout=60)
     assert done.lease.takeovers == 1  # issue 24.11: counted, and kept after the takeover's progress
     assert fake_slack.bot_replies(channel, root)[-1]["text"] == "Deployed, after the takeover."
+
+
+def test_a_takeover_past_the_wall_budget_keeps_its_lease_through_the_wrap_up(rig: cost.Rig) -> None:
+    """Defect: the heartbeat ran for what was left of the wall budget plus a wrap-up's time, counted from the
+    session's first claim; a takeover that started later than that (its worker died long ago) never renewed its
+    lease, so its wrap-up turn, a model call, could outlive the lease and be taken over, and answered, twice."""
+    session_id = rig.start("think for a while")
+    long_ago = firestore.now() - timedelta(hours=1)  # past any wall budget (at most 1,700 s) and its wrap-up
+    firestore.session_ref(session_id).update({
+        "status": SessionStatus.RUNNING.value, "worker": "gone", "lease_task": "t",
+        "lease_until": long_ago + timedelta(seconds=SHORT_LEASE), "started_at": long_ago,
+    })  # fmt: skip
+    rig.script(G.delayed(SHORT_LEASE * 2.5, G.text("Wrapped up.")))
+    worker = threading.Thread(target=rig.deliver, args=(session_id,))
+    worker.start()
+    expired: list[tuple[Session, datetime]] = []
+    try:
+        wait_for(lambda: [r for r in rig.gemini.requests() if rig.uid in str(r["body"])], timeout=60,
+                 what="the wrap-up's model call in flight")  # fmt: skip
+        while worker.is_alive():  # every look at the session during the call finds a live lease
+            found, at = rig.session(session_id), firestore.now()
+            if found.status == SessionStatus.RUNNING and found.lease.until is not None and found.lease.until <= at:
+                expired.append((found, at))
+            worker.join(0.5)
+    finally:
+        worker.join(60)
+    assert not expired, f"the lease ran out while the worker lived: {[(f.lease.until, at) for f, at in expired]}"
+    done = rig.session(session_id)
+    assert (done.status, done.lease.takeovers) == (SessionStatus.DONE, 1)
