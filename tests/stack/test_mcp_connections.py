@@ -29,6 +29,7 @@ from shared.agent.tools.mcp.tool import McpTool
 from shared.agent.tools.result import ToolResult
 from shared.config_values import McpServer
 from tests.conftest import TEST_DIR
+from tests.poll import wait_for
 
 pytestmark = pytest.mark.stack
 NO_CONTEXT = cast(ToolContext, None)  # the tools called here never read it
@@ -280,3 +281,48 @@ def test_two_servers_are_asked_at_once_so_a_slow_one_does_not_hold_the_other(con
         assert both, (slow.connections(), slower.connections())
         [found] = listed
         assert [reason.split(":")[0] for reason in found.unavailable] == ["slow", "slower"]
+
+
+def test_parallel_sessions_that_meet_an_unlisted_hung_server_share_one_listing_of_it(
+    configure: Callable[..., None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Single flight: sessions that start while another session of the instance lists a hung server wait for that
+    listing rather than asking the server again. Defect: each opened its own request and waited the server's whole
+    timeout on it (a burst of sessions after a deploy held that many connections and timeouts on one hung server).
+    The first session's request is held open until every other session has joined it (or, as before, asked the
+    server itself); then the server hangs up, and every session is told the same."""
+    joins: list[str] = []
+    real = getattr(catalog, "_joined", None)
+
+    def joined(*args: Any) -> Any:
+        joins.append(threading.current_thread().name)
+        assert real is not None
+        return real(*args)
+
+    monkeypatch.setattr(catalog, "_joined", joined, raising=False)  # counts the sessions that wait for another's
+    with silent() as hung:
+        configure({"name": "hung", "url": hung.url, "timeout_seconds": 120})
+        listed: list[catalog.Catalog] = []
+        lock = threading.Lock()
+
+        def session() -> None:
+            found = catalog.catalog()
+            with lock:
+                listed.append(found)
+
+        threads = [threading.Thread(target=session, name=f"session-{n}") for n in range(8)]
+        threads[0].start()
+        try:
+            asked = hung.connected(1, timeout=30)
+            for thread in threads[1:]:
+                thread.start()
+            wait_for(lambda: hung.connections() + len(joins) >= 8, what="every session asking or joining")
+        finally:
+            connections = hung.connections()
+            hung.hang_up()
+            for thread in threads:
+                thread.join(60)
+        assert asked
+        assert connections == 1
+        assert len(listed) == 8
+        assert all(found.unavailable and found.unavailable[0].startswith("hung: ") for found in listed)
