@@ -50,6 +50,21 @@ def demo() -> Iterator[str]:
         proc.stop()
 
 
+@pytest.fixture(scope="module")
+def legacy() -> Iterator[str]:
+    """The sample server on the older handshake (its answers event streams); its MCP endpoint's URL."""
+    port = free_port()
+    log = TEST_DIR / "logs" / "mcp_connections_legacy.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "infra.fakes.mcp", "--port", str(port), "--legacy"]
+    proc = Proc("mcp_connections_legacy", argv, log, dict(os.environ), Path.cwd()).start()
+    try:
+        wait_until(lambda: http_answers(f"http://127.0.0.1:{port}/calls"), proc=proc, what="HTTP", timeout=30)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.stop()
+
+
 @pytest.fixture
 def sent(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     """The JSON-RPC methods (or HTTP verbs) the client sends, in order, counted on the wire side of its transport."""
@@ -99,6 +114,29 @@ def test_a_40_mb_result_is_refused_while_it_is_read_and_costs_the_client_under_2
     assert "ask for less" in error
     ran = SampleMcp(demo.removesuffix("/mcp")).calls("big_report")
     assert [c["arguments"]["megabytes"] for c in ran][-1] == 40  # it did reach the server: the answer was refused
+
+
+@pytest.mark.parametrize("handshake", ["2026-07-28", "older"])
+def test_a_result_over_the_cap_is_told_as_too_large_and_as_a_call_that_ran(
+    handshake: str, request: pytest.FixtureRequest
+) -> None:
+    """As JSON (2026-07-28) or as an event stream (the older handshake, read under the SDK's own per-event cap, set
+    to the same size). Defects: the model heard "the call may not have completed" of a call the server had run and
+    answered (inviting it to run again); on the older handshake the failure reached it as the server's refusal
+    ("refused to call big_report (its message, untrusted text): SSE stream failed: ..."), the SDK's words passed
+    off as the server's, without the advice to ask for less."""
+    url = request.getfixturevalue("demo" if handshake == "2026-07-28" else "legacy")
+    server = McpServer("big", url, timeout_seconds=60)
+    [listed] = [t for t in connection.list_tools(server) if t.name == "big_report"]
+    outcome = McpTool(server, listed).run({"megabytes": 5}, NO_CONTEXT)
+    assert isinstance(outcome, ToolResult)
+    assert outcome.error is not None
+    assert "was asked to call big_report, but its answer was larger than 4 MiB, so it was not read" in outcome.error
+    assert "ask for less" in outcome.error
+    assert "refused" not in outcome.error
+    assert "untrusted" not in outcome.error
+    assert "may not have completed" not in outcome.error
+    assert "The call did run: do not repeat it only to get a result" in outcome.error
 
 
 def test_a_result_under_the_cap_is_read_whole(demo: str) -> None:

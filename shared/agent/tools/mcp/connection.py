@@ -50,15 +50,25 @@ MAX_PAGES = 20  # a server whose listing never ends is listed this far
 LISTING = "list its tools"
 # What a server answers a request in a protocol it no longer speaks (the kept negotiation is stale): it did not run.
 REFUSED_PROTOCOL = {mcp_types.UNSUPPORTED_PROTOCOL_VERSION}
+SSE_TOO_LARGE = "SSE stream failed: Server-sent event exceeded"  # the SDK's words for an event past its cap
 
 
 class McpFailure(ProductError):
     """The server could not be reached, answered with a protocol error, or took too long."""
 
-    def __init__(self, message: str, *, expired_state: bool = False, timed_out: bool = False) -> None:
+    def __init__(self, message: str, *, expired_state: bool = False, timed_out: bool = False,
+                 answered: bool = False) -> None:  # fmt: skip
         super().__init__(message)
         self.expired_state = expired_state  # the server no longer accepts the request state it gave us
         self.timed_out = timed_out  # no answer (or no connection) came in time
+        self.answered = answered  # the server answered (too much to read): the request ran
+
+    def told(self) -> str:
+        """The failure as a call's error: whether the call may have run, so the model does not repeat one that did
+        only to get its result."""
+        if self.answered:
+            return f"{self}. The call did run: do not repeat it only to get a result"
+        return f"{self}; the call may not have completed"
 
 
 def list_tools(server: McpServer) -> list[mcp_types.Tool]:
@@ -261,8 +271,11 @@ def _failure(server: McpServer, doing: str, timeout: float, exc: BaseException) 
     label = f"MCP server {server.name!r}"
     if isinstance(exc, TimeoutError):
         return McpFailure(f"{label} did not answer within {timeout:g} s when asked to {doing}", timed_out=True)
-    if isinstance(exc, TooLarge):
-        return McpFailure(f"{label} was asked to {doing}, but {exc}; the result cannot be used (ask for less)")
+    if isinstance(exc, TooLarge) or _event_too_large(exc):
+        too_large = exc if isinstance(exc, TooLarge) else TooLarge(MAX_RESULT_BYTES)
+        return McpFailure(
+            f"{label} was asked to {doing}, but {too_large}; the result cannot be used (ask for less)", answered=True
+        )
     if isinstance(exc, MCPError):
         data = exc.error.data if isinstance(exc.error.data, dict) else {}
         expired = data.get("reason") == "invalid_request_state"
@@ -274,6 +287,13 @@ def _failure(server: McpServer, doing: str, timeout: float, exc: BaseException) 
     if isinstance(exc, config.ConfigError):
         return McpFailure(f"{label} is not configured right: {exc}")
     return McpFailure(f"{label} failed to {doing}: {type(exc).__name__}: {_reason(exc)}")
+
+
+def _event_too_large(exc: BaseException) -> bool:
+    """Whether the SDK gave up on an event-stream answer for an event past ``max_sse_event_size``: it reports that
+    as an error of the request (its own words, not the server's), having read no more than the cap."""
+    return (isinstance(exc, MCPError) and exc.error.code == mcp_types.CONNECTION_CLOSED
+            and exc.error.message.startswith(SSE_TOO_LARGE))  # fmt: skip
 
 
 def _first(group: BaseExceptionGroup[Any]) -> BaseException:
