@@ -134,5 +134,6 @@ def _asked_before(ctx: ToolContext, part: str) -> Suspend | None:
     # Shown as a retried ask shows it: posted if the crash came before its post (its key: never twice), its 💬 added.
     shown = questions.ask(ctx.session, seq=ctx.seq, call_index=ctx.call_index, call_id=ctx.call_id,
                           question=question.text, options=question.options, blocking=question.blocking,
-                          surface=ctx.surface, mcp_input=question.mcp_input, round=asked_round)  # fmt: skip
+                          surface=ctx.surface, mcp_input=question.mcp_input, link=question.link,
+                          round=asked_round)  # fmt: skip
     return Suspend(shown, {"status": "waiting for the operator's input", "question": question.text})

@@ -51,7 +51,7 @@ def ask(session: Session, *, seq: int, call_index: int, call_id: str | None, que
     The record exists before anyone can see the question, so a reply or a button press that comes at once answers
     it. A retried step finds what it did before (the same id, the same post key). ``mcp_input`` is an MCP server's
     request the answer resumes (``round``: its request in that call, each its own question and post); ``link`` a
-    URL the question shows as a link button.
+    URL the question shows as a link button (stored with it: a retry shows it again with its button).
     """
     qid = ids.question_id(session.session_id, seq, call_index, round)
     elsewhere = routing.operator_channel(
@@ -73,6 +73,7 @@ def ask(session: Session, *, seq: int, call_index: int, call_id: str | None, que
             seq=seq,
             call_index=call_index,
             post_channel=elsewhere,
+            link=link,
         )
     )
     settings = config.settings()

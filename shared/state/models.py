@@ -299,6 +299,7 @@ class Question(Stored):
     call_index: int | None = None
     request_ts: str | None = None  # the asking conversation's request message (its continuation marks it)
     post_channel: str | None = None  # the operator channel, when the question went there (its conversation is a DM)
+    link: str | None = None  # a URL the question shows as a link button (an MCP server's URL-mode request)
 
     def post_place(self) -> tuple[str, str | None]:
         """Where the question's post is: the operator channel (top level), or the session's thread."""

@@ -192,6 +192,45 @@ def test_a_kill_after_a_server_asked_for_input_pauses_on_its_question_not_an_unk
     assert not [t for t in texts if "cannot tell whether it happened" in t], texts
 
 
+@pytest.mark.timeout(360)  # a restart on a busy machine, and Cloud Tasks' retry
+def test_a_url_request_whose_question_a_kill_kept_from_its_post_is_posted_by_the_takeover_with_its_link(
+    servers: Servers, stack: Stack, script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """SIGKILL after a server's URL-mode request became a stored question, before its post (the worker waits on a
+    slow status call there). The takeover posts the question; defect: without its link button (the URL was not
+    stored with the question), so the operator had nothing to open and could only answer Done or Cancel blind."""
+    service = f"u{uid}"
+    fake_slack.slow("assistant.threads.setStatus", 60, match="is running mcp.demo.open_dashboard")
+    script(G.call("mcp.demo.open_dashboard", service=service), G.text("The dashboard is open."))
+    try:
+        thread = mention(fake_slack, f"C{uid}", "open the dashboard")
+        question_id = ids.question_id(thread.session_id, 1, 0)
+        stored = wait_for(lambda: stored_questions.get_question(question_id), timeout=60, what="the stored question")
+        assert stored.post_ts is None  # the worker waits on the status call before its post
+        stack.kill_function("agent_session")
+        stack.start_function("agent_session")
+        fake_slack.release("assistant.threads.setStatus")
+        retried_by_cloud_tasks(stack, thread.session_id)
+        ended = wait_status(thread.session_id, SessionStatus.PAUSED, SessionStatus.DONE, timeout=120)
+    finally:
+        if "agent_session" not in stack.procs:
+            stack.start_function("agent_session")
+    assert ended.status == SessionStatus.PAUSED
+    question = open_question(ended.session_id)
+    assert question.question_id == question_id
+    post = next(m for m in fake_slack.bot_replies(thread.channel, thread.ts) if m["ts"] == question.post_ts)
+    buttons = [e for b in post.get("blocks") or [] if b["type"] == "actions" for e in b["elements"]]
+    link = f"https://dashboards.example.com/{service}/login"
+    assert [b.get("url") for b in buttons if b.get("url")] == [link], post
+    reply(fake_slack, thread.channel, thread.ts, "Done")
+    wait_status(ids.resumed_by(question.question_id), SessionStatus.DONE, timeout=120)
+    opened = [c["event"] for c in SampleMcp(servers.demo).calls("open_dashboard")
+              if c["arguments"]["service"] == service]  # fmt: skip
+    assert opened == ["asked", "ran"]
+    [response] = responses_of(fake_gemini, "mcp.demo.open_dashboard")
+    assert response["result"]["text"] == f"dashboard of {service} is open"
+
+
 @pytest.mark.parametrize("answer_first", [True, False], ids=["answer-then-approve", "approve-then-answer"])
 def test_an_elicitation_beside_an_approval_in_one_turn_is_waited_on_too(
     answer_first: bool, servers: Servers, stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str

@@ -7,11 +7,17 @@ when the response declares a larger ``Content-Length``), so a call never holds m
 ask for no compression (``IDENTITY``) and a compressed answer is refused: its bytes on the wire say nothing of its
 size once inflated. Event streams are left to the SDK's own per-event cap (``max_sse_event_size``, set to the same
 number by ``connection``): a stream may carry many events, and only one is held at a time.
+
+It also notes the requests a server answered as it answers a session id it does not know (HTTP 404: it restarted,
+or ended the session), in ``SESSION_GONE`` of the calling task: such a request was not run, so ``connection`` may
+send it again on a new session.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
+from contextvars import ContextVar
 
 import httpx2
 
@@ -21,6 +27,9 @@ MAX_RESULT_BYTES = 4 * 1024 * 1024  # room for a large structured result or an i
 
 
 IDENTITY = {"Accept-Encoding": "identity"}  # the headers every client of this transport sends
+SESSION_ID = "mcp-session-id"
+# The JSON-RPC methods of requests the server answered 404 for their session id (a list set by the caller, or None).
+SESSION_GONE: ContextVar[list[str] | None] = ContextVar("mcp_session_gone", default=None)
 
 
 class TooLarge(ProductError):
@@ -40,6 +49,8 @@ class CappedTransport(httpx2.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         response = await self.inner.handle_async_request(request)
+        if response.status_code == 404 and request.method == "POST" and request.headers.get(SESSION_ID):
+            _note_gone(request)
         encoding = response.headers.get("content-encoding", "identity").strip().lower()
         if encoding not in {"", "identity"}:
             await response.aclose()
@@ -55,6 +66,19 @@ class CappedTransport(httpx2.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+def _note_gone(request: httpx2.Request) -> None:
+    """Note the JSON-RPC request (not a notification) a server refused for its unknown session id."""
+    gone = SESSION_GONE.get()
+    if gone is None:
+        return
+    try:
+        body = json.loads(request.content)
+    except ValueError:
+        return
+    if isinstance(body, dict) and "id" in body and isinstance(body.get("method"), str):
+        gone.append(body["method"])
 
 
 class CappedStream(httpx2.AsyncByteStream):

@@ -5,7 +5,9 @@ listing negotiates afresh and keeps what the server chose (``list_each`` lists s
 its own timeout); a call adopts it (no ``server/discover`` probe) and is given the tool's entry of the cached
 listing, so the session does not list again before it accepts a result (the SDK's own response cache is off:
 servers mark listings uncacheable, and ``catalog`` keeps them). A server that
-refuses the kept protocol is negotiated with again, once; one that says its tools changed, or no longer knows a
+refuses the kept protocol, or answers that it does not know the session (HTTP 404 for its session id: it restarted
+between the handshake and the request, which it did not run), is negotiated with again and asked again, once (a
+request that may have run is never sent again); one that says its tools changed, or no longer knows a
 tool, has its listing dropped (``pool.tools_changed``), as has one after a call of a tool not marked read-only
 (its notification may be lost, and on 2026-07-28 is never heard: ``_may_change_tools_unheard``). Responses are
 read under a byte cap (``capped``).
@@ -21,6 +23,7 @@ Every failure is an ``McpFailure`` with words fit for the model; the credential 
 from __future__ import annotations
 
 import asyncio
+import logging
 import ssl
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
@@ -35,9 +38,11 @@ from mcp.shared.exceptions import MCPError
 
 from shared import config, deps
 from shared.agent.tools.mcp import pool
-from shared.agent.tools.mcp.capped import MAX_RESULT_BYTES, TooLarge
+from shared.agent.tools.mcp.capped import MAX_RESULT_BYTES, SESSION_GONE, TooLarge
 from shared.config_values import McpServer
 from shared.errors import ProductError
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Outcome = mcp_types.CallToolResult | mcp_types.InputRequiredResult
@@ -45,15 +50,25 @@ MAX_PAGES = 20  # a server whose listing never ends is listed this far
 LISTING = "list its tools"
 # What a server answers a request in a protocol it no longer speaks (the kept negotiation is stale): it did not run.
 REFUSED_PROTOCOL = {mcp_types.UNSUPPORTED_PROTOCOL_VERSION}
+SSE_TOO_LARGE = "SSE stream failed: Server-sent event exceeded"  # the SDK's words for an event past its cap
 
 
 class McpFailure(ProductError):
     """The server could not be reached, answered with a protocol error, or took too long."""
 
-    def __init__(self, message: str, *, expired_state: bool = False, timed_out: bool = False) -> None:
+    def __init__(self, message: str, *, expired_state: bool = False, timed_out: bool = False,
+                 answered: bool = False) -> None:  # fmt: skip
         super().__init__(message)
         self.expired_state = expired_state  # the server no longer accepts the request state it gave us
         self.timed_out = timed_out  # no answer (or no connection) came in time
+        self.answered = answered  # the server answered (too much to read): the request ran
+
+    def told(self) -> str:
+        """The failure as a call's error: whether the call may have run, so the model does not repeat one that did
+        only to get its result."""
+        if self.answered:
+            return f"{self}. The call did run: do not repeat it only to get a result"
+        return f"{self}; the call may not have completed"
 
 
 def list_tools(server: McpServer) -> list[mcp_types.Tool]:
@@ -180,15 +195,24 @@ async def _attempt(server: McpServer, doing: str, operation: Callable[[Client], 
         if negotiate:
             kept.discovered = None
         pinned = kept.discovered is not None
+        gone: list[str] = []
+        SESSION_GONE.set(gone)  # this task's (each call runs in a task of its own on the loop)
         with anyio.fail_after(timeout):
             try:
                 return await _session(server, kept, timeout, declining, operation)
             except (Exception, BaseExceptionGroup) as exc:
                 if pinned:  # whatever failed, the next session negotiates again (the server may have changed)
                     kept.discovered = None
-                if not pinned or not isinstance(exc, MCPError) or exc.error.code not in REFUSED_PROTOCOL:
+                inner = _first(exc) if isinstance(exc, BaseExceptionGroup) else exc
+                refused = pinned and isinstance(inner, MCPError) and inner.error.code in REFUSED_PROTOCOL
+                if not refused and not (gone and isinstance(inner, MCPError)):
                     raise
-            # The server refused the kept protocol (the request did not run): negotiate again, once, at once.
+                if gone:
+                    kept.discovered = None
+                    log.info("MCP session gone (the server restarted?): a new session",
+                             extra={"server": server.name, "refused": gone})  # fmt: skip
+            # The server refused the kept protocol, or no longer knew the session (it restarted): the request did
+            # not run, so it is sent again, once, at once, on a new negotiation.
             return await _session(server, kept, timeout, declining, operation)
     except (Exception, BaseExceptionGroup) as exc:  # every failure becomes words for the model
         if _stale_listing(exc):
@@ -247,8 +271,11 @@ def _failure(server: McpServer, doing: str, timeout: float, exc: BaseException) 
     label = f"MCP server {server.name!r}"
     if isinstance(exc, TimeoutError):
         return McpFailure(f"{label} did not answer within {timeout:g} s when asked to {doing}", timed_out=True)
-    if isinstance(exc, TooLarge):
-        return McpFailure(f"{label} was asked to {doing}, but {exc}; the result cannot be used (ask for less)")
+    if isinstance(exc, TooLarge) or _event_too_large(exc):
+        too_large = exc if isinstance(exc, TooLarge) else TooLarge(MAX_RESULT_BYTES)
+        return McpFailure(
+            f"{label} was asked to {doing}, but {too_large}; the result cannot be used (ask for less)", answered=True
+        )
     if isinstance(exc, MCPError):
         data = exc.error.data if isinstance(exc.error.data, dict) else {}
         expired = data.get("reason") == "invalid_request_state"
@@ -260,6 +287,13 @@ def _failure(server: McpServer, doing: str, timeout: float, exc: BaseException) 
     if isinstance(exc, config.ConfigError):
         return McpFailure(f"{label} is not configured right: {exc}")
     return McpFailure(f"{label} failed to {doing}: {type(exc).__name__}: {_reason(exc)}")
+
+
+def _event_too_large(exc: BaseException) -> bool:
+    """Whether the SDK gave up on an event-stream answer for an event past ``max_sse_event_size``: it reports that
+    as an error of the request (its own words, not the server's), having read no more than the cap."""
+    return (isinstance(exc, MCPError) and exc.error.code == mcp_types.CONNECTION_CLOSED
+            and exc.error.message.startswith(SSE_TOO_LARGE))  # fmt: skip
 
 
 def _first(group: BaseExceptionGroup[Any]) -> BaseException:

@@ -33,6 +33,10 @@ from shared.config_values import McpServer
 
 T = TypeVar("T")
 LEGACY = "legacy"  # the mode of a server that speaks only the older handshake
+# No cap on open connections (each call is bounded by its timeout instead): under httpx's default of 100, calls
+# hung on a server (two connections each on the older handshake: the call and its event stream) held every
+# connection, and the server's other calls waited for one until their own timeouts. As many idle ones kept as before.
+LIMITS = httpx2.Limits(max_connections=None, max_keepalive_connections=20)
 GRACE_SECONDS = 5.0  # past a call's own timeout (which the loop enforces), the calling thread stops waiting
 
 
@@ -83,7 +87,8 @@ def kept(server: McpServer, credential: str | None, tls: object) -> Kept:
     if found is not None:
         instance.loop.create_task(found.http.aclose())
     headers = {**IDENTITY, **({"Authorization": f"Bearer {credential}"} if credential else {})}
-    transport = CappedTransport(httpx2.AsyncHTTPTransport(verify=tls))  # type: ignore[arg-type]  # an SSLContext
+    inner = httpx2.AsyncHTTPTransport(verify=tls, limits=LIMITS)  # type: ignore[arg-type]  # an SSLContext
+    transport = CappedTransport(inner)
     http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(server.timeout_seconds), transport=transport)
     instance.kept[server] = Kept(http, credential)
     return instance.kept[server]

@@ -97,9 +97,7 @@ class McpTool:
                 self.server, self.listed.name, args, listed=self.listed, asked_mid_call=asked
             )
         except connection.McpFailure as exc:
-            return results.declined_mid_call(
-                self.server.name, asked, ToolResult.fail(f"{exc}; the call may not have completed")
-            )
+            return results.declined_mid_call(self.server.name, asked, ToolResult.fail(exc.told()))
         return self._outcome(outcome, args, ctx, round=1, asked=asked)
 
     def resume_input(self, question: Question, ctx: ToolContext) -> Outcome:
@@ -116,7 +114,7 @@ class McpTool:
                                            request_state=pending.request_state, asked_mid_call=asked)  # fmt: skip
         except connection.McpFailure as exc:
             if not exc.expired_state:
-                failed = ToolResult.fail(f"{exc}; the call may not have completed")
+                failed = ToolResult.fail(exc.told())
                 return results.declined_mid_call(self.server.name, asked, failed)
             text = (f"The request of `{self.name}` expired on MCP server `{self.server.name}` before the answer "
                     "reached it (a server keeps such requests only for a while), so the call did not complete. "
