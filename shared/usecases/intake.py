@@ -224,7 +224,7 @@ def _keep_while_paused(message: Message, *, bot_user_id: str | None) -> Routed |
               if s.status == SessionStatus.PAUSED]  # fmt: skip
     if not paused:
         return None
-    session = paused[0]
+    session = max(paused, key=lambda s: s.created_at)  # the thread's latest conversation, if an older one waits too
     with session_context(session.session_id):
         added = steering.add_note(session.session_id, _note(message, bot_user_id), channel=message.channel,
                                   paused=True)  # fmt: skip

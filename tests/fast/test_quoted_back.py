@@ -64,3 +64,33 @@ def test_an_mcp_servers_field_names_in_the_questions_text_mention_nobody() -> No
         assert live(text) == [], text
         shown = blocks.question_blocks("q1", ask.text, ask.options)[0].text.text
         assert live(shown) == [], shown
+
+
+def _texts(value: Any) -> list[dict[str, Any]]:
+    """Every Block Kit text object in ``value``."""
+    if isinstance(value, dict):
+        found = [value] if value.get("type") in {"plain_text", "mrkdwn"} and "text" in value else []
+        return found + [t for v in value.values() for t in _texts(v)]
+    if isinstance(value, list):
+        return [t for v in value for t in _texts(v)]
+    return []
+
+
+def test_the_edit_modal_shows_a_servers_schema_and_the_calls_arguments_inertly() -> None:
+    """A modal is opened with ``views.open``, outside the posting path that quiets tokens: what an MCP server wrote
+    (argument names, descriptions, choices) and what the model chose (values) reach it only as plain text, and its
+    own mrkdwn forms nothing live from them."""
+    from shared.slack import edit_modal
+
+    schema = {"type": "object", "required": ["<!channel>"], "properties": {
+        "<!channel>": {"type": "string", "description": HOSTILE},
+        "who": {"type": "string", "enum": [HOSTILE, "b"]},
+        "spec": {"type": "object", "description": "<@U0CFO>"},
+    }}  # fmt: skip
+    args = {"<!channel>": HOSTILE, "who": HOSTILE, "spec": {"x": HOSTILE}, "extra": HOSTILE}
+    view = edit_modal.view("a1", "d1", "mcp.tickets.create", schema=schema, args=args, order=["<!channel>"]).to_dict()
+    texts = _texts(view)
+    assert any(HOSTILE in t["text"] for t in texts)  # shown, as plain text
+    for text in texts:
+        assert text["type"] == "plain_text" or live(text["text"]) == [], text
+    assert view["title"]["type"] == "plain_text"
