@@ -32,12 +32,24 @@ from shared.state.firestore import now
 from shared.state.models import Note, NoteKind, Question, QuestionStatus, SessionStatus
 from shared.state.new_sessions import continuation_session
 from shared.state.questions import AnswerRecord, Asker, Resolution
+from shared.state.steering import NoteAdded
 
 log = logging.getLogger(__name__)
 
 RACE_WINDOW = timedelta(seconds=15)  # an operator reply this soon after an answer lost the race to it
 
 UNWAITED = "Nothing waits on this question any more (the session that asked it has ended), so nothing changed."
+
+REFUSAL = "Only the operators can answer this question; your message was not taken as an answer."
+KEPT_REFUSAL = (
+    "Only the operators can answer this question, so your message was not taken as an answer. I have kept it, and "
+    "will read it when I carry on."
+)
+
+# How a thread reply that may not answer the open question is kept for the asking session to read instead: given
+# the asker's id, a note added with the message claimed in the same commit (``shared.state.steering.add_note``);
+# anything but ADDED or DUPLICATE: not kept (a delegated child's question, an asker that ended), refused as before.
+Keep = Callable[[str], NoteAdded]
 
 _NUMBER = re.compile(r"^\(?\s*(\d{1,3})\s*[.)]?$")
 
@@ -120,17 +132,25 @@ def decide(record: AnswerRecord, question: Question, asker: Asker) -> Resolution
 
 def answer(question: Question, *, user: str, text: str, answer_ts: str, label: str | None = None,
            pressed: bool = False, place: tuple[str, str | None] | None = None,
-           redelivered: bool = False) -> Outcome:  # fmt: skip
+           redelivered: bool = False, keep: Keep | None = None) -> Outcome:  # fmt: skip
     """Record ``user``'s answer to ``question`` (a reply's text, or a button's label) and resume the session.
     ``place``: the channel and thread the answer came from (the question's own thread, or the thread its post
-    starts in the operator channel); ``redelivered``: Slack's retry of the reply's event."""
+    starts in the operator channel); ``redelivered``: Slack's retry of the reply's event; ``keep``: how a reply in
+    the question's own thread that may not answer it is kept for its session to read instead (``Keep``)."""
     place = place or (question.channel, question.thread_ts)
     if not may_answer(user, question):
+        in_its_thread = place == (question.channel, question.thread_ts)
+        kept = keep(question.session_id) if keep is not None and in_its_thread else NoteAdded.NOT_RUNNING
+        if kept == NoteAdded.DUPLICATE:  # the note claimed the message: acted on already
+            return Outcome(AnswerOutcome.DUPLICATE, question.question_id)
         # Claimed, so that a message acted on already (the request that started the session, a note, a refusal) is
         # not refused when Slack redelivers it or its app_mention twin arrives after the question opened.
-        if not events.claim_message(place[0], answer_ts, kind="refused_answer", session_id=""):
+        claimed = kept in (NoteAdded.ADDED, NoteAdded.FULL)  # FULL: claimed too, its note not kept
+        if not claimed and not events.claim_message(place[0], answer_ts, kind="refused_answer", session_id=""):
             return Outcome(AnswerOutcome.DUPLICATE, question.question_id)
-        _refuse(question, user, place)
+        if kept == NoteAdded.ADDED:
+            _wake_if_dead(question.session_id, answer_ts)
+        _refuse(question, user, place, kept=kept == NoteAdded.ADDED)
         return Outcome(AnswerOutcome.NOT_ALLOWED, question.question_id)
     text = capped(text, MAX_MESSAGE_CHARS)  # stored with the question and handed to the model
     matched = label if label is not None else match_option(text, question.options)
@@ -194,12 +214,11 @@ def _settled(result: stored.Answered, *, user: str, answer_ts: str, pressed: boo
     return Outcome(AnswerOutcome.ANSWERED, found.question_id, continuation.session_id)
 
 
-def _refuse(question: Question, user: str, place: tuple[str, str | None] | None = None) -> None:
-    """The person may not answer: told privately where they tried (``place``; the question's thread by default)."""
+def _refuse(question: Question, user: str, place: tuple[str, str | None] | None = None, *, kept: bool = False) -> None:
+    """The person may not answer: told privately where they tried (``place``; the question's thread by default),
+    and whether their message was kept for the session to read (``kept``)."""
     channel, thread_ts = place or (question.channel, question.thread_ts)
-    slack.ephemeral(channel, user,
-                    "Only the operators can answer this question; your message was not taken as an answer.",
-                    thread_ts=thread_ts)  # fmt: skip
+    slack.ephemeral(channel, user, KEPT_REFUSAL if kept else REFUSAL, thread_ts=thread_ts)
     log.info("answer refused: not an operator", extra={"question_id": question.question_id, "user": user})
 
 
@@ -280,14 +299,16 @@ def strip_mention(text: str, bot_user_id: str | None) -> str:
 
 
 def answer_reply(*, channel: str, thread_ts: str, user: str, text: str, ts: str, bot_user_id: str | None,
-                 thread: stored.ThreadQuestions | None = None, redelivered: bool = False) -> Outcome:  # fmt: skip
+                 thread: stored.ThreadQuestions | None = None, redelivered: bool = False,
+                 keep: Keep | None = None) -> Outcome:  # fmt: skip
     """A message in a thread: an answer if the thread has an open question (``thread``: already read).
     ``redelivered``: Slack's retry of its event (its first delivery may have failed before its acknowledgement, which
-    is then made again; the reply's other event, its app_mention twin, is no retry and makes none)."""
+    is then made again; the reply's other event, its app_mention twin, is no retry and makes none); ``keep``: how a
+    reply that may not answer is kept for the asker instead (``answer``)."""
     thread = thread or stored.thread_questions(channel, thread_ts)
     if thread.open:
         return answer(thread.open[0], user=user, text=strip_mention(text, bot_user_id), answer_ts=ts,
-                      place=(channel, thread_ts), redelivered=redelivered)  # fmt: skip
+                      place=(channel, thread_ts), redelivered=redelivered, keep=keep)  # fmt: skip
     last = thread.last_answer
     if last and last.get("ts") == ts:  # the answer itself, again (Slack's redelivery, its twin): make sure it is queued
         answered = stored.get_question(str(last["question_id"]))

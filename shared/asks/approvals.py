@@ -251,7 +251,7 @@ def _shown(result: stored.Decided, decision: Decision, *, quiet: bool = False) -
         _show_running(found)
     if found.status == ApprovalStatus.DENIED and found.card_ts:
         _show(found, f":no_entry_sign: denied by <@{found.decided_by}>" + (
-            f": {blocks.escaped(found.reason)}" if found.reason else ""))  # fmt: skip
+            f": {blocks.as_written(found.reason)}" if found.reason else ""))  # fmt: skip
     elif found.card_ts and not result.resumes:
         _show(found, f":hourglass_flowing_sand: approved by {_people(found)}; it runs once the other calls of its turn "
               "are decided")  # fmt: skip

@@ -52,7 +52,7 @@ def question_text(
     lines = [f":speech_balloon: {who}*Question for the operator:* {question}"]
     if link:
         lines.append(link_line(link))
-    lines += [f"{i}. {option}" for i, option in enumerate(options, start=1)]
+    lines += [f"{i}. {escaped(option)}" for i, option in enumerate(options, start=1)]  # an MCP server's, maybe
     if options:
         lines.append("Reply in this thread with the number or the option, or press a button.")
     else:
@@ -94,10 +94,11 @@ def link_line(link: str) -> str:
 
 
 def answered_text(user: str, answer: str, question: str, *, pressed: bool) -> str:
-    """A question post once answered, by a button or a reply: the buttons go, the answer stays."""
+    """A question post once answered, by a button or a reply: the buttons go, the answer stays, shown as itself (a
+    reply's text quoted back, an MCP server's option: no mention or link forms from it)."""
     if pressed:
-        return f":white_check_mark: <@{user}> chose: *{answer}*\n_{question}_"
-    return f":white_check_mark: <@{user}> answered: {answer}\n_{question}_"
+        return f":white_check_mark: <@{user}> chose: *{escaped(answer)}*\n_{question}_"
+    return f":white_check_mark: <@{user}> answered: {as_written(answer)}\n_{question}_"
 
 
 def cancelled_text(question: str, why: str = "a newer question replaces it") -> str:
@@ -132,6 +133,12 @@ def parse_approval_value(value: str) -> tuple[str, str] | None:
 def escaped(text: str) -> str:
     """Text shown as itself in mrkdwn: no link, mention or markup can be formed from it."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def as_written(text: str) -> str:
+    """A person's Slack message quoted back (its text as Slack sent it, ``&``, ``<`` and ``>`` already encoded): its
+    mentions and links shown as written (``<@U…>``), none of them live; the rest as Slack showed it."""
+    return text.replace("<", "&lt;").replace(">", "&gt;")
 
 
 # --- the Stop control ---------------------------------------------------------------------------------

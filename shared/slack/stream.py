@@ -40,7 +40,7 @@ from slack_sdk.models.messages.chunk import Chunk, MarkdownTextChunk, PlanUpdate
 
 from shared.slack import backpressure
 from shared.slack import client as slack
-from shared.slack.safety import neutralise_blocks, neutralise_markdown
+from shared.slack.safety import neutralise, neutralise_blocks, neutralise_markdown
 from shared.slack.stream_safety import inert, safe_cut
 
 log = logging.getLogger(__name__)
@@ -118,8 +118,8 @@ class AnswerStream:
 
     # --- tool steps as task cards -----------------------------------------------------
     def task(self, task_id: str, title: str, *, sources: Sequence[tuple[str, str]] = ()) -> None:
-        chunk = TaskUpdateChunk(id=task_id, title=title[:256], status="in_progress",
-                                sources=[UrlSourceElement(url=u, text=t) for u, t in sources] or None)  # fmt: skip
+        shown = [UrlSourceElement(url=u, text=neutralise(t)) for u, t in sources] or None
+        chunk = TaskUpdateChunk(id=task_id, title=neutralise(title)[:256], status="in_progress", sources=shown)
         self.tasks[task_id] = chunk
         self._append([chunk])
 
@@ -135,7 +135,7 @@ class AnswerStream:
         stream rolls over to one in plan mode, its cards and text carried on. False where nothing streams."""
         if not self.streaming:
             return False
-        self.plan_title = title.strip()[:256] or "Plan"
+        self.plan_title = neutralise(title.strip())[:256] or "Plan"  # the model's words: no ping forms from them
         if self.mode != "plan":
             self.mode = "plan"
             if self.open:
@@ -144,7 +144,8 @@ class AnswerStream:
         chunks: list[Chunk] = [] if carried else [PlanUpdateChunk(title=self.plan_title)]
         for n, step in enumerate(steps[:MAX_PLAN_STEPS]):
             status = "complete" if n < done else "in_progress" if n == done else "pending"
-            chunks.append(TaskUpdateChunk(id=f"plan.{n}", title=step.strip()[:256] or f"Step {n + 1}", status=status))
+            shown = neutralise(step.strip())[:256] or f"Step {n + 1}"
+            chunks.append(TaskUpdateChunk(id=f"plan.{n}", title=shown, status=status))
         return self._append(chunks)
 
     # --- the end of the message --------------------------------------------------------

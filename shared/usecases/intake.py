@@ -17,7 +17,7 @@ from shared.slack.events import Message
 from shared.state import dm_conversations, events, ids, quotas, sessions, steering
 from shared.state import questions as stored_questions
 from shared.state.firestore import now
-from shared.state.models import Note, NoteKind, SessionStatus
+from shared.state.models import Note, NoteKind, SessionStatus, WaitKind
 from shared.state.new_sessions import mention_session
 from shared.state.session_model import Session
 from shared.state.steering import NoteAdded
@@ -67,8 +67,11 @@ def route(start: Message, *, bot_user_id: str | None, retry_num: str | None) -> 
                 asked = _answer_or_deny(message, again, bot_user_id=bot_user_id, redelivered=retry_num is not None)
                 if asked is not None:
                     return asked
-            if not start.starts_session:
-                return Routed({"ok": True, "ignored": "the thread's session ended"})
+        kept = _keep_while_paused(message, bot_user_id=bot_user_id)
+        if kept is not None:
+            return kept
+        if running is not None and not start.starts_session:
+            return Routed({"ok": True, "ignored": "the thread's session ended"})
     if not start.starts_session:
         return Routed({"ok": True, "ignored": "thread message with no open question and no running session"})
     return start_session(start, retry_num=retry_num)
@@ -98,6 +101,7 @@ def _answer_or_deny(message: Message, thread: stored_questions.ThreadQuestions, 
         ts=message.ts,
         bot_user_id=bot_user_id,
         redelivered=redelivered,
+        keep=lambda asker: steering.add_note(asker, _note(message, bot_user_id), channel=message.channel, paused=True),
     )
     if outcome.result != AnswerOutcome.NO_QUESTION:
         return Routed({"ok": True, "answer": outcome.result.value})
@@ -160,11 +164,7 @@ def _steer(message: Message, running: Session, *, bot_user_id: str | None) -> Ro
     """
     session_id = running.session_id
     with session_context(session_id):
-        # Either event of a mention may arrive first: the mention is in its text either way.
-        mentions = message.starts_session or bool(bot_user_id and f"<@{bot_user_id}>" in message.text)
-        note = Note(kind=NoteKind.STEER, text=capped(message.text, MAX_MESSAGE_CHARS), user=message.user, ts=message.ts,
-                    starts_session=mentions or None)  # fmt: skip
-        added = steering.add_note(session_id, note, channel=message.channel)
+        added = steering.add_note(session_id, _note(message, bot_user_id), channel=message.channel)
         dead = running.lease.until is not None and running.lease.until <= now()
         if added == NoteAdded.DUPLICATE:
             if dead:  # Slack's redelivery: the first delivery may have found Cloud Tasks down (same task name)
@@ -181,6 +181,66 @@ def _steer(message: Message, running: Session, *, bot_user_id: str | None) -> Ro
                 log.warning("the session's worker is gone; a takeover is queued", extra={"ts": message.ts})
             return Routed({"ok": True, "noted": session_id})
     return None  # it stopped running in between (it ended, or paused on something asked meanwhile)
+
+
+def _mentions(message: Message, bot_user_id: str | None) -> bool:
+    """Whether ``message`` mentions the app: either event of a mention may arrive first, the mention is in its text
+    either way."""
+    return message.starts_session or bool(bot_user_id and f"<@{bot_user_id}>" in message.text)
+
+
+def _note(message: Message, bot_user_id: str | None) -> Note:
+    """A person's thread message as a note for the thread's session, its speaker the signed event's user."""
+    return Note(kind=NoteKind.STEER, text=capped(message.text, MAX_MESSAGE_CHARS), user=message.user, ts=message.ts,
+                starts_session=_mentions(message, bot_user_id) or None)  # fmt: skip
+
+
+_WAITED_FOR = {
+    WaitKind.QUESTION: "an operator's answer",
+    WaitKind.APPROVAL: "an operator's decision on a call I want to make",
+    WaitKind.CHILD: "work I handed to a helper",
+    WaitKind.PARENT_ANSWER: "an answer",
+    WaitKind.MCP_INPUT: "an operator's input for a tool",
+}
+
+
+def waiting_note(session: Session) -> str:
+    """What the sender of a message kept for a paused session is told: what it waits for, and that it will read the
+    message when it carries on."""
+    kinds = list(dict.fromkeys(w.kind for w in session.waiting if not w.released))
+    what = " and ".join(_WAITED_FOR[kind] for kind in kinds) or "what I asked for"
+    return f"I am waiting for {what} before I carry on. I have kept your message, and will read it then."
+
+
+def _keep_while_paused(message: Message, *, bot_user_id: str | None) -> Routed | None:
+    """A message in a thread whose session is paused (on a child, an approval, an MCP server's input, a question it
+    does not answer): a note its resumed turn reads, as a message during a running session is, and its sender told
+    so (once: the note claims the message, so Slack's retry and the app_mention twin find it acted on). None if the
+    thread has no paused session, or the message mentions the app (a mention starts a session of its own, as
+    before; its message twin is ignored)."""
+    if _mentions(message, bot_user_id):
+        return None
+    paused = [s for s in sessions.active_sessions_in_thread(message.channel, message.thread_ts)
+              if s.status == SessionStatus.PAUSED]  # fmt: skip
+    if not paused:
+        return None
+    session = max(paused, key=lambda s: s.created_at)  # the thread's latest conversation, if an older one waits too
+    with session_context(session.session_id):
+        added = steering.add_note(session.session_id, _note(message, bot_user_id), channel=message.channel,
+                                  paused=True)  # fmt: skip
+        if added == NoteAdded.DUPLICATE:
+            return Routed({"ok": True, "duplicate": True})
+        if added == NoteAdded.FULL:
+            slack.ephemeral(message.channel, message.user, UNREAD_FULL, thread_ts=message.thread_ts)
+            return Routed({"ok": True, "refused": "too much unread"})
+        if added == NoteAdded.ADDED:
+            log.info("message kept as a note for the paused session", extra={"ts": message.ts})
+            slack.ephemeral(message.channel, message.user, waiting_note(session), thread_ts=message.thread_ts)
+            return Routed({"ok": True, "noted": session.session_id})
+    # It resumed in between: the continuation queued to resume its turn takes the note; else (it ended) the message
+    # is handled like any other.
+    running = sessions.steered_session_in_thread(message.channel, message.thread_ts)
+    return _steer(message, running, bot_user_id=bot_user_id) if running is not None else None
 
 
 def _enqueue_if_queued(session_id: str) -> Routed:

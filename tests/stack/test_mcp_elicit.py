@@ -277,3 +277,24 @@ def test_an_elicitation_beside_an_approval_in_one_turn_is_waited_on_too(
     assert [e["replicas"] for e in executions(thread.session_id)] == [2]
     answered = [s for s in steps.load_steps(thread.session_id) if s.kind == StepKind.ANSWER]
     assert len(answered) == 1  # resumed exactly once
+
+
+def test_a_strangers_reply_while_a_server_waits_for_input_is_kept_for_the_resumed_turn(
+    servers: Servers, script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """Defect: a reply by someone who may not answer the server's question was refused and dropped: the resumed
+    turn never read it. Now it is refused as an answer and kept as a note, and the sender is told so once."""
+    service = f"svc{uid}"
+    thread, question = asked_by_a_server(script, fake_slack, uid, G.call("mcp.demo.deploy_service", service=service),
+                                         "Deployed to production.", "deploy it")  # fmt: skip
+    sent = fake_slack.user_message("U0STRANGER", thread.channel, "staging would be safer", thread_ts=thread.ts)
+    assert [d["status"] for d in sent["deliveries"]] == [200], sent
+    [notice] = fake_slack.ephemerals(thread.channel, user="U0STRANGER")
+    assert "I have kept it" in notice["text"], notice
+    assert open_question(thread.session_id).question_id == question.question_id  # still open
+    reply(fake_slack, thread.channel, thread.ts, "production")
+    wait_status(ids.resumed_by(question.question_id), SessionStatus.DONE)
+    [deployed] = servers.deployed(servers.demo, service)
+    assert deployed["arguments"]["environment"] == "production"
+    last = json.dumps(fake_gemini.requests()[-1]["body"])
+    assert last.count("staging would be safer") == 1, last

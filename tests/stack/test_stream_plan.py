@@ -83,3 +83,16 @@ def test_a_session_that_states_its_plan_streams_in_the_plan_display(
     final = {c["id"]: c["status"] for c in shown if c["type"] == "task_update"}
     assert [final[f"plan.{n}"] for n in range(3)] == ["complete"] * 3
     assert "Reading the thread" in [c.get("title") for c in shown]  # the tool step, in the plan block
+
+
+def test_a_plans_title_and_steps_ping_nobody(surface: tuple[ThreadSurface, FakeSlack]) -> None:
+    """Defect: the plan's title and steps (the model's words, which may repeat what it read) reached Slack's plan
+    block as written: ``<!channel>`` or a user group's mention there was left live. Now they are quieted as every
+    other text of a post is."""
+    thread, fake = surface
+    assert thread.plan("<!channel> deploy plan", ["Tell <!here>", "Ask <!subteam^S0ONCALL|@oncall>", "@everyone"], 1)
+    [ts] = thread.answer("Done.", key="s:4:answer", feedback="s")
+    titles = [c["title"] for c in chunks_of(fake, ts) if c["type"] in {"plan_update", "task_update"}]
+    assert len(titles) == 4, titles
+    for title in titles:
+        assert not any(token in title for token in ("<!channel>", "<!here>", "<!subteam", "@everyone")), titles

@@ -103,8 +103,8 @@ def ask_for(server: str, result: mcp_types.InputRequiredResult) -> Ask:
         choices = _choices(spec)
         if choices:
             return Ask(message, [*choices, DECLINE], None, key, "form", schema)
-        return Ask(f"{message}\n(Answer with the {name}, or {DECLINE}.)", [], None, key, "form", schema)
-    names = ", ".join(fields)
+        return Ask(f"{message}\n(Answer with the {escaped(name)}, or {DECLINE}.)", [], None, key, "form", schema)
+    names = escaped(", ".join(fields))  # the server's field names: no link or mention forms from them either
     text = f'{message}\n(Answer with one line per field, "name: value", for: {names}; or {DECLINE}.)'
     return Ask(text, [], None, key, "form", schema)
 
