@@ -11,10 +11,12 @@ checked, so the Slack ingress's cold start never loads it.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from slack_sdk.models.blocks import (
     ContextBlock,
@@ -113,10 +115,10 @@ def fits(schema: Mapping[str, Any], args: Mapping[str, Any]) -> bool:
     return all(len(text) <= TEXT_MAX for text in shown)
 
 
-def view(approval_id: str, digest: str, tool: str, *, schema: Mapping[str, Any], args: Mapping[str, Any],
+def view(private_metadata: str, tool: str, *, schema: Mapping[str, Any], args: Mapping[str, Any],
          order: Sequence[str]) -> View:  # fmt: skip
     """The modal for editing one call: an input per argument, in the card's order, then one per declared argument
-    the call left out; ``private_metadata`` names the approval and the digest of the call it was opened on."""
+    the call left out; ``private_metadata``: what it was opened on (``seal``)."""
     properties: Mapping[str, Any] = schema.get("properties") or {}
     required = set(schema.get("required") or [])
     names = [n for n in order if n in properties] + [n for n in properties if n not in set(order)]
@@ -129,12 +131,38 @@ def view(approval_id: str, digest: str, tool: str, *, schema: Mapping[str, Any],
     if others:
         blocks.append(_block(OTHERS, {}, others, required=False))
     return View(type="modal", callback_id=CALLBACK_ID, title="Edit the call", submit="Approve edited",
-                close="Cancel", private_metadata=f"{approval_id}|{digest}", blocks=blocks)  # fmt: skip
+                close="Cancel", private_metadata=private_metadata, blocks=blocks)  # fmt: skip
 
 
-def metadata(private_metadata: str) -> tuple[str, str] | None:
-    approval_id, _, digest = private_metadata.rpartition("|")
-    return (approval_id, digest) if approval_id and digest else None
+class Ticket(NamedTuple):
+    """What an Edit modal was opened on, sealed in its ``private_metadata``: the approval, the digest and revision
+    of the call it showed, and the person it was opened for (only they may submit it)."""
+
+    approval_id: str
+    digest: str
+    revision: int
+    opener: str
+
+
+def _mac(body: str, key: str) -> str:
+    return hmac.new(key.encode(), f"approval-edit-modal\n{body}".encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def seal(ticket: Ticket, key: str) -> str:
+    """``ticket`` as a modal's ``private_metadata``, with a MAC under ``key``: a submission whose metadata was not
+    sealed here for that approval, call revision and person (another approval's, a guessed one) is refused."""
+    body = "|".join((ticket.approval_id, ticket.digest, str(ticket.revision), ticket.opener))
+    return f"{body}|{_mac(body, key)}"
+
+
+def unseal(private_metadata: str, key: str) -> Ticket | None:
+    """The ticket a modal's ``private_metadata`` carries, or None if it was not sealed with ``key``."""
+    body, _, mac = private_metadata.rpartition("|")
+    parts = body.rsplit("|", 3)
+    sealed = hmac.compare_digest(mac.encode(), _mac(body, key).encode())
+    if not sealed or len(parts) != 4 or not all(parts) or not parts[2].isdigit():
+        return None
+    return Ticket(parts[0], parts[1], int(parts[2]), parts[3])
 
 
 def _raw(element: Mapping[str, Any]) -> str | None:

@@ -126,7 +126,7 @@ def test_the_edit_modal_has_a_field_per_argument_and_checks_a_submission_against
         "required": ["name", "replicas"],
     }  # fmt: skip
     args = {"name": "api", "replicas": 3, "labels": {"a": "b"}, "stray": 1}
-    shown = edit_modal.view("a-1", "d1", "scale", schema=schema, args=args, order=["name", "replicas"]).to_dict()
+    shown = edit_modal.view("a-1|d1", "scale", schema=schema, args=args, order=["name", "replicas"]).to_dict()
     fields = {b["block_id"]: b for b in shown["blocks"] if b["type"] == "input"}
     assert list(fields) == ["arg:name", "arg:replicas", "arg:mode", "arg:dry_run", "arg:labels", "arg:*others"]
     assert fields["arg:replicas"]["element"]["type"] == "number_input"

@@ -1,0 +1,28 @@
+"""The Edit modal's sealed ``private_metadata``: it reads back only as sealed, under the key it was sealed with."""
+
+from __future__ import annotations
+
+from shared.slack.edit_modal import Ticket, seal, unseal
+
+KEY = "signing-secret"
+TICKET = Ticket("a-s-1-0", "0123456789abcdef", 2, "U0OPERATOR")
+
+
+def test_a_sealed_ticket_reads_back_whole() -> None:
+    assert unseal(seal(TICKET, KEY), KEY) == TICKET
+
+
+def test_anything_not_sealed_here_reads_as_no_ticket() -> None:
+    sealed = seal(TICKET, KEY)
+    body, _, mac = sealed.rpartition("|")
+    forged = [
+        "a-s-1-0|0123456789abcdef",  # the old, unsealed form
+        sealed.replace("a-s-1-0", "a-s-1-1"),  # another approval
+        sealed.replace("|2|", "|3|"),  # another revision of the call
+        sealed.replace("U0OPERATOR", "U0OTHER"),  # another opener
+        seal(TICKET, "another key"),
+        f"{body}|{mac[:-1]}é",  # not even ASCII
+        "",
+        "|||||",
+    ]
+    assert [unseal(text, KEY) for text in forged] == [None] * len(forged)
