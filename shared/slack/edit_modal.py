@@ -15,6 +15,7 @@ import hashlib
 import hmac
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -236,7 +237,40 @@ def parse(schema: Mapping[str, Any], values: Mapping[str, Any]) -> tuple[dict[st
             errors.setdefault(block_id, error.message[:150])
     except Unresolvable as exc:
         errors[next(iter(values), "arg:")] = f"The tool's schema refers to {exc.ref!r}, which is not fetched"[:150]
+    unknown = unnamed_keys(schema, args)
+    if unknown and not errors:  # JSON Schema lets them pass; the tool would refuse them when the call runs
+        takes = ", ".join(properties) or "no arguments"
+        where = f"arg:{OTHERS}" if f"arg:{OTHERS}" in values else next(iter(values), "arg:")
+        errors[where] = f"Not an argument of this tool: {', '.join(map(repr, unknown))} (it takes: {takes})"[:150]
     return args, errors
+
+
+def named_keys(schema: Mapping[str, Any]) -> set[str]:
+    """The top-level argument names a schema declares, in ``properties`` or in the object schemas it combines."""
+    names = set(schema.get("properties") or {}) if isinstance(schema.get("properties"), dict) else set()
+    for combined in ("allOf", "anyOf", "oneOf"):
+        for part in schema.get(combined) or []:
+            if isinstance(part, dict):
+                names |= named_keys(part)
+    return names
+
+
+def unnamed_keys(schema: Mapping[str, Any], args: Mapping[str, Any]) -> list[str]:
+    """The keys of ``args`` the schema neither names nor matches with a ``patternProperties`` pattern, when it says
+    nothing of others (``additionalProperties`` true or a schema allows them, false makes the validator refuse
+    them). What an operator approves and a tool runs is only what its schema describes: an MCP call, and an edit."""
+    if "additionalProperties" in schema:
+        return []
+    named = named_keys(schema)
+    patterns = [p for p in (schema.get("patternProperties") or {}) if isinstance(p, str)]
+    return [key for key in args if key not in named and not any(_matches(p, key) for p in patterns)]
+
+
+def _matches(pattern: str, key: str) -> bool:
+    try:
+        return re.search(pattern, key) is not None
+    except re.error:
+        return False
 
 
 def _missing(error: jsonschema.ValidationError) -> str | None:

@@ -1,8 +1,9 @@
-"""The Edit modal's sealed ``private_metadata``: it reads back only as sealed, under the key it was sealed with."""
+"""The Edit modal's sealed ``private_metadata`` (it reads back only as sealed, under the key it was sealed with), and
+its check of a submission's argument names."""
 
 from __future__ import annotations
 
-from shared.slack.edit_modal import Ticket, seal, unseal
+from shared.slack.edit_modal import Ticket, parse, seal, unseal
 
 KEY = "signing-secret"
 TICKET = Ticket("a-s-1-0", "0123456789abcdef", 2, "U0OPERATOR")
@@ -26,3 +27,13 @@ def test_anything_not_sealed_here_reads_as_no_ticket() -> None:
         "|||||",
     ]
     assert [unseal(text, KEY) for text in forged] == [None] * len(forged)
+
+
+def test_an_edit_naming_an_argument_the_schema_does_not_is_refused_unless_it_allows_others() -> None:
+    schema = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+    values = {"arg:name": {"value": {"type": "plain_text_input", "value": "api"}},
+              "arg:*others": {"value": {"type": "plain_text_input", "value": '{"force": true}'}}}  # fmt: skip
+    args, errors = parse(schema, values)
+    assert args == {"name": "api", "force": True}
+    assert "'force'" in errors["arg:*others"]
+    assert parse({**schema, "additionalProperties": True}, values)[1] == {}

@@ -319,3 +319,27 @@ def test_an_editor_opened_before_its_session_was_stopped_changes_nothing(
     assert found is not None
     assert (found.edited_args, found.approved_by) == (None, [])
     assert executions(thread.session_id) == []
+
+
+def test_an_edit_keeping_an_argument_the_tool_does_not_declare_is_refused_in_the_modal(
+    script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    """Defect: the modal checked an edit against the tool's JSON Schema only, which lets keys it does not name pass:
+    an operator who filled in the declared fields of a call made with a wrong argument (``size``) and left it in the
+    modal's field for the others approved a call the tool then refused to run ("bad arguments"). The modal says so
+    now, under that field; cleared, the edit runs."""
+    thread, approval = asks_approval(script, fake_slack, f"C{uid}", "scale it", G.call("scale_service", size=3),
+                                     "Scaled.")  # fmt: skip
+    view = open_editor(fake_slack, approval)
+    kept = fake_slack.submit_view(view["id"], OPERATOR, {"arg:name": "api", "arg:replicas": "4"})
+    assert kept["answer"]["response_action"] == "errors"
+    assert "'size'" in kept["answer"]["errors"]["arg:*others"]
+    pending = stored.get_approval(approval.approval_id)
+    assert pending is not None
+    assert (pending.status, pending.edited_args) == (ApprovalStatus.PENDING, None)
+    cleared = fake_slack.submit_view(
+        view["id"], OPERATOR, {"arg:name": "api", "arg:replicas": "4", "arg:*others": "{}"}
+    )
+    assert cleared["answer"] == {}
+    wait_status(resumed(approval), SessionStatus.DONE, timeout=60)
+    assert [(e["service"], e["replicas"]) for e in executions(thread.session_id)] == [("api", 4)]
