@@ -4,7 +4,8 @@ a submission back into arguments, checked against that schema.
 A string is a text input (a select when the schema lists its values), an integer or number a number input, a
 boolean a true/false select; anything a field cannot express (objects, arrays, a value of no declared type,
 arguments the schema does not name) is a JSON text area, and so is a value its own field would not show as it is
-(``null``, a value of another type or one its enum does not list): submitted unchanged, the modal gives back every
+(``null``, a value of another type or one its enum does not list, a string with a character a text field would
+hide, shown as an escape as the card shows it): submitted unchanged, the modal gives back every
 argument as the call has it. Pure: no Slack call, no store. jsonschema is imported when a submission is first
 checked, so the Slack ingress's cold start never loads it.
 """
@@ -30,6 +31,8 @@ from slack_sdk.models.blocks import (
 )
 from slack_sdk.models.views import View
 
+from shared.slack import call_view
+
 if TYPE_CHECKING:
     import jsonschema
 
@@ -49,10 +52,26 @@ def _kind(spec: Mapping[str, Any]) -> str:
     return "json"
 
 
+def _invisible(text: str) -> bool:
+    """True if ``text`` has a character a text field would not show as it is (bidi, zero-width, controls but the
+    line break): the card shows those as escapes, and so does the modal, in a JSON field."""
+    return any(call_view.hidden(c) and c not in "<>&\n" for c in text)
+
+
+def json_text(value: Any) -> str:
+    """A value as a JSON field shows it: indented, every character a text field would hide as a JSON escape (so the
+    text parses back to exactly ``value``)."""
+    text = json.dumps(value, ensure_ascii=False, indent=1)
+    return "".join(call_view.escape(c) if _invisible(c) else c for c in text)
+
+
 def _shown_as(spec: Mapping[str, Any], value: Any) -> str:
     """The kind of field that shows an argument's ``value`` as it is: its schema's, or JSON for a value that field
-    would show otherwise or not at all (``null``, another type, a value its enum does not list)."""
+    would show otherwise or not at all (``null``, another type, a value its enum does not list, a string with a
+    character a text field would hide)."""
     kind = _kind(spec)
+    if isinstance(value, str) and _invisible(value):
+        return "json"
     if kind == "string":
         return kind if isinstance(value, str) else "json"
     if kind == "enum":
@@ -90,7 +109,7 @@ def _block(name: str, spec: Mapping[str, Any], value: Any, *, required: bool, pr
         element = PlainTextInputElement(action_id=VALUE, initial_value=text, multiline=bool(text and "\n" in text),
                                         max_length=TEXT_MAX)  # fmt: skip
     else:
-        shown = json.dumps(value, ensure_ascii=False, indent=1) if present or value is not None else None
+        shown = json_text(value) if present or value is not None else None
         element = PlainTextInputElement(action_id=action, multiline=True, initial_value=shown, max_length=TEXT_MAX)
         hint = ((hint + " · ") if hint else "") + "JSON"
     return InputBlock(block_id=f"arg:{name}", label=label, element=element, optional=not required, hint=hint)
@@ -104,7 +123,7 @@ def fits(schema: Mapping[str, Any], args: Mapping[str, Any]) -> bool:
     others = {k: v for k, v in args.items() if k not in properties}
     if 1 + len(properties) + bool(others) > MAX_BLOCKS or any(len(f"arg:{n}") > BLOCK_ID_MAX for n in properties):
         return False
-    shown = [json.dumps(others, ensure_ascii=False, indent=1)] if others else []
+    shown = [json_text(others)] if others else []
     for name, value in args.items():
         if name not in properties:
             continue
@@ -112,7 +131,7 @@ def fits(schema: Mapping[str, Any], args: Mapping[str, Any]) -> bool:
         if kind == "string":
             shown.append(value)
         elif kind == "json":
-            shown.append(json.dumps(value, ensure_ascii=False, indent=1))
+            shown.append(json_text(value))
     return all(len(text) <= TEXT_MAX for text in shown)
 
 
