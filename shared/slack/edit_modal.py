@@ -231,16 +231,32 @@ def parse(schema: Mapping[str, Any], values: Mapping[str, Any]) -> tuple[dict[st
         except ValueError as exc:
             errors[block_id] = f"Not a valid {'JSON value' if kind == 'json' else kind}: {exc}"[:150]
             continue
-        if name == OTHERS:
-            if not isinstance(value, dict):
-                errors[block_id] = "A JSON object of argument name to value"
-            else:
-                args.update(value)
-                undeclared |= set(value)
-        else:
+        if name != OTHERS:
             args[name] = value
+        elif (wrong := _others_error(value, properties)) is not None:
+            errors[block_id] = wrong
+        else:
+            args.update(value)
+            undeclared |= set(value)
     if errors:
         return args, errors
+    return args, _schema_errors(schema, values, args, undeclared)
+
+
+def _others_error(value: Any, properties: Mapping[str, Any]) -> str | None:
+    """What is wrong with the value of the field of the arguments the schema does not name, or None."""
+    if not isinstance(value, dict):
+        return "A JSON object of argument name to value"
+    own = [n for n in value if n in properties]  # it would silently replace what that argument's own field shows
+    return f"Has its own field above: {', '.join(map(repr, own))}"[:150] if own else None
+
+
+def _schema_errors(schema: Mapping[str, Any], values: Mapping[str, Any], args: dict[str, Any],
+                   undeclared: set[str]) -> dict[str, str]:  # fmt: skip
+    """The arguments checked against the schema, errors by block id; ``undeclared``: the names given in the field of
+    the others."""
+    properties: Mapping[str, Any] = schema.get("properties") or {}
+    errors: dict[str, str] = {}
     import jsonschema  # the ingress pays for it at the first edit, never at its cold start
     from referencing import Registry
     from referencing.exceptions import Unresolvable
@@ -261,7 +277,7 @@ def parse(schema: Mapping[str, Any], values: Mapping[str, Any]) -> tuple[dict[st
         takes = ", ".join(properties) or "no arguments"
         where = f"arg:{OTHERS}" if f"arg:{OTHERS}" in values else next(iter(values), "arg:")
         errors[where] = f"Not an argument of this tool: {', '.join(map(repr, unknown))} (it takes: {takes})"[:150]
-    return args, errors
+    return errors
 
 
 def named_keys(schema: Mapping[str, Any]) -> set[str]:

@@ -54,3 +54,12 @@ def test_the_modal_shows_characters_a_text_field_would_hide_as_escapes_and_reads
     assert all("\u202e" not in f["initial_value"] and "\u200b" not in f["initial_value"] for f in fields.values())
     state = {b: {e["action_id"]: {"type": e["type"], "value": e["initial_value"]}} for b, e in fields.items()}
     assert parse(schema, state) == (args, {})
+
+
+def test_the_field_of_the_others_cannot_override_an_argument_that_has_its_own_field() -> None:
+    """Defect: the JSON field for undeclared arguments was merged over the declared ones, so ``{"replicas": 50}``
+    typed there ran 50 while the replicas field above still showed 3."""
+    schema = {"type": "object", "properties": {"replicas": {"type": "integer"}}, "additionalProperties": True}
+    values = {"arg:replicas": {"value": {"type": "number_input", "value": "3"}},
+              "arg:*others": {"value": {"type": "plain_text_input", "value": '{"replicas": 50}'}}}  # fmt: skip
+    assert "'replicas'" in parse(schema, values)[1]["arg:*others"]
