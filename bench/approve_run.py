@@ -14,6 +14,7 @@ from bench.paths import Sample
 from bench.rig import Rig
 from infra import stack as local
 from infra.fakes.gemini.client import FakeGemini
+from shared.asks import edits
 from shared.handlers import slack_interactivity
 from shared.slack import edit_modal
 from shared.state import approvals, ids
@@ -30,7 +31,7 @@ def submission(approval: Approval, replicas: int, *, user: str = local.OPERATOR_
     values = {"arg:name": {edit_modal.VALUE: {"type": "plain_text_input", "value": "api"}},
               "arg:replicas": {edit_modal.VALUE: {"type": "number_input", "value": str(replicas)}}}  # fmt: skip
     view = {"id": f"V{time.time_ns()}", "callback_id": edit_modal.CALLBACK_ID, "state": {"values": values},
-            "private_metadata": f"{approval.approval_id}|{approval.digest}"}  # fmt: skip
+            "private_metadata": edits.ticket(approval, user)}  # fmt: skip
     return Rig.form({"type": "view_submission", "user": {"id": user}, "view": view, "trigger_id": f"t{time.time_ns()}"})
 
 

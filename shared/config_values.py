@@ -140,6 +140,17 @@ class TierRule:
         return frozenset({self.tier} | ({self.otherwise} if self.otherwise else set()))
 
 
+def as_received(schema: Mapping[str, Any] | None, args: Mapping[str, Any]) -> dict[str, Any]:
+    """``args`` as the tool receives them: an argument the call leaves out is its schema's ``default``, so a rule's
+    ``when`` sees the value the tool runs with (leaving ``environment`` out of a call to a tool that defaults it to
+    ``production`` does not escape a rule about production)."""
+    properties = (schema or {}).get("properties")
+    if not isinstance(properties, Mapping):
+        return dict(args)
+    defaults = {n: spec["default"] for n, spec in properties.items() if isinstance(spec, Mapping) and "default" in spec}
+    return {**defaults, **args}
+
+
 def _equal_one(value: Any, values: tuple[Any, ...]) -> bool:
     """Equal as JSON: ``1`` is not ``true``, ``"1"`` is not ``1``."""
     return any(type(value) is type(v) and value == v for v in values)

@@ -29,7 +29,7 @@ def asked(tools: Toolset, held: Sequence[Held]) -> dict[int, Asked]:
     for index, _call_id, name, args in held:
         tool = tools.get(name)
         schema = describe.schema(tool) if tool is not None else {}
-        rule = policy.approvers(name, args)
+        rule = policy.approvers(name, policy.received(tool, args) if tool is not None else args)
         facts[index] = Asked(
             summary=describe.summary(tool, args) if tool is not None else None,
             shown_order=tuple(call_view.order(args, schema)),

@@ -18,7 +18,7 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 
 from shared import config
-from shared.config_values import Tier, TierRule
+from shared.config_values import Tier, TierRule, as_received
 from shared.slack import backpressure
 from shared.slack import client as slack
 from shared.state.models import Approval
@@ -76,7 +76,8 @@ def crossed(approval: Approval, edited: Mapping[str, Any]) -> str | None:
     if not approval.rule_when:
         return None
     when = tuple((str(k), tuple(v)) for k, v in json.loads(approval.rule_when).items())
-    asked = json.loads(approval.args)
+    schema = json.loads(approval.schema) if approval.schema else None
+    asked, edited = as_received(schema, json.loads(approval.args)), as_received(schema, edited)
     rule = TierRule(Tier.APPROVE.value, when=when)
     if rule.matches(edited) == rule.matches(asked):
         return None

@@ -10,7 +10,10 @@ valid one is one decision transaction, as Approve's: the edited arguments, their
 with the approval (``approved_by`` starts again with the editor: earlier approvals were of another call), its
 decision named by the view's id; a double submission decides once (its second finds the approval decided by this
 view, or the edit it makes already running with its editor's approval); an Approve or Deny that won first makes the
-edit lose, and the editor is told in the modal. The continuation runs the edited call through the ledger, once.
+edit lose, and the editor is told in the modal. The modal's ``private_metadata`` is sealed (``ticket``): a
+submission counts only from the person it was opened for, for that approval and for the call as it stood (its
+digest and revision); anything else is refused in the modal and changes nothing. The continuation runs the edited
+call through the ledger, once.
 Submitted unchanged, the modal is an approval of the call as it stands, not an edit (the model hears of none).
 """
 
@@ -22,6 +25,7 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
+from shared import config
 from shared.asks import approvals, approvers
 from shared.slack import call_view, edit_modal
 from shared.slack import client as slack
@@ -38,6 +42,18 @@ TOO_LONG = ("This call does not fit Slack's editor (an argument over 3,000 chara
             "modal holds), so it cannot be edited from Slack; approve or deny it as it stands.")  # fmt: skip
 CROSSES_RULE = ("With these values TOOL_TIERS treats the call otherwise (other approvers, or another tier); an edit "
                 "cannot change that. Nothing changed.")  # fmt: skip
+
+
+def ticket(approval: Approval, opener: str) -> str:
+    """The ``private_metadata`` of an Edit modal opened by ``opener`` on ``approval``'s call as it stands: sealed
+    with a key only this app holds, so a submission counts only for that approval, that very call (its digest and
+    revision: an edit since, even one back to the same arguments, makes it stale) and that person."""
+    runs = approval.edited_digest or approval.digest
+    return edit_modal.seal(edit_modal.Ticket(approval.approval_id, runs, approval.revision, opener), _key())
+
+
+def _key() -> str:
+    return config.settings().slack_signing_secret
 
 
 def open_editor(press: ButtonPress) -> str:
@@ -63,7 +79,7 @@ def open_editor(press: ButtonPress) -> str:
     if not edit_modal.fits(json.loads(approval.schema), current):  # a card shown before its Edit was withheld
         slack.ephemeral(press.channel, press.user, TOO_LONG, thread_ts=approval.card_place()[1])
         return "too_long"
-    modal = edit_modal.view(approval.approval_id, runs, approval.tool, schema=json.loads(approval.schema),
+    modal = edit_modal.view(ticket(approval, press.user), approval.tool, schema=json.loads(approval.schema),
                             args=current, order=approval.shown_order)  # fmt: skip
     try:
         slack.client().views_open(trigger_id=press.trigger_id, view=modal)
@@ -88,6 +104,7 @@ def _errors(approval: Approval | None, message: str, *, field: str | None = None
 
 
 CHANGED = "The call changed since this editor opened (another edit); nothing changed."
+NOT_YOURS = "This editor was opened by someone else; press Edit on the card yourself. Nothing changed."
 
 
 def _stands(approval: Approval, user: str, args: dict[str, Any]) -> bool:
@@ -101,14 +118,17 @@ def submit(payload: dict[str, Any]) -> Reply:
     """A submitted Edit modal: errors to show in it, or ``{}`` (Slack closes it) once the edit is the decision."""
     view = payload.get("view") or {}
     user = str((payload.get("user") or {}).get("id") or "")
-    meta = edit_modal.metadata(str(view.get("private_metadata") or ""))
-    approval = stored.get_approval(meta[0]) if meta else None
+    meta = edit_modal.unseal(str(view.get("private_metadata") or ""), _key())
+    approval = stored.get_approval(meta.approval_id) if meta else None
     if meta is None or approval is None or approval.schema is None or not user:  # under a field the view has
         first = next(iter((view.get("state") or {}).get("values") or {}), "arg:")
         return {"response_action": "errors", "errors": {first: "This editor does not belong to an approval; "
                                                                "nothing changed."}}  # fmt: skip
     if not approvers.may_decide(user, approval):
         return _errors(approval, approvers.refusal(approval))
+    if user != meta.opener:  # Slack sends a modal's submission as its opener's: this one was not opened for them
+        log.warning("edit modal submitted by another person", extra={"approval_id": approval.approval_id})
+        return _errors(approval, NOT_YOURS)
     view_id = str(view.get("id") or payload.get("trigger_id") or "")
     if approval.status != ApprovalStatus.PENDING:
         # Decided already: its continuation may never have been queued (the deciding submission met a Cloud Tasks
@@ -119,7 +139,7 @@ def submit(payload: dict[str, Any]) -> Reply:
         return _errors(approval, approvals.closed_note(approval))
     values = ((view.get("state") or {}).get("values")) or {}
     args, errors = edit_modal.parse(json.loads(approval.schema), values)
-    if meta[1] != (approval.edited_digest or approval.digest):
+    if meta.digest != (approval.edited_digest or approval.digest) or meta.revision != approval.revision:
         if not errors and _stands(approval, user, args):  # this very edit, submitted again after it counted
             return {}
         return _errors(approval, CHANGED)
@@ -134,7 +154,8 @@ def submit(payload: dict[str, Any]) -> Reply:
         return _errors(approval, f"The edited call is too long to show ({len(shown)} characters); shorten it.")
     unchanged = edited == (approval.edited_args or approval.args)  # an approval of the call as it is: no edit
     edit = None if unchanged else (edited, approvals.digest(approval.tool, edited))
-    decision = Decision(ApprovalStatus.APPROVED, user, None, f"edit-{view_id}", edit, shown=meta[1])
+    decision = Decision(ApprovalStatus.APPROVED, user, None, f"edit-{view_id}", edit, shown=meta.digest,
+                        revision=meta.revision)  # fmt: skip
     outcome = approvals.decide_edit(approval, decision)
     if outcome in {approvals.DecisionOutcome.EDITED_SINCE, approvals.DecisionOutcome.ALREADY_DECIDED}:
         return _decided_meanwhile(approval, outcome, user, args if edit is not None else None)

@@ -57,6 +57,11 @@ class Card:
 
 
 def sentence(card: Card) -> str:
+    """What the call will do, in one sentence. The tool's sentence names the arguments the model asked for, so after
+    an edit it would describe a call that does not run (a second approver, the reminder): the card then names the
+    editor and points at the edited call instead."""
+    if card.edited_args is not None:
+        return f"Run `{escaped(card.tool)}` with the arguments <@{card.edited_by}> edited (the call that runs, below)"
     return card.summary or f"Run `{escaped(card.tool)}`"
 
 

@@ -44,7 +44,7 @@ def hidden(char: str) -> bool:
     return category in _HIDDEN_CATEGORIES or (category == "Zs" and char != " ")
 
 
-def _escape(char: str) -> str:
+def escape(char: str) -> str:
     code = ord(char)
     if code <= 0xFFFF:
         return f"\\u{code:04x}"
@@ -55,7 +55,7 @@ def _escape(char: str) -> str:
 def visible(text: str) -> str:
     """``text`` (already JSON, or any text) with every hidden character as a ``\\uXXXX`` escape."""
     text = _BROADCAST_AT.sub(r"\\u0040", text)
-    return "".join(_escape(c) if hidden(c) else c for c in text)
+    return "".join(escape(c) if hidden(c) else c for c in text)
 
 
 def order(args: Mapping[str, Any], schema: Mapping[str, Any] | None) -> list[str]:
@@ -142,6 +142,6 @@ def inline(value: Any, limit: int = MAX_INLINE_CHARS) -> str:
     text = " ".join(text.splitlines())
     if len(text) > limit:
         text = text[: limit - 1] + "…"
-    text = "".join(_escape(c) if hidden(c) and c not in _MARKUP else c for c in text)
+    text = "".join(escape(c) if hidden(c) and c not in _MARKUP else c for c in text)
     text = text.replace("`", GRAVE).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return f"`{text}`"

@@ -99,6 +99,7 @@ class Decision:
     ts: str  # the press or message that decided (claimed once)
     edit: tuple[str, str] | None = None  # an edit: the edited call's canonical arguments and digest (an approval)
     shown: str | None = None  # the digest of the call the decider was shown: an approval counts only for that call
+    revision: int | None = None  # an Edit modal's: the approval's revision it was opened on (it counts only there)
 
 
 @dataclass(frozen=True)
@@ -151,14 +152,14 @@ def decide(approval_id: str, decision: Decision, resume: Resume, admit: Callable
         # An edit to the very call that runs (a double submission, or two editors making one edit): it changes no
         # call, so the approvals of that call stand and its editor is the first one's.
         again = decision.edit is not None and decision.edit[1] == runs
-        if decision.status == ApprovalStatus.APPROVED and decision.shown not in (None, runs) and not again:
+        moved = decision.shown not in (None, runs) or decision.revision not in (None, approval.revision)
+        if decision.status == ApprovalStatus.APPROVED and moved and not again:
             return Decided(approval, stale=True)  # an edit committed between the decider's read and this decision
         approved_by = approval.approved_by
         edited: dict[str, Any] = {}
         if decision.edit is not None and not again:  # the edited call: earlier approvals were of another call
-            edited = approval_update(
-                edited_args=decision.edit[0], edited_digest=decision.edit[1], edited_by=decision.by
-            )
+            edited = approval_update(edited_args=decision.edit[0], edited_digest=decision.edit[1],
+                                     edited_by=decision.by, revision=approval.revision + 1)  # fmt: skip
             approved_by = []
         if decision.status == ApprovalStatus.APPROVED:
             if decision.by in approved_by:

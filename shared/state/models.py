@@ -351,6 +351,7 @@ class Approval(Stored):
     edited_args: str | None = None  # canonical JSON of the call an operator's edit made: it runs instead
     edited_digest: str | None = None  # its digest (tool name + edited canonical arguments)
     edited_by: str | None = None
+    revision: int = 0  # how many edits changed the call: an Edit modal counts only for the revision it opened on
     card_channel: str | None = None  # the operator channel, when the card went there (its conversation is a DM)
     asked_in: str | None = None  # a mrkdwn link to that conversation, shown on the card
 

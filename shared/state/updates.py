@@ -58,6 +58,7 @@ class ApprovalUpdate(TypedDict, total=False):
     edited_args: str | None
     edited_digest: str | None
     edited_by: str | None
+    revision: int
 
 
 def _stored(fields: Mapping[str, Any]) -> dict[str, Any]:

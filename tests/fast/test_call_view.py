@@ -126,7 +126,7 @@ def test_the_edit_modal_has_a_field_per_argument_and_checks_a_submission_against
         "required": ["name", "replicas"],
     }  # fmt: skip
     args = {"name": "api", "replicas": 3, "labels": {"a": "b"}, "stray": 1}
-    shown = edit_modal.view("a-1", "d1", "scale", schema=schema, args=args, order=["name", "replicas"]).to_dict()
+    shown = edit_modal.view("a-1|d1", "scale", schema=schema, args=args, order=["name", "replicas"]).to_dict()
     fields = {b["block_id"]: b for b in shown["blocks"] if b["type"] == "input"}
     assert list(fields) == ["arg:name", "arg:replicas", "arg:mode", "arg:dry_run", "arg:labels", "arg:*others"]
     assert fields["arg:replicas"]["element"]["type"] == "number_input"
@@ -171,3 +171,20 @@ def test_an_edit_is_checked_without_fetching_a_remote_reference_in_the_schema(mo
     }
     only_local = {"arg:n": {"value": {"type": "plain_text_input", "value": '"x"'}}}
     assert edit_modal.parse(schema, only_local)[1] == {"arg:n": "'x' is not of type 'integer'"}
+
+
+def test_after_an_edit_the_cards_sentence_no_longer_describes_the_arguments_the_model_asked_for() -> None:
+    """Defect: the card's sentence (its header, its notification and its reminder) was the tool's sentence for the
+    model's arguments, kept after an operator's edit: "Scale `api` to 3 replicas" above an edited call of 50, which a
+    second approver was asked to approve."""
+    asked, edited = {"name": "api", "replicas": 3}, {"name": "api", "replicas": 50}
+    card = approval_card.Card(
+        approval_id="a-1", tool="scale_service", args=canonical(asked),
+        digest=digest("scale_service", canonical(asked)), summary="Scale `api` to `3` replicas", approvals_needed=2,
+        approved_by=["U0EDITOR"], edited_args=canonical(edited), edited_by="U0EDITOR",
+        edited_digest=digest("scale_service", canonical(edited)),
+    )  # fmt: skip
+    header = approval_card.blocks(card)[0].to_dict()["text"]["text"]
+    for shown in (header, approval_card.text(card), approval_card.decided_text(card, "denied")):
+        assert "`3`" not in shown, shown
+        assert "<@U0EDITOR> edited" in shown, shown

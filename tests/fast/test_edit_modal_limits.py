@@ -51,7 +51,7 @@ def test_a_modal_submitted_unchanged_gives_back_every_argument_as_it_was() -> No
         {"name": "api", "note": None},  # null, as its schema allows
     ]
     for args in valid:
-        view = edit_modal.view("a-1", "d1", "t", schema=schema, args=args, order=list(args)).to_dict()
+        view = edit_modal.view("a-1|d1", "t", schema=schema, args=args, order=list(args)).to_dict()
         assert edit_modal.parse(schema, _submitted_unchanged(view)) == (args, {}), args
     # Values the schema refuses: shown as they are, so the submission is refused (never changed without a word).
     invalid: list[dict[str, Any]] = [
@@ -59,7 +59,7 @@ def test_a_modal_submitted_unchanged_gives_back_every_argument_as_it_was() -> No
         {"name": 5, "replicas": "3", "ratio": "half", "force": "yes", "mode": "c", "tags": "x"},
     ]
     for args in invalid:
-        view = edit_modal.view("a-1", "d1", "t", schema=schema, args=args, order=list(args)).to_dict()
+        view = edit_modal.view("a-1|d1", "t", schema=schema, args=args, order=list(args)).to_dict()
         parsed, errors = edit_modal.parse(schema, _submitted_unchanged(view))
         assert parsed == args, args
         assert set(errors) == {f"arg:{name}" for name in args}, errors

@@ -9,12 +9,14 @@ from typing import Any
 import pytest
 
 from shared import config
-from shared.agent.tools import policy, toolset
+from shared.agent.tools import describe, policy, toolset
 from shared.agent.tools.base import Tier, ToolContext
+from shared.agent.tools.function import tool
 from shared.agent.tools.result import ToolResult
 from shared.agent.tools.toolset import Toolset, all_tools
+from shared.asks import approvers
 from shared.slack.surface import ThreadSurface
-from shared.state.models import SessionKind
+from shared.state.models import Approval, SessionKind
 from shared.state.session_model import Session
 
 
@@ -144,3 +146,44 @@ def test_agent_session_refuses_to_start_with_a_bad_rule(monkeypatch: pytest.Monk
         config.check_rules(config.SLACK_EVENTS)  # not a rule the ingress enforces
     finally:
         config.reset()
+
+
+@tool(outward=True)
+def deploy(name: str, environment: str = "production", version: str = "latest") -> dict[str, Any]:
+    """Deploy a service (a test tool whose arguments have defaults).
+
+    Args:
+        name: The service.
+        environment: Where.
+        version: What.
+    """
+    return {"deployed": name, "environment": environment, "version": version}
+
+
+def test_leaving_out_an_argument_a_rule_names_is_matched_as_the_default_the_tool_runs_with(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Defect: a rule's ``when`` matched only the arguments the call gave, so a call that left ``environment`` out of
+    a tool defaulting it to production escaped ``{"when": {"environment": ["production"]}, "otherwise": "safe"}``
+    and ran in production unapproved (and one leaving out a denied ``version`` was not refused); the edit check and
+    the approvers went by the same mistake. A left-out argument counts as its schema's default now."""
+    rules = {"deploy": {"tier": "approve", "approvers": ["U0LEAD"], "when": {"environment": ["production"]},
+                        "otherwise": "safe"}}  # fmt: skip
+    monkeypatch.setenv("TOOL_TIERS", json.dumps(rules))
+    config.reset()
+    try:
+        assert policy.call_tier(deploy, {"name": "api"}, context({})) == Tier.APPROVE
+        assert policy.call_tier(deploy, {"name": "api", "environment": "staging"}, context({})) == Tier.SAFE
+        assert policy.received(deploy, {"name": "api"})["environment"] == "production"
+        monkeypatch.setenv("TOOL_TIERS", json.dumps({"deploy": {"tier": "deny", "when": {"version": ["latest"]}}}))
+        config.reset()
+        assert "TOOL_TIERS denies it" in str(Toolset([deploy]).run("deploy", {"name": "api"}, context({})))
+    finally:
+        config.reset()
+    schema = json.dumps(describe.schema(deploy))
+    asked = {"name": "api", "environment": "staging"}
+    approval = Approval(approval_id="a", session_id="s", transcript_id="s", channel="C", thread_ts="1.0", seq=1,
+                        call_index=0, call_id=None, tool="deploy", args=json.dumps(asked), digest="d", turn_ids=["a"],
+                        asked_at=datetime(2030, 1, 1, tzinfo=UTC), schema=schema,
+                        rule_when=json.dumps({"environment": ["production"]}))  # fmt: skip
+    assert approvers.crossed(approval, {"name": "api"}) == "environment"  # an edit that clears it: production

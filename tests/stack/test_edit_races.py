@@ -340,3 +340,50 @@ def test_an_edit_back_to_the_call_the_model_asked_for_can_still_be_approved_from
     wait_status(resumed(approval), SessionStatus.DONE, timeout=120)
     assert [e["replicas"] for e in executions(thread.session_id)] == [3]
     assert current(approval).approved_by == [OPERATOR2, OPERATOR]
+
+
+def test_an_editor_opened_before_other_edits_is_refused_though_they_led_back_to_its_call(
+    rules: None, group: None, script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    """Defect: an Edit modal was bound only to the digest of the call it was opened on. Opened on replicas 3, then
+    another approver edited the call to 5 and back to 3: the old modal's submission matched again and counted as
+    its editor's approval of a call changed under it (two of two: it ran). It is refused now (the call's revision
+    moved), and the card as it stands can still be approved."""
+    thread, approval = asks_to_scale(script, fake_slack, uid)
+    stale = editor(fake_slack, approval, OPERATOR)
+    for replicas, shown in (("5", approval.digest), ("3", None)):
+        edited = current(approval)
+        value = blocks.approval_value(approval.approval_id, shown or edited.edited_digest or "")
+        assert press(fake_slack, approval, approval_card.EDIT_ACTION, user=OPERATOR2, value=value)["status"] == 200
+        [view] = wait_for(lambda: fake_slack.views(OPERATOR2), timeout=30, what="OPERATOR2's Edit modal")
+        assert fake_slack.submit_view(view["id"], OPERATOR2, {"arg:replicas": replicas})["answer"] == {}
+    back = current(approval)
+    assert (back.status, back.approved_by, back.edited_digest) == (ApprovalStatus.PENDING, [OPERATOR2],
+                                                                   approval.digest)  # fmt: skip
+    answer = fake_slack.submit_view(stale["id"], OPERATOR, {})  # unchanged: OPERATOR's approval of replicas 3
+    assert answer["answer"]["response_action"] == "errors"
+    assert "changed since this editor opened" in json.dumps(answer["answer"]["errors"])
+    assert current(approval).approved_by == [OPERATOR2]
+    assert executions(thread.session_id) == []
+    press(fake_slack, approval, blocks.APPROVE_ACTION, user=OPERATOR)  # the card as it stands: counted
+    wait_status(resumed(approval), SessionStatus.DONE, timeout=120)
+    assert [e["replicas"] for e in executions(thread.session_id)] == [3]
+
+
+def test_only_the_editors_opener_may_submit_it_and_only_while_an_approver(
+    rules: None, group: None, script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    """An editor opened by a member of the approver group, submitted by someone outside the rule's approvers:
+    refused by the rule. An editor opened by OPERATOR submitted by OPERATOR2 (an approver through the group, but
+    not its opener): refused too (defect: it counted as OPERATOR2's edit). Each answered in the modal; nothing
+    changed."""
+    thread, approval = asks_to_scale(script, fake_slack, uid)
+    theirs = editor(fake_slack, approval, OPERATOR2)
+    outsider = fake_slack.submit_view(theirs["id"], "U0OUTSIDER", {"arg:replicas": "6"})
+    assert "Only this call's approvers" in json.dumps(outsider["answer"]["errors"])
+    mine = editor(fake_slack, approval, OPERATOR)
+    other = fake_slack.submit_view(mine["id"], OPERATOR2, {"arg:replicas": "6"})
+    assert "opened by someone else" in json.dumps(other["answer"]["errors"])
+    found = current(approval)
+    assert (found.status, found.edited_args, found.approved_by) == (ApprovalStatus.PENDING, None, [])
+    assert executions(thread.session_id) == []

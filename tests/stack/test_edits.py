@@ -21,8 +21,8 @@ from infra.stack import Stack
 from shared.asks.approvals import canonical, digest
 from shared.slack import approval_card, blocks
 from shared.state import approvals as stored
-from shared.state.models import Approval, ApprovalStatus, SessionStatus
-from tests.agent_helpers import HUMAN, function_responses, wait_status
+from shared.state.models import Approval, ApprovalStatus, SessionStatus, WaitKind
+from tests.agent_helpers import HUMAN, function_responses, mention, wait_status
 from tests.poll import wait_for
 from tests.stack.test_approvals import (
     OPERATOR,
@@ -239,3 +239,107 @@ def test_a_submission_whose_metadata_names_no_approval_or_another_call_changes_n
     assert pending is not None
     assert (pending.status, pending.edited_args, pending.approved_by) == (ApprovalStatus.PENDING, None, [])
     assert executions(thread.session_id) == []
+
+
+def _submitted(stack: Stack, view: dict[str, Any], user: str, metadata: str) -> dict[str, Any]:
+    """``view`` submitted by ``user`` as Slack signs it, its ``private_metadata`` replaced by ``metadata``."""
+    values = {"arg:name": {"value": {"type": "plain_text_input", "value": "api"}},
+              "arg:replicas": {"value": {"type": "number_input", "value": "7"}}}  # fmt: skip
+    tampered = {**view, "private_metadata": metadata, "state": {"values": values}}
+    body = urlencode({"payload": json.dumps({"type": "view_submission", "user": {"id": user}, "trigger_id": "1.3",
+                                             "view": tampered})}).encode()  # fmt: skip
+    headers = signed_headers(local.SIGNING_SECRET, body, content_type="application/x-www-form-urlencoded")
+    answer = requests.post(stack.function_url("slack_interactivity"), data=body, headers=headers, timeout=30)
+    assert answer.status_code == 200
+    return dict(answer.json())
+
+
+def _untouched(approval: Approval) -> None:
+    found = stored.get_approval(approval.approval_id)
+    assert found is not None
+    assert (found.status, found.edited_args, found.approved_by) == (ApprovalStatus.PENDING, None, [])
+
+
+def test_a_submission_whose_metadata_names_another_approval_changes_neither(
+    stack: Stack, script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    """Defect: the modal's ``private_metadata`` was ``approval|digest``, bound to nothing: a submission of one
+    approval's editor naming another pending approval (and its digest) edited and approved that other call, which
+    its submitter never had an editor for. Refused now, as is another person's editor of the other approval."""
+    script(G.call("scale_service", name="api", replicas=3), G.call("scale_service", name="api", replicas=3),
+           G.text("Scaled."), G.text("Scaled."))  # fmt: skip
+    threads = [mention(fake_slack, f"C{uid}{n}", "scale the api") for n in ("a", "b")]
+    first, second = (stored.get_approvals(wait_status(t.session_id, SessionStatus.PAUSED, timeout=60).awaited(
+        WaitKind.APPROVAL))[0] for t in threads)  # fmt: skip
+    assert first.card_ts is not None
+    assert second.card_ts is not None
+    view = open_editor(fake_slack, first)
+    fields = {b["block_id"] for b in view["blocks"] if b["type"] == "input"}
+    others = open_editor(fake_slack, second, user=OPERATOR2)["private_metadata"]  # the other's, opened by OPERATOR2
+    for metadata in (f"{second.approval_id}|{second.digest}", others, view["private_metadata"] + "0"):
+        answer = _submitted(stack, view, OPERATOR, metadata)
+        assert answer["response_action"] == "errors", (metadata, answer)
+        assert set(answer["errors"]) <= fields, (metadata, answer)
+    _untouched(first)
+    _untouched(second)
+    assert executions(threads[0].session_id) == executions(threads[1].session_id) == []
+
+
+def test_an_editor_submitted_by_another_approver_than_its_opener_is_refused(
+    script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    """Defect: an Edit modal counted for whoever submitted it; it is its opener's alone (Slack sends a modal's
+    submission as the person it was opened for), so another person's submission, an operator's too, is refused."""
+    thread, approval = asks_to_scale(script, fake_slack, uid)
+    view = open_editor(fake_slack, approval, user=OPERATOR)
+    answer = fake_slack.submit_view(view["id"], OPERATOR2, {"arg:replicas": "8"})
+    assert answer["answer"]["response_action"] == "errors"
+    assert "opened by someone else" in json.dumps(answer["answer"]["errors"])
+    _untouched(approval)
+    ok = fake_slack.submit_view(view["id"], OPERATOR, {"arg:replicas": "4"})  # its opener's own still counts
+    assert ok["answer"] == {}
+    wait_status(resumed(approval), SessionStatus.DONE, timeout=60)
+    assert [e["replicas"] for e in executions(thread.session_id)] == [4]
+
+
+def test_an_editor_opened_before_its_session_was_stopped_changes_nothing(
+    script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    """The session that asked ended (its requester typed stop) while an operator's editor was open: the
+    submission is answered in the modal, and nothing runs."""
+    thread, approval = asks_to_scale(script, fake_slack, uid)
+    view = open_editor(fake_slack, approval)
+    fake_slack.user_message(HUMAN, thread.channel, "stop", thread_ts=thread.ts)
+    wait_for(lambda: (a := stored.get_approval(approval.approval_id)) is not None
+             and a.status != ApprovalStatus.PENDING, timeout=60, what="the stop to close the approval")  # fmt: skip
+    answer = fake_slack.submit_view(view["id"], OPERATOR, {"arg:replicas": "8"})
+    assert answer["answer"]["response_action"] == "errors"
+    assert "nothing changed" in json.dumps(answer["answer"]["errors"])
+    found = stored.get_approval(approval.approval_id)
+    assert found is not None
+    assert (found.edited_args, found.approved_by) == (None, [])
+    assert executions(thread.session_id) == []
+
+
+def test_an_edit_keeping_an_argument_the_tool_does_not_declare_is_refused_in_the_modal(
+    script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    """Defect: the modal checked an edit against the tool's JSON Schema only, which lets keys it does not name pass:
+    an operator who filled in the declared fields of a call made with a wrong argument (``size``) and left it in the
+    modal's field for the others approved a call the tool then refused to run ("bad arguments"). The modal says so
+    now, under that field; cleared, the edit runs."""
+    thread, approval = asks_approval(script, fake_slack, f"C{uid}", "scale it", G.call("scale_service", size=3),
+                                     "Scaled.")  # fmt: skip
+    view = open_editor(fake_slack, approval)
+    kept = fake_slack.submit_view(view["id"], OPERATOR, {"arg:name": "api", "arg:replicas": "4"})
+    assert kept["answer"]["response_action"] == "errors"
+    assert "'size'" in kept["answer"]["errors"]["arg:*others"]
+    pending = stored.get_approval(approval.approval_id)
+    assert pending is not None
+    assert (pending.status, pending.edited_args) == (ApprovalStatus.PENDING, None)
+    cleared = fake_slack.submit_view(
+        view["id"], OPERATOR, {"arg:name": "api", "arg:replicas": "4", "arg:*others": "{}"}
+    )
+    assert cleared["answer"] == {}
+    wait_status(resumed(approval), SessionStatus.DONE, timeout=60)
+    assert [(e["service"], e["replicas"]) for e in executions(thread.session_id)] == [("api", 4)]

@@ -24,7 +24,7 @@ from infra import stack as local
 from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.slack.client import FakeSlack
 from shared.asks import approvals as approvals_flow
-from shared.asks import stopping
+from shared.asks import edits, stopping
 from shared.slack import blocks, edit_modal
 from shared.state import approvals, fenced, firestore, ids, questions, sessions
 from shared.state.models import Approval, ApprovalStatus, Question, QuestionStatus, SessionStatus, WaitKind
@@ -306,7 +306,7 @@ def _submission(approval: Approval, user: str, view_id: str, replicas: int) -> t
     values = {"arg:name": {"value": {"type": "plain_text_input", "value": "api"}},
               "arg:replicas": {"value": {"type": "number_input", "value": str(replicas)}}}  # fmt: skip
     view = {"id": view_id, "callback_id": edit_modal.CALLBACK_ID, "state": {"values": values},
-            "private_metadata": f"{approval.approval_id}|{approval.edited_digest or approval.digest}"}  # fmt: skip
+            "private_metadata": edits.ticket(approval, user)}  # fmt: skip
     return cost.Rig.form({"type": "view_submission", "user": {"id": user}, "view": view})
 
 

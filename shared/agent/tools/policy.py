@@ -19,8 +19,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from shared import config
+from shared.agent.tools import describe
 from shared.agent.tools.base import Tier, Tool, ToolContext
-from shared.config_values import TierRule
+from shared.config_values import TierRule, as_received
 
 Rule = Callable[[str, Mapping[str, Any], ToolContext], str | None]
 
@@ -62,7 +63,7 @@ def call_tier(tool: Tool, args: Mapping[str, Any], ctx: ToolContext) -> Tier:
     """The tier of one call: configuration wins (its ``when`` decides between its tiers); then the rules about
     arguments; then the tool's own."""
     rule = configured_rule(tool.name)
-    configured = rule.tier_for(args) if rule is not None else None
+    configured = rule.tier_for(received(tool, args)) if rule is not None else None
     if configured is not None:
         return Tier(configured)
     if tool.name == "fetch_url" and _host(str(args.get("url", ""))) not in thread_hosts(ctx.thread_text):
@@ -76,6 +77,12 @@ class Approvers:
 
     ids: tuple[str, ...] = ()  # users and user groups; empty: the operators
     approvals: int = 1
+
+
+def received(tool: Tool, args: Mapping[str, Any]) -> dict[str, Any]:
+    """The call's arguments with the defaults its tool's schema declares for those it leaves out: what a rule's
+    ``when`` is matched against."""
+    return as_received(describe.schema(tool), args)
 
 
 def approvers(name: str, args: Mapping[str, Any]) -> Approvers:

@@ -56,7 +56,7 @@ class Toolset:
             args = {}
         if not isinstance(args, dict):
             return ToolResult.fail(f"arguments for {name} must be a JSON object, got {type(args).__name__}")
-        refused = policy.refusal(name, args, ctx)
+        refused = policy.refusal(name, policy.received(found, args), ctx)
         if refused is not None:
             return ToolResult.fail(refused)
         return found.run(args, ctx)

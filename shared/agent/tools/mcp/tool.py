@@ -24,6 +24,7 @@ from shared.agent.tools.mcp import connection, inputs, results, schemas
 from shared.agent.tools.result import ToolResult
 from shared.asks import questions, routing
 from shared.config_values import McpServer
+from shared.slack.edit_modal import named_keys, unnamed_keys
 from shared.state.models import Question
 
 log = logging.getLogger(__name__)
@@ -175,31 +176,3 @@ class McpTool:
             problems.insert(0, f"unknown argument(s) {', '.join(map(repr, unknown))}: the tool's schema does not "
                                f"name them, and only named arguments are sent (it takes: {named})")  # fmt: skip
         return f"bad arguments for {self.name}: {'; '.join(problems[:5])}" if problems else None
-
-
-def named_keys(schema: dict[str, Any]) -> set[str]:
-    """The top-level argument names a schema declares, in ``properties`` or in the object schemas it combines."""
-    names = set(schema.get("properties") or {}) if isinstance(schema.get("properties"), dict) else set()
-    for combined in ("allOf", "anyOf", "oneOf"):
-        for part in schema.get(combined) or []:
-            if isinstance(part, dict):
-                names |= named_keys(part)
-    return names
-
-
-def unnamed_keys(schema: dict[str, Any], args: dict[str, Any]) -> list[str]:
-    """The keys of ``args`` the schema neither names nor matches with a ``patternProperties`` pattern, when it says
-    nothing of others (``additionalProperties`` true or a schema allows them, false makes the validator refuse
-    them)."""
-    if "additionalProperties" in schema:
-        return []
-    named = named_keys(schema)
-    patterns = [p for p in (schema.get("patternProperties") or {}) if isinstance(p, str)]
-    return [key for key in args if key not in named and not any(_matches(p, key) for p in patterns)]
-
-
-def _matches(pattern: str, key: str) -> bool:
-    try:
-        return re.search(pattern, key) is not None
-    except re.error:
-        return False
