@@ -88,7 +88,7 @@ def test_the_edit_modal_shows_a_servers_schema_and_the_calls_arguments_inertly()
         "spec": {"type": "object", "description": "<@U0CFO>"},
     }}  # fmt: skip
     args = {"<!channel>": HOSTILE, "who": HOSTILE, "spec": {"x": HOSTILE}, "extra": HOSTILE}
-    view = edit_modal.view("a1", "d1", "mcp.tickets.create", schema=schema, args=args, order=["<!channel>"]).to_dict()
+    view = edit_modal.view("a1|d1", "mcp.tickets.create", schema=schema, args=args, order=["<!channel>"]).to_dict()
     texts = _texts(view)
     assert any(HOSTILE in t["text"] for t in texts)  # shown, as plain text
     for text in texts:
