@@ -34,6 +34,7 @@ def fail_session(session: Session, reason: str, surface: ThreadSurface, *, detai
                                           error=f"{reason}: {detail}", wait_for_notes=False)  # fmt: skip
         delegation.resume_parent(session, finished)
         stopping.stop_children(session, by="the session that delegated it failed")
+        _close_asks(session)
         return
     text = (
         f"Sorry, I could not finish this: {reason}. Nothing more will happen on its own. Mention me again in this "
@@ -59,9 +60,21 @@ def fail_session(session: Session, reason: str, surface: ThreadSurface, *, detai
         if backpressure.storm(exc) is None:
             raise
         log.warning("the failure reaction could not be added", extra={"reason": backpressure.storm(exc)})
+    _close_asks(session)
     stopping.stop_children(session, by="the session that delegated it failed")
     delegation.release_askers(session)  # children an earlier session of this conversation started
     followup.start_for_unread(session, unread)
+
+
+def _close_asks(session: Session) -> None:
+    """What the failed session asked and left open (a question it went on working past, a question or approval cards
+    of a turn that crashed before it paused) is closed, its posts saying so. Best effort: a Slack storm or a
+    hiccup here leaves them to the first answer or decision, which is refused for the failed session and closes
+    them (``stopping.close_unwaited``)."""
+    try:
+        stopping.close_failed(session)
+    except Exception as exc:
+        log.warning("could not close the failed session's open asks", extra={"error": repr(exc)})
 
 
 def slack_storm(session: Session, reason: str, detail: str) -> None:

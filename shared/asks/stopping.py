@@ -120,7 +120,8 @@ CLOSED_UNANSWERED = "a question of its turn was closed unanswered"
 
 def close_unwaited(session_id: str) -> Session | None:
     """What a refused answer or decision (nothing waits on it: its session ended, or is ending) leaves behind, closed
-    as the end would have: a stopped session's (``close_stopped``); an abandoned one's, whose end was cut off before
+    as the end would have: a stopped session's (``close_stopped``); a failed one's (``close_failed``: its failure was
+    killed, or Slack refused, before it closed them); an abandoned one's, whose end was cut off before
     it ended its waits (killed, or a Slack error, after committing the end); a paused one's whose turn had a question
     closed unanswered (a newer question replaced it, the sweep abandoned it) by a path cut off before it ended the
     session: it ends abandoned here, as that path would have ended it. Each end is guarded by its own transaction, so
@@ -129,6 +130,9 @@ def close_unwaited(session_id: str) -> Session | None:
     if stopped is not None:
         return stopped
     found = sessions.get_session(session_id)
+    if found is not None and found.status == SessionStatus.FAILED:  # its failure was cut off before it closed them
+        close_failed(found)
+        return found
     if found is not None and found.status == SessionStatus.PAUSED and not found.reports_to_parent:
         closed = _closed_unanswered(found)
         why = _why_closed(closed)
@@ -191,12 +195,34 @@ def close_waits(session: Session, *, by: str) -> None:
     """A stopped session's open questions are cancelled and its pending approvals denied, their posts updated: those
     its thread lists, and whatever its waiting record names elsewhere (a routed card, a mixed turn's children)."""
     why = f"the session was stopped by {by}"
+    close_asks(session, why=why, by=by)
+    end_waits(session, why=why, by=by, expired=False)
+
+
+def close_asks(session: Session, *, why: str, by: str, expired: bool = False) -> list[str]:
+    """The open questions and pending approvals ``session`` asked that its thread lists (blocking or not), cancelled
+    (``expired``: its approvals expire instead of being denied), their posts saying ``why`` without buttons, 💬 off:
+    an answer or a decision after its end finds them closed. Returns the ids it closed; each close is guarded by its
+    own transaction, so a second call (or a racing answer, which then wins) closes nothing more."""
     thread = stored_questions.thread_questions(session.origin.channel, session.origin.thread_ts)
     asked: list[Question | Approval] = [*thread.open, *stored_approvals.pending(thread.open_approval_ids)]
+    closed = []
     for ask in asked:  # questions and approvals: one lifecycle, one cancel step
-        if ask.session_id == session.session_id:
-            lifecycle.cancel(ask, why=why, by=by)
-    end_waits(session, why=why, by=by, expired=False)
+        if ask.session_id == session.session_id and lifecycle.cancel(ask, why=why, by=by, expired=expired):
+            closed.append(ask.question_id if isinstance(ask, Question) else ask.approval_id)
+    return closed
+
+
+FAILED = "the session that asked it failed"
+
+
+def close_failed(session: Session) -> list[str]:
+    """A failed session's open asks closed (``close_asks``): nothing it asked can resume it, and its thread was told
+    to mention it again. Its approvals expire (nobody decided them)."""
+    closed = close_asks(session, why=FAILED, by="failure", expired=True)
+    if closed:
+        log.info("a failed session's open asks closed", extra={"closed": closed})
+    return closed
 
 
 def end_waits(ended: Session, *, why: str, by: str = "sweep", expired: bool = True) -> list[str]:
