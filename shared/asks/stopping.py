@@ -200,20 +200,22 @@ def close_waits(session: Session, *, by: str) -> None:
 
 
 def close_asks(session: Session, *, why: str, by: str, expired: bool = False) -> list[str]:
-    """The open questions and pending approvals ``session`` asked that its thread lists (blocking or not), cancelled
-    (``expired``: its approvals expire instead of being denied), their posts saying ``why`` without buttons, 💬 off:
-    an answer or a decision after its end finds them closed. Returns the ids it closed; each close is guarded by its
-    own transaction, so a second call (or a racing answer, which then wins) closes nothing more."""
+    """The open questions and pending approvals of ``session``'s conversation that its thread lists (blocking or
+    not; asked by it, or by an earlier session of its transcript: a non-blocking question it went on past), cancelled
+    (``expired``: approvals expire instead of being denied), their posts saying ``why`` without buttons, 💬 off: an
+    answer or a decision after its end finds them closed. Returns the ids it closed; each close is guarded by its own
+    transaction, so a second call (or a racing answer, which then wins) closes nothing more."""
     thread = stored_questions.thread_questions(session.origin.channel, session.origin.thread_ts)
     asked: list[Question | Approval] = [*thread.open, *stored_approvals.pending(thread.open_approval_ids)]
+    ours = {session.session_id, session.transcript}
     closed = []
     for ask in asked:  # questions and approvals: one lifecycle, one cancel step
-        if ask.session_id == session.session_id and lifecycle.cancel(ask, why=why, by=by, expired=expired):
+        if {ask.session_id, ask.transcript_id} & ours and lifecycle.cancel(ask, why=why, by=by, expired=expired):
             closed.append(ask.question_id if isinstance(ask, Question) else ask.approval_id)
     return closed
 
 
-FAILED = "the session that asked it failed"
+FAILED = "the session failed"
 
 
 def close_failed(session: Session) -> list[str]:

@@ -218,3 +218,45 @@ def test_a_press_racing_the_failure_has_exactly_one_outcome(
             assert stopping.FAILED in post["text"]
             assert sessions.get_session(ids.continuation_id(question.question_id)) is None
         rig.gemini.reset()
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("end", ["stopped", "failed"])
+def test_a_question_an_earlier_session_of_the_conversation_asked_is_closed_when_the_conversation_ends(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, fake_slack: FakeSlack, end: str
+) -> None:
+    """A conversation asked a non-blocking question, then paused on a blocking one; the answer's continuation is
+    stopped, or fails. Defect: the end closed only the questions the continuation itself asked; the earlier one kept
+    its buttons and 💬, and a press on it started another continuation of the ended conversation."""
+    with counted_rig(stack, monkeypatch, MODEL_RETRY_ATTEMPTS="1") as rig:
+        first = rig.paused(
+            "format and deploy",
+            G.call("ask_operator", question="Tabs?", options=["yes", "no"], blocking=False),
+            G.call("ask_operator", question="Deploy now?", options=["yes", "no"]),
+        )
+        origin = rig.session(first).origin
+        [deploy, tabs] = stored_questions.thread_questions(origin.channel, origin.thread_ts).open  # newest first
+        assert (tabs.blocking, deploy.blocking) == (False, True)
+        reply: dict[str, Any] = {}
+        rig.interactivity(rig.answer_press(deploy), reply)
+        resumed = ids.resumed_by(deploy.question_id)
+        if end == "stopped":
+            rig.script(G.call("ask_operator", question="Which region?", options=["eu", "us"]))
+            rig.deliver(resumed)
+            rig.expect(resumed, SessionStatus.PAUSED)
+            stopping.stop(resumed, by=f"<@{OPERATOR}>")
+        else:
+            rig.script(G.error(503, "UNAVAILABLE", "overloaded", times=9))
+            rig.deliver(resumed)
+        rig.expect(resumed, SessionStatus(end))
+        closed = stored_questions.get_question(tabs.question_id)
+        assert closed is not None
+        assert closed.status == QuestionStatus.CANCELLED
+        post = _post(fake_slack, tabs.channel, tabs.post_ts)
+        assert _buttons(post) == []
+        assert "speech_balloon" not in fake_slack.reactions(tabs.channel, tabs.post_ts or "")
+        queued = len(rig.created_tasks.order)
+        assert _press(rig, tabs)["answer"] == "not_open"
+        assert sessions.get_session(ids.continuation_id(tabs.question_id)) is None
+        assert rig.created_tasks.order[queued:] == []
+        rig.gemini.reset()
