@@ -151,7 +151,15 @@ def close_unwaited(session_id: str) -> Session | None:
 def _end_abandoned(ended: Session) -> None:
     """What an abandoned session (ended on its turn's closed questions) still names ends, and the children asking
     it are released, for the reason its end recorded."""
-    end_waits(ended, why=ended.error or f"its session stopped waiting: {CLOSED_UNANSWERED}", by="sweep")
+    end_abandoned(ended, why=ended.error or f"its session stopped waiting: {CLOSED_UNANSWERED}")
+
+
+def end_abandoned(ended: Session, *, why: str, by: str = "sweep") -> None:
+    """A conversation abandoned while paused ends for good: what its waiting record names ends (``end_waits``), what
+    else it asked and left open (a non-blocking question it went on past) is closed with it, and the children asking
+    it are released. Its thread was told to mention it again: nothing of it may still look answerable."""
+    end_waits(ended, why=why, by=by)
+    close_asks(ended, why=why, by=by, expired=True)
     delegation.release_askers(ended)
 
 
@@ -258,8 +266,7 @@ def end_unwaited(session: Session, *, shown: Callable[[Session], None] | None = 
     try:
         (shown or tell_unwaited)(ended)
     finally:
-        end_waits(ended, why=f"its session stopped waiting: {UNWAITED}")
-        delegation.release_askers(ended)
+        end_abandoned(ended, why=f"its session stopped waiting: {UNWAITED}")
     log.info("a paused session nothing could resume ended", extra={"session": ended.session_id})
     return True
 

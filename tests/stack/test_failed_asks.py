@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -26,7 +27,7 @@ from shared.asks import answers, stopping
 from shared.asks import approvals as asking_approvals
 from shared.handlers import agent_session, slack_interactivity
 from shared.state import approvals as stored_approvals
-from shared.state import ids, sessions
+from shared.state import firestore, ids, sessions
 from shared.state import questions as stored_questions
 from shared.state.models import ApprovalStatus, Question, QuestionStatus, SessionStatus
 from tests.rigs import counted_rig
@@ -260,3 +261,35 @@ def test_a_question_an_earlier_session_of_the_conversation_asked_is_closed_when_
         assert sessions.get_session(ids.continuation_id(tabs.question_id)) is None
         assert rig.created_tasks.order[queued:] == []
         rig.gemini.reset()
+
+
+@pytest.mark.timeout(300)
+def test_a_non_blocking_question_of_a_conversation_the_sweep_abandons_is_closed_with_it(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, fake_slack: FakeSlack
+) -> None:
+    """A conversation asked a non-blocking question, then paused on a blocking one that nobody answered: the sweep
+    abandons it and tells the thread to mention it again. Defect: the non-blocking question kept its buttons and 💬,
+    and a press on it resumed the abandoned conversation (a continuation ran and answered). Now the abandon closes it
+    and the press changes nothing."""
+    with counted_rig(stack, monkeypatch, MODEL_RETRY_ATTEMPTS="1") as rig:
+        first = rig.paused(
+            "format and deploy",
+            G.call("ask_operator", question="Tabs?", options=["yes", "no"], blocking=False),
+            G.call("ask_operator", question="Deploy now?", options=["yes", "no"]),
+        )
+        origin = rig.session(first).origin
+        [deploy, tabs] = stored_questions.thread_questions(origin.channel, origin.thread_ts).open  # newest first
+        asked = firestore.now() - timedelta(hours=73)
+        firestore.db().collection(firestore.QUESTIONS).document(deploy.question_id).update({"asked_at": asked})
+        assert rig.sweep(firestore.now())["abandoned"] == 1
+        rig.expect(first, SessionStatus.ABANDONED)
+        closed = stored_questions.get_question(tabs.question_id)
+        assert closed is not None
+        assert closed.status == QuestionStatus.CANCELLED
+        post = _post(fake_slack, tabs.channel, tabs.post_ts)
+        assert _buttons(post) == []
+        assert "speech_balloon" not in fake_slack.reactions(tabs.channel, tabs.post_ts or "")
+        queued = len(rig.created_tasks.order)
+        assert _press(rig, tabs)["answer"] == "not_open"
+        assert sessions.get_session(ids.continuation_id(tabs.question_id)) is None
+        assert rig.created_tasks.order[queued:] == []
