@@ -20,7 +20,7 @@ from shared.state import approvals as stored_approvals
 from shared.state import origin, sessions, stop_requests, waiting
 from shared.state import questions as stored_questions
 from shared.state.firestore import now
-from shared.state.models import Approval, Question, SessionStatus
+from shared.state.models import Approval, ApprovalStatus, Note, NoteKind, Question, SessionStatus
 from shared.state.session_model import Session
 
 log = logging.getLogger(__name__)
@@ -226,13 +226,28 @@ def close_asks(session: Session, *, why: str, by: str, expired: bool = False) ->
 FAILED = "the session failed"
 
 
-def close_failed(session: Session) -> list[str]:
+def close_failed(session: Session, unread: list[Note] | None = None) -> list[str]:
     """A failed session's open asks closed (``close_asks``): nothing it asked can resume it, and its thread was told
-    to mention it again. Its approvals expire (nobody decided them)."""
-    closed = close_asks(session, why=FAILED, by="failure", expired=True)
+    to mention it again. Its approvals expire (nobody decided them). ``unread``: the notes it failed before reading,
+    whose approved calls never run (``show_unrun``)."""
+    closed = close_asks(session, why=FAILED, by="failure", expired=True) + show_unrun(unread or [], why=FAILED)
     if closed:
         log.info("a failed session's open asks closed", extra={"closed": closed})
     return closed
+
+
+def show_unrun(notes: list[Note], *, why: str) -> list[str]:
+    """Approvals decided while their session still ran (noted for it to read at its pause) that it ended without
+    reading: their calls never run, so a card that says "approved; running it now" says they did not, and why."""
+    from shared.asks import approvals  # (it asks this module to close what a refused decision leaves)
+
+    decided = [note.question_id for note in notes if note.kind == NoteKind.DECISION and note.question_id]
+    unrun = (
+        [a for a in stored_approvals.get_approvals(decided) if a.status == ApprovalStatus.APPROVED] if decided else []
+    )
+    for approval in unrun:
+        approvals.update_card(approval, f":octagonal_sign: not run: {why}")
+    return [approval.approval_id for approval in unrun]
 
 
 def end_waits(ended: Session, *, why: str, by: str = "sweep", expired: bool = True) -> list[str]:

@@ -293,3 +293,37 @@ def test_a_non_blocking_question_of_a_conversation_the_sweep_abandons_is_closed_
         assert _press(rig, tabs)["answer"] == "not_open"
         assert sessions.get_session(ids.continuation_id(tabs.question_id)) is None
         assert rig.created_tasks.order[queued:] == []
+
+
+@pytest.mark.timeout(300)
+def test_an_approve_noted_for_a_turn_that_then_fails_says_its_call_did_not_run(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, fake_slack: FakeSlack
+) -> None:
+    """The card was posted, the pause crashed, and the operator approved while the session waited for its retry (still
+    running: the decision is noted for its pause); the retry crashed too and the session was given up. Defect: the
+    card said "approved; running it now" for ever while nothing ran. Now it says the call did not run."""
+    with counted_rig(stack, monkeypatch, MODEL_RETRY_ATTEMPTS="1") as rig:
+        session_id = rig.start("scale the api")
+        rig.script(G.call("scale_service", name="api", replicas=3), G.text("unused"))
+
+        def crash(*args: Any, **kwargs: Any) -> bool:
+            raise RuntimeError("killed as it paused")
+
+        monkeypatch.setattr(Pauses, "pause_on_record", crash)
+        assert _delivery(session_id, 0) == 500
+        rig.expect(session_id, SessionStatus.RUNNING)
+        approval = stored_approvals.get_approval(ids.approval_id(session_id, 1, 0))
+        assert approval is not None
+        thread_ts = rig.session(session_id).origin.thread_ts
+        reply, status = slack_interactivity.handle(*rig.approve_press(approval, thread_ts))
+        assert status == 200, reply
+        assert "running it now" in _post(fake_slack, approval.channel, approval.card_ts)["text"]
+        assert _delivery(session_id, 2) == 200  # its last attempt crashes too: given up
+        monkeypatch.undo()
+        rig.expect(session_id, SessionStatus.FAILED)
+        card = _post(fake_slack, approval.channel, approval.card_ts)
+        assert "running it now" not in card["text"]
+        assert f"not run: {stopping.FAILED}" in card["text"]
+        assert _buttons(card) == []
+        assert sessions.get_session(ids.resume_id(session_id, 1)) is None
+        rig.gemini.reset()
