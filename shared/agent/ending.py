@@ -93,6 +93,8 @@ class Ender:
         # kill or a Slack error here is left to the refused answer or decision (``stopping.close_unwaited``).
         self.session.waiting = list(turn.record)
         stopping.end_waits(self.session, why=why, by=by)
+        if not self.session.reports_to_parent:  # what else its conversation asked and left open closes with it
+            stopping.close_asks(self.session, why=why, by=by, expired=True)
         delegation.release_askers(self.session, delegated=delegation.delegated_in(self.steps))
         if not self.session.reports_to_parent:
             self.surface.paused()

@@ -16,7 +16,7 @@ from shared.slack.surface import ThreadSurface
 from shared.state import children as stored_children
 from shared.state import origin, steps
 from shared.state.firestore import now
-from shared.state.models import Audit, AuditType, SessionStatus, Step, StepKind
+from shared.state.models import Audit, AuditType, Note, SessionStatus, Step, StepKind
 from shared.state.session_model import Session, SessionUpdate
 
 log = logging.getLogger(__name__)
@@ -34,6 +34,7 @@ def fail_session(session: Session, reason: str, surface: ThreadSurface, *, detai
                                           error=f"{reason}: {detail}", wait_for_notes=False)  # fmt: skip
         delegation.resume_parent(session, finished)
         stopping.stop_children(session, by="the session that delegated it failed")
+        _close_asks(session)
         return
     text = (
         f"Sorry, I could not finish this: {reason}. Nothing more will happen on its own. Mention me again in this "
@@ -59,9 +60,22 @@ def fail_session(session: Session, reason: str, surface: ThreadSurface, *, detai
         if backpressure.storm(exc) is None:
             raise
         log.warning("the failure reaction could not be added", extra={"reason": backpressure.storm(exc)})
+    _close_asks(session, unread)
     stopping.stop_children(session, by="the session that delegated it failed")
     delegation.release_askers(session)  # children an earlier session of this conversation started
     followup.start_for_unread(session, unread)
+
+
+def _close_asks(session: Session, unread: list[Note] | None = None) -> None:
+    """What the failed session asked and left open (a question it went on working past, a question or approval cards
+    of a turn that crashed before it paused) is closed, its posts saying so, and a card approved for its pause that
+    it never read says the call did not run (``unread``). Best effort: a Slack storm or a hiccup here leaves the open
+    ones to the first answer or decision, which is refused for the failed session and closes them
+    (``stopping.close_unwaited``)."""
+    try:
+        stopping.close_failed(session, unread)
+    except Exception as exc:
+        log.warning("could not close the failed session's open asks", extra={"error": repr(exc)})
 
 
 def slack_storm(session: Session, reason: str, detail: str) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 
 from shared import config
-from shared.asks import cancelling, delegation, routing
+from shared.asks import cancelling, routing
 from shared.slack import blocks, placement
 from shared.slack import client as slack
 from shared.slack.surface import Reaction, ThreadSurface
@@ -252,14 +252,13 @@ def show_abandoned(question: Question, at: datetime, *, tell: bool = True) -> No
 
 def _end_waits(ended: Session, *, why: str, by: str) -> None:
     """A session abandoned while paused: everything else its turn waited on ends too (a mixed turn's approvals,
-    children, other questions), each through the ask lifecycle's cancel step, and its children's questions to it
-    will not be answered either."""
+    children, other questions), each through the ask lifecycle's cancel step, with what else its conversation left
+    open, and its children's questions to it will not be answered either."""
     # The lifecycle's table (``shared.asks.lifecycle``) holds this module's functions: imported here, so the table
     # can be built when this module is.
     from shared.asks import stopping
 
-    stopping.end_waits(ended, why=why, by=by)
-    delegation.release_askers(ended)
+    stopping.end_abandoned(ended, why=why, by=by)
 
 
 def _reply_ts(question: Question) -> str | None:

@@ -20,7 +20,7 @@ from shared.state import approvals as stored_approvals
 from shared.state import origin, sessions, stop_requests, waiting
 from shared.state import questions as stored_questions
 from shared.state.firestore import now
-from shared.state.models import Approval, Question, SessionStatus
+from shared.state.models import Approval, ApprovalStatus, Note, NoteKind, Question, SessionStatus
 from shared.state.session_model import Session
 
 log = logging.getLogger(__name__)
@@ -120,7 +120,8 @@ CLOSED_UNANSWERED = "a question of its turn was closed unanswered"
 
 def close_unwaited(session_id: str) -> Session | None:
     """What a refused answer or decision (nothing waits on it: its session ended, or is ending) leaves behind, closed
-    as the end would have: a stopped session's (``close_stopped``); an abandoned one's, whose end was cut off before
+    as the end would have: a stopped session's (``close_stopped``); a failed one's (``close_failed``: its failure was
+    killed, or Slack refused, before it closed them); an abandoned one's, whose end was cut off before
     it ended its waits (killed, or a Slack error, after committing the end); a paused one's whose turn had a question
     closed unanswered (a newer question replaced it, the sweep abandoned it) by a path cut off before it ended the
     session: it ends abandoned here, as that path would have ended it. Each end is guarded by its own transaction, so
@@ -129,6 +130,9 @@ def close_unwaited(session_id: str) -> Session | None:
     if stopped is not None:
         return stopped
     found = sessions.get_session(session_id)
+    if found is not None and found.status == SessionStatus.FAILED:  # its failure was cut off before it closed them
+        close_failed(found)
+        return found
     if found is not None and found.status == SessionStatus.PAUSED and not found.reports_to_parent:
         closed = _closed_unanswered(found)
         why = _why_closed(closed)
@@ -147,7 +151,15 @@ def close_unwaited(session_id: str) -> Session | None:
 def _end_abandoned(ended: Session) -> None:
     """What an abandoned session (ended on its turn's closed questions) still names ends, and the children asking
     it are released, for the reason its end recorded."""
-    end_waits(ended, why=ended.error or f"its session stopped waiting: {CLOSED_UNANSWERED}", by="sweep")
+    end_abandoned(ended, why=ended.error or f"its session stopped waiting: {CLOSED_UNANSWERED}")
+
+
+def end_abandoned(ended: Session, *, why: str, by: str = "sweep") -> None:
+    """A conversation abandoned while paused ends for good: what its waiting record names ends (``end_waits``), what
+    else it asked and left open (a non-blocking question it went on past) is closed with it, and the children asking
+    it are released. Its thread was told to mention it again: nothing of it may still look answerable."""
+    end_waits(ended, why=why, by=by)
+    close_asks(ended, why=why, by=by, expired=True)
     delegation.release_askers(ended)
 
 
@@ -191,12 +203,51 @@ def close_waits(session: Session, *, by: str) -> None:
     """A stopped session's open questions are cancelled and its pending approvals denied, their posts updated: those
     its thread lists, and whatever its waiting record names elsewhere (a routed card, a mixed turn's children)."""
     why = f"the session was stopped by {by}"
+    close_asks(session, why=why, by=by)
+    end_waits(session, why=why, by=by, expired=False)
+
+
+def close_asks(session: Session, *, why: str, by: str, expired: bool = False) -> list[str]:
+    """The open questions and pending approvals of ``session``'s conversation that its thread lists (blocking or
+    not; asked by it, or by an earlier session of its transcript: a non-blocking question it went on past), cancelled
+    (``expired``: approvals expire instead of being denied), their posts saying ``why`` without buttons, 💬 off: an
+    answer or a decision after its end finds them closed. Returns the ids it closed; each close is guarded by its own
+    transaction, so a second call (or a racing answer, which then wins) closes nothing more."""
     thread = stored_questions.thread_questions(session.origin.channel, session.origin.thread_ts)
     asked: list[Question | Approval] = [*thread.open, *stored_approvals.pending(thread.open_approval_ids)]
+    ours = {session.session_id, session.transcript}
+    closed = []
     for ask in asked:  # questions and approvals: one lifecycle, one cancel step
-        if ask.session_id == session.session_id:
-            lifecycle.cancel(ask, why=why, by=by)
-    end_waits(session, why=why, by=by, expired=False)
+        if {ask.session_id, ask.transcript_id} & ours and lifecycle.cancel(ask, why=why, by=by, expired=expired):
+            closed.append(ask.question_id if isinstance(ask, Question) else ask.approval_id)
+    return closed
+
+
+FAILED = "the session failed"
+
+
+def close_failed(session: Session, unread: list[Note] | None = None) -> list[str]:
+    """A failed session's open asks closed (``close_asks``): nothing it asked can resume it, and its thread was told
+    to mention it again. Its approvals expire (nobody decided them). ``unread``: the notes it failed before reading,
+    whose approved calls never run (``show_unrun``)."""
+    closed = close_asks(session, why=FAILED, by="failure", expired=True) + show_unrun(unread or [], why=FAILED)
+    if closed:
+        log.info("a failed session's open asks closed", extra={"closed": closed})
+    return closed
+
+
+def show_unrun(notes: list[Note], *, why: str) -> list[str]:
+    """Approvals decided while their session still ran (noted for it to read at its pause) that it ended without
+    reading: their calls never run, so a card that says "approved; running it now" says they did not, and why."""
+    from shared.asks import approvals  # (it asks this module to close what a refused decision leaves)
+
+    decided = [note.question_id for note in notes if note.kind == NoteKind.DECISION and note.question_id]
+    unrun = (
+        [a for a in stored_approvals.get_approvals(decided) if a.status == ApprovalStatus.APPROVED] if decided else []
+    )
+    for approval in unrun:
+        approvals.update_card(approval, f":octagonal_sign: not run: {why}")
+    return [approval.approval_id for approval in unrun]
 
 
 def end_waits(ended: Session, *, why: str, by: str = "sweep", expired: bool = True) -> list[str]:
@@ -230,8 +281,7 @@ def end_unwaited(session: Session, *, shown: Callable[[Session], None] | None = 
     try:
         (shown or tell_unwaited)(ended)
     finally:
-        end_waits(ended, why=f"its session stopped waiting: {UNWAITED}")
-        delegation.release_askers(ended)
+        end_abandoned(ended, why=f"its session stopped waiting: {UNWAITED}")
     log.info("a paused session nothing could resume ended", extra={"session": ended.session_id})
     return True
 

@@ -203,12 +203,16 @@ class Answered:
     repeated: bool = False  # this message (or press) already answered a question: it answers nothing more
     refused: bool = False  # the caller's check of the question as read refused the answer: nothing was written
     still_waits: bool = False  # it answered one wait of a paused turn that still waits on others (``noted`` too)
-    # Refused, nothing written: its asker was stopped (or abandoned while paused on it), or another question of its
-    # paused turn was closed unanswered (the sweep abandoned it, a newer question replaced it: the asker is being
-    # ended), and the end cancels its questions right after; an answer in between must not start a continuation of
-    # what was ended, nor be stored as if the turn would read it. (A non-blocking question of an abandoned session
-    # is no part of the ended turn: its late answer still starts a continuation.)
+    # Refused, nothing written: its asker was stopped, failed or abandoned, or another question of its paused turn was
+    # closed unanswered (the sweep abandoned it, a newer question replaced it: the asker is being ended), and the end
+    # cancels its questions right after (a non-blocking one too: its thread was told to start again); an answer in
+    # between must not start a continuation of what was ended, nor be stored as if the turn would read it.
     unwaited: bool = False
+
+
+# An asker ended so is closing its questions, blocking or not: an answer resumes nothing (a failed or abandoned session
+# told its thread to mention it again; a stopped one, that nothing more will happen).
+_UNWAITED = frozenset({SessionStatus.STOPPED, SessionStatus.FAILED, SessionStatus.ABANDONED})
 
 
 def answer_question(question_id: str, record: AnswerRecord | Callable[[Question], AnswerRecord | None],
@@ -256,7 +260,7 @@ def answer_question(question_id: str, record: AnswerRecord | Callable[[Question]
         else:  # a question whose id does not name its asker (none is made so now): read it on its own
             current = asker_ref.get(transaction=transaction, field_paths=asker_fields).to_dict() or {}
         status = SessionStatus(current["status"]) if current.get("status") else None
-        if status == SessionStatus.STOPPED or (status == SessionStatus.ABANDONED and question.blocking):
+        if status in _UNWAITED:
             return Answered(question, unwaited=True)  # its end is closing its questions: nothing resumes it
         asker = Asker(status, [Note.from_doc(n) for n in current.get("notes") or []], current.get("trace_id"))
         kind = WaitKind.MCP_INPUT if question.mcp_input else WaitKind.QUESTION

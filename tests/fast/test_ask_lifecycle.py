@@ -68,12 +68,14 @@ def test_a_stop_cancels_the_sessions_questions_and_approvals_through_the_one_lif
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A stop's cancel (``stopping.close_waits``) is the lifecycle's cancel step for both kinds of ask: the thread's
-    open questions and pending approvals of the stopped session, not another session's; then its record's waits."""
-    other = replace(question(AT), question_id="q-2", session_id="s9")
-    mine = replace(question(AT), question_id="q-1", session_id="s2")
-    theirs = replace(approval(AT), approval_id="a-9", session_id="s9")
+    open questions and pending approvals of the stopped session's conversation (asked by it, or by an earlier session
+    of its transcript), not another conversation's; then its record's waits."""
+    other = replace(question(AT), question_id="q-2", session_id="s9", transcript_id="s9")
+    mine = replace(question(AT), question_id="q-1", session_id="s2", transcript_id="s2")
+    earlier = replace(question(AT), question_id="q-0", session_id="s0", transcript_id="s2")
+    theirs = replace(approval(AT), approval_id="a-9", session_id="s9", transcript_id="s9")
     monkeypatch.setattr("shared.asks.stopping.stored_questions.thread_questions",
-                        lambda channel, ts: ThreadQuestions([mine, other], None, ["a-1", "a-9"]))  # fmt: skip
+                        lambda channel, ts: ThreadQuestions([mine, other, earlier], None, ["a-1", "a-9"]))  # fmt: skip
     monkeypatch.setattr("shared.asks.stopping.stored_approvals.pending", lambda ids: [approval(AT), theirs])
     cancelled: list[tuple[str, str, str, bool]] = []
 
@@ -95,5 +97,5 @@ def test_a_stop_cancels_the_sessions_questions_and_approvals_through_the_one_lif
                           trigger_user="U1", text="go", created_at=AT, status=SessionStatus.PAUSED)  # fmt: skip
     stopping.close_waits(session, by="U7")
     why = "the session was stopped by U7"
-    assert cancelled == [("q-1", why, "U7", False), ("a-1", why, "U7", False)]
+    assert cancelled == [("q-1", why, "U7", False), ("q-0", why, "U7", False), ("a-1", why, "U7", False)]
     assert ended == [("s2", "U7", False)]

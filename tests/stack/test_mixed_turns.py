@@ -270,15 +270,21 @@ def test_a_decision_for_a_call_nothing_waits_on_is_refused_and_changes_nothing(
     stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
 ) -> None:
     """A turn waits on a question and an approval; its session ends without its waits being closed (a failure
-    outside the product's paths). A later Approve is refused with a plain message: the approval stays pending,
-    nothing runs, nothing resumes."""
+    outside the product's paths). A later Approve is refused with a plain message, nothing runs, nothing resumes;
+    the refusal closes what the failed session left open (round 3, session 17: before, the approval stayed pending and
+    its card kept offering Approve), as the failure would have."""
     thread = waiting_on_a_question_and_an_approval(fake_slack, fake_gemini, uid)
     ended = sessions.end_session(thread.session_id, expect=SessionStatus.PAUSED, status=SessionStatus.FAILED)
     assert ended is not None
     approval = stored.get_approval(ids.approval_id(thread.session_id, 1, 1))
     assert approval is not None
     after = approve_refused(fake_slack, thread, approval, "Nothing waits on this call any more")
-    assert after.status == ApprovalStatus.PENDING
+    assert after.approved_by == []
+    wait_for(lambda: "not run: the session failed" in card_text(fake_slack, thread, approval.card_ts),
+             timeout=30, what="the card closed")  # fmt: skip
+    closed = stored.get_approval(approval.approval_id)
+    assert closed is not None
+    assert closed.status == ApprovalStatus.EXPIRED
     assert executions(thread.session_id) == []
     assert sessions.get_session(ids.resume_id(thread.session_id, 1)) is None
 
