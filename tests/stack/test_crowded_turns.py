@@ -1,0 +1,186 @@
+"""A crowded turn, driven as an outside scenario drives it (round 3, flow 14): one model turn without call ids asks
+the operator two questions, makes two approve-tier calls of one tool with different arguments and delegates,
+blocking. The operator answers the second question first, double-clicks every button, answers by button and by
+thread reply, and approves one call by button while a thread reply denies at the same moment; the child's task and
+the resuming task are each delivered twice at once, as Cloud Tasks may. Whatever wins each race, the turn resumes
+exactly once, the model's next request carries one response per call at that call's position, and each approved
+call runs exactly once; with the resuming worker SIGKILLed in its model call, Cloud Tasks' retry finishes it the
+same way without running anything again.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import pytest
+
+from infra import stack as local
+from infra.fakes.gemini.client import FakeGemini
+from infra.fakes.slack.client import FakeSlack
+from infra.stack import Stack
+from shared.slack import blocks
+from shared.state import approvals as stored_approvals
+from shared.state import ids, sessions, steps
+from shared.state import questions as stored_questions
+from shared.state.models import ApprovalStatus, QuestionStatus, SessionStatus, StepKind
+from tests import delivery
+from tests.agent_helpers import Thread, function_responses, mention, wait_status
+from tests.poll import wait_for
+from tests.stack.test_approvals import executions, press
+from tests.stack.test_call_identity import idless
+from tests.stack.test_delegation import answers, for_child, requests_for
+from tests.stack.test_twin_calls import at_once, carded, pick
+
+pytestmark = pytest.mark.stack
+G = FakeGemini
+OPERATOR = local.OPERATOR_ID
+ZONE = ("ask_operator", {"question": "Which zone?", "options": ["north", "south"]})
+SIZE = ("ask_operator", {"question": "Which size?", "options": ["small", "large"]})
+API = ("scale_service", {"name": "api", "replicas": 3})
+WORKERS = ("scale_service", {"name": "workers", "replicas": 5})
+NAMES = ["ask_operator", "ask_operator", "scale_service", "scale_service", "delegate"]
+RAN = {2: {"scaled": "api", "replicas": 3}, 3: {"scaled": "workers", "replicas": 5}}
+FINAL = "Zone, size and scaling settled."
+
+
+class CrowdedTurn:
+    """The paused parent of the crowded turn, its child done, both cards posted."""
+
+    def __init__(self, stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str,
+                 *, resumed_reply: dict[str, Any]) -> None:  # fmt: skip
+        self.stack, self.fake_slack, self.fake_gemini, self.uid = stack, fake_slack, fake_gemini, uid
+        task = f"check the load {uid}"
+        fake_gemini.script(
+            FakeGemini.matching(f"[C{uid}]", idless(ZONE, SIZE, API, WORKERS, ("delegate", {"task": task}))),
+            FakeGemini.matching(f"[C{uid}]", resumed_reply),
+        )
+        for_child(fake_gemini, task, G.text("The load is low."))
+        self.thread: Thread = mention(fake_slack, f"C{uid}", "pick a zone and a size, then scale")
+        parent = self.parent = self.thread.session_id
+        paused = wait_status(parent, SessionStatus.PAUSED, timeout=60)
+        kinds = ["question", "question", "approval", "approval", "child"]
+        assert [(w.index, w.kind.value) for w in paused.waiting] == list(enumerate(kinds))
+        self.child_id = ids.child_id(parent, 1, 4)
+        wait_status(self.child_id, SessionStatus.DONE, timeout=60)
+        self.deliver_twice(self.child_id)  # Cloud Tasks' duplicates of a task already run do nothing
+        self.asked = [ids.question_id(parent, 1, n) for n in (0, 1)]
+        self.cards = [wait_for(partial(carded, ids.approval_id(parent, 1, n)), timeout=30, what="a card")
+                      for n in (2, 3)]  # fmt: skip
+        assert self.cards[0].digest != self.cards[1].digest
+        self.resumed = ids.resume_id(parent, 1)
+
+    def deliver_twice(self, session_id: str) -> None:
+        attempts = delivery.deliver(self.stack.function_url("agent_session"), session_id, task=session_id, copies=2)
+        assert delivery.settled(attempts, 2), attempts
+
+    def reply(self, text: str) -> dict[str, Any]:
+        sent = self.fake_slack.user_message(OPERATOR, self.thread.channel, text, thread_ts=self.thread.ts)
+        assert all(d["status"] == 200 for d in sent["deliveries"]), sent
+        return sent
+
+    def still_waiting(self) -> None:
+        assert sessions.get_session(self.resumed) is None
+        assert executions(self.parent) == []
+
+    def answer_both_questions(self) -> None:
+        """The second question first, double-clicked; then the first by a thread reply with a double-click on the
+        other option at the same moment: each question answered once, the reply or the click winning."""
+        double = at_once(lambda: pick(self.fake_slack, self.thread, self.asked[1], 2),
+                         lambda: pick(self.fake_slack, self.thread, self.asked[1], 2))  # fmt: skip
+        assert [c["status"] for c in double] == [200, 200]
+        self.still_waiting()
+        raced = at_once(lambda: self.reply("north"),
+                        lambda: pick(self.fake_slack, self.thread, self.asked[0], 2),
+                        lambda: pick(self.fake_slack, self.thread, self.asked[0], 2))  # fmt: skip
+        assert [c["status"] for c in raced[1:]] == [200, 200]
+        got = [stored_questions.get_question(q) for q in self.asked]
+        assert all(q is not None and q.status == QuestionStatus.ANSWERED for q in got)
+        self.zone = got[0].answer if got[0] is not None else None
+        assert self.zone in ("north", "south")
+        assert got[1] is not None
+        assert got[1].answer == "large"
+        self.still_waiting()
+
+    def approve_one_deny_by_reply(self) -> dict[int, ApprovalStatus]:
+        """Approve the api call (double-clicked) while a thread reply denies what is pending, at the same moment:
+        the workers call is denied whichever wins; the api call is approved unless the reply denied it first."""
+        at_once(lambda: press(self.fake_slack, self.cards[0], blocks.APPROVE_ACTION),
+                lambda: press(self.fake_slack, self.cards[0], blocks.APPROVE_ACTION),
+                lambda: self.reply("not the workers, they are busy"))  # fmt: skip
+        decided: dict[int, ApprovalStatus] = {}
+        for n, card in zip((2, 3), self.cards, strict=True):
+            found = stored_approvals.get_approval(card.approval_id)
+            assert found is not None
+            decided[n] = found.status
+        assert decided[3] == ApprovalStatus.DENIED
+        assert decided[2] in (ApprovalStatus.APPROVED, ApprovalStatus.DENIED)
+        return decided
+
+    def resumed_requests(self) -> list[dict[str, Any]]:
+        return [r for r in requests_for(self.fake_gemini, f"[C{self.uid}]") if function_responses(r)]
+
+    def check_responses(self, request: dict[str, Any], decided: dict[int, ApprovalStatus]) -> None:
+        """One response per call, at its call's position, each exactly once, none with an id."""
+        responses = function_responses(request)
+        assert [r["name"] for r in responses] == NAMES
+        assert all("id" not in r for r in responses)
+        assert responses[0]["response"]["result"]["answer"] == self.zone
+        assert responses[1]["response"]["result"]["answer"] == "large"
+        for n in (2, 3):
+            if decided[n] == ApprovalStatus.APPROVED:
+                assert responses[n]["response"] == {"result": RAN[n]}
+            else:
+                assert "denied by" in responses[n]["response"]["error"]
+        assert responses[4]["response"] == {"result": "The load is low."}
+
+    def check_ran(self, decided: dict[int, ApprovalStatus]) -> None:
+        approved = [n for n in (2, 3) if decided[n] == ApprovalStatus.APPROVED]
+        ran = executions(self.parent)
+        assert sorted(e["key"] for e in ran) == [ids.call_key(self.parent, 1, n) for n in approved]
+        answered = [s for s in steps.load_steps(self.parent) if s.kind == StepKind.ANSWER]
+        assert len(answered) == 1
+        assert [(r.seq, r.index) for r in answered[0].answers or []] == [(1, n) for n in range(5)]
+        wait_for(lambda: any(m["text"] == FINAL for m in answers(self.fake_slack, self.thread)), timeout=30,
+                 what="the final reply")  # fmt: skip
+        assert sum(m["text"] == FINAL for m in answers(self.fake_slack, self.thread)) == 1
+
+
+@pytest.mark.timeout(360)  # a parent, a child, seven clicks and replies, parallel deliveries on a busy machine
+def test_a_crowded_turn_double_clicked_and_raced_resumes_once_with_each_response_at_its_position(
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    turn = CrowdedTurn(stack, fake_slack, fake_gemini, uid, resumed_reply=G.text(FINAL))
+    turn.answer_both_questions()
+    decided = turn.approve_one_deny_by_reply()
+    wait_for(lambda: sessions.get_session(turn.resumed), timeout=60, what="the resuming continuation")
+    turn.deliver_twice(turn.resumed)
+    wait_status(turn.resumed, SessionStatus.DONE, timeout=90)
+    [request] = turn.resumed_requests()  # one resumed model turn
+    turn.check_responses(request, decided)
+    turn.check_ran(decided)
+
+
+@pytest.mark.timeout(420)  # as above, and a restart with Cloud Tasks' retry
+def test_a_crowded_turn_whose_resuming_worker_is_killed_in_its_model_call_resumes_once(
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """SIGKILL while the resumed turn waits on the model, after the approved call ran: Cloud Tasks' retry (and a
+    duplicate delivery) finishes the resumption; the approved call is not run again, the turn's responses are
+    stored once, and the model's request is the same one, each response at its call's position."""
+    turn = CrowdedTurn(stack, fake_slack, fake_gemini, uid, resumed_reply=G.delayed(120, G.text("too late")))
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.text(FINAL)))  # the retry's model turn
+    turn.answer_both_questions()
+    decided = turn.approve_one_deny_by_reply()
+    wait_for(turn.resumed_requests, timeout=90, what="the resumed model call")
+    stack.kill_function("agent_session")
+    stack.start_function("agent_session")
+    wait_for(lambda: sessions.get_session(turn.resumed), timeout=60, what="the resuming continuation")
+    turn.deliver_twice(turn.resumed)
+    wait_status(turn.resumed, SessionStatus.DONE, timeout=120)
+    requests = turn.resumed_requests()
+    assert len(requests) == 2  # the killed one, and the retry's
+    for request in requests:
+        turn.check_responses(request, decided)
+    turn.check_ran(decided)
+    assert not any(m["text"] == "too late" for m in answers(fake_slack, turn.thread))
