@@ -10,6 +10,7 @@ same way without running anything again.
 
 from __future__ import annotations
 
+import json
 from functools import partial
 from typing import Any
 
@@ -29,7 +30,7 @@ from tests.agent_helpers import Thread, function_responses, mention, wait_status
 from tests.poll import wait_for
 from tests.stack.test_approvals import executions, press
 from tests.stack.test_call_identity import idless
-from tests.stack.test_delegation import answers, for_child, requests_for
+from tests.stack.test_delegation import answers, child_requests, for_child, requests_for
 from tests.stack.test_twin_calls import at_once, carded, pick
 
 pytestmark = pytest.mark.stack
@@ -184,3 +185,69 @@ def test_a_crowded_turn_whose_resuming_worker_is_killed_in_its_model_call_resume
         turn.check_responses(request, decided)
     turn.check_ran(decided)
     assert not any(m["text"] == "too late" for m in answers(fake_slack, turn.thread))
+
+
+def posts_showing(fake_slack: FakeSlack, thread: Thread, text: str) -> int:
+    return sum(text in json.dumps(m) for m in fake_slack.bot_replies(thread.channel, thread.ts))
+
+
+@pytest.mark.timeout(420)  # a kill, a takeover and Cloud Tasks' retries on a busy machine
+def test_answers_and_a_decision_racing_the_ask_of_a_crowded_turn_killed_while_it_posts_its_cards(
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """The answers race the ask: while the turn's second card is still being posted (the turn not yet paused), the
+    operator answers both questions (a click and a thread reply) and double-clicks Approve on the first card; the
+    worker is then SIGKILLed and Cloud Tasks retries it (twice at once too). The takeover posts nothing again,
+    asks nothing again, starts no second child, and keeps every answer and decision given meanwhile: once the last
+    card is approved the turn resumes once, each response at its call's position, each approved call run once."""
+    task = f"check the load {uid}"
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(ZONE, SIZE, API, WORKERS, ("delegate", {"task": task}))),
+                       FakeGemini.matching(f"[C{uid}]", G.text(FINAL)))  # fmt: skip
+    for_child(fake_gemini, task, G.text("The load is low."))
+    fake_slack.slow("chat.postMessage", 120, match="Scale `workers` to `5` replicas")  # the second card's post
+    thread = mention(fake_slack, f"C{uid}", "pick a zone and a size, then scale")
+    parent = thread.session_id
+    asked = [ids.question_id(parent, 1, n) for n in (0, 1)]
+    api_card = wait_for(partial(carded, ids.approval_id(parent, 1, 2)), timeout=60, what="the first card")
+    wait_for(lambda: posts_showing(fake_slack, thread, "Scale `workers` to `5` replicas"), timeout=60,
+             what="the second card's post, its answer held back")  # fmt: skip
+    session = sessions.get_session(parent)
+    assert session is not None
+    assert session.status == SessionStatus.RUNNING  # still asking
+    assert pick(fake_slack, thread, asked[1], 2)["status"] == 200
+    sent = fake_slack.user_message(OPERATOR, thread.channel, "north", thread_ts=thread.ts)
+    assert all(d["status"] == 200 for d in sent["deliveries"]), sent
+    double = at_once(lambda: press(fake_slack, api_card, blocks.APPROVE_ACTION),
+                     lambda: press(fake_slack, api_card, blocks.APPROVE_ACTION))  # fmt: skip
+    assert [c["status"] for c in double] == [200, 200]
+    stack.kill_function("agent_session")
+    fake_slack.release("chat.postMessage")
+    stack.start_function("agent_session")
+    attempts = delivery.deliver(stack.function_url("agent_session"), parent, task=parent, copies=2)
+    assert delivery.settled(attempts, 2), attempts
+    paused = wait_status(parent, SessionStatus.PAUSED, SessionStatus.RESUMED, timeout=120)
+    workers_card = wait_for(partial(carded, ids.approval_id(parent, 1, 3)), timeout=60, what="the second card")
+    assert press(fake_slack, workers_card, blocks.APPROVE_ACTION)["status"] == 200
+    resumed = ids.resume_id(parent, 1)
+    wait_for(lambda: sessions.get_session(resumed), timeout=60, what="the resuming continuation")
+    attempts = delivery.deliver(stack.function_url("agent_session"), resumed, task=resumed, copies=2)
+    assert delivery.settled(attempts, 2), attempts
+    wait_status(resumed, SessionStatus.DONE, timeout=120)
+    assert paused.status in (SessionStatus.PAUSED, SessionStatus.RESUMED)
+    for shown in ("Which zone?", "Which size?", "Scale `api` to `3` replicas", "Scale `workers` to `5` replicas"):
+        assert posts_showing(fake_slack, thread, shown) == 1, shown  # asked once, across the kill
+    child_id = ids.child_id(parent, 1, 4)
+    assert len(child_requests(fake_gemini, task)) == 1  # one child, run once
+    wait_status(child_id, SessionStatus.DONE, timeout=30)
+    requests = [r for r in requests_for(fake_gemini, f"[C{uid}]") if function_responses(r)]
+    assert len(requests) == 1
+    responses = function_responses(requests[0])
+    assert [r["name"] for r in responses] == NAMES
+    assert [r["response"]["result"]["answer"] for r in responses[:2]] == ["north", "large"]
+    assert [r["response"] for r in responses[2:4]] == [{"result": RAN[2]}, {"result": RAN[3]}]
+    assert responses[4]["response"] == {"result": "The load is low."}
+    assert sorted(e["key"] for e in executions(parent)) == [ids.call_key(parent, 1, n) for n in (2, 3)]
+    answered = [s for s in steps.load_steps(parent) if s.kind == StepKind.ANSWER]
+    assert len(answered) == 1
+    wait_for(lambda: any(m["text"] == FINAL for m in answers(fake_slack, thread)), timeout=30, what="the reply")
+    assert sum(m["text"] == FINAL for m in answers(fake_slack, thread)) == 1
