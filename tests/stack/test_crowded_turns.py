@@ -15,7 +15,10 @@ from functools import partial
 from typing import Any
 
 import pytest
+from google.api_core import exceptions as gexc
+from google.cloud.firestore_v1.services.firestore.client import FirestoreClient
 
+from bench import cost
 from infra import stack as local
 from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.slack.client import FakeSlack
@@ -27,6 +30,7 @@ from shared.state import questions as stored_questions
 from shared.state.models import ApprovalStatus, QuestionStatus, SessionStatus, StepKind
 from tests import delivery
 from tests.agent_helpers import Thread, function_responses, mention, wait_status
+from tests.mcp_servers import retried_by_cloud_tasks
 from tests.poll import wait_for
 from tests.stack.test_approvals import executions, press
 from tests.stack.test_call_identity import idless
@@ -76,8 +80,15 @@ class CrowdedTurn:
         assert delivery.settled(attempts, 2), attempts
 
     def reply(self, text: str) -> dict[str, Any]:
+        """An operator's thread reply; an event answered otherwise than 200 is delivered again, as Slack retries."""
         sent = self.fake_slack.user_message(OPERATOR, self.thread.channel, text, thread_ts=self.thread.ts)
-        assert all(d["status"] == 200 for d in sent["deliveries"]), sent
+        for event in sent["deliveries"]:
+            status = event["status"]
+            for _ in range(3):  # Slack's retries
+                if status == 200:
+                    break
+                status = self.fake_slack.redeliver(event["event_id"])["status"]
+            assert status == 200, sent
         return sent
 
     def still_waiting(self) -> None:
@@ -166,9 +177,9 @@ def test_a_crowded_turn_double_clicked_and_raced_resumes_once_with_each_response
 def test_a_crowded_turn_whose_resuming_worker_is_killed_in_its_model_call_resumes_once(
     stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
 ) -> None:
-    """SIGKILL while the resumed turn waits on the model, after the approved call ran: Cloud Tasks' retry (and a
-    duplicate delivery) finishes the resumption; the approved call is not run again, the turn's responses are
-    stored once, and the model's request is the same one, each response at its call's position."""
+    """SIGKILL while the resumed turn waits on the model, after the approved call ran: Cloud Tasks' retry finishes
+    the resumption (two more deliveries at once do nothing); the approved call is not run again, the turn's
+    responses are stored once, and the model's request is the same one, each response at its call's position."""
     turn = CrowdedTurn(stack, fake_slack, fake_gemini, uid, resumed_reply=G.delayed(120, G.text("too late")))
     fake_gemini.script(FakeGemini.matching(f"[C{uid}]", G.text(FINAL)))  # the retry's model turn
     turn.answer_both_questions()
@@ -176,9 +187,9 @@ def test_a_crowded_turn_whose_resuming_worker_is_killed_in_its_model_call_resume
     wait_for(turn.resumed_requests, timeout=90, what="the resumed model call")
     stack.kill_function("agent_session")
     stack.start_function("agent_session")
-    wait_for(lambda: sessions.get_session(turn.resumed), timeout=60, what="the resuming continuation")
-    turn.deliver_twice(turn.resumed)
+    retried_by_cloud_tasks(stack, turn.resumed)
     wait_status(turn.resumed, SessionStatus.DONE, timeout=120)
+    turn.deliver_twice(turn.resumed)  # late duplicates of the task do nothing
     requests = turn.resumed_requests()
     assert len(requests) == 2  # the killed one, and the retry's
     for request in requests:
@@ -223,9 +234,10 @@ def test_answers_and_a_decision_racing_the_ask_of_a_crowded_turn_killed_while_it
     stack.kill_function("agent_session")
     fake_slack.release("chat.postMessage")
     stack.start_function("agent_session")
-    attempts = delivery.deliver(stack.function_url("agent_session"), parent, task=parent, copies=2)
-    assert delivery.settled(attempts, 2), attempts
+    retried_by_cloud_tasks(stack, parent)
     paused = wait_status(parent, SessionStatus.PAUSED, SessionStatus.RESUMED, timeout=120)
+    attempts = delivery.deliver(stack.function_url("agent_session"), parent, task=parent, copies=2)
+    assert delivery.settled(attempts, 2), attempts  # late duplicates of the task do nothing
     workers_card = wait_for(partial(carded, ids.approval_id(parent, 1, 3)), timeout=60, what="the second card")
     assert press(fake_slack, workers_card, blocks.APPROVE_ACTION)["status"] == 200
     resumed = ids.resume_id(parent, 1)
@@ -251,3 +263,41 @@ def test_answers_and_a_decision_racing_the_ask_of_a_crowded_turn_killed_while_it
     assert len(answered) == 1
     wait_for(lambda: any(m["text"] == FINAL for m in answers(fake_slack, thread)), timeout=30, what="the reply")
     assert sum(m["text"] == FINAL for m in answers(fake_slack, thread)) == 1
+
+
+def test_a_press_whose_transaction_aborts_through_the_clients_every_commit_attempt_still_answers(
+    rig: cost.Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect: three resolutions of one question at once (a thread reply and a double click) on the emulator made
+    the transactions abort each other in step through the client's eight commit attempts, which it retries at once:
+    the press gave up for contention and was answered 503, which Slack shows the operator as a failure and never
+    delivers again. Now the whole round of commits is run again after a jittered pause. Here every commit of the
+    press aborts through one whole round (its fenced commit, then the transaction's eight), as they did in step."""
+    session_id = rig.paused("pick a zone", G.call("ask_operator", question="Which zone?", options=["north", "south"]))
+    question = stored_questions.get_question(rig.session(session_id).awaited_question or "")
+    assert question is not None
+    real_commit = FirestoreClient.commit
+    aborted: list[object] = []
+
+    def aborts(self: FirestoreClient, request: Any = None, **kwargs: Any) -> Any:
+        sent = request if isinstance(request, dict) else {}
+        if len(aborted) < 9:  # the fenced commit, then the client's eight attempts of the transaction's
+            transaction = sent.get("transaction")
+            aborted.append(transaction)
+            if transaction:  # an aborted commit ends its transaction, releasing its locks
+                self.rollback(request={"database": sent["database"], "transaction": transaction})
+            raise gexc.Aborted("Transaction lock timeout (contended)")  # type: ignore[no-untyped-call]
+        return real_commit(self, request, **kwargs)
+
+    pressed = cost.Rig.press(question.channel, question.post_ts or "", question.thread_ts, action_id="answer_2",
+                             value=blocks.question_value(question.question_id, 2))  # fmt: skip
+    reply: dict[str, Any] = {}
+    with monkeypatch.context() as armed:
+        armed.setattr(FirestoreClient, "commit", aborts)
+        cost.Rig.interactivity(pressed, reply)  # a 200, never a 503
+    assert reply["answer"] == "answered", reply
+    assert len(aborted) == 9
+    answered = stored_questions.get_question(question.question_id)
+    assert answered is not None
+    assert (answered.status, answered.answer) == (QuestionStatus.ANSWERED, "south")
+    assert sessions.get_session(ids.resumed_by(question.question_id)) is not None
