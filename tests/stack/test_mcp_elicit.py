@@ -33,6 +33,7 @@ from tests.mcp_servers import asked_by_a_server, mcp_servers, reply, responses_o
 from tests.poll import wait_for
 from tests.stack.test_approvals import executions, press
 from tests.stack.test_call_identity import idless
+from tests.stack.test_twin_calls import at_once
 
 pytestmark = pytest.mark.stack
 G = FakeGemini
@@ -249,8 +250,6 @@ def test_twin_calls_of_one_mcp_tool_that_both_ask_for_input_beside_a_question_ea
     operator question by a click and a thread reply at the same moment; the resuming task is delivered twice at
     once. The turn resumes once: each MCP call runs once with its own answer, each response at its call's
     position."""
-    from tests.stack.test_twin_calls import at_once
-
     first, second = f"one{uid}", f"two{uid}"
     fake_gemini.script(
         FakeGemini.matching(f"[C{uid}]", idless(("mcp.demo.deploy_service", {"service": first}),
