@@ -301,3 +301,47 @@ def test_a_press_whose_transaction_aborts_through_the_clients_every_commit_attem
     assert answered is not None
     assert (answered.status, answered.answer) == (QuestionStatus.ANSWERED, "south")
     assert sessions.get_session(ids.resumed_by(question.question_id)) is not None
+
+
+@pytest.mark.timeout(360)  # a restart with Cloud Tasks' retry on a busy machine
+def test_a_turn_of_questions_whose_resuming_worker_is_killed_after_its_claim_stored_the_answers_resumes_once(
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """A turn that waits on operator questions only is resumed with its answers stored in the claim's own commit.
+    Both answered at once by clicks; the resuming worker is SIGKILLed in its model call and Cloud Tasks retries it
+    (two more deliveries at once do nothing): the answers are stored once, and both model requests carry each at
+    its call's position."""
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(ZONE, SIZE)),
+                       FakeGemini.matching(f"[C{uid}]", G.delayed(120, G.text("too late"))),
+                       FakeGemini.matching(f"[C{uid}]", G.text(FINAL)))  # fmt: skip
+    thread = mention(fake_slack, f"C{uid}", "pick a zone and a size")
+    parent = thread.session_id
+    wait_status(parent, SessionStatus.PAUSED, timeout=60)
+    asked = [ids.question_id(parent, 1, n) for n in (0, 1)]
+    clicks = at_once(lambda: pick(fake_slack, thread, asked[1], 2), lambda: pick(fake_slack, thread, asked[0], 1))
+    assert [c["status"] for c in clicks] == [200, 200]
+    resumed = ids.resume_id(parent, 1)
+
+    def resumed_requests() -> list[dict[str, Any]]:
+        return [r for r in requests_for(fake_gemini, f"[C{uid}]") if function_responses(r)]
+
+    wait_for(resumed_requests, timeout=90, what="the resumed model call")
+    stack.kill_function("agent_session")
+    stack.start_function("agent_session")
+    retried_by_cloud_tasks(stack, resumed)
+    wait_status(resumed, SessionStatus.DONE, timeout=120)
+    attempts = delivery.deliver(stack.function_url("agent_session"), resumed, task=resumed, copies=2)
+    assert delivery.settled(attempts, 2), attempts
+    requests = resumed_requests()
+    assert len(requests) == 2  # the killed one, and the retry's
+    for request in requests:
+        responses = function_responses(request)
+        assert [r["name"] for r in responses] == ["ask_operator", "ask_operator"]
+        assert [r["response"]["result"]["answer"] for r in responses] == ["north", "large"]
+    answered = [s for s in steps.load_steps(parent) if s.kind == StepKind.ANSWER]
+    assert len(answered) == 1
+    assert [(r.seq, r.index) for r in answered[0].answers or []] == [(1, 0), (1, 1)]
+    wait_for(lambda: any(m["text"] == FINAL for m in answers(fake_slack, thread)), timeout=30, what="the reply")
+    replies = [m["text"] for m in answers(fake_slack, thread)]
+    assert replies.count(FINAL) == 1
+    assert "too late" not in replies
