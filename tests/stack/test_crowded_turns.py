@@ -5,7 +5,9 @@ thread reply, and approves one call by button while a thread reply denies at the
 the resuming task are each delivered twice at once, as Cloud Tasks may. Whatever wins each race, the turn resumes
 exactly once, the model's next request carries one response per call at that call's position, and each approved
 call runs exactly once; with the resuming worker SIGKILLed in its model call, Cloud Tasks' retry finishes it the
-same way without running anything again.
+same way without running anything again. And the answers racing the ask: resolutions that arrive while the turn
+(the first one, killed in its posts, or a continuation's) is still asking are kept, each at its call's position.
+Also here: a press whose transaction's commits abort through a whole round of the client's attempts still answers.
 """
 
 from __future__ import annotations
@@ -345,3 +347,51 @@ def test_a_turn_of_questions_whose_resuming_worker_is_killed_after_its_claim_sto
     replies = [m["text"] for m in answers(fake_slack, thread)]
     assert replies.count(FINAL) == 1
     assert "too late" not in replies
+
+
+@pytest.mark.timeout(300)
+def test_a_continuations_question_and_card_resolved_while_it_still_posts_them_under_duplicate_delivery(
+    stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """The answer races the ask in a resumed conversation: the continuation's own turn (no ids) asks a question and
+    makes an approve-tier call; while the card's post is held, the question is answered, the card double-clicked
+    and the continuation's task delivered twice more. Each call gets its own response once, the call runs once."""
+    fake_gemini.script(FakeGemini.matching(f"[C{uid}]", idless(ZONE)),
+                       FakeGemini.matching(f"[C{uid}]", idless(SIZE, WORKERS)),
+                       FakeGemini.matching(f"[C{uid}]", G.text(FINAL)))  # fmt: skip
+    thread = mention(fake_slack, f"C{uid}", "pick a zone, then a size, then scale")
+    parent = thread.session_id
+    wait_status(parent, SessionStatus.PAUSED, timeout=60)
+    fake_slack.slow("chat.postMessage", 120, match="Scale `workers` to `5` replicas")
+    assert pick(fake_slack, thread, ids.question_id(parent, 1, 0), 1)["status"] == 200
+    resumed = ids.resume_id(parent, 1)
+
+    def card() -> dict[str, Any] | None:
+        shown = fake_slack.messages(thread.channel, thread.ts)
+        return next((m for m in shown if "Scale `workers` to `5` replicas" in json.dumps(m)), None)
+
+    shown = wait_for(card, timeout=60, what="the continuation's card, its answer held back")
+    continuation = sessions.get_session(resumed)
+    assert continuation is not None
+    assert continuation.status == SessionStatus.RUNNING  # still asking
+    listed = stored_questions.thread_questions(thread.channel, thread.ts)
+    [size] = [q for q in listed.open if "Which size?" in q.text]
+    [approval] = [a for a in stored_approvals.get_approvals(listed.open_approval_ids) if a.tool == "scale_service"]
+    assert pick(fake_slack, thread, size.question_id, 2)["status"] == 200
+    double = at_once(
+        lambda: press(fake_slack, approval, blocks.APPROVE_ACTION, message_ts=str(shown["ts"])),
+        lambda: press(fake_slack, approval, blocks.APPROVE_ACTION, message_ts=str(shown["ts"])),
+        lambda: delivery.deliver(stack.function_url("agent_session"), resumed, task=resumed, copies=2),
+    )
+    assert [c["status"] for c in double[:2]] == [200, 200]
+    fake_slack.release("chat.postMessage")
+    wait_for(lambda: any(m["text"] == FINAL for m in answers(fake_slack, thread)), timeout=90, what="the reply")
+    ran = executions(parent) + executions(resumed)
+    assert [(e["service"], e["replicas"]) for e in ran] == [("workers", 5)]
+    with_responses = [function_responses(r) for r in requests_for(fake_gemini, f"[C{uid}]") if function_responses(r)]
+    final = with_responses[-1]
+    assert [r["name"] for r in final] == ["ask_operator", "ask_operator", "scale_service"]
+    assert [r["response"]["result"].get("answer") for r in final[:2]] == ["north", "large"]
+    assert final[2]["response"] == {"result": RAN[3]}
+    assert sum(1 for responses in with_responses if len(responses) == 3) == 1  # the second turn resumed once
+    assert sum(m["text"] == FINAL for m in answers(fake_slack, thread)) == 1
