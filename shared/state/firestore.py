@@ -38,12 +38,18 @@ ALREADY_EXISTS = (gexc.AlreadyExists, gexc.Conflict)
 
 T = TypeVar("T")
 
+# How many times ``contended`` runs the client's whole round of commit attempts before it gives up for contention.
+COMMIT_ROUNDS = 3
 
-def contended(run: Callable[[firestore.Transaction], T], *, attempts: int = 8) -> T:
+
+def contended(run: Callable[[firestore.Transaction], T], *, attempts: int = 8, rounds: int = COMMIT_ROUNDS) -> T:
     """Run a ``@firestore.transactional`` function on a document many transactions want at once (the children of
-    one parent ending together): its commit is retried more often than the client's default of 5, and the whole
-    transaction again (with jittered backoff) when a read is aborted, which the client does not retry: a read
-    times out waiting for another transaction's lock. ``Contended`` when it gives up for contention."""
+    one parent ending together, racing answers to one question): its commit is retried more often than the client's
+    default of 5, and the whole transaction again (with jittered backoff) when a read is aborted, which the client
+    does not retry (a read times out waiting for another transaction's lock), or when the client's commit attempts
+    ran out: it retries at once, with no backoff, so transactions aborting each other on the emulator can stay in
+    step through all of them (``rounds`` of them in all). ``Contended`` when it gives up for contention."""
+    rounds_left = rounds
     for attempt in range(attempts):
         try:
             return run(db().transaction(max_attempts=attempts))
@@ -51,10 +57,12 @@ def contended(run: Callable[[firestore.Transaction], T], *, attempts: int = 8) -
             if attempt == attempts - 1 or not (isinstance(exc, gexc.Aborted) or forgotten(exc)):
                 gave_up(exc)
                 raise
-            time.sleep(random.uniform(0.05, 0.2) * (attempt + 1))  # noqa: S311 - jitter, not secrecy
         except ValueError as exc:
-            gave_up(exc)
-            raise
+            rounds_left -= 1
+            if attempt == attempts - 1 or rounds_left <= 0 or not isinstance(exc.__cause__, gexc.Aborted):
+                gave_up(exc)
+                raise
+        time.sleep(random.uniform(0.05, 0.2) * (attempt + 1))  # noqa: S311 - jitter, not secrecy
     raise AssertionError("unreachable")
 
 

@@ -33,6 +33,7 @@ from tests.mcp_servers import asked_by_a_server, mcp_servers, reply, responses_o
 from tests.poll import wait_for
 from tests.stack.test_approvals import executions, press
 from tests.stack.test_call_identity import idless
+from tests.stack.test_twin_calls import at_once
 
 pytestmark = pytest.mark.stack
 G = FakeGemini
@@ -298,3 +299,54 @@ def test_a_strangers_reply_while_a_server_waits_for_input_is_kept_for_the_resume
     assert deployed["arguments"]["environment"] == "production"
     last = json.dumps(fake_gemini.requests()[-1]["body"])
     assert last.count("staging would be safer") == 1, last
+
+
+@pytest.mark.timeout(300)
+def test_twin_calls_of_one_mcp_tool_that_both_ask_for_input_beside_a_question_each_run_once_with_their_answer(
+    servers: Servers, stack: Stack, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """One turn without call ids: two calls of one MCP tool (different services) whose server asks each for input,
+    and an operator question. The second call's question is answered first, by a double click; the first's and the
+    operator question by a click and a thread reply at the same moment; the resuming task is delivered twice at
+    once. The turn resumes once: each MCP call runs once with its own answer, each response at its call's
+    position."""
+    first, second = f"one{uid}", f"two{uid}"
+    fake_gemini.script(
+        FakeGemini.matching(f"[C{uid}]", idless(("mcp.demo.deploy_service", {"service": first}),
+                                                ("ask_operator", {"question": "Announce it where?"}),
+                                                ("mcp.demo.deploy_service", {"service": second}))),
+        FakeGemini.matching(f"[C{uid}]", G.text("Both deployed.")),
+    )  # fmt: skip
+    thread = mention(fake_slack, f"C{uid}", "deploy both and ask where to announce")
+    parent = thread.session_id
+    paused = wait_status(parent, SessionStatus.PAUSED, timeout=60)
+    assert [(w.index, w.kind.value) for w in paused.waiting] == [(0, "mcp_input"), (1, "question"), (2, "mcp_input")]
+    asked = {n: stored_questions.get_question(ids.question_id(parent, 1, n)) for n in (0, 1, 2)}
+    assert all(q is not None and q.post_ts for q in asked.values()), asked
+
+    def click(n: int, option: int) -> dict[str, Any]:
+        question = asked[n]
+        assert question is not None
+        value = blocks.question_value(question.question_id, option)
+        return fake_slack.click(OPERATOR, thread.channel, question.post_ts or "", f"answer_{option}", value=value)
+
+    assert [c["status"] for c in at_once(lambda: click(2, 1), lambda: click(2, 1))] == [200, 200]  # staging
+    resumed = ids.resume_id(parent, 1)
+    assert sessions.get_session(resumed) is None
+    at_once(lambda: click(0, 2), lambda: reply(fake_slack, thread.channel, thread.ts, "in #releases"))  # production
+    wait_for(lambda: sessions.get_session(resumed), timeout=60, what="the resuming continuation")
+    attempts = delivery.deliver(stack.function_url("agent_session"), resumed, task=resumed, copies=2)
+    assert delivery.settled(attempts, 2), attempts
+    wait_status(resumed, SessionStatus.DONE, timeout=90)
+    assert [c["arguments"]["environment"] for c in servers.deployed(servers.demo, first)] == ["production"]
+    assert [c["arguments"]["environment"] for c in servers.deployed(servers.demo, second)] == ["staging"]
+    resumed_requests = [r for r in fake_gemini.requests() if f"[C{uid}]" in json.dumps(r["body"])
+                        and function_responses(r)]  # fmt: skip
+    assert len(resumed_requests) == 1
+    responses = function_responses(resumed_requests[0])
+    assert [r["name"] for r in responses] == ["mcp.demo.deploy_service", "ask_operator", "mcp.demo.deploy_service"]
+    assert all("id" not in r for r in responses)
+    assert responses[0]["response"]["result"]["structured"] == {"deployed": first, "environment": "production"}
+    assert responses[1]["response"]["result"]["answer"] == "in #releases"
+    assert responses[2]["response"]["result"]["structured"] == {"deployed": second, "environment": "staging"}
+    assert len([s for s in steps.load_steps(parent) if s.kind == StepKind.ANSWER]) == 1

@@ -424,7 +424,8 @@ def stop_killed_after_its_first_cancel(stack: Stack, fake_slack: FakeSlack, thre
     """The word "stop" typed in the thread of a paused session; the Slack ingress is SIGKILLed while it updates the
     post of the first thing the Stop cancels (held there), after marking the session stopped, and started again. What
     the operator's message sent (its deliveries)."""
-    fake_slack.slow("chat.update", 60, match="session was stopped")  # the ingress held after its first cancel
+    # The ingress held after its first cancel (this thread's: a session an earlier test left may be stopped too).
+    fake_slack.slow("chat.update", 60, match=f'"channel": "{thread.channel}"')
     sent: list[dict[str, Any]] = []
 
     def stop() -> None:
@@ -433,7 +434,8 @@ def stop_killed_after_its_first_cancel(stack: Stack, fake_slack: FakeSlack, thre
     sending = threading.Thread(target=stop, daemon=True)
     try:
         sending.start()
-        wait_for(lambda: [c for c in fake_slack.calls("chat.update") if "session was stopped" in repr(c["args"])],
+        wait_for(lambda: [c for c in fake_slack.calls("chat.update") if c["args"].get("channel") == thread.channel
+                          and "session was stopped" in repr(c["args"])],
                  timeout=60, what="the first cancel's post update")  # fmt: skip
         stack.kill_function("slack_events")
     finally:
