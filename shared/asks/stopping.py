@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from shared.asks import delegation, lifecycle, waits
+from shared.asks import delegation, lifecycle, notices, waits
 from shared.queue import tasks
 from shared.slack import client as slack
 from shared.slack import placement
@@ -21,6 +21,7 @@ from shared.state import origin, sessions, stop_requests, waiting
 from shared.state import questions as stored_questions
 from shared.state.firestore import now
 from shared.state.models import Approval, Question, SessionStatus
+from shared.state.notices import Notice
 from shared.state.session_model import Session
 
 log = logging.getLogger(__name__)
@@ -237,12 +238,10 @@ def end_unwaited(session: Session, *, shown: Callable[[Session], None] | None = 
 
 
 def tell_unwaited(ended: Session) -> None:
-    """The thread of a session the sweep ended told how to start again."""
-    asked = origin.request_ts(ended)
-    slack.post(
-        ended.origin.channel,
-        placement.reply_ts(ended.origin.channel, ended.origin.thread_ts, asked),
-        "I have stopped waiting here: nothing I was waiting for can reach me any more. "
-        "To start again, mention me in this thread with what you would like.",
-        key=f"{ended.session_id}:unwaited",
-    )
+    """The thread of a session the sweep ended told how to start again (once; again by the next sweep while Slack
+    refuses it: ``shared.asks.notices``)."""
+    where = placement.reply_ts(ended.origin.channel, ended.origin.thread_ts, origin.request_ts(ended))
+    text = ("I have stopped waiting here: nothing I was waiting for can reach me any more. "
+            "To start again, mention me in this thread with what you would like.")  # fmt: skip
+    key = f"{ended.session_id}:unwaited"
+    notices.post(Notice(f"notice-{key}", "notice", ended.origin.channel, where, text, key))
