@@ -35,7 +35,7 @@ PATIENCE = timedelta(days=3)  # a notice Slack still refuses this long after its
 # Slack's answers that no later attempt would change: the place is gone or closed to the app, or the message itself
 # is one Slack will not take.
 GONE = frozenset({
-    "channel_not_found", "not_in_channel", "is_archived", "thread_not_found", "cannot_reply_to_message",
+    "channel_not_found", "not_in_channel", "is_archived", "cannot_reply_to_message",
     "restricted_action", "restricted_action_read_only_channel", "restricted_action_thread_only",
     "restricted_action_non_threadable_channel", "team_access_not_granted", "ekm_access_denied", "msg_too_long",
     "invalid_blocks", "no_text", "invalid_metadata_format", "invalid_metadata_schema", "metadata_too_large",
