@@ -20,6 +20,7 @@ from shared.slack import blocks, placement
 from shared.slack import client as slack
 from shared.slack.surface import Reaction, ThreadSurface
 from shared.state import ids, sessions
+from shared.state import notices as stored_notices
 from shared.state import questions as stored
 from shared.state.firestore import now
 from shared.state.models import Question, QuestionStatus, SessionStatus
@@ -162,16 +163,25 @@ def abandon(question: Question, at: datetime) -> bool:
     if not stored.close_question(question.question_id, QuestionStatus.ABANDONED):
         return False
     hours = _hours_open(question, at)
+    # A blocking question's notice is claimed before its session ends: a sweep killed after the end (the question no
+    # longer open, the session no longer paused: no later sweep looks at either) leaves it owed to the next sweep.
+    notice = abandoned_notice(question, at)
+    claimed = stored_notices.claim(notice, hold=notices.HOLD) if question.blocking else None
     # Only a blocking question is waited on: a session paused on something else goes on waiting for that.
     ended = sessions.end_session(question.session_id, expect=SessionStatus.PAUSED,
                                  status=SessionStatus.ABANDONED) if question.blocking else None  # fmt: skip
     if ended is None and _closed_by_stop(question):
+        if claimed is not None:
+            notices.give_up(notice, "its session was stopped")
         return True
     # A thread still waiting (its session paused on the rest of its turn, or a later session of the thread on a
     # question or an approval of its own) is not told to start again: the post alone says it.
     waits_on = not question.blocking and (_paused(question.session_id) or _thread_waits(question))
     try:
-        show_abandoned(question, at, tell=not waits_on)  # first: a sweep killed in what follows has told the thread
+        # First: a sweep killed in what follows has told the thread (a blocking one's notice, claimed above).
+        show_abandoned(question, at, tell=not waits_on and not question.blocking)
+        if claimed is not None:
+            notices.deliver(notice, claimed)
     finally:
         if ended is not None:
             _end_waits(ended, why=f"its session stopped waiting: a question went unanswered for {hours} hours",
@@ -229,14 +239,18 @@ def show_abandoned(question: Question, at: datetime, *, tell: bool = True) -> No
             slack.update(question.post_place()[0], question.post_ts, blocks.abandoned_text(question.text, hours))
         except SlackApiError as exc:  # the thread is told below either way
             log.warning("could not update the abandoned question", extra={"error": exc.response.get("error")})
-    key = f"{question.question_id}:abandoned"
     # The sweep's abandon and a refused answer may both show it: posted once (``shared.asks.notices``), and again by
     # the next sweep while Slack refuses it.
-    if not tell:
-        return
-    text = (f"Nobody answered this question for {hours} hours, so I have stopped waiting. "
+    if tell:
+        notices.post(abandoned_notice(question, at))
+
+
+def abandoned_notice(question: Question, at: datetime) -> Notice:
+    """The thread told that nobody answered ``question`` and how to start again."""
+    text = (f"Nobody answered this question for {_hours_open(question, at)} hours, so I have stopped waiting. "
             "To start again, mention me in this thread with what you would like.")  # fmt: skip
-    notices.post(Notice(f"notice-{key}", "notice", question.channel, _reply_ts(question), text, key))
+    key = f"{question.question_id}:abandoned"
+    return Notice(f"notice-{key}", "notice", question.channel, _reply_ts(question), text, key)
 
 
 def _end_waits(ended: Session, *, why: str, by: str) -> None:

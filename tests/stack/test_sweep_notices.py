@@ -52,7 +52,8 @@ def empty_db(stack: Stack) -> None:
 def sweep_restarted(stack: Stack, fake_slack: FakeSlack) -> Iterator[None]:
     """Whatever a case does to the sweep function, the next test finds it running."""
     yield
-    fake_slack.release("chat.postMessage")
+    for method in ("chat.postMessage", "reactions.remove"):
+        fake_slack.release(method)
     if "sweep" not in stack.procs:
         stack.start_function("sweep")
 
@@ -90,6 +91,11 @@ def hold_passed(claim: str) -> None:
     """The claim's hold (and any Retry-After) over, as if its poster died or waited that long ago."""
     long_ago = firestore.now() - events.CLAIM_HOLD - timedelta(minutes=1)
     firestore.event_ref(claim).set({"received_at": long_ago}, merge=True)
+
+
+def a_day_later(session: Session) -> None:
+    """The next day's sweep: ``session``, ended by the sweep moments ago, is stale again if it is not followed up."""
+    firestore.session_ref(session.session_id).update({"updated_at": firestore.now() - timedelta(hours=1)})
 
 
 def posts(fake_slack: FakeSlack, channel: str, thread_ts: str | None, starts: str) -> list[dict[str, Any]]:
@@ -136,6 +142,7 @@ def test_an_alert_whose_channel_copy_slack_refused_posts_that_copy_alone_next_ti
     first = sweep(stack)
     assert first["errors"] == 1
     assert alerts(fake_slack, dead) == (1, 0)
+    a_day_later(dead)
     for claim in (f"{dead.session_id}:alert", f"{dead.session_id}:alert:channel"):
         hold_passed(claim)
     sweep(stack)
@@ -166,12 +173,43 @@ def test_a_sweep_killed_after_slack_took_its_alert_never_posts_it_again(
     fake_slack.release("chat.postMessage")
     killed.join(30)
     assert sweep(stack).get("notices_posted", 0) == 0  # its claim still holds
+    a_day_later(dead)
     for claim in (f"{dead.session_id}:alert", f"{dead.session_id}:alert:channel"):
         hold_passed(claim)
     sweep(stack)
     sweep(stack)
     assert alerts(fake_slack, dead) == (1, 1)
     assert sessions.get_session(dead.session_id).followed_up  # type: ignore[union-attr]
+
+
+@pytest.mark.usefixtures("sweep_restarted")
+def test_a_sweep_killed_after_abandoning_a_question_still_tells_its_thread(
+    stack: Stack, empty_db: None, script: Script, fake_slack: FakeSlack, uid: str
+) -> None:
+    """Defect: a sweep SIGKILLed after it abandoned a question and ended its session, before it claimed the thread's
+    notice (here: while Slack was taking the 💬 off), left nothing for any later sweep to look at: the thread was
+    never told. The notice is claimed before the session ends, and the next sweep after its hold posts it, once."""
+    thread = paused_on(script, fake_slack, f"C{uid}", "purge the queue?", hours=100)
+    question = open_question(thread.session_id)
+    fake_slack.slow("reactions.remove", 120)
+
+    def killed_sweep() -> None:
+        with contextlib.suppress(requests.ConnectionError):  # its process is killed under it
+            requests.post(stack.function_url("sweep"), json={}, timeout=150)
+
+    killed = threading.Thread(target=killed_sweep)
+    killed.start()
+    wait_for(lambda: fake_slack.calls("reactions.remove", channel=thread.channel), timeout=60,
+             what="the sweep taking the 💬 off")  # fmt: skip
+    stack.kill_function("sweep")
+    stack.start_function("sweep")
+    fake_slack.release("reactions.remove")
+    killed.join(30)
+    assert sessions.get_session(thread.session_id).status == SessionStatus.ABANDONED  # type: ignore[union-attr]
+    hold_passed(f"notice-{question.question_id}:abandoned")
+    sweep(stack)
+    sweep(stack)
+    assert len(posts(fake_slack, thread.channel, thread.ts, ABANDONED)) == 1
 
 
 def test_a_reminder_slack_took_behind_a_fatal_error_is_not_posted_again(
@@ -262,6 +300,7 @@ def test_overlapping_sweeps_in_two_processes_while_slack_fails_post_each_notice_
         firestore.db().collection(firestore.EVENTS).where(filter=FieldFilter("notice", "==", "pending")).stream()
     ):
         hold_passed(snap.id)  # whatever was refused or held: its hold over
+    a_day_later(dead)
     both_at_once()
     both_at_once()
     for thread in reminded:
