@@ -38,7 +38,8 @@ def alert(session: Session, *, reason: str) -> None:
     """Tell the operators, in the thread and in the operator channel if one is set, that work went unreported: each
     post once, however many sweeps find it at once, and again by the next sweep while Slack refuses it
     (``shared.asks.notices``). Both are claimed before the session is marked followed up, so a sweep killed after the
-    mark leaves them to the next sweep (which looks for a post it may have made before posting it)."""
+    mark leaves them to the next sweep (which looks for a post it may have made before posting it). A refused post is
+    not raised: it is owed to the next sweep or rescue, and the end of a worker that alerts is not failed for it."""
     key = f"{session.session_id}:alert"
     settings = config.settings()
     mentions = blocks.operator_mentions(settings.operator_user_ids)
@@ -60,14 +61,11 @@ def alert(session: Session, *, reason: str) -> None:
     sessions.mark_followed_up(session.session_id)
     if original and original != session.session_id:
         sessions.mark_followed_up(original)
-    refused: list[notices.NotPosted] = []
     for notice, claim in claimed:
         try:
             notices.deliver(notice, claim)
-        except notices.NotPosted as exc:  # the other is posted still; the next sweep posts this one
-            refused.append(exc)
-    if refused:
-        raise refused[0]
+        except notices.NotPosted:  # logged; owed to the next sweep or rescue (a worker's end is not failed for it)
+            continue
     log.warning("operators alerted about an unreported session", extra={"reason": reason})
 
 

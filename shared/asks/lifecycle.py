@@ -130,7 +130,7 @@ class Ask:
         if stopping.close_stopped(self.session_id) is not None:
             return False
         notice = self._steps.reminder(self.item, at)
-        if notice is None or notices.post(notice, still_wanted=lambda: owed(notice, at)) is None:
+        if notice is None or notices.post(notice, still_wanted=lambda: _owed_ask(notice, at) is not None) is None:
             return False
         # Posted: never again, though its mark below fail (a sweep re-run after it, or whose page was read before
         # this reminder, would post it a second time).
@@ -153,12 +153,23 @@ def cancel(item: Question | Approval, *, why: str, by: str, expired: bool = Fals
     return Ask(item).cancel(why=why, by=by, expired=expired)
 
 
-def owed(notice: Notice, at: datetime) -> bool:
-    """Whether the ask a reminder (``notice.about``) is about is still open and not reminded, as it is now."""
+def _owed_ask(notice: Notice, at: datetime) -> Ask | None:
+    """The ask a reminder (``notice.about``) is about, as it is now, if it is still open and not reminded."""
     kind, _, item_id = (notice.about or "").partition("/")
     steps = next((steps for steps in _STEPS.values() if steps.kind == kind), None)
     current = steps.current(item_id) if steps is not None else None
-    return steps is not None and current is not None and steps.reminder(current, at) is not None
+    return Ask(current) if steps is not None and current is not None and steps.reminder(current, at) else None
+
+
+def remind_owed(notice: Notice, at: datetime) -> str:
+    """A reminder still owed (Slack refused it, or its poster died) posted through its ask's ``remind`` while the ask
+    is open and not reminded, so it waits for no daily sweep; given up once it is not (answered, decided or ended
+    meanwhile: never posted). Returns the sweep's count name."""
+    ask = _owed_ask(notice, at)
+    if ask is None:
+        notices.give_up(notice, "no longer wanted")
+        return "unchanged"
+    return ask.reminded if ask.remind(at) else "unchanged"
 
 
 def stale(cutoff: datetime, *, page_size: int) -> Iterator[Ask]:

@@ -16,6 +16,9 @@
   conversation is asked again once, and QUESTION_ABANDON_HOURS later the child is ended (abandoned), the parent's
   conversation told why as the child's result.
 - A ``queued`` session whose task was never created (the ingress crashed in between) is enqueued again.
+- A notice of the sweep's (a reminder, an abandon's, an alert) that Slack refused or whose poster died is posted now,
+  at most once in all (``shared.asks.notices``: looked for first when an earlier attempt may have made it): by every
+  sweep, and by the rescue every few minutes, so a Slack that failed briefly delays it by minutes.
 - A session still ``paused`` QUESTION_REMIND_HOURS after its last update, whose waiting record has nothing open
   any more and whose turn nothing resumed (a path closed its last wait without resuming or ending it: a worker,
   handler or sweep killed between the two), is resumed as that last resolution would have resumed it: a top-level
@@ -123,12 +126,9 @@ def _post_owed(counts: Counter[str], at: datetime, page: int) -> None:
 
 
 def _owed_action(notice: Notice, at: datetime) -> str:
-    """A notice still owed, posted; a reminder is posted by its ask's aging (above) while the ask is open and not
-    reminded, and given up here once it is not (answered, decided or ended meanwhile: never posted)."""
+    """A notice still owed, posted (a reminder through its ask's remind, which gives it up once the ask is closed)."""
     if notice.about is not None:
-        if not lifecycle.owed(notice, at):
-            notices.give_up(notice, "no longer wanted")
-        return "unchanged"
+        return lifecycle.remind_owed(notice, at)
     return "notices_posted" if notices.post(notice) is not None else "unchanged"
 
 
@@ -323,7 +323,8 @@ def rescue(when: datetime | None = None) -> dict[str, Any]:
             continue
         counts[_guarded(_enqueue, session, attempt, "taken_over")] += 1
     summary = {key: counts.get(key, 0) for key in ("requeued", "taken_over", "unchanged", "errors", "sessions_read",
-                                                   "notices_posted", "notices_read")}  # fmt: skip
+                                                   "notices_posted", "reminded", "approvals_reminded",
+                                                   "notices_read")}  # fmt: skip
     log.info("rescue finished", extra={"summary": summary})
     return summary
 
