@@ -11,6 +11,7 @@ carries what to post. Records expire by the events' TTL, counted from the last a
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -21,6 +22,8 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.state.events import record
 from shared.state.firestore import EVENTS, db, event_ref, now, transact
+
+log = logging.getLogger(__name__)
 
 PENDING, POSTED, GIVEN_UP = "pending", "posted", "given_up"
 
@@ -43,7 +46,7 @@ class Notice:
 
     @classmethod
     def from_record(cls, claim: str, data: dict[str, Any]) -> Notice:
-        post = data.get("post") or {}
+        post = data["post"]
         return cls(claim=claim, kind=str(data.get("type") or "notice"), channel=str(post["channel"]),
                    thread_ts=post.get("thread_ts"), text=str(post["text"]), key=str(post["key"]),
                    about=data.get("about"))  # fmt: skip
@@ -106,9 +109,14 @@ def pending(*, page_size: int) -> Iterator[Notice]:
     while True:
         page = list((query.start_after(last) if last is not None else query).stream())
         for snap in page:
-            data = snap.to_dict() or {}
-            if data.get("post"):
-                yield Notice.from_record(snap.id, data)
+            try:
+                yield Notice.from_record(snap.id, snap.to_dict() or {})
+            except (
+                KeyError,
+                TypeError,
+                AttributeError,
+            ):  # not a notice's record: passed over, never stopping the sweep
+                log.exception("an owed notice could not be read; passed over", extra={"document": snap.reference.path})
         if len(page) < page_size:
             return
         last = page[-1]
