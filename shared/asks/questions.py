@@ -167,16 +167,21 @@ def abandon(question: Question, at: datetime) -> bool:
     # longer open, the session no longer paused: no later sweep looks at either) leaves it owed to the next sweep.
     notice = abandoned_notice(question, at)
     claimed = stored_notices.claim(notice, hold=notices.HOLD) if question.blocking else None
-    # Only a blocking question is waited on: a session paused on something else goes on waiting for that.
-    ended = sessions.end_session(question.session_id, expect=SessionStatus.PAUSED,
-                                 status=SessionStatus.ABANDONED) if question.blocking else None  # fmt: skip
-    if ended is None and _closed_by_stop(question):
-        if claimed is not None:
-            notices.give_up(notice, "its session was stopped")
-        return True
-    # A thread still waiting (its session paused on the rest of its turn, or a later session of the thread on a
-    # question or an approval of its own) is not told to start again: the post alone says it.
-    waits_on = not question.blocking and (_paused(question.session_id) or _thread_waits(question))
+    try:
+        # Only a blocking question is waited on: a session paused on something else goes on waiting for that.
+        ended = sessions.end_session(question.session_id, expect=SessionStatus.PAUSED,
+                                     status=SessionStatus.ABANDONED) if question.blocking else None  # fmt: skip
+        if ended is None and _closed_by_stop(question):
+            if claimed is not None:
+                notices.give_up(notice, "its session was stopped")
+            return True
+        # A thread still waiting (its session paused on the rest of its turn, or a later session of the thread on a
+        # question or an approval of its own) is not told to start again: the post alone says it.
+        waits_on = not question.blocking and (_paused(question.session_id) or _thread_waits(question))
+    except Exception:
+        if claimed is not None:  # nothing was posted: whichever path finishes this abandon tells the thread
+            stored_notices.release(notice.claim)
+        raise
     try:
         # First: a sweep killed in what follows has told the thread (a blocking one's notice, claimed above).
         show_abandoned(question, at, tell=not waits_on and not question.blocking)

@@ -101,6 +101,11 @@ def given_up(claim_id: str, error: str) -> None:
     event_ref(claim_id).update({"acted": True, "notice": GIVEN_UP, "sending": False, "error": error})
 
 
+def release(claim_id: str) -> None:
+    """Forget a claim taken before anything was posted (its poster failed first): the next poster starts afresh."""
+    event_ref(claim_id).delete()
+
+
 def pending(*, page_size: int) -> Iterator[Notice]:
     """Every notice still owed (a refused post, or one whose poster died): an equality on one field, by pages (no
     composite index: ordered by document id)."""
