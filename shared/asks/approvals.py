@@ -483,14 +483,8 @@ def reminder(approval: Approval, at: datetime) -> Notice | None:
     card, hours = card_of(approval), int((at - approval.asked_at).total_seconds() // 3600)
     text = f":alarm_clock: {approval_card.who_decides(card)}: this call has waited {hours} hours for approval: " + (
         approval_card.sentence(card))  # fmt: skip
-    return Notice(
-        key := f"{approval.approval_id}:reminder",
-        "reminder",
-        *approval.reminder_place(),
-        text,
-        key,
-        about=f"approvals/{approval.approval_id}",
-    )
+    key = f"{approval.approval_id}:reminder"
+    return Notice(key, "reminder", *approval.reminder_place(), text, key, about="approvals/" + approval.approval_id)
 
 
 def expire(approval: Approval, at: datetime) -> bool:

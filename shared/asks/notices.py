@@ -21,6 +21,7 @@ from datetime import timedelta
 
 from slack_sdk.errors import SlackApiError
 
+from shared.errors import Unavailable
 from shared.slack import backpressure
 from shared.slack import client as slack
 from shared.state import events
@@ -45,7 +46,7 @@ GONE = frozenset({
 MAYBE_DONE = frozenset({"fatal_error", "internal_error"})
 
 
-class NotPosted(Exception):
+class NotPosted(Unavailable):
     """A notice Slack refused this time: kept pending for the next sweep (``retried``), or given up."""
 
     def __init__(self, notice: Notice, error: str, *, retried: bool) -> None:
