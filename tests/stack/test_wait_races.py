@@ -128,7 +128,7 @@ def test_a_refused_answer_between_the_sweeps_close_and_its_end_leaves_one_notice
     """Defect (a reviewer's): the sweep's abandon closes the first of two twin questions, then ends the session; an
     answer to the second landing between the two is refused, and its ``close_unwaited`` ends the session and shows
     the abandoned question; the sweep's end then finds the session ended and showed it too: "Nobody answered"
-    twice. Now whoever shows it first claims the notice (``events.claim_for``): it is posted once. The sweep runs
+    twice. Now whoever shows it first claims the notice (``shared.asks.notices``): it is posted once. The sweep runs
     in a thread of its own, held in the window while the stack's function handles the answer."""
     thread, asked = twin_questions(fake_slack, fake_gemini, uid)
     wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
