@@ -308,3 +308,66 @@ def test_overlapping_sweeps_in_two_processes_while_slack_fails_post_each_notice_
         assert len(posts(fake_slack, thread.channel, thread.ts, ":alarm_clock:")) == 1
     assert len(posts(fake_slack, dropped.channel, dropped.ts, ABANDONED)) == 1
     assert alerts(fake_slack, dead) == (1, 1)
+
+
+UNWAITED = "I have stopped waiting here"
+
+
+class Killed(BaseException):
+    """A process killed right there: nothing after it runs (no ``except Exception`` sees it)."""
+
+
+def paused_on_nothing(uid: str) -> Session:
+    """A top-level session paused two days ago with nothing to resume it from: the sweep ends it and tells its
+    thread how to start again."""
+    root = str(slack.client().chat_postMessage(channel=f"C{uid}", text=f"deploy [C{uid}]")["ts"])
+    session = Session.new(
+        session_id=f"nothing-{uid}", kind=SessionKind.MENTION, channel=f"C{uid}", thread_ts=root, trigger_ts=root,
+        trigger_user="U0HUMAN", text=f"deploy [C{uid}]", created_at=firestore.now() - timedelta(days=2),
+        status=SessionStatus.PAUSED,
+    )  # fmt: skip
+    firestore.session_ref(session.session_id).set(
+        session.to_doc() | {"updated_at": firestore.now() - timedelta(days=2)}
+    )
+    return session
+
+
+def test_a_sessions_end_notice_slack_refused_is_posted_by_the_next_sweep(
+    stack: Stack, empty_db: None, fake_slack: FakeSlack, uid: str
+) -> None:
+    """Defect: the thread of a paused session the sweep ended (nothing could resume it) was told once or never: a
+    notice Slack refused (503s) was lost, the session ended so no later sweep read it. It is owed to the next one."""
+    paused = paused_on_nothing(uid)
+    fake_slack.fail("chat.postMessage", times=3, status=503, match=UNWAITED)
+    first = sweep(stack)
+    assert first["errors"] == 1
+    assert sessions.get_session(paused.session_id).status == SessionStatus.ABANDONED  # type: ignore[union-attr]
+    assert sweep(stack).get("notices_posted", 0) == 1
+    assert sweep(stack).get("notices_posted", 0) == 0
+    assert len(posts(fake_slack, paused.origin.channel, paused.origin.thread_ts, UNWAITED)) == 1
+
+
+def test_a_sweep_killed_right_after_ending_a_session_still_tells_its_thread(
+    stack: Stack, empty_db: None, fake_slack: FakeSlack, uid: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect: a sweep killed right after it ended a paused session nothing could resume, before it told the thread,
+    left the thread never told (the session no longer paused: no later sweep reads it). Its notice is claimed before
+    the end, and the first sweep after the claim's hold posts it, once."""
+    from shared.usecases import sweep as daily
+
+    paused = paused_on_nothing(uid)
+    real = sessions.end_session
+
+    def killed_after(*args: Any, **kwargs: Any) -> Any:
+        monkeypatch.setattr(sessions, "end_session", real)
+        real(*args, **kwargs)
+        raise Killed
+
+    monkeypatch.setattr(sessions, "end_session", killed_after)
+    with pytest.raises(Killed):
+        daily.run()
+    assert sessions.get_session(paused.session_id).status == SessionStatus.ABANDONED  # type: ignore[union-attr]
+    hold_passed(f"notice-{paused.session_id}:unwaited")
+    sweep(stack)
+    sweep(stack)
+    assert len(posts(fake_slack, paused.origin.channel, paused.origin.thread_ts, UNWAITED)) == 1
