@@ -96,7 +96,8 @@ FIGURES: dict[str, str] = {
         "a mention refused by the hourly per-user limit at ingress: counted in its commit, over, taken back, "
         "nothing queued"
     ),
-    "sweep_empty": "a sweep that finds nothing (its six indexed queries and yesterday's feedback, an empty page each)",
+    "sweep_empty": "a sweep that finds nothing (its six indexed queries, the notices still owed and yesterday's "
+    "feedback, an empty page each)",
     "sweep_reminded_question": (
         "one more open question older than 24h in a sweep: reminded (its paused session is read by the sweep's "
         "paused query, and found asking; the question read again once its reminder is claimed)"

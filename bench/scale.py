@@ -384,7 +384,7 @@ def sweep_docs(size: int, at: datetime) -> Iterator[tuple[str, str, dict[str, An
 
 
 def unremind(db: Db) -> None:
-    """The stale questions not reminded yet again, their reminders' claims (``events.claim_for``) forgotten."""
+    """The stale questions not reminded yet again, their reminders' claims (``shared.state.notices``) forgotten."""
     batch = db.client.batch()
     for n in range(STALE):
         batch.update(db.client.collection(firestore.QUESTIONS).document(f"q-{n}"), {"reminded_at": None})

@@ -8,14 +8,16 @@ from __future__ import annotations
 import logging
 
 from shared import config
+from shared.asks import notices
 from shared.queue import tasks
 from shared.slack import blocks, placement
-from shared.slack import client as slack
-from shared.state import dm_conversations, events, origin, sessions
+from shared.state import dm_conversations, origin, sessions
+from shared.state import notices as stored_notices
 from shared.state import questions as stored_questions
 from shared.state.firestore import now
 from shared.state.models import Note, NoteKind, SessionKind
 from shared.state.new_sessions import continuation_session, mention_session, retry_session
+from shared.state.notices import Notice
 from shared.state.session_model import Session
 
 log = logging.getLogger(__name__)
@@ -33,12 +35,12 @@ def after_silent_exit(session: Session, *, reason: str) -> str:
 
 
 def alert(session: Session, *, reason: str) -> None:
-    """Tell the operators, in the thread and in the operator channel if one is set, that work went unreported: once,
-    however many sweeps find it at once (claimed first; a claim its sweep did not follow up is taken again later)."""
+    """Tell the operators, in the thread and in the operator channel if one is set, that work went unreported: each
+    post once, however many sweeps find it at once, and again by the next sweep while Slack refuses it
+    (``shared.asks.notices``). Both are claimed before the session is marked followed up, so a sweep killed after the
+    mark leaves them to the next sweep (which looks for a post it may have made before posting it). A refused post is
+    not raised: it is owed to the next sweep or rescue, and the end of a worker that alerts is not failed for it."""
     key = f"{session.session_id}:alert"
-    if not events.claim_for(key, kind="alert"):
-        log.info("the operators' alert is another sweep's", extra={"reason": reason})  # two sweeps at once
-        return
     settings = config.settings()
     mentions = blocks.operator_mentions(settings.operator_user_ids)
     original = session.narrated_session_id if session.kind == SessionKind.RETRY else session.session_id
@@ -46,19 +48,24 @@ def alert(session: Session, *, reason: str) -> None:
         f":warning: {mentions}: a session in this thread did work but never reported back, and it could not be "
         f"narrated automatically ({reason}). Please check session `{original}`."
     )
-    slack.post(
-        session.origin.channel,
-        placement.reply_ts(session.origin.channel, session.origin.thread_ts, origin.request_ts(session)),
-        text,
-        key=key,
-    )
+    where = placement.reply_ts(session.origin.channel, session.origin.thread_ts, origin.request_ts(session))
+    told = [Notice(key, "alert", session.origin.channel, where, text, key)]
     if settings.operator_channel:
         link = f"thread {session.origin.thread_ts} in <#{session.origin.channel}>"
-        slack.post(settings.operator_channel, None, f"{text} ({link})", key=f"{key}:channel")
+        told.append(Notice(f"{key}:channel", "alert", settings.operator_channel, None, f"{text} ({link})",
+                           f"{key}:channel"))  # fmt: skip
+    claimed = [(notice, claim) for notice in told if (claim := stored_notices.claim(notice, hold=notices.HOLD))]
+    if not claimed:
+        log.info("the operators' alert is another sweep's", extra={"reason": reason})  # two sweeps at once
+        return
     sessions.mark_followed_up(session.session_id)
     if original and original != session.session_id:
         sessions.mark_followed_up(original)
-    events.acted(key)  # once marked: a sweep whose page was read before this alert never posts it again
+    for notice, claim in claimed:
+        try:
+            notices.deliver(notice, claim)
+        except notices.NotPosted:  # logged; owed to the next sweep or rescue (a worker's end is not failed for it)
+            continue
     log.warning("operators alerted about an unreported session", extra={"reason": reason})
 
 

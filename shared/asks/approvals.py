@@ -35,6 +35,7 @@ from shared.state import events, ids, routed, sessions
 from shared.state.approvals import Decision
 from shared.state.firestore import now
 from shared.state.models import Approval, ApprovalStatus, Note, NoteKind, SessionStatus
+from shared.state.notices import Notice
 from shared.state.origin import asked_by
 from shared.state.session_model import Session
 
@@ -475,16 +476,15 @@ def ran(approval: Approval, response: Mapping[str, Any]) -> None:
     update_card(approval, verdict, result=("Error: " if failed else "Result: ") + result)
 
 
-def remind(approval: Approval, at: datetime, *, mark: bool = True) -> bool:
-    """The one reminder of a pending approval, after QUESTION_REMIND_HOURS, marked once posted (``mark``: here)."""
+def reminder(approval: Approval, at: datetime) -> Notice | None:
+    """The one reminder of a pending approval, after QUESTION_REMIND_HOURS (None: decided, or reminded)."""
     if approval.reminded_at is not None or approval.status != ApprovalStatus.PENDING:
-        return False
-    card = card_of(approval)
-    hours = int((at - approval.asked_at).total_seconds() // 3600)
+        return None
+    card, hours = card_of(approval), int((at - approval.asked_at).total_seconds() // 3600)
     text = f":alarm_clock: {approval_card.who_decides(card)}: this call has waited {hours} hours for approval: " + (
         approval_card.sentence(card))  # fmt: skip
-    slack.post(*approval.reminder_place(), text, key=f"{approval.approval_id}:reminder")
-    return stored.mark_reminded(approval.approval_id, at) if mark else True
+    key = f"{approval.approval_id}:reminder"
+    return Notice(key, "reminder", *approval.reminder_place(), text, key, about="approvals/" + approval.approval_id)
 
 
 def expire(approval: Approval, at: datetime) -> bool:

@@ -29,15 +29,15 @@ from datetime import datetime, timedelta
 from itertools import chain
 from typing import Any, Protocol
 
-from shared.asks import approvals, cancelling, questions
+from shared.asks import approvals, cancelling, notices, questions
 from shared.state import approvals as stored_approvals
-from shared.state import events
 from shared.state import questions as stored_questions
 from shared.state.models import Approval, Question
+from shared.state.notices import Notice
 from shared.state.stale import stale_approvals, stale_questions
 
 # How long a reminder's claim holds off a sweep running beside the one posting it (longer than its post takes).
-REMIND_HOLD = events.CLAIM_HOLD
+REMIND_HOLD = notices.HOLD
 
 
 class _Cancel(Protocol):
@@ -51,7 +51,7 @@ class _Steps:
     kind: str
     reminded: str
     expired: str
-    remind: Callable[..., bool]  # (item, at, mark=): posts it, and marks it if ``mark`` (False: reminded, or closed)
+    reminder: Callable[[Any, datetime], Notice | None]  # its one reminder (None: reminded, or closed)
     mark_reminded: Callable[[str, datetime], bool]  # by its id
     expire: Callable[[Any, datetime], bool]
     cancel: _Cancel
@@ -63,7 +63,7 @@ _STEPS: dict[type, _Steps] = {
         "questions",
         "reminded",
         "abandoned",
-        questions.remind,
+        questions.reminder,
         stored_questions.mark_reminded,
         questions.abandon,
         cancelling.cancel_question,
@@ -73,7 +73,7 @@ _STEPS: dict[type, _Steps] = {
         "approvals",
         "approvals_reminded",
         "approvals_expired",
-        approvals.remind,
+        approvals.reminder,
         stored_approvals.mark_reminded,
         approvals.expire,
         cancelling.cancel_approval,
@@ -117,32 +117,24 @@ class Ask:
         return self._steps.expired
 
     def remind(self, at: datetime) -> bool:
-        """Its one reminder, claimed first: two sweeps at once (Cloud Scheduler may run it twice) both read it not
-        reminded, and each posted it. A failed post gives the claim up (the next sweep tries again); a posted one is
-        never posted again, even if marking it failed. Never in a stopped thread: a session a killed Stop left
-        stopped has it closed now, as that Stop would have (a question cancelled, a call denied:
-        ``stopping.close_stopped``). Read again once claimed: one answered, decided or closed since the sweep's page
-        read it is not reminded (the thread would be told it still waits)."""
+        """Its one reminder, posted once (``shared.asks.notices``): two sweeps at once (Cloud Scheduler may run it
+        twice) both read it not reminded, and each posted it; a sweep killed after posting it, or answered by an
+        error after Slack took it, left it to be posted again. A post Slack refused is tried again by the next sweep
+        (its ask still open and not reminded); a posted one is never posted again, even if marking it failed. Never
+        in a stopped thread: a session a killed Stop left stopped has it closed now, as that Stop would have (a
+        question cancelled, a call denied: ``stopping.close_stopped``). Read again once claimed: one answered,
+        decided or closed since the sweep's page read it is not reminded (the thread would be told it still
+        waits)."""
         from shared.asks import stopping  # (stopping closes asks through this module)
 
         if stopping.close_stopped(self.session_id) is not None:
             return False
-        key = f"{self.item_id}:reminder"
-        if not events.claim_for(key, kind="reminder"):
+        notice = self._steps.reminder(self.item, at)
+        if notice is None or notices.post(notice, still_wanted=lambda: _owed_ask(notice, at) is not None) is None:
             return False
-        current = self._steps.current(self.item_id)  # as it is now, not as the sweep's page read it
-        if current is None:
-            events.release(key)
-            return False
-        try:
-            posted = self._steps.remind(current, at, mark=False)
-        except Exception:
-            events.release(key)
-            raise
         # Posted: never again, though its mark below fail (a sweep re-run after it, or whose page was read before
         # this reminder, would post it a second time).
-        events.acted(key)
-        return posted and self._steps.mark_reminded(self.item_id, at)
+        return self._steps.mark_reminded(self.item_id, at)
 
     @property
     def item_id(self) -> str:
@@ -159,6 +151,25 @@ def cancel(item: Question | Approval, *, why: str, by: str, expired: bool = Fals
     """Cancel an ask its session no longer waits on (it stopped, or ended while paused): never answered or run, its
     post saying why (``expired``: an approval expires instead of being denied). False if it had ended already."""
     return Ask(item).cancel(why=why, by=by, expired=expired)
+
+
+def _owed_ask(notice: Notice, at: datetime) -> Ask | None:
+    """The ask a reminder (``notice.about``) is about, as it is now, if it is still open and not reminded."""
+    kind, _, item_id = (notice.about or "").partition("/")
+    steps = next((steps for steps in _STEPS.values() if steps.kind == kind), None)
+    current = steps.current(item_id) if steps is not None else None
+    return Ask(current) if steps is not None and current is not None and steps.reminder(current, at) else None
+
+
+def remind_owed(notice: Notice, at: datetime) -> str:
+    """A reminder still owed (Slack refused it, or its poster died) posted through its ask's ``remind`` while the ask
+    is open and not reminded, so it waits for no daily sweep; given up once it is not (answered, decided or ended
+    meanwhile: never posted). Returns the sweep's count name."""
+    ask = _owed_ask(notice, at)
+    if ask is None:
+        notices.give_up(notice, "no longer wanted")
+        return "unchanged"
+    return ask.reminded if ask.remind(at) else "unchanged"
 
 
 def stale(cutoff: datetime, *, page_size: int) -> Iterator[Ask]:

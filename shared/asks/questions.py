@@ -15,14 +15,16 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 
 from shared import config
-from shared.asks import cancelling, routing
+from shared.asks import cancelling, notices, routing
 from shared.slack import blocks, placement
 from shared.slack import client as slack
 from shared.slack.surface import Reaction, ThreadSurface
-from shared.state import events, ids, sessions
+from shared.state import ids, sessions
+from shared.state import notices as stored_notices
 from shared.state import questions as stored
 from shared.state.firestore import now
 from shared.state.models import Question, QuestionStatus, SessionStatus
+from shared.state.notices import Notice
 from shared.state.origin import asked_by
 from shared.state.session_model import Session
 
@@ -135,23 +137,18 @@ def _abandon_asker(older: Question, *, asker: str, again: bool = False) -> None:
         _end_waits(ended, why=f"its session stopped waiting: {REPLACED}", by=asker)
 
 
-def remind(question: Question, at: datetime, *, mark: bool = True) -> bool:
-    """The one reminder of a question left open too long, mentioning the operators; False if already done (the
-    sweep's ``lifecycle.Ask.remind`` never reminds in a stopped thread).
-
-    Marked as sent only once the post succeeded (``mark``: here; else its caller marks it): a failed post is tried
-    again by the next sweep.
-    """
+def reminder(question: Question, at: datetime) -> Notice | None:
+    """The one reminder of a question left open too long, mentioning the operators, under its post when it was routed
+    to the operator channel; None if it is not open or was reminded (the sweep posts it once: ``lifecycle.Ask``)."""
     if question.reminded_at is not None or question.status != QuestionStatus.OPEN:
-        return False
+        return None
     operators = blocks.operator_mentions(config.settings().operator_user_ids)
     hours = int((at - question.asked_at).total_seconds() // 3600)
     text = f":alarm_clock: {operators}: this question has waited {hours} hours for an answer:\n>{question.text}"
-    if question.post_channel and question.post_ts:  # routed: under its post in the operator channel
-        slack.post(question.post_channel, question.post_ts, text, key=f"{question.question_id}:reminder")
-    else:
-        slack.post(question.channel, _reply_ts(question), text, key=f"{question.question_id}:reminder")
-    return stored.mark_reminded(question.question_id, at) if mark else True
+    where = (question.post_channel, question.post_ts) if question.post_channel and question.post_ts else (
+        question.channel, _reply_ts(question))  # fmt: skip
+    key = f"{question.question_id}:reminder"
+    return Notice(key, "reminder", *where, text, key, about=f"questions/{question.question_id}")
 
 
 def abandon(question: Question, at: datetime) -> bool:
@@ -167,16 +164,30 @@ def abandon(question: Question, at: datetime) -> bool:
     if not stored.close_question(question.question_id, QuestionStatus.ABANDONED):
         return False
     hours = _hours_open(question, at)
-    # Only a blocking question is waited on: a session paused on something else goes on waiting for that.
-    ended = sessions.end_session(question.session_id, expect=SessionStatus.PAUSED,
-                                 status=SessionStatus.ABANDONED) if question.blocking else None  # fmt: skip
-    if ended is None and _closed_by_stop(question):
-        return True
-    # A thread still waiting (its session paused on the rest of its turn, or a later session of the thread on a
-    # question or an approval of its own) is not told to start again: the post alone says it.
-    waits_on = not question.blocking and (_paused(question.session_id) or _thread_waits(question))
+    # A blocking question's notice is claimed before its session ends: a sweep killed after the end (the question no
+    # longer open, the session no longer paused: no later sweep looks at either) leaves it owed to the next sweep.
+    notice = abandoned_notice(question, at)
+    claimed = stored_notices.claim(notice, hold=notices.HOLD) if question.blocking else None
     try:
-        show_abandoned(question, at, tell=not waits_on)  # first: a sweep killed in what follows has told the thread
+        # Only a blocking question is waited on: a session paused on something else goes on waiting for that.
+        ended = sessions.end_session(question.session_id, expect=SessionStatus.PAUSED,
+                                     status=SessionStatus.ABANDONED) if question.blocking else None  # fmt: skip
+        if ended is None and _closed_by_stop(question):
+            if claimed is not None:
+                notices.give_up(notice, "its session was stopped")
+            return True
+        # A thread still waiting (its session paused on the rest of its turn, or a later session of the thread on a
+        # question or an approval of its own) is not told to start again: the post alone says it.
+        waits_on = not question.blocking and (_paused(question.session_id) or _thread_waits(question))
+    except Exception:
+        if claimed is not None:  # nothing was posted: whichever path finishes this abandon tells the thread
+            stored_notices.release(notice.claim)
+        raise
+    try:
+        # First: a sweep killed in what follows has told the thread (a blocking one's notice, claimed above).
+        show_abandoned(question, at, tell=not waits_on and not question.blocking)
+        if claimed is not None:
+            notices.deliver(notice, claimed)
     finally:
         if ended is not None:
             _end_waits(ended, why=f"its session stopped waiting: a question went unanswered for {hours} hours",
@@ -234,20 +245,18 @@ def show_abandoned(question: Question, at: datetime, *, tell: bool = True) -> No
             slack.update(question.post_place()[0], question.post_ts, blocks.abandoned_text(question.text, hours))
         except SlackApiError as exc:  # the thread is told below either way
             log.warning("could not update the abandoned question", extra={"error": exc.response.get("error")})
+    # The sweep's abandon and a refused answer may both show it: posted once (``shared.asks.notices``), and again by
+    # the next sweep while Slack refuses it.
+    if tell:
+        notices.post(abandoned_notice(question, at))
+
+
+def abandoned_notice(question: Question, at: datetime) -> Notice:
+    """The thread told that nobody answered ``question`` and how to start again."""
+    text = (f"Nobody answered this question for {_hours_open(question, at)} hours, so I have stopped waiting. "
+            "To start again, mention me in this thread with what you would like.")  # fmt: skip
     key = f"{question.question_id}:abandoned"
-    # The sweep's abandon and a refused answer may both show it: whoever claims it posts it (a claimant that died
-    # before posting leaves it to the next one after the claim's hold).
-    claim = f"notice-{key}"
-    if not tell or not events.claim_for(claim, kind="notice"):
-        return
-    slack.post(
-        question.channel,
-        _reply_ts(question),
-        f"Nobody answered this question for {hours} hours, so I have stopped waiting. "
-        "To start again, mention me in this thread with what you would like.",
-        key=key,
-    )
-    events.acted(claim)
+    return Notice(f"notice-{key}", "notice", question.channel, _reply_ts(question), text, key)
 
 
 def _end_waits(ended: Session, *, why: str, by: str) -> None:

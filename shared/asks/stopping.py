@@ -11,16 +11,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from shared.asks import delegation, lifecycle, waits
+from shared.asks import delegation, lifecycle, notices, waits
 from shared.queue import tasks
 from shared.slack import client as slack
 from shared.slack import placement
 from shared.slack.surface import Reaction
 from shared.state import approvals as stored_approvals
+from shared.state import notices as stored_notices
 from shared.state import origin, sessions, stop_requests, waiting
 from shared.state import questions as stored_questions
 from shared.state.firestore import now
 from shared.state.models import Approval, ApprovalStatus, Note, NoteKind, Question, SessionStatus
+from shared.state.notices import Notice
 from shared.state.session_model import Session
 
 log = logging.getLogger(__name__)
@@ -272,27 +274,42 @@ def end_unwaited(session: Session, *, shown: Callable[[Session], None] | None = 
     waiting.settle_unwaited``): it ends (abandoned), its thread is told (``shown``; by default how to start again,
     as nobody else will), whatever its record still names ends with it and the children asking it are released.
     The thread hears it first: a process killed in the rest has told it, and a failure there still ends the rest.
-    False if it changed meanwhile (ended, or resumed): guarded by its own transaction, so a second sweep ends
-    nothing more."""
-    ended = sessions.end_session(session.session_id, expect=SessionStatus.PAUSED, status=SessionStatus.ABANDONED,
-                                 error=f"it stopped waiting: {UNWAITED}")  # fmt: skip
+    The default notice is claimed before the end: a sweep killed right after the end (the session no longer paused:
+    no later sweep reads it) leaves it owed to the next sweep (``shared.asks.notices``). False if it changed
+    meanwhile (ended, or resumed): guarded by its own transaction, so a second sweep ends nothing more."""
+    notice = unwaited_notice(session) if shown is None else None
+    claimed = stored_notices.claim(notice, hold=notices.HOLD) if notice is not None else None
+    try:
+        ended = sessions.end_session(session.session_id, expect=SessionStatus.PAUSED, status=SessionStatus.ABANDONED,
+                                     error=f"it stopped waiting: {UNWAITED}")  # fmt: skip
+        found = sessions.get_session(session.session_id) if ended is None and claimed is not None else None
+    except Exception:
+        if notice is not None and claimed is not None and not claimed.look_first:
+            stored_notices.release(notice.claim)  # nothing was posted: the next sweep ends it and tells the thread
+        raise
     if ended is None:
+        if notice is not None and claimed is not None:
+            # Another sweep ended it as this one claimed its notice (its own claim found this one's), or it resumed.
+            if found is not None and found.status == SessionStatus.ABANDONED and UNWAITED in (found.error or ""):
+                notices.deliver(notice, claimed)
+            else:
+                notices.give_up(notice, "its session did not end here")
         return False
     try:
-        (shown or tell_unwaited)(ended)
+        if shown is not None:
+            shown(ended)
+        elif notice is not None and claimed is not None:
+            notices.deliver(notice, claimed)
     finally:
         end_abandoned(ended, why=f"its session stopped waiting: {UNWAITED}")
     log.info("a paused session nothing could resume ended", extra={"session": ended.session_id})
     return True
 
 
-def tell_unwaited(ended: Session) -> None:
+def unwaited_notice(ended: Session) -> Notice:
     """The thread of a session the sweep ended told how to start again."""
-    asked = origin.request_ts(ended)
-    slack.post(
-        ended.origin.channel,
-        placement.reply_ts(ended.origin.channel, ended.origin.thread_ts, asked),
-        "I have stopped waiting here: nothing I was waiting for can reach me any more. "
-        "To start again, mention me in this thread with what you would like.",
-        key=f"{ended.session_id}:unwaited",
-    )
+    where = placement.reply_ts(ended.origin.channel, ended.origin.thread_ts, origin.request_ts(ended))
+    text = ("I have stopped waiting here: nothing I was waiting for can reach me any more. "
+            "To start again, mention me in this thread with what you would like.")  # fmt: skip
+    key = f"{ended.session_id}:unwaited"
+    return Notice(f"notice-{key}", "notice", ended.origin.channel, where, text, key)

@@ -16,7 +16,7 @@ from google.cloud import firestore
 
 from shared import config
 from shared.state import ids, quotas
-from shared.state.firestore import ALREADY_EXISTS, EVENT_EXPIRES_FIELD, db, event_ref, now, session_ref, transact
+from shared.state.firestore import ALREADY_EXISTS, EVENT_EXPIRES_FIELD, db, event_ref, now, session_ref
 from shared.state.session_model import Session
 
 log = logging.getLogger(__name__)
@@ -128,37 +128,12 @@ def claim_event(event_id: str, *, kind: str) -> bool:
 
 
 # How long a claim keeps others from acting on its key (longer than the act, a post or two, takes): a claimant that
-# died before acting leaves it to the next one after that.
+# died before acting leaves it to the next one after that (``shared.state.notices``).
 CLAIM_HOLD = timedelta(minutes=10)
 
 
-def claim_for(key: str, *, kind: str, hold: timedelta = CLAIM_HOLD) -> bool:
-    """Claim ``key`` for one actor (two sweeps at once: one acts); False if another acted on it (``acted``), or
-    claimed it less than ``hold`` ago. A claim older than that and not acted on is taken again: its actor may have
-    died before acting (then acting twice beats never acting)."""
-    ref = event_ref(key)
-
-    @firestore.transactional
-    def run(transaction: firestore.Transaction) -> bool:
-        found = ref.get(transaction=transaction, field_paths=["received_at", "acted"]).to_dict()
-        at = now()
-        if found is not None and (found.get("acted") or (found.get("received_at") or at - hold) > at - hold):
-            return False
-        transaction.set(ref, record(kind, "", at))
-        return True
-
-    claimed: bool = transact(run)
-    return claimed
-
-
-def acted(key: str) -> None:
-    """A claim (``claim_for``) acted on: never taken again, however late another actor reaches it (a sweep whose
-    page was read before the act, reaching it after the hold)."""
-    event_ref(key).update({"acted": True})
-
-
 def release(key: str) -> None:
-    """Give up a claim (``claim_for``) whose act failed: the next actor may try at once."""
+    """Give up a claim whose act failed: the next actor may try at once."""
     event_ref(key).delete()
 
 

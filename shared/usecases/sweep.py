@@ -16,6 +16,9 @@
   conversation is asked again once, and QUESTION_ABANDON_HOURS later the child is ended (abandoned), the parent's
   conversation told why as the child's result.
 - A ``queued`` session whose task was never created (the ingress crashed in between) is enqueued again.
+- A notice of the sweep's (a reminder, an abandon's, an alert) that Slack refused or whose poster died is posted now,
+  at most once in all (``shared.asks.notices``: looked for first when an earlier attempt may have made it): by every
+  sweep, and by the rescue every few minutes, so a Slack that failed briefly delays it by minutes.
 - A session still ``paused`` QUESTION_REMIND_HOURS after its last update, whose waiting record has nothing open
   any more and whose turn nothing resumed (a path closed its last wait without resuming or ending it: a worker,
   handler or sweep killed between the two), is resumed as that last resolution would have resumed it: a top-level
@@ -41,7 +44,7 @@ from typing import Any
 
 from shared import config
 from shared.agent import followup
-from shared.asks import delegation, lifecycle, questions, stopping, tree_status
+from shared.asks import delegation, lifecycle, notices, questions, stopping, tree_status
 from shared.asks.stopping import DELEGATOR_ENDED
 from shared.errors import Contended
 from shared.logs import session_context
@@ -51,6 +54,7 @@ from shared.state import feedback as stored_feedback
 from shared.state import questions as stored_questions
 from shared.state.firestore import now
 from shared.state.models import ParentQuestion, SessionStatus
+from shared.state.notices import Notice
 from shared.state.session_model import Session
 from shared.state.stale import stale_sessions
 
@@ -67,6 +71,8 @@ def run(when: datetime | None = None) -> dict[str, Any]:
     abandon_after = remind_after + timedelta(hours=settings.question_abandon_hours)
     page = settings.sweep_page_size
     counts: Counter[str] = Counter()
+
+    _post_owed(counts, at, page)  # first: what a sweep before this one could not post
 
     asking: set[str] = set()  # the sessions found asking: they still wait (their record needs no read here)
     for ask in lifecycle.stale(at - remind_after, page_size=page):  # questions and approvals: one lifecycle
@@ -104,10 +110,26 @@ def run(when: datetime | None = None) -> dict[str, Any]:
     summary = {action: counts.get(action, 0) for action in (
         "reminded", "abandoned", "narrated", "escalated", "settled", "requeued", "children_failed", "unchanged",
         "errors", "questions_read", "sessions_read", "approvals_reminded", "approvals_expired", "approvals_read",
-        "parents_reminded", "children_abandoned", "unwaited_resumed", "unwaited_ended",
+        "parents_reminded", "children_abandoned", "unwaited_resumed", "unwaited_ended", "notices_posted",
+        "notices_read",
     )}  # fmt: skip
     log.info("sweep finished", extra={"summary": summary})
     return summary
+
+
+def _post_owed(counts: Counter[str], at: datetime, page: int) -> None:
+    """The notices an earlier sweep (or a path the sweep runs) could not post, posted now, once each
+    (``shared.asks.notices``): Slack refused them, or their poster died."""
+    for notice in notices.pending(page_size=page):
+        counts["notices_read"] += 1
+        counts[_guarded(_owed_action, notice, at)] += 1
+
+
+def _owed_action(notice: Notice, at: datetime) -> str:
+    """A notice still owed, posted (a reminder through its ask's remind, which gives it up once the ask is closed)."""
+    if notice.about is not None:
+        return lifecycle.remind_owed(notice, at)
+    return "notices_posted" if notices.post(notice) is not None else "unchanged"
 
 
 def feedback_summary(day: datetime) -> dict[str, Any]:
@@ -287,6 +309,7 @@ def rescue(when: datetime | None = None) -> dict[str, Any]:
     settings = config.settings()
     at = (when or now()).astimezone(UTC)  # task names fixed per UTC minute, whatever zone the clock was given in
     counts: Counter[str] = Counter()
+    _post_owed(counts, at, settings.sweep_page_size)  # nothing Slack refused waits for the daily sweep either
     attempt = f"rescue-{at:%Y%m%d%H%M}"
     dead_after = at - timedelta(minutes=settings.stale_lease_minutes)
     page = settings.sweep_page_size
@@ -299,7 +322,9 @@ def rescue(when: datetime | None = None) -> dict[str, Any]:
             counts["unchanged"] += 1  # long dead: the daily sweep narrates it from its audit log
             continue
         counts[_guarded(_enqueue, session, attempt, "taken_over")] += 1
-    summary = {key: counts.get(key, 0) for key in ("requeued", "taken_over", "unchanged", "errors", "sessions_read")}
+    summary = {key: counts.get(key, 0) for key in ("requeued", "taken_over", "unchanged", "errors", "sessions_read",
+                                                   "notices_posted", "reminded", "approvals_reminded",
+                                                   "notices_read")}  # fmt: skip
     log.info("rescue finished", extra={"summary": summary})
     return summary
 

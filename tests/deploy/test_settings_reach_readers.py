@@ -47,7 +47,7 @@ def test_agent_session_lets_the_requester_answer_in_a_dm_when_allowed(as_deploye
 
 @pytest.mark.parametrize("function", [config.AGENT_SESSION, config.SWEEP])
 def test_the_de_duplication_records_of_alerts_and_reminders_live_as_configured(as_deployed: Any, function: str) -> None:
-    """agent_session (alerts, notices) and the sweep (reminders) write de-duplication records too (events.claim_for):
+    """agent_session (alerts, notices) and the sweep (reminders) write de-duplication records too (notices):
     their TTL is the configured EVENT_TTL_HOURS, as the ingress's are."""
     as_deployed(function, {"event_ttl_hours": 24})
     at = datetime(2030, 1, 1, tzinfo=UTC)

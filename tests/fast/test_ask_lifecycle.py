@@ -35,8 +35,9 @@ def test_each_kind_of_ask_is_one_entry_with_its_steps_and_counts() -> None:
     decided = lifecycle.Ask(approval(AT))
     assert (decided.kind, decided.reminded, decided.expired, decided.session_id) == (
         "approvals", "approvals_reminded", "approvals_expired", "s2")  # fmt: skip
-    steps = {kind: (s.remind, s.expire) for kind, s in lifecycle._STEPS.items()}
-    assert steps == {Question: (questions.remind, questions.abandon), Approval: (approvals.remind, approvals.expire)}
+    steps = {kind: (s.reminder, s.expire) for kind, s in lifecycle._STEPS.items()}
+    assert steps == {Question: (questions.reminder, questions.abandon),
+                     Approval: (approvals.reminder, approvals.expire)}  # fmt: skip
 
 
 def test_one_aging_rule_reminds_once_then_expires() -> None:

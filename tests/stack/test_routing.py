@@ -70,7 +70,7 @@ def test_the_reminder_of_a_routed_card_is_posted_under_the_card(
     """Defect: a routed card's reminder was posted at the top level of the operator channel, apart from its card (its
     place there has no thread), so it named no card and a reply under it denied nothing. A routed question's
     reminder goes under its post; the card's now goes under the card too."""
-    from shared.asks import approvals as asked
+    from shared.asks import lifecycle
 
     script(G.call("scale_service", name="api", replicas=2), G.text("Scaled the api to 2."))
     _, _, session_id = dm(fake_slack, uid, "scale the api to 2")
@@ -78,7 +78,7 @@ def test_the_reminder_of_a_routed_card_is_posted_under_the_card(
     [approval] = stored.get_approvals(paused.awaited(WaitKind.APPROVAL))
     assert approval.card_channel == OPERATORS
     top_level = len([m for m in fake_slack.messages(OPERATORS) if m.get("thread_ts") in (None, m["ts"])])
-    assert asked.remind(approval, approval.asked_at + timedelta(hours=25))
+    assert lifecycle.Ask(approval).remind(approval.asked_at + timedelta(hours=25))
     under = [
         m["text"] for m in fake_slack.bot_replies(OPERATORS, approval.card_ts or "") if m["ts"] != approval.card_ts
     ]

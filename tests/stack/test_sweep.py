@@ -163,7 +163,8 @@ def test_the_sweep_reads_only_stale_documents(stack: Stack, empty_db: None, fake
 
     # Counted on the wire by a gRPC interceptor on the real client: a second, in-process sweep reads
     # the 5 stale questions, one empty page of each other query (and of yesterday's feedback, for its per-day
-    # summary), and nothing of the 6,000 fresh documents.
+    # summary; and of the notices still owed: the 5 reminders posted are not), and nothing of the 6,000 fresh
+    # documents.
     from bench.firestore_ops import CountingClient, OpCounter
     from shared.usecases import sweep as daily
 
@@ -171,8 +172,8 @@ def test_the_sweep_reads_only_stale_documents(stack: Stack, empty_db: None, fake
     counted = CountingClient(counter=counter, project=local.PROJECT)
     with deps.override(firestore=counted):
         again = counter.measure(daily.run)
-    assert again.queries == 7  # paused sessions too: a child waiting on its parent's answer is bounded
-    assert again.reads == 5 + 6  # 5 stale questions (already reminded: no writes), 6 empty pages
+    assert again.queries == 8  # paused sessions too: a child waiting on its parent's answer is bounded
+    assert again.reads == 5 + 7  # 5 stale questions (already reminded: no writes), 7 empty pages
     assert again.writes == 0
 
 

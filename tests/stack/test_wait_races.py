@@ -128,8 +128,10 @@ def test_a_refused_answer_between_the_sweeps_close_and_its_end_leaves_one_notice
     """Defect (a reviewer's): the sweep's abandon closes the first of two twin questions, then ends the session; an
     answer to the second landing between the two is refused, and its ``close_unwaited`` ends the session and shows
     the abandoned question; the sweep's end then finds the session ended and showed it too: "Nobody answered"
-    twice. Now whoever shows it first claims the notice (``events.claim_for``): it is posted once. The sweep runs
-    in a thread of its own, held in the window while the stack's function handles the answer."""
+    twice. Now the notice is claimed once (``shared.asks.notices``): the sweep's abandon claims it as it closes the
+    question (so a sweep killed after the end still owes it), the refused answer's show finds it claimed, and the
+    sweep posts it as it goes on. The sweep runs in a thread of its own, held in the window while the stack's
+    function handles the answer."""
     thread, asked = twin_questions(fake_slack, fake_gemini, uid)
     wait_status(thread.session_id, SessionStatus.PAUSED, timeout=60)
     first = wait_for(partial(posted_question, asked[0]), timeout=60, what="the question's post")
@@ -150,11 +152,11 @@ def test_a_refused_answer_between_the_sweeps_close_and_its_end_leaves_one_notice
         assert closed.wait(60)
         assert pick(fake_slack, thread, asked[1], 1)["status"] == 200  # handled by the stack's own function
         wait_status(thread.session_id, SessionStatus.ABANDONED, timeout=60)  # ended by the refused answer
-        wait_for(lambda: notices(fake_slack, thread), timeout=60, what="the refused answer's notice")
     finally:
         go_on.set()
         sweep.join(120)
     assert outcome == [True]
+    wait_for(lambda: notices(fake_slack, thread), timeout=60, what="the notice")
     told = [e["text"] for e in fake_slack.ephemerals(thread.channel, user=OPERATOR)]
     assert any("Nothing waits on this question any more" in text for text in told), told
     assert len(notices(fake_slack, thread)) == 1, fake_slack.messages(thread.channel, thread.ts)
