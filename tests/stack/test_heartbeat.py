@@ -39,13 +39,20 @@ def test_a_model_call_longer_than_the_lease_keeps_the_session(rig: cost.Rig) -> 
     """Without the heartbeat the lease ran out during the call: any delivery could take a live worker's session."""
     session_id = rig.start("think for a while")
     rig.script(G.delayed(SHORT_LEASE * 2.5, G.text("Thought it through.")))
+    delivered_keeping_its_lease(rig, session_id, "the model call in flight")
+    done = rig.session(session_id)
+    assert (done.status, done.lease.takeovers) == (SessionStatus.DONE, 0)
+
+
+def delivered_keeping_its_lease(rig: cost.Rig, session_id: str, call: str) -> None:
+    """Deliver the session's task; once its (held) model call is in flight, every look at the session until the
+    delivery returns finds a live lease."""
     worker = threading.Thread(target=rig.deliver, args=(session_id,))
     worker.start()
     expired: list[tuple[Session, datetime]] = []
     try:
-        wait_for(lambda: [r for r in rig.gemini.requests() if rig.uid in str(r["body"])], timeout=60,
-                 what="the model call in flight")  # fmt: skip
-        while worker.is_alive():  # every look at the session during the call finds a live lease
+        wait_for(lambda: [r for r in rig.gemini.requests() if rig.uid in str(r["body"])], timeout=60, what=call)
+        while worker.is_alive():
             found, at = rig.session(session_id), firestore.now()
             if found.status == SessionStatus.RUNNING and found.lease.until is not None and found.lease.until <= at:
                 expired.append((found, at))
@@ -53,8 +60,6 @@ def test_a_model_call_longer_than_the_lease_keeps_the_session(rig: cost.Rig) -> 
     finally:
         worker.join(60)
     assert not expired, f"the lease ran out while the worker lived: {[(f.lease.until, at) for f, at in expired]}"
-    done = rig.session(session_id)
-    assert (done.status, done.lease.takeovers) == (SessionStatus.DONE, 0)
 
 
 @pytest.fixture
@@ -121,19 +126,6 @@ def test_a_takeover_past_the_wall_budget_keeps_its_lease_through_the_wrap_up(rig
         "lease_until": long_ago + timedelta(seconds=SHORT_LEASE), "started_at": long_ago,
     })  # fmt: skip
     rig.script(G.delayed(SHORT_LEASE * 2.5, G.text("Wrapped up.")))
-    worker = threading.Thread(target=rig.deliver, args=(session_id,))
-    worker.start()
-    expired: list[tuple[Session, datetime]] = []
-    try:
-        wait_for(lambda: [r for r in rig.gemini.requests() if rig.uid in str(r["body"])], timeout=60,
-                 what="the wrap-up's model call in flight")  # fmt: skip
-        while worker.is_alive():  # every look at the session during the call finds a live lease
-            found, at = rig.session(session_id), firestore.now()
-            if found.status == SessionStatus.RUNNING and found.lease.until is not None and found.lease.until <= at:
-                expired.append((found, at))
-            worker.join(0.5)
-    finally:
-        worker.join(60)
-    assert not expired, f"the lease ran out while the worker lived: {[(f.lease.until, at) for f, at in expired]}"
+    delivered_keeping_its_lease(rig, session_id, "the wrap-up's model call in flight")
     done = rig.session(session_id)
     assert (done.status, done.lease.takeovers) == (SessionStatus.DONE, 1)
