@@ -74,8 +74,9 @@ class Ender:
         """A question of the turn it was about to wait on was closed unanswered while it ran (a newer question in
         its thread replaced it): it ends abandoned instead of pausing, as ``shared.asks.questions.cancel_older`` ends
         a paused asker, and everything else its turn waited on ends with it (its children stopped: their results
-        go nowhere; its other questions cancelled, its approvals expired), the children asking it released. The
-        thread hears nothing more: the replaced question's post says so, and the newer question is there."""
+        go nowhere; its other questions cancelled, its approvals expired), the children asking it released; a
+        child's end stops all it delegated, non-blocking ones too (it reports once). The thread hears nothing more: the
+        replaced question's post says so, and the newer question is there."""
         statuses = list(turn.closed.values())
         why = questions.why_closed(statuses, unanswered="a question went unanswered")
         by = _replacer(turn.closed) if questions.replaced(statuses) else "sweep"
@@ -93,7 +94,9 @@ class Ender:
         # kill or a Slack error here is left to the refused answer or decision (``stopping.close_unwaited``).
         self.session.waiting = list(turn.record)
         stopping.end_waits(self.session, why=why, by=by)
-        if not self.session.reports_to_parent:  # what else its conversation asked and left open closes with it
+        if self.session.reports_to_parent:  # a child reports once: what it delegated, non-blocking too, goes nowhere
+            stopping.stop_children(self.session, by=stopping.DELEGATOR_ENDED)  # (as its redelivery, the sweep do)
+        else:  # what else its conversation asked and left open closes with it
             stopping.close_asks(self.session, why=why, by=by, expired=True)
         delegation.release_askers(self.session, delegated=delegation.delegated_in(self.steps))
         if not self.session.reports_to_parent:

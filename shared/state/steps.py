@@ -157,6 +157,36 @@ def _plain(updates: dict[str, Any], *, ending: bool, pausing: bool, consumed: bo
 
 
 @dataclass(frozen=True)
+class _Stopped:
+    """A model turn's commit that found a stop requested: it stored only the tokens the turn spent."""
+
+    by: str
+    spent: dict[str, Any]
+
+
+def _stopped(transaction: firestore.Transaction, session: Session, by: str, updates: dict[str, Any],
+             spent: int) -> _Stopped:  # fmt: skip
+    """A stop found by a step commit: it writes nothing and raises, unless the step is a model turn that answered as
+    the stop came, whose tokens were really spent: those alone are stored (the session's totals, the person's day)."""
+    if "tokens" not in updates:
+        raise StopRequested(by)
+    spent_only = {"tokens": updates["tokens"], "updated_at": updates["updated_at"]}
+    spend.record(transaction, session, spent, updates["updated_at"])
+    transaction.update(session_ref(session.session_id), spent_only)
+    return _Stopped(by, spent_only)
+
+
+def _unless_stopped(session: Session, pending: list[Note] | _Pending | _Stopped) -> list[Note] | _Pending:
+    """What a step commit returned; one that found a stop (``_stopped``): the session as it stored it, and the stop
+    raised."""
+    if isinstance(pending, _Stopped):
+        lease.forget(session)  # it ends at this boundary (its end's commit reads what it needs)
+        session.apply(pending.spent)
+        raise StopRequested(pending.by)
+    return pending
+
+
+@dataclass(frozen=True)
 class _Pending:
     """An ending that found notes: the children's results it read are stored as notes, nothing else."""
 
@@ -203,7 +233,7 @@ def commit_step(
     used: list[firestore.Transaction] = []  # the attempt that committed is the last (none: ``step_fence`` committed)
 
     @firestore.transactional
-    def write(transaction: firestore.Transaction) -> list[Note] | _Pending:
+    def write(transaction: firestore.Transaction) -> list[Note] | _Pending | _Stopped:
         used.append(transaction)
         # The session and its transcript's root (for a continuation), in one round trip.
         current, root = _read_with_root(transaction, ref, root_ref, _FENCE_FIELDS)
@@ -211,7 +241,7 @@ def commit_step(
             raise LeaseLost(f"session is now {current.get('status')} under worker {current.get('worker')}")
         pausing = updates.get("status") == SessionStatus.PAUSED.value
         if current.get("stop_requested") and (pausing or not ending):
-            raise StopRequested(str(current["stop_requested"]))
+            return _stopped(transaction, session, str(current["stop_requested"]), updates, spent if spending else 0)
         # Only the transcript's writer may add to it (a continuation becomes the writer when it is claimed).
         writer = root.get("transcript_writer")
         if writer not in (None, session.session_id):
@@ -259,9 +289,10 @@ def commit_step(
     # the transaction. (plain: a step that leaves the session running, or ends it done, and reads and records
     # nothing more)
     plain = _plain(updates, ending=ending, pausing=bool(pausing_on_record), consumed=bool(consumed), spending=spending)
-    pending: list[Note] | _Pending = (
+    pending: list[Note] | _Pending | _Stopped = (
         [] if step_fence.commit(session, step, updates, fenced, plain=plain, ends=ending) else contended(write)
     )
+    pending = _unless_stopped(session, pending)
     _wrote(session, used, running=not ending and not isinstance(pending, _Pending))
     if isinstance(pending, _Pending):
         session.notes = pending.notes

@@ -16,12 +16,13 @@ from bench import cost
 from infra.fakes.gemini.client import FakeGemini
 from infra.stack import Stack
 from shared import config
-from shared.agent import daily_budget
+from shared.agent import daily_budget, streamed
+from shared.asks import stopping
 from shared.slack import blocks
-from shared.state import ids, sessions, spend
+from shared.state import ids, sessions, spend, steps
 from shared.state import questions as stored
 from shared.state.firestore import now
-from shared.state.models import QuestionStatus, SessionStatus
+from shared.state.models import QuestionStatus, SessionStatus, StepKind
 from tests.agent_helpers import function_responses
 from tests.rigs import counted_rig
 
@@ -177,3 +178,34 @@ def test_token_counts_are_clamped_at_zero_and_spend_never_decreases(roomy: cost.
     rig.deliver(again)
     assert rig.session(again).limits.tokens == {"prompt": 0, "cached": 0, "output": 0, "thinking": 0}
     assert spend.spent_today(done.requester, now())[0] == spent
+
+
+@pytest.mark.parametrize("turn", ["answer", "call"])
+def test_a_turn_the_model_answered_before_a_stop_reached_its_session_is_counted(
+    roomy: cost.Rig, monkeypatch: pytest.MonkeyPatch, turn: str
+) -> None:
+    """Defect: a Stop that reached a running session while the model answered made the turn's step commit write
+    nothing (it ends at that boundary), so the turn's tokens, really spent, were counted nowhere: not in the
+    person's day, not in the session's totals (nor its tree's). Now that commit records them, and nothing else."""
+    rig = roomy
+    session_id = rig.start("read the thread, then answer")
+    rig.script(FakeGemini.call("read_thread", limit=5) if turn == "call" else FakeGemini.text("Done reading."))
+    real = streamed.model_turn
+
+    def stopped_meanwhile(*args: Any, **kwargs: Any) -> Any:
+        response = real(*args, **kwargs)
+        assert stopping.stop(session_id, by="<@U0STOPPER>") == [session_id]
+        return response
+
+    monkeypatch.setattr(streamed, "model_turn", stopped_meanwhile)
+    rig.deliver(session_id)
+    stopped = rig.session(session_id)
+    assert stopped.status == SessionStatus.STOPPED
+    [usage] = [r["reply"]["usage"] for r in model_requests(rig)]
+    counted = usage["promptTokenCount"] + usage["candidatesTokenCount"] + usage.get("thoughtsTokenCount", 0)
+    assert counted > 0
+    assert stopped.limits.tokens.get("prompt") == usage["promptTokenCount"]
+    assert spend.counted(stopped.limits.tokens) == counted
+    assert spend.spent_today(stopped.requester, now())[0] == counted
+    assert [s.kind for s in steps.load_steps(session_id)][-1] == StepKind.END  # the turn itself was not stored
+    assert not [s for s in steps.load_steps(session_id) if s.kind == StepKind.MODEL]
