@@ -23,8 +23,8 @@ from typing import Unpack
 from google.genai import types
 
 from shared import config, deps
+from shared.agent import heartbeat, streamed
 from shared.agent import model as gemini
-from shared.agent import streamed
 from shared.agent.budget import Budget, conversation_allowance
 from shared.agent.tools import toolset
 from shared.agent.transcript import PendingTurn, Responses, contents_of, to_json
@@ -75,6 +75,7 @@ class RunState:
         session.next_seq = max(session.next_seq, self.steps[-1].seq + 1 if self.steps else 0)
         self.surface = streamed.surface_for(session, takeover=takeover)  # a takeover reads what Slack has
         self.surface.beside = self.show_beside  # its status is set beside the model's request (``shown`` waits)
+        heartbeat.also(self.surface.keep_shown)  # a step longer than Slack keeps a status: the beat sets it again
         self.tools = (deps.get().tools or toolset.for_session)(session)
         # Calls made so far, by tool (the policy bounds some of them per session).
         self.used = Counter(

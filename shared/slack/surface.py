@@ -4,9 +4,11 @@ The agent talks to a ``ThreadSurface`` (working, doing, paused, done, failed, po
 itself, so this is the one place that decides how work shows: Slack's own status under the thread ("is
 thinking…", "is fetching example.com"), cleared when the session pauses or ends. Slack removes a status two minutes
 after it was set if the app posted nothing meanwhile, so a step that finds it older than ``STATUS_REFRESH_SECONDS``
-sets it again, unchanged. In a session's run a status is set beside what the run does next (``beside``: its model
-request need not wait for Slack), and every later Slack call of the surface (its answer stream's too) waits for it
-first, so Slack sees them in the order the run made them. Where Slack refuses a status (a missing scope, a token or
+sets it again, unchanged, and so does the run's heartbeat (``keep_shown``) while one step (a model turn, a tool)
+takes longer than that: the status it sets is the latest the run set, never one after the run posted or paused.
+In a session's run a status is set beside what the run does next (``beside``: its model request need not wait for
+Slack), and every later Slack call of the surface (its answer stream's too) waits for it first, so Slack sees them
+in the order the run made them. Where Slack refuses a status (a missing scope, a token or
 a channel it does not allow), the surface falls back to the 👀 reaction for the rest of its session, without asking
 again. The end of a session is marked with a reaction either way: a status is gone once the session stops, a
 reaction stays.
@@ -19,6 +21,7 @@ and its final answer streamed into one message; ``answer`` finishes it, or posts
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -80,6 +83,8 @@ class ThreadSurface:
         self.beside: ShowBeside | None = None  # where a status is set beside the run's work (None: before it returns)
         self._setting: Future[None] | None = None  # the status being set beside: any later Slack call waits for it
         self._asked = ("", 0.0)  # the status it sets, and when it was asked for
+        # Held while a status is set or cleared, or a post made: the heartbeat's ``keep_shown`` sets none between
+        self._showing = threading.Lock()
 
     def settled(self) -> None:
         """Wait for the status being set beside the run (if one is), so Slack has it before this surface's next
@@ -122,9 +127,26 @@ class ThreadSurface:
         else:
             self._setting, self._asked = self.beside("the status", work), (status, time.monotonic())
 
+    def keep_shown(self) -> None:
+        """From the run's heartbeat: the status Slack shows is set again, unchanged, when Slack may be about to
+        remove it (set ``STATUS_REFRESH_SECONDS`` ago, with no post since), while one step outlasts that. Nothing
+        while a status is being set beside the run, after a post (the run's next step sets it), once cleared, or
+        where Slack refused statuses."""
+        with self._showing:
+            setting = self._setting
+            if self.quiet or self.status_refused or not self.status or not _stale(self.status_at):
+                return
+            if setting is not None and not setting.done():
+                return
+            if slack.set_status(self.channel, self.thread_ts, self.status) is None:
+                self.status_at = time.monotonic()
+
     def _set_status(self, status: str) -> None:
-        if slack.set_status(self.channel, self.thread_ts, status) is None:
-            self.status, self.status_at = status, time.monotonic()
+        with self._showing:
+            refused = slack.set_status(self.channel, self.thread_ts, status)
+            if refused is None:
+                self.status, self.status_at = status, time.monotonic()
+        if refused is None:
             return
         self.status_refused = True  # for the rest of this session: no retry on every step
         if not self.reacted:
@@ -142,8 +164,10 @@ class ThreadSurface:
         if self.stream is not None:
             self.stream.close()
         if not self.status_refused and self.status != "":
-            if slack.set_status(self.channel, self.thread_ts, "") is None:
-                self.status = ""
+            with self._showing:
+                cleared = slack.set_status(self.channel, self.thread_ts, "") is None
+                self.status = "" if cleared else self.status
+            if cleared:
                 return
             self.status_refused = True
         if self.status_refused and (self.reacted or self.status is None):  # a predecessor's 👀 (a takeover)
@@ -187,9 +211,10 @@ class ThreadSurface:
         if not ts and self.stream is not None:
             self.stream.close()  # what the session posts comes after the steps shown so far, never above them
         if not ts:
-            ts = slack.post(self.channel, self.reply_ts, text, key=key, blocks=blocks)
-            if self.status:
-                self.status = None  # Slack clears a thread's status when the app posts: set it again next step
+            with self._showing:
+                ts = slack.post(self.channel, self.reply_ts, text, key=key, blocks=blocks)
+                if self.status:
+                    self.status = None  # Slack clears a thread's status when the app posts: set it again next step
         self.posted[key] = ts
         return ts
 

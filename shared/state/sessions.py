@@ -456,6 +456,20 @@ def active_sessions_in_thread(channel: str, thread_ts: str, *, delegated: bool =
     return [s for s in found if (s.reports_to_parent if delegated else s.top_level)]
 
 
+def any_session_in_thread(channel: str, thread_ts: str) -> bool:
+    """Whether any session, in any status, was started in the thread (one indexed query, at most one document)."""
+    statuses = [status.value for status in SessionStatus]
+    query = (
+        db()
+        .collection(SESSIONS)
+        .where(filter=FieldFilter("channel", "==", channel))
+        .where(filter=FieldFilter("thread_ts", "==", thread_ts))
+        .where(filter=FieldFilter("status", "in", statuses))
+        .limit(1)
+    )
+    return any(True for _ in query.stream())
+
+
 def mark_followed_up(session_id: str) -> None:
     try:
         session_ref(session_id).update(session_update(followed_up=True, updated_at=now()))

@@ -12,7 +12,8 @@ as its session opens), two Slack calls made right away rather than through a Clo
 round trip and a cold ``agent_session`` for two small calls). The event is recorded once they are made
 (``events/{event_id}``, ``create()``): Slack's retry of it then does nothing, since repeating the calls after the
 person has typed would rename the thread "New request" again and offer its prompts under the conversation; a
-delivery that died before making them leaves no record, so that the retry makes them. A message typed in the pane is a
+delivery that died before making them leaves no record, so that the retry makes them, unless the person has typed in
+the thread meanwhile (a session there): then the retry offers nothing. A message typed in the pane is a
 DM in that thread (``message.im`` with its ``thread_ts``) and goes through ``intake.route`` like any other DM.
 On the Slack ingress path, so it never imports google-genai.
 """
@@ -24,7 +25,7 @@ import logging
 from shared import config
 from shared.slack import client as slack
 from shared.slack.events import AssistantThread
-from shared.state import events
+from shared.state import events, sessions
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,14 @@ def opened(thread: AssistantThread) -> dict[str, str | bool]:
     if events.event_seen(thread.event_id):
         log.info("duplicate event delivery", extra={"event_id": thread.event_id, "channel": thread.channel})
         return {"ok": True, "duplicate": True}
+    if thread.thread_ts and sessions.any_session_in_thread(thread.channel, thread.thread_ts):
+        # Slack's retry (X-Slack-Retry-Num, up to minutes later) of an opening whose first delivery died before its
+        # calls, after the person typed there: the thread has its name and its conversation, which a "New request"
+        # and the prompts would overwrite. (A first delivery never finds one: the opening makes the thread.)
+        events.claim_event(thread.event_id, kind="assistant_opened")
+        log.info("pane opening retried after its thread's conversation began; nothing offered",
+                 extra={"channel": thread.channel, "thread_ts": thread.thread_ts})  # fmt: skip
+        return {"ok": True, "ignored": "the thread's conversation has begun"}
     detail = _offer(thread)
     events.claim_event(thread.event_id, kind="assistant_opened")
     return detail

@@ -274,3 +274,30 @@ def test_an_opening_whose_delivery_died_before_its_calls_is_offered_by_slacks_re
     assert assistant_pane.opened(thread).get("duplicate") is None  # Slack's retry offers them
     assert len(calls_for(fake_slack, "assistant.threads.setSuggestedPrompts", thread_ts)) == before + 1
     assert assistant_pane.opened(thread).get("duplicate") is True  # and a later retry does nothing
+
+
+@pytest.mark.stack
+def test_a_retried_opening_whose_first_delivery_died_does_not_rename_a_thread_the_person_typed_in(
+    script: Script, fake_slack: FakeSlack, fake_gemini: FakeGemini, uid: str
+) -> None:
+    """Defect: the opening's first delivery died before its calls (nothing recorded), the person typed a request in
+    the thread meanwhile (its session named the thread), and Slack's retry (X-Slack-Retry-Num, a minute on) then
+    renamed it "New request" and offered the prompts under the conversation. A retry that finds a session in the
+    thread offers nothing and is recorded."""
+    from shared.slack.events import AssistantThread
+    from shared.usecases import assistant_pane
+
+    opened = fake_slack.open_assistant(f"U{uid}")  # its delivery, as if died: the test offers nothing for it
+    channel, thread_ts = opened["channel"], opened["thread_ts"]
+    script(G.text("Done."))
+    sent = fake_slack.user_message(f"U{uid}", channel, f"ship the fix [{uid}]", thread_ts=thread_ts)
+    wait_status(ids.session_for_event(sent["deliveries"][0]["event_id"]), SessionStatus.DONE)
+    titles = calls_for(fake_slack, "assistant.threads.setTitle", thread_ts)
+    prompts = calls_for(fake_slack, "assistant.threads.setSuggestedPrompts", thread_ts)
+    thread = AssistantThread(event_id=f"EvDied{uid}", started=True, channel=channel, thread_ts=thread_ts,
+                             user=f"U{uid}", context_channel=None)  # fmt: skip
+    assert assistant_pane.opened(thread).get("ignored")
+    assert fake_slack.assistant_thread(channel, thread_ts)["title"] == f"ship the fix [{uid}]"
+    assert calls_for(fake_slack, "assistant.threads.setTitle", thread_ts) == titles
+    assert calls_for(fake_slack, "assistant.threads.setSuggestedPrompts", thread_ts) == prompts
+    assert assistant_pane.opened(thread).get("duplicate") is True  # recorded: later retries too

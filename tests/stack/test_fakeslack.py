@@ -621,6 +621,11 @@ def test_a_stream_takes_slacks_arguments_and_answers_slacks_errors(fake: FakeSla
     assert streaming["text"] == "Hello world"
     assert streaming["stream"] == {"streaming": True, "tasks": [task], "display": "timeline", "plan": None}
     metadata = {"event_type": "agent_post", "event_payload": {"key": "k"}}
+    with pytest.raises(SlackApiError, match="invalid_blocks"):  # 50 blocks under the text: nothing of it shows
+        web.chat_stopStream(channel="C25", ts=ts, markdown_text="!", blocks=[{"type": "divider"}] * 51)
+    with pytest.raises(SlackApiError, match="invalid_metadata"):
+        web.chat_stopStream(channel="C25", ts=ts, markdown_text="!", metadata={"event_payload": {}})
+    assert fake.bot_replies("C25", root)[0]["text"] == "Hello world"  # and the stream is still open
     web.chat_stopStream(channel="C25", ts=ts, metadata=metadata, chunks=[{**task, "status": "complete"}])
     with pytest.raises(SlackApiError, match="message_not_in_streaming_state"):
         web.chat_appendStream(channel="C25", ts=ts, markdown_text="late")

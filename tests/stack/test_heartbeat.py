@@ -15,6 +15,7 @@ from bench import cost
 from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.slack.client import FakeSlack
 from infra.stack import Stack
+from shared.slack import surface
 from shared.state import firestore, sessions
 from shared.state.models import SessionKind, SessionStatus
 from shared.state.session_model import Session
@@ -60,6 +61,35 @@ def delivered_keeping_its_lease(rig: cost.Rig, session_id: str, call: str) -> No
     finally:
         worker.join(60)
     assert not expired, f"the lease ran out while the worker lived: {[(f.lease.until, at) for f, at in expired]}"
+
+
+def test_a_status_slack_is_slow_to_set_again_never_delays_the_lease(
+    rig: cost.Rig, fake_slack: FakeSlack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The heartbeat also sets the status again during a long step (Slack removes it after two minutes): that call
+    held by a slow Slack for longer than the lease must not hold the lease's renewal with it."""
+    monkeypatch.setattr(surface, "STATUS_REFRESH_SECONDS", 1.0, raising=False)
+    session_id = rig.start("think for a while")
+    rig.script(G.delayed(SHORT_LEASE * 2.5, G.text("Thought it through.")))
+    worker = threading.Thread(target=rig.deliver, args=(session_id,))
+    worker.start()
+    expired: list[tuple[Session, datetime]] = []
+    try:
+        wait_for(lambda: fake_slack.calls("assistant.threads.setStatus"), timeout=60, what="the first status")
+        fake_slack.slow("assistant.threads.setStatus", SHORT_LEASE * 1.5, times=1)  # the heartbeat's, held
+        wait_for(lambda: len(fake_slack.calls("assistant.threads.setStatus")) >= 2, timeout=60,
+                 what="the status set again while the model thinks")  # fmt: skip
+        while worker.is_alive():
+            found, at = rig.session(session_id), firestore.now()
+            if found.status == SessionStatus.RUNNING and found.lease.until is not None and found.lease.until <= at:
+                expired.append((found, at))
+            worker.join(0.5)
+    finally:
+        fake_slack.release("assistant.threads.setStatus")
+        worker.join(60)
+    assert not expired, f"the lease ran out while the worker lived: {[(f.lease.until, at) for f, at in expired]}"
+    done = rig.session(session_id)
+    assert (done.status, done.lease.takeovers) == (SessionStatus.DONE, 0)
 
 
 @pytest.fixture

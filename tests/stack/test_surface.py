@@ -10,11 +10,13 @@ import pytest
 
 from infra.fakes.gemini.client import FakeGemini
 from infra.fakes.slack.client import FakeSlack
+from infra.stack import Stack
 from shared.agent.activity import doing
 from shared.slack import surface
 from shared.state.models import SessionStatus
 from tests.agent_helpers import mention, wait_status
 from tests.poll import wait_for
+from tests.rigs import counted_rig
 from tests.surfaces import CHANNEL, slack_thread
 
 G = FakeGemini
@@ -173,3 +175,29 @@ def test_a_status_slack_removed_after_its_two_minutes_is_set_again(monkeypatch: 
         thread.working()  # the session's next turn, still thinking
         assert fake.status(CHANNEL, thread.thread_ts) == surface.THINKING
         assert fake.statuses(CHANNEL, thread.thread_ts) == [surface.THINKING, surface.THINKING]
+
+
+@pytest.mark.stack
+def test_a_status_stays_shown_through_a_model_turn_longer_than_slack_keeps_it(
+    stack: Stack, fake_slack: FakeSlack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One step longer than the two minutes Slack keeps a status with no post (a model turn that thinks for minutes,
+    a slow tool): the run's heartbeat sets it again, so it shows the whole time, not only until Slack removes it
+    (every time shortened here; the session runs in this process). It used to be set once, then gone."""
+    monkeypatch.setattr(surface, "STATUS_REFRESH_SECONDS", 1.0, raising=False)
+    fake_slack.configure(status_seconds=5.0)
+    with counted_rig(stack, monkeypatch, SESSION_LEASE_SECONDS="5") as rig:  # a beat every 1.25 s
+        session_id = rig.start("think it over for a while")
+        rig.script(FakeGemini.delayed(10, FakeGemini.text("Thought it through.")))
+        rig.delivered(session_id, SessionStatus.DONE)
+        session = rig.session(session_id)
+    channel, ts = session.origin.channel, session.origin.thread_ts
+    sets = [c for c in fake_slack.calls("assistant.threads.setStatus") if c["args"].get("channel_id") == channel]
+    thinking = [c["time"] for c in sets if c["args"]["status"] == surface.THINKING]
+    replies = {"chat.startStream", "chat.postMessage"}
+    answered = min(c["time"] for c in fake_slack.calls(channel=channel) if c["method"] in replies
+                   and c["time"] > thinking[0])  # fmt: skip
+    assert len(thinking) >= 3, fake_slack.statuses(channel, ts)
+    shown_until = [*thinking[1:], answered]  # each set shows until the next one, the last until the answer
+    assert all(later - at < 5.0 for at, later in zip(thinking, shown_until, strict=True)), (thinking, answered)
+    assert fake_slack.statuses(channel, ts)[-1] == ""  # cleared at the end, never set after it

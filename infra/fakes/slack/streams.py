@@ -62,13 +62,13 @@ def chat_append_stream(ws: Workspace, args: Json) -> Json:
 
 def chat_stop_stream(ws: Workspace, args: Json) -> Json:
     message = _streaming(ws, args)
-    _absorb(message, args)
     blocks = json_list(args, "blocks", "invalid_blocks")
     if blocks is not None and len(blocks) > MAX_CHUNKS:
         raise SlackError("invalid_blocks")
     metadata = json_object(args, "metadata", "invalid_metadata")
     if metadata is not None and not (isinstance(metadata.get("event_type"), str) and "event_payload" in metadata):
         raise SlackError("invalid_metadata")
+    _absorb(message, args)  # after every check: nothing of a refused stop shows, and the stream stays open
     message.blocks = blocks if blocks is not None else message.blocks
     message.metadata = metadata if metadata is not None else message.metadata
     assert message.stream is not None
