@@ -6,6 +6,9 @@ trust; each is capped before it is stored or shown to the model, so a step alway
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 MAX_MESSAGE_CHARS = 4_000  # one thread message, note or answer
 MAX_REQUEST_CHARS = 20_000  # the request that started the session, as the model sees it
 MAX_THREAD_CHARS = 120_000  # the whole thread section of the opening prompt (newest messages kept)
@@ -27,3 +30,24 @@ def capped(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     return f"{text[:limit]} [truncated, {len(text):,} characters]"
+
+
+MAX_JSON_DEPTH = 64  # arrays and objects inside each other in a JSON document from outside (Slack, a form, a task)
+
+
+def loads_untrusted(data: str | bytes) -> Any:
+    """``json.loads`` of a document from outside the process, ValueError for one nested deeper than
+    ``MAX_JSON_DEPTH``: Python's parser raises RecursionError (not a ValueError) near a thousand levels, which
+    3,000 characters of ``[`` reach, and anything deep that did parse would fail later, wherever it is walked."""
+    try:
+        value = json.loads(data)
+    except RecursionError:
+        raise ValueError(f"JSON nested more than {MAX_JSON_DEPTH} levels deep") from None
+    level, deepest = [value], 0
+    while level:
+        deepest += 1
+        if deepest > MAX_JSON_DEPTH:
+            raise ValueError(f"JSON nested more than {MAX_JSON_DEPTH} levels deep")
+        level = [child for node in level if isinstance(node, (dict, list))
+                 for child in (node.values() if isinstance(node, dict) else node)]  # fmt: skip
+    return value

@@ -7,12 +7,15 @@ the product stored.
 
 from __future__ import annotations
 
-import json
+import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
 from shared.errors import Refused
+from shared.limits import loads_untrusted
+
+RECORD_ID = re.compile(r"[A-Za-z0-9_-]{0,1500}")  # a Firestore document id as shared.state.ids makes them; or none
 
 
 class BadPayload(Refused):
@@ -43,7 +46,7 @@ def parse_payload(body: bytes) -> dict[str, Any]:
     if not raw:
         raise BadPayload("body has no payload field")
     try:
-        payload = json.loads(raw[0])
+        payload = loads_untrusted(raw[0])
     except ValueError:
         raise BadPayload("payload is not JSON") from None
     if not isinstance(payload, dict):
@@ -56,18 +59,30 @@ def button_press(payload: dict[str, Any]) -> ButtonPress:
     try:
         action = payload["actions"][0]
         container = payload.get("container") or {}
-        return ButtonPress(
-            user=str(payload["user"]["id"]),
-            channel=str(container.get("channel_id") or payload["channel"]["id"]),
-            message_ts=str(container["message_ts"]),
-            thread_ts=_thread_of(payload, container),
-            action_id=str(action.get("action_id") or ""),
-            value=str(action.get("value") or ""),
-            action_ts=str(action.get("action_ts") or payload.get("trigger_id") or ""),
-            trigger_id=str(payload.get("trigger_id") or ""),
+        return _checked(
+            ButtonPress(
+                user=str(payload["user"]["id"]),
+                channel=str(container.get("channel_id") or payload["channel"]["id"]),
+                message_ts=str(container["message_ts"]),
+                thread_ts=_thread_of(payload, container),
+                action_id=str(action.get("action_id") or ""),
+                value=str(action.get("value") or ""),
+                action_ts=str(action.get("action_ts") or payload.get("trigger_id") or ""),
+                trigger_id=str(payload.get("trigger_id") or ""),
+            )
         )
     except (KeyError, TypeError, IndexError, AttributeError) as exc:
         raise BadPayload(f"malformed block_actions payload: {exc}") from None
+
+
+def _checked(press: ButtonPress) -> ButtonPress:
+    """``press``, if its value names a record the way every button the product posts does (``<id>`` or
+    ``<id>|<detail>``, the id of ``shared.state.ids``'s characters); a value such as ``a/b|1`` or ``..`` would be
+    read as a Firestore path (a 500 from the client, or another collection's document), so it is a BadPayload."""
+    record = press.value.partition("|")[0]
+    if not RECORD_ID.fullmatch(record) or (len(record) > 3 and record.startswith("__") and record.endswith("__")):
+        raise BadPayload("the button's value names no record")
+    return press
 
 
 def _thread_of(payload: dict[str, Any], container: dict[str, Any]) -> str | None:

@@ -1,0 +1,156 @@
+"""Hostile and malformed requests to every entry point: each is refused with a clear 4xx (or a 2xx that drops it),
+never a 500 with a traceback, and none creates a task."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+
+from infra.product_env import product_environment
+from infra.signing import signed_headers
+from infra.stack import SIGNING_SECRET, Stack
+from shared import deps
+from shared.slack.edit_modal import parse
+from tests.conftest import TEST_DIR
+from tests.function_apps import function_client as client
+
+
+class RecordingTasks:
+    def __init__(self) -> None:
+        self.created: list[Any] = []
+
+    def create_task(self, *, parent: str, task: Any, retry: Any = None, timeout: float | None = None) -> Any:
+        self.created.append(task)
+        return task
+
+
+@pytest.fixture(scope="module")
+def emulators() -> Iterator[Stack]:
+    where = TEST_DIR / "fast"
+    unused = "http://127.0.0.1:9/agent_session"
+    stack = Stack(with_functions=(), extra_env={"TASKS_TARGET_URL": unused}, stack_file=where / "stack.json").start()
+    try:
+        with product_environment(stack):
+            yield stack
+    finally:
+        stack.stop()
+
+
+@pytest.fixture
+def tasks(emulators: Stack) -> Iterator[RecordingTasks]:
+    recorder = RecordingTasks()
+    with deps.override(tasks=recorder):
+        yield recorder
+
+
+DEEP = b"[" * 100_000 + b"]" * 100_000
+EVENT_BODIES = [
+    b"[]",
+    b"1",
+    b'"x"',
+    b"null",
+    b"{}",
+    DEEP,
+    b'{"a":' * 50_000 + b"1" + b"}" * 50_000,
+    b'{"type": "event_callback"}',
+    b'{"type": "event_callback", "event": []}',
+    b'{"type": "event_callback", "event": {"type": "app_mention", "text": 5, "user": [], "channel": {}, "ts": 1}}',
+    b'{"type": "event_callback", "event_id": [], "event": {"type": "message", "text": "\\ud800", "user": "U1",'
+    b' "channel": "C1", "ts": "1.1"}}',
+    b'{"type": "url_verification", "challenge": {"x": 1}}',
+    b'{"type": "event_callback", "event": {"type": "reaction_added", "item": "x", "user": "U1"}}',
+    b'{"type": "event_callback", "event": {"type": "app_mention", "text": "hi", "user": "U1", "channel": "C1",'
+    b' "ts": "x", "thread_ts": {}}}',
+]
+
+
+@pytest.mark.parametrize("body", EVENT_BODIES, ids=range(len(EVENT_BODIES)))
+def test_signed_but_malformed_events(tasks: RecordingTasks, body: bytes) -> None:
+    reply = client("slack_events").post("/", data=body, headers=signed_headers(SIGNING_SECRET, body))
+    assert reply.status_code < 500, reply.get_data()
+    assert tasks.created == []
+
+
+PAYLOADS: list[Any] = [
+    DEEP.decode(),
+    "[]",
+    "{}",
+    '{"type": "block_actions"}',
+    '{"type": "block_actions", "actions": []}',
+    '{"type": "block_actions", "actions": [{}], "user": {}}',
+    '{"type": "block_actions", "actions": [5], "user": {"id": "U1"}}',
+    '{"type": "block_actions", "actions": [{"action_id": "approve", "value": 5}], "user": {"id": "U1"},'
+    ' "channel": {"id": "C1"}, "container": {"message_ts": "1.1"}}',
+    '{"type": "view_submission", "view": {"callback_id": "edit_call"}}',
+    '{"type": "view_submission", "view": {"callback_id": "edit_call", "private_metadata": "x", "state": 5}}',
+    '{"type": "view_submission", "view": {"callback_id": "edit_call", "private_metadata": "' + "x" * 100000 + '"}}',
+]
+
+
+def press(action_id: str, value: str, **extra: Any) -> str:
+    payload = {
+        "type": "block_actions",
+        "user": {"id": "U0NOBODY"},
+        "channel": {"id": "C0HOSTILE"},
+        "container": {"channel_id": "C0HOSTILE", "message_ts": "1.1", "thread_ts": "1.0"},
+        "actions": [{"action_id": action_id, "value": value, "action_ts": "2.2"}],
+        "trigger_id": "t",
+        **extra,
+    }
+    return json.dumps(payload)
+
+
+ACTIONS = ["answer_1", "approval_approve", "approval_deny", "session_stop", "approval_edit", "answer_feedback"]
+VALUES = ["a/b|1", "a/b/c/d|1", "..|1", "__x__|1", "q-x|", "|", "", "x" * 5000, "q-s-1-0|" + "9" * 50, "a/b"]
+PAYLOADS += [press(a, v) for a in ACTIONS for v in VALUES]
+PAYLOADS += [press("answer_1", "q-x|1", container={"channel_id": "C/1/2", "message_ts": "../..", "thread_ts": "a/b"})]
+
+
+@pytest.mark.parametrize("payload", PAYLOADS, ids=range(len(PAYLOADS)))
+def test_signed_but_malformed_interactivity(tasks: RecordingTasks, payload: str) -> None:
+    body = urlencode({"payload": payload}).encode()
+    headers = signed_headers(SIGNING_SECRET, body, content_type="application/x-www-form-urlencoded")
+    reply = client("slack_interactivity").post("/", data=body, headers=headers)
+    assert reply.status_code < 500, reply.get_data()
+    assert tasks.created == []
+
+
+TASK_BODIES = [
+    DEEP,
+    b"[]",
+    b'{"session_id": 5}',
+    b'{"session_id": "x", "resumes": 5}',
+    b"\xff\xfe",
+    b'{"session_id": "a/b"}',
+    b'{"session_id": "' + b"a" * 2000 + b'"}',
+    b'{"session_id": "__x__"}',
+    b'{"session_id": "."}',
+    b'{"session_id": ".."}',
+]
+
+
+@pytest.mark.parametrize("body", TASK_BODIES, ids=range(len(TASK_BODIES)))
+def test_malformed_tasks(tasks: RecordingTasks, body: bytes) -> None:
+    reply = client("agent_session").post("/", data=body, headers={"X-CloudTasks-TaskName": "t"})
+    assert reply.status_code < 500, reply.get_data()
+    assert tasks.created == []
+
+
+SWEEP_BODIES = [DEEP, b"[]", b'{"job": []}', b'{"now": 5}', b"\xff"]
+
+
+@pytest.mark.parametrize("body", SWEEP_BODIES, ids=range(len(SWEEP_BODIES)))
+def test_malformed_sweeps(tasks: RecordingTasks, body: bytes) -> None:
+    reply = client("sweep").post("/", data=body)
+    assert reply.status_code < 500, reply.get_data()
+
+
+def test_an_edit_field_nested_past_the_parser_is_a_field_error() -> None:
+    deep = "[" * 1500 + "]" * 1500  # 3,000 characters: what Slack's text field lets an operator type
+    args, errors = parse({"type": "object", "properties": {}}, {"*others": {"json": {"value": deep}}})
+    assert args == {}
+    assert "nested" in errors["*others"]
