@@ -21,6 +21,7 @@ import hmac
 import ipaddress
 import json
 import os
+import re
 import secrets
 import sys
 from collections.abc import Sequence
@@ -221,6 +222,16 @@ class Lock:
         return self._matches(morsel.value if morsel else None), False
 
 
+# A path on this origin: never "//host" or "/\\host", which a browser reads as another site's address.
+LOCAL_PATH = re.compile(r"/(?![/\\])[\w./-]*")
+
+
+def same_site(path: str) -> str:
+    """Where the key's redirect goes: ``path`` when it is a plain path on this origin, else the page (``/``); a
+    ``Location`` of ``//evil.example/`` would send the operator, just signed in, to another site."""
+    return path if LOCAL_PATH.fullmatch(path) else "/"
+
+
 def refuse(handler: BaseHTTPRequestHandler, why: str) -> None:
     send_json(handler, 403, {"ok": False, "error": why})
 
@@ -238,7 +249,7 @@ class _Handler(BaseHTTPRequestHandler):
             return False
         if with_key:  # the key becomes a cookie and leaves the address bar (the #console fragment stays)
             self.send_response(303)
-            self.send_header("Location", url.path or "/")
+            self.send_header("Location", same_site(url.path))
             cookie = f"{self.server.lock.cookie}={self.server.lock.secret}; Path=/; HttpOnly; SameSite=Strict"
             self.send_header("Set-Cookie", cookie)
             self.send_header("Content-Length", "0")
