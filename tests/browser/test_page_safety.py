@@ -29,7 +29,7 @@ def page(browser: Browser) -> Iterator[Page]:
 
 def rendered(page: Page, function: str, value: Any) -> dict[str, Any]:
     """What ``function(value)`` puts into the page: every attribute of every element, and its text."""
-    return page.evaluate(
+    found: dict[str, Any] = page.evaluate(
         f"""(value) => {{
             const out = document.getElementById("out");
             out.innerHTML = ({function})(value);
@@ -40,20 +40,24 @@ def rendered(page: Page, function: str, value: Any) -> dict[str, Any]:
         }}""",
         value,
     )
+    return found
 
 
 def handlers(found: dict[str, Any]) -> list[list[str]]:
     return [a for a in found["attributes"] if a[0].startswith("on")]
 
 
+def actions(style: str) -> list[dict[str, Any]]:
+    button = {"type": "button", "text": {"type": "plain_text", "text": "Go"}, "action_id": "a", "style": style}
+    return [{"type": "actions", "elements": [button]}]
+
+
 def test_a_buttons_style_is_one_of_slacks_two_or_none(page: Page) -> None:
-    blocks = [{"type": "actions", "elements": [{"type": "button", "text": {"type": "plain_text", "text": "Go"},
-                                                "action_id": "a", "style": HOSTILE}]}]  # fmt: skip
+    blocks = actions(HOSTILE)
     found = rendered(page, "(blocks) => messageBody({text: 'x', blocks}, (id) => id)", blocks)
     assert (handlers(found), found["pwned"]) == ([], False)
     assert ["class", "block-button"] in found["attributes"]
-    danger = rendered(page, "(blocks) => messageBody({text: 'x', blocks}, (id) => id)",
-                      [{**blocks[0], "elements": [{**blocks[0]["elements"][0], "style": "danger"}]}])  # fmt: skip
+    danger = rendered(page, "(blocks) => messageBody({text: 'x', blocks}, (id) => id)", actions("danger"))
     assert ["class", "block-button danger"] in danger["attributes"]
 
 
