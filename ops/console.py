@@ -40,6 +40,7 @@ NAMES = Names()  # one per process: each person is looked up once
 RECENT = timedelta(days=7)  # the sessions the console lists: those created this long ago or later
 PAGE_SIZE = 200
 PREFIX = "/_console/"
+SESSION_ID = re.compile(r"(?!__)[A-Za-z0-9_-]{1,1500}")  # as shared.state.ids makes them (never Firestore's __x__)
 
 
 def _iso(when: datetime | None) -> str | None:
@@ -148,6 +149,8 @@ def api(path: str, query: Json) -> tuple[int, Json]:
         if name == "overview":
             return 200, {"ok": True, **overview()}
         if name == "timeline" and query.get("session"):
+            if not SESSION_ID.fullmatch(str(query["session"])):  # "a/b" or ".." would be read as a Firestore path
+                return 404, {"ok": False, "error": "no such session: a session's id is letters, digits, - and _"}
             found = timeline(str(query["session"]))
             return (200 if found["ok"] else 404), found
     except Exception as exc:  # the page shows why it cannot read (no credentials, no database), not a 500

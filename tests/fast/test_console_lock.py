@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ops.console import _ConsoleServer
+from ops.console import _ConsoleServer, api
 
 
 @pytest.fixture
@@ -49,3 +49,10 @@ def raw_get(console: _ConsoleServer, target: str) -> http.client.HTTPResponse:
     response.read()
     connection.close()
     return response
+
+
+@pytest.mark.parametrize("session", ["a/b", "..", "sessions/x/steps", "__x__", "x" * 1600])
+def test_a_timeline_of_no_possible_session_is_a_404_that_reads_nothing(session: str) -> None:
+    status, body = api("/_console/timeline", {"session": session})  # no Firestore here: nothing may be read
+    assert (status, body["ok"]) == (404, False)
+    assert "no such session" in body["error"]
