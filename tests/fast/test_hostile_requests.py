@@ -68,6 +68,47 @@ EVENT_BODIES = [
 ]
 
 
+def mention_by(user: str, channel: str = "C0HOSTILE", event_type: str = "app_mention", **extra: Any) -> bytes:
+    event = {"type": event_type, "text": "<@U0BOT> hi", "user": user, "channel": channel, "ts": "1700000000.000100",
+             **extra}  # fmt: skip
+    body = {"type": "event_callback", "event_id": f"Ev{abs(hash((user, channel, event_type))) % 10**9}",
+            "authorizations": [{"is_bot": True, "user_id": "U0BOT"}], "event": event}  # fmt: skip
+    return json.dumps(body).encode()
+
+
+EVENT_BODIES += [mention_by(u) for u in ("U1/x", "U1/x/y")]
+EVENT_BODIES += [mention_by("U1", event_type="message", channel_type="im", channel=c) for c in ("D1/x", "D1/x/y")]
+EVENT_BODIES += [
+    json.dumps(
+        {
+            "type": "event_callback",
+            "event_id": "EvA1",
+            "event": {
+                "type": t,
+                "assistant_thread": {
+                    "user_id": u,
+                    "channel_id": "D1/x/y",
+                    "thread_ts": "1.1/2",
+                    "context": {"channel_id": "C/1"},
+                },
+            },
+        }
+    ).encode()
+    for t in ("assistant_thread_started", "assistant_thread_context_changed")
+    for u in ("U1", "U1/x/y")
+]
+
+
+SLASHED = EVENT_BODIES[14:]  # a user or channel with a "/", which would name a Firestore document in another collection
+
+
+@pytest.mark.parametrize("body", SLASHED, ids=range(len(SLASHED)))
+def test_an_id_with_a_slash_is_refused_before_anything_is_written(tasks: RecordingTasks, body: bytes) -> None:
+    reply = client("slack_events").post("/", data=body, headers=signed_headers(SIGNING_SECRET, body))
+    assert reply.status_code == 400
+    assert "is not a Slack id" in reply.get_json()["error"]
+
+
 @pytest.mark.parametrize("body", EVENT_BODIES, ids=range(len(EVENT_BODIES)))
 def test_signed_but_malformed_events(tasks: RecordingTasks, body: bytes) -> None:
     reply = client("slack_events").post("/", data=body, headers=signed_headers(SIGNING_SECRET, body))
