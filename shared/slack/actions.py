@@ -82,6 +82,11 @@ def _checked(press: ButtonPress) -> ButtonPress:
     record = press.value.partition("|")[0]
     if not RECORD_ID.fullmatch(record) or (len(record) > 3 and record.startswith("__") and record.endswith("__")):
         raise BadPayload("the button's value names no record")
+    slack_ids = {"user": press.user, "channel": press.channel, "message_ts": press.message_ts,
+                 "thread_ts": press.thread_ts or "", "action_ts": press.action_ts}  # fmt: skip
+    for name, value in slack_ids.items():  # each names a document (a feedback's, a press's, a thread's)
+        if "/" in value:
+            raise BadPayload(f"the press's {name} is not a Slack id")
     return press
 
 

@@ -151,6 +151,25 @@ PAYLOADS += [press(a, v) for a in ACTIONS for v in VALUES]
 PAYLOADS += [press("answer_1", "q-x|1", container={"channel_id": "C/1/2", "message_ts": "../..", "thread_ts": "a/b"})]
 
 
+SLASHED_PRESSES = [
+    press(action, "q-x|1", **{field: value})
+    for action in ("answer_1", "answer_feedback", "session_stop")
+    for field, value in (("user", {"id": "U1/x/y"}), ("container", {"channel_id": "C1/x/y", "message_ts": "1.1"}),
+                         ("container", {"channel_id": "C1", "message_ts": "1/x/y"}),
+                         ("container", {"channel_id": "C1", "message_ts": "1.1", "thread_ts": "1/x/y"}),
+                         ("actions", [{"action_id": action, "value": "q-x|1", "action_ts": "2/x/y"}]))
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("payload", SLASHED_PRESSES, ids=range(len(SLASHED_PRESSES)))
+def test_a_press_whose_ids_hold_a_slash_is_refused(tasks: RecordingTasks, payload: str) -> None:
+    body = urlencode({"payload": payload}).encode()
+    headers = signed_headers(SIGNING_SECRET, body, content_type="application/x-www-form-urlencoded")
+    reply = client("slack_interactivity").post("/", data=body, headers=headers)
+    assert reply.status_code == 400
+    assert "is not a Slack id" in reply.get_json()["error"]
+
+
 @pytest.mark.parametrize("payload", PAYLOADS, ids=range(len(PAYLOADS)))
 def test_signed_but_malformed_interactivity(tasks: RecordingTasks, payload: str) -> None:
     body = urlencode({"payload": payload}).encode()
