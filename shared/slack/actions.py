@@ -75,6 +75,19 @@ def button_press(payload: dict[str, Any]) -> ButtonPress:
         raise BadPayload(f"malformed block_actions payload: {exc}") from None
 
 
+def submitted_view(payload: dict[str, Any]) -> dict[str, Any]:
+    """The ``view`` of a ``view_submission``, when it and what is read of it have their shapes (objects where Slack
+    sends objects); else a BadPayload, which a list or a string where an object belongs would otherwise be (a 500)."""
+    view, user = payload.get("view"), payload.get("user")
+    state = view.get("state") if isinstance(view, dict) else None
+    values = state.get("values") if isinstance(state, dict) else None
+    shapes = {"view": view, "user": user or {}, "view.state": state or {}, "view.state.values": values or {}}
+    for name, value in shapes.items():
+        if not isinstance(value, dict):
+            raise BadPayload(f"malformed view_submission payload: {name} is not an object")
+    return dict(view) if isinstance(view, dict) else {}
+
+
 def _checked(press: ButtonPress) -> ButtonPress:
     """``press``, if its value names a record the way every button the product posts does (``<id>`` or
     ``<id>|<detail>``, the id of ``shared.state.ids``'s characters); a value such as ``a/b|1`` or ``..`` would be

@@ -151,6 +151,16 @@ PAYLOADS += [press(a, v) for a in ACTIONS for v in VALUES]
 PAYLOADS += [press("answer_1", "q-x|1", container={"channel_id": "C/1/2", "message_ts": "../..", "thread_ts": "a/b"})]
 
 
+PAYLOADS += [
+    '{"type": "view_submission", "view": ["approval_edit"]}',
+    '{"type": "view_submission", "view": {"callback_id": "approval_edit", "state": []}, "user": "U1"}',
+    '{"type": "view_submission", "view": {"callback_id": "approval_edit", "state": {"values": []}},'
+    ' "user": {"id": "U1"}}',
+    '{"type": "view_submission", "view": {"callback_id": "approval_edit", "private_metadata": 5}, "user": []}',
+    '{"type": "block_actions", "actions": {"a": 1}, "user": {"id": "U1"}, "container": []}',
+    '{"type": "block_actions", "actions": [{"action_id": "answer_1", "value": "q|1"}], "user": {"id": "U1"},'
+    ' "channel": {"id": "C1"}, "container": {"message_ts": "1.1"}, "message": []}',
+]
 SLASHED_PRESSES = [
     press(action, "q-x|1", **{field: value})
     for action in ("answer_1", "answer_feedback", "session_stop")
