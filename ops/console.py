@@ -61,6 +61,7 @@ def overview(names: Names | None = None) -> Json:
     pending approvals, with people by name."""
     from ops import conversations
     from shared import config
+    from shared.slack.call_view import visible
     from shared.state import firestore, stale
 
     names = names or NAMES
@@ -93,8 +94,8 @@ def overview(names: Names | None = None) -> Json:
         {
             "id": a.approval_id,
             "session": a.session_id,
-            "tool": a.tool,
-            "args": a.args,
+            "tool": visible(a.tool),  # as the approval card shows them: a bidi override or a zero-width character
+            "args": visible(a.args),  # is its escape, so the console never reads differently from what runs
             "asked_at": _iso(a.asked_at),
             "channel": a.channel,
             "thread_ts": a.thread_ts,
@@ -108,13 +109,21 @@ def overview(names: Names | None = None) -> Json:
 
 
 READABLE_FIELDS = ("text", "result", "error", "args")
+CALL_FIELDS = ("name", "args")
 
 
 def _readable_audit(entry: Json, names: Names) -> Json:
+    from shared.slack.call_view import visible
+
     shown = {**entry}
     for key in READABLE_FIELDS:
         if isinstance(shown.get(key), str):
             shown[key] = names.readable(shown[key])
+    for key in CALL_FIELDS:  # a call's tool and arguments as its approval card shows them (hidden characters escaped)
+        if isinstance(shown.get(key), str):
+            shown[key] = visible(shown[key])
+    if isinstance(shown.get("calls"), list):
+        shown["calls"] = [visible(str(call)) for call in shown["calls"]]
     if shown.get("type") == "approval" and shown.get("text"):
         shown["text"] = names.name(str(shown["text"]))  # who decided
     return shown
