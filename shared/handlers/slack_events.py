@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from shared.handlers.common import SLACK_MAX_BODY_BYTES, Reply, slack_entry_point
-from shared.limits import loads_untrusted
+from shared.limits import UnusableJson, loads_untrusted
 from shared.logs import new_trace, session_context, trace_from
 from shared.slack.events import AssistantThread, BadEvent, Challenge, Ignore, classify
 from shared.usecases import assistant_pane, intake
@@ -26,6 +26,8 @@ def handle(body: bytes, headers: Mapping[str, str]) -> Reply:
     """Answer one Events API request, signed and at most MAX_BODY_BYTES (``slack_entry_point`` checked both)."""
     try:
         payload = loads_untrusted(body)
+    except UnusableJson as exc:
+        return {"error": f"body is not usable JSON: {exc}"}, 400
     except (ValueError, UnicodeDecodeError):
         return {"error": "body is not JSON"}, 400
     try:

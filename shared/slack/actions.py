@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from shared.errors import Refused
-from shared.limits import loads_untrusted
+from shared.limits import UnusableJson, loads_untrusted
 
 RECORD_ID = re.compile(r"[A-Za-z0-9_-]{0,1500}")  # a Firestore document id as shared.state.ids makes them; or none
 
@@ -47,6 +47,8 @@ def parse_payload(body: bytes) -> dict[str, Any]:
         raise BadPayload("body has no payload field")
     try:
         payload = loads_untrusted(raw[0])
+    except UnusableJson as exc:
+        raise BadPayload(f"payload is not usable JSON: {exc}") from None
     except ValueError:
         raise BadPayload("payload is not JSON") from None
     if not isinstance(payload, dict):

@@ -224,3 +224,20 @@ def test_an_edit_field_nested_past_the_parser_is_a_field_error() -> None:
     args, errors = parse({"type": "object", "properties": {}}, {"*others": {"json": {"value": deep}}})
     assert args == {}
     assert "nested" in errors["*others"]
+
+
+@pytest.mark.parametrize("text", ["<@U0BOT> hi \\ud800 there", "<@U0BOT> \\udfff", "<@U0BOT> \\ude00\\ud83d"])
+def test_a_lone_surrogate_is_a_400_not_a_failed_write(tasks: RecordingTasks, text: str) -> None:
+    """JSON may escape half of a UTF-16 pair; Python parses it, and Firestore's client could not encode it (a 500
+    on every one of Slack's retries)."""
+    raw = mention_by("U1SURROGATE").decode().replace('"<@U0BOT> hi"', f'"{text}"')
+    body = raw.replace('"event_id": "Ev', f'"event_id": "EvS{len(text)}').encode()
+    reply = client("slack_events").post("/", data=body, headers=signed_headers(SIGNING_SECRET, body))
+    assert reply.status_code == 400
+    assert "surrogate" in reply.get_json()["error"]
+    assert tasks.created == []
+    press_body = urlencode({"payload": press("answer_1", "q-x|1").replace('"t"', f'"{text}"')}).encode()
+    headers = signed_headers(SIGNING_SECRET, press_body, content_type="application/x-www-form-urlencoded")
+    refused = client("slack_interactivity").post("/", data=press_body, headers=headers)
+    assert refused.status_code == 400
+    assert "surrogate" in refused.get_json()["error"]
