@@ -10,6 +10,8 @@ import json
 import re
 from typing import Any
 
+from shared.errors import Refused
+
 MAX_MESSAGE_CHARS = 4_000  # one thread message, note or answer
 MAX_REQUEST_CHARS = 20_000  # the request that started the session, as the model sees it
 MAX_THREAD_CHARS = 120_000  # the whole thread section of the opening prompt (newest messages kept)
@@ -36,7 +38,7 @@ def capped(text: str, limit: int) -> str:
 MAX_JSON_DEPTH = 64  # arrays and objects inside each other in a JSON document from outside (Slack, a form, a task)
 
 
-class UnusableJson(ValueError):
+class UnusableJson(Refused, ValueError):
     """JSON that parses, or would, but that the product cannot use: nested too deep, or holding a lone surrogate."""
 
 

@@ -67,8 +67,8 @@ def test_a_name_rebound_to_loopback_reads_nothing(fake: FakeSlackServer) -> None
 def test_a_body_of_no_sane_length_is_refused_unread(fake: FakeSlackServer, length: str, status: int) -> None:
     """Any page may post to /api/ (without the token it does nothing): a length of -1 used to read until the page
     closed the connection, "abc" to drop it without an answer, and a gigabyte to be read into memory."""
-    host, port = fake.server_address[0], fake.server_address[1]
-    with socket.create_connection((str(host), port), timeout=10) as conn:
+    host, port = fake.url.removeprefix("http://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as conn:
         conn.sendall(f"POST /api/chat.postMessage HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Length: {length}\r\n"
                      "Content-Type: application/json\r\n\r\n{}".encode())  # fmt: skip
         answer = b""
