@@ -94,7 +94,7 @@ def _checked(press: ButtonPress) -> ButtonPress:
     """``press``, if its value names a record the way every button the product posts does (``<id>`` or
     ``<id>|<detail>``, the id of ``shared.state.ids``'s characters); a value such as ``a/b|1`` or ``..`` would be
     read as a Firestore path (a 500 from the client, or another collection's document), so it is a BadPayload."""
-    record = press.value.partition("|")[0]
+    record = press.value.rpartition("|")[0] if "|" in press.value else press.value  # as blocks.parse_*_value read it
     if not RECORD_ID.fullmatch(record) or (len(record) > 3 and record.startswith("__") and record.endswith("__")):
         raise BadPayload("the button's value names no record")
     slack_ids = {"user": press.user, "channel": press.channel, "message_ts": press.message_ts,
