@@ -244,3 +244,16 @@ def test_a_lone_surrogate_is_a_400_not_a_failed_write(tasks: RecordingTasks, tex
     refused = client("slack_interactivity").post("/", data=press_body, headers=headers)
     assert refused.status_code == 400
     assert "surrogate" in refused.get_json()["error"]
+
+
+@pytest.mark.parametrize("entry_point", ["slack_events", "slack_interactivity", "agent_session", "sweep"])
+def test_a_browsers_request_is_refused_before_anything_is_read(tasks: RecordingTasks, entry_point: str) -> None:
+    """Locally the token is off: a page on another site could post to the loopback port (a form or a no-cors fetch
+    needs no preflight), e.g. the sweep with a clock years ahead. A browser always names its page's origin."""
+    body = json.dumps({"now": "2099-01-01T00:00:00+00:00", "session_id": "ev-anything"}).encode()
+    for origin in ("https://evil.example", "null"):
+        headers = {**signed_headers(SIGNING_SECRET, body), "Origin": origin}
+        reply = client(entry_point).post("/", data=body, headers=headers)
+        assert reply.status_code == 403
+        assert "browser" in reply.get_json()["error"]
+    assert tasks.created == []
