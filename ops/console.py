@@ -21,6 +21,7 @@ import hmac
 import ipaddress
 import json
 import os
+import re
 import secrets
 import sys
 from collections.abc import Sequence
@@ -39,6 +40,7 @@ NAMES = Names()  # one per process: each person is looked up once
 RECENT = timedelta(days=7)  # the sessions the console lists: those created this long ago or later
 PAGE_SIZE = 200
 PREFIX = "/_console/"
+SESSION_ID = re.compile(r"(?!__)[A-Za-z0-9_-]{1,1500}")  # as shared.state.ids makes them (never Firestore's __x__)
 
 
 def _iso(when: datetime | None) -> str | None:
@@ -59,6 +61,7 @@ def overview(names: Names | None = None) -> Json:
     pending approvals, with people by name."""
     from ops import conversations
     from shared import config
+    from shared.slack.call_view import visible
     from shared.state import firestore, stale
 
     names = names or NAMES
@@ -91,8 +94,8 @@ def overview(names: Names | None = None) -> Json:
         {
             "id": a.approval_id,
             "session": a.session_id,
-            "tool": a.tool,
-            "args": a.args,
+            "tool": visible(a.tool),  # as the approval card shows them: a bidi override or a zero-width character
+            "args": visible(a.args),  # is its escape, so the console never reads differently from what runs
             "asked_at": _iso(a.asked_at),
             "channel": a.channel,
             "thread_ts": a.thread_ts,
@@ -106,13 +109,21 @@ def overview(names: Names | None = None) -> Json:
 
 
 READABLE_FIELDS = ("text", "result", "error", "args")
+CALL_FIELDS = ("name", "args")
 
 
 def _readable_audit(entry: Json, names: Names) -> Json:
+    from shared.slack.call_view import visible
+
     shown = {**entry}
     for key in READABLE_FIELDS:
         if isinstance(shown.get(key), str):
             shown[key] = names.readable(shown[key])
+    for key in CALL_FIELDS:  # a call's tool and arguments as its approval card shows them (hidden characters escaped)
+        if isinstance(shown.get(key), str):
+            shown[key] = visible(shown[key])
+    if isinstance(shown.get("calls"), list):
+        shown["calls"] = [visible(str(call)) for call in shown["calls"]]
     if shown.get("type") == "approval" and shown.get("text"):
         shown["text"] = names.name(str(shown["text"]))  # who decided
     return shown
@@ -147,6 +158,8 @@ def api(path: str, query: Json) -> tuple[int, Json]:
         if name == "overview":
             return 200, {"ok": True, **overview()}
         if name == "timeline" and query.get("session"):
+            if not SESSION_ID.fullmatch(str(query["session"])):  # "a/b" or ".." would be read as a Firestore path
+                return 404, {"ok": False, "error": "no such session: a session's id is letters, digits, - and _"}
             found = timeline(str(query["session"]))
             return (200 if found["ok"] else 404), found
     except Exception as exc:  # the page shows why it cannot read (no credentials, no database), not a 500
@@ -221,6 +234,16 @@ class Lock:
         return self._matches(morsel.value if morsel else None), False
 
 
+# A path on this origin: never "//host" or "/\\host", which a browser reads as another site's address.
+LOCAL_PATH = re.compile(r"/(?![/\\])[\w./-]*")
+
+
+def same_site(path: str) -> str:
+    """Where the key's redirect goes: ``path`` when it is a plain path on this origin, else the page (``/``); a
+    ``Location`` of ``//evil.example/`` would send the operator, just signed in, to another site."""
+    return path if LOCAL_PATH.fullmatch(path) else "/"
+
+
 def refuse(handler: BaseHTTPRequestHandler, why: str) -> None:
     send_json(handler, 403, {"ok": False, "error": why})
 
@@ -238,7 +261,7 @@ class _Handler(BaseHTTPRequestHandler):
             return False
         if with_key:  # the key becomes a cookie and leaves the address bar (the #console fragment stays)
             self.send_response(303)
-            self.send_header("Location", url.path or "/")
+            self.send_header("Location", same_site(url.path))
             cookie = f"{self.server.lock.cookie}={self.server.lock.secret}; Path=/; HttpOnly; SameSite=Strict"
             self.send_header("Set-Cookie", cookie)
             self.send_header("Content-Length", "0")

@@ -11,6 +11,14 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 WEB = Path(__file__).resolve().parent / "web"
+# What the page may do, whatever its rendering of untrusted text misses: run only its own script files (an event
+# handler attribute written into it never runs), talk only to its own origin, and never be framed by another site
+# (a page elsewhere laying the workspace under its own buttons, so that a click approves as an operator). Inline
+# style attributes stay (avatars' colours); images may come from any web address (Block Kit image blocks).
+POLICY = "; ".join((
+    "default-src 'self'", "script-src 'self'", "style-src 'self' 'unsafe-inline'", "img-src 'self' http: https: data:",
+    "connect-src 'self'", "object-src 'none'", "base-uri 'none'", "form-action 'self'", "frame-ancestors 'none'",
+))  # fmt: skip
 
 
 def static_file(path: str) -> tuple[bytes, str] | None:
@@ -35,6 +43,9 @@ def serve_file(handler: BaseHTTPRequestHandler, path: str) -> bool:
     handler.send_header("Content-Type", kind)
     handler.send_header("Content-Length", str(len(body)))
     handler.send_header("Cache-Control", "no-store")
+    handler.send_header("Content-Security-Policy", POLICY)
+    handler.send_header("X-Frame-Options", "DENY")  # frame-ancestors, for a browser that knows only this
+    handler.send_header("X-Content-Type-Options", "nosniff")
     handler.end_headers()
     handler.wfile.write(body)
     return True

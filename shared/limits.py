@@ -6,6 +6,12 @@ trust; each is capped before it is stored or shown to the model, so a step alway
 
 from __future__ import annotations
 
+import json
+import re
+from typing import Any
+
+from shared.errors import Refused
+
 MAX_MESSAGE_CHARS = 4_000  # one thread message, note or answer
 MAX_REQUEST_CHARS = 20_000  # the request that started the session, as the model sees it
 MAX_THREAD_CHARS = 120_000  # the whole thread section of the opening prompt (newest messages kept)
@@ -27,3 +33,36 @@ def capped(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     return f"{text[:limit]} [truncated, {len(text):,} characters]"
+
+
+MAX_JSON_DEPTH = 64  # arrays and objects inside each other in a JSON document from outside (Slack, a form, a task)
+
+
+class UnusableJson(Refused, ValueError):
+    """JSON that parses, or would, but that the product cannot use: nested too deep, or holding a lone surrogate."""
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def loads_untrusted(data: str | bytes) -> Any:
+    """``json.loads`` of a document from outside the process; ValueError for one nested deeper than
+    ``MAX_JSON_DEPTH`` (Python's parser raises RecursionError, not a ValueError, near a thousand levels, which
+    3,000 characters of ``[`` reach; anything deep that did parse would fail later, wherever it is walked) or with
+    a lone surrogate (``"\\ud800"`` parses, but no UTF-8 holds it: Firestore's client raises on the write)."""
+    try:
+        value = json.loads(data)
+    except RecursionError:
+        raise UnusableJson(f"JSON nested more than {MAX_JSON_DEPTH} levels deep") from None
+    level, deepest = [value], 0
+    while level:
+        deepest += 1
+        if deepest > MAX_JSON_DEPTH:
+            raise UnusableJson(f"JSON nested more than {MAX_JSON_DEPTH} levels deep")
+        texts = [node for node in level if isinstance(node, str)]
+        texts += [key for node in level if isinstance(node, dict) for key in node]
+        if any(_SURROGATE.search(text) for text in texts):
+            raise UnusableJson("JSON holds a lone surrogate (\\ud800-\\udfff), which no UTF-8 text can")
+        level = [child for node in level if isinstance(node, (dict, list))
+                 for child in (node.values() if isinstance(node, dict) else node)]  # fmt: skip
+    return value

@@ -124,6 +124,16 @@ class JsonLogServer(ThreadingHTTPServer):
             stream.flush()
 
 
+BROWSER_REFUSED = "a browser's request: this fake answers the product, the tests and local tools only"
+
+
+def from_a_browser(handler: BaseHTTPRequestHandler) -> bool:
+    """True for a request a browser sent (it names its page's Origin on every POST; a program sends none). A fake
+    acts for whoever calls it (it scripts the model, delivers tasks): a page on any site could otherwise post to
+    its loopback port while ``make dev`` runs (a form or a no-cors fetch needs no preflight)."""
+    return handler.headers.get("Origin") is not None
+
+
 def read_body(handler: BaseHTTPRequestHandler, limit: int = MAX_BODY_BYTES) -> bytes:
     """A request's body; a ``ValueError`` when its Content-Length is not a number from 0 to ``limit``."""
     length = int(handler.headers.get("Content-Length") or 0)

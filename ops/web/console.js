@@ -16,8 +16,9 @@ function age(iso, now) {
 }
 
 function tokens(t) {
-  const total = ["prompt", "output", "thinking"].reduce((sum, k) => sum + (t[k] || 0), 0);
-  return `<span title="prompt ${t.prompt || 0}, cached ${t.cached || 0}, output ${t.output || 0}, thinking ${t.thinking || 0}">${total.toLocaleString()}</span>`;
+  const n = (k) => Number(t[k]) || 0; // numbers only: a count stored as text is never written into the page
+  const total = n("prompt") + n("output") + n("thinking");
+  return `<span title="prompt ${n("prompt")}, cached ${n("cached")}, output ${n("output")}, thinking ${n("thinking")}">${total.toLocaleString()}</span>`;
 }
 
 function slackLink(channel, ts, label) {
@@ -93,7 +94,7 @@ function auditHtml(entry, step) {
     case "post": return `posted ${slackLink(ch, entry.ts, `${entry.parts || 1} message(s)`)}${entry.text ? `<pre>${esc(entry.text)}</pre>` : ""}`;
     case "answer": return `answer${entry.text ? `<pre>${esc(entry.text)}</pre>` : ""}`;
     case "approval": return `decision on <code>${esc(entry.name)}</code>: ${esc(entry.result || "")} ${esc(entry.text || "")}`;
-    case "notes": return `${entry.count || 0} note(s) folded in${entry.text ? `<pre>${esc(entry.text)}</pre>` : ""}`;
+    case "notes": return `${Number(entry.count) || 0} note(s) folded in${entry.text ? `<pre>${esc(entry.text)}</pre>` : ""}`;
     case "result": return `result handed to the parent<pre>${esc(entry.text || "")}</pre>`;
     case "failure": return `failure<pre>${esc(entry.error || entry.text || "")}</pre>`;
     default: return `${esc(entry.type)}${entry.text ? `<pre>${esc(entry.text)}</pre>` : ""}`;

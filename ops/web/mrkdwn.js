@@ -50,13 +50,29 @@ function image(url, alt, cls) {
   return src ? `<img${cls ? ` class="${cls}"` : ""} src="${esc(src)}" alt="${esc(alt || "")}">` : `[image: ${esc(alt || url || "")}]`;
 }
 
+// The picture of a known emoji name, else undefined: an own key only, so ":constructor:" or ":__proto__:" in a
+// message is the text it is, not Object's function or prototype written into the page.
+function known(name) {
+  return Object.hasOwn(EMOJI, name) ? EMOJI[name] : undefined;
+}
+
+// A name as Slack shows it (a reaction's name is anyone's text: escaped when no picture stands for it).
 function emoji(name) {
-  return EMOJI[name] || `:${name}:`;
+  return known(name) || esc(`:${name}:`);
+}
+
+// An attachment's colour bar: Slack's three names or a hex colour; anything else (CSS such as
+// "red;background-image:url(...)") is the default grey.
+const COLORS = { good: "#2eb886", warning: "#daa038", danger: "#a30200" };
+
+function barColor(color) {
+  const text = String(color || "");
+  return Object.hasOwn(COLORS, text) ? COLORS[text] : /^#?[0-9a-f]{3,8}$/i.test(text) ? `#${text.replace(/^#/, "")}` : "#ddd";
 }
 
 function emojify(html) {
   return html.replace(/:([a-z0-9_+\-]+):/g, (whole, name) =>
-    EMOJI[name] ? `<span class="emoji" title=":${name}:">${EMOJI[name]}</span>` : whole);
+    known(name) ? `<span class="emoji" title=":${name}:">${known(name)}</span>` : whole);
 }
 
 function styled(html) {
@@ -95,7 +111,7 @@ function mrkdwn(text, names) {
   }
   html += esc(unslack(source.slice(last)));
   html = html.replace(/:([a-z0-9_+\-]+):/g, (whole, name) => // kept aside, so _italics_ may hold :emoji:
-    EMOJI[name] ? keep(`<span class="emoji" title=":${name}:">${EMOJI[name]}</span>`) : whole);
+    known(name) ? keep(`<span class="emoji" title=":${name}:">${known(name)}</span>`) : whole);
   html = styled(html);
   html = html.split("\n").map((line) => line.startsWith("&gt; ") ? `<blockquote>${line.slice(5)}</blockquote>` : line)
     .join("\n").replace(/\n?(<\/?blockquote>)\n?/g, "$1").replace(/\n/g, "<br>");
@@ -130,7 +146,7 @@ function textObject(obj, names) {
 }
 
 function button(element, blockId) {
-  const style = element.style ? ` ${element.style}` : "";
+  const style = ["primary", "danger"].includes(element.style) ? ` ${element.style}` : ""; // Slack's only two
   const data = `data-action="${esc(element.action_id || "")}" data-value="${esc(element.value || "")}" data-block="${esc(blockId || "")}"`;
   return `<button type="button" class="block-button${style}" ${data}>${emojify(esc(element.text ? element.text.text : ""))}</button>`;
 }
@@ -185,7 +201,7 @@ function messageBody(message, names) {
   let html = blocks.length ? blocks.map((b) => block(b, names)).join("") : mrkdwn(message.text, names);
   for (const a of message.attachments || []) {
     const inner = (a.blocks || []).map((b) => block(b, names)).join("") || mrkdwn(a.text || a.fallback || "", names);
-    html += `<div class="attachment" style="border-color:${esc(a.color || "#ddd")}">${inner}</div>`;
+    html += `<div class="attachment" style="border-color:${barColor(a.color)}">${inner}</div>`;
   }
   return html;
 }

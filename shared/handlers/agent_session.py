@@ -8,8 +8,8 @@ the whole queue's dispatch for them.
 
 from __future__ import annotations
 
-import json
 import logging
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +18,7 @@ from shared import config
 from shared.auth import oidc
 from shared.errors import Contended
 from shared.handlers.common import INTERNAL_MAX_BODY_BYTES, Reply, too_large, try_again
+from shared.limits import loads_untrusted
 from shared.logs import session_context, trace_from
 from shared.queue import tasks
 from shared.state.models import Waiting
@@ -26,6 +27,7 @@ from shared.usecases.worker import run_delivery
 log = logging.getLogger(__name__)
 
 MAX_TASK_BODY_BYTES = INTERNAL_MAX_BODY_BYTES
+SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,1500}")  # what shared.state.ids derives; a Firestore document id
 
 
 @dataclass(frozen=True)
@@ -42,12 +44,14 @@ def parse_task(body: bytes) -> TaskBody:
     """The session a task names (ValueError without one) and the record it resumes (a hint: a malformed one is
     read as none, as the session runs without it)."""
     try:
-        payload: Any = json.loads(body)
+        payload: Any = loads_untrusted(body)
     except (ValueError, UnicodeDecodeError):
         raise ValueError("body is not JSON") from None
     session_id = payload.get("session_id") if isinstance(payload, dict) else None
     if not isinstance(session_id, str) or not session_id:
         raise ValueError("body.session_id is missing")
+    if not SESSION_ID.fullmatch(session_id) or (session_id.startswith("__") and session_id.endswith("__")):
+        raise ValueError("body.session_id is not a session id")  # "a/b", "..", "__x__": no document's id
     resumes = tasks.resumes_named(payload)
     return TaskBody(session_id, resumes, tasks.transcript_next_named(payload) if resumes else None)
 

@@ -6,12 +6,12 @@ Slack calls), and never imports google-genai: the model runs later, in ``agent_s
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
 from typing import Any
 
 from shared.handlers.common import SLACK_MAX_BODY_BYTES, Reply, slack_entry_point
+from shared.limits import UnusableJson, loads_untrusted
 from shared.logs import new_trace, session_context, trace_from
 from shared.slack.events import AssistantThread, BadEvent, Challenge, Ignore, classify
 from shared.usecases import assistant_pane, intake
@@ -25,7 +25,9 @@ MAX_BODY_BYTES = SLACK_MAX_BODY_BYTES
 def handle(body: bytes, headers: Mapping[str, str]) -> Reply:
     """Answer one Events API request, signed and at most MAX_BODY_BYTES (``slack_entry_point`` checked both)."""
     try:
-        payload = json.loads(body)
+        payload = loads_untrusted(body)
+    except UnusableJson as exc:
+        return {"error": f"body is not usable JSON: {exc}"}, 400
     except (ValueError, UnicodeDecodeError):
         return {"error": "body is not JSON"}, 400
     try:

@@ -9,7 +9,7 @@ from shared.asks import answers, approvals, edits, feedback
 from shared.handlers.common import SLACK_MAX_BODY_BYTES, Reply, slack_entry_point
 from shared.logs import new_trace, session_context, trace_from
 from shared.slack import approval_card, blocks, edit_modal, placement
-from shared.slack.actions import BadPayload, button_press, parse_payload
+from shared.slack.actions import BadPayload, button_press, parse_payload, submitted_view
 from shared.usecases import stop
 
 MAX_BODY_BYTES = SLACK_MAX_BODY_BYTES
@@ -20,7 +20,7 @@ def handle(body: bytes, headers: Mapping[str, str]) -> Reply:
     """Answer one interactivity request, signed and at most MAX_BODY_BYTES (``slack_entry_point`` checked both)."""
     try:
         payload = parse_payload(body)
-        if payload.get("type") == "view_submission" and (payload.get("view") or {}).get("callback_id") == (
+        if payload.get("type") == "view_submission" and submitted_view(payload).get("callback_id") == (
             edit_modal.CALLBACK_ID
         ):
             with session_context(None, trace=trace_from(headers) or new_trace()):

@@ -31,6 +31,7 @@ from slack_sdk.models.blocks import (
 )
 from slack_sdk.models.views import View
 
+from shared.limits import loads_untrusted
 from shared.slack import call_view
 
 if TYPE_CHECKING:
@@ -208,7 +209,7 @@ def _convert(raw: str, kind: str) -> Any:
         if kind == "integer" and not number.is_integer():
             raise ValueError(f"{raw} is not a whole number")
         return int(number) if kind == "integer" or (number.is_integer() and "." not in raw) else number
-    return json.loads(raw)
+    return loads_untrusted(raw)
 
 
 def parse(schema: Mapping[str, Any], values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:

@@ -170,7 +170,7 @@ def classify(body: Any) -> Outcome:
         channel=_id_field(event, "channel", "event"),
         thread_ts=thread_ts,
         ts=ts,
-        user=_text_field(event, "user", "event"),
+        user=_id_field(event, "user", "event"),  # names the person's limits and spend documents
         text=text,
         direct=direct,
     )
@@ -185,8 +185,8 @@ def _assistant_thread(event_id: str, event: dict[str, Any], *, started: bool) ->
     return AssistantThread(
         event_id=event_id,
         started=started,
-        channel=_text_field(thread, "channel_id", "event.assistant_thread"),
-        thread_ts=_text_field(thread, "thread_ts", "event.assistant_thread"),
+        channel=_id_field(thread, "channel_id", "event.assistant_thread"),
+        thread_ts=_id_field(thread, "thread_ts", "event.assistant_thread"),
         user=user if isinstance(user, str) else "",  # only logged: a payload without it is still served
         context_channel=viewed if isinstance(viewed, str) and viewed else None,
     )
@@ -200,7 +200,7 @@ def _agent_view(event_id: str, event: dict[str, Any]) -> AssistantThread | Ignor
     if event["type"] == "app_home_opened":
         if event.get("tab") != "messages":
             return Ignore(f"app home tab {event.get('tab')!r}")
-        return AssistantThread(event_id=event_id, started=True, channel=_text_field(event, "channel", "event"),
+        return AssistantThread(event_id=event_id, started=True, channel=_id_field(event, "channel", "event"),
                                thread_ts=None, user=user, context_channel=None)  # fmt: skip
     context = event.get("context")
     entities = context.get("entities") if isinstance(context, dict) else None
@@ -208,5 +208,5 @@ def _agent_view(event_id: str, event: dict[str, Any]) -> AssistantThread | Ignor
     channels = [e.get("value") for e in entities if isinstance(e, dict) and e.get("type") == CHANNEL_ENTITY]
     viewed = next((c for c in channels if isinstance(c, str)), None)
     dm = event.get("channel")
-    return AssistantThread(event_id=event_id, started=False, channel=dm if isinstance(dm, str) else "",
+    return AssistantThread(event_id=event_id, started=False, channel=_id_field(event, "channel", "event") if dm else "",
                            thread_ts=None, user=user, context_channel=viewed or None)  # fmt: skip

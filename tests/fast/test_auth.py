@@ -144,6 +144,8 @@ def test_agent_session_without_a_token_is_401_when_oidc_is_required(monkeypatch:
         assert response.status_code == 401
         response = client.post("/", json={"session_id": "ev-anything"}, headers={"Authorization": "Bearer junk"})
         assert response.status_code == 401
+        oversized = client.post("/", data=b"{" + b" " * 100_000 + b"}", content_type="application/json")
+        assert oversized.status_code == 401  # the token first: a stranger learns nothing of the size limit
 
 
 def test_the_sweep_without_a_token_is_401_when_oidc_is_required(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -151,6 +153,7 @@ def test_the_sweep_without_a_token_is_401_when_oidc_is_required(monkeypatch: pyt
                         OIDC_AUDIENCE="https://sweep.example/") as client:  # fmt: skip
         response = client.post("/", json={"now": "2030-01-01T00:00:00+00:00"})
         assert response.status_code == 401
+        assert client.post("/", data=b" " * 100_000, content_type="application/json").status_code == 401
 
 
 class CertsServer:

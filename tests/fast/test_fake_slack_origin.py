@@ -4,6 +4,7 @@ only its own page and local tools may use it, never another site open in the sam
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -60,3 +61,17 @@ def test_a_name_rebound_to_loopback_reads_nothing(fake: FakeSlackServer) -> None
         assert status == 403, path
     status, _ = call(f"{fake.url}/_fake/health", headers={"Host": f"localhost:{port}"})
     assert status == 200
+
+
+@pytest.mark.parametrize(("length", "status"), [("-1", 400), ("abc", 400), ("1e3", 400), (str(1 << 30), 413)])
+def test_a_body_of_no_sane_length_is_refused_unread(fake: FakeSlackServer, length: str, status: int) -> None:
+    """Any page may post to /api/ (without the token it does nothing): a length of -1 used to read until the page
+    closed the connection, "abc" to drop it without an answer, and a gigabyte to be read into memory."""
+    host, port = fake.url.removeprefix("http://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as conn:
+        conn.sendall(f"POST /api/chat.postMessage HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Length: {length}\r\n"
+                     "Content-Type: application/json\r\n\r\n{}".encode())  # fmt: skip
+        answer = b""
+        while chunk := conn.recv(65536):  # the fake closes the connection after its answer
+            answer += chunk
+    assert answer.startswith(f"HTTP/1.0 {status}".encode()) or answer.startswith(f"HTTP/1.1 {status}".encode())

@@ -29,7 +29,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import IO, Any
 from urllib.parse import parse_qs, urlsplit
 
-from infra.fakes.serve import JsonLogServer, read_body
+from infra.fakes.serve import BROWSER_REFUSED, JsonLogServer, from_a_browser, read_body
 
 from .state import Deliveries, Json, Policy, Task, session_id_of, task_headers
 
@@ -175,6 +175,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         path = urlsplit(self.path).path
+        if from_a_browser(self):  # its body is never read: the connection ends with the answer
+            self.close_connection = True
+            self._reply(403, {"error": f"dispatch: {BROWSER_REFUSED}"})
+            return
         try:
             body = read_body(self)
         except ValueError as exc:

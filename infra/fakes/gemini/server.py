@@ -20,7 +20,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import IO, Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
-from infra.fakes.serve import JsonLogServer, read_body
+from infra.fakes.serve import BROWSER_REFUSED, JsonLogServer, from_a_browser, read_body
 
 from .demo import demo_item
 from .state import Reply, Script, ScriptItemError, error_reply, estimate_tokens, stream_events
@@ -117,6 +117,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._control(404, error_reply(404, f"fakegemini: no route for GET {path}", source="route").body)
 
     def do_POST(self) -> None:
+        if from_a_browser(self):  # its body is never read: the connection ends with the answer
+            self._raw, self.close_connection = None, True
+            self._control(403, error_reply(403, f"fakegemini: {BROWSER_REFUSED}", source="route").body)
+            return
         try:
             self._raw = read_body(self)
         except ValueError:

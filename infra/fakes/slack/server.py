@@ -401,6 +401,16 @@ def _parse_body(raw: bytes, content_type: str) -> Json:
     return dict(parse_qsl(raw.decode(errors="replace"), keep_blank_values=True))
 
 
+MAX_BODY_BYTES = 8 * 1024 * 1024  # any page may post to /api/ (it needs the token to do anything): read at most this
+
+
+def _content_length(header: str | None) -> int | None:
+    """The body's declared length (0 without one); None for one that is not a whole number of bytes."""
+    if header is None or header.strip() == "":
+        return 0
+    return int(header) if header.strip().isdigit() else None
+
+
 class Handler(BaseHTTPRequestHandler):
     """One request: route, answer, log one JSON line to stderr."""
 
@@ -432,8 +442,14 @@ class Handler(BaseHTTPRequestHandler):
         log: Json = {"time": round(time.time(), 3), "verb": verb, "path": url.path}
         args: Json = dict(parse_qsl(url.query, keep_blank_values=True))
         parse_error: str | None = None
+        length = _content_length(self.headers.get("Content-Length"))
+        if length is None or length > MAX_BODY_BYTES:  # never read: a negative length reads until the peer closes
+            self.close_connection = True
+            status = 400 if length is None else 413
+            self._send(status, {"ok": False, "error": "invalid_content_length" if length is None else "too_large"}, {})
+            print(json.dumps({**log, "status": status}), file=sys.stderr, flush=True)
+            return
         try:
-            length = int(self.headers.get("Content-Length") or 0)
             args.update(_parse_body(self.rfile.read(length), self.headers.get("Content-Type", "")))
         except SlackError as exc:
             parse_error = exc.code
