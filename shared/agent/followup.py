@@ -38,8 +38,10 @@ def alert(session: Session, *, reason: str) -> None:
     """Tell the operators, in the thread and in the operator channel if one is set, that work went unreported: each
     post once, however many sweeps find it at once, and again by the next sweep while Slack refuses it
     (``shared.asks.notices``). Both are claimed before the session is marked followed up, so a sweep killed after the
-    mark leaves them to the next sweep (which looks for a post it may have made before posting it). A refused post is
-    not raised: it is owed to the next sweep or rescue, and the end of a worker that alerts is not failed for it."""
+    mark leaves them to the next sweep (which looks for a post it may have made before posting it); the mark is made
+    even when another holds them or posted them (owed notices need no unreported session to be found again). A
+    refused post is not raised: it is owed to the next sweep or rescue, and the end of a worker that alerts is not
+    failed for it."""
     key = f"{session.session_id}:alert"
     settings = config.settings()
     mentions = blocks.operator_mentions(settings.operator_user_ids)
@@ -55,12 +57,15 @@ def alert(session: Session, *, reason: str) -> None:
         told.append(Notice(f"{key}:channel", "alert", settings.operator_channel, None, f"{text} ({link})",
                            f"{key}:channel"))  # fmt: skip
     claimed = [(notice, claim) for notice in told if (claim := stored_notices.claim(notice, hold=notices.HOLD))]
-    if not claimed:
-        log.info("the operators' alert is another sweep's", extra={"reason": reason})  # two sweeps at once
-        return
+    # Marked whether or not this caller claimed them: a claimed notice is owed until posted (its record is read by
+    # every sweep and rescue), so one posted or held by another (a sweep killed before this mark, its notices then
+    # posted by the rescue) must not leave the session unreported for every later sweep.
     sessions.mark_followed_up(session.session_id)
     if original and original != session.session_id:
         sessions.mark_followed_up(original)
+    if not claimed:
+        log.info("the operators' alert is another's (posted, or being posted)", extra={"reason": reason})
+        return
     for notice, claim in claimed:
         try:
             notices.deliver(notice, claim)

@@ -420,13 +420,7 @@ def steered_session_in_thread(channel: str, thread_ts: str, *, as_of: datetime |
     never the thread). A queued mention reads the thread as it opens: a message there needs no note. A delegated
     child or a narration runs in the same thread but does not talk to it: a person's message there is never theirs."""
     statuses = [SessionStatus.RUNNING.value, SessionStatus.QUEUED.value]
-    query = (
-        db()
-        .collection(SESSIONS)
-        .where(filter=FieldFilter("channel", "==", channel))
-        .where(filter=FieldFilter("thread_ts", "==", thread_ts))
-        .where(filter=FieldFilter("status", "in", statuses))
-    )
+    query = _in_thread(channel, thread_ts, statuses)
     found = [Session.from_doc(snap.to_dict() or {}) for snap in query.stream(read_time=as_of)]
     running = [s for s in found if s.top_level and s.status == SessionStatus.RUNNING]
     queued = [s for s in found if s.status == SessionStatus.QUEUED and takes_notes_queued(s.kind, s.late_note)]
@@ -445,29 +439,26 @@ def active_sessions_in_thread(channel: str, thread_ts: str, *, delegated: bool =
     (channel, thread_ts, status): what a person's "stop" in the thread stops (``delegated``: its delegated tasks
     that have not ended instead)."""
     active = [SessionStatus.QUEUED.value, SessionStatus.RUNNING.value, SessionStatus.PAUSED.value]
-    query = (
-        db()
-        .collection(SESSIONS)
-        .where(filter=FieldFilter("channel", "==", channel))
-        .where(filter=FieldFilter("thread_ts", "==", thread_ts))
-        .where(filter=FieldFilter("status", "in", active))
-    )
-    found = [Session.from_doc(snap.to_dict() or {}) for snap in query.stream()]
+    found = [Session.from_doc(snap.to_dict() or {}) for snap in _in_thread(channel, thread_ts, active).stream()]
     return [s for s in found if (s.reports_to_parent if delegated else s.top_level)]
 
 
 def any_session_in_thread(channel: str, thread_ts: str) -> bool:
     """Whether any session, in any status, was started in the thread (one indexed query, at most one document)."""
-    statuses = [status.value for status in SessionStatus]
-    query = (
+    return any(
+        True for _ in _in_thread(channel, thread_ts, [status.value for status in SessionStatus]).limit(1).stream()
+    )
+
+
+def _in_thread(channel: str, thread_ts: str, statuses: list[str]) -> Any:
+    """The query of the thread's sessions in ``statuses`` (the index on channel, thread_ts, status)."""
+    return (
         db()
         .collection(SESSIONS)
         .where(filter=FieldFilter("channel", "==", channel))
         .where(filter=FieldFilter("thread_ts", "==", thread_ts))
         .where(filter=FieldFilter("status", "in", statuses))
-        .limit(1)
     )
-    return any(True for _ in query.stream())
 
 
 def mark_followed_up(session_id: str) -> None:

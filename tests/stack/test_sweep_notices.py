@@ -371,3 +371,28 @@ def test_a_sweep_killed_right_after_ending_a_session_still_tells_its_thread(
     sweep(stack)
     sweep(stack)
     assert len(posts(fake_slack, paused.origin.channel, paused.origin.thread_ts, UNWAITED)) == 1
+
+
+def test_an_alert_the_rescue_posted_for_a_sweep_killed_before_its_mark_still_follows_the_session_up(
+    stack: Stack, empty_db: None, fake_slack: FakeSlack, uid: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect: a sweep killed after it claimed an alert's notices and before it marked the session followed up left
+    them owed; the rescue posted them, and every later sweep found the session unreported, found its notices posted
+    (no claim) and returned without marking it: escalated every day, and alerted again once the records expired.
+    The notices are durable once claimed, so the session is marked followed up either way."""
+    from shared.usecases import sweep as daily
+
+    dead = silent_retry(uid)
+    monkeypatch.setattr(sessions, "mark_followed_up", lambda *_: (_ for _ in ()).throw(Killed()))
+    with pytest.raises(Killed):
+        daily.run()
+    monkeypatch.undo()
+    assert alerts(fake_slack, dead) == (0, 0)
+    for claim in (f"{dead.session_id}:alert", f"{dead.session_id}:alert:channel"):
+        hold_passed(claim)
+    assert sweep(stack, job="rescue").get("notices_posted", 0) == 2  # the owed alert, by the rescue
+    a_day_later(dead)
+    sweep(stack)
+    assert sessions.get_session(dead.session_id).followed_up  # type: ignore[union-attr]
+    assert sweep(stack).get("escalated", 0) == 0
+    assert alerts(fake_slack, dead) == (1, 1)
