@@ -30,8 +30,8 @@ from enum import StrEnum
 from slack_sdk.errors import SlackApiError
 from slack_sdk.models.blocks import Block
 
+from shared.slack import backpressure, placement
 from shared.slack import client as slack
-from shared.slack import placement
 from shared.slack.blocks import ANSWER_CHARS, answer_blocks
 from shared.slack.mrkdwn import to_mrkdwn
 from shared.slack.split import split_message
@@ -138,7 +138,11 @@ class ThreadSurface:
                 return
             if setting is not None and not setting.done():
                 return
-            if slack.set_status(self.channel, self.thread_ts, self.status) is None:
+            # A refresh only keeps up what Slack shows meanwhile, under the lock a post takes: a 429 or a 5xx skips it
+            # at once (the next beat tries again), never holding the run's next post for Slack's Retry-After.
+            with backpressure.waiting_at_most(0.0):
+                shown = slack.set_status(self.channel, self.thread_ts, self.status) is None
+            if shown:
                 self.status_at = time.monotonic()
 
     def _set_status(self, status: str) -> None:

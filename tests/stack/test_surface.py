@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable
 
@@ -201,3 +202,41 @@ def test_a_status_stays_shown_through_a_model_turn_longer_than_slack_keeps_it(
     shown_until = [*thinking[1:], answered]  # each set shows until the next one, the last until the answer
     assert all(later - at < 5.0 for at, later in zip(thinking, shown_until, strict=True)), (thinking, answered)
     assert fake_slack.statuses(channel, ts)[-1] == ""  # cleared at the end, never set after it
+
+
+@pytest.mark.stack
+@pytest.mark.timeout(300)  # the old code held the answer back a minute
+def test_a_refresh_slack_rate_limits_never_holds_the_answer_back(
+    stack: Stack, fake_slack: FakeSlack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect: the heartbeat's refresh set the status again under the lock a post takes, and waited out Slack's
+    ``Retry-After`` inside it (the session's calls wait while its budget lasts): a 429 on one refresh held the
+    answer back until its wait was over. A refresh is only what Slack shows meanwhile: a 429 skips it at once."""
+    monkeypatch.setattr(surface, "STATUS_REFRESH_SECONDS", 1.0, raising=False)
+    fake_slack.configure(status_seconds=5.0)
+    # A beat every 1.25 s; the answer posted whole (a stream's start takes no lock: the answer's post, as in a DM).
+    with counted_rig(stack, monkeypatch, SESSION_LEASE_SECONDS="5", SLACK_STREAM="false") as rig:
+        session_id = rig.start("think it over for a while")
+        rig.script(FakeGemini.delayed(6, FakeGemini.text("Thought it through.")))
+        worker = threading.Thread(target=rig.deliver, args=(session_id,))
+        worker.start()
+        try:
+            asked = wait_for(lambda: [r for r in rig.gemini.requests() if rig.uid in str(r["body"])], timeout=60,
+                             what="the model call in flight")  # fmt: skip
+            channel = rig.session(session_id).origin.channel
+            wait_for(lambda: status_calls(fake_slack, channel), timeout=30, what="the run's own status")
+            fake_slack.fail("assistant.threads.setStatus", times=2, status=429, retry_after=30, match=channel)
+        finally:
+            worker.join(180)
+        assert not worker.is_alive()
+        assert rig.session(session_id).status == SessionStatus.DONE
+    replies = {"chat.startStream", "chat.postMessage"}
+    answered = min(c["time"] for c in fake_slack.calls(channel=channel)
+                   if c["method"] in replies and c["time"] > asked[0]["time"])  # fmt: skip
+    refused = [c for c in status_calls(fake_slack, channel) if c.get("status") == 429]
+    assert refused, "no refresh met the 429"
+    assert answered - asked[0]["time"] < 6 + 25, (asked[0]["time"], answered)  # no 30 s wait was taken
+
+
+def status_calls(fake_slack: FakeSlack, channel: str) -> list[dict[str, object]]:
+    return [c for c in fake_slack.calls("assistant.threads.setStatus") if c["args"].get("channel_id") == channel]
