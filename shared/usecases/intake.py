@@ -81,8 +81,11 @@ def _answer_or_deny(message: Message, thread: stored_questions.ThreadQuestions, 
                     redelivered: bool) -> Routed | None:  # fmt: skip
     """A thread reply to what the thread has open (``thread``, as read): a denial of the calls awaiting approval, or
     an answer to its open question; None if it is neither. ``redelivered``: Slack's retry of this event."""
-    # A reply answers an open blocking question first (one turn may wait on a question and approvals at once).
-    deniable = [] if any(q.blocking for q in thread.open) else thread.open_approval_ids
+    # A reply answers an open blocking question first (one turn may wait on a question and approvals at once), also
+    # one that closed after the reply was posted: it was typed to that question and lost the race (or it answered it,
+    # and this is Slack's redelivery); it is told so below, never taken for a denial of the calls.
+    blocked = any(q.blocking for q in thread.open) or _raced_an_answer(message, thread)
+    deniable = [] if blocked else thread.open_approval_ids
     decided = approvals.deny_by_reply(
         open_approval_ids=deniable,
         user=message.user,
@@ -106,6 +109,22 @@ def _answer_or_deny(message: Message, thread: stored_questions.ThreadQuestions, 
     if outcome.result != AnswerOutcome.NO_QUESTION:
         return Routed({"ok": True, "answer": outcome.result.value})
     return None
+
+
+def _raced_an_answer(message: Message, thread: stored_questions.ThreadQuestions) -> bool:
+    """Whether the thread's last answer closed a blocking question after ``message`` was posted (Slack's ts): the
+    reply was written while that question was open (a click on it won the race, or the reply itself answered it)."""
+    last = thread.last_answer
+    if not last or last.get("at") is None:
+        return False
+    try:
+        posted = float(message.ts)
+    except ValueError:
+        return False
+    if posted >= last["at"].timestamp():
+        return False
+    raced = stored_questions.get_question(str(last["question_id"]))
+    return raced is not None and raced.blocking
 
 
 def _opened_since(before: stored_questions.ThreadQuestions, after: stored_questions.ThreadQuestions) -> bool:
