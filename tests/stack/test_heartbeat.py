@@ -155,7 +155,7 @@ def test_a_takeover_past_the_wall_budget_keeps_its_lease_through_the_wrap_up(rig
         "status": SessionStatus.RUNNING.value, "worker": "gone", "lease_task": "t",
         "lease_until": long_ago + timedelta(seconds=SHORT_LEASE), "started_at": long_ago,
     })  # fmt: skip
-    rig.script(G.delayed(SHORT_LEASE * 2.5, G.text("Wrapped up.")))
+    rig.script(G.delayed(SHORT_LEASE * 1.5, G.text("Wrapped up.")))  # outlives a lease nobody renews
     delivered_keeping_its_lease(rig, session_id, "the wrap-up's model call in flight")
     done = rig.session(session_id)
     assert (done.status, done.lease.takeovers) == (SessionStatus.DONE, 1)
