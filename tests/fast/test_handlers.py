@@ -9,53 +9,19 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlencode
 
-import pytest
 from google.api_core.exceptions import ServiceUnavailable
 
 from infra.fakes.slack.client import FakeSlack
-from infra.product_env import product_environment
 from infra.signing import signed_headers
 from infra.slack_payloads import event_callback, mention
 from infra.stack import SIGNING_SECRET, Stack
 from shared import deps
 from shared.state import firestore, ids, sessions
-from tests.conftest import TEST_DIR
+from tests.fast.conftest import RecordingTasks
 from tests.function_apps import function_client as client
-
-
-class RecordingTasks:
-    """Stands in for the Cloud Tasks client: records every task the product creates."""
-
-    def __init__(self) -> None:
-        self.created: list[Any] = []
-
-    def create_task(self, *, parent: str, task: Any, retry: Any = None, timeout: float | None = None) -> Any:
-        self.created.append(task)
-        return task
-
-
-@pytest.fixture(scope="module")
-def emulators() -> Iterator[Stack]:
-    """The Firestore emulator and the fake Slack, without any function process."""
-    where = TEST_DIR / "fast"  # this worker's folder under xdist
-    unused = "http://127.0.0.1:9/agent_session"  # tasks go to a recorder here, never to this URL
-    stack = Stack(with_functions=(), extra_env={"TASKS_TARGET_URL": unused}, stack_file=where / "stack.json").start()
-    try:
-        with product_environment(stack):
-            yield stack
-    finally:
-        stack.stop()
-
-
-@pytest.fixture
-def tasks(emulators: Stack) -> Iterator[RecordingTasks]:
-    recorder = RecordingTasks()
-    with deps.override(tasks=recorder):
-        yield recorder
 
 
 def signed(body: bytes, content_type: str = "application/json") -> dict[str, str]:

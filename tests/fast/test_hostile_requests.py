@@ -4,48 +4,16 @@ never a 500 with a traceback, and none creates a task."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlencode
 
 import pytest
 
-from infra.product_env import product_environment
 from infra.signing import signed_headers
-from infra.stack import SIGNING_SECRET, Stack
-from shared import deps
+from infra.stack import SIGNING_SECRET
 from shared.slack.edit_modal import parse
-from tests.conftest import TEST_DIR
+from tests.fast.conftest import RecordingTasks
 from tests.function_apps import function_client as client
-
-
-class RecordingTasks:
-    def __init__(self) -> None:
-        self.created: list[Any] = []
-
-    def create_task(self, *, parent: str, task: Any, retry: Any = None, timeout: float | None = None) -> Any:
-        self.created.append(task)
-        return task
-
-
-@pytest.fixture(scope="module")
-def emulators() -> Iterator[Stack]:
-    where = TEST_DIR / "fast"
-    unused = "http://127.0.0.1:9/agent_session"
-    stack = Stack(with_functions=(), extra_env={"TASKS_TARGET_URL": unused}, stack_file=where / "stack.json").start()
-    try:
-        with product_environment(stack):
-            yield stack
-    finally:
-        stack.stop()
-
-
-@pytest.fixture
-def tasks(emulators: Stack) -> Iterator[RecordingTasks]:
-    recorder = RecordingTasks()
-    with deps.override(tasks=recorder):
-        yield recorder
-
 
 DEEP = b"[" * 100_000 + b"]" * 100_000
 EVENT_BODIES = [

@@ -50,16 +50,21 @@ def delivered_keeping_its_lease(rig: cost.Rig, session_id: str, call: str) -> No
     delivery returns finds a live lease."""
     worker = threading.Thread(target=rig.deliver, args=(session_id,))
     worker.start()
-    expired: list[tuple[Session, datetime]] = []
     try:
         wait_for(lambda: [r for r in rig.gemini.requests() if rig.uid in str(r["body"])], timeout=60, what=call)
-        while worker.is_alive():
-            found, at = rig.session(session_id), firestore.now()
-            if found.status == SessionStatus.RUNNING and found.lease.until is not None and found.lease.until <= at:
-                expired.append((found, at))
-            worker.join(0.5)
+        assert_lease_kept(rig, session_id, worker)
     finally:
         worker.join(60)
+
+
+def assert_lease_kept(rig: cost.Rig, session_id: str, worker: threading.Thread) -> None:
+    """Every look at the session while ``worker`` delivers it finds a live lease."""
+    expired: list[tuple[Session, datetime]] = []
+    while worker.is_alive():
+        found, at = rig.session(session_id), firestore.now()
+        if found.status == SessionStatus.RUNNING and found.lease.until is not None and found.lease.until <= at:
+            expired.append((found, at))
+        worker.join(0.5)
     assert not expired, f"the lease ran out while the worker lived: {[(f.lease.until, at) for f, at in expired]}"
 
 
@@ -73,21 +78,15 @@ def test_a_status_slack_is_slow_to_set_again_never_delays_the_lease(
     rig.script(G.delayed(SHORT_LEASE * 2.5, G.text("Thought it through.")))
     worker = threading.Thread(target=rig.deliver, args=(session_id,))
     worker.start()
-    expired: list[tuple[Session, datetime]] = []
     try:
         wait_for(lambda: fake_slack.calls("assistant.threads.setStatus"), timeout=60, what="the first status")
         fake_slack.slow("assistant.threads.setStatus", SHORT_LEASE * 1.5, times=1)  # the heartbeat's, held
         wait_for(lambda: len(fake_slack.calls("assistant.threads.setStatus")) >= 2, timeout=60,
                  what="the status set again while the model thinks")  # fmt: skip
-        while worker.is_alive():
-            found, at = rig.session(session_id), firestore.now()
-            if found.status == SessionStatus.RUNNING and found.lease.until is not None and found.lease.until <= at:
-                expired.append((found, at))
-            worker.join(0.5)
+        assert_lease_kept(rig, session_id, worker)
     finally:
         fake_slack.release("assistant.threads.setStatus")
         worker.join(60)
-    assert not expired, f"the lease ran out while the worker lived: {[(f.lease.until, at) for f, at in expired]}"
     done = rig.session(session_id)
     assert (done.status, done.lease.takeovers) == (SessionStatus.DONE, 0)
 
